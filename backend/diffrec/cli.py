@@ -1,0 +1,49 @@
+"""The ``diffrec`` command line: one subcommand per module in ``diffrec.commands``.
+
+Each command module defines ``NAME``, ``HELP``, ``add_arguments(parser)`` and
+``run(args) -> int``. A ``UserError`` is printed as a sentence with exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from diffrec import __version__
+from diffrec.errors import UserError
+
+COMMAND_MODULES = ("diffrec.commands.info",)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="diffrec",
+        description="Turn images of an object into a mesh, PBR textures and an environment map.",
+    )
+    parser.add_argument("--version", action="version", version=f"diffrec {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module_name in COMMAND_MODULES:
+        module = importlib.import_module(module_name)
+        sub = commands.add_parser(module.NAME, help=module.HELP, description=module.HELP)
+        module.add_arguments(sub)
+        sub.set_defaults(run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return args.run(args)
+    except UserError as exc:
+        print(f"diffrec: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("diffrec: interrupted", file=sys.stderr)
+        return 130

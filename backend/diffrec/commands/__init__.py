@@ -1,0 +1,1 @@
+"""Subcommands of the ``diffrec`` command line (see ``diffrec.cli``)."""

@@ -1,0 +1,198 @@
+"""Differentiable rasterization: nvdiffrast's four operations behind one API, on two engines.
+
+The functions keep nvdiffrast's names, arguments and contracts, so either engine can sit
+behind them:
+
+- ``rasterize(ctx, pos, tri, resolution, ranges=None, grad_db=True)`` -> ``(rast, rast_db)``
+- ``DepthPeeler(ctx, pos, tri, resolution, ranges=None, grad_db=True)``
+- ``interpolate(attr, rast, tri, rast_db=None, diff_attrs=None)`` -> ``(out, out_da)``
+- ``texture(tex, uv, uv_da=None, mip_level_bias=None, mip=None, filter_mode="auto",
+  boundary_mode="wrap", max_mip_level=None)`` -> sampled values
+- ``texture_construct_mip(tex, max_mip_level=None, cube_mode=False)`` -> mip chain
+- ``antialias(color, rast, pos, tri, topology_hash=None, pos_gradient_boost=1.0)``
+- ``antialias_construct_topology_hash(tri)``
+
+Conventions (shared by both engines): ``pos`` is clip space ``(x, y, z, w)``; image row 0 is
+the *bottom* row (OpenGL); pixel ``(px, py)`` samples the centre ``x = 2(px + 0.5)/W - 1``;
+``rast`` holds ``(u, v, z/w, triangle_id + 1)`` with zeros where nothing is covered, and
+the barycentrics are perspective-correct with vertex 0 at ``(u, v) = (1, 0)``, vertex 1 at
+``(0, 1)`` and vertex 2 at ``(0, 0)``.
+
+Every function without a context takes an extra keyword ``impl`` ("torch" or "nvdiffrast");
+by default the engine follows ``$DIFFREC_RASTER`` and the tensors' device (see ``engine``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from diffrec.raster import _torch
+from diffrec.raster.engine import (
+    ENGINES,
+    EngineUnavailableError,
+    nvdiffrast_module,
+    resolve_engine,
+)
+
+__all__ = [
+    "ENGINES",
+    "DepthPeeler",
+    "EngineUnavailableError",
+    "RasterContext",
+    "antialias",
+    "antialias_construct_topology_hash",
+    "interpolate",
+    "rasterize",
+    "texture",
+    "texture_construct_mip",
+]
+
+log = logging.getLogger(__name__)
+
+
+class RasterContext:
+    """Holds the engine choice (and nvdiffrast's CUDA context when that engine is used).
+
+    ``device``: where the tensors live (default: CUDA if available, else CPU).
+    ``impl``: "auto", "torch" or "nvdiffrast"; "auto" defers to ``$DIFFREC_RASTER`` and then
+    picks nvdiffrast on CUDA when it imports, torch otherwise.
+    """
+
+    def __init__(self, device: torch.device | str | None = None, impl: str = "auto"):
+        if device is None:
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = torch.device(device)
+        self.engine = resolve_engine(self.device, None if impl == "auto" else impl)
+        self.native = None
+        if self.engine == "nvdiffrast":
+            self.native = nvdiffrast_module().RasterizeCudaContext(device=self.device)
+        log.info("diffrec.raster: %s engine on %s", self.engine, self.device)
+
+    def __repr__(self) -> str:
+        return f"RasterContext(device={str(self.device)!r}, engine={self.engine!r})"
+
+
+def _engine_for(tensor: torch.Tensor, impl: str | None) -> str:
+    return resolve_engine(tensor.device, impl)
+
+
+def rasterize(ctx: RasterContext, pos, tri, resolution, ranges=None, grad_db: bool = True):
+    """Rasterize triangles; return ``(rast, rast_db)``, both ``[B, H, W, 4]`` float32.
+
+    ``pos``: clip-space vertices, ``[B, V, 4]`` (instanced mode) or ``[V, 4]`` with ``ranges``
+    (int32 ``[B, 2]`` of (first triangle, triangle count), on the CPU; range mode).
+    ``tri``: int32 ``[T, 3]``. ``resolution``: ``(H, W)``.
+    ``rast`` = (u, v, z/w, triangle_id + 1); ``rast_db`` = (du/dX, du/dY, dv/dX, dv/dY) in
+    pixels. Gradients reach ``pos`` through u and v (and through ``rast_db`` if ``grad_db``).
+    """
+    if ctx.engine == "nvdiffrast":
+        return nvdiffrast_module().rasterize(ctx.native, pos, tri, resolution, ranges, grad_db)
+    return _torch.rasterize(pos, tri, resolution, ranges=ranges, grad_db=grad_db)
+
+
+class DepthPeeler:
+    """Context manager that peels depth layers: each ``rasterize_next_layer()`` returns the
+    next-nearest surface per pixel as ``(rast, rast_db)``, the same layout as ``rasterize``."""
+
+    def __init__(self, ctx: RasterContext, pos, tri, resolution, ranges=None, grad_db=True):
+        if ctx.engine == "nvdiffrast":
+            self._peeler = nvdiffrast_module().DepthPeeler(
+                ctx.native, pos, tri, resolution, ranges, grad_db
+            )
+        else:
+            self._peeler = _torch.DepthPeeler(pos, tri, resolution, ranges=ranges, grad_db=grad_db)
+
+    def __enter__(self) -> DepthPeeler:
+        self._peeler.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._peeler.__exit__(*exc)
+
+    def rasterize_next_layer(self):
+        return self._peeler.rasterize_next_layer()
+
+
+def interpolate(attr, rast, tri, rast_db=None, diff_attrs=None, *, impl: str | None = None):
+    """Interpolate vertex attributes: ``u*a0 + v*a1 + (1-u-v)*a2``, zero where empty.
+
+    ``attr``: ``[B, V, C]`` or ``[V, C]`` (broadcast over the batch / range mode).
+    Returns ``(out [B, H, W, C], out_da)``; ``out_da`` is ``[B, H, W, 2*len(diff_attrs)]``
+    holding (dA/dX, dA/dY) per listed attribute when ``diff_attrs`` ("all" or a list of channel
+    indices) and ``rast_db`` are given, else an empty tensor.
+    """
+    if _engine_for(rast, impl) == "nvdiffrast":
+        return nvdiffrast_module().interpolate(attr, rast, tri, rast_db, diff_attrs)
+    return _torch.interpolate(attr, rast, tri, rast_db=rast_db, diff_attrs=diff_attrs)
+
+
+def texture(
+    tex,
+    uv,
+    uv_da=None,
+    mip_level_bias=None,
+    mip=None,
+    filter_mode: str = "auto",
+    boundary_mode: str = "wrap",
+    max_mip_level: int | None = None,
+    *,
+    impl: str | None = None,
+):
+    """Sample a 2D texture ``[B, h, w, C]`` at ``uv [B, H, W, 2]`` or a cube map
+    ``[B, 6, h, w, C]`` (``boundary_mode="cube"``) at directions ``uv [B, H, W, 3]``.
+
+    Texel coordinate is ``u * w - 0.5``. Filter modes: "nearest", "linear",
+    "linear-mipmap-nearest", "linear-mipmap-linear", or "auto" (mipmapped when ``uv_da`` or
+    ``mip_level_bias`` is given, else linear). Boundary modes: "wrap", "clamp", "zero", "cube".
+    The mip level is log2 of the footprint's major axis in texels (from ``uv_da``, the
+    screen-space derivatives ``[B, H, W, 4]``, or 6 for cube maps) plus ``mip_level_bias``.
+    ``mip`` is a prebuilt chain from ``texture_construct_mip`` (or a list of tensors).
+    """
+    if _engine_for(tex, impl) == "nvdiffrast":
+        return nvdiffrast_module().texture(
+            tex, uv, uv_da, mip_level_bias, mip, filter_mode, boundary_mode, max_mip_level
+        )
+    return _torch.texture(
+        tex,
+        uv,
+        uv_da=uv_da,
+        mip_level_bias=mip_level_bias,
+        mip=mip,
+        filter_mode=filter_mode,
+        boundary_mode=boundary_mode,
+        max_mip_level=max_mip_level,
+    )
+
+
+def texture_construct_mip(tex, max_mip_level=None, cube_mode=False, *, impl: str | None = None):
+    """Build a mip chain (2x2 box averages) for ``tex``, to pass as ``texture(..., mip=...)``."""
+    if _engine_for(tex, impl) == "nvdiffrast":
+        return nvdiffrast_module().texture_construct_mip(tex, max_mip_level, cube_mode)
+    return _torch.texture_construct_mip(tex, max_mip_level=max_mip_level, cube_mode=cube_mode)
+
+
+def antialias(
+    color, rast, pos, tri, topology_hash=None, pos_gradient_boost=1.0, *, impl: str | None = None
+):
+    """Analytic antialiasing of silhouette edges; returns the antialiased ``color``.
+
+    Blends the colours of neighbouring pixels where a silhouette edge of the nearer triangle
+    passes between their centres, by where it crosses; this gives gradients to ``pos`` along
+    silhouettes. ``tri`` must be welded (shared vertex indices) for silhouettes to be found.
+    """
+    if _engine_for(color, impl) == "nvdiffrast":
+        return nvdiffrast_module().antialias(
+            color, rast, pos, tri, topology_hash, pos_gradient_boost
+        )
+    return _torch.antialias(
+        color, rast, pos, tri, topology_hash=topology_hash, pos_gradient_boost=pos_gradient_boost
+    )
+
+
+def antialias_construct_topology_hash(tri, *, impl: str | None = None):
+    """Precompute the edge topology of ``tri`` for repeated ``antialias`` calls."""
+    if _engine_for(tri, impl) == "nvdiffrast":
+        return nvdiffrast_module().antialias_construct_topology_hash(tri)
+    return _torch.antialias_construct_topology_hash(tri)

@@ -1,0 +1,29 @@
+"""Shared pytest configuration: the ``gpu``, ``blender`` and ``slow`` markers.
+
+- ``gpu``: needs CUDA (and usually nvdiffrast / tinycudann); skipped without it.
+- ``blender``: needs ``bpy`` (the bpy wheel or ``blender --background``); skipped without it.
+- ``slow``: longer CPU tests; run by default, deselect with ``-m "not slow"``.
+"""
+
+import importlib.util
+
+import pytest
+import torch
+
+
+def pytest_collection_modifyitems(config, items):
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA device")
+    skip_bpy = pytest.mark.skip(reason="needs bpy (the bpy wheel or blender --background)")
+    has_cuda = torch.cuda.is_available()
+    has_bpy = importlib.util.find_spec("bpy") is not None
+    for item in items:
+        if "gpu" in item.keywords and not has_cuda:
+            item.add_marker(skip_gpu)
+        if "blender" in item.keywords and not has_bpy:
+            item.add_marker(skip_bpy)
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    """Every test starts from the same random state."""
+    torch.manual_seed(0)
