@@ -30,8 +30,8 @@ MAX_PAIRS_PER_CHUNK = 1 << 22  # (triangle, pixel) candidates evaluated at once:
 
 
 def _check_inputs(pos: torch.Tensor, tri: torch.Tensor, resolution, ranges):
-    if not torch.is_tensor(pos) or pos.dtype != torch.float32:
-        raise TypeError("pos must be a float32 tensor")
+    if not torch.is_tensor(pos) or pos.dtype not in (torch.float32, torch.float64):
+        raise TypeError("pos must be a float32 tensor (float64 is accepted by the torch engine)")
     if not torch.is_tensor(tri) or tri.dtype != torch.int32 or tri.ndim != 2 or tri.shape[1] != 3:
         raise TypeError("tri must be an int32 tensor of shape [T, 3]")
     if pos.shape[-1] != 4:
@@ -135,7 +135,7 @@ def _visible_keys(pos, tri, ranges, height, width, peel_keys=None):
     """
     with torch.no_grad():
         batch, tri_id, vidx, batch_size = _instances(pos, tri, ranges)
-        clip = pos.detach().reshape(-1, 4)[vidx]  # [N, 3, 4]
+        clip = pos.detach().to(torch.float32).reshape(-1, 4)[vidx]  # [N, 3, 4]
         x0, x1, y0, y1 = _pixel_bounds(clip, height, width)
         nx, ny = (x1 - x0 + 1).clamp(min=0), (y1 - y0 + 1).clamp(min=0)
         counts = nx * ny
@@ -194,7 +194,7 @@ def _rast_from_keys(pos, tri, ranges, keys, height, width, grad_db):
     tri_id = key & 0xFFFFFFFF
     depth_bits = (key >> 32).to(torch.int32)
     depth_bits = torch.where(depth_bits < 0, depth_bits ^ 0x7FFFFFFF, depth_bits)
-    depth = depth_bits.view(torch.float32)
+    depth = depth_bits.view(torch.float32).to(pos.dtype)
 
     b = torch.div(pix, height * width, rounding_mode="floor")
     py = torch.div(pix % (height * width), width, rounding_mode="floor")
@@ -204,12 +204,12 @@ def _rast_from_keys(pos, tri, ranges, keys, height, width, grad_db):
         vidx = vidx + (b * pos.shape[1])[:, None]
     xyw = pos.reshape(-1, 4)[vidx][..., [0, 1, 3]]  # [P, 3, 3], differentiable
     c = torch.stack(_edge_coefficients(xyw[:, 0], xyw[:, 1], xyw[:, 2]), 1)  # [P, 3, 3]
-    qx, qy = _pixel_ndc(px, width), _pixel_ndc(py, height)
+    qx, qy = _pixel_ndc(px, width).to(pos.dtype), _pixel_ndc(py, height).to(pos.dtype)
     e = c[..., 0] * qx[:, None] + c[..., 1] * qy[:, None] + c[..., 2]
     total = e.sum(-1)
     u, v = e[:, 0] / total, e[:, 1] / total
-    rast_vals = torch.stack((u, v, depth, (tri_id + 1).to(torch.float32)), -1)
-    rast = torch.zeros(batch_size * height * width, 4, device=pos.device, dtype=torch.float32)
+    rast_vals = torch.stack((u, v, depth, (tri_id + 1).to(pos.dtype)), -1)
+    rast = torch.zeros(batch_size * height * width, 4, device=pos.device, dtype=pos.dtype)
     rast = rast.index_put((pix,), rast_vals).reshape(batch_size, height, width, 4)
 
     # d(e_i / S)/dq = (c_i S - e_i sum_j c_j) / S^2; dq/dX = 2 / W, dq/dY = 2 / H
@@ -223,7 +223,7 @@ def _rast_from_keys(pos, tri, ranges, keys, height, width, grad_db):
     db_vals = torch.stack(
         (d_dq(0, 0, width), d_dq(0, 1, height), d_dq(1, 0, width), d_dq(1, 1, height)), -1
     )
-    rast_db = torch.zeros(batch_size * height * width, 4, device=pos.device, dtype=torch.float32)
+    rast_db = torch.zeros(batch_size * height * width, 4, device=pos.device, dtype=pos.dtype)
     rast_db = rast_db.index_put((pix,), db_vals).reshape(batch_size, height, width, 4)
     return rast, rast_db
 
