@@ -87,8 +87,9 @@ def _edge_coefficients(p0, p1, p2):
     )
 
 
-def _pixel_ndc(index: torch.Tensor, size: int) -> torch.Tensor:
-    return (2.0 * index.to(torch.float32) + 1.0) / size - 1.0
+def _pixel_ndc(index: torch.Tensor, size: int, dtype=torch.float32) -> torch.Tensor:
+    """NDC coordinate of pixel centres ``index`` along an axis of ``size`` pixels."""
+    return (2.0 * index.to(dtype) + 1.0) / size - 1.0
 
 
 def _depth_keys(depth: torch.Tensor, tri_id: torch.Tensor) -> torch.Tensor:
@@ -204,7 +205,7 @@ def _rast_from_keys(pos, tri, ranges, keys, height, width, grad_db):
         vidx = vidx + (b * pos.shape[1])[:, None]
     xyw = pos.reshape(-1, 4)[vidx][..., [0, 1, 3]]  # [P, 3, 3], differentiable
     c = torch.stack(_edge_coefficients(xyw[:, 0], xyw[:, 1], xyw[:, 2]), 1)  # [P, 3, 3]
-    qx, qy = _pixel_ndc(px, width).to(pos.dtype), _pixel_ndc(py, height).to(pos.dtype)
+    qx, qy = _pixel_ndc(px, width, pos.dtype), _pixel_ndc(py, height, pos.dtype)
     e = c[..., 0] * qx[:, None] + c[..., 1] * qy[:, None] + c[..., 2]
     total = e.sum(-1)
     u, v = e[:, 0] / total, e[:, 1] / total
