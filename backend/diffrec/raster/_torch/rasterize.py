@@ -128,63 +128,79 @@ def _pixel_bounds(clip: torch.Tensor, height: int, width: int):
     return x0, x1, y0, y1
 
 
+def _ceil_pow2(n: torch.Tensor) -> torch.Tensor:
+    """Smallest power of two >= n (n >= 1), elementwise."""
+    return torch.pow(2, torch.ceil(torch.log2(n.to(torch.float64)))).to(torch.int64)
+
+
 def _visible_keys(pos, tri, ranges, height, width, peel_keys=None):
     """Stage 1: per-pixel int64 key of the nearest covering triangle (EMPTY_KEY where none).
 
-    With ``peel_keys`` (the previous layer's keys), only surfaces strictly behind it count.
-    Returns a flat ``[B * H * W]`` tensor.
+    Triangles are grouped by the power-of-two size of their pixel bounding box, so that each
+    group evaluates its edge functions by broadcasting over ``[K, box_h, box_w]`` with no
+    per-pixel gathers. With ``peel_keys`` (the previous layer's keys), only surfaces strictly
+    behind it count. Returns a flat ``[B * H * W]`` tensor.
     """
+    device = pos.device
     with torch.no_grad():
         batch, tri_id, vidx, batch_size = _instances(pos, tri, ranges)
         clip = pos.detach().to(torch.float32).reshape(-1, 4)[vidx]  # [N, 3, 4]
         x0, x1, y0, y1 = _pixel_bounds(clip, height, width)
         nx, ny = (x1 - x0 + 1).clamp(min=0), (y1 - y0 + 1).clamp(min=0)
-        counts = nx * ny
-        keep = counts > 0
+        keep = (nx > 0) & (ny > 0)
         batch, tri_id, clip = batch[keep], tri_id[keep], clip[keep]
-        x0, y0, nx, counts = x0[keep], y0[keep], nx[keep], counts[keep]
+        x0, y0, nx, ny = x0[keep], y0[keep], nx[keep], ny[keep]
 
         xyw = clip[..., [0, 1, 3]]
         c0, c1, c2 = _edge_coefficients(xyw[:, 0], xyw[:, 1], xyw[:, 2])
         det = (xyw[:, 0] * c0).sum(-1)
         sign = torch.sign(det)
-        coeffs = torch.stack((c0, c1, c2), 1) * sign[:, None, None]  # [N, 3 edges, 3]
-        # inv_area turns sum(e_i z_i) into z/w at the pixel (sum(e_i w_i) = det there)
-        z_over_det = clip[..., 2] / (det * sign)[:, None].clamp(min=1e-30)
-        valid = det != 0
+        keep = det != 0  # degenerate in screen space: covers nothing
+        coeffs = (torch.stack((c0, c1, c2), 1) * sign[:, None, None])[keep]  # [N, edge, xyw]
+        # sum_i e_i z_i / |det| is z/w at the pixel (there sum_i e_i w_i = |det|)
+        z_scaled = clip[keep][..., 2] / (det * sign)[keep][:, None]
+        batch, tri_id, x0, y0, nx, ny = (t[keep] for t in (batch, tri_id, x0, y0, nx, ny))
         # top-left rule for pixels exactly on an edge: accept e == 0 when (cx, cy) > 0 lexically
-        edge_owner = (coeffs[..., 0] > 0) | ((coeffs[..., 0] == 0) & (coeffs[..., 1] > 0))
+        owner = (coeffs[..., 0] > 0) | ((coeffs[..., 0] == 0) & (coeffs[..., 1] > 0))
 
         keys = torch.full((batch_size * height * width,), EMPTY_KEY, dtype=torch.int64,
-                          device=pos.device)
-        cum = torch.cumsum(counts, 0)
-        start = 0
-        while start < len(counts):
-            base = int(cum[start - 1]) if start else 0
-            stop = int(torch.searchsorted(cum, base + MAX_PAIRS_PER_CHUNK, right=True))
-            stop = max(stop, start + 1)
-            sl = slice(start, stop)
-            n = counts[sl]
-            inst = torch.repeat_interleave(torch.arange(start, stop, device=pos.device), n)
-            local = torch.arange(int(n.sum()), device=pos.device) - torch.repeat_interleave(
-                torch.cumsum(n, 0) - n, n
-            )
-            px = x0[inst] + local % nx[inst]
-            py = y0[inst] + torch.div(local, nx[inst], rounding_mode="floor")
-            qx, qy = _pixel_ndc(px, width), _pixel_ndc(py, height)
-            cf = coeffs[inst]
-            e = cf[..., 0] * qx[:, None] + cf[..., 1] * qy[:, None] + cf[..., 2]  # [P, 3]
-            inside = ((e > 0) | ((e == 0) & edge_owner[inst])).all(-1) & valid[inst]
-            depth = (e * z_over_det[inst]).sum(-1)
-            inside &= (depth >= -1.0) & (depth <= 1.0) & (e.sum(-1) > 0)
-            pix = (batch[inst] * height + py) * width + px
-            pix, key = pix[inside], _depth_keys(depth[inside], tri_id[inst][inside])
-            if peel_keys is not None:
-                behind = key > peel_keys[pix]
-                pix, key = pix[behind], key[behind]
-            keys.scatter_reduce_(0, pix, key, reduce="amin")
-            start = stop
+                          device=device)
+        box_w, box_h = _ceil_pow2(nx), _ceil_pow2(ny)
+        bucket = box_h * (2 * width) + box_w
+        for code in torch.unique(bucket).tolist():
+            bh, bw = divmod(code, 2 * width)
+            members = torch.nonzero(bucket == code).squeeze(1)
+            for chunk in members.split(max(1, MAX_PAIRS_PER_CHUNK // (bh * bw))):
+                _rasterize_boxes(
+                    keys, peel_keys, height, width, bh, bw, batch[chunk], tri_id[chunk],
+                    x0[chunk], y0[chunk], nx[chunk], ny[chunk], coeffs[chunk], owner[chunk],
+                    z_scaled[chunk],
+                )
     return keys
+
+
+def _rasterize_boxes(keys, peel_keys, height, width, bh, bw, batch, tri_id, x0, y0, nx, ny,
+                     coeffs, owner, z_scaled):
+    """Test the ``bh x bw`` pixel box of each of K triangles; scatter-min covered keys."""
+    device = keys.device
+    px = x0[:, None, None] + torch.arange(bw, device=device)[None, None, :]  # [K, 1, bw]
+    py = y0[:, None, None] + torch.arange(bh, device=device)[None, :, None]  # [K, bh, 1]
+    qx, qy = _pixel_ndc(px, width), _pixel_ndc(py, height)
+    inside = (px < (x0 + nx)[:, None, None]) & (py < (y0 + ny)[:, None, None])
+    depth = torch.zeros(())
+    for edge in range(3):
+        cx, cy, cw = (coeffs[:, edge, k, None, None] for k in range(3))
+        e = cx * qx + cy * qy + cw  # same operation order for every triangle: watertight
+        inside = inside & ((e > 0) | ((e == 0) & owner[:, edge, None, None]))
+        depth = depth + e * z_scaled[:, edge, None, None]
+    inside &= (depth >= -1.0) & (depth <= 1.0)
+    k, iy, ix = torch.nonzero(inside, as_tuple=True)
+    pix = (batch[k] * height + py[k, iy, 0]) * width + px[k, 0, ix]
+    key = _depth_keys(depth[k, iy, ix], tri_id[k])
+    if peel_keys is not None:
+        behind = key > peel_keys[pix]
+        pix, key = pix[behind], key[behind]
+    keys.scatter_reduce_(0, pix, key, reduce="amin")
 
 
 def _rast_from_keys(pos, tri, ranges, keys, height, width, grad_db):
@@ -200,11 +216,10 @@ def _rast_from_keys(pos, tri, ranges, keys, height, width, grad_db):
     b = torch.div(pix, height * width, rounding_mode="floor")
     py = torch.div(pix % (height * width), width, rounding_mode="floor")
     px = pix % width
-    vidx = tri.to(device=pos.device, dtype=torch.int64)[tri_id]
-    if ranges is None:
-        vidx = vidx + (b * pos.shape[1])[:, None]
-    xyw = pos.reshape(-1, 4)[vidx][..., [0, 1, 3]]  # [P, 3, 3], differentiable
-    c = torch.stack(_edge_coefficients(xyw[:, 0], xyw[:, 1], xyw[:, 2]), 1)  # [P, 3, 3]
+    # edge coefficients once per triangle (differentiable), then gathered per covered pixel
+    corners = pos[..., [0, 1, 3]][..., tri.to(device=pos.device, dtype=torch.int64), :]
+    per_tri = torch.stack(_edge_coefficients(*corners.unbind(-2)), -2).reshape(-1, 3, 3)
+    c = per_tri[tri_id + b * tri.shape[0] if ranges is None else tri_id]  # [P, edge, xyw]
     qx, qy = _pixel_ndc(px, width, pos.dtype), _pixel_ndc(py, height, pos.dtype)
     e = c[..., 0] * qx[:, None] + c[..., 1] * qy[:, None] + c[..., 2]
     total = e.sum(-1)
