@@ -44,7 +44,6 @@ import torch
 
 # The hash primes of the paper (Section 3), as tiny-cuda-nn's "CoherentPrime" hash uses them.
 HASH_PRIMES = (1, 2654435761, 805459861, 3674653429, 2097192037, 1434869437, 2165219737)
-UINT32_MASK = 0xFFFFFFFF
 INIT_RANGE = 1e-4
 DEFAULT_CHUNK = 1 << 15
 
@@ -109,7 +108,7 @@ class HashGridConfig:
 
     @functools.cached_property
     def level_table_sizes(self) -> np.ndarray:
-        """``[L]`` int64 entries per level: ``min(next_multiple(res^D, 8), 2^log2_hashmap_size)``."""
+        """``[L]`` int64 entries per level: ``min(next_multiple(res^D, 8), 2^log2_hashmap)``."""
         cap = 1 << self.log2_hashmap_size
         return np.array([min(-(-n // 8) * 8, cap) for n in self.level_vertex_counts], np.int64)
 
@@ -237,15 +236,15 @@ class HashGridEncoding(torch.nn.Module):
     def _corner_index(self, coords: torch.Tensor) -> torch.Tensor:
         """``[n, L, D, 2]`` vertex coordinates -> ``[n, L, 2^D]`` entry numbers in ``params``.
 
-        Dense levels: ``sum_d x_d * res^d`` (below ``2 * table`` for in-range input, so the modulo
-        is one conditional subtraction; it wraps the vertices at ``res``). Hashed levels: ``XOR_d (x_d * pi_d)`` modulo the table,
-        which is then ``2^log2_hashmap_size``, so the mask can be applied per term.
+        Dense levels: ``sum_d x_d * res^d``, below ``2 * table`` for in-range input, so the modulo
+        (which wraps the vertices at ``res``) is one conditional subtraction. Hashed levels:
+        ``XOR_d (x_d * pi_d)`` modulo the table, which is then ``2^log2_hashmap_size``, so the
+        mask can be applied per term.
         """
-        out = torch.empty(coords.shape[:2] + (1 << self.config.n_dims,), dtype=torch.long,
-                          device=coords.device)
-        strides = self.resolutions[:, None] ** torch.arange(self.config.n_dims,
-                                                            device=coords.device)
-        primes = coords.new_tensor(HASH_PRIMES[: self.config.n_dims])[:, None]
+        dims = self.config.n_dims
+        out = coords.new_empty((*coords.shape[:2], 1 << dims))
+        strides = self.resolutions[:, None] ** torch.arange(dims, device=coords.device)
+        primes = coords.new_tensor(HASH_PRIMES[:dims])[:, None]
         for hashed, levels in self.level_groups:
             size = self.table_sizes[levels][:, None]
             c = coords[:, levels]
