@@ -197,8 +197,6 @@ class HashGridEncoding(torch.nn.Module):
             raise TypeError(f"positions must be floating point, got {x.dtype}")
         x = x.to(self.params.dtype).clamp(0.0, 1.0)
         chunks = [self._encode(part) for part in x.split(self.chunk_size)]
-        if not chunks:
-            return x.new_zeros(0, self.n_output_dims)
         return torch.cat(chunks) if len(chunks) > 1 else chunks[0]
 
     def _encode(self, x: torch.Tensor) -> torch.Tensor:
@@ -219,7 +217,8 @@ class HashGridEncoding(torch.nn.Module):
         weight = self._corner_weight(torch.stack([1.0 - frac, frac], dim=-1))  # [n, L, 2^D]
         table = self.params.view(-1, cfg.n_features_per_level)
         # index_select: its backward (index_add) is several times faster on CPU than embedding's.
-        features = table.index_select(0, index.reshape(-1)).view(*index.shape, -1)  # [n,L,2^D,F]
+        features = table.index_select(0, index.reshape(-1))
+        features = features.view(*index.shape, cfg.n_features_per_level)  # [n, L, 2^D, F]
         return (weight[..., None, :] @ features).reshape(n, cfg.n_output_dims)
 
     def _corners(self, terms: torch.Tensor, combine) -> torch.Tensor:
