@@ -1,0 +1,225 @@
+"""The volumetric neural material: world position -> (kd, ks, normal), on two engines.
+
+nvdiffrec's first-pass material: the position, normalised to the material's box, goes through a
+multiresolution hash encoding and a small MLP to 9 outputs, each squashed by a sigmoid into its
+channel's range: ``kd`` in [0, 1]^3, ``ks`` (occlusion, roughness, metallic) in
+``[ks_min, ks_max]`` (default ``[0, 0.08, 0]`` .. ``[1, 1, 1]``), ``normal`` in
+``[-1, -1, 0]`` .. ``[1, 1, 1]`` (a tangent-space perturbation, not normalised here).
+
+Engines (the same function, the same parameter vectors):
+
+- ``"torch"``: ``hashgrid.HashGridEncoding`` + ``mlp.MLP``, on any device (CPU, CUDA, MPS);
+- ``"tcnn"``: ``tinycudann.Encoding`` (HashGrid, float32 parameters and outputs) +
+  ``tinycudann.Network`` (FullyFusedMLP, half precision inside, float32 master parameters).
+
+Both keep their parameters as ``encoding.params`` and ``mlp.params`` in tiny-cuda-nn's layout, so
+a ``state_dict`` saved on one engine loads on the other. Choice, in order of precedence: an
+explicit ``impl`` ("torch" or "tcnn"); ``$DIFFREC_NEURAL`` (same values or "auto"); "auto" =
+tinycudann on a CUDA device when it imports, torch otherwise.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import logging
+import os
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+
+from diffrec.neural.hashgrid import HashGridConfig, HashGridEncoding, uniform_params
+from diffrec.neural.mlp import MLP, MLPConfig, xavier_uniform_params
+from diffrec.raster.engine import EngineUnavailableError
+
+log = logging.getLogger(__name__)
+
+IMPLS = ("torch", "tcnn")
+ENV_VAR = "DIFFREC_NEURAL"
+KS_MIN = (0.0, 0.08, 0.0)
+KS_MAX = (1.0, 1.0, 1.0)
+KD_RANGE = ((0.0, 0.0, 0.0), (1.0, 1.0, 1.0))
+NORMAL_RANGE = ((-1.0, -1.0, 0.0), (1.0, 1.0, 1.0))
+N_OUTPUTS = 9
+EVAL_CHUNK = 1 << 18
+
+
+@functools.cache
+def tinycudann_module():
+    """Return the ``tinycudann`` module if it imports, else None (cached)."""
+    try:
+        return importlib.import_module("tinycudann")
+    except Exception as exc:  # ImportError, or EnvironmentError without a usable GPU
+        log.debug("tinycudann unavailable: %s", exc)
+        return None
+
+
+def resolve_impl(device: torch.device, impl: str | None = None) -> str:
+    """The engine for ``device``: "torch" or "tcnn" (see the module docstring for the rules)."""
+    choice = impl if impl not in (None, "auto") else os.environ.get(ENV_VAR, "auto")
+    choice = choice.strip().lower()
+    if choice not in ("auto", *IMPLS):
+        source = "impl" if impl not in (None, "auto") else f"${ENV_VAR}"
+        raise ValueError(f"{source} must be 'auto', 'torch' or 'tcnn', not {choice!r}")
+    cuda = torch.device(device).type == "cuda"
+    if choice == "auto":
+        return "tcnn" if cuda and tinycudann_module() is not None else "torch"
+    if choice == "tcnn" and not cuda:
+        raise EngineUnavailableError(
+            f"the tcnn engine needs a CUDA device, got {torch.device(device)}; "
+            f"use impl='torch' (or {ENV_VAR}=torch) on this device"
+        )
+    if choice == "tcnn" and tinycudann_module() is None:
+        raise EngineUnavailableError(
+            "tinycudann is not installed or failed to import; install it with scripts/install_gpu, "
+            f"or use impl='torch' ({ENV_VAR}=torch)"
+        )
+    return choice
+
+
+class NeuralMaterialSample(NamedTuple):
+    """Material channels at a batch of points, each ``[..., 3]`` float32."""
+
+    kd: torch.Tensor
+    ks: torch.Tensor
+    normal: torch.Tensor
+
+
+def _vec3(name: str, value) -> torch.Tensor:
+    out = torch.as_tensor(value, dtype=torch.float32).flatten().cpu()
+    if out.shape != (3,) or not torch.isfinite(out).all():
+        raise ValueError(f"{name} must be 3 finite numbers, got {value!r}")
+    return out
+
+
+class NeuralMaterial(torch.nn.Module):
+    """``material(points)``: world positions ``[..., 3]`` -> ``NeuralMaterialSample``.
+
+    ``bbox_min``/``bbox_max``: the box (world units) the hash grid spans; points outside are
+    clamped to it. ``device`` defaults to CUDA when available. With the same seed and device both
+    engines start from the same parameters (hash entries uniform in +-1e-4, MLP Xavier-uniform).
+    """
+
+    def __init__(
+        self,
+        bbox_min: Sequence[float] | torch.Tensor,
+        bbox_max: Sequence[float] | torch.Tensor,
+        impl: str = "auto",
+        *,
+        ks_min: Sequence[float] = KS_MIN,
+        ks_max: Sequence[float] = KS_MAX,
+        grid: HashGridConfig | None = None,
+        n_neurons: int = 32,
+        n_hidden_layers: int = 2,
+        device: torch.device | str | None = None,
+    ):
+        super().__init__()
+        if device is None:
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        device = torch.device(device)
+        lo, hi = _vec3("bbox_min", bbox_min), _vec3("bbox_max", bbox_max)
+        if not (hi > lo).all():
+            raise ValueError(f"bbox_max must exceed bbox_min on every axis: {lo} .. {hi}")
+        ks_lo, ks_hi = _vec3("ks_min", ks_min), _vec3("ks_max", ks_max)
+        if not (ks_hi >= ks_lo).all():
+            raise ValueError(f"ks_max must be >= ks_min on every channel: {ks_lo} .. {ks_hi}")
+        out_min = torch.cat([torch.tensor(KD_RANGE[0]), ks_lo, torch.tensor(NORMAL_RANGE[0])])
+        out_max = torch.cat([torch.tensor(KD_RANGE[1]), ks_hi, torch.tensor(NORMAL_RANGE[1])])
+        self.register_buffer("bbox_min", lo.to(device))
+        self.register_buffer("bbox_max", hi.to(device))
+        self.register_buffer("out_min", out_min.to(device))
+        self.register_buffer("out_max", out_max.to(device))
+
+        self.grid_config = grid if grid is not None else HashGridConfig()
+        if self.grid_config.n_dims != 3:
+            raise ValueError(f"the material's grid must be 3D, not {self.grid_config.n_dims}D")
+        self.mlp_config = MLPConfig(
+            self.grid_config.n_output_dims, N_OUTPUTS, n_neurons, n_hidden_layers
+        )
+        self._impl = resolve_impl(device, impl)
+        if self._impl == "torch":
+            self.encoding = HashGridEncoding(self.grid_config, device=device)
+            self.mlp = MLP(self.mlp_config, device=device)
+        else:
+            self._build_tcnn(device)
+
+    def _build_tcnn(self, device: torch.device) -> None:
+        tcnn = tinycudann_module()
+        with torch.cuda.device(device):
+            self.encoding = tcnn.Encoding(3, self.grid_config.tcnn_config(), dtype=torch.float32)
+            self.mlp = tcnn.Network(
+                self.mlp_config.n_input_dims, N_OUTPUTS, self.mlp_config.tcnn_config()
+            )
+        for module, config, init in (
+            (self.encoding, self.grid_config, uniform_params),
+            (self.mlp, self.mlp_config, xavier_uniform_params),
+        ):
+            if module.params.numel() != config.n_params:
+                raise EngineUnavailableError(
+                    f"this tinycudann lays out {type(module).__name__} with "
+                    f"{module.params.numel()} parameters, diffrec expects {config.n_params}; "
+                    f"use impl='torch' ({ENV_VAR}=torch)"
+                )
+            with torch.no_grad():
+                module.params.copy_(init(config, device))
+
+    @property
+    def impl(self) -> str:
+        """The engine in use: "torch" or "tcnn"."""
+        return self._impl
+
+    def extra_repr(self) -> str:
+        return f"impl={self._impl!r}, bbox={self.bbox_min.tolist()}..{self.bbox_max.tolist()}"
+
+    def normalise(self, points: torch.Tensor) -> torch.Tensor:
+        """World positions -> the box's unit cube, clamped to [0, 1]."""
+        unit = (points - self.bbox_min) / (self.bbox_max - self.bbox_min)
+        return unit.clamp(0.0, 1.0)
+
+    def raw(self, points: torch.Tensor) -> torch.Tensor:
+        """``[N, 3]`` world positions -> ``[N, 9]`` float32 network outputs before the sigmoid."""
+        unit = self.normalise(points).float().contiguous()
+        if unit.shape[0] == 0:
+            return unit.new_zeros(0, N_OUTPUTS)
+        return self.mlp(self.encoding(unit)).float()
+
+    def forward(self, points: torch.Tensor) -> NeuralMaterialSample:
+        if points.ndim < 1 or points.shape[-1] != 3:
+            raise ValueError(f"points must be [..., 3], got {tuple(points.shape)}")
+        if not points.is_floating_point():
+            raise TypeError(f"points must be floating point, got {points.dtype}")
+        if not torch.isfinite(points).all():
+            raise ValueError("points contain NaN or infinity")
+        flat = points.reshape(-1, 3).to(self.bbox_min.device)
+        out = torch.sigmoid(self.raw(flat)) * (self.out_max - self.out_min) + self.out_min
+        out = out.view(*points.shape[:-1], N_OUTPUTS)
+        return NeuralMaterialSample(out[..., 0:3], out[..., 3:6], out[..., 6:9])
+
+    def evaluate(self, points: torch.Tensor, chunk_size: int = EVAL_CHUNK) -> NeuralMaterialSample:
+        """``forward`` without gradients, ``chunk_size`` points at a time (texture baking)."""
+        if chunk_size < 1:
+            raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+        if points.ndim < 1 or points.shape[-1] != 3:
+            raise ValueError(f"points must be [..., 3], got {tuple(points.shape)}")
+        flat = points.reshape(-1, 3)
+        with torch.no_grad():
+            parts = [self(chunk) for chunk in flat.split(chunk_size)] or [self(flat)]
+        channels = zip(*parts, strict=True)
+        return NeuralMaterialSample(
+            *(torch.cat(channel).view(*points.shape[:-1], 3) for channel in channels)
+        )
+
+    def albedo_smoothness(
+        self, points: torch.Tensor, kd: torch.Tensor | None = None, std: float = 0.01
+    ) -> torch.Tensor:
+        """Per-point ``sum_c |kd(x + eps) - kd(x)|``, ``eps ~ N(0, std^2)`` in world units.
+
+        nvdiffrec's albedo-smoothness term: the caller averages it over covered pixels and
+        weights it (0.03, ramped in over the first 500 iterations). ``kd``: ``kd(points)`` if the
+        caller already has it (saves one evaluation). Returns ``points.shape[:-1]``.
+        """
+        if kd is None:
+            kd = self(points).kd
+        jittered = points + torch.randn_like(points) * std
+        return (self(jittered).kd - kd).abs().sum(dim=-1)
