@@ -51,7 +51,5 @@ def test_boundary_and_non_manifold_edges():
 
 def test_random_soup_matches_reference():
     generator = torch.Generator().manual_seed(1)
-    triangles = torch.stack(
-        [torch.randperm(12, generator=generator)[:3] for _ in range(40)]
-    )
+    triangles = torch.stack([torch.randperm(12, generator=generator)[:3] for _ in range(40)])
     _check_against_reference(triangles)

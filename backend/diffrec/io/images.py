@@ -47,9 +47,7 @@ def read_image(path: str | Path, *, data: bool = False) -> np.ndarray:
     return decode_image(path.read_bytes(), data=data, name=str(path))
 
 
-def write_image(
-    path: str | Path, image, *, data: bool = False, bit_depth: int = 8
-) -> None:
+def write_image(path: str | Path, image, *, data: bool = False, bit_depth: int = 8) -> None:
     """Write float ``[H, W, C]`` (or ``[H, W]``) to PNG / JPEG / EXR (float32) / HDR (RGB).
 
     ``bit_depth`` (8 or 16) applies to PNG only. Unless ``data``, colour channels are

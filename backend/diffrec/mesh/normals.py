@@ -45,9 +45,10 @@ def vertex_normals(
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
     if weighting == "angle":
-        weighted = face_normals(positions, triangles)[:, None, :] * corner_angles(
-            positions, triangles
-        )[..., None]
+        weighted = (
+            face_normals(positions, triangles)[:, None, :]
+            * corner_angles(positions, triangles)[..., None]
+        )
     else:
         weighted = face_normals(positions, triangles, unit=False)[:, None, :].expand(-1, 3, -1)
     summed = torch.zeros_like(positions)

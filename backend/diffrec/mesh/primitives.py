@@ -58,9 +58,7 @@ def uv_sphere(segments: int = 32, rings: int = 16, radius: float = 1.0) -> Mesh:
     uv_triangles = _grid_triangles(rings, segments, segments + 1, flip=True)
     keep = _not_pole_slivers(uv_triangles, position_of)
     uv_triangles = uv_triangles[keep]
-    return Mesh(
-        positions.float(), position_of[uv_triangles], uvs=uvs, uv_triangles=uv_triangles
-    )
+    return Mesh(positions.float(), position_of[uv_triangles], uvs=uvs, uv_triangles=uv_triangles)
 
 
 def _grid_triangles(rows: int, columns: int, stride: int, flip: bool = False) -> torch.Tensor:

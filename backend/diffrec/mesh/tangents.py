@@ -30,8 +30,11 @@ def with_tangents(mesh: Mesh) -> Mesh:
     corner_normals = safe_normalize(mesh.normals[mesh.normal_triangles])  # [T, 3, 3]
     face_tangent, face_bitangent = _face_tangents(mesh)
     handedness = torch.where(
-        (torch.linalg.cross(corner_normals, face_tangent[:, None], dim=-1)
-         * face_bitangent[:, None]).sum(-1) < 0,
+        (
+            torch.linalg.cross(corner_normals, face_tangent[:, None], dim=-1)
+            * face_bitangent[:, None]
+        ).sum(-1)
+        < 0,
         -1,
         1,
     )  # [T, 3]
