@@ -1,0 +1,203 @@
+"""Pinhole cameras: the wire convention in, clip-space matrices and rays out.
+
+Wire convention (Blender's, see DESIGN.md): ``camera_to_world`` is the camera object's
+``matrix_world`` [N, 4, 4] (any object scale is ignored, as Blender's ``world_to_camera_view``
+does); the camera looks down its local -Z with +Y up. Intrinsics ``fx, fy, cx, cy`` are in
+pixels with the origin at the top-left pixel *corner* and rows growing downwards, so a
+camera-space point (X, Y, Z) lands at ``px = cx + fx X / -Z``, ``py = cy - fy Y / -Z``
+(``px, py`` continuous: pixel ``(c, r)`` covers ``[c, c+1] x [r, r+1]``).
+
+Clip space is what ``diffrec.raster`` consumes: NDC x = -1..1 from the left image edge to the
+right, NDC y = -1 at the *bottom* image edge (raster row 0 is image row H-1), OpenGL depth
+(z/w = -1 at ``near``, +1 at ``far``), w = -Z. Hence ``x_ndc = 2 px / W - 1`` and
+``y_ndc = 1 - 2 py / H``, which puts pixel centres at ``2 (px + 0.5) / W - 1`` in both.
+Matrices are computed in float64 and returned as float32.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+
+from diffrec.errors import UserError
+
+_PER_CAMERA = ("fx", "fy", "cx", "cy", "near", "far")
+
+
+@dataclass(eq=False)
+class Cameras:
+    """A batch of N pinhole cameras sharing one image size.
+
+    ``camera_to_world`` [N, 4, 4]; ``fx, fy, cx, cy, near, far`` [N] (scalars broadcast);
+    ``width, height`` in pixels. Stored as float32 tensors on one device.
+    """
+
+    camera_to_world: torch.Tensor
+    fx: torch.Tensor
+    fy: torch.Tensor
+    cx: torch.Tensor
+    cy: torch.Tensor
+    width: int
+    height: int
+    near: torch.Tensor | float = 0.1
+    far: torch.Tensor | float = 1000.0
+
+    def __post_init__(self):
+        c2w = torch.as_tensor(self.camera_to_world, dtype=torch.float32)
+        if c2w.ndim != 3 or c2w.shape[1:] != (4, 4) or c2w.shape[0] == 0:
+            raise UserError(f"camera_to_world must be [N>0, 4, 4], got {tuple(c2w.shape)}")
+        if not torch.isfinite(c2w).all():
+            raise UserError("camera_to_world holds NaN or infinite values")
+        bottom = torch.tensor([0.0, 0.0, 0.0, 1.0], device=c2w.device)
+        if not torch.allclose(c2w[:, 3], bottom.expand(c2w.shape[0], 4), atol=1e-6):
+            raise UserError("camera_to_world must be affine (last row 0, 0, 0, 1)")
+        if torch.linalg.det(c2w[:, :3, :3].double()).abs().min() < 1e-12:
+            raise UserError("camera_to_world has a singular rotation part")
+        self.camera_to_world = c2w
+        for name in _PER_CAMERA:
+            value = torch.as_tensor(getattr(self, name), dtype=torch.float32, device=c2w.device)
+            if value.ndim > 1 or (value.ndim == 1 and value.shape[0] != c2w.shape[0]):
+                raise UserError(f"camera {name} must be a scalar or [{c2w.shape[0]}]")
+            if not torch.isfinite(value).all():
+                raise UserError(f"camera {name} holds NaN or infinite values")
+            setattr(self, name, value.expand(c2w.shape[0]).clone())
+        if not (int(self.width) == self.width > 0 and int(self.height) == self.height > 0):
+            raise UserError(f"image size must be positive integers, got {self.width}x{self.height}")
+        self.width, self.height = int(self.width), int(self.height)
+        if (self.fx <= 0).any() or (self.fy <= 0).any():
+            raise UserError("focal lengths fx, fy must be positive (pixels)")
+        if (self.near <= 0).any() or (self.far <= self.near).any():
+            raise UserError("clipping planes must satisfy 0 < near < far")
+
+    def __len__(self) -> int:
+        return self.camera_to_world.shape[0]
+
+    def __getitem__(self, index) -> Cameras:
+        """A sub-batch: ``index`` is an int, slice, index tensor or boolean mask."""
+        index = [index] if isinstance(index, int) else index
+        return Cameras(
+            self.camera_to_world[index],
+            *(getattr(self, name)[index] for name in ("fx", "fy", "cx", "cy")),
+            width=self.width,
+            height=self.height,
+            near=self.near[index],
+            far=self.far[index],
+        )
+
+    @property
+    def device(self) -> torch.device:
+        return self.camera_to_world.device
+
+    def to(self, device: torch.device | str) -> Cameras:
+        return Cameras(
+            self.camera_to_world.to(device),
+            *(getattr(self, name).to(device) for name in ("fx", "fy", "cx", "cy")),
+            width=self.width,
+            height=self.height,
+            near=self.near.to(device),
+            far=self.far.to(device),
+        )
+
+    def centers(self) -> torch.Tensor:
+        """Camera positions in world space, [N, 3]."""
+        return self.camera_to_world[:, :3, 3]
+
+    def _rotation64(self) -> torch.Tensor:
+        """The camera axes in world space, scale removed (unit columns), [N, 3, 3] float64."""
+        axes = self.camera_to_world[:, :3, :3].double()
+        return axes / axes.norm(dim=1, keepdim=True)
+
+    def world_to_camera(self) -> torch.Tensor:
+        """World -> camera matrices [N, 4, 4] float32 (camera looks down -Z, +Y up)."""
+        return self._world_to_camera64().float()
+
+    def _world_to_camera64(self) -> torch.Tensor:
+        c2w = torch.eye(4, dtype=torch.float64, device=self.device).repeat(len(self), 1, 1)
+        c2w[:, :3, :3] = self._rotation64()
+        c2w[:, :3, 3] = self.centers().double()
+        return torch.linalg.inv(c2w)
+
+    def projection(self) -> torch.Tensor:
+        """Camera -> clip matrices [N, 4, 4] float32 (see the module docstring)."""
+        return self._projection64().float()
+
+    def _projection64(self) -> torch.Tensor:
+        fx, fy, cx, cy, near, far = (getattr(self, name).double() for name in _PER_CAMERA)
+        w, h = float(self.width), float(self.height)
+        p = torch.zeros(len(self), 4, 4, dtype=torch.float64, device=self.device)
+        p[:, 0, 0] = 2 * fx / w
+        p[:, 0, 2] = 1 - 2 * cx / w
+        p[:, 1, 1] = 2 * fy / h
+        p[:, 1, 2] = 2 * cy / h - 1
+        p[:, 2, 2] = -(far + near) / (far - near)
+        p[:, 2, 3] = -2 * far * near / (far - near)
+        p[:, 3, 2] = -1
+        return p
+
+    def world_to_clip(self) -> torch.Tensor:
+        """World -> clip matrices [N, 4, 4] float32, for ``pos_clip = M @ [p, 1]``."""
+        return (self._projection64() @ self._world_to_camera64()).float()
+
+    def ray_directions(self) -> torch.Tensor:
+        """Unit world-space directions through every pixel centre, [N, H, W, 3] float32,
+        rows top-down (image order: flip raster output, whose row 0 is the bottom, to match).
+        """
+        rows = torch.arange(self.height, dtype=torch.float64, device=self.device) + 0.5
+        cols = torch.arange(self.width, dtype=torch.float64, device=self.device) + 0.5
+        py, px = torch.meshgrid(rows, cols, indexing="ij")
+        x = (px - self.cx.double()[:, None, None]) / self.fx.double()[:, None, None]
+        y = -(py - self.cy.double()[:, None, None]) / self.fy.double()[:, None, None]
+        local = torch.stack([x, y, -torch.ones_like(x)], dim=-1)  # [N, H, W, 3]
+        world = torch.einsum("nij,nhwj->nhwi", self._rotation64(), local)
+        return (world / world.norm(dim=-1, keepdim=True)).float()
+
+
+def from_nerf_transforms(
+    transforms: Mapping, width: int, height: int, near: float = 0.1, far: float = 1000.0
+) -> Cameras:
+    """Cameras of a NeRF / instant-ngp ``transforms_*.json`` (already parsed), for images
+    resized to ``width`` x ``height``.
+
+    ``frames[i].transform_matrix`` is the camera-to-world matrix in the same OpenGL camera
+    convention as the wire. Focal lengths: ``fl_x`` / ``fl_y`` (pixels at the file's ``w`` x
+    ``h``, rescaled to the requested size), else ``camera_angle_x`` / ``camera_angle_y``
+    (horizontal / vertical field of view in radians); square pixels in the file when only one
+    is given. The principal point is ``cx`` / ``cy`` (rescaled likewise) or the image centre.
+    Any of these keys may also appear per frame, overriding the top-level value.
+    """
+    frames = transforms.get("frames")
+    if not frames:
+        raise UserError("NeRF transforms have no 'frames'")
+    matrices, intrinsics = [], []
+    for i, frame in enumerate(frames):
+        matrix = torch.tensor(frame.get("transform_matrix", []), dtype=torch.float64)
+        if matrix.shape != (4, 4):
+            raise UserError(f"frame {i}: transform_matrix must be 4x4")
+        matrices.append(matrix)
+        intrinsics.append(_nerf_intrinsics({**transforms, **frame}, width, height, i))
+    fx, fy, cx, cy = torch.tensor(intrinsics, dtype=torch.float64).T
+    return Cameras(torch.stack(matrices), fx, fy, cx, cy, width, height, near, far)
+
+
+def _nerf_intrinsics(keys: Mapping, width: int, height: int, frame: int) -> list[float]:
+    """fx, fy, cx, cy in pixels of the requested size (file values are at its ``w`` x ``h``)."""
+    file_width, file_height = float(keys.get("w", width)), float(keys.get("h", height))
+    if "fl_x" in keys:
+        fx = float(keys["fl_x"])
+    elif "camera_angle_x" in keys:
+        fx = 0.5 * file_width / math.tan(0.5 * float(keys["camera_angle_x"]))
+    else:
+        raise UserError(f"frame {frame}: neither fl_x nor camera_angle_x is given")
+    if "fl_y" in keys:
+        fy = float(keys["fl_y"])
+    elif "camera_angle_y" in keys:
+        fy = 0.5 * file_height / math.tan(0.5 * float(keys["camera_angle_y"]))
+    else:
+        fy = fx  # square pixels in the file
+    cx = float(keys.get("cx", file_width / 2))
+    cy = float(keys.get("cy", file_height / 2))
+    scale_x, scale_y = width / file_width, height / file_height
+    return [fx * scale_x, fy * scale_y, cx * scale_x, cy * scale_y]

@@ -1,0 +1,89 @@
+"""The PBR material record the file formats read and write, and the file-space axes.
+
+Each channel is either a constant or a texture, never both (a file's factor times its
+texture is folded into the texture on reading):
+
+- ``kd``: base colour, linear RGB or RGBA (straight alpha), ``[3|4]`` or ``[H, W, 3|4]``.
+- ``ks``: ``(occlusion, roughness, metallic)``, linear, ``[3]`` or ``[H, W, 3]``; occlusion
+  is the *amount* of occlusion (0 = none), as the renderer uses ``(1 - occlusion)``.
+- ``normal``: tangent-space normal map ``[H, W, 3]`` of unit vectors (OpenGL convention,
+  +Y = increasing v), or None.
+
+Textures are float32 tensors with rows top-down; UV (0, 0) is the bottom-left corner.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from diffrec.errors import UserError
+from diffrec.mesh import Mesh
+
+
+@dataclass(eq=False)
+class Material:
+    name: str = "material"
+    kd: torch.Tensor = field(default_factory=lambda: torch.tensor([0.8, 0.8, 0.8]))
+    ks: torch.Tensor = field(default_factory=lambda: torch.tensor([0.0, 0.5, 0.0]))
+    normal: torch.Tensor | None = None
+
+    def __post_init__(self):
+        self.kd = _check_channel("kd", self.kd, (3, 4))
+        self.ks = _check_channel("ks", self.ks, (3,))
+        if self.normal is not None:
+            self.normal = _check_channel("normal", self.normal, (3,))
+            if self.normal.ndim != 3:
+                raise UserError("a normal map must be a texture [H, W, 3]")
+
+
+@dataclass(eq=False)
+class Asset:
+    """What a mesh file holds: the mesh, its materials and each triangle's material index."""
+
+    mesh: Mesh
+    materials: list[Material]
+    material_ids: torch.Tensor  # [T] int64 into materials
+
+
+def is_texture(channel: torch.Tensor) -> bool:
+    return channel.ndim == 3
+
+
+def blender_to_yup(vectors: torch.Tensor) -> torch.Tensor:
+    """World (Blender, Z up) -> file (Y up): ``(x, y, z) -> (x, z, -y)``, [..., 3]."""
+    x, y, z = vectors.unbind(-1)
+    return torch.stack([x, z, -y], dim=-1)
+
+
+def yup_to_blender(vectors: torch.Tensor) -> torch.Tensor:
+    """File (Y up) -> world (Blender, Z up): ``(x, y, z) -> (x, -z, y)``, [..., 3]."""
+    x, y, z = vectors.unbind(-1)
+    return torch.stack([x, -z, y], dim=-1)
+
+
+def encode_normal_map(normal: torch.Tensor) -> np.ndarray:
+    """Unit tangent-space normals [H, W, 3] -> image values ``(n + 1) / 2`` in [0, 1]."""
+    return ((normal.detach().cpu().numpy() + 1.0) / 2.0).astype(np.float32)
+
+
+def decode_normal_map(encoded: np.ndarray, scale: float = 1.0) -> torch.Tensor:
+    """Image values [H, W, >=3] in [0, 1] -> unit normals [H, W, 3]; ``scale`` multiplies x
+    and y first (glTF's normalTexture.scale)."""
+    n = torch.from_numpy(np.ascontiguousarray(encoded[..., :3])) * 2 - 1
+    n = n * torch.tensor([scale, scale, 1.0])
+    return n / torch.clamp(n.norm(dim=-1, keepdim=True), min=1e-8)
+
+
+def _check_channel(name: str, value, channels: tuple[int, ...]) -> torch.Tensor:
+    value = torch.as_tensor(value, dtype=torch.float32)
+    if value.ndim not in (1, 3) or value.shape[-1] not in channels or value.numel() == 0:
+        raise UserError(
+            f"material {name} must be [C] or [H, W, C] with C in {channels}, "
+            f"got {tuple(value.shape)}"
+        )
+    if not torch.isfinite(value).all():
+        raise UserError(f"material {name} holds NaN or infinite values")
+    return value

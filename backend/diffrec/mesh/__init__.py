@@ -1,0 +1,45 @@
+"""Triangle meshes: the ``Mesh`` record and the geometry functions the renderer needs.
+
+- ``Mesh`` (positions, triangles, optional uvs / normals / tangents with own index buffers)
+- normals: ``face_normals``, ``vertex_normals`` (angle- or area-weighted),
+  ``with_vertex_normals``, ``corner_angles``, ``safe_normalize``
+- tangents: ``with_tangents`` (per-vertex, orthogonalised, handedness in w)
+- topology: ``unique_edges``, ``edge_triangles``
+- cleanup: ``weld_vertices``, ``remove_degenerate_triangles``, ``remove_unreferenced_vertices``
+- box: ``bounding_box``, ``fit_to_box`` and its ``BoxTransform``
+"""
+
+from diffrec.mesh.box import BoxTransform, bounding_box, fit_to_box
+from diffrec.mesh.cleanup import (
+    remove_degenerate_triangles,
+    remove_unreferenced_vertices,
+    weld_vertices,
+)
+from diffrec.mesh.mesh import Mesh
+from diffrec.mesh.normals import (
+    corner_angles,
+    face_normals,
+    safe_normalize,
+    vertex_normals,
+    with_vertex_normals,
+)
+from diffrec.mesh.tangents import with_tangents
+from diffrec.mesh.topology import edge_triangles, unique_edges
+
+__all__ = [
+    "BoxTransform",
+    "Mesh",
+    "bounding_box",
+    "corner_angles",
+    "edge_triangles",
+    "face_normals",
+    "fit_to_box",
+    "remove_degenerate_triangles",
+    "remove_unreferenced_vertices",
+    "safe_normalize",
+    "unique_edges",
+    "vertex_normals",
+    "weld_vertices",
+    "with_tangents",
+    "with_vertex_normals",
+]
