@@ -1,0 +1,76 @@
+"""Image losses against the reference formulas (float64 numpy) and metrics against known values."""
+
+import numpy as np
+import pytest
+import torch
+
+from diffrec.color import srgb_to_linear
+from diffrec.render.losses import LOSSES, image_loss
+from diffrec.render.metrics import psnr, ssim
+
+
+def srgb(x):
+    power = 1.055 * np.power(np.maximum(x, 0.0031308), 1 / 2.4) - 0.055
+    return np.where(x <= 0.0031308, 12.92 * x, power)
+
+
+def reference(kind, x, y):
+    tone = lambda a: srgb(np.log(np.clip(a, 0, 65535) + 1))  # noqa: E731
+    return {
+        "logl1": np.abs(tone(x) - tone(y)),
+        "logl2": (tone(x) - tone(y)) ** 2,
+        "mse": (x - y) ** 2,
+        "l1": np.abs(x - y),
+        "smape": np.abs(x - y) / (np.abs(x) + np.abs(y) + 0.01),
+        "relmse": (x - y) ** 2 / (x**2 + y**2 + 0.1),
+    }[kind].mean()
+
+
+@pytest.mark.parametrize("kind", sorted(LOSSES))
+def test_losses_match_reference_formulas(kind):
+    rng = np.random.default_rng(0)
+    x = rng.exponential(2.0, (2, 5, 6, 3))  # HDR values, some well above 1
+    y = rng.exponential(2.0, (2, 5, 6, 3))
+    x[0, 0, 0, 0] = 1e6  # beyond the log losses' clamp
+    got = image_loss(torch.from_numpy(x), torch.from_numpy(y), kind)
+    assert got.item() == pytest.approx(reference(kind, x, y), rel=1e-9)
+    assert image_loss(torch.from_numpy(x), torch.from_numpy(x), kind).item() == 0
+
+
+def test_mask_restricts_the_mean():
+    x, y = torch.zeros(1, 2, 2, 3), torch.zeros(1, 2, 2, 3)
+    y[0, 0, 0] = 1.0
+    mask = torch.zeros(1, 2, 2, 1)
+    mask[0, 0, 0] = 1
+    assert image_loss(x, y, "mse", mask).item() == pytest.approx(1.0)
+    assert image_loss(x, y, "mse", 1 - mask).item() == 0
+    with pytest.raises(ValueError, match="unknown loss"):
+        image_loss(x, y, "l3")
+    with pytest.raises(ValueError, match="differ"):
+        image_loss(x, y[..., :2], "mse")
+
+
+def test_psnr_of_a_known_error_in_display_space():
+    target = srgb_to_linear(torch.full((2, 8, 8, 3), 0.5, dtype=torch.float64))
+    render = srgb_to_linear(torch.full((2, 8, 8, 3), 0.6, dtype=torch.float64))
+    assert psnr(render, target).tolist() == pytest.approx([20.0, 20.0])  # mse 0.01
+
+
+def test_ssim_of_constant_images_is_the_luminance_term():
+    a, b = 0.3, 0.7
+    render = srgb_to_linear(torch.full((1, 16, 16, 3), a, dtype=torch.float64))
+    target = srgb_to_linear(torch.full((1, 16, 16, 3), b, dtype=torch.float64))
+    c1 = 0.01**2
+    expected = (2 * a * b + c1) / (a * a + b * b + c1)  # zero variance: structure term is 1
+    assert ssim(render, target).item() == pytest.approx(expected, rel=1e-9)
+    assert ssim(target, target).item() == pytest.approx(1.0)
+
+
+def test_ssim_falls_with_noise():
+    gen = torch.Generator().manual_seed(0)
+    image = torch.rand(1, 32, 32, 3, generator=gen)
+    scores = [ssim(image + s * torch.randn(image.shape, generator=gen), image).item()
+              for s in (0.01, 0.05, 0.2)]
+    assert 1.0 > scores[0] > scores[1] > scores[2]
+    with pytest.raises(ValueError, match="at least 11"):
+        ssim(image[:, :8, :8], image[:, :8, :8])
