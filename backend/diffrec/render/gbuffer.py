@@ -1,0 +1,61 @@
+"""Per-pixel surface attributes from one rasterized layer (the geometry buffer).
+
+Everything here is in raster layout (row 0 at the bottom); ``render_mesh`` flips the final
+images to the wire's top-down rows once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from diffrec import raster
+from diffrec.mesh import Mesh
+from diffrec.mesh.normals import face_normals, safe_normalize
+
+
+@dataclass
+class GBuffer:
+    """Surface attributes per pixel, ``[B, H, W, C]``; zero where ``mask`` is 0."""
+
+    rast: torch.Tensor  # (u, v, z/w, triangle id + 1)
+    mask: torch.Tensor  # [B, H, W, 1], 1 where a triangle covers the pixel
+    position: torch.Tensor  # world space, metres
+    normal: torch.Tensor  # unit, interpolated vertex normal (geometric if the mesh has none)
+    view: torch.Tensor  # unit, from the surface towards the camera
+    uv: torch.Tensor | None = None  # bottom-left origin
+    uv_da: torch.Tensor | None = None  # (du/dX, du/dY, dv/dX, dv/dY) per pixel
+    tangent: torch.Tensor | None = None  # unit xyz; bitangent = sign * cross(normal, tangent)
+    tangent_sign: torch.Tensor | None = None  # [B, H, W, 1], +-1
+
+
+def _interpolate(values, rast, triangles, rast_db=None, diff=False):
+    out, out_da = raster.interpolate(
+        values.contiguous(), rast, triangles.to(torch.int32).contiguous(), rast_db=rast_db,
+        diff_attrs="all" if diff else None,
+    )
+    return out, out_da
+
+
+def build_gbuffer(mesh: Mesh, rast, rast_db, camera_centers: torch.Tensor) -> GBuffer:
+    """Interpolate ``mesh``'s attributes over ``rast``; ``camera_centers`` is ``[B, 3]``."""
+    mask = (rast[..., 3:4] > 0).to(rast.dtype)
+    position, _ = _interpolate(mesh.positions, rast, mesh.triangles)
+    if mesh.normals is not None:
+        normal, _ = _interpolate(mesh.normals, rast, mesh.normal_triangles)
+    else:  # flat shading from the triangle's own normal
+        face = face_normals(mesh.positions, mesh.triangles)
+        tri_id = (rast[..., 3].long() - 1).clamp(min=0)
+        normal = face[tri_id] * mask
+    normal = safe_normalize(normal)
+    view = safe_normalize(camera_centers[:, None, None, :] - position) * mask
+
+    gb = GBuffer(rast=rast, mask=mask, position=position, normal=normal, view=view)
+    if mesh.uvs is not None:
+        gb.uv, gb.uv_da = _interpolate(mesh.uvs, rast, mesh.uv_triangles, rast_db, diff=True)
+    if mesh.tangents is not None:
+        tangent, _ = _interpolate(mesh.tangents, rast, mesh.tangent_triangles)
+        gb.tangent = safe_normalize(tangent[..., :3])
+        gb.tangent_sign = torch.where(tangent[..., 3:4] < 0, -1.0, 1.0).to(rast.dtype)
+    return gb

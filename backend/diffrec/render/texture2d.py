@@ -1,0 +1,74 @@
+"""Trainable 2D textures sampled with mipmaps, clamped to per-channel ranges.
+
+Storage follows the image convention (``[H, W, C]``, rows top-down, scene-linear), and UVs
+follow Blender and glTF (origin bottom-left). ``diffrec.raster.texture`` reads row 0 at v = 0,
+so ``sample`` flips v here, in this one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from diffrec import raster
+
+
+def flip_v(uv: torch.Tensor, uv_da: torch.Tensor | None = None):
+    """Map bottom-left-origin UVs (and their pixel derivatives) to top-down texture rows."""
+    flipped = torch.stack((uv[..., 0], 1.0 - uv[..., 1]), -1)
+    if uv_da is None:
+        return flipped, None
+    sign = torch.tensor([1.0, 1.0, -1.0, -1.0], dtype=uv_da.dtype, device=uv_da.device)
+    return flipped, uv_da * sign
+
+
+class Texture2D(torch.nn.Module):
+    """A ``[H, W, C]`` texture, trainable, with optional per-channel value range.
+
+    ``min_value`` / ``max_value``: sequences of C floats (or None for unbounded); ``clamp_()``
+    projects the texels back into range after an optimiser step.
+    """
+
+    def __init__(
+        self,
+        data: torch.Tensor,
+        min_value: Sequence[float] | None = None,
+        max_value: Sequence[float] | None = None,
+        trainable: bool = True,
+    ):
+        super().__init__()
+        data = torch.as_tensor(data, dtype=torch.float32)
+        if data.ndim != 3 or data.shape[0] < 1 or data.shape[1] < 1:
+            raise ValueError(f"texture data must be [H, W, C], got shape {tuple(data.shape)}")
+        if not torch.isfinite(data).all():
+            raise ValueError("texture data contains NaN or infinite values")
+        self.data = torch.nn.Parameter(data.clone(), requires_grad=trainable)
+        channels = data.shape[-1]
+        for name, bound in (("min_value", min_value), ("max_value", max_value)):
+            if bound is not None and len(bound) != channels:
+                raise ValueError(f"{name} has {len(bound)} values for {channels} channels")
+            value = None if bound is None else torch.tensor(bound, dtype=torch.float32)
+            self.register_buffer(name, value)
+
+    @classmethod
+    def constant(cls, value: Sequence[float], size: int = 1, **kwargs) -> Texture2D:
+        """A ``size x size`` texture filled with ``value``."""
+        data = torch.tensor(value, dtype=torch.float32).expand(size, size, len(value))
+        return cls(data, **kwargs)
+
+    @property
+    def resolution(self) -> tuple[int, int]:
+        return self.data.shape[0], self.data.shape[1]
+
+    def sample(self, uv: torch.Tensor, uv_da: torch.Tensor | None = None) -> torch.Tensor:
+        """Values at ``uv [B, H, W, 2]``; trilinear mipmapped when ``uv_da`` is given."""
+        tex_uv, tex_da = flip_v(uv, uv_da)
+        mode = "linear" if tex_da is None else "linear-mipmap-linear"
+        return raster.texture(self.data[None], tex_uv.contiguous(), tex_da, filter_mode=mode)
+
+    @torch.no_grad()
+    def clamp_(self) -> None:
+        """Project texels into ``[min_value, max_value]`` (in place)."""
+        if self.min_value is not None or self.max_value is not None:
+            self.data.clamp_(min=self.min_value, max=self.max_value)
