@@ -8,7 +8,7 @@ centre, the segment leaves the front triangle's projection through its *exit edg
 homogeneous edge functions ``e_k(q) = cross(p_k+1, p_k+2) . (X, Y, 1)`` (clip-space ``(x, y, w)``
 vertices, sign-normalised so the triangle is positive), ``e_k`` is linear along the segment,
 and the exit is the smallest crossing fraction ``t_k = e_k(in) / (e_k(in) - e_k(out))`` over
-the edges with ``e_k(out) < 0 < e_k(in) - e_k(out)``. That ``t`` is the crossing fraction of
+the edges with ``e_k(out) <= 0 < e_k(in) - e_k(out)``. That ``t`` is the crossing fraction of
 the projected (perspective-divided) edge line; the homogeneous form gives the same value and
 gradient without dividing by w. If no edge is crossed (the outside centre lies in the front
 triangle's projection but sees another surface) or the exit edge is not a silhouette, the pair
@@ -260,7 +260,7 @@ def _blending_pairs(rast, xyw, tri64, partner):
     e_in = (coeffs * _pixel_centres(inside, height, width, xyw.dtype)[:, None]).sum(-1)
     e_out = (coeffs * _pixel_centres(outside, height, width, xyw.dtype)[:, None]).sum(-1)
     drop = e_in - e_out
-    leaving = (e_out < 0) & (drop > 0)
+    leaving = (e_out <= 0) & (drop > 0)  # e_out = 0: the rasterizer's tie rule put it outside
     t = torch.where(leaving, e_in / torch.where(leaving, drop, 1.0), torch.inf)
     t_exit, edge = t.min(-1)
     blend = torch.isfinite(t_exit) & silhouette.reshape(-1, 3)[front, edge]
