@@ -1,18 +1,19 @@
-"""Torch ``antialias``: analytic silhouette antialiasing (Laine et al. 2020, section 3.4).
+"""Torch ``antialias``: analytic silhouette antialiasing (Laine et al. 2020, "Modular Primitives
+for High-Performance Differentiable Rendering", its analytic antialiasing section).
 
 Method. Every horizontally or vertically adjacent pixel pair whose triangle ids differ may
 straddle a visibility discontinuity. Of the two pixels' triangles, the *front* one is the one
-with the smaller z/w (or the only one, when the other pixel is background); its pixel is the
-*inside* pixel, the other the *outside* pixel. Walking from the inside centre to the outside
-centre, the segment leaves the front triangle's projection through its *exit edge*: with the
-homogeneous edge functions ``e_k(q) = cross(p_k+1, p_k+2) . (X, Y, 1)`` (clip-space ``(x, y, w)``
-vertices, sign-normalised so the triangle is positive), ``e_k`` is linear along the segment,
-and the exit is the smallest crossing fraction ``t_k = e_k(in) / (e_k(in) - e_k(out))`` over
-the edges with ``e_k(out) <= 0 < e_k(in) - e_k(out)``. That ``t`` is the crossing fraction of
-the projected (perspective-divided) edge line; the homogeneous form gives the same value and
-gradient without dividing by w. If no edge is crossed (the outside centre lies in the front
-triangle's projection but sees another surface) or the exit edge is not a silhouette, the pair
-is left alone.
+with the smaller z/w (or the only one, when the other pixel is background; on a tie, the left
+or lower pixel's); its pixel is the *inside* pixel, the other the *outside* pixel. Walking from
+the inside centre to the outside centre, the segment leaves the front triangle's projection
+through its *exit edge*: with the homogeneous edge functions ``e_k(q) = cross(p_k+1, p_k+2) .
+(X, Y, 1)`` (clip-space ``(x, y, w)`` vertices, sign-normalised so the triangle is positive),
+``e_k`` is linear along the segment, and the exit is the smallest crossing fraction ``t_k =
+e_k(in) / (e_k(in) - e_k(out))`` over the edges with ``e_k(out) <= 0 < e_k(in) - e_k(out)``.
+That ``t`` is the crossing fraction of the projected (perspective-divided) edge line; the
+homogeneous form gives the same value and gradient without dividing by w. If no edge is crossed
+(the outside centre lies in the front triangle's projection but sees another surface) or the
+exit edge is not a silhouette, the pair is left alone.
 
 Silhouette. Edge ``(a, b)`` of the front triangle, with third vertex ``c``, is a silhouette
 when no other triangle shares it, when three or more triangles share it (non-manifold: treated
@@ -36,6 +37,13 @@ Both are ``receiver += |t - 1/2| * (other - receiver)``, continuous at ``t = 1/2
 weight is 0, and the derivative of the image along ``t`` is ``c_in - c_out`` on either side.
 A pixel can take part in up to four pairs; their increments, all computed from the *input*
 colours, are summed (the paper leaves the combination open; summing is the order-free choice).
+A pixel blended from several sides can therefore leave the range of the input colours
+(nvdiffrast's output is known to do the same, e.g. slightly negative masks).
+
+Limitation (as the method is described): only the triangle seen at the inside pixel is
+examined. Where the silhouette edge belongs to a neighbouring sliver that covers no pixel
+centre, which is common along the silhouette of a smooth, finely tessellated mesh, the pair
+is left aliased and gives no gradient.
 
 Gradients reach ``color`` (gathers and the index-add) and ``pos`` through ``t`` only; the
 discrete decisions (which pairs, which edge, which pixel receives) carry no gradient, and
