@@ -244,8 +244,8 @@ def _blending_pairs(rast, xyw, tri64, partner):
     table = ids.expand_as(no_silhouette).masked_fill(no_silhouette, -1)  # [B', T + 1]
     if xyw.shape[0] > 1:
         image_offset = torch.arange(batch_size, device=rast.device, dtype=torch.int32)
-        image_offset = (image_offset * (num_tris + 1)).repeat_interleave(height * width)
-        code = table.reshape(-1)[tri_ids + image_offset]
+        rows = tri_ids.view(batch_size, -1) + (image_offset * (num_tris + 1))[:, None]
+        code = table.reshape(-1)[rows.reshape(-1)]
     else:
         code = table[0][tri_ids]
     first_x, first_y = _pair_starts(code, height, width)
