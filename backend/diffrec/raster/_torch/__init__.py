@@ -4,7 +4,14 @@ Vectorised over triangles and pixels (no Python loop over either), chunked so th
 stays bounded. Same contracts as nvdiffrast; see ``diffrec.raster``.
 """
 
+from diffrec.raster._torch.antialias import antialias, antialias_construct_topology_hash
 from diffrec.raster._torch.interpolate import interpolate
 from diffrec.raster._torch.rasterize import DepthPeeler, rasterize
 
-__all__ = ["DepthPeeler", "interpolate", "rasterize"]
+__all__ = [
+    "DepthPeeler",
+    "antialias",
+    "antialias_construct_topology_hash",
+    "interpolate",
+    "rasterize",
+]
