@@ -201,3 +201,61 @@ def _nerf_intrinsics(keys: Mapping, width: int, height: int, frame: int) -> list
     cy = float(keys.get("cy", file_height / 2))
     scale_x, scale_y = width / file_width, height / file_height
     return [fx * scale_x, fy * scale_y, cx * scale_x, cy * scale_y]
+
+
+def look_at(eye, target, up=(0.0, 0.0, 1.0)) -> torch.Tensor:
+    """Camera-to-world matrices [N, 4, 4] (float64) for cameras at ``eye`` [N, 3] looking at
+    ``target`` ([3] or [N, 3]); ``up`` is world +Z by default (Blender), and must not be
+    parallel to the view direction."""
+    eye = torch.as_tensor(eye, dtype=torch.float64).reshape(-1, 3)
+    target = torch.as_tensor(target, dtype=torch.float64).expand_as(eye)
+    up = torch.as_tensor(up, dtype=torch.float64).expand_as(eye)
+    back = eye - target  # the camera looks down its local -Z
+    back = back / back.norm(dim=-1, keepdim=True)
+    right = torch.linalg.cross(up, back, dim=-1)
+    if bool((right.norm(dim=-1) < 1e-9).any()):
+        raise ValueError("look_at: the up vector is parallel to a view direction")
+    right = right / right.norm(dim=-1, keepdim=True)
+    true_up = torch.linalg.cross(back, right, dim=-1)
+    c2w = torch.eye(4, dtype=torch.float64).repeat(len(eye), 1, 1)
+    c2w[:, :3, 0], c2w[:, :3, 1], c2w[:, :3, 2], c2w[:, :3, 3] = right, true_up, back, eye
+    return c2w
+
+
+def orbit_cameras(
+    count: int,
+    radius: float,
+    size: int,
+    fov_degrees: float = 40.0,
+    elevations_degrees: tuple[float, float] = (-30.0, 50.0),
+    target=(0.0, 0.0, 0.0),
+    seed: int | None = None,
+    near: float = 0.1,
+    far: float = 1000.0,
+) -> Cameras:
+    """``count`` square cameras on a sphere of ``radius`` around ``target``, looking at it.
+
+    Without ``seed`` the azimuths are evenly spaced and the elevations sweep the range (a
+    deterministic ring); with ``seed`` both are random (uniform azimuth, elevation uniform in
+    the range), as for training views.
+    """
+    if count < 1:
+        raise ValueError("orbit_cameras needs at least one camera")
+    low, high = (math.radians(e) for e in elevations_degrees)
+    if seed is None:
+        azimuth = torch.arange(count, dtype=torch.float64) * (2 * math.pi / count)
+        elevation = torch.linspace(low, high, count, dtype=torch.float64)
+    else:
+        gen = torch.Generator().manual_seed(seed)
+        azimuth = torch.rand(count, generator=gen, dtype=torch.float64) * 2 * math.pi
+        elevation = low + (high - low) * torch.rand(count, generator=gen, dtype=torch.float64)
+    offset = torch.stack(
+        [elevation.cos() * azimuth.cos(), elevation.cos() * azimuth.sin(), elevation.sin()], -1
+    )
+    target = torch.as_tensor(target, dtype=torch.float64)
+    focal = 0.5 * size / math.tan(math.radians(fov_degrees) / 2)
+    return Cameras(
+        camera_to_world=look_at(target + radius * offset, target).float(),
+        fx=focal, fy=focal, cx=size / 2, cy=size / 2, width=size, height=size,
+        near=near, far=far,
+    )
