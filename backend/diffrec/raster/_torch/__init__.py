@@ -7,6 +7,7 @@ stays bounded. Same contracts as nvdiffrast; see ``diffrec.raster``.
 from diffrec.raster._torch.antialias import antialias, antialias_construct_topology_hash
 from diffrec.raster._torch.interpolate import interpolate
 from diffrec.raster._torch.rasterize import DepthPeeler, rasterize
+from diffrec.raster._torch.texture import texture, texture_construct_mip
 
 __all__ = [
     "DepthPeeler",
@@ -14,4 +15,6 @@ __all__ = [
     "antialias_construct_topology_hash",
     "interpolate",
     "rasterize",
+    "texture",
+    "texture_construct_mip",
 ]
