@@ -23,6 +23,7 @@ class GBuffer:
     mask: torch.Tensor  # [B, H, W, 1], 1 where a triangle covers the pixel
     position: torch.Tensor  # world space, metres
     normal: torch.Tensor  # unit, interpolated vertex normal (geometric if the mesh has none)
+    face_normal: torch.Tensor  # unit, the triangle's own normal (counter-clockwise = front)
     view: torch.Tensor  # unit, from the surface towards the camera
     uv: torch.Tensor | None = None  # bottom-left origin
     uv_da: torch.Tensor | None = None  # (du/dX, du/dY, dv/dX, dv/dY) per pixel
@@ -42,16 +43,16 @@ def build_gbuffer(mesh: Mesh, rast, rast_db, camera_centers: torch.Tensor) -> GB
     """Interpolate ``mesh``'s attributes over ``rast``; ``camera_centers`` is ``[B, 3]``."""
     mask = (rast[..., 3:4] > 0).to(rast.dtype)
     position, _ = _interpolate(mesh.positions, rast, mesh.triangles)
+    tri_id = (rast[..., 3].long() - 1).clamp(min=0)
+    face_normal = face_normals(mesh.positions, mesh.triangles)[tri_id] * mask
     if mesh.normals is not None:
-        normal, _ = _interpolate(mesh.normals, rast, mesh.normal_triangles)
-    else:  # flat shading from the triangle's own normal
-        face = face_normals(mesh.positions, mesh.triangles)
-        tri_id = (rast[..., 3].long() - 1).clamp(min=0)
-        normal = face[tri_id] * mask
-    normal = safe_normalize(normal)
+        normal = safe_normalize(_interpolate(mesh.normals, rast, mesh.normal_triangles)[0])
+    else:  # flat shading
+        normal = face_normal
     view = safe_normalize(camera_centers[:, None, None, :] - position) * mask
 
-    gb = GBuffer(rast=rast, mask=mask, position=position, normal=normal, view=view)
+    gb = GBuffer(rast=rast, mask=mask, position=position, normal=normal,
+                 face_normal=face_normal, view=view)
     if mesh.uvs is not None:
         gb.uv, gb.uv_da = _interpolate(mesh.uvs, rast, mesh.uv_triangles, rast_db, diff=True)
     if mesh.tangents is not None:

@@ -1,0 +1,81 @@
+"""Surface materials the renderer can sample: textures over UVs, or a neural field over space.
+
+A material is a module called with a ``GBuffer`` that returns a ``SurfaceSample``:
+``kd`` (base colour, linear, ``[..., 3]`` or ``[..., 4]`` with straight alpha), ``ks``
+(occlusion, roughness, metallic) and ``normal`` (tangent-space normal-map value in [-1, 1]^3,
+OpenGL convention, or None for the unperturbed normal).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from diffrec.render.gbuffer import GBuffer
+from diffrec.render.texture2d import Texture2D
+
+KD_RANGE = ((0.0, 0.0, 0.0), (1.0, 1.0, 1.0))
+KS_RANGE = ((0.0, 0.08, 0.0), (1.0, 1.0, 1.0))  # nvdiffrec's ks_min / ks_max
+NORMAL_RANGE = ((-1.0, -1.0, 0.0), (1.0, 1.0, 1.0))
+
+
+@dataclass
+class SurfaceSample:
+    kd: torch.Tensor
+    ks: torch.Tensor
+    normal: torch.Tensor | None = None
+
+
+class TextureMaterial(torch.nn.Module):
+    """kd / ks / normal textures sampled at the mesh's UVs (mipmapped by the UV footprint)."""
+
+    def __init__(self, kd: Texture2D, ks: Texture2D, normal: Texture2D | None = None):
+        super().__init__()
+        self.kd, self.ks, self.normal = kd, ks, normal
+
+    @classmethod
+    def from_material(cls, material, ks_min=KS_RANGE[0], ks_max=KS_RANGE[1]) -> TextureMaterial:
+        """Trainable textures from a ``diffrec.io.Material`` (constants become 1x1 textures)."""
+
+        def texture(value, low, high):
+            data = torch.as_tensor(np.asarray(value, dtype=np.float32))
+            if data.ndim == 1:
+                data = data[None, None]
+            channels = data.shape[-1]
+            return Texture2D(data, min_value=list(low)[:channels] + [0.0] * (channels - 3),
+                             max_value=list(high)[:channels] + [1.0] * (channels - 3))
+
+        kd = texture(material.kd, *KD_RANGE)
+        ks = texture(material.ks, ks_min, ks_max)
+        normal = None if material.normal is None else texture(material.normal, *NORMAL_RANGE)
+        return cls(kd, ks, normal)
+
+    def forward(self, gb: GBuffer) -> SurfaceSample:
+        if gb.uv is None:
+            raise ValueError("a texture material needs a mesh with UVs")
+        normal = None
+        if self.normal is not None and gb.tangent is not None:
+            normal = self.normal.sample(gb.uv, gb.uv_da)
+        return SurfaceSample(
+            kd=self.kd.sample(gb.uv, gb.uv_da), ks=self.ks.sample(gb.uv, gb.uv_da), normal=normal
+        )
+
+    def clamp_(self) -> None:
+        for texture in (self.kd, self.ks, self.normal):
+            if texture is not None:
+                texture.clamp_()
+
+
+class NeuralSurface(torch.nn.Module):
+    """Adapts a ``diffrec.neural.NeuralMaterial`` (a field over world space) to the renderer."""
+
+    def __init__(self, field):
+        super().__init__()
+        self.field = field
+
+    def forward(self, gb: GBuffer) -> SurfaceSample:
+        sample = self.field(gb.position)
+        normal = sample.normal if gb.tangent is not None else None
+        return SurfaceSample(kd=sample.kd, ks=sample.ks, normal=normal)

@@ -1,0 +1,147 @@
+"""Differentiable rendering of a textured mesh under an environment light.
+
+``render_mesh`` rasterizes a batch of cameras, shades every covered pixel with the material and
+the split-sum light, antialiases silhouettes, composites depth-peeled layers front to back and
+lays the result over a background. Images come out in the wire's layout: ``[B, H, W, C]``,
+rows top-down, scene-linear. The flip from the rasterizer's bottom-up rows happens here, once.
+
+``render_uv`` rasterizes the mesh in UV space instead: the world position of every texel, for
+baking a material into textures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from diffrec import raster
+from diffrec.camera import Cameras
+from diffrec.light.brdf_lut import brdf_lut
+from diffrec.mesh import Mesh
+from diffrec.render.gbuffer import build_gbuffer
+from diffrec.shading.bsdf import shade, shading_normal
+
+BUFFERS = ("kd", "ks", "normal", "position", "mask")
+
+
+@dataclass
+class RenderOutput:
+    """``color`` [B, H, W, 3] over the background; ``alpha`` [B, H, W, 1] coverage;
+    ``buffers`` maps names from ``BUFFERS`` to [B, H, W, C] images of the nearest layer."""
+
+    color: torch.Tensor
+    alpha: torch.Tensor
+    buffers: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+def clip_positions(positions: torch.Tensor, cameras: Cameras) -> torch.Tensor:
+    """World positions [V, 3] -> clip space [B, V, 4] for every camera."""
+    homogeneous = torch.cat([positions, torch.ones_like(positions[:, :1])], -1)
+    return (homogeneous @ cameras.world_to_clip().transpose(1, 2)).contiguous()
+
+
+def _background(background, batch: int, height: int, width: int, like: torch.Tensor):
+    if background is None:
+        return torch.zeros((), dtype=like.dtype, device=like.device)
+    bg = torch.as_tensor(background, dtype=like.dtype, device=like.device)
+    if bg.shape == (3,):
+        return bg
+    if bg.shape == (batch, height, width, 3):
+        return bg
+    raise ValueError(f"background must be an RGB colour [3] or images [{batch}, {height}, "
+                     f"{width}, 3], got shape {tuple(bg.shape)}")
+
+
+def _downsample(image: torch.Tensor, factor: int) -> torch.Tensor:
+    """Box-filter ``[B, H*f, W*f, C]`` down to ``[B, H, W, C]``."""
+    if factor == 1:
+        return image
+    return F.avg_pool2d(image.permute(0, 3, 1, 2), factor).permute(0, 2, 3, 1)
+
+
+def render_mesh(
+    ctx: raster.RasterContext,
+    mesh: Mesh,
+    material,
+    cameras: Cameras,
+    light=None,
+    *,
+    spp: int = 1,
+    layers: int = 1,
+    background=None,
+    mode: str = "pbr",
+    buffers: tuple[str, ...] = (),
+    topology_hash=None,
+) -> RenderOutput:
+    """Render ``mesh`` with ``material`` (``diffrec.render.material``) from ``cameras``.
+
+    ``light``: an ``EnvironmentLight`` with its mips built (needed by "pbr" and
+    "shading-only"); ``spp``: samples per pixel along each axis (renders at ``spp`` times the
+    size and box-filters down); ``layers``: depth-peeled layers composited front to back (for
+    kd with alpha); ``background``: None (black), an RGB colour [3] or images [B, H, W, 3];
+    ``mode``: "pbr", "kd", "ks", "normal" or "shading-only"; ``buffers``: names from
+    ``BUFFERS`` to return as well. ``topology_hash`` may be passed to reuse the antialias
+    topology of a mesh whose triangles do not change.
+    """
+    if spp < 1 or layers < 1:
+        raise ValueError("spp and layers must be at least 1")
+    unknown = set(buffers) - set(BUFFERS)
+    if unknown:
+        raise ValueError(f"unknown buffers {sorted(unknown)}; choose from {BUFFERS}")
+    if light is None and mode in ("pbr", "shading-only"):
+        raise ValueError(f"mode {mode!r} needs a light")
+    batch, height, width = len(cameras), cameras.height, cameras.width
+    clip = clip_positions(mesh.positions, cameras)
+    tri = mesh.triangles.to(torch.int32).contiguous()
+    if topology_hash is None:
+        topology_hash = raster.antialias_construct_topology_hash(tri)
+    lut = brdf_lut(device=clip.device) if mode == "pbr" else None
+    centers = cameras.centers().to(clip)
+
+    premultiplied, remaining, nearest = 0.0, 1.0, {}
+    with raster.DepthPeeler(ctx, clip, tri, (height * spp, width * spp)) as peeler:
+        for layer in range(layers):
+            rast, rast_db = peeler.rasterize_next_layer()
+            gb = build_gbuffer(mesh, rast, rast_db, centers)
+            surface = material(gb)
+            kd = surface.kd[..., :3]
+            opacity = surface.kd[..., 3:4] if surface.kd.shape[-1] == 4 else 1.0
+            sign = gb.tangent_sign if gb.tangent_sign is not None else 1.0
+            normal = shading_normal(gb.view, gb.normal, gb.face_normal, gb.tangent,
+                                    surface.normal, sign)
+            color = shade(mode, light, lut, kd, surface.ks, normal, gb.view)
+            alpha = gb.mask * opacity
+            rgba = torch.cat([color * alpha, alpha], -1).contiguous()
+            rgba = raster.antialias(rgba, rast, clip, tri, topology_hash=topology_hash)
+            premultiplied = premultiplied + remaining * rgba
+            remaining = remaining * (1.0 - rgba[..., 3:4])
+            if layer == 0:
+                values = {"kd": kd, "ks": surface.ks, "normal": normal,
+                          "position": gb.position, "mask": gb.mask}
+                nearest = {name: values[name] for name in buffers}
+
+    premultiplied = _downsample(premultiplied, spp).flip(1)
+    alpha = premultiplied[..., 3:4]
+    bg = _background(background, batch, height, width, premultiplied)
+    color = premultiplied[..., :3] + (1.0 - alpha) * bg
+    out_buffers = {name: _downsample(value, spp).flip(1) for name, value in nearest.items()}
+    return RenderOutput(color=color, alpha=alpha, buffers=out_buffers)
+
+
+def render_uv(ctx: raster.RasterContext, mesh: Mesh, resolution: int):
+    """World position [1, R, R, 3] and coverage [1, R, R, 1] of every texel of ``mesh``'s UV
+    layout, rows top-down as textures are stored (row 0 is v = 1)."""
+    if mesh.uvs is None:
+        raise ValueError("render_uv needs a mesh with UVs")
+    uv_clip = torch.cat(
+        [mesh.uvs * 2.0 - 1.0, torch.zeros_like(mesh.uvs[:, :1]), torch.ones_like(mesh.uvs[:, :1])],
+        -1,
+    )[None].contiguous()
+    rast, _ = raster.rasterize(ctx, uv_clip, mesh.uv_triangles.to(torch.int32).contiguous(),
+                               (resolution, resolution), grad_db=False)
+    position, _ = raster.interpolate(mesh.positions.contiguous(), rast,
+                                     mesh.triangles.to(torch.int32).contiguous())
+    mask = (rast[..., 3:4] > 0).to(position.dtype)
+    return position.flip(1), mask.flip(1)
