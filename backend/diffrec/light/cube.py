@@ -79,16 +79,16 @@ def face_to_direction(face: torch.Tensor, s: torch.Tensor, t: torch.Tensor) -> t
     return F.normalize(d, dim=-1)
 
 
-def _texel_grid(resolution: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    centres = (torch.arange(resolution, dtype=dtype) + 0.5) / resolution
+def _texel_grid(resolution: int, dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
+    centres = (torch.arange(resolution, dtype=dtype, device=device) + 0.5) / resolution
     t, s = torch.meshgrid(centres, centres, indexing="ij")
     return s, t
 
 
-def texel_directions(resolution: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+def texel_directions(resolution: int, dtype=torch.float64, device=None) -> torch.Tensor:
     """Unit directions through the texel centres, ``[6, R, R, 3]``."""
-    s, t = _texel_grid(resolution, dtype)
-    face = torch.arange(6)[:, None, None].expand(6, resolution, resolution)
+    s, t = _texel_grid(resolution, dtype, device)
+    face = torch.arange(6, device=device)[:, None, None].expand(6, resolution, resolution)
     return face_to_direction(face, s.expand(6, -1, -1), t.expand(6, -1, -1))
 
 
@@ -123,16 +123,21 @@ def bilinear_taps(directions: torch.Tensor, resolution: int) -> tuple[torch.Tens
     y = t * resolution - 0.5
     x0, y0 = torch.floor(x), torch.floor(y)
     fx, fy = x - x0, y - y0
-    cols = torch.stack([x0, x0 + 1, x0, x0 + 1], -1)
-    rows = torch.stack([y0, y0, y0 + 1, y0 + 1], -1)
+    cols = torch.stack([x0, x0 + 1, x0, x0 + 1], -1).long()
+    rows = torch.stack([y0, y0, y0 + 1, y0 + 1], -1).long()
     weight = torch.stack([(1 - fx) * (1 - fy), fx * (1 - fy), (1 - fx) * fy, fx * fy], -1)
-    tap_dirs = face_to_direction(
-        face[:, None].expand(-1, 4), (cols + 0.5) / resolution, (rows + 0.5) / resolution
+    face = face[:, None].expand(-1, 4)
+    index = (face * resolution + rows.clamp(0, resolution - 1)) * resolution + cols.clamp(
+        0, resolution - 1
     )
-    tap_face, tap_s, tap_t = direction_to_face(tap_dirs)
-    j = (tap_s * resolution).floor().long().clamp(0, resolution - 1)
-    i = (tap_t * resolution).floor().long().clamp(0, resolution - 1)
-    index = (tap_face * resolution + i) * resolution + j
+    off = (cols < 0) | (cols >= resolution) | (rows < 0) | (rows >= resolution)
+    if bool(off.any()):
+        s_off = (cols[off] + 0.5).to(directions.dtype) / resolution
+        t_off = (rows[off] + 0.5).to(directions.dtype) / resolution
+        tap_face, tap_s, tap_t = direction_to_face(face_to_direction(face[off], s_off, t_off))
+        j = (tap_s * resolution).floor().long().clamp(0, resolution - 1)
+        i = (tap_t * resolution).floor().long().clamp(0, resolution - 1)
+        index[off] = (tap_face * resolution + i) * resolution + j
     return index, weight
 
 

@@ -128,7 +128,7 @@ def equirect_to_cube(image: torch.Tensor, resolution: int, supersample: int | No
     _check_image(image, "equirect image", 3)
     if resolution < 1:
         raise ValueError(f"cube resolution must be positive, got {resolution}")
-    height, width, channels = image.shape
+    height, channels = image.shape[0], image.shape[-1]
     k = supersample or max(2, math.ceil(height / resolution))
     sub = (torch.arange(k, dtype=torch.float64, device=image.device) + 0.5) / k
     centres = torch.arange(resolution, dtype=torch.float64, device=image.device)[:, None] + sub
