@@ -6,5 +6,6 @@ stays bounded. Same contracts as nvdiffrast; see ``diffrec.raster``.
 
 from diffrec.raster._torch.interpolate import interpolate
 from diffrec.raster._torch.rasterize import DepthPeeler, rasterize
+from diffrec.raster._torch.texture import texture, texture_construct_mip
 
-__all__ = ["DepthPeeler", "interpolate", "rasterize"]
+__all__ = ["DepthPeeler", "interpolate", "rasterize", "texture", "texture_construct_mip"]
