@@ -1,5 +1,6 @@
 """EnvironmentLight: split-sum prefiltering, lookups, gradients."""
 
+import itertools
 import math
 
 import pytest
@@ -56,7 +57,7 @@ def test_bright_texel_spreads_more_as_roughness_grows():
     light.build_mips()
     z = torch.tensor([0.0, 0.0, 1.0])
     spreads = [spread(level, z).item() for level in light.specular_levels]
-    assert all(b > a for a, b in zip(spreads, spreads[1:], strict=False))
+    assert all(b > a for a, b in itertools.pairwise(spreads))
     assert spreads[0] < 0.15 and spreads[-1] > 0.7
 
 
@@ -102,7 +103,7 @@ def test_gradcheck_lookups_in_float64():
         light.build_mips()
         return light.diffuse(n), light.specular(n, roughness)
 
-    assert torch.autograd.gradcheck(lookups, (base,))
+    assert torch.autograd.gradcheck(lookups, (base,), fast_mode=True)
 
 
 def test_equirect_round_trip_clamp_and_white_balance():

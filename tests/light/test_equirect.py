@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from diffrec.light.cube import (
-    bilinear_taps,
     apply_taps,
+    bilinear_taps,
     direction_to_face,
     texel_directions,
     texel_solid_angles,
@@ -121,14 +121,16 @@ def test_seam_aware_taps_agree_with_the_cube_texture_op():
     ref = texture(cube[None], d.reshape(1, -1, 1, 3), filter_mode="linear", boundary_mode="cube")
     err = (ours - ref.reshape(-1, 3)).abs()
     # Identical away from the 8 corners, where each picks one of three faces for a tap.
-    face, s, t = direction_to_face(d)
+    _face, s, t = direction_to_face(d)
     near_corner = ((s - 0.5).abs() > 0.5 - 1 / 8) & ((t - 0.5).abs() > 0.5 - 1 / 8)
     assert err[~near_corner].max() < 1e-6
     assert err.max() < 0.5
 
 
 def smooth(d):
-    return torch.stack([1 + 0.5 * d[..., 0], 1 + 0.3 * d[..., 1] * d[..., 2], 1 + d[..., 2] ** 2], -1)
+    return torch.stack(
+        [1 + 0.5 * d[..., 0], 1 + 0.3 * d[..., 1] * d[..., 2], 1 + d[..., 2] ** 2], -1
+    )
 
 
 def test_equirect_cube_equirect_round_trip():
