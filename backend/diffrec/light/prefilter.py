@@ -1,0 +1,150 @@
+"""Split-sum prefiltering of cube maps: box mip pyramids, GGX-prefiltered levels, and the
+cosine (irradiance) convolution, all linear in the map and built from reusable operators.
+
+**GGX prefilter.** With the split-sum assumption ``n = v = r`` the prefiltered radiance is
+``L_r(r) = sum_k L(l_k) (r.l_k) / sum_k (r.l_k)`` over directions ``l_k`` distributed as the
+reflected GGX half-vectors (pdf ``D(h)/4``). diffrec evaluates it with *filtered importance
+sampling* (Colbert and Krivanek, GPU Gems 3, ch. 20): a fixed Hammersley set of ``N`` samples
+per output texel, each read bilinearly (seam-aware) from the box pyramid of the base map at the
+level whose texel solid angle matches the sample's ``1/(N pdf)``. No part of the lobe is cut
+off; the approximation is that each sample stands for a box-filtered patch of its own solid
+angle, which slightly widens the lobe. The operator (indices and weights of a sparse gather,
+``4 N`` taps per texel) is built once per (resolution, level, roughness) and cached.
+
+**Cosine convolution** at the coarsest level is exact texel quadrature: a dense
+``[6 S^2, 6 S^2]`` matrix of ``max(n.l, 0) * solid_angle(l)``, rows normalised so that a
+constant map stays constant. GGX with ``alpha = 1`` has a constant ``D``, so its split-sum
+kernel is the same cosine lobe: the roughness-1 specular level equals the irradiance map.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+import torch.nn.functional as F
+
+from diffrec.light.cube import apply_taps, bilinear_taps, texel_directions, texel_solid_angles
+from diffrec.shading.microfacet import ggx_ndf
+
+__all__ = [
+    "box_pyramid",
+    "cosine_convolve",
+    "ggx_prefilter",
+    "samples_for_level",
+]
+
+# Taps per level above which the sample count drops to its minimum (memory bound).
+_TAP_BUDGET = 1 << 20
+_MIN_SAMPLES = 16
+_MAX_SAMPLES = 256
+
+
+def box_pyramid(cube: torch.Tensor) -> list[torch.Tensor]:
+    """2x2 box-averaged levels of a cube map ``[6, R, R, C]`` down to ``[6, 1, 1, C]``
+    (``R`` a power of two); level 0 is ``cube`` itself."""
+    levels = [cube]
+    while levels[-1].shape[1] > 1:
+        x = levels[-1].permute(0, 3, 1, 2)
+        levels.append(F.avg_pool2d(x, 2).permute(0, 2, 3, 1))
+    return levels
+
+
+def samples_for_level(resolution: int) -> int:
+    """Importance samples per texel for an output level of ``resolution``: as many as fit the
+    tap budget of 2^20 (4 taps per sample), at least 16 and at most 256."""
+    rows = 6 * resolution * resolution
+    return max(_MIN_SAMPLES, min(_MAX_SAMPLES, _TAP_BUDGET // (4 * rows)))
+
+
+def _radical_inverse(k: torch.Tensor) -> torch.Tensor:
+    result = torch.zeros(k.shape, dtype=torch.float64)
+    scale, k = 0.5, k.clone()
+    while bool((k > 0).any()):
+        result += (k % 2).double() * scale
+        k, scale = k // 2, scale / 2
+    return result
+
+
+def _local_samples(alpha: float, samples: int):
+    """Reflected GGX directions about +z (Hammersley set): ``(l [M, 3], pdf [M])``, only the
+    ``M <= samples`` above the horizon."""
+    k = torch.arange(samples)
+    xi = (k.double() + 0.5) / samples
+    phi = 2 * math.pi * _radical_inverse(k)
+    cos_h = torch.sqrt((1 - xi) / (1 + (alpha * alpha - 1) * xi))
+    sin_h = torch.sqrt(1 - cos_h * cos_h)
+    h = torch.stack([sin_h * torch.cos(phi), sin_h * torch.sin(phi), cos_h], -1)
+    l = 2 * cos_h[:, None] * h - torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64)
+    keep = l[:, 2] > 0
+    return l[keep], ggx_ndf(cos_h[keep], alpha) / 4
+
+
+def _tangent_frames(n: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    up = torch.zeros_like(n)
+    use_x = n[:, 2].abs() > 0.999
+    up[:, 0] = use_x.double()
+    up[:, 2] = (~use_x).double()
+    t1 = F.normalize(torch.linalg.cross(up, n, dim=-1), dim=-1)
+    return t1, torch.linalg.cross(n, t1, dim=-1)
+
+
+@functools.lru_cache(maxsize=16)
+def _ggx_operator(base_res: int, out_res: int, roughness: float, samples: int, device: str):
+    """Sparse gather ``(index [6 Ro^2, K], weight [6 Ro^2, K])`` from the flattened box
+    pyramid of a ``base_res`` cube to the GGX-prefiltered ``out_res`` cube."""
+    alpha = roughness * roughness
+    l_local, pdf = _local_samples(alpha, samples)
+    l_local = l_local.to(device)
+    n = texel_directions(out_res, device=device).reshape(-1, 3)
+    t1, t2 = _tangent_frames(n)
+    pixel_solid_angle = 4 * math.pi / (6 * base_res * base_res)
+    top = int(math.log2(base_res))
+    lods = (0.5 * torch.log2(1 / (samples * pdf * pixel_solid_angle))).round().clamp(0, top)
+    lods = lods.to(device)
+    offsets = [0]
+    for level in range(top):
+        offsets.append(offsets[-1] + 6 * (base_res >> level) ** 2)
+    indices, weights = [], []
+    for lod in lods.unique().long().tolist():
+        group = lods == lod
+        l = l_local[group]
+        direction = (
+            t1[:, None] * l[:, 0, None] + t2[:, None] * l[:, 1, None] + n[:, None] * l[:, 2, None]
+        )
+        index, weight = bilinear_taps(direction.reshape(-1, 3), base_res >> lod)
+        indices.append(index.reshape(len(n), -1) + offsets[lod])
+        weights.append((weight.reshape(len(n), -1, 4) * l[:, 2, None]).reshape(len(n), -1))
+    index = torch.cat(indices, -1)
+    weight = torch.cat(weights, -1)
+    weight = weight / weight.sum(-1, keepdim=True)
+    return index.to(device=device, dtype=torch.int32), weight.float().to(device)
+
+
+def ggx_prefilter(pyramid: list[torch.Tensor], out_res: int, roughness: float) -> torch.Tensor:
+    """GGX-prefilter (split-sum, ``alpha = roughness^2``) the cube whose ``box_pyramid`` is
+    ``pyramid``, at output resolution ``out_res``; returns ``[6, out_res, out_res, C]``."""
+    base_res, channels = pyramid[0].shape[1], pyramid[0].shape[-1]
+    flat = torch.cat([level.reshape(-1, channels) for level in pyramid])
+    samples = samples_for_level(out_res)
+    device = str(flat.device)
+    index, weight = _ggx_operator(base_res, out_res, float(roughness), samples, device)
+    out = apply_taps(flat, index, weight.to(flat.dtype))
+    return out.reshape(6, out_res, out_res, channels)
+
+
+@functools.lru_cache(maxsize=4)
+def _cosine_matrix(resolution: int, device: str) -> torch.Tensor:
+    n = texel_directions(resolution).reshape(-1, 3)
+    weight = (n @ n.T).clamp_min(0) * texel_solid_angles(resolution).reshape(1, -1)
+    return (weight / weight.sum(-1, keepdim=True)).float().to(device)
+
+
+def cosine_convolve(cube: torch.Tensor) -> torch.Tensor:
+    """Normalised cosine convolution of a small cube map ``[6, S, S, C]`` (exact quadrature):
+    ``E(n)/pi = sum_l L(l) max(n.l, 0) dw(l) / sum_l max(n.l, 0) dw(l)``, ``[6, S, S, C]``.
+    A constant map of radiance ``L`` gives ``L`` (the radiance a white Lambertian reflects)."""
+    resolution, channels = cube.shape[1], cube.shape[-1]
+    matrix = _cosine_matrix(resolution, str(cube.device)).to(cube.dtype)
+    return (matrix @ cube.reshape(-1, channels)).reshape(cube.shape)

@@ -1,0 +1,141 @@
+"""Metallic-roughness PBR shading under a split-sum environment light, shading normals, and the
+display modes.
+
+Materials (glTF layout): ``kd`` base colour ``[..., 3]`` (linear), ``ks = (occlusion,
+roughness, metallic)`` ``[..., 3]``. With ``m`` metallic:
+
+    spec_col = 0.04 (1 - m) + kd m          diff_col = kd (1 - m)
+    out = (light.diffuse(n) diff_col + light.specular(r, roughness) (spec_col A + B))
+          * (1 - occlusion)
+
+where ``r = 2 (n.v) n - v`` and ``(A, B)`` is the split-sum table at ``(n.v, roughness)``
+(``diffrec.light.brdf_lut``). ``light`` is anything with ``diffuse(n)`` and
+``specular(r, roughness)`` (``diffrec.light.EnvironmentLight``). Vectors are unit, world
+space, ``v`` points from the surface to the eye.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from diffrec.raster import texture
+
+__all__ = [
+    "DISPLAY_MODES",
+    "bend_toward_viewer",
+    "lookup_brdf_lut",
+    "pbr",
+    "perturb_normal",
+    "shade",
+    "shading_normal",
+]
+
+DISPLAY_MODES = ("pbr", "kd", "ks", "normal", "shading-only")
+
+# Shading normals are bent until n.v reaches this value.
+_MIN_N_DOT_V = 1e-2
+
+
+def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (a * b).sum(-1, keepdim=True)
+
+
+def perturb_normal(
+    normal: torch.Tensor,
+    tangent: torch.Tensor,
+    normal_ts: torch.Tensor,
+    bitangent_sign: torch.Tensor | float = 1.0,
+) -> torch.Tensor:
+    """World normal from a tangent-space normal-map value (OpenGL convention, +Y up).
+
+    ``normal_ts`` in [-1, 1]^3 ``[..., 3]``; ``normal``, ``tangent`` ``[..., 3]`` (the tangent
+    need not be orthogonal or unit); bitangent ``B = sign * cross(N, T)``. Returns
+    ``normalize(T x + B y + N z)``; ``(0, 0, 1)`` leaves ``normal`` unchanged (normalised).
+    """
+    n = F.normalize(normal, dim=-1)
+    t = F.normalize(tangent - _dot(tangent, n) * n, dim=-1)
+    b = torch.linalg.cross(n, t, dim=-1) * bitangent_sign
+    x, y, z = normal_ts[..., 0:1], normal_ts[..., 1:2], normal_ts[..., 2:3]
+    return F.normalize(t * x + b * y + n * z, dim=-1)
+
+
+def bend_toward_viewer(normal: torch.Tensor, view: torch.Tensor) -> torch.Tensor:
+    """Shading normals facing away from the eye (``n.v < 0.01``) are moved along ``v`` until
+    ``n.v = 0.01`` (before renormalising); others are unchanged. Continuous in ``n``."""
+    n_dot_v = _dot(normal, view)
+    bent = F.normalize(normal + (_MIN_N_DOT_V - n_dot_v) * view, dim=-1)
+    return torch.where(n_dot_v < _MIN_N_DOT_V, bent, normal)
+
+
+def shading_normal(
+    view: torch.Tensor,
+    smooth_normal: torch.Tensor,
+    geom_normal: torch.Tensor,
+    tangent: torch.Tensor | None = None,
+    normal_ts: torch.Tensor | None = None,
+    bitangent_sign: torch.Tensor | float = 1.0,
+    two_sided: bool = True,
+) -> torch.Tensor:
+    """The normal to shade with, ``[..., 3]``.
+
+    1. Two-sided: where the face is seen from behind (``geom_normal . v < 0``) the smooth
+       normal is flipped (and the bitangent sign with it, so the normal map keeps its sense).
+    2. The normal map, if given, perturbs it (``perturb_normal``).
+    3. Normals still facing away from the eye are bent toward it (``bend_toward_viewer``).
+    """
+    n = F.normalize(smooth_normal, dim=-1)
+    if two_sided:
+        back = _dot(geom_normal, view) < 0
+        n = torch.where(back, -n, n)
+        sign = torch.as_tensor(bitangent_sign, dtype=n.dtype, device=n.device)
+        bitangent_sign = torch.where(back, -sign, sign)
+    if normal_ts is not None:
+        if tangent is None:
+            raise ValueError("a normal map needs tangents")
+        n = perturb_normal(n, tangent, normal_ts, bitangent_sign)
+    return bend_toward_viewer(n, view)
+
+
+def lookup_brdf_lut(lut: torch.Tensor, n_dot_v: torch.Tensor, roughness: torch.Tensor):
+    """Bilinear ``(A, B)`` from the table ``[N, N, 2]`` at ``n_dot_v``, ``roughness``
+    ``[..., 1]``; returns ``(A, B)``, each ``[..., 1]``."""
+    uv = torch.cat([n_dot_v, roughness], -1).reshape(1, -1, 1, 2).to(lut.dtype)
+    ab = texture(lut[None], uv.contiguous(), filter_mode="linear", boundary_mode="clamp")
+    ab = ab.reshape(*n_dot_v.shape[:-1], 2)
+    return ab[..., 0:1], ab[..., 1:2]
+
+
+def pbr(light, lut: torch.Tensor, kd, ks, normal, view) -> torch.Tensor:
+    """Metallic-roughness split-sum shading (see the module docstring) -> ``[..., 3]``."""
+    occlusion, roughness, metallic = ks[..., 0:1], ks[..., 1:2], ks[..., 2:3]
+    spec_col = 0.04 * (1 - metallic) + kd * metallic
+    diff_col = kd * (1 - metallic)
+    n_dot_v = _dot(normal, view).clamp(1e-4, 1)
+    reflect = F.normalize(2 * n_dot_v * normal - view, dim=-1)
+    a, b = lookup_brdf_lut(lut, n_dot_v, roughness)
+    diffuse = light.diffuse(normal) * diff_col
+    specular = light.specular(reflect, roughness) * (spec_col * a + b)
+    return (diffuse + specular) * (1 - occlusion)
+
+
+def shade(mode: str, light, lut, kd, ks, normal, view) -> torch.Tensor:
+    """Colour for a display mode, ``[..., 3]``:
+
+    - "pbr": the full shading (``pbr``), linear radiance;
+    - "kd": the base colour; "ks": the (occlusion, roughness, metallic) texture as RGB;
+    - "normal": the world shading normal mapped to [0, 1] as ``(n + 1)/2``;
+    - "shading-only": the light alone on a white Lambertian surface, ``light.diffuse(n)``
+      (kd = 1, not metallic, no occlusion): geometry, normals and light without textures.
+    """
+    if mode == "pbr":
+        return pbr(light, lut, kd, ks, normal, view)
+    if mode == "kd":
+        return kd
+    if mode == "ks":
+        return ks
+    if mode == "normal":
+        return (normal + 1) / 2
+    if mode == "shading-only":
+        return light.diffuse(normal)
+    raise ValueError(f"unknown display mode {mode!r}; choose one of {', '.join(DISPLAY_MODES)}")

@@ -1,0 +1,142 @@
+"""PBR shading, microfacet terms and shading normals."""
+
+import math
+
+import pytest
+import torch
+
+from diffrec.light import EnvironmentLight, brdf_lut
+from diffrec.light.brdf_lut import split_sum_terms
+from diffrec.shading import (
+    ggx_ndf,
+    pbr,
+    perturb_normal,
+    shade,
+    shading_normal,
+    specular_brdf,
+)
+
+
+@pytest.fixture(scope="module")
+def lut(tmp_path_factory):
+    return brdf_lut(32, cache_dir=tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture(scope="module")
+def white_light():
+    light = EnvironmentLight(16, init=1.0, min_resolution=4)
+    light.build_mips()
+    return light
+
+
+def unit(n):
+    return torch.nn.functional.normalize(torch.randn(n, 3), dim=-1)
+
+
+class DiffuseOnly:
+    """Wraps a light with its specular lookup switched off."""
+
+    def __init__(self, light):
+        self.diffuse = light.diffuse
+
+    def specular(self, reflect, roughness):
+        return torch.zeros_like(reflect)
+
+
+def test_white_furnace(white_light, lut):
+    n = unit(100)
+    view = torch.nn.functional.normalize(n + 0.5 * unit(100), dim=-1)
+    kd = torch.ones(100, 3)
+    ks = torch.tensor([0.0, 0.6, 0.0]).expand(100, 3)
+    diffuse = pbr(DiffuseOnly(white_light), lut, kd, ks, n, view)
+    assert torch.allclose(diffuse, torch.ones_like(diffuse), atol=1e-5)
+    # With the specular term: 1 + (0.04 A + B) under a white environment.
+    full = pbr(white_light, lut, kd, ks, n, view)
+    n_dot_v = (n * view).sum(-1).clamp(1e-4, 1).double()
+    a, b = split_sum_terms(n_dot_v, torch.tensor(0.6, dtype=torch.float64))
+    assert torch.allclose(full[:, 0].double(), 1 + 0.04 * a + b, atol=2e-3)
+
+
+def test_metallic_and_occlusion(white_light, lut):
+    n = unit(10)
+    kd = torch.rand(10, 3)
+    metal = pbr(white_light, lut, kd, torch.tensor([0.0, 0.5, 1.0]).expand(10, 3), n, n)
+    a, b = split_sum_terms(torch.ones(10, dtype=torch.float64), torch.tensor(0.5).double())
+    assert torch.allclose(metal.double(), kd.double() * a[:, None] + b[:, None], atol=2e-3)
+    occluded = pbr(white_light, lut, kd, torch.tensor([1.0, 0.5, 0.0]).expand(10, 3), n, n)
+    assert torch.allclose(occluded, torch.zeros_like(occluded))
+
+
+def test_ggx_is_normalised():
+    theta = (torch.arange(4000, dtype=torch.float64) + 0.5) / 4000 * math.pi / 2
+    for alpha in (0.05, 0.3, 1.0):
+        integrand = ggx_ndf(torch.cos(theta), alpha) * torch.cos(theta) * torch.sin(theta)
+        assert (integrand.sum() * 2 * math.pi * (math.pi / 2 / 4000)).item() == pytest.approx(
+            1, abs=2e-3
+        )
+
+
+def test_specular_brdf_integrates_to_the_split_sum_terms():
+    mu, roughness, f0 = 0.6, 0.5, 0.3
+    n_grid = 400
+    theta = (torch.arange(n_grid, dtype=torch.float64) + 0.5) / n_grid * math.pi / 2
+    phi = (torch.arange(2 * n_grid, dtype=torch.float64) + 0.5) / (2 * n_grid) * 2 * math.pi
+    th, ph = torch.meshgrid(theta, phi, indexing="ij")
+    l = torch.stack([th.sin() * ph.cos(), th.sin() * ph.sin(), th.cos()], -1)
+    v = torch.tensor([math.sqrt(1 - mu * mu), 0, mu], dtype=torch.float64).expand_as(l)
+    n = torch.tensor([0.0, 0, 1], dtype=torch.float64).expand_as(l)
+    f = specular_brdf(n, v, l, torch.tensor([f0], dtype=torch.float64), torch.tensor([roughness]))
+    d_omega = th.sin() * (math.pi / 2 / n_grid) * (math.pi / n_grid)
+    albedo = (f[..., 0] * th.cos() * d_omega).sum().item()
+    a, b = split_sum_terms(torch.tensor(mu).double(), torch.tensor(roughness).double())
+    assert albedo == pytest.approx(f0 * a.item() + b.item(), abs=2e-3)
+
+
+def test_normal_map_identity_and_tilts():
+    n = torch.tensor([[0.0, 0.0, 1.0]])
+    t = torch.tensor([[1.0, 0.0, 0.2]])  # not orthogonal: Gram-Schmidt makes it +x
+    assert torch.allclose(perturb_normal(n, t, torch.tensor([[0.0, 0.0, 1.0]])), n)
+    tilted = perturb_normal(n, t, torch.tensor([[0.5, 0.0, 0.866]]))
+    assert tilted[0, 0] > 0.45 and tilted[0, 1].abs() < 1e-6
+    # OpenGL (+Y up): y tilts toward the bitangent cross(N, T) = +y here; sign -1 flips it.
+    up = perturb_normal(n, t, torch.tensor([[0.0, 0.5, 0.866]]))
+    down = perturb_normal(n, t, torch.tensor([[0.0, 0.5, 0.866]]), -1.0)
+    assert up[0, 1] > 0.45 and down[0, 1] < -0.45
+
+
+def test_two_sided_shading_normal():
+    view = torch.tensor([[0.0, 0.0, 1.0]])
+    back = torch.tensor([[0.0, 0.0, -1.0]])
+    assert torch.allclose(shading_normal(view, back, back), view)
+    assert torch.allclose(shading_normal(view, back, back, two_sided=False).sum(-1), torch.ones(1))
+    # A smooth normal slightly away from the eye on a front face is bent to n.v = 0.01.
+    grazing = torch.nn.functional.normalize(torch.tensor([[1.0, 0.0, -0.2]]), dim=-1)
+    bent = shading_normal(view, grazing, view)[0]
+    assert bent.norm().item() == pytest.approx(1)
+    assert 0 < bent[2].item() < 0.02  # just in front of the eye's horizon
+    assert bent[0].item() > 0.99 and bent[1].item() == 0  # in the plane of n and v
+    facing = torch.nn.functional.normalize(torch.tensor([[0.3, 0.0, 1.0]]), dim=-1)
+    assert torch.allclose(shading_normal(view, facing, view), facing)
+
+
+def test_display_modes(white_light, lut):
+    n, kd, ks = unit(5), torch.rand(5, 3), torch.rand(5, 3)
+    assert torch.equal(shade("kd", white_light, lut, kd, ks, n, n), kd)
+    assert torch.equal(shade("ks", white_light, lut, kd, ks, n, n), ks)
+    assert torch.allclose(shade("normal", white_light, lut, kd, ks, n, n), (n + 1) / 2)
+    only = shade("shading-only", white_light, lut, kd, ks, n, n)
+    assert torch.allclose(only, torch.ones_like(only), atol=1e-5)
+    with pytest.raises(ValueError, match="display mode"):
+        shade("bogus", white_light, lut, kd, ks, n, n)
+
+
+def test_gradients_reach_material_normal_and_light(lut):
+    light = EnvironmentLight(16, init=0.5, min_resolution=4)
+    light.build_mips()
+    kd = torch.rand(20, 3, requires_grad=True)
+    ks = torch.tensor([0.1, 0.4, 0.3]).repeat(20, 1).requires_grad_()
+    n = unit(20).requires_grad_()
+    out = pbr(light, lut, kd, ks, torch.nn.functional.normalize(n, dim=-1), unit(20).abs())
+    out.sum().backward()
+    for grad in (kd.grad, ks.grad, n.grad, light.base.grad):
+        assert torch.isfinite(grad).all() and grad.abs().sum() > 0
