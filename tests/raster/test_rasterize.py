@@ -185,3 +185,20 @@ def test_bad_input_is_rejected_clearly():
         raster.rasterize(CTX, pos, ONE_TRI, (0, 8))
     with pytest.raises(ValueError, match=r"\[B, V, 4\]"):
         raster.rasterize(CTX, pos[0], ONE_TRI, (8, 8))
+
+
+def test_shared_edge_through_pixel_centres_under_perspective_has_no_crack():
+    # A square facing a perspective camera: its diagonal passes exactly through the pixel
+    # centres of the image diagonal, so every one of them is an exact tie between the two
+    # triangles. Exactly one must take it (this caught cross products that used fused
+    # multiply-adds and so were not exactly antisymmetric).
+    from diffrec.camera import Cameras, look_at
+
+    cam = Cameras(look_at([[0.0, -4.0, 0.0]], (0, 0, 0)).float(), fx=19.2, fy=19.2, cx=8, cy=8,
+                  width=16, height=16)
+    quad = torch.tensor([[-3.0, -1.0, -3.0, 1], [3.0, -1.0, -3.0, 1], [3.0, -1.0, 3.0, 1],
+                         [-3.0, -1.0, 3.0, 1]])
+    pos = (quad @ cam.world_to_clip()[0].T)[None].contiguous()
+    tri = torch.tensor([[0, 1, 2], [0, 2, 3]], dtype=torch.int32)
+    rast, _ = raster.rasterize(CTX, pos, tri, (16, 16))
+    assert (rast[0, ..., 3] > 0).all()

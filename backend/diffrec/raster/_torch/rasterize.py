@@ -78,13 +78,18 @@ def _instances(pos: torch.Tensor, tri: torch.Tensor, ranges):
     return batch, tri_id, tri64[tri_id], len(ranges)
 
 
+def _cross(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Cross product with separately rounded products, so that ``cross(a, b)`` is exactly
+    ``-cross(b, a)`` (a fused multiply-add, as ``torch.linalg.cross`` may use, breaks that and
+    with it the watertightness of shared edges)."""
+    ax, ay, az = a.unbind(-1)
+    bx, by, bz = b.unbind(-1)
+    return torch.stack((ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx), -1)
+
+
 def _edge_coefficients(p0, p1, p2):
     """Rows of adj([p0 p1 p2]) for (x, y, w) vertices: e_i(q) = c_i . q. Shapes [..., 3]."""
-    return (
-        torch.linalg.cross(p1, p2, dim=-1),
-        torch.linalg.cross(p2, p0, dim=-1),
-        torch.linalg.cross(p0, p1, dim=-1),
-    )
+    return _cross(p1, p2), _cross(p2, p0), _cross(p0, p1)
 
 
 def _pixel_ndc(index: torch.Tensor, size: int, dtype=torch.float32) -> torch.Tensor:
