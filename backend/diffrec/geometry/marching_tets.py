@@ -19,8 +19,6 @@ shorter diagonal.
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import torch
 
