@@ -116,7 +116,8 @@ def marching_tets(vertices: torch.Tensor, sdf: torch.Tensor, tets: torch.Tensor)
         pairs = tets_a[:, edges]  # [A, 6, 2]
         crossed = inside_a[:, edges[:, 0]] != inside_a[:, edges[:, 1]]
         num_vertices = len(vertices)
-        keys = pairs.min(-1).values * num_vertices + pairs.max(-1).values
+        low, high = pairs.unbind(-1)
+        keys = torch.minimum(low, high) * num_vertices + torch.maximum(low, high)
         unique_keys, inverse = torch.unique(keys[crossed], return_inverse=True)
         surface_index = torch.full_like(keys, -1)
         surface_index[crossed] = inverse
