@@ -150,3 +150,12 @@ def test_bad_inputs_are_rejected(grid24):
         marching_tets(v, sdf, t.float())
     with pytest.raises(ValueError, match="tet indices"):
         marching_tets(v[:10], sdf[:10], t)
+
+
+@pytest.mark.gpu
+def test_cuda_extraction_matches_cpu(grid24):
+    sdf = grid24.vertices.norm(dim=1) - 0.3
+    cpu = marching_tets(grid24.vertices, sdf, grid24.tets)
+    cuda = marching_tets(grid24.vertices.cuda(), sdf.cuda(), grid24.tets.cuda())
+    assert torch.equal(cpu[1], cuda[1].cpu())
+    assert torch.allclose(cpu[0], cuda[0].cpu(), atol=1e-6)
