@@ -102,3 +102,26 @@ def test_bad_arguments_are_rejected(tmp_path):
         DMTetGeometry(7, 1.0, cache_dir=tmp_path)
     with pytest.raises(ValueError, match="sdf"):
         sdf_sign_change_loss(torch.zeros(3, 1), torch.zeros(1, 2, dtype=torch.int64))
+
+
+def test_gradient_descent_moves_the_surface_to_a_target_sphere(geometry):
+    """SDF values and deformations trained through extraction: the surface moves beyond its
+    initial cells (signs flip) and ends up a closed sphere of the target radius."""
+    target = 0.65  # initial radius 0.5; cells are 0.25
+    optimizer = torch.optim.Adam(geometry.parameters(), lr=0.01)
+    errors = []
+    for iteration in range(40):
+        vertices, _ = geometry.extract()
+        error = vertices.norm(dim=1) - target
+        errors.append(float(error.detach().abs().mean()))
+        weight = sdf_regularizer_weight(iteration, 40)
+        loss = (error**2).mean() + weight * geometry.sdf_regularizer()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    vertices, triangles = geometry.extract()
+    assert errors[0] > 0.14 and errors[-1] < errors[0] / 10
+    edges = triangles[:, [0, 1, 1, 2, 2, 0]].reshape(-1, 2).sort(1).values
+    _, counts = torch.unique(edges, dim=0, return_counts=True)
+    assert bool((counts == 2).all())
+    assert len(vertices) - len(counts) + len(triangles) == 2
