@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from diffrec.geometry import flexicubes as fc
+from diffrec.geometry.dmtet import sdf_regularizer_weight
 from diffrec.geometry.flexicubes import (
     FlexiCubesGeometry,
     cube_grid_edges,
@@ -204,3 +205,39 @@ def test_geometry_module_trains_all_parameters_and_switches_split(mesh_checks):
     vertices_eval, triangles_eval = geometry.extract()
     assert len(triangles_eval) == len(triangles) // 2
     assert assert_closed_oriented_manifold(vertices_eval, triangles_eval) == 2
+
+
+def test_gradient_descent_moves_the_surface_to_a_target_sphere(mesh_checks):
+    assert_closed_oriented_manifold, _ = mesh_checks
+    geometry = FlexiCubesGeometry(8, 2.0, generator=torch.Generator().manual_seed(0))
+    optimizer = torch.optim.Adam(geometry.parameters(), lr=0.01)
+    target = 0.65  # initial radius 0.5; cells are 0.25
+    for iteration in range(40):
+        vertices, _ = geometry.extract()
+        error = vertices.norm(dim=1) - target
+        if iteration == 0:
+            initial = float(error.detach().abs().mean())
+        weight = sdf_regularizer_weight(iteration, 40)
+        loss = (error**2).mean() + weight * geometry.sdf_regularizer()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    geometry.eval()
+    vertices, triangles = geometry.extract()
+    assert initial > 0.15
+    assert float((vertices.norm(dim=1) - target).detach().abs().mean()) < initial / 8
+    assert assert_closed_oriented_manifold(vertices, triangles) == 2
+
+
+@pytest.mark.gpu
+def test_cuda_extraction_matches_cpu():
+    n = 16
+    grid = cube_grid_vertices(n)
+    gen = torch.Generator().manual_seed(0)
+    inputs = (grid, grid.norm(dim=1) - 0.3, *_random_weights(n, gen))
+    for training in (False, True):
+        cpu = flexicubes(*inputs[:2], n, *inputs[2:], training=training)
+        cuda = flexicubes(*(t.cuda() for t in inputs[:2]), n, *(t.cuda() for t in inputs[2:]),
+                          training=training)
+        assert torch.equal(cpu[1], cuda[1].cpu())
+        assert torch.allclose(cpu[0], cuda[0].cpu(), atol=1e-6)

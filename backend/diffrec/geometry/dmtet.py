@@ -64,6 +64,17 @@ def sdf_regularizer_weight(iteration: int, total_iterations: int, start: float =
     return start + (end - start) * min(1.0, 4.0 * iteration / total_iterations)
 
 
+def initial_sphere_sdf(vertices: torch.Tensor, radius: float, noise_std: float,
+                       generator: torch.Generator | None = None) -> torch.Tensor:
+    """``|x| - radius`` plus Gaussian noise of ``noise_std`` at ``vertices [V, 3]``: the
+    starting SDF ``[V]`` (the noise is drawn on the CPU, so a seeded ``generator`` gives the
+    same field on every device)."""
+    if not radius > 0 or noise_std < 0:
+        raise ValueError(f"need radius > 0 and noise_std >= 0, got {radius}, {noise_std}")
+    noise = torch.randn(len(vertices), generator=generator).to(vertices.device)
+    return vertices.norm(dim=1) - radius + noise_std * noise.to(vertices.dtype)
+
+
 class DMTetGeometry(nn.Module):
     """Trainable SDF and vertex deformations on a BCC tet grid; ``extract()`` gives a mesh.
 
@@ -91,11 +102,9 @@ class DMTetGeometry(nn.Module):
         self.register_buffer("tets", grid.tets, persistent=False)
         self.register_buffer("edges", grid.edges, persistent=False)
 
-        noise = torch.randn(len(grid.vertices), generator=generator)
-        step = self.scale / self.grid_res
-        sdf = (self.grid_vertices.norm(dim=1) - init_radius * self.scale
-               + (init_noise * step) * noise.to(device))
-        self.sdf = nn.Parameter(sdf)
+        self.sdf = nn.Parameter(initial_sphere_sdf(
+            self.grid_vertices, init_radius * self.scale, init_noise * self.scale / grid_res,
+            generator))
         self.deform = nn.Parameter(torch.zeros_like(self.grid_vertices))
 
     def deformed_vertices(self) -> torch.Tensor:

@@ -40,7 +40,7 @@ import torch
 from torch import nn
 
 from diffrec.geometry.cleanup import clean_mesh
-from diffrec.geometry.dmtet import sdf_sign_change_loss
+from diffrec.geometry.dmtet import initial_sphere_sdf, sdf_sign_change_loss
 
 # Corner c of a cube sits at offset (c & 1, c >> 1 & 1, c >> 2 & 1).
 CORNER_OFFSETS = tuple((c & 1, c >> 1 & 1, c >> 2 & 1) for c in range(8))
@@ -301,17 +301,16 @@ class FlexiCubesGeometry(nn.Module):
         super().__init__()
         if not scale > 0:
             raise ValueError(f"scale must be positive, got {scale}")
-        if not 0 < init_radius < 0.5:
-            raise ValueError(f"init_radius must lie in (0, 0.5), got {init_radius}")
+        if not 0 < init_radius < 0.5 or deform_fraction < 0:
+            raise ValueError("need 0 < init_radius < 0.5 and deform_fraction >= 0")
         self.grid_res, self.scale = grid_res, float(scale)
         cell = self.scale / grid_res
         self.max_deformation = deform_fraction * cell
         grid = cube_grid_vertices(grid_res).to(device) * self.scale
         self.register_buffer("grid_vertices", grid, persistent=False)
         self.register_buffer("edges", cube_grid_edges(grid_res).to(device), persistent=False)
-        noise = torch.randn(len(grid), generator=generator).to(device)
-        self.sdf = nn.Parameter(grid.norm(dim=1) - init_radius * self.scale
-                                + init_noise * cell * noise)
+        self.sdf = nn.Parameter(initial_sphere_sdf(grid, init_radius * self.scale,
+                                                   init_noise * cell, generator))
         self.deform = nn.Parameter(torch.zeros_like(grid))
         num_cubes = grid_res**3
         self.alpha_raw = nn.Parameter(torch.zeros(num_cubes, 8, device=device))
