@@ -150,13 +150,11 @@ def _check_inputs(resolution, vertices, sdf, alpha, beta, gamma):
             raise ValueError(f"{name} weights must be positive")
 
 
-def _resolve_patches(config, cube_index, resolution, device):
+def _resolve_patches(config, cube_index, slot, n, device):
     """Patch ids ``[A, 12]`` of the active cubes, with ambiguous faces flipped where both of
-    their cubes would join the face's two segments (see the module docstring)."""
+    their cubes would join the face's two segments (see the module docstring). ``slot [N^3]``
+    maps a cube to its row among the active cubes (-1 if inactive)."""
     patch_table, one_loop_table = (torch.as_tensor(t, device=device) for t in _tables())
-    n = resolution
-    slot = torch.full((n**3,), -1, dtype=torch.int64, device=device)
-    slot[cube_index] = torch.arange(len(cube_index), device=device)
     ijk = torch.stack((cube_index // (n * n), cube_index // n % n, cube_index % n), -1)
     flips = torch.zeros_like(cube_index)
     for _ in range(8):
@@ -202,7 +200,9 @@ def flexicubes(vertices: torch.Tensor, sdf: torch.Tensor, resolution: int,
         config = config.reshape(-1)
         cube_index = torch.nonzero((config > 0) & (config < 255)).squeeze(1)
         config = config[cube_index]
-        patch = _resolve_patches(config, cube_index, n, device)  # [A, 12]
+        slot = torch.full((n**3,), -1, dtype=torch.int64, device=device)
+        slot[cube_index] = torch.arange(len(cube_index), device=device)
+        patch = _resolve_patches(config, cube_index, slot, n, device)  # [A, 12]
         ijk = torch.stack((cube_index // (n * n), cube_index // n % n, cube_index % n), -1)
         corner0 = (ijk[:, 0] * n1 + ijk[:, 1]) * n1 + ijk[:, 2]
         corners = corner0[:, None] + corner_offsets  # [A, 8] vertex ids
@@ -227,7 +227,7 @@ def flexicubes(vertices: torch.Tensor, sdf: torch.Tensor, resolution: int,
         dual_id = torch.cumsum(used, 0) - 1
     dual = sums[used] / totals[used]
 
-    quads, quad_cubes = _quads(inside, patch, cube_index, n, dual_id, device)
+    quads, quad_cubes = _quads(inside, patch, slot, n, dual_id)
     if len(quads) == 0:
         return dual[:0], quads[:, :3]
     g = gamma[quad_cubes]  # [Q, 4]
@@ -247,11 +247,9 @@ def flexicubes(vertices: torch.Tensor, sdf: torch.Tensor, resolution: int,
     return clean_mesh(dual, triangles)
 
 
-def _quads(inside, patch, cube_index, n, dual_id, device):
+def _quads(inside, patch, slot, n, dual_id):
     """One quad per crossed interior grid edge, wound outwards: dual ids ``[Q, 4]`` and the
     cube of each corner ``[Q, 4]``."""
-    slot = torch.full((n**3,), -1, dtype=torch.int64, device=device)
-    slot[cube_index] = torch.arange(len(cube_index), device=device)
     quads, quad_cubes = [], []
     with torch.no_grad():
         for axis in range(3):
