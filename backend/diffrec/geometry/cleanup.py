@@ -1,0 +1,108 @@
+"""Mesh cleanup on plain tensors: weld vertices, drop degenerate and duplicate triangles,
+remove unreferenced vertices.
+
+Every function takes and returns ``vertices`` float ``[V, 3]`` and ``triangles`` int64
+``[T, 3]`` on the same device. Kept vertices are gathered (``vertices[index]``), never
+recomputed, so gradients flow from the output vertices to the input ones. Vertex and
+triangle order follow the input (first occurrences win).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def check_mesh(vertices: torch.Tensor, triangles: torch.Tensor) -> None:
+    """Raise ``ValueError``/``TypeError`` unless ``vertices``/``triangles`` form a valid mesh."""
+    if not isinstance(vertices, torch.Tensor) or not isinstance(triangles, torch.Tensor):
+        raise TypeError("vertices and triangles must be torch tensors")
+    if vertices.ndim != 2 or vertices.shape[1] != 3 or not vertices.is_floating_point():
+        raise ValueError(f"vertices must be float [V, 3], got {vertices.dtype} "
+                         f"{tuple(vertices.shape)}")
+    if triangles.ndim != 2 or triangles.shape[1] != 3 or triangles.is_floating_point():
+        raise ValueError(f"triangles must be integer [T, 3], got {triangles.dtype} "
+                         f"{tuple(triangles.shape)}")
+    if not bool(torch.isfinite(vertices).all()):
+        raise ValueError("vertices contain NaN or infinite values")
+    if triangles.numel() and (int(triangles.min()) < 0 or int(triangles.max()) >= len(vertices)):
+        raise ValueError(f"triangle indices must lie in 0..{len(vertices) - 1}")
+
+
+def _first_occurrence_groups(inverse: torch.Tensor, num_groups: int):
+    """For group labels ``inverse [N]``: the first member of each group, ordered by first
+    appearance, and each item's new label in that order."""
+    index = torch.arange(len(inverse), device=inverse.device)
+    first = torch.full((num_groups,), len(inverse), dtype=torch.int64, device=inverse.device)
+    first = first.scatter_reduce(0, inverse, index, reduce="amin")
+    order = torch.argsort(first)
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(num_groups, device=inverse.device)
+    return first[order], rank[inverse]
+
+
+def weld_vertices(vertices: torch.Tensor, triangles: torch.Tensor, tolerance: float = 0.0):
+    """Merge vertices with equal positions; each group keeps its first vertex.
+
+    ``tolerance == 0`` merges exactly equal positions. ``tolerance > 0`` merges vertices that
+    round to the same point of a grid with spacing ``tolerance`` (so two vertices closer than
+    ``tolerance`` merge unless a grid cell boundary falls between them).
+    """
+    check_mesh(vertices, triangles)
+    if tolerance < 0:
+        raise ValueError(f"tolerance must be >= 0, got {tolerance}")
+    if len(vertices) == 0:
+        return vertices, triangles.to(torch.int64)
+    key = vertices.detach()
+    if tolerance > 0:
+        key = torch.round(key.double() / tolerance)
+    _, inverse = torch.unique(key, dim=0, return_inverse=True)
+    keep, new_index = _first_occurrence_groups(inverse, int(inverse.max()) + 1)
+    return vertices[keep], new_index[triangles.to(torch.int64)]
+
+
+def triangle_areas(vertices: torch.Tensor, triangles: torch.Tensor) -> torch.Tensor:
+    """Areas ``[T]`` of the triangles, in the vertices' units squared."""
+    v0, v1, v2 = (vertices[triangles[:, i]] for i in range(3))
+    return 0.5 * torch.linalg.cross(v1 - v0, v2 - v0, dim=-1).norm(dim=-1)
+
+
+def remove_degenerate_triangles(vertices: torch.Tensor, triangles: torch.Tensor,
+                                min_area: float = 0.0):
+    """Drop triangles that repeat a vertex index or whose area is ``<= min_area``."""
+    check_mesh(vertices, triangles)
+    triangles = triangles.to(torch.int64)
+    t = triangles
+    distinct = (t[:, 0] != t[:, 1]) & (t[:, 1] != t[:, 2]) & (t[:, 2] != t[:, 0])
+    with torch.no_grad():
+        keep = distinct & (triangle_areas(vertices, t) > min_area)
+    return vertices, triangles[keep]
+
+
+def remove_duplicate_triangles(vertices: torch.Tensor, triangles: torch.Tensor):
+    """Keep the first of the triangles that use the same three vertices (either orientation)."""
+    check_mesh(vertices, triangles)
+    triangles = triangles.to(torch.int64)
+    if len(triangles) == 0:
+        return vertices, triangles
+    _, inverse = torch.unique(torch.sort(triangles, dim=1).values, dim=0, return_inverse=True)
+    keep, _ = _first_occurrence_groups(inverse, int(inverse.max()) + 1)
+    return vertices, triangles[torch.sort(keep).values]
+
+
+def remove_unreferenced_vertices(vertices: torch.Tensor, triangles: torch.Tensor):
+    """Drop vertices no triangle uses and renumber the triangles."""
+    check_mesh(vertices, triangles)
+    triangles = triangles.to(torch.int64)
+    used = torch.zeros(len(vertices), dtype=torch.bool, device=vertices.device)
+    used[triangles.reshape(-1)] = True
+    new_index = torch.cumsum(used, 0) - 1
+    return vertices[used], new_index[triangles]
+
+
+def clean_mesh(vertices: torch.Tensor, triangles: torch.Tensor, weld_tolerance: float = 0.0,
+               min_area: float = 0.0):
+    """Weld, then drop degenerate and duplicate triangles, then unreferenced vertices."""
+    vertices, triangles = weld_vertices(vertices, triangles, weld_tolerance)
+    vertices, triangles = remove_degenerate_triangles(vertices, triangles, min_area)
+    vertices, triangles = remove_duplicate_triangles(vertices, triangles)
+    return remove_unreferenced_vertices(vertices, triangles)
