@@ -60,10 +60,10 @@ def select_face(direction: torch.Tensor) -> torch.Tensor:
 
 
 def face_coordinates(direction: torch.Tensor, direction_da: torch.Tensor | None = None):
-    """Map directions ``[..., 3]`` (any length) to ``(face, s, t, valid, st_da)``.
+    """Map directions ``[..., 3]`` (any length) to ``(face, st, valid, st_da)``.
 
-    ``s, t`` are in [0, 1] and differentiable w.r.t. ``direction``; ``valid`` is False for the
-    zero vector and non-finite input (there ``s = t = 0.5`` as a placeholder). With
+    ``st [..., 2]`` = (s, t) in [0, 1], differentiable w.r.t. ``direction``; ``valid`` is False
+    for the zero vector and non-finite input (there ``s = t = 0.5`` as a placeholder). With
     ``direction_da [..., 6]`` = (dx/dX, dx/dY, dy/dX, dy/dY, dz/dX, dz/dY), ``st_da [..., 4]``
     = (ds/dX, ds/dY, dt/dX, dt/dY) on the selected face (else None).
     """
@@ -76,10 +76,9 @@ def face_coordinates(direction: torch.Tensor, direction_da: torch.Tensor | None 
     ma = torch.where(valid, ma, torch.ones_like(ma))
     sc = torch.where(valid, sc, torch.zeros_like(sc))
     tc = torch.where(valid, tc, torch.zeros_like(tc))
-    s = 0.5 * sc / ma + 0.5
-    t = 0.5 * tc / ma + 0.5
+    st = 0.5 * torch.stack((sc, tc), -1) / ma.unsqueeze(-1) + 0.5
     if direction_da is None:
-        return face, s, t, valid, None
+        return face, st, valid, None
     d_dx, d_dy = direction_da[..., 0::2], direction_da[..., 1::2]  # [..., 3] each
     inv_ma2 = 0.5 / (ma * ma)
 
@@ -90,7 +89,7 @@ def face_coordinates(direction: torch.Tensor, direction_da: torch.Tensor | None 
     st_da = torch.stack(
         (derivative(sc, s_axis, d_dx), derivative(sc, s_axis, d_dy),
          derivative(tc, t_axis, d_dx), derivative(tc, t_axis, d_dy)), -1)
-    return face, s, t, valid, torch.where(valid.unsqueeze(-1), st_da, torch.zeros_like(st_da))
+    return face, st, valid, torch.where(valid.unsqueeze(-1), st_da, torch.zeros_like(st_da))
 
 
 @functools.lru_cache(maxsize=32)
