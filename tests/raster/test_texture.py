@@ -412,6 +412,7 @@ def test_gradcheck_through_constructed_mip_chain():
         (dict(filter_mode="linear-mipmap-linear"), ValueError, "needs uv_da"),
         (dict(mip_level_bias=torch.rand(1, 2, 2), max_mip_level=-1), ValueError,
          "max_mip_level"),
+        (dict(mip=[torch.rand(1, 2, 2, 3)], max_mip_level=1.5), ValueError, "max_mip_level"),
         (dict(mip_level_bias=torch.rand(1, 2, 2), mip=torch.rand(1, 2, 2, 3)), TypeError,
          "list of tensors"),
         (dict(tex=torch.rand(1, 0, 4, 3)), ValueError, "empty"),

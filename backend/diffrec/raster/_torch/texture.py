@@ -118,6 +118,7 @@ def texture(tex, uv, uv_da=None, mip_level_bias=None, mip=None, filter_mode="aut
             boundary_mode="wrap", max_mip_level=None):
     """See ``diffrec.raster.texture`` and this module's docstring. Returns ``[B, H, W, C]``."""
     cube = _check_inputs(tex, uv, uv_da, mip_level_bias, filter_mode, boundary_mode)
+    texture_mip.check_max_level(max_mip_level)
     mode = _resolve_filter(filter_mode, uv_da, mip_level_bias)
     levels = [tex]
     if mode in MIPMAP_MODES:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
 
 from diffrec.raster._torch.cube import ring_sources
 
@@ -51,7 +52,7 @@ def _plane_ring(height: int, width: int, boundary: str):
     return row, col, src_row * width + src_col, torch.ones(len(row))
 
 
-def _ring(level: torch.Tensor, boundary: str, first_row: int, stride: int, cols: int, device):
+def _ring(level: torch.Tensor, boundary: str, first_row: int, stride: int, cols: int):
     """``(dst, src, weight)`` of a level's ring: flat atlas positions, flat level texels."""
     height, width = level.shape[-3], level.shape[-2]
     if boundary == "cube":
@@ -60,6 +61,7 @@ def _ring(level: torch.Tensor, boundary: str, first_row: int, stride: int, cols:
         row, col, src, weight = _plane_ring(height, width, boundary)
         face = torch.zeros_like(row)
     dst = (first_row + row) * cols + face * stride + col
+    device = level.device
     return dst.to(device), src.to(device), weight.to(device=device, dtype=level.dtype)
 
 
@@ -74,6 +76,8 @@ def _interior(image: torch.Tensor, first_row: int, height: int, width: int, face
 
 
 class _BuildAtlas(torch.autograd.Function):
+    """``(layout, *levels) -> image``; see ``build_atlas``. First-order gradients only."""
+
     @staticmethod
     def forward(ctx, layout, *levels):
         boundary, first_row, faces, stride, rows, cols = layout
@@ -89,8 +93,7 @@ class _BuildAtlas(torch.autograd.Function):
             band[..., 0] = 0.0
             band[..., width + 1:] = 0.0
             _interior(image, row0, height, width, faces, stride).copy_(level)
-            ring = _ring(level, boundary, row0, stride, cols, level.device) \
-                if boundary != "zero" else None
+            ring = None if boundary == "zero" else _ring(level, boundary, row0, stride, cols)
             if ring is not None:
                 dst, src, weight = ring
                 values = level.reshape(batch, -1, channels)[:, src] * weight[:, None]
@@ -101,6 +104,7 @@ class _BuildAtlas(torch.autograd.Function):
         return image
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad):
         _, first_row, faces, stride, _, _ = ctx.layout
         grad = grad.contiguous()

@@ -17,12 +17,16 @@ def _halve(size: int) -> int:
     return 1 if size == 1 else size // 2
 
 
-def level_count(height: int, width: int, max_mip_level: int | None) -> int:
-    """Number of levels after the base one: down to 1x1, or ``max_mip_level`` if smaller."""
+def check_max_level(max_mip_level) -> None:
     if max_mip_level is not None and (isinstance(max_mip_level, bool)
                                       or not isinstance(max_mip_level, int)
                                       or max_mip_level < 0):
         raise ValueError(f"max_mip_level must be a non-negative int or None, got {max_mip_level!r}")
+
+
+def level_count(height: int, width: int, max_mip_level: int | None) -> int:
+    """Number of levels after the base one: down to 1x1, or ``max_mip_level`` if smaller."""
+    check_max_level(max_mip_level)
     levels = 0
     while (height > 1 or width > 1) and (max_mip_level is None or levels < max_mip_level):
         if (height > 1 and height % 2) or (width > 1 and width % 2):
