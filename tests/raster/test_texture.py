@@ -389,6 +389,18 @@ def test_gradcheck_through_constructed_mip_chain():
     assert gradcheck(fn, (tex, uv), eps=1e-6, atol=1e-6)
 
 
+def test_gradcheck_into_given_mip_levels():
+    tex, uv, uv_da, bias = _inputs("cube", seed=2)
+    levels = [torch.rand(1, 6, 2, 2, 2, dtype=torch.float64, requires_grad=True),
+              torch.rand(1, 6, 1, 1, 2, dtype=torch.float64, requires_grad=True)]
+
+    def fn(tex, level1, level2):
+        return _torch.texture(tex, uv.detach(), uv_da.detach(), bias.detach() + 0.5,
+                              mip=[level1, level2], boundary_mode="cube")
+
+    assert gradcheck(fn, (tex, *levels), eps=1e-6, atol=1e-6)
+
+
 # ---------------------------------------------------------------- bad input
 
 

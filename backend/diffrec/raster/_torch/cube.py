@@ -39,24 +39,28 @@ import functools
 
 import torch
 
-# rows: signed unit axes giving sc, tc and |ma| as dot products with the direction
-FACE_S = ((0, 0, -1), (0, 0, 1), (1, 0, 0), (1, 0, 0), (1, 0, 0), (-1, 0, 0))
-FACE_T = ((0, -1, 0), (0, -1, 0), (0, 0, 1), (0, 0, -1), (0, -1, 0), (0, -1, 0))
-FACE_N = ((1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, 1), (0, 0, -1))
+# per face: which direction components give (sc, tc, ma), and their signs (the table above)
+FACE_COMPONENTS = ((2, 1, 0), (2, 1, 0), (0, 2, 1), (0, 2, 1), (0, 1, 2), (0, 1, 2))
+FACE_SIGNS = ((-1, -1, 1), (1, -1, -1), (1, 1, 1), (1, -1, -1), (1, -1, 1), (-1, -1, -1))
 
 
-def _face_tables(like: torch.Tensor):
-    return tuple(torch.tensor(t, dtype=like.dtype, device=like.device)
-                 for t in (FACE_S, FACE_T, FACE_N))
+def face_axes() -> torch.Tensor:
+    """int64 ``[6, 3, 3]``: per face the signed unit vectors S, T, N with sc = S.d, tc = T.d,
+    |ma| = N.d."""
+    axes = torch.zeros(6, 3, 3, dtype=torch.int64)
+    for face, (components, signs) in enumerate(zip(FACE_COMPONENTS, FACE_SIGNS, strict=True)):
+        for row, (component, sign) in enumerate(zip(components, signs, strict=True)):
+            axes[face, row, component] = sign
+    return axes
 
 
 def select_face(direction: torch.Tensor) -> torch.Tensor:
-    """Face index (int64, 0..5) of each direction ``[..., 3]`` by its major axis."""
-    a = direction.detach().abs()
-    ax, ay, az = a.unbind(-1)
-    axis = torch.where(az > torch.maximum(ax, ay), 2, torch.where(ay > ax, 1, 0))
-    major = direction.detach().gather(-1, axis.unsqueeze(-1)).squeeze(-1)
-    return 2 * axis + (major < 0).to(torch.int64)
+    """Face index (int64, 0..5) of each direction ``[..., 3]`` by its major axis; argmax
+    returns the first maximum, so ties prefer x, then y, then z."""
+    direction = direction.detach()
+    axis = direction.abs().argmax(-1, keepdim=True)
+    negative = direction.gather(-1, axis) < 0
+    return (2 * axis + negative).squeeze(-1)
 
 
 def face_coordinates(direction: torch.Tensor, direction_da: torch.Tensor | None = None):
@@ -68,28 +72,22 @@ def face_coordinates(direction: torch.Tensor, direction_da: torch.Tensor | None 
     = (ds/dX, ds/dY, dt/dX, dt/dY) on the selected face (else None).
     """
     face = select_face(direction)
-    s_axis, t_axis, n_axis = (table[face] for table in _face_tables(direction))
-    sc = (direction * s_axis).sum(-1)
-    tc = (direction * t_axis).sum(-1)
-    ma = (direction * n_axis).sum(-1)
-    valid = (ma > 0) & torch.isfinite(sc) & torch.isfinite(tc) & torch.isfinite(ma)
-    ma = torch.where(valid, ma, torch.ones_like(ma))
-    sc = torch.where(valid, sc, torch.zeros_like(sc))
-    tc = torch.where(valid, tc, torch.zeros_like(tc))
-    st = 0.5 * torch.stack((sc, tc), -1) / ma.unsqueeze(-1) + 0.5
+    components = torch.tensor(FACE_COMPONENTS, device=direction.device)[face]
+    signs = torch.tensor(FACE_SIGNS, dtype=direction.dtype, device=direction.device)[face]
+    stm = direction.gather(-1, components) * signs  # (sc, tc, |ma|)
+    sc_tc, ma = stm[..., :2], stm[..., 2:]
+    valid = (ma[..., 0] > 0) & torch.isfinite(sc_tc[..., 0] + sc_tc[..., 1])
+    ma = torch.where(valid.unsqueeze(-1), ma, 1.0)
+    st = torch.where(valid.unsqueeze(-1), 0.5 * sc_tc / ma + 0.5, 0.5)
     if direction_da is None:
         return face, st, valid, None
-    d_dx, d_dy = direction_da[..., 0::2], direction_da[..., 1::2]  # [..., 3] each
-    inv_ma2 = 0.5 / (ma * ma)
-
-    def derivative(coord, axis, d):
-        # d(0.5 * c / ma) = 0.5 * (dc * ma - c * dma) / ma^2
-        return ((d * axis).sum(-1) * ma - coord * (d * n_axis).sum(-1)) * inv_ma2
-
-    st_da = torch.stack(
-        (derivative(sc, s_axis, d_dx), derivative(sc, s_axis, d_dy),
-         derivative(tc, t_axis, d_dx), derivative(tc, t_axis, d_dy)), -1)
-    return face, st, valid, torch.where(valid.unsqueeze(-1), st_da, torch.zeros_like(st_da))
+    per_component = direction_da.unflatten(-1, (3, 2))  # [..., (x, y, z), (X, Y)]
+    d_stm = per_component.gather(-2, components.unsqueeze(-1).expand(*components.shape, 2))
+    d_stm = d_stm * signs.unsqueeze(-1)  # d(sc, tc, |ma|) / d(X, Y)
+    # d(0.5 * c / ma) = 0.5 * (dc * ma - c * dma) / ma^2, for c = sc, tc
+    st_da = (d_stm[..., :2, :] * ma.unsqueeze(-1) - sc_tc.unsqueeze(-1) * d_stm[..., 2:, :])
+    st_da = (0.5 * st_da / (ma * ma).unsqueeze(-1)).flatten(-2)  # (ds/dX, ds/dY, dt/dX, dt/dY)
+    return face, st, valid, torch.where(valid.unsqueeze(-1), st_da, 0.0)
 
 
 @functools.lru_cache(maxsize=32)
@@ -106,7 +104,7 @@ def ring_sources(size: int):
                                     indexing="ij")
     on_ring = (row == 0) | (row == p - 1) | (col == 0) | (col == p - 1)
     corner = ((row == 0) | (row == p - 1)) & ((col == 0) | (col == p - 1))
-    s_axis, t_axis, n_axis = (torch.tensor(t) for t in (FACE_S, FACE_T, FACE_N))
+    s_axis, t_axis, n_axis = face_axes().unbind(1)
 
     def lattice_source(f, r, c):
         """Flat face-texel index for padded positions one texel beyond exactly one edge."""
