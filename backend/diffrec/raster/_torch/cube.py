@@ -26,9 +26,9 @@ from its neighbours). A tap beyond two edges at once (a cube corner) has no texe
 the average of the other three taps of its 2x2 footprint, which are the three texels meeting
 at that corner. So the exact corner direction (1, 1, 1) returns the mean of those three texels.
 
-The neighbours are found on an integer lattice of half-texels: a texel centre of face ``f`` is
-``sc * S_f + tc * T_f + w * N_f`` with odd ``sc, tc`` in ``[-w + 1, w - 1]`` (``S_f, T_f, N_f``
-being the face's signed unit axes). A tap beyond an edge has one coordinate of magnitude
+The neighbours are found on an integer lattice of half-texels: the centre of texel (row i,
+column j) of face ``f`` is ``(2j + 1 - w) S_f + (2i + 1 - w) T_f + w N_f`` (``S_f, T_f, N_f``
+being the face's signed unit axes, w its size). A tap beyond an edge has one coordinate of magnitude
 ``w + 1``; it crosses onto the face of that axis: that coordinate becomes ``±w`` and the old
 major coordinate ``±(w - 1)``, the centre of the first texel row on the other side.
 """
