@@ -26,9 +26,9 @@ from its neighbours). A tap beyond two edges at once (a cube corner) has no texe
 the average of the other three taps of its 2x2 footprint, which are the three texels meeting
 at that corner. So the exact corner direction (1, 1, 1) returns the mean of those three texels.
 
-The neighbours are found on an integer lattice of half-texels: a texel centre of face ``f`` is
-``sc * S_f + tc * T_f + w * N_f`` with odd ``sc, tc`` in ``[-w + 1, w - 1]`` (``S_f, T_f, N_f``
-being the face's signed unit axes). A tap beyond an edge has one coordinate of magnitude
+The neighbours are found on an integer lattice of half-texels: the centre of texel (row i,
+column j) of face ``f`` is ``(2j + 1 - w) S_f + (2i + 1 - w) T_f + w N_f`` (``S_f, T_f, N_f``
+being the face's signed unit axes, w its size). A tap beyond an edge has one coordinate of magnitude
 ``w + 1``; it crosses onto the face of that axis: that coordinate becomes ``±w`` and the old
 major coordinate ``±(w - 1)``, the centre of the first texel row on the other side.
 """
@@ -39,58 +39,55 @@ import functools
 
 import torch
 
-# rows: signed unit axes giving sc, tc and |ma| as dot products with the direction
-FACE_S = ((0, 0, -1), (0, 0, 1), (1, 0, 0), (1, 0, 0), (1, 0, 0), (-1, 0, 0))
-FACE_T = ((0, -1, 0), (0, -1, 0), (0, 0, 1), (0, 0, -1), (0, -1, 0), (0, -1, 0))
-FACE_N = ((1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, 1), (0, 0, -1))
+# per face: which direction components give (sc, tc, ma), and their signs (the table above)
+FACE_COMPONENTS = ((2, 1, 0), (2, 1, 0), (0, 2, 1), (0, 2, 1), (0, 1, 2), (0, 1, 2))
+FACE_SIGNS = ((-1, -1, 1), (1, -1, -1), (1, 1, 1), (1, -1, -1), (1, -1, 1), (-1, -1, -1))
 
 
-def _face_tables(like: torch.Tensor):
-    return tuple(torch.tensor(t, dtype=like.dtype, device=like.device)
-                 for t in (FACE_S, FACE_T, FACE_N))
+def face_axes() -> torch.Tensor:
+    """int64 ``[6, 3, 3]``: per face the signed unit vectors S, T, N with sc = S.d, tc = T.d,
+    |ma| = N.d."""
+    axes = torch.zeros(6, 3, 3, dtype=torch.int64)
+    for face, (components, signs) in enumerate(zip(FACE_COMPONENTS, FACE_SIGNS, strict=True)):
+        for row, (component, sign) in enumerate(zip(components, signs, strict=True)):
+            axes[face, row, component] = sign
+    return axes
 
 
 def select_face(direction: torch.Tensor) -> torch.Tensor:
-    """Face index (int64, 0..5) of each direction ``[..., 3]`` by its major axis."""
-    a = direction.detach().abs()
-    ax, ay, az = a.unbind(-1)
-    axis = torch.where(az > torch.maximum(ax, ay), 2, torch.where(ay > ax, 1, 0))
-    major = direction.detach().gather(-1, axis.unsqueeze(-1)).squeeze(-1)
-    return 2 * axis + (major < 0).to(torch.int64)
+    """Face index (int64, 0..5) of each direction ``[..., 3]`` by its major axis; argmax
+    returns the first maximum, so ties prefer x, then y, then z."""
+    direction = direction.detach()
+    axis = direction.abs().argmax(-1, keepdim=True)
+    negative = direction.gather(-1, axis) < 0
+    return (2 * axis + negative).squeeze(-1)
 
 
 def face_coordinates(direction: torch.Tensor, direction_da: torch.Tensor | None = None):
-    """Map directions ``[..., 3]`` (any length) to ``(face, s, t, valid, st_da)``.
+    """Map directions ``[..., 3]`` (any length) to ``(face, st, valid, st_da)``.
 
-    ``s, t`` are in [0, 1] and differentiable w.r.t. ``direction``; ``valid`` is False for the
-    zero vector and non-finite input (there ``s = t = 0.5`` as a placeholder). With
+    ``st [..., 2]`` = (s, t) in [0, 1], differentiable w.r.t. ``direction``; ``valid`` is False
+    for the zero vector and non-finite input (there ``s = t = 0.5`` as a placeholder). With
     ``direction_da [..., 6]`` = (dx/dX, dx/dY, dy/dX, dy/dY, dz/dX, dz/dY), ``st_da [..., 4]``
     = (ds/dX, ds/dY, dt/dX, dt/dY) on the selected face (else None).
     """
     face = select_face(direction)
-    s_axis, t_axis, n_axis = (table[face] for table in _face_tables(direction))
-    sc = (direction * s_axis).sum(-1)
-    tc = (direction * t_axis).sum(-1)
-    ma = (direction * n_axis).sum(-1)
-    valid = (ma > 0) & torch.isfinite(sc) & torch.isfinite(tc) & torch.isfinite(ma)
-    ma = torch.where(valid, ma, torch.ones_like(ma))
-    sc = torch.where(valid, sc, torch.zeros_like(sc))
-    tc = torch.where(valid, tc, torch.zeros_like(tc))
-    s = 0.5 * sc / ma + 0.5
-    t = 0.5 * tc / ma + 0.5
+    components = torch.tensor(FACE_COMPONENTS, device=direction.device)[face]
+    signs = torch.tensor(FACE_SIGNS, dtype=direction.dtype, device=direction.device)[face]
+    stm = direction.gather(-1, components) * signs  # (sc, tc, |ma|)
+    sc_tc, ma = stm[..., :2], stm[..., 2:]
+    valid = (ma[..., 0] > 0) & torch.isfinite(sc_tc[..., 0] + sc_tc[..., 1])
+    ma = torch.where(valid.unsqueeze(-1), ma, 1.0)
+    st = torch.where(valid.unsqueeze(-1), 0.5 * sc_tc / ma + 0.5, 0.5)
     if direction_da is None:
-        return face, s, t, valid, None
-    d_dx, d_dy = direction_da[..., 0::2], direction_da[..., 1::2]  # [..., 3] each
-    inv_ma2 = 0.5 / (ma * ma)
-
-    def derivative(coord, axis, d):
-        # d(0.5 * c / ma) = 0.5 * (dc * ma - c * dma) / ma^2
-        return ((d * axis).sum(-1) * ma - coord * (d * n_axis).sum(-1)) * inv_ma2
-
-    st_da = torch.stack(
-        (derivative(sc, s_axis, d_dx), derivative(sc, s_axis, d_dy),
-         derivative(tc, t_axis, d_dx), derivative(tc, t_axis, d_dy)), -1)
-    return face, s, t, valid, torch.where(valid.unsqueeze(-1), st_da, torch.zeros_like(st_da))
+        return face, st, valid, None
+    per_component = direction_da.unflatten(-1, (3, 2))  # [..., (x, y, z), (X, Y)]
+    d_stm = per_component.gather(-2, components.unsqueeze(-1).expand(*components.shape, 2))
+    d_stm = d_stm * signs.unsqueeze(-1)  # d(sc, tc, |ma|) / d(X, Y)
+    # d(0.5 * c / ma) = 0.5 * (dc * ma - c * dma) / ma^2, for c = sc, tc
+    st_da = (d_stm[..., :2, :] * ma.unsqueeze(-1) - sc_tc.unsqueeze(-1) * d_stm[..., 2:, :])
+    st_da = (0.5 * st_da / (ma * ma).unsqueeze(-1)).flatten(-2)  # (ds/dX, ds/dY, dt/dX, dt/dY)
+    return face, st, valid, torch.where(valid.unsqueeze(-1), st_da, 0.0)
 
 
 @functools.lru_cache(maxsize=32)
@@ -107,7 +104,7 @@ def ring_sources(size: int):
                                     indexing="ij")
     on_ring = (row == 0) | (row == p - 1) | (col == 0) | (col == p - 1)
     corner = ((row == 0) | (row == p - 1)) & ((col == 0) | (col == p - 1))
-    s_axis, t_axis, n_axis = (torch.tensor(t) for t in (FACE_S, FACE_T, FACE_N))
+    s_axis, t_axis, n_axis = face_axes().unbind(1)
 
     def lattice_source(f, r, c):
         """Flat face-texel index for padded positions one texel beyond exactly one edge."""

@@ -93,10 +93,12 @@ def _mip_level(st_da, bias, height: int, width: int, max_level: int):
     clamped to [0, max_level]."""
     level = None
     if st_da is not None:
-        jac = st_da * st_da.new_tensor([width, width, height, height])
-        d_dx, d_dy = jac[..., 0::2], jac[..., 1::2]  # (du, dv) per screen pixel step in X, Y
+        dudx, dudy = st_da[..., 0] * width, st_da[..., 1] * width
+        dvdx, dvdy = st_da[..., 2] * height, st_da[..., 3] * height
         # largest eigenvalue of J^T J = [[a, c], [c, b]]: (a + b + sqrt((a - b)^2 + 4c^2)) / 2
-        a, b, c = (d_dx * d_dx).sum(-1), (d_dy * d_dy).sum(-1), (d_dx * d_dy).sum(-1)
+        a = torch.addcmul(dudx * dudx, dvdx, dvdx)
+        b = torch.addcmul(dudy * dudy, dvdy, dvdy)
+        c = torch.addcmul(dudx * dudy, dvdx, dvdy)
         tiny = torch.finfo(st_da.dtype).tiny  # keeps sqrt and log2 (and their gradients) finite
         root = torch.sqrt(torch.addcmul((a - b) ** 2, c, c, value=4.0) + tiny)
         level = 0.5 * torch.log2(a + b + root + tiny) - 0.5
@@ -116,6 +118,7 @@ def texture(tex, uv, uv_da=None, mip_level_bias=None, mip=None, filter_mode="aut
             boundary_mode="wrap", max_mip_level=None):
     """See ``diffrec.raster.texture`` and this module's docstring. Returns ``[B, H, W, C]``."""
     cube = _check_inputs(tex, uv, uv_da, mip_level_bias, filter_mode, boundary_mode)
+    texture_mip.check_max_level(max_mip_level)
     mode = _resolve_filter(filter_mode, uv_da, mip_level_bias)
     levels = [tex]
     if mode in MIPMAP_MODES:
@@ -136,27 +139,27 @@ def texture(tex, uv, uv_da=None, mip_level_bias=None, mip=None, filter_mode="aut
     mipmapped = mode in MIPMAP_MODES
     face, valid, st_da = None, None, uv_da if mipmapped else None
     if cube:
-        face, s, t, valid, st_da = face_coordinates(uv, st_da)
+        face, st, valid, st_da = face_coordinates(uv, st_da)
     else:
-        s, t = uv[..., 0], uv[..., 1]
+        st = uv
     atlas = build_atlas(levels, boundary_mode)
 
     if mode == "nearest":
-        out = fetch_nearest(atlas, s, t, boundary_mode, face)[:, 0]
+        out = fetch_nearest(atlas, st, boundary_mode, face)[:, 0]
     elif mode == "linear":
-        out = fetch(atlas, s, t, boundary_mode, face=face)[:, 0]
+        out = fetch(atlas, st, boundary_mode, face=face)[:, 0]
     else:
         max_level = len(levels) - 1
         flevel = _mip_level(st_da, mip_level_bias, tex.shape[-3], tex.shape[-2], max_level)
         if mode == "linear-mipmap-nearest":
             level = torch.round(flevel.detach()).to(torch.int64)
-            out = fetch(atlas, s, t, boundary_mode, level[:, None], face)[:, 0]
+            out = fetch(atlas, st, boundary_mode, level[:, None], face)[:, 0]
         else:
             level0 = torch.floor(flevel.detach())
             blend = (flevel - level0).unsqueeze(-1)
             level0 = level0.to(torch.int64)
             pair = torch.stack((level0, torch.clamp(level0 + 1, max=max_level)), 1)
-            both = fetch(atlas, s, t, boundary_mode, pair, face)
+            both = fetch(atlas, st, boundary_mode, pair, face)
             out = torch.lerp(both[:, 0], both[:, 1], blend)
     if valid is not None:
         out = torch.where(valid.unsqueeze(-1), out, torch.zeros_like(out))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
 
 from diffrec.raster._torch.cube import ring_sources
 
@@ -51,7 +52,7 @@ def _plane_ring(height: int, width: int, boundary: str):
     return row, col, src_row * width + src_col, torch.ones(len(row))
 
 
-def _ring(level: torch.Tensor, boundary: str, first_row: int, stride: int, cols: int, device):
+def _ring(level: torch.Tensor, boundary: str, first_row: int, stride: int, cols: int):
     """``(dst, src, weight)`` of a level's ring: flat atlas positions, flat level texels."""
     height, width = level.shape[-3], level.shape[-2]
     if boundary == "cube":
@@ -60,6 +61,7 @@ def _ring(level: torch.Tensor, boundary: str, first_row: int, stride: int, cols:
         row, col, src, weight = _plane_ring(height, width, boundary)
         face = torch.zeros_like(row)
     dst = (first_row + row) * cols + face * stride + col
+    device = level.device
     return dst.to(device), src.to(device), weight.to(device=device, dtype=level.dtype)
 
 
@@ -74,18 +76,24 @@ def _interior(image: torch.Tensor, first_row: int, height: int, width: int, face
 
 
 class _BuildAtlas(torch.autograd.Function):
+    """``(layout, *levels) -> image``; see ``build_atlas``. First-order gradients only."""
+
     @staticmethod
     def forward(ctx, layout, *levels):
         boundary, first_row, faces, stride, rows, cols = layout
         batch, channels = levels[0].shape[0], levels[0].shape[-1]
-        image = levels[0].new_zeros(batch, channels, rows, cols)
+        image = levels[0].new_empty(batch, channels, rows, cols)
         flat = image.view(batch, channels, -1)
         rings = []
         for level, row0 in zip(levels, first_row, strict=True):
             height, width = level.shape[-3], level.shape[-2]
+            band = image[:, :, row0:row0 + height + 2].unflatten(-1, (faces, stride))
+            band[:, :, 0] = 0.0  # everything outside the interior starts at zero
+            band[:, :, -1] = 0.0
+            band[..., 0] = 0.0
+            band[..., width + 1:] = 0.0
             _interior(image, row0, height, width, faces, stride).copy_(level)
-            ring = _ring(level, boundary, row0, stride, cols, level.device) \
-                if boundary != "zero" else None
+            ring = None if boundary == "zero" else _ring(level, boundary, row0, stride, cols)
             if ring is not None:
                 dst, src, weight = ring
                 values = level.reshape(batch, -1, channels)[:, src] * weight[:, None]
@@ -96,6 +104,7 @@ class _BuildAtlas(torch.autograd.Function):
         return image
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad):
         _, first_row, faces, stride, _, _ = ctx.layout
         grad = grad.contiguous()
@@ -133,74 +142,76 @@ def build_atlas(levels: list[torch.Tensor], boundary: str) -> Atlas:
 
 def _tile_table(atlas: Atlas, boundary: str, like: torch.Tensor) -> torch.Tensor:
     """Per tile, the affine map from face coordinates (s, t) to grid_sample's normalised
-    coordinates and its clamp range: ``[tiles, 8]`` = (scale, offset, low, high) for x, then y.
+    coordinates and its clamp range: ``[tiles, 4, 2]`` = (scale, offset, low, high) x (x, y).
 
     Texel x = s * w - 0.5 sits at atlas column ``col0 + 1 + x``, whose normalised coordinate
     is ``(2 * column + 1) / cols - 1`` (align_corners=False). Clamp keeps x in [0, w - 1]
-    (the edge ring repeats the edge), zero keeps it in [-1, w] (the ring is zeros); wrap and
-    cube need no clamp (s, t are already in [0, 1]).
+    (the ring repeats the edge), zero keeps it in [-1, w] (the ring is zeros); wrap and cube
+    need no clamp (s, t are already in [0, 1]).
     """
     rows, cols = atlas.image.shape[-2:]
     low, high = (-1.0, 0.0) if boundary == "zero" else (0.0, -1.0)  # used by clamp and zero
     table = []
     for level, (height, width) in enumerate(atlas.sizes):
         for face in range(atlas.faces):
-            entry = []
+            per_axis = []
             for size, first, count in ((width, face * atlas.face_stride, cols),
                                        (height, atlas.first_row[level], rows)):
-                offset = (2.0 * first + 2.0) / count - 1.0
-                scale = 2.0 * size / count
-                # texel x in [low, size + high] <=> normalised offset + (2x + 1) / count
-                entry += [scale, offset, offset + (2.0 * low + 1.0) / count,
-                          offset + (2.0 * (size + high) + 1.0) / count]
-            table.append(entry)
+                offset = (2.0 * first + 2.0) / count - 1.0  # where s = 0 lands
+                per_axis.append((2.0 * size / count, offset,
+                                 offset + (2.0 * low + 1.0) / count,
+                                 offset + (2.0 * (size + high) + 1.0) / count))
+            table.append(list(zip(*per_axis, strict=True)))  # [4, 2]
     return torch.tensor(table, dtype=like.dtype, device=like.device)
 
 
-def fetch(atlas: Atlas, s: torch.Tensor, t: torch.Tensor, boundary: str,
-          level: torch.Tensor | None = None, face: torch.Tensor | None = None) -> torch.Tensor:
-    """Bilinear lookups at face coordinates ``s, t`` ``[B, H, W]`` (texel x = s * w - 0.5).
+def fetch(atlas: Atlas, st: torch.Tensor, boundary: str, level: torch.Tensor | None = None,
+          face: torch.Tensor | None = None) -> torch.Tensor:
+    """Bilinear lookups at face coordinates ``st [B, H, W, 2]`` (texel x = s * w - 0.5).
 
     ``level``: int64 ``[B, K, H, W]``, K lookups per pixel (None: one lookup at level 0);
     ``face``: int64 ``[B, H, W]`` for cube maps. Returns ``[B, K, H, W, C]``, differentiable
-    w.r.t. the atlas image and ``s, t``.
+    w.r.t. the atlas image and ``st``.
     """
     if boundary == "wrap":
-        s, t = s - torch.floor(s), t - torch.floor(t)
-    tile = face if level is None else level if face is None else level * atlas.faces + face[:, None]
-    table = _tile_table(atlas, boundary, s)
-    params = (table[tile] if tile is not None else table[0]).unbind(-1)
-    s, t = s.unsqueeze(1), t.unsqueeze(1)
-    if level is None and face is not None:
-        params = [p.unsqueeze(1) for p in params]
-    gx = torch.addcmul(params[1], s, params[0])
-    gy = torch.addcmul(params[5], t, params[4])
-    if boundary in ("clamp", "zero"):
-        gx = torch.clamp(gx, params[2], params[3])
-        gy = torch.clamp(gy, params[6], params[7])
-    return _grid_sample(atlas.image, torch.stack((gx, gy), -1), "bilinear")
+        st = st - torch.floor(st)
+    if face is not None and level is None:
+        level = torch.zeros_like(face).unsqueeze(1)
+    clamped = boundary in ("clamp", "zero")
+    table = _tile_table(atlas, boundary, st)
+    if not clamped:
+        table = table[:, :2].contiguous()  # scale and offset only: less to gather per pixel
+    if level is None:
+        params = table[0]
+    else:
+        tile = level if face is None else level * atlas.faces + face.unsqueeze(1)
+        params = table.view(len(table), -1).index_select(0, tile.reshape(-1))
+        params = params.view(*tile.shape, -1, 2)
+    grid = torch.addcmul(params[..., 1, :], st.unsqueeze(1), params[..., 0, :])
+    if clamped:
+        grid = torch.clamp(grid, params[..., 2, :], params[..., 3, :])
+    return _grid_sample(atlas.image, grid, "bilinear")
 
 
-def fetch_nearest(atlas: Atlas, s: torch.Tensor, t: torch.Tensor, boundary: str,
+def fetch_nearest(atlas: Atlas, st: torch.Tensor, boundary: str,
                   face: torch.Tensor | None = None) -> torch.Tensor:
     """Nearest lookups on level 0: texel ``floor(s * w)``, ``floor(t * h)`` with the boundary
     mode applied to the index. Returns ``[B, 1, H, W, C]``, differentiable w.r.t. the image."""
     rows, cols = atlas.image.shape[-2:]
     height, width = atlas.sizes[0]
-
-    def index(coord, size):
-        k = torch.floor(coord * size)
-        if boundary == "wrap":
-            return torch.remainder(k, size)
-        if boundary == "zero":
-            return torch.clamp(k, -1.0, size)  # the ring of zeros
-        return torch.clamp(k, 0.0, size - 1.0)
-
-    col = index(s, width) + 1.0
+    size = st.new_tensor([width, height])
+    index = torch.floor(st * size)
+    if boundary == "wrap":
+        index = torch.remainder(index, size)
+    elif boundary == "zero":
+        index = torch.minimum(index.clamp(min=-1.0), size)  # the ring of zeros
+    else:
+        index = torch.minimum(index.clamp(min=0.0), size - 1.0)
+    position = index + 1.0  # padded texel coordinates in the level-0 tile
     if face is not None:
-        col = col + (face * atlas.face_stride).to(col.dtype)
-    row = index(t, height) + 1.0
-    grid = torch.stack(((2.0 * col + 1.0) / cols - 1.0, (2.0 * row + 1.0) / rows - 1.0), -1)
+        position = position + torch.stack(
+            ((face * atlas.face_stride).to(st.dtype), torch.zeros_like(st[..., 0])), -1)
+    grid = (2.0 * position + 1.0) / st.new_tensor([cols, rows]) - 1.0
     return _grid_sample(atlas.image, grid.unsqueeze(1), "nearest")
 
 

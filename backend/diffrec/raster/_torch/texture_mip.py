@@ -10,18 +10,23 @@ Cube maps filter each face on its own.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 
 def _halve(size: int) -> int:
     return 1 if size == 1 else size // 2
 
 
-def level_count(height: int, width: int, max_mip_level: int | None) -> int:
-    """Number of levels after the base one: down to 1x1, or ``max_mip_level`` if smaller."""
+def check_max_level(max_mip_level) -> None:
     if max_mip_level is not None and (isinstance(max_mip_level, bool)
                                       or not isinstance(max_mip_level, int)
                                       or max_mip_level < 0):
         raise ValueError(f"max_mip_level must be a non-negative int or None, got {max_mip_level!r}")
+
+
+def level_count(height: int, width: int, max_mip_level: int | None) -> int:
+    """Number of levels after the base one: down to 1x1, or ``max_mip_level`` if smaller."""
+    check_max_level(max_mip_level)
     levels = 0
     while (height > 1 or width > 1) and (max_mip_level is None or levels < max_mip_level):
         if (height > 1 and height % 2) or (width > 1 and width % 2):
@@ -37,9 +42,10 @@ def level_count(height: int, width: int, max_mip_level: int | None) -> int:
 def downsample(level: torch.Tensor) -> torch.Tensor:
     """Next mip level of ``[..., h, w, C]``: the mean of each 2x2 block (1x2 where a side is 1)."""
     *lead, height, width, channels = level.shape
-    fh, fw = (1 if height == 1 else 2), (1 if width == 1 else 2)
-    blocks = level.reshape(*lead, height // fh, fh, width // fw, fw, channels)
-    return blocks.mean((-4, -2))
+    kernel = (1 if height == 1 else 2, 1 if width == 1 else 2)
+    planes = level.reshape(-1, height, width, channels).permute(0, 3, 1, 2)  # channels-last NCHW
+    pooled = F.avg_pool2d(planes, kernel).permute(0, 2, 3, 1)
+    return pooled.reshape(*lead, height // kernel[0], width // kernel[1], channels)
 
 
 def build_chain(tex: torch.Tensor, num_levels: int) -> list[torch.Tensor]:
