@@ -188,12 +188,22 @@ def test_every_trainable_quantity_gets_a_gradient_that_matches_finite_difference
         assert analytic == pytest.approx(numeric, rel=0.03), name
 
 
+def test_random_background_is_one_colour_per_image_and_reported():
+    out = render_mesh(CTX, sphere(), constant_material(), orbit_cameras(3, 4.0, 24), mode="kd",
+                      background="random")
+    assert out.background.shape == (3, 1, 1, 3)
+    corner = out.color[:, 0, 0]  # background only
+    torch.testing.assert_close(corner, out.background[:, 0, 0])
+    assert not torch.allclose(corner[0], corner[1])
+
+
 def test_bad_arguments_are_explained():
     with pytest.raises(ValueError, match="needs a light"):
         render_mesh(CTX, sphere(), constant_material(), front_camera())
     with pytest.raises(ValueError, match="unknown buffers"):
         render_mesh(CTX, sphere(), constant_material(), front_camera(), mode="kd",
                     buffers=("depth",))
-    with pytest.raises(ValueError, match="background"):
-        render_mesh(CTX, sphere(), constant_material(), front_camera(), mode="kd",
-                    background=(1.0, 0.0))
+    for background in ((1.0, 0.0), "white"):
+        with pytest.raises(ValueError, match="background"):
+            render_mesh(CTX, sphere(), constant_material(), front_camera(), mode="kd",
+                        background=background)

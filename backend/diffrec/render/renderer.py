@@ -29,10 +29,13 @@ BUFFERS = ("kd", "ks", "normal", "position", "mask")
 @dataclass
 class RenderOutput:
     """``color`` [B, H, W, 3] over the background; ``alpha`` [B, H, W, 1] coverage;
-    ``buffers`` maps names from ``BUFFERS`` to [B, H, W, C] images of the nearest layer."""
+    ``background`` the background used (broadcastable to ``color``), to composite targets the
+    same way; ``buffers`` maps names from ``BUFFERS`` to [B, H, W, C] images of the nearest
+    layer."""
 
     color: torch.Tensor
     alpha: torch.Tensor
+    background: torch.Tensor
     buffers: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
@@ -45,6 +48,11 @@ def clip_positions(positions: torch.Tensor, cameras: Cameras) -> torch.Tensor:
 def _background(background, batch: int, height: int, width: int, like: torch.Tensor):
     if background is None:
         return torch.zeros((), dtype=like.dtype, device=like.device)
+    if isinstance(background, str):
+        if background != "random":
+            raise ValueError(f"background must be None, 'random', a colour or images, "
+                             f"not {background!r}")
+        return torch.rand(batch, 1, 1, 3, dtype=like.dtype, device=like.device)
     bg = torch.as_tensor(background, dtype=like.dtype, device=like.device)
     if bg.shape == (3,):
         return bg
@@ -80,7 +88,8 @@ def render_mesh(
     ``light``: an ``EnvironmentLight`` with its mips built (needed by "pbr" and
     "shading-only"); ``spp``: samples per pixel along each axis (renders at ``spp`` times the
     size and box-filters down); ``layers``: depth-peeled layers composited front to back (for
-    kd with alpha); ``background``: None (black), an RGB colour [3] or images [B, H, W, 3];
+    kd with alpha); ``background``: None (black), an RGB colour [3], images [B, H, W, 3] or
+    "random" (one uniform random colour per image, from torch's global generator);
     ``mode``: "pbr", "kd", "ks", "normal" or "shading-only"; ``buffers``: names from
     ``BUFFERS`` to return as well. ``topology_hash`` may be passed to reuse the antialias
     topology of a mesh whose triangles do not change.
@@ -127,7 +136,7 @@ def render_mesh(
     bg = _background(background, batch, height, width, premultiplied)
     color = premultiplied[..., :3] + (1.0 - alpha) * bg
     out_buffers = {name: _downsample(value, spp).flip(1) for name, value in nearest.items()}
-    return RenderOutput(color=color, alpha=alpha, buffers=out_buffers)
+    return RenderOutput(color=color, alpha=alpha, background=bg, buffers=out_buffers)
 
 
 def render_uv(ctx: raster.RasterContext, mesh: Mesh, resolution: int):
