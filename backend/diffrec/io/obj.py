@@ -43,9 +43,15 @@ log = logging.getLogger(__name__)
 _NORMAL_MAP_KEYS = ("bump", "map_bump", "map_Bump", "norm")
 
 
-def write_obj(path: str | Path, mesh: Mesh, material: Material | None = None) -> None:
+def write_obj(
+    path: str | Path,
+    mesh: Mesh,
+    material: Material | None = None,
+    texture_stem: str | None = None,
+) -> None:
     """Write ``mesh`` to ``path`` (.obj), with ``<stem>.mtl`` and the textures as
-    ``<stem>_kd.png`` (sRGB), ``<stem>_ks.png`` (linear) and ``<stem>_n.png`` beside it."""
+    ``<texture_stem>_kd.png`` (sRGB), ``<texture_stem>_ks.png`` (linear) and
+    ``<texture_stem>_n.png`` beside it (``texture_stem`` defaults to the OBJ's stem)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     material = material or Material()
@@ -69,7 +75,7 @@ def write_obj(path: str | Path, mesh: Mesh, material: Material | None = None) ->
     face_format = "f " + " ".join([corner_format] * 3) + "\n"
     out.writelines(face_format.format(*row) for row in indices.reshape(len(indices), -1))
     path.write_text(out.getvalue())
-    _write_mtl(path.with_suffix(".mtl"), material, path.stem)
+    _write_mtl(path.with_suffix(".mtl"), material, texture_stem or path.stem)
 
 
 def read_obj(path: str | Path) -> Asset:

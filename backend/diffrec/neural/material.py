@@ -211,15 +211,21 @@ class NeuralMaterial(torch.nn.Module):
         )
 
     def albedo_smoothness(
-        self, points: torch.Tensor, kd: torch.Tensor | None = None, std: float = 0.01
+        self,
+        points: torch.Tensor,
+        kd: torch.Tensor | None = None,
+        std: float = 0.01,
+        generator: torch.Generator | None = None,
     ) -> torch.Tensor:
         """Per-point ``sum_c |kd(x + eps) - kd(x)|``, ``eps ~ N(0, std^2)`` in world units.
 
         nvdiffrec's albedo-smoothness term: the caller averages it over covered pixels and
         weights it (0.03, ramped in over the first 500 iterations). ``kd``: ``kd(points)`` if the
-        caller already has it (saves one evaluation). Returns ``points.shape[:-1]``.
+        caller already has it (saves one evaluation). ``generator`` (a CPU generator) draws
+        the jitter reproducibly. Returns ``points.shape[:-1]``.
         """
         if kd is None:
             kd = self(points).kd
-        jittered = points + torch.randn_like(points) * std
+        noise = torch.randn(points.shape, generator=generator, dtype=points.dtype)
+        jittered = points + noise.to(points.device) * std
         return (self(jittered).kd - kd).abs().sum(dim=-1)

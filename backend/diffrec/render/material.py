@@ -67,6 +67,15 @@ class TextureMaterial(torch.nn.Module):
             if texture is not None:
                 texture.clamp_()
 
+    def albedo_smoothness(self, mesh, generator: torch.Generator, points: int = 4096,
+                          std: float = 0.005) -> torch.Tensor:
+        """Mean ``|kd(uv + eps) - kd(uv)|`` at random texture coordinates, ``eps ~ N(0, std)``
+        in UV units (nvdiffrec's albedo smoothness for textures)."""
+        device = self.kd.data.device
+        uv = torch.rand(1, points, 1, 2, generator=generator).to(device)
+        jitter = (torch.randn(1, points, 1, 2, generator=generator) * std).to(device)
+        return (self.kd.sample(uv + jitter) - self.kd.sample(uv)).abs().mean()
+
 
 class NeuralSurface(torch.nn.Module):
     """Adapts a ``diffrec.neural.NeuralMaterial`` (a field over world space) to the renderer."""
@@ -79,3 +88,12 @@ class NeuralSurface(torch.nn.Module):
         sample = self.field(gb.position)
         normal = sample.normal if gb.tangent is not None else None
         return SurfaceSample(kd=sample.kd, ks=sample.ks, normal=normal)
+
+    def albedo_smoothness(self, mesh, generator: torch.Generator, points: int = 4096,
+                          std: float = 0.01) -> torch.Tensor:
+        """Mean ``|kd(x + eps) - kd(x)|`` over random surface vertices, ``eps ~ N(0, std)``
+        in world units (nvdiffrec's albedo smoothness for the neural material)."""
+        pick = torch.randint(len(mesh.positions), (points,), generator=generator)
+        surface = mesh.positions.detach()[pick.to(mesh.positions.device)]
+        per_point = self.field.albedo_smoothness(surface, std=std, generator=generator)
+        return per_point.mean() / 3.0

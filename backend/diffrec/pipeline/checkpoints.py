@@ -1,0 +1,48 @@
+"""Checkpoints of a run on disk: one file per stage, written atomically.
+
+Stages are named by the pipeline ("pass1", "pass1-result", "pass2"). A file is written to a
+temporary name, flushed to disk and renamed over the old one, so a run killed at any moment
+leaves either the previous checkpoint or the new one, never a torn file.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+
+
+class CheckpointStore:
+    """Reads and writes ``<directory>/<stage>.pt``."""
+
+    def __init__(self, directory: str | Path):
+        self.directory = Path(directory)
+
+    def path(self, stage: str) -> Path:
+        return self.directory / f"{stage}.pt"
+
+    def save(self, stage: str, state: dict) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=self.directory, prefix=f".{stage}.", suffix=".tmp")
+        try:
+            with os.fdopen(handle, "wb") as file:
+                torch.save(state, file)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temporary, self.path(stage))
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+
+    def load(self, stage: str) -> dict | None:
+        """The stage's state, or None if it was never saved."""
+        path = self.path(stage)
+        if not path.exists():
+            return None
+        return torch.load(path, map_location="cpu", weights_only=False)
+
+    def clear(self) -> None:
+        for path in self.directory.glob("*.pt"):
+            path.unlink()

@@ -1,0 +1,95 @@
+"""Trainable geometry for the optimisation passes, behind one interface.
+
+Each model is an ``nn.Module`` with ``mesh() -> Mesh`` (the current surface with vertex normals,
+and tangents when it has UVs) and ``regularizer(progress) -> scalar`` (``progress`` in [0, 1]
+through the pass).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from diffrec.geometry import DMTetGeometry, FlexiCubesGeometry, sdf_regularizer_weight
+from diffrec.mesh import Mesh
+from diffrec.mesh.normals import with_vertex_normals
+from diffrec.mesh.tangents import with_tangents
+from diffrec.mesh.topology import unique_edges
+
+
+def uniform_laplacian(positions: torch.Tensor, edges: torch.Tensor) -> torch.Tensor:
+    """Umbrella operator ``v_i - mean of v_i's neighbours`` per vertex, [V, 3]."""
+    neighbour_sum = torch.zeros_like(positions)
+    neighbour_sum.index_add_(0, edges[:, 0], positions[edges[:, 1]])
+    neighbour_sum.index_add_(0, edges[:, 1], positions[edges[:, 0]])
+    degree = torch.zeros(len(positions), dtype=positions.dtype, device=positions.device)
+    ones = torch.ones(len(edges), dtype=positions.dtype, device=positions.device)
+    degree.index_add_(0, edges[:, 0], ones)
+    degree.index_add_(0, edges[:, 1], ones)
+    return positions - neighbour_sum / degree.clamp(min=1)[:, None]
+
+
+class ExplicitGeometry(torch.nn.Module):
+    """A given mesh, fixed (``trainable=False``, materials mode) or with trainable vertex
+    offsets regularised by a Laplacian (refine mode, pass 2 of reconstruct).
+
+    ``laplace``: "relative" penalises the Laplacian of the offsets (keeps the initial shape's
+    detail), "absolute" that of the positions (smooths); weight ``laplace_scale * (1 - t)``.
+    """
+
+    def __init__(self, mesh: Mesh, trainable: bool, laplace: str = "relative",
+                 laplace_scale: float = 10000.0):
+        super().__init__()
+        mesh = with_vertex_normals(mesh.replace(normals=None, normal_triangles=None))
+        if mesh.uvs is not None:
+            mesh = with_tangents(mesh)
+        self._initial = mesh
+        self.trainable = trainable
+        self.laplace, self.laplace_scale = laplace, laplace_scale
+        self.register_buffer("initial_positions", mesh.positions.detach().clone())
+        self.register_buffer("edges", unique_edges(mesh.triangles)[0])
+        self.offset = torch.nn.Parameter(torch.zeros_like(mesh.positions),
+                                         requires_grad=trainable)
+
+    def mesh(self) -> Mesh:
+        if not self.trainable:
+            return self._initial.to(self.offset.device)
+        base = self._initial.to(self.offset.device)
+        moved = base.replace(positions=self.initial_positions + self.offset, normals=None,
+                             normal_triangles=None, tangents=None, tangent_triangles=None)
+        moved = with_vertex_normals(moved)
+        return with_tangents(moved) if moved.uvs is not None else moved
+
+    def regularizer(self, progress: float) -> torch.Tensor:
+        if not self.trainable or self.laplace_scale == 0:
+            return self.offset.new_zeros(())
+        field = self.offset if self.laplace == "relative" else self.initial_positions + self.offset
+        term = uniform_laplacian(field, self.edges).square().sum(-1).mean()
+        return self.laplace_scale * (1.0 - progress) * term
+
+
+class IsosurfaceGeometry(torch.nn.Module):
+    """DMTet or FlexiCubes over a cube of side ``scale`` centred at ``center`` (pass 1)."""
+
+    def __init__(self, kind: str, grid_res: int, scale: float, center, device,
+                 sdf_weight: float = 0.2, seed: int = 0):
+        super().__init__()
+        generator = torch.Generator(device="cpu").manual_seed(seed)
+        if kind == "dmtet":
+            self.surface = DMTetGeometry(grid_res, scale, device, generator=generator)
+        elif kind == "flexicubes":
+            self.surface = FlexiCubesGeometry(grid_res // 2, scale, device, generator=generator)
+        else:
+            raise ValueError(f"unknown isosurface {kind!r}")
+        self.register_buffer("center", torch.as_tensor(center, dtype=torch.float32, device=device))
+        self.sdf_weight = sdf_weight
+
+    def mesh(self) -> Mesh:
+        vertices, triangles = self.surface.extract()
+        if len(triangles) == 0:
+            raise RuntimeError("the surface vanished (no triangles): the SDF has no zero "
+                               "crossing; check that the cameras see the object's box")
+        return with_vertex_normals(Mesh(vertices + self.center, triangles))
+
+    def regularizer(self, progress: float) -> torch.Tensor:
+        weight = sdf_regularizer_weight(progress, 1.0, start=self.sdf_weight)
+        return weight * self.surface.sdf_regularizer()

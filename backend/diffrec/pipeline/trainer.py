@@ -1,0 +1,171 @@
+"""One optimisation pass: render batches of views, compare with the targets, step Adam.
+
+The schedule follows the reference system: Adam (0.9, 0.999); the learning rate warms up
+linearly over ``warmup`` iterations (pass 2) and decays exponentially to a tenth over the pass
+(nvdiffrec's ``10^(-0.0002 it)`` over its 5000 iterations); after each step the material is
+clamped into range and the light to >= 0; the light's gradients are scaled up.
+
+Losses (``x`` render, ``y`` target, both composited over the same random background colour):
+the colour loss on pixels the target covers, MSE on coverage, plus the geometry's regulariser,
+albedo smoothness (ramped in over 500 iterations), visibility on ks.r and light white balance.
+All randomness comes from generators saved in checkpoints, so a resumed pass is exact.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from diffrec.errors import UserError
+from diffrec.render.losses import image_loss
+from diffrec.render.metrics import psnr
+from diffrec.render.renderer import render_mesh
+
+ALBEDO_RAMP_ITERATIONS = 500
+
+
+class Cancelled(Exception):
+    """The run was asked to stop; the last checkpoint holds its state."""
+
+
+@dataclass
+class Pass:
+    """What one pass optimises. ``geometry``: a ``geometry_models`` module; ``material``: a
+    ``render.material`` module; ``light``: an ``EnvironmentLight`` (trained if ``learn_light``)."""
+
+    name: str
+    index: int
+    iterations: int
+    learning_rate: float
+    warmup: int
+    geometry: torch.nn.Module
+    material: torch.nn.Module
+    light: torch.nn.Module
+    learn_light: bool
+
+
+def learning_rate_factor(iteration: int, iterations: int, warmup: int) -> float:
+    """Warm-up ramp times the decay to 0.1 at the end of the pass."""
+    ramp = min(1.0, (iteration + 1) / warmup) if warmup > 0 else 1.0
+    return ramp * 10.0 ** (-iteration / max(iterations, 1))
+
+
+class PassTrainer:
+    """Runs a ``Pass`` on batches from ``sampler`` (a ``pipeline.datasets.ViewSampler``).
+
+    ``progress(event)`` receives dicts (``type`` "progress"); ``checkpoint(state)`` stores a
+    state dict (see ``state_dict``); ``should_stop()`` is polled every iteration.
+    """
+
+    def __init__(self, ctx, run: Pass, sampler, config,
+                 progress: Callable[[dict], None] | None = None,
+                 checkpoint: Callable[[dict], None] | None = None,
+                 should_stop: Callable[[], bool] | None = None):
+        self.ctx, self.run, self.sampler, self.config = ctx, run, sampler, config
+        self.progress = progress or (lambda event: None)
+        self.checkpoint = checkpoint
+        self.should_stop = should_stop or (lambda: False)
+        self.iteration = 0
+        self.generator = torch.Generator().manual_seed(config.seed * 7919 + run.index)
+        groups = [p for p in (*run.geometry.parameters(), *run.material.parameters())
+                  if p.requires_grad]
+        param_groups = [{"params": groups, "lr": run.learning_rate}]
+        if run.learn_light:
+            run.light.base.requires_grad_(True)
+            run.light.base.register_hook(lambda grad: grad * config.light_gradient_scale)
+            param_groups.append({"params": [run.light.base], "lr": run.learning_rate})
+        else:
+            run.light.base.requires_grad_(False)
+        if not any(group["params"] for group in param_groups):
+            raise ValueError(f"pass {run.name!r} has nothing to optimise")
+        self.optimizer = torch.optim.Adam(param_groups, betas=(0.9, 0.999))
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda it: learning_rate_factor(it, run.iterations, run.warmup)
+        )
+
+    def state_dict(self) -> dict:
+        return {
+            "pass": self.run.name, "iteration": self.iteration,
+            "geometry": self.run.geometry.state_dict(), "material": self.run.material.state_dict(),
+            "light": self.run.light.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(), "sampler": self.sampler.state_dict(),
+            "generator": self.generator.get_state(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        if state["pass"] != self.run.name:
+            raise ValueError(f"checkpoint is for pass {state['pass']!r}, not {self.run.name!r}")
+        self.run.geometry.load_state_dict(state["geometry"])
+        self.run.material.load_state_dict(state["material"])
+        self.run.light.load_state_dict(state["light"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.sampler.load_state_dict(state["sampler"])
+        self.generator.set_state(state["generator"])
+        self.iteration = state["iteration"]
+
+    def step(self) -> dict:
+        """One iteration; returns its losses and the batch PSNR."""
+        run, config, device = self.run, self.config, self.ctx.device
+        cameras, targets = next(self.sampler)
+        cameras, targets = cameras.to(device), targets.to(device)
+        background = torch.rand(len(targets), 1, 1, 3, generator=self.generator).to(device)
+        target_alpha = targets[..., 3:4]
+        target = targets[..., :3] * target_alpha + background * (1 - target_alpha)
+
+        run.light.build_mips()
+        mesh = run.geometry.mesh()
+        out = render_mesh(self.ctx, mesh, run.material, cameras, run.light, spp=config.spp,
+                          layers=config.layers, background=background, buffers=("ks",))
+        progress = self.iteration / max(run.iterations - 1, 1)
+        color = image_loss(out.color, target, config.loss, mask=(target_alpha > 0))
+        alpha = (out.alpha - target_alpha).square().mean()
+        geometry = run.geometry.regularizer(progress)
+        ramp = min(1.0, self.iteration / ALBEDO_RAMP_ITERATIONS)
+        albedo = config.albedo_smoothness * ramp * run.material.albedo_smoothness(mesh,
+                                                                                  self.generator)
+        visibility = config.visibility * out.buffers["ks"][..., 0].mean()
+        white = config.white_balance * run.light.white_balance_loss() if run.learn_light else 0.0
+        total = color + alpha + geometry + albedo + visibility + white
+        if not torch.isfinite(total):
+            raise UserError(f"the loss became {total.item()} at iteration {self.iteration} of "
+                            f"pass {run.name!r}; try a lower learning rate")
+
+        self.optimizer.zero_grad(set_to_none=True)
+        total.backward()
+        self.optimizer.step()
+        self.scheduler.step()
+        with torch.no_grad():
+            if hasattr(run.material, "clamp_"):
+                run.material.clamp_()
+            run.light.clamp_()
+        return {"loss": total.item(), "color_loss": color.item(), "alpha_loss": alpha.item(),
+                "psnr": psnr(out.color.detach(), target).mean().item()}
+
+    def train(self) -> None:
+        """Run the remaining iterations, reporting progress and checkpointing."""
+        started, first = time.monotonic(), self.iteration
+        every = self.config.checkpoint_every
+        while self.iteration < self.run.iterations:
+            if self.should_stop():
+                self._save()
+                raise Cancelled(f"stopped at iteration {self.iteration} of {self.run.name}")
+            stats = self.step()
+            self.iteration += 1
+            done = self.iteration - first
+            elapsed = time.monotonic() - started
+            if self.iteration % self.config.log_every == 0 or self.iteration == self.run.iterations:
+                remaining = self.run.iterations - self.iteration
+                self.progress({"type": "progress", "pass": self.run.name,
+                               "pass_index": self.run.index, "iteration": self.iteration,
+                               "iterations": self.run.iterations, **stats,
+                               "elapsed_s": elapsed, "eta_s": elapsed / done * remaining})
+            if every and self.iteration % every == 0 and self.iteration < self.run.iterations:
+                self._save()
+
+    def _save(self) -> None:
+        if self.checkpoint is not None:
+            self.checkpoint(self.state_dict())
