@@ -13,6 +13,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import zmq
+from zmq.utils import z85
 
 from .errors import ProtocolError
 
@@ -26,7 +27,7 @@ def generate_keypair() -> tuple[str, str]:
 def check_key(key: str) -> str:
     """``key`` if it is a Z85 CURVE key (40 characters decoding to 32 bytes)."""
     try:
-        if len(key) == 40 and len(zmq.utils.z85.decode(key)) == 32:
+        if len(key) == 40 and len(z85.decode(key)) == 32:
             return key
     except (ValueError, KeyError, TypeError):
         pass
@@ -60,7 +61,7 @@ def read_keypair(directory: Path, name: str) -> tuple[str, str]:
 def pairing_string(host: str, port: int, server_public: str) -> str:
     """``diffrec://HOST:PORT?key=HEX`` (IPv6 hosts in brackets)."""
     host = f"[{host}]" if ":" in host and not host.startswith("[") else host
-    raw = zmq.utils.z85.decode(check_key(server_public))
+    raw = z85.decode(check_key(server_public))
     return f"diffrec://{host}:{port}?key={raw.hex()}"
 
 
@@ -75,4 +76,4 @@ def parse_pairing(text: str) -> tuple[str, str]:
     if parts.scheme != "diffrec" or not parts.hostname or not port or len(raw) != 32:
         raise ProtocolError("bad_pairing", "a pairing string looks like diffrec://HOST:PORT?key=HEX")
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    return f"tcp://{host}:{port}", zmq.utils.z85.encode(raw).decode("ascii")
+    return f"tcp://{host}:{port}", z85.encode(raw).decode("ascii")
