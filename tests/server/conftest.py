@@ -12,7 +12,8 @@ from diffrec.protocol import Client
 
 @pytest.fixture
 def start_server(tmp_path):
-    """start_server(*extra_args, data_dir=None, port=None) → a running ServerProcess."""
+    """start_server(*extra_args, data_dir=None, port=None) → a running ServerProcess, killed
+    after the test."""
     servers: list[ServerProcess] = []
 
     def start(*extra: str, data_dir: Path | None = None, port: int | None = None, wait=True):
@@ -25,9 +26,12 @@ def start_server(tmp_path):
         server.kill()
 
 
-@pytest.fixture
-def server(start_server) -> ServerProcess:
-    return start_server()
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> ServerProcess:
+    """One server shared by a module's tests (they use distinct job ids)."""
+    server = ServerProcess(tmp_path_factory.mktemp("shared") / "data").start()
+    yield server
+    server.kill()
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """``fit_texture``: a small real optimisation job (until the reconstruction pipeline lands).
 
 It fits one texture ``T`` (S, S, C), bilinearly resampled to the image size, to all target
-images at once with Adam on the mean squared error; the optimum is the least-squares texture,
+images at once with Adam on the mean squared error (learning rate decaying exponentially to
+1 % of ``lr``); the optimum is the least-squares texture,
 i.e. the per-pixel mean of the targets when S equals the image size. It reports real loss and
 PSNR, sends previews, checkpoints (texture and Adam state) and resumes from its checkpoint.
 
@@ -26,6 +27,7 @@ from .runner import JobContext, JobFailed, Runner
 
 PREVIEW_PIXELS = 64
 PROGRESS_INTERVAL_S = 0.2
+LR_FINAL_FRACTION = 0.01
 LIMITS = {  # name: (default, low, high, type)
     "iterations": (500, 1, 1_000_000, int),
     "texture_size": (64, 1, 4096, int),
@@ -89,6 +91,8 @@ class TextureFitRunner(Runner):
         for iteration in range(start, total):
             if ctx.should_stop():
                 return
+            for group in optimizer.param_groups:  # decays to 1 % by the end: Adam settles
+                group["lr"] = settings["lr"] * LR_FINAL_FRACTION ** (iteration / total)
             optimizer.zero_grad(set_to_none=True)
             render = _render(texture, height, width)
             loss = F.mse_loss(render[None].expand_as(targets), targets)
