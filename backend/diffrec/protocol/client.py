@@ -291,7 +291,8 @@ class Client:
 
     def attach(self, job: str) -> dict:
         """Subscribe to a job's events; the reply is its status. The server then replays the
-        latest progress and preview, and the final event if the job has ended."""
+        recent log events, the latest progress and preview, and the final event if the job
+        has ended."""
         reply = self.call("attach", {"job": job})
         self._attached.add(job)
         return reply

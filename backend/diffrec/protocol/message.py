@@ -33,6 +33,9 @@ class Message:
     def __getitem__(self, key: str):
         return self.fields[key]
 
+    def __contains__(self, key: str) -> bool:
+        return key in self.fields
+
 
 def encode(op: str, fields: Mapping | None = None, arrays: Mapping | None = None) -> list:
     """Frames for one message. Raises ProtocolError('too_large') when a limit would be broken."""

@@ -13,7 +13,7 @@ import logging
 import os
 import queue
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,6 +44,7 @@ from .worker import Ticket, Worker
 
 log = logging.getLogger(__name__)
 MAX_JOBS_PER_OWNER = 1000
+LOG_REPLAY = 50
 MAINTENANCE_S = 3600.0
 BLOB_GRACE_S = 3600.0
 
@@ -85,6 +86,7 @@ class Server:
         self.subscribers: defaultdict[str, set[bytes]] = defaultdict(set)
         self.last_seen: dict[bytes, float] = {}
         self.previews: dict[str, tuple[dict, dict]] = {}
+        self.logs: defaultdict[str, deque[dict]] = defaultdict(lambda: deque(maxlen=LOG_REPLAY))
         self.pending_delete: set[str] = set()
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()
         self.worker = Worker(device, lambda *event: self._outbox.put(event))
@@ -241,6 +243,7 @@ class Server:
         self.jobs.pop(job_id, None)
         self.subscribers.pop(job_id, None)
         self.previews.pop(job_id, None)
+        self.logs.pop(job_id, None)
         self.pending_delete.discard(job_id)
         self.store.delete(job_id)
 
@@ -273,6 +276,8 @@ class Server:
                     record["progress"] = fields
                 elif kind == "preview":
                     self.previews[job_id] = (fields, arrays)
+                elif kind == "log":
+                    self.logs[job_id].append(fields)
                 self._event(job_id, kind, fields, arrays)
 
     # -- operations ------------------------------------------------------------------------
@@ -364,6 +369,8 @@ class Server:
         job_id = record["id"]
         self.subscribers[job_id].add(peer)
         self._send(peer, "reply", {"re": message["id"], **self._public(record)})
+        for fields in self.logs.get(job_id, ()):
+            self._event(job_id, "log", fields, peers=[peer])
         if record["progress"]:
             self._event(job_id, "progress", record["progress"], peers=[peer])
         if job_id in self.previews:
