@@ -90,6 +90,7 @@ class Client:
         socket.maxmsgsize = MAX_FRAME_BYTES
         socket.reconnect_ivl = 100
         socket.reconnect_ivl_max = 2000
+        socket.sndtimeo = int(self.timeout * 1000)  # a DEALER with no live peer blocks sends
         if self.server_key:
             socket.curve_serverkey = self.server_key.encode()
             socket.curve_publickey = self.client_keypair[0].encode()
@@ -104,7 +105,10 @@ class Client:
         time.sleep(backoff)
         self._connect()
         for job in self._attached:
-            self._send("attach", {"job": job})
+            try:
+                self._send("attach", {"job": job})
+            except _Lost:
+                break  # the next heartbeat reconnects again
 
     def close(self) -> None:
         if self._socket is not None:
@@ -122,7 +126,10 @@ class Client:
     def _send(self, op: str, fields: Mapping, arrays: Mapping | None = None) -> int:
         request_id = next(self._ids)
         frames = encode(op, {"id": request_id, **fields}, arrays)
-        self._socket.send_multipart(frames, copy=False)
+        try:
+            self._socket.send_multipart(frames, copy=False)
+        except zmq.Again:
+            raise _Lost from None  # no connection took the message within the timeout
         return request_id
 
     def _receive(self, timeout: float) -> Message | None:
@@ -315,7 +322,10 @@ class Client:
                     raise ServerUnavailable(f"no answer from {self.address}")
                 self._reconnect(backoff)
                 backoff = min(backoff * 2, 5.0)
-            self._send("ping", {})
+            try:
+                self._send("ping", {})
+            except _Lost:
+                continue  # counted as silence
             if self._receive_until(time.monotonic() + HEARTBEAT_S):
                 last_heard, backoff = time.monotonic(), 0.1
 

@@ -135,7 +135,7 @@ def secure(context: zmq.Context, socket: zmq.Socket, bind: str, data_dir: Path,
         allow_list = AllowList(keys_dir(data_dir) / "authorized_keys")
         if not allow_list.entries():
             log.warning("no client key is allowed yet: run `diffrec keys allow KEY`")
-        authenticator.configure_curve_callback("*", allow_list)
+        authenticator.configure_curve_callback(ZAP_DOMAIN.decode(), allow_list)
         socket.curve_server = True
         socket.curve_publickey = server_public.encode()
         socket.curve_secretkey = server_secret.encode()
