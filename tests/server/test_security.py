@@ -20,10 +20,10 @@ def secured(tmp_path_factory):
     """A CURVE server on loopback (--curve) with clients 'alice' and 'bob' allowed."""
     root = tmp_path_factory.mktemp("secure")
     data = root / "data"
-    assert cli.main(["keys", "--data-dir", str(data), "init", "--host", "127.0.0.1"]) == 0
+    assert cli.main(["keys", "init", "--data-dir", str(data), "--host", "127.0.0.1"]) == 0
     keys = {name: write_keypair(root / name, "client") for name in ("alice", "bob", "eve")}
     for name in ("alice", "bob"):
-        assert cli.main(["keys", "--data-dir", str(data), "allow", keys[name][0]]) == 0
+        assert cli.main(["keys", "allow", keys[name][0], "--data-dir", str(data)]) == 0
     server = ServerProcess(data, "--curve")
     server_key = read_keypair(data / "keys", "server")[0]
     server.start(wait=False)
@@ -83,13 +83,13 @@ def test_another_key_cannot_see_fetch_or_cancel_your_job(secured):
 def test_a_revoked_key_gets_nothing(secured):
     server, server_key, keys = secured
     data = str(server.data_dir)
-    assert cli.main(["keys", "--data-dir", data, "revoke", keys["bob"][0]]) == 0
+    assert cli.main(["keys", "revoke", keys["bob"][0], "--data-dir", data]) == 0
     try:
         with open_client(server, server_key, keys["bob"], **SILENCE) as bob:
             with pytest.raises(ServerUnavailable):
                 bob.ping()
     finally:
-        assert cli.main(["keys", "--data-dir", data, "allow", keys["bob"][0]]) == 0
+        assert cli.main(["keys", "allow", keys["bob"][0], "--data-dir", data]) == 0
 
 
 def test_a_public_bind_without_keys_refuses_to_start(tmp_path):

@@ -14,7 +14,6 @@ HELP = "manage CURVE keys: server key pair, client key pair, allowed client keys
 
 
 def add_arguments(parser) -> None:
-    add_data_dir(parser)
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     init = actions.add_parser("init", help="create the server key pair; print a pairing string")
     init.add_argument("--force", action="store_true", help="replace an existing key pair")
@@ -27,7 +26,9 @@ def add_arguments(parser) -> None:
     allow.add_argument("--comment", default="", help="who the key belongs to")
     revoke = actions.add_parser("revoke", help="remove a client public key from the allow-list")
     revoke.add_argument("key")
-    actions.add_parser("show", help="show the keys, the pairing string and the allow-list")
+    show = actions.add_parser("show", help="show the keys and the allow-list")
+    for action in (init, client, allow, revoke, show):
+        add_data_dir(action)
 
 
 def _create(args, name: str) -> str:

@@ -309,6 +309,7 @@ class Client:
         for PEER_TIMEOUT_S is presumed dead and reconnected to (jobs re-attached). Stops after
         ``idle_timeout`` seconds without an event (never, if None)."""
         last_event = last_heard = time.monotonic()
+        last_ping = 0.0
         backoff = 0.1
         while True:
             while self._events:
@@ -322,11 +323,14 @@ class Client:
                     raise ServerUnavailable(f"no answer from {self.address}")
                 self._reconnect(backoff)
                 backoff = min(backoff * 2, 5.0)
-            try:
-                self._send("ping", {})
-            except _Lost:
-                continue  # counted as silence
-            if self._receive_until(time.monotonic() + HEARTBEAT_S):
+                last_ping = 0.0  # ask the new connection at once
+            if now - last_ping >= HEARTBEAT_S:
+                last_ping = now
+                try:
+                    self._send("ping", {})
+                except _Lost:
+                    continue  # counted as silence
+            if self._receive_until(last_ping + HEARTBEAT_S):
                 last_heard, backoff = time.monotonic(), 0.1
 
     def _receive_until(self, deadline: float) -> bool:
