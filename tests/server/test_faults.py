@@ -5,8 +5,10 @@ from __future__ import annotations
 import hashlib
 
 import numpy as np
+import pytest
 from server_helpers import fit_spec, target_images
 
+from diffrec.protocol import ServerError
 from diffrec.protocol.limits import MIB
 
 
@@ -47,6 +49,7 @@ def test_job_resumes_from_its_checkpoint_after_the_server_is_killed(start_server
     client = connect(server)
     images = target_images(size=16, seed=7)
     client.submit("survivor", fit_spec(iterations=2000, checkpoint_every=100), {"images": images})
+    client.submit("waiting", fit_spec(iterations=20), {"images": images})
     checkpoint = server.job_dir("survivor") / "checkpoint" / "checkpoint.npz"
     client.attach("survivor")
     for event in client.events(idle_timeout=30):
@@ -64,6 +67,24 @@ def test_job_resumes_from_its_checkpoint_after_the_server_is_killed(start_server
     resumed = [e["resumed_from"] for e in events if e["kind"] == "log" and "resumed_from" in e]
     assert resumed and resumed[0] >= 100 and resumed[0] % 100 == 0
     assert again.status("survivor")["attempts"] == 2
+    assert again.wait("waiting")["kind"] == "done"  # it stayed queued across the crash
+    assert again.status("waiting")["attempts"] == 1
     again.fetch("survivor", tmp_path / "out")
     np.testing.assert_allclose(np.load(tmp_path / "out" / "texture.npy"), images.mean(0),
                                atol=2e-3)
+
+
+def test_finished_jobs_expire_after_the_retention_time(start_server, connect):
+    server = start_server()
+    client = connect(server)
+    client.submit("old", fit_spec(iterations=5), {"images": target_images()})
+    assert client.wait("old")["kind"] == "done"
+    client.close()
+    server.stop()
+    server.extra = ("--retention-days", "0")
+    server.start()
+    with pytest.raises(ServerError) as info:
+        connect(server).status("old")
+    assert info.value.code == "not_found"
+    assert not server.job_dir("old").exists()
+    assert list((server.data_dir / "blobs").iterdir())  # blobs go only when an hour old

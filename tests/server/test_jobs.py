@@ -127,3 +127,22 @@ def test_bad_inputs_get_clear_errors_and_a_failing_job_fails_alone(server, conne
     assert failed["kind"] == "failed" and "NaN or infinite" in failed["message"]
     client.submit("fine", fit_spec(iterations=20), {"images": images})
     assert client.wait("fine")["kind"] == "done"
+
+
+def test_delete_removes_finished_and_running_jobs(server, connect):
+    client = connect(server)
+    client.submit("finished", fit_spec(iterations=5), {"images": target_images()})
+    assert client.wait("finished")["kind"] == "done"
+    client.submit("busy", fit_spec(iterations=1_000_000), {"images": target_images()})
+    client.attach("busy")
+    next(e for e in client.events(idle_timeout=30) if e["kind"] == "progress")
+    for job in ("finished", "busy"):
+        assert client.delete(job)["deleted"] is True
+    deadline = time.monotonic() + 5
+    while server.job_dir("busy").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for job in ("finished", "busy"):
+        assert not server.job_dir(job).exists()
+        with pytest.raises(ServerError) as info:
+            client.status(job)
+        assert info.value.code == "not_found"
