@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import stat
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from diffrec import protocol
 from diffrec.protocol import (
     DTYPES,
     INPUTS,
@@ -98,6 +103,7 @@ def test_frame_count_must_match_the_descriptors():
     [
         (b"\xff\xfe", "bad_message"),
         ('{"op": "ping", "id": NaN}', "bad_message"),
+        ('{"op": "submit", "id": 1, "job": "j", "spec": {"lr": 1e999}}', "bad_message"),
         ("[1, 2]", "bad_message"),
         ("[" * 100_000, "too_large"),
         ("[" * 60_000, "bad_message"),
@@ -183,3 +189,25 @@ def test_key_files_and_pairing_strings(tmp_path):
     os.chmod(tmp_path / "server.key_secret", 0o644)
     with pytest.raises(PermissionError):
         read_keypair(tmp_path, "server")
+
+
+def test_the_protocol_package_stands_alone():
+    """The add-on vendors diffrec/protocol: only relative imports, the standard library,
+    numpy and zmq; importing it must not pull in torch or the rest of diffrec."""
+    package = Path(protocol.__file__).parent
+    for path in package.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                roots = [alias.name.split(".")[0] for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                roots = [node.module.split(".")[0]]
+            else:
+                continue
+            for root in roots:
+                assert root in sys.stdlib_module_names or root in ("numpy", "zmq", "__future__"), (
+                    f"{path.name} imports {root}")
+    code = ("import sys; import diffrec.protocol; "
+            "extra = [m for m in sys.modules if m == 'torch' or m.startswith('diffrec.') "
+            "and not m.startswith('diffrec.protocol')]; print(extra)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

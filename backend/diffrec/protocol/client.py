@@ -51,6 +51,7 @@ class Client:
     ``server_key`` pins the server's CURVE public key (Z85) and ``client_keypair`` is
     (public, secret) in Z85; both or neither. ``timeout`` bounds each wait for an answer,
     ``retry_for`` the total time spent reconnecting before ``ServerUnavailable``.
+    A Client is not thread-safe (its socket is not): use one per thread.
     """
 
     def __init__(

@@ -7,6 +7,7 @@ received frame list against a schema table before it builds any array.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -67,6 +68,13 @@ def _no_constants(name: str):
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} overflows a double")
+    return value
+
+
 def decode(frames: Sequence, schemas: Mapping[str, Schema]) -> Message:
     """Validate and decode ``frames`` (bytes or zmq.Frame). Any fault raises ProtocolError;
     its ``request_id`` attribute holds the header's ``id`` (or ``re``) when one was readable."""
@@ -78,7 +86,8 @@ def decode(frames: Sequence, schemas: Mapping[str, Schema]) -> Message:
         if head.nbytes > MAX_HEADER_BYTES:
             raise ProtocolError("too_large", f"header over {MAX_HEADER_BYTES} bytes")
         try:
-            header = json.loads(bytes(head).decode("utf-8"), parse_constant=_no_constants)
+            header = json.loads(bytes(head).decode("utf-8"), parse_constant=_no_constants,
+                                parse_float=_finite_float)
         except (ValueError, RecursionError) as exc:
             raise ProtocolError("bad_message", f"header is not UTF-8 JSON ({exc})") from None
         if not isinstance(header, dict):

@@ -36,7 +36,10 @@ def chunk_ranges(size: int, offset: int = 0, chunk: int = CHUNK_BYTES):
 
 
 def fsync_dir(path: Path) -> None:
-    """Make a rename or creation in directory ``path`` durable."""
+    """Make a rename or creation in directory ``path`` durable (POSIX; Windows cannot open a
+    directory, and its renames need no such step)."""
+    if os.name == "nt":
+        return
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
