@@ -49,7 +49,8 @@ def run(args) -> int:
     if args.action == "init":
         public = _create(args, "server")
         print(f"server public key: {public}")
-        print(f"pairing string: {pairing_string(args.host or socket.getfqdn(), args.port, public)}")
+        host = args.host or socket.gethostname()
+        print(f"pairing string: {pairing_string(host, args.port, public)}")
     elif args.action == "client":
         public = _create(args, "client")
         print(f"client public key (give it to the server's owner): {public}")

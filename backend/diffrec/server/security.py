@@ -109,7 +109,7 @@ class Security:
             return None
         host, port = bind_host_port(endpoint)
         if host in ("0.0.0.0", "::", "*"):
-            host = socketlib.getfqdn()
+            host = socketlib.gethostname()
         return pairing_string(host, int(port), self.server_public)
 
     def close(self) -> None:
