@@ -16,6 +16,7 @@ from diffrec.errors import UserError
 
 COMMAND_MODULES = (
     "diffrec.commands.info",
+    "diffrec.commands.optimize",
     "diffrec.commands.serve",
     "diffrec.commands.keys",
     "diffrec.commands.submit",

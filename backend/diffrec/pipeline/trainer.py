@@ -56,8 +56,11 @@ def learning_rate_factor(iteration: int, iterations: int, warmup: int) -> float:
 class PassTrainer:
     """Runs a ``Pass`` on batches from ``sampler`` (a ``pipeline.datasets.ViewSampler``).
 
-    ``progress(event)`` receives dicts (``type`` "progress"); ``checkpoint(state)`` stores a
-    state dict (see ``state_dict``); ``should_stop()`` is polled every iteration.
+    ``progress(event)`` receives dicts: ``type`` "progress" every ``config.log_every``
+    iterations, and "preview" every ``config.preview_every`` iterations (when set) with the
+    first view's ``render`` and ``target`` ([H, W, 3] tensors, linear) and, when the geometry
+    moves, the current ``vertices`` and ``triangles``. ``checkpoint(state)`` stores a state
+    dict (see ``state_dict``); ``should_stop()`` is polled every iteration.
     """
 
     def __init__(self, ctx, run: Pass, sampler, config,
@@ -69,6 +72,7 @@ class PassTrainer:
         self.checkpoint = checkpoint
         self.should_stop = should_stop or (lambda: False)
         self.iteration = 0
+        self._last_views = None
         self.generator = torch.Generator().manual_seed(config.seed * 7919 + run.index)
         groups = [p for p in (*run.geometry.parameters(), *run.material.parameters())
                   if p.requires_grad]
@@ -142,6 +146,7 @@ class PassTrainer:
             if hasattr(run.material, "clamp_"):
                 run.material.clamp_()
             run.light.clamp_()
+        self._last_views = (out.color[0].detach(), target[0].detach(), mesh)
         return {"loss": total.item(), "color_loss": color.item(), "alpha_loss": alpha.item(),
                 "psnr": psnr(out.color.detach(), target).mean().item()}
 
@@ -163,8 +168,19 @@ class PassTrainer:
                                "pass_index": self.run.index, "iteration": self.iteration,
                                "iterations": self.run.iterations, **stats,
                                "elapsed_s": elapsed, "eta_s": elapsed / done * remaining})
+            if self.config.preview_every and self.iteration % self.config.preview_every == 0:
+                self.progress(self._preview_event())
             if every and self.iteration % every == 0 and self.iteration < self.run.iterations:
                 self._save()
+
+    def _preview_event(self) -> dict:
+        render, target, mesh = self._last_views
+        event = {"type": "preview", "pass": self.run.name, "pass_index": self.run.index,
+                 "iteration": self.iteration, "render": render.cpu(), "target": target.cpu()}
+        if any(p.requires_grad for p in self.run.geometry.parameters()):
+            event["vertices"] = mesh.positions.detach().cpu()
+            event["triangles"] = mesh.triangles.cpu()
+        return event
 
     def _save(self) -> None:
         if self.checkpoint is not None:

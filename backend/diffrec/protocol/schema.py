@@ -157,7 +157,9 @@ INPUTS: dict[str, ArraySpec] = {
     "intrinsics": ArraySpec(("float32", "float64"), 2, (6,), finite=True),
     "vertices": ArraySpec(("float32", "float64"), 2, (3,), finite=True),
     "faces": ArraySpec(("int32", "int64"), 2, (3,)),
+    # texture coordinates (U, 2), origin bottom-left, indexed per triangle corner by uv_faces
     "uvs": ArraySpec(("float32", "float64"), 2, (2,), finite=True),
+    "uv_faces": ArraySpec(("int32", "int64"), 2, (3,)),
     # equirectangular environment map (H, W, 3), scene-linear
     "envmap": ArraySpec(_FLOATS, 3, (3,), finite=True),
 }

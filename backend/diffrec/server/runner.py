@@ -98,6 +98,7 @@ class Runner(ABC):
 
 def runners() -> dict[str, Runner]:
     """The runners this server offers, by task name."""
+    from .optimize_runner import OptimizeRunner
     from .texture_fit import TextureFitRunner
 
-    return {runner.task: runner for runner in (TextureFitRunner(),)}
+    return {runner.task: runner for runner in (OptimizeRunner(), TextureFitRunner())}

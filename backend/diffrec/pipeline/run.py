@@ -1,0 +1,297 @@
+"""The whole method: inputs -> passes -> baked asset, validation and metrics.
+
+Modes:
+- ``materials``: the given mesh stays fixed; textures (kd, ks, normal) and the light train.
+- ``refine``: as materials, and the vertices move too (Laplacian-regularised).
+- ``reconstruct``: pass 1 finds the surface with DMTet or FlexiCubes and a neural material;
+  the mesh is cleaned, unwrapped and the material baked into textures; pass 2 refines mesh,
+  textures and light together.
+
+``optimize`` is what the command line and the job server call. A run writes checkpoints under
+``out_dir/checkpoints`` and resumes from them when started again with the same settings.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from diffrec import raster
+from diffrec.camera import orbit_cameras
+from diffrec.errors import UserError
+from diffrec.geometry import clean_mesh
+from diffrec.io import read_gltf, read_image, read_obj
+from diffrec.light.envmap import EnvironmentLight
+from diffrec.mesh import Mesh
+from diffrec.mesh.box import fit_to_box
+from diffrec.neural.material import NeuralMaterial
+from diffrec.pipeline import outputs
+from diffrec.pipeline.bake import bake_textures
+from diffrec.pipeline.checkpoints import CheckpointStore
+from diffrec.pipeline.config import OptimizeConfig
+from diffrec.pipeline.datasets import (
+    Views,
+    ViewSampler,
+    check_views_see_box,
+    load_nerf_folder,
+    render_reference_views,
+    split_views,
+)
+from diffrec.pipeline.geometry_models import ExplicitGeometry, IsosurfaceGeometry
+from diffrec.pipeline.trainer import Pass, PassTrainer
+from diffrec.pipeline.unwrap import has_usable_uvs, unwrap
+from diffrec.render.material import NeuralSurface, TextureMaterial
+from diffrec.render.metrics import psnr, ssim
+from diffrec.render.renderer import render_mesh
+from diffrec.render.texture2d import Texture2D
+
+log = logging.getLogger(__name__)
+
+REFERENCE_CAMERA_RADIUS = 3.0  # nvdiffrec's mesh mode: unit-box mesh, cameras at radius 3
+REFERENCE_FOV_DEGREES = 45.0
+
+
+@dataclass
+class Inputs:
+    """What a run optimises against. ``envmap``: equirect [H, W, 3] linear (None: learn)."""
+
+    train: Views
+    test: Views
+    base_mesh: Mesh | None = None
+    envmap: torch.Tensor | None = None
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError as error:
+        raise UserError(f"unknown device {name!r}: {error}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UserError(f"device {name!r} asked for, but torch sees no CUDA device here")
+    return device
+
+
+def read_mesh(path: str | Path):
+    """An Asset from an OBJ, GLB or glTF file."""
+    path = Path(path)
+    if path.suffix.lower() == ".obj":
+        return read_obj(path)
+    if path.suffix.lower() in (".glb", ".gltf"):
+        return read_gltf(path)
+    raise UserError(f"cannot read mesh {path}: use .obj, .glb or .gltf")
+
+
+def load_inputs(config: OptimizeConfig, ctx: raster.RasterContext) -> Inputs:
+    """Targets and starting mesh from the config's files (dataset folder or reference mesh)."""
+    envmap = None
+    if config.envmap:
+        envmap = torch.from_numpy(read_image(config.envmap)[..., :3].copy())
+    base = read_mesh(config.base_mesh).mesh if config.base_mesh else None
+    if config.dataset:
+        train = load_nerf_folder(config.dataset, "train", config.train_res)
+        try:
+            test = load_nerf_folder(config.dataset, "test", config.train_res)
+        except UserError:
+            train, test = split_views(train, min(config.test_views, len(train) - 1), config.seed)
+        return Inputs(train, test, base, envmap)
+    if config.ref_mesh:
+        if envmap is None:
+            raise UserError("rendering a reference mesh needs an envmap (an HDRI) to light it")
+        asset = read_mesh(config.ref_mesh)
+        fitted, transform = fit_to_box(asset.mesh, size=2.0)
+        asset.mesh = fitted
+        if base is not None:
+            base = base.replace(positions=transform.apply(base.positions))
+
+        def views(count, seed):
+            cameras = orbit_cameras(count, REFERENCE_CAMERA_RADIUS, config.train_res,
+                                    fov_degrees=REFERENCE_FOV_DEGREES, seed=seed,
+                                    elevations_degrees=(-30.0, 60.0))
+            return render_reference_views(ctx, asset, envmap, cameras.to(ctx.device), spp=2)
+
+        return Inputs(views(config.views, config.seed), views(config.test_views, config.seed + 1),
+                      base, envmap)
+    raise UserError("no targets: give a dataset folder (dataset) or a reference mesh (ref_mesh)")
+
+
+def make_light(config: OptimizeConfig, envmap: torch.Tensor | None, device) -> EnvironmentLight:
+    if config.light == "learn" or envmap is None:
+        if config.light != "learn":
+            raise UserError(f"light {config.light!r} needs an envmap (the HDRI)")
+        return EnvironmentLight(resolution=config.light_res, init=0.5).to(device)
+    return EnvironmentLight.from_equirect(envmap.to(device), resolution=config.light_res)
+
+
+def initial_textures(config: OptimizeConfig, device) -> TextureMaterial:
+    """Mid-range textures to start from: grey kd, mid roughness, no metal, flat normals."""
+    size = config.texture_res
+    ks_low, ks_high = config.ks_min, config.ks_max
+    return TextureMaterial(
+        Texture2D.constant((0.5, 0.5, 0.5), size, min_value=(0, 0, 0), max_value=(1, 1, 1)),
+        Texture2D.constant((0.0, 0.5, 0.0), size, min_value=ks_low, max_value=ks_high),
+        Texture2D.constant((0.0, 0.0, 1.0), size, min_value=(-1, -1, 0), max_value=(1, 1, 1)),
+    ).to(device)
+
+
+def with_uvs(mesh: Mesh, config: OptimizeConfig) -> Mesh:
+    """Keep the mesh's UVs when they are usable, else unwrap (xatlas or the fallback)."""
+    if has_usable_uvs(mesh):
+        return mesh
+    positions = mesh.positions.detach().cpu()
+    uvs, uv_triangles = unwrap(positions, mesh.triangles.cpu(), timeout_s=config.unwrap_timeout_s,
+                               resolution_hint=config.texture_res)
+    return mesh.replace(uvs=uvs.to(mesh.positions.device),
+                        uv_triangles=uv_triangles.to(mesh.positions.device))
+
+
+BOOKKEEPING_SETTINGS = ("out_dir", "device", "checkpoint_every", "preview_every", "log_every")
+
+
+def settings_fingerprint(config: OptimizeConfig) -> str:
+    """The settings that shape the optimisation (a checkpoint only resumes the same run)."""
+    values = {k: v for k, v in config.to_dict().items() if k not in BOOKKEEPING_SETTINGS}
+    return json.dumps(values, sort_keys=True, default=str)
+
+
+def _run_pass(ctx, run: Pass, train: Views, config, store, progress, should_stop) -> float:
+    sampler = ViewSampler(train, config.batch, seed=config.seed + run.index)
+    fingerprint = settings_fingerprint(config)
+
+    def save(state: dict) -> None:
+        store.save(run.name, {**state, "settings": fingerprint})
+
+    trainer = PassTrainer(ctx, run, sampler, config, progress=progress, checkpoint=save,
+                          should_stop=should_stop)
+    state = store.load(run.name)
+    if state is not None and state.get("settings") != fingerprint:
+        log.warning("ignoring the checkpoint of %s in %s: it was made with other settings",
+                    run.name, store.directory)
+    elif state is not None:
+        trainer.load_state_dict(state)
+        log.info("resuming %s at iteration %d", run.name, trainer.iteration)
+    started = time.monotonic()
+    trainer.train()
+    save(trainer.state_dict())
+    return time.monotonic() - started
+
+
+def _surface_pass(ctx, config, inputs, light, store, progress, should_stop, times) -> tuple:
+    """Pass 1 of reconstruct; returns (mesh with UVs, TextureMaterial) for pass 2."""
+    half = config.mesh_scale / 2
+    center = torch.tensor(config.center)
+    check_views_see_box(inputs.train.cameras, (center - half).tolist(), (center + half).tolist(),
+                        inputs.train.names)
+    device = ctx.device
+    geometry = IsosurfaceGeometry(config.geometry, config.dmtet_grid, config.mesh_scale,
+                                  config.center, device, config.sdf_regularizer, config.seed)
+    field = NeuralMaterial((center - half).tolist(), (center + half).tolist(),
+                           ks_min=config.ks_min, ks_max=config.ks_max, device=device)
+    first = Pass("pass1", 0, config.iterations, config.learning_rate[0], 0, geometry,
+                 NeuralSurface(field), light, config.light != "fixed")
+    times["pass1"] = _run_pass(ctx, first, inputs.train, config, store, progress, should_stop)
+
+    with torch.no_grad():
+        mesh = geometry.mesh()
+    vertices, triangles = clean_mesh(mesh.positions.detach(), mesh.triangles)
+    mesh = with_uvs(Mesh(vertices, triangles), config)
+    textures = bake_textures(ctx, mesh, lambda points: vars(field.evaluate(points)),
+                             config.texture_res)
+    ranges = {"kd": ((0, 0, 0), (1, 1, 1)), "ks": (config.ks_min, config.ks_max),
+              "normal": ((-1, -1, 0), (1, 1, 1))}
+    baked = {name: Texture2D(textures[name], *ranges[name]) for name in ranges}
+    return mesh, TextureMaterial(baked["kd"], baked["ks"], baked["normal"]).to(device)
+
+
+def validate(ctx, mesh, material, light, views: Views, config) -> tuple[dict, torch.Tensor]:
+    """Render the held-out views; PSNR and SSIM per view against the targets (over black)."""
+    light.build_mips()
+    renders, scores = [], []
+    with torch.no_grad():
+        for start in range(0, len(views), max(config.batch, 1)):
+            cameras, targets = views.batch(range(start, min(start + config.batch, len(views))))
+            out = render_mesh(ctx, mesh, material, cameras.to(ctx.device), light, spp=config.spp,
+                              layers=config.layers)
+            target = (targets[..., :3] * targets[..., 3:4]).to(ctx.device)
+            scores += list(zip(psnr(out.color, target).tolist(), ssim(out.color, target).tolist(),
+                               strict=True))
+            renders.append(out.color.cpu())
+    per_view = [{"name": name, "psnr": p, "ssim": s}
+                for name, (p, s) in zip(views.names, scores, strict=True)]
+    summary = {"views": per_view,
+               "psnr_mean": sum(p for p, _ in scores) / len(scores),
+               "ssim_mean": sum(s for _, s in scores) / len(scores)}
+    return summary, torch.cat(renders)
+
+
+def peak_memory_mb(device: torch.device) -> float | None:
+    """Peak GPU memory allocated by torch, or the process's peak resident memory on CPU."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    try:
+        import resource  # Unix only
+    except ImportError:
+        return None
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / 2**20 if sys.platform == "darwin" else rss / 1024  # bytes on macOS, else KiB
+
+
+def optimize(
+    config: OptimizeConfig,
+    inputs: Inputs | None = None,
+    progress: Callable[[dict], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> dict:
+    """Run ``config`` end to end; write the outputs to ``config.out_dir``; return the metrics.
+
+    ``inputs`` overrides the config's files (the job server passes in-memory arrays).
+    Raises ``trainer.Cancelled`` when ``should_stop`` asks (the checkpoint is kept).
+    """
+    device = resolve_device(config.device)
+    torch.manual_seed(config.seed)
+    ctx = raster.RasterContext(device)
+    out_dir = Path(config.out_dir)
+    store = CheckpointStore(out_dir / "checkpoints")
+    inputs = inputs or load_inputs(config, ctx)
+    train = inputs.train.to(device)
+    light = make_light(config, inputs.envmap, device)
+    times: dict[str, float] = {}
+
+    if config.mode == "reconstruct":
+        mesh, material = _surface_pass(ctx, config, inputs, light, store, progress, should_stop,
+                                       times)
+        trainable, learning_rate, warmup = True, config.learning_rate[1], config.warmup_iterations
+    else:
+        if inputs.base_mesh is None:
+            raise UserError(f"mode {config.mode!r} needs a starting mesh (base_mesh)")
+        mesh = with_uvs(inputs.base_mesh.to(device), config)
+        material = initial_textures(config, device)
+        trainable, learning_rate, warmup = config.mode == "refine", config.learning_rate[1], 0
+    geometry = ExplicitGeometry(mesh, trainable, config.laplace, config.laplace_scale).to(device)
+    second = Pass("pass2", 1, config.iterations, learning_rate, warmup, geometry, material, light,
+                  config.light != "fixed")
+    times["pass2"] = _run_pass(ctx, second, train, config, store, progress, should_stop)
+
+    with torch.no_grad():
+        final_mesh = geometry.mesh()
+    metrics, renders = validate(ctx, final_mesh, material, light, inputs.test, config)
+    outputs.write_asset(out_dir, final_mesh, material, light)
+    test_targets = inputs.test.images[..., :3] * inputs.test.images[..., 3:4]
+    outputs.write_validation(out_dir, renders, test_targets.cpu(), inputs.test.names)
+    metrics.update({"mode": config.mode, "preset": config.preset, "device": str(device),
+                    "engine": ctx.engine, "iterations": config.iterations, "time_s": times,
+                    "peak_memory_mb": peak_memory_mb(device), "config": config.to_dict()})
+    outputs.write_metrics(out_dir, metrics)
+    return metrics

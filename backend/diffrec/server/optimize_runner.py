@@ -1,0 +1,151 @@
+"""The ``optimize`` task: the reconstruction pipeline on the arrays a client submitted.
+
+Spec: ``{"task": "optimize", "settings": {...}}`` where settings are those of
+``diffrec optimize`` (``mode``, ``preset``, ``iterations``, ``texture_res``, ``light``...;
+``dataset``, ``ref_mesh``, ``base_mesh``, ``envmap``, ``out_dir`` and ``device`` are the
+server's business and refused). Inputs: ``images``, ``cameras``, ``intrinsics`` (required);
+``vertices`` + ``faces`` (required for materials and refine), ``uvs`` + ``uv_faces``
+(optional), ``envmap`` (required when the light is kept or starts from the HDRI).
+
+Results: the files of ``pipeline.outputs`` (``mesh.obj``, ``mesh.mtl``, ``texture_*.png``,
+``mesh.glb``, ``probe.hdr``, ``metrics.json``) and ``validation_view_NN.png``. The run's own
+checkpoints live in the job's work directory, so a killed server resumes the job.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from .runner import JobContext, JobFailed, Runner
+
+SERVER_OWNED = ("dataset", "ref_mesh", "base_mesh", "envmap", "out_dir", "device")
+PREVIEW_SIZE = 128
+
+
+def _config(spec: Mapping, inputs: Mapping[str, np.ndarray]):
+    from diffrec.errors import UserError
+    from diffrec.pipeline.config import build_config
+
+    settings = dict(spec.get("settings") or {})
+    refused = sorted(set(settings) & set(SERVER_OWNED))
+    if refused:
+        raise JobFailed(f"settings {', '.join(refused)} are chosen by the server, not the job")
+    if "envmap" in inputs:
+        settings["envmap"] = "<submitted>"  # lets the config check light modes that need one
+    try:
+        return build_config(settings)
+    except UserError as error:
+        raise JobFailed(str(error)) from None
+
+
+def _check_inputs(config, inputs: Mapping[str, np.ndarray]) -> None:
+    missing = [name for name in ("images", "cameras", "intrinsics") if name not in inputs]
+    if config.mode != "reconstruct":
+        missing += [name for name in ("vertices", "faces") if name not in inputs]
+    if missing:
+        raise JobFailed(f"mode {config.mode!r} needs the inputs {', '.join(missing)}")
+    count = len(inputs["images"])
+    if len(inputs["cameras"]) != count or len(inputs["intrinsics"]) != count:
+        raise JobFailed(f"{count} images but {len(inputs['cameras'])} cameras and "
+                        f"{len(inputs['intrinsics'])} intrinsics: send one of each per image")
+    if count < 2:
+        raise JobFailed("at least two images are needed (one is held out for validation)")
+    if ("uvs" in inputs) != ("uv_faces" in inputs):
+        raise JobFailed("uvs and uv_faces go together")
+    if "faces" in inputs:
+        faces, vertices = inputs["faces"], inputs.get("vertices")
+        if vertices is None or faces.min() < 0 or faces.max() >= len(vertices):
+            raise JobFailed("faces index vertices that were not sent")
+        if "uv_faces" in inputs and (len(inputs["uv_faces"]) != len(faces)
+                                     or inputs["uv_faces"].max() >= len(inputs["uvs"])):
+            raise JobFailed("uv_faces must have one row per face and index the uvs sent")
+
+
+def _preview_arrays(event: dict) -> dict[str, np.ndarray]:
+    """Small sRGB uint8 images (render | target) and the mesh, for the client's live view."""
+    import torch
+    import torch.nn.functional as F
+
+    from diffrec.render.metrics import display
+
+    pair = torch.cat([event["render"], event["target"]], dim=1)[None]
+    scale = PREVIEW_SIZE / max(pair.shape[1], pair.shape[2] / 2)
+    if scale < 1:
+        size = (max(1, round(pair.shape[1] * scale)), max(2, round(pair.shape[2] * scale)))
+        pair = F.interpolate(pair.permute(0, 3, 1, 2), size=size, mode="area").permute(0, 2, 3, 1)
+    arrays = {"image": (display(pair)[0] * 255 + 0.5).to(torch.uint8).numpy()}
+    if "vertices" in event:
+        arrays["vertices"] = event["vertices"].numpy().astype(np.float32)
+        arrays["faces"] = event["triangles"].numpy().astype(np.int32)
+    return arrays
+
+
+class OptimizeRunner(Runner):
+    task = "optimize"
+
+    def validate(self, spec: Mapping, inputs: Mapping[str, np.ndarray]) -> None:
+        _check_inputs(_config(spec, inputs), inputs)
+
+    def run(self, ctx: JobContext) -> None:
+        import torch
+
+        from diffrec.errors import UserError
+        from diffrec.mesh import Mesh
+        from diffrec.pipeline.datasets import from_arrays, split_views
+        from diffrec.pipeline.run import Inputs, optimize
+        from diffrec.pipeline.trainer import Cancelled
+
+        config = _config(ctx.spec, ctx.inputs)
+        _check_inputs(config, ctx.inputs)
+        config.device = ctx.device
+        config.out_dir = str(ctx.work_dir / "run")
+        config.envmap = None
+        inputs = {name: np.array(value) for name, value in ctx.inputs.items()}  # own copies
+        intrinsics = inputs["intrinsics"]
+        try:
+            views = from_arrays(inputs["cameras"], intrinsics[:, :4], inputs["images"],
+                                near=float(intrinsics[0, 4]), far=float(intrinsics[0, 5]))
+            train, test = split_views(views, min(config.test_views, len(views) - 1), config.seed)
+            base = None
+            if "vertices" in inputs:
+                uvs = inputs.get("uvs")
+                base = Mesh(torch.from_numpy(inputs["vertices"]).float(),
+                            torch.from_numpy(inputs["faces"]).long(),
+                            uvs=None if uvs is None else torch.from_numpy(uvs).float(),
+                            uv_triangles=None if uvs is None
+                            else torch.from_numpy(inputs["uv_faces"]).long())
+            envmap = inputs.get("envmap")
+            envmap = None if envmap is None else torch.from_numpy(envmap).float()
+        except UserError as error:
+            raise JobFailed(str(error)) from None
+
+        def progress(event: dict) -> None:
+            if event["type"] == "preview":
+                fields = {"pass": event["pass"], "iteration": event["iteration"]}
+                ctx.emit("preview", fields, _preview_arrays(event))
+            else:
+                ctx.emit("progress", {key: value for key, value in event.items()
+                                      if key != "type"})
+
+        try:
+            optimize(config, Inputs(train, test, base, envmap), progress=progress,
+                     should_stop=ctx.should_stop)
+        except Cancelled:
+            return
+        except UserError as error:
+            raise JobFailed(str(error)) from None
+        _collect_results(Path(config.out_dir), ctx.results_dir)
+
+
+def _collect_results(run_dir: Path, results_dir: Path) -> None:
+    """Copy the run's outputs into the job's results, flattening validation images."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    for path in run_dir.iterdir():
+        if path.is_file():
+            shutil.copy2(path, results_dir / path.name)
+    for path in sorted((run_dir / "validation").glob("*.png")):
+        shutil.copy2(path, results_dir / f"validation_{path.name}")
