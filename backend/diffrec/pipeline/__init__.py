@@ -1,0 +1,1 @@
+"""The reconstruction pipeline: passes, UV unwrapping, texture baking and outputs."""
