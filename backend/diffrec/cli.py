@@ -14,7 +14,14 @@ import sys
 from diffrec import __version__
 from diffrec.errors import UserError
 
-COMMAND_MODULES = ("diffrec.commands.info",)
+COMMAND_MODULES = (
+    "diffrec.commands.info",
+    "diffrec.commands.serve",
+    "diffrec.commands.keys",
+    "diffrec.commands.submit",
+    "diffrec.commands.status",
+    "diffrec.commands.fetch",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,49 @@
+"""``diffrec status``: jobs on a server, or one job."""
+
+from __future__ import annotations
+
+from diffrec.errors import UserError
+from diffrec.protocol import Message, ProtocolError, ServerUnavailable
+
+from ._connection import add_server_arguments, connect
+
+NAME = "status"
+HELP = "show your jobs on a server, or one job"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("job", nargs="?", help="a job id (default: list all your jobs)")
+    add_server_arguments(parser)
+
+
+def describe(job: dict) -> str:
+    """One line: id, state, progress or message."""
+    line = f"{job['job']}  {job['state']:<9}  {job['task']}"
+    progress = job.get("progress")
+    if progress and job["state"] == "running":
+        line += f"  {progress['iteration']}/{progress['iterations']}  {progress['psnr']:.2f} dB"
+    if job.get("message"):
+        line += f"  {job['message']}"
+    return line
+
+
+def print_event(event: Message) -> None:
+    kind = event["kind"]
+    if kind == "progress":
+        print(f"{event['iteration']}/{event['iterations']}  psnr {event['psnr']:.2f} dB  "
+              f"eta {event['eta_s']:.0f} s", flush=True)
+    elif kind in ("log", "failed", "cancelled"):
+        print(f"{kind}: {event.get('message', '')}", flush=True)
+    elif kind == "done":
+        print("done: " + ", ".join(f["name"] for f in event["results"]), flush=True)
+
+
+def run(args) -> int:
+    with connect(args) as client:
+        try:
+            jobs = [client.status(args.job)] if args.job else client.list_jobs()
+        except (ProtocolError, ServerUnavailable) as exc:
+            raise UserError(str(exc)) from None
+    for job in jobs:
+        print(describe(job))
+    return 0

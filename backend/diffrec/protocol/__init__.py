@@ -1,0 +1,34 @@
+"""The diffrec wire protocol (docs/protocol.md), one implementation for both sides.
+
+Depends on the standard library, numpy and pyzmq only, and imports nothing outside this
+package, so the Blender add-on can vendor it as is.
+"""
+
+from .arrays import DTYPES, ArraySpec
+from .client import TERMINAL_EVENTS, Client
+from .errors import ProtocolError, ServerError, ServerUnavailable
+from .keys import pairing_string, parse_pairing, read_keypair, write_keypair
+from .limits import PROTOCOL_VERSION
+from .message import Message, decode, encode
+from .schema import INPUTS, REQUESTS, SERVER_MESSAGES
+
+__all__ = [
+    "DTYPES",
+    "INPUTS",
+    "PROTOCOL_VERSION",
+    "REQUESTS",
+    "SERVER_MESSAGES",
+    "TERMINAL_EVENTS",
+    "ArraySpec",
+    "Client",
+    "Message",
+    "ProtocolError",
+    "ServerError",
+    "ServerUnavailable",
+    "decode",
+    "encode",
+    "pairing_string",
+    "parse_pairing",
+    "read_keypair",
+    "write_keypair",
+]

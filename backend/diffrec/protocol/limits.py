@@ -1,0 +1,33 @@
+"""Protocol version and the limits both sides enforce (see docs/protocol.md, "Limits")."""
+
+PROTOCOL_VERSION = 1
+
+KIB = 1024
+MIB = 1024 * KIB
+GIB = 1024 * MIB
+
+CHUNK_BYTES = 4 * MIB
+"""Payloads larger than this travel as a blob, in chunks of at most this many bytes."""
+
+WINDOW_CHUNKS = 8
+"""Credit: how many chunks a sender may have in flight before the receiver acknowledges."""
+
+MAX_HEADER_BYTES = 64 * KIB
+MAX_ARRAYS = 64
+"""Raw frames after the header in one message, and inputs per job."""
+
+MAX_INLINE_BYTES = CHUNK_BYTES
+"""Largest raw frame a message may carry inline."""
+
+MAX_FRAME_BYTES = CHUNK_BYTES + MAX_HEADER_BYTES
+"""The socket's ZMQ_MAXMSGSIZE (per frame): a peer sending a bigger frame is disconnected."""
+
+MAX_BLOB_BYTES = 64 * GIB
+MAX_NDIM = 6
+MAX_DIM = 2**31 - 1
+
+HEARTBEAT_S = 1.0
+"""The server sends a heartbeat to every attached client this often; clients ping as often."""
+
+PEER_TIMEOUT_S = 10.0
+"""A client silent this long loses its subscriptions; a server silent this long is presumed dead."""

@@ -1,0 +1,163 @@
+"""Header schemas: every header is checked against one of these before any array is built.
+
+``REQUESTS`` are what a client may send, ``SERVER_MESSAGES`` what a server may send. A schema
+names each field's JSON type, whether it is required and a check returning an error sentence
+or None; request schemas reject unknown fields, server-message schemas ignore them (newer
+servers may add fields). ``INPUTS`` fixes the layout of the well-known job inputs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .arrays import ArraySpec
+from .errors import ProtocolError
+from .limits import CHUNK_BYTES, MAX_ARRAYS, MAX_BLOB_BYTES
+
+JOB_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
+SHA256_RE = re.compile(r"[0-9a-f]{64}\Z")
+FILE_NAME_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}\Z")
+EVENT_KINDS = ("progress", "preview", "log", "done", "failed", "cancelled")
+MAX_REQUEST_ID = 2**53
+
+Check = Callable[[object], "str | None"]
+
+
+def _matches(pattern: re.Pattern, what: str) -> Check:
+    return lambda v: None if pattern.match(v) else f"is not a valid {what}"
+
+
+def _between(lo: int, hi: int) -> Check:
+    return lambda v: None if lo <= v <= hi else f"must be in [{lo}, {hi}]"
+
+
+def _one_of(options: tuple[str, ...]) -> Check:
+    return lambda v: None if v in options else f"must be one of {list(options)}"
+
+
+@dataclass(frozen=True)
+class Field:
+    """One header field: JSON type (``int`` excludes bool), required, optional extra check."""
+
+    kind: type | tuple[type, ...]
+    required: bool = True
+    check: Check | None = None
+
+
+@dataclass(frozen=True)
+class Schema:
+    """The fields of one op, and which raw frames it may carry (None: any names, checked later
+    by the receiver; otherwise exactly these names)."""
+
+    fields: dict[str, Field] = field(default_factory=dict)
+    arrays: dict[str, ArraySpec] | None = field(default_factory=dict)
+    strict: bool = True
+
+    def check_fields(self, op: str, header: dict) -> None:
+        for name, spec in self.fields.items():
+            if name not in header:
+                if spec.required:
+                    raise ProtocolError("bad_request", f"{op}: field {name!r} is required")
+                continue
+            value = header[name]
+            kinds = spec.kind if isinstance(spec.kind, tuple) else (spec.kind,)
+            if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
+                raise ProtocolError("bad_request", f"{op}: field {name!r} has the wrong type")
+            why = spec.check(value) if spec.check else None
+            if why:
+                raise ProtocolError("bad_request", f"{op}: field {name!r} {why}")
+        if self.strict:
+            unknown = set(header) - set(self.fields) - {"op", "arrays"}
+            if unknown:
+                raise ProtocolError("bad_request", f"{op}: unknown fields {sorted(unknown)[:5]}")
+
+    def check_arrays(self, op: str, layouts: list[tuple[str, str, tuple[int, ...]]]) -> None:
+        if self.arrays is None:
+            return
+        names = [name for name, _, _ in layouts]
+        if sorted(names) != sorted(self.arrays):
+            wants = list(self.arrays)
+            raise ProtocolError("bad_request", f"{op}: carries arrays {names}, wants {wants}")
+        for name, dtype, shape in layouts:
+            self.arrays[name].check_layout(name, dtype, shape)
+
+
+REQUEST_ID = Field(int, check=_between(0, MAX_REQUEST_ID))
+JOB = Field(str, check=_matches(JOB_ID_RE, "job id (1-64 of A-Z a-z 0-9 _ -)"))
+BLOB = Field(str, check=_matches(SHA256_RE, "SHA-256 in lowercase hex"))
+BLOB_SIZE = Field(int, check=_between(0, MAX_BLOB_BYTES))
+OFFSET = Field(int, check=_between(0, MAX_BLOB_BYTES))
+BYTES = {"data": ArraySpec(("uint8",), ndim=1, nonempty=False)}
+
+
+def _request(arrays: dict | None = None, **fields: Field) -> Schema:
+    return Schema({"id": REQUEST_ID, **fields}, {} if arrays is None else arrays)
+
+
+def _inputs_check(value: dict) -> str | None:
+    if len(value) > MAX_ARRAYS:
+        return f"has more than {MAX_ARRAYS} inputs"
+    for name, ref in value.items():
+        if not isinstance(ref, dict) or set(ref) != {"blob", "dtype", "shape"}:
+            return f"entry {name!r} must be {{blob, dtype, shape}}"
+        if not isinstance(ref["blob"], str) or not SHA256_RE.match(ref["blob"]):
+            return f"entry {name!r} has a bad blob id"
+    return None
+
+
+REQUESTS: dict[str, Schema] = {
+    "ping": _request(),
+    "submit": Schema(
+        {
+            "id": REQUEST_ID,
+            "job": JOB,
+            "spec": Field(dict),
+            "inputs": Field(dict, required=False, check=_inputs_check),
+        },
+        arrays=None,
+    ),
+    "status": _request(job=JOB),
+    "list": _request(),
+    "attach": _request(job=JOB),
+    "detach": _request(job=JOB),
+    "cancel": _request(job=JOB),
+    "delete": _request(job=JOB),
+    "fetch": _request(job=JOB),
+    "read": _request(
+        job=JOB,
+        file=Field(str, check=_matches(FILE_NAME_RE, "file name")),
+        offset=OFFSET,
+        length=Field(int, check=_between(1, CHUNK_BYTES)),
+    ),
+    "upload": _request(blob=BLOB, size=BLOB_SIZE),
+    "chunk": _request(BYTES, blob=BLOB, size=BLOB_SIZE, offset=OFFSET),
+}
+
+_RE = Field((int, type(None)))
+SERVER_MESSAGES: dict[str, Schema] = {
+    "reply": Schema({"re": REQUEST_ID}, arrays=None, strict=False),
+    "error": Schema({"re": _RE, "code": Field(str), "message": Field(str)}, strict=False),
+    "ack": Schema(
+        {"re": REQUEST_ID, "blob": BLOB, "offset": OFFSET, "complete": Field(bool)}, strict=False
+    ),
+    "data": Schema({"re": REQUEST_ID, "offset": OFFSET}, BYTES, strict=False),
+    "event": Schema({"job": JOB, "kind": Field(str, check=_one_of(EVENT_KINDS))}, None, False),
+    "heartbeat": Schema({"time": Field((int, float))}, strict=False),
+}
+
+_FLOATS = ("float16", "float32", "float64")
+INPUTS: dict[str, ArraySpec] = {
+    # target images (N, H, W, 3|4): scene-linear RGB(A), straight alpha, rows top-down
+    "images": ArraySpec(("uint8", "uint16", *_FLOATS), 4, (None, None, (3, 4)), finite=True),
+    # camera-to-world matrices (N, 4, 4), Blender's convention
+    "cameras": ArraySpec(("float32", "float64"), 3, (4, 4), finite=True),
+    # per camera fx, fy, cx, cy (pixels), near, far
+    "intrinsics": ArraySpec(("float32", "float64"), 2, (6,), finite=True),
+    "vertices": ArraySpec(("float32", "float64"), 2, (3,), finite=True),
+    "faces": ArraySpec(("int32", "int64"), 2, (3,)),
+    "uvs": ArraySpec(("float32", "float64"), 2, (2,), finite=True),
+    # equirectangular environment map (H, W, 3), scene-linear
+    "envmap": ArraySpec(_FLOATS, 3, (3,), finite=True),
+}

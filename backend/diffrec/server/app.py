@@ -1,0 +1,428 @@
+"""The server: a ROUTER socket, the job store, the blob store and the worker, driven by one
+loop in the main thread (the only thread that touches job records or the socket).
+
+Requests are validated by ``diffrec.protocol`` before a handler sees them; a handler returns
+the reply's fields (or sends its own answer and returns None) and raises ProtocolError for a
+request it refuses. Nothing a client sends can stop the loop: every failure becomes an
+``error`` reply.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import queue
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+import zmq
+
+from diffrec import __version__
+from diffrec.protocol.arrays import DTYPES, wire_dtype
+from diffrec.protocol.errors import ProtocolError
+from diffrec.protocol.limits import (
+    CHUNK_BYTES,
+    HEARTBEAT_S,
+    MAX_ARRAYS,
+    MAX_FRAME_BYTES,
+    PEER_TIMEOUT_S,
+    PROTOCOL_VERSION,
+    WINDOW_CHUNKS,
+)
+from diffrec.protocol.message import Message, decode, encode
+from diffrec.protocol.schema import INPUTS, REQUESTS
+
+from .blobs import BlobStore
+from .runner import JobFailed, runners
+from .security import Security, secure
+from .store import TERMINAL, JobStore
+from .worker import Ticket, Worker
+
+log = logging.getLogger(__name__)
+MAX_JOBS_PER_OWNER = 1000
+LOG_REPLAY = 50
+MAINTENANCE_S = 3600.0
+BLOB_GRACE_S = 3600.0
+
+
+def _not_found(job_id: str) -> ProtocolError:
+    return ProtocolError("not_found", f"no job {job_id!r} (for this client key)")
+
+
+class Server:
+    """A diffrec job server bound to ``bind``, keeping its state under ``data_dir``.
+
+    ``curve`` forces CURVE on a loopback bind (it is always on for any other address);
+    ``retention_s`` is how long finished jobs are kept.
+    """
+
+    def __init__(self, bind: str, data_dir: Path, device: str = "cpu", *, curve: bool = False,
+                 retention_s: float = 7 * 86400.0):
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.device = device
+        self.retention_s = retention_s
+        self.store = JobStore(self.data_dir)
+        self.blobs = BlobStore(self.data_dir)
+        self.runners = runners()
+        self.context = zmq.Context()
+        self.socket = self.context.socket(zmq.ROUTER)
+        self.socket.linger = 0
+        self.socket.maxmsgsize = MAX_FRAME_BYTES
+        self.socket.router_mandatory = 1
+        self.security: Security | None = None
+        try:
+            self.security = secure(self.context, self.socket, bind, self.data_dir, curve)
+            self.socket.bind(bind)
+        except BaseException:
+            self.close()
+            raise
+        self.endpoint = self.socket.last_endpoint.decode()
+        self.jobs: dict[str, dict] = self.store.load_all()
+        self.subscribers: defaultdict[str, set[bytes]] = defaultdict(set)
+        self.last_seen: dict[bytes, float] = {}
+        self.previews: dict[str, tuple[dict, dict]] = {}
+        self.logs: defaultdict[str, deque[dict]] = defaultdict(lambda: deque(maxlen=LOG_REPLAY))
+        self.pending_delete: set[str] = set()
+        self._outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self.worker = Worker(device, lambda *event: self._outbox.put(event))
+        self._handlers: dict[str, Callable[[bytes, str, Message], dict | None]] = {
+            op: getattr(self, f"_op_{op}") for op in REQUESTS
+        }
+        self._expire()
+        self._recover()
+
+    @property
+    def pairing(self) -> str | None:
+        return self.security.pairing(self.endpoint) if self.security else None
+
+    # -- loop ------------------------------------------------------------------------------
+
+    def serve_forever(self, should_stop: Callable[[], bool] = lambda: False) -> None:
+        next_beat = next_maintenance = time.monotonic()
+        while not should_stop():
+            if self.socket.poll(50):
+                for _ in range(256):  # bounded, so worker events and heartbeats keep flowing
+                    try:
+                        frames = self.socket.recv_multipart(zmq.NOBLOCK, copy=False)
+                    except zmq.Again:
+                        break
+                    self._handle(frames)
+            self._drain_outbox()
+            now = time.monotonic()
+            if now >= next_beat:
+                next_beat = now + HEARTBEAT_S
+                self._heartbeat(now)
+            if now >= next_maintenance:
+                next_maintenance = now + MAINTENANCE_S
+                self._expire()
+
+    def close(self) -> None:
+        """Stop the worker (a running job stays resumable), the authenticator and the socket."""
+        if hasattr(self, "worker"):
+            self.worker.close()
+        self.blobs.close()
+        if self.security:
+            self.security.close()
+        self.socket.close(linger=0)
+        self.context.term()
+
+    # -- messages --------------------------------------------------------------------------
+
+    def _send(self, peer: bytes, op: str, fields: dict, arrays=None) -> bool:
+        """Send without blocking; a gone or saturated peer loses the message (and, if gone,
+        its subscriptions)."""
+        try:
+            self.socket.send_multipart([peer, *encode(op, fields, arrays)], zmq.NOBLOCK,
+                                       copy=False)
+            return True
+        except zmq.Again:
+            return False
+        except zmq.ZMQError as exc:
+            if exc.errno == zmq.EHOSTUNREACH:
+                self._forget(peer)
+                return False
+            raise
+
+    def _forget(self, peer: bytes) -> None:
+        self.last_seen.pop(peer, None)
+        for peers in self.subscribers.values():
+            peers.discard(peer)
+
+    def _handle(self, frames: list) -> None:
+        if len(frames) < 2:
+            return
+        peer = frames[0].bytes
+        self.last_seen[peer] = time.monotonic()
+        owner = self._owner(frames[1])
+        request_id = None
+        try:
+            message = decode(frames[1:], REQUESTS)
+            request_id = message["id"]
+            reply = self._handlers[message.op](peer, owner, message)
+            if reply is not None:
+                self._send(peer, "reply", {"re": request_id, **reply})
+        except ProtocolError as exc:
+            request_id = request_id if request_id is not None else getattr(exc, "request_id", None)
+            self._send(peer, "error", {"re": request_id, "code": exc.code, "message": exc.message})
+        except JobFailed as exc:
+            self._send(peer, "error", {"re": request_id, "code": "invalid_input",
+                                       "message": str(exc)})
+        except Exception as exc:
+            log.exception("request failed")
+            self._send(peer, "error", {"re": request_id, "code": "internal",
+                                       "message": f"internal error ({type(exc).__name__})"})
+
+    def _owner(self, frame) -> str:
+        """The client's CURVE public key (Z85); "local" for plain-text loopback clients."""
+        if self.security is None or self.security.server_public is None:
+            return "local"
+        return frame.get("User-Id")
+
+    def _event(self, job_id: str, kind: str, fields: dict, arrays=None, peers=None) -> None:
+        for peer in list(self.subscribers.get(job_id, ()) if peers is None else peers):
+            self._send(peer, "event", {"job": job_id, "kind": kind, **fields}, arrays)
+
+    def _heartbeat(self, now: float) -> None:
+        for peer, seen in list(self.last_seen.items()):
+            if now - seen > PEER_TIMEOUT_S:
+                self._forget(peer)
+        subscribed = set().union(*self.subscribers.values()) if self.subscribers else set()
+        for peer in subscribed:
+            self._send(peer, "heartbeat", {"time": time.time()})
+
+    # -- jobs ------------------------------------------------------------------------------
+
+    def _job(self, owner: str, job_id: str) -> dict:
+        record = self.jobs.get(job_id)
+        if record is None or record["owner"] != owner:
+            raise _not_found(job_id)
+        return record
+
+    @staticmethod
+    def _public(record: dict) -> dict:
+        keys = ("state", "task", "created", "updated", "finished", "attempts", "progress",
+                "message", "results")
+        return {"job": record["id"], **{key: record.get(key) for key in keys}}
+
+    def _enqueue(self, record: dict) -> None:
+        job_id = record["id"]
+        inputs = {name: self.blobs.load(ref["blob"], ref["dtype"], ref["shape"])
+                  for name, ref in record["inputs"].items()}
+        self.worker.enqueue(Ticket(job_id, self.runners[record["task"]], record["spec"], inputs,
+                                   self.store.checkpoint_dir(job_id),
+                                   self.store.results_dir(job_id)))
+
+    def _recover(self) -> None:
+        """Queued jobs stay queued; a job that was running resumes from its checkpoint."""
+        for record in sorted(self.jobs.values(), key=lambda r: r["seq"]):
+            if record["state"] not in ("queued", "running"):
+                continue
+            if record["state"] == "running":
+                log.info("job %s was running when the server stopped; resuming", record["id"])
+                record["state"] = "queued"
+                self.store.save(record)
+            try:
+                if record["task"] not in self.runners:
+                    raise ProtocolError("invalid_input", f"unknown task {record['task']!r}")
+                self._enqueue(record)
+            except ProtocolError as exc:
+                self._finish(record["id"], "failed", f"cannot resume: {exc.message}", [])
+
+    def _finish(self, job_id: str, outcome: str, message: str, results: list) -> None:
+        record = self.jobs[job_id]
+        record.update(state=outcome, message=message, results=results, finished=time.time())
+        self.store.save(record)
+        fields = {"results": results} if outcome == "done" else {"message": message}
+        self._event(job_id, outcome, fields)
+        if job_id in self.pending_delete:
+            self._remove(job_id)
+
+    def _remove(self, job_id: str) -> None:
+        self.jobs.pop(job_id, None)
+        self.subscribers.pop(job_id, None)
+        self.previews.pop(job_id, None)
+        self.logs.pop(job_id, None)
+        self.pending_delete.discard(job_id)
+        self.store.delete(job_id)
+
+    def _expire(self) -> None:
+        """Delete finished jobs past retention, then blobs no job refers to."""
+        cutoff = time.time() - self.retention_s
+        for job_id, record in list(self.jobs.items()):
+            if record["state"] in TERMINAL and (record.get("finished") or 0) < cutoff:
+                log.info("job %s is past retention; deleting it", job_id)
+                self._remove(job_id)
+        referenced = {ref["blob"] for r in self.jobs.values() for ref in r["inputs"].values()}
+        self.blobs.collect(referenced, BLOB_GRACE_S)
+
+    def _drain_outbox(self) -> None:
+        while True:
+            try:
+                job_id, kind, fields, arrays = self._outbox.get_nowait()
+            except queue.Empty:
+                return
+            record = self.jobs.get(job_id)
+            if record is None:
+                continue
+            if kind == "started":
+                record.update(state="running", attempts=record.get("attempts", 0) + 1)
+                self.store.save(record)
+            elif kind == "finished":
+                self._finish(job_id, fields["outcome"], fields["message"], fields["results"])
+            else:
+                if kind == "progress":
+                    record["progress"] = fields
+                elif kind == "preview":
+                    self.previews[job_id] = (fields, arrays)
+                elif kind == "log":
+                    self.logs[job_id].append(fields)
+                self._event(job_id, kind, fields, arrays)
+
+    # -- operations ------------------------------------------------------------------------
+
+    def _op_ping(self, peer, owner, message) -> dict:
+        engine, free = "CPU", None
+        if self.device.startswith("cuda") and torch.cuda.is_available():
+            engine = torch.cuda.get_device_name(self.device)
+            free = torch.cuda.mem_get_info(self.device)[0]
+        return {"protocol": PROTOCOL_VERSION, "server": __version__, "engine": engine,
+                "device": self.device, "gpu_free_bytes": free, "queued": self.worker.queued(),
+                "chunk_bytes": CHUNK_BYTES, "window_chunks": WINDOW_CHUNKS,
+                "heartbeat_s": HEARTBEAT_S, "tasks": sorted(self.runners)}
+
+    def _op_upload(self, peer, owner, message) -> dict:
+        offset, complete = self.blobs.begin(message["blob"], message["size"])
+        return {"blob": message["blob"], "offset": offset, "complete": complete}
+
+    def _op_chunk(self, peer, owner, message) -> None:
+        offset, complete = self.blobs.write(message["blob"], message["size"], message["offset"],
+                                            message.arrays["data"])
+        self._send(peer, "ack", {"re": message["id"], "blob": message["blob"], "offset": offset,
+                                 "complete": complete})
+
+    def _submitted_inputs(self, message: Message) -> dict[str, tuple[dict, np.ndarray]]:
+        """{name: (blob reference or None, array)}, every input checked."""
+        refs = message.get("inputs", {})
+        names = [*message.arrays, *refs]
+        if len(set(names)) != len(names) or len(names) > MAX_ARRAYS:
+            raise ProtocolError("invalid_input", "input names must be unique (inline or blob)")
+        inputs = {}
+        for name in names:
+            if name not in INPUTS:
+                raise ProtocolError("invalid_input",
+                                    f"unknown input {name!r}; known: {sorted(INPUTS)}")
+            if name in refs:
+                ref = refs[name]
+                shape = ref["shape"]
+                if ref["dtype"] not in DTYPES or not isinstance(shape, list) or not all(
+                        type(d) is int and d >= 0 for d in shape):
+                    raise ProtocolError("invalid_input", f"input {name!r}: bad dtype or shape")
+                inputs[name] = (ref, self.blobs.load(ref["blob"], ref["dtype"], shape))
+            else:
+                inputs[name] = (None, message.arrays[name])
+            INPUTS[name].check(name, inputs[name][1])
+        return inputs
+
+    def _op_submit(self, peer, owner, message) -> dict:
+        job_id = message["job"]
+        existing = self.jobs.get(job_id)
+        if existing is not None:
+            if existing["owner"] != owner:
+                raise ProtocolError("conflict", f"job id {job_id!r} is taken; choose another")
+            return {**self._public(existing), "existing": True}
+        if sum(r["owner"] == owner for r in self.jobs.values()) >= MAX_JOBS_PER_OWNER:
+            raise ProtocolError("too_many_jobs", "delete finished jobs before submitting more")
+        spec = message["spec"]
+        runner = self.runners.get(spec.get("task"))
+        if runner is None:
+            raise ProtocolError("invalid_input",
+                                f"spec 'task' must be one of {sorted(self.runners)}")
+        inputs = self._submitted_inputs(message)
+        runner.validate(spec, {name: array for name, (_, array) in inputs.items()})
+        manifest = {}
+        for name, (ref, array) in inputs.items():
+            blob = ref["blob"] if ref else self.blobs.put(memoryview(np.ascontiguousarray(array)))
+            manifest[name] = {"blob": blob, "dtype": wire_dtype(array),
+                              "shape": list(array.shape)}
+        now = time.time()
+        record = {"id": job_id, "owner": owner, "task": runner.task, "spec": spec,
+                  "inputs": manifest, "state": "queued", "created": now, "finished": None,
+                  "seq": max((r["seq"] for r in self.jobs.values()), default=0) + 1,
+                  "attempts": 0, "progress": None, "message": "", "results": []}
+        self.store.create(record)
+        self.jobs[job_id] = record
+        self._enqueue(record)
+        return {**self._public(record), "existing": False}
+
+    def _op_status(self, peer, owner, message) -> dict:
+        return self._public(self._job(owner, message["job"]))
+
+    def _op_list(self, peer, owner, message) -> dict:
+        records = sorted((r for r in self.jobs.values() if r["owner"] == owner),
+                         key=lambda r: r["seq"])
+        return {"jobs": [self._public(r) for r in records]}
+
+    def _op_attach(self, peer, owner, message) -> None:
+        record = self._job(owner, message["job"])
+        job_id = record["id"]
+        self.subscribers[job_id].add(peer)
+        self._send(peer, "reply", {"re": message["id"], **self._public(record)})
+        for fields in self.logs.get(job_id, ()):
+            self._event(job_id, "log", fields, peers=[peer])
+        if record["progress"]:
+            self._event(job_id, "progress", record["progress"], peers=[peer])
+        if job_id in self.previews:
+            self._event(job_id, "preview", *self.previews[job_id], peers=[peer])
+        if record["state"] in TERMINAL:
+            fields = ({"results": record["results"]} if record["state"] == "done"
+                      else {"message": record["message"]})
+            self._event(job_id, record["state"], fields, peers=[peer])
+
+    def _op_detach(self, peer, owner, message) -> dict:
+        self.subscribers.get(self._job(owner, message["job"])["id"], set()).discard(peer)
+        return {"job": message["job"]}
+
+    def _op_cancel(self, peer, owner, message) -> dict:
+        record = self._job(owner, message["job"])
+        job_id = record["id"]
+        if record["state"] == "queued" and self.worker.dequeue(job_id):
+            self._finish(job_id, "cancelled", "the job was cancelled", [])
+        elif record["state"] in ("queued", "running"):
+            self.worker.stop(job_id)
+            return {**self._public(record), "state": "cancelling"}
+        return self._public(record)
+
+    def _op_delete(self, peer, owner, message) -> dict:
+        record = self._job(owner, message["job"])
+        job_id = record["id"]
+        if record["state"] in TERMINAL or self.worker.dequeue(job_id):
+            self._remove(job_id)
+        else:
+            self.pending_delete.add(job_id)
+            self.worker.stop(job_id)
+        return {"job": job_id, "deleted": True}
+
+    def _op_fetch(self, peer, owner, message) -> dict:
+        record = self._job(owner, message["job"])
+        if record["state"] != "done":
+            raise ProtocolError("not_ready", f"job {record['id']!r} is {record['state']}, not done")
+        return {"job": record["id"], "files": record["results"]}
+
+    def _op_read(self, peer, owner, message) -> None:
+        record = self._job(owner, message["job"])
+        entry = next((f for f in record["results"] if f["name"] == message["file"]), None)
+        if record["state"] != "done" or entry is None:
+            raise ProtocolError("not_found", f"no result file {message['file']!r}")
+        offset = message["offset"]
+        length = max(0, min(message["length"], entry["size"] - offset))
+        data = np.empty(0, np.uint8)
+        if length:  # zero-copy: the frame is a view of the file's pages
+            with open(self.store.results_dir(record["id"]) / entry["name"], "rb") as stream:
+                mapped = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
+            data = np.frombuffer(mapped, np.uint8, count=length, offset=offset)
+        self._send(peer, "data", {"re": message["id"], "offset": offset}, {"data": data})

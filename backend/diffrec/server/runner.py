@@ -1,0 +1,103 @@
+"""The job-runner interface: what the server hands a job to, and what a runner may use.
+
+A runner is chosen by the job spec's ``task``. The server calls ``validate`` at submit time
+(errors reach the client as ``invalid_input``) and, in its worker thread, ``run`` with a
+``JobContext``. ``run`` writes its result files into ``ctx.results_dir`` and returns; it
+checks ``ctx.should_stop()`` at least every few hundred milliseconds and returns early when
+it is set (the job was cancelled, deleted or the server is stopping); it saves checkpoints
+with ``ctx.save_checkpoint`` and starts from ``ctx.load_checkpoint()`` when there is one, so
+a job resumes after a server crash. It raises ``JobFailed`` with a sentence the user can act
+on; any other exception fails the job alone with an "internal error" message.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .files import write_atomic
+
+EmitFn = Callable[[str, dict, "Mapping[str, np.ndarray] | None"], None]
+
+
+class JobFailed(Exception):
+    """The job cannot finish; the message tells the user why and what to change."""
+
+
+@dataclass
+class Checkpoint:
+    """A runner's saved state: arrays plus JSON-able metadata (e.g. the iteration)."""
+
+    arrays: dict[str, np.ndarray]
+    meta: dict
+
+
+@dataclass
+class JobContext:
+    """Everything a runner gets. ``inputs`` are read-only arrays (copy before modifying or
+    handing to torch); ``device`` is a torch device string such as ``cuda:0`` or ``cpu``."""
+
+    job_id: str
+    spec: Mapping
+    inputs: Mapping[str, np.ndarray]
+    work_dir: Path
+    results_dir: Path
+    device: str
+    emit_fn: EmitFn
+    stop_flag: threading.Event
+
+    def emit(self, kind: str, fields: dict, arrays: Mapping[str, np.ndarray] | None = None):
+        """Send a ``progress``, ``preview`` or ``log`` event to attached clients."""
+        if kind not in ("progress", "preview", "log"):
+            raise ValueError(f"runners emit progress, preview or log events, not {kind!r}")
+        self.emit_fn(kind, fields, arrays)
+
+    def should_stop(self) -> bool:
+        return self.stop_flag.is_set()
+
+    @property
+    def _checkpoint_path(self) -> Path:
+        return self.work_dir / "checkpoint.npz"
+
+    def save_checkpoint(self, arrays: Mapping[str, np.ndarray], meta: dict) -> None:
+        """Replace the job's checkpoint atomically (a crash keeps the previous one)."""
+        buffer = io.BytesIO()
+        np.savez(buffer, __meta__=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
+        write_atomic(self._checkpoint_path, buffer.getbuffer())
+
+    def load_checkpoint(self) -> Checkpoint | None:
+        """The last checkpoint saved for this job, or None."""
+        if not self._checkpoint_path.exists():
+            return None
+        with np.load(self._checkpoint_path, allow_pickle=False) as archive:
+            arrays = {name: archive[name] for name in archive.files}
+        meta = json.loads(arrays.pop("__meta__").tobytes().decode())
+        return Checkpoint(arrays, meta)
+
+
+class Runner(ABC):
+    """One kind of job (``task`` in the job spec)."""
+
+    task: str
+
+    @abstractmethod
+    def validate(self, spec: Mapping, inputs: Mapping[str, np.ndarray]) -> None:
+        """Raise ``JobFailed`` if the spec or inputs cannot make a job (runs at submit)."""
+
+    @abstractmethod
+    def run(self, ctx: JobContext) -> None:
+        """Do the work; write results into ``ctx.results_dir``."""
+
+
+def runners() -> dict[str, Runner]:
+    """The runners this server offers, by task name."""
+    from .texture_fit import TextureFitRunner
+
+    return {runner.task: runner for runner in (TextureFitRunner(),)}

@@ -1,0 +1,160 @@
+"""``fit_texture``: a small real optimisation job (until the reconstruction pipeline lands).
+
+It fits one texture ``T`` (S, S, C), bilinearly resampled to the image size, to all target
+images at once with Adam on the mean squared error (learning rate decaying exponentially to
+1 % of ``lr``); the optimum is the least-squares texture,
+i.e. the per-pixel mean of the targets when S equals the image size. It reports real loss and
+PSNR, sends previews, checkpoints (texture and Adam state) and resumes from its checkpoint.
+
+Spec: ``{"task": "fit_texture", "iterations": int = 500, "texture_size": int = 64,
+"lr": float = 0.05, "checkpoint_every": int = 100, "preview_every": int = 250}``.
+Inputs: ``images`` (N, H, W, 3|4) float, scene-linear. Results: ``texture.npy`` (S, S, C)
+float32, ``render.npy`` (H, W, C) float32, ``metrics.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .runner import JobContext, JobFailed, Runner
+
+PREVIEW_PIXELS = 64
+PROGRESS_INTERVAL_S = 0.2
+LR_FINAL_FRACTION = 0.01
+LIMITS = {  # name: (default, low, high, type)
+    "iterations": (500, 1, 1_000_000, int),
+    "texture_size": (64, 1, 4096, int),
+    "lr": (0.05, 1e-6, 1.0, float),
+    "checkpoint_every": (100, 1, 1_000_000, int),
+    "preview_every": (250, 1, 1_000_000, int),
+}
+
+
+def _settings(spec: Mapping) -> dict:
+    unknown = set(spec) - set(LIMITS) - {"task"}
+    if unknown:
+        raise JobFailed(f"fit_texture does not know the settings {sorted(unknown)}")
+    settings = {}
+    for name, (default, low, high, kind) in LIMITS.items():
+        value = spec.get(name, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise JobFailed(f"setting {name!r} must be a number")
+        if not low <= value <= high or (kind is int and value != int(value)):
+            raise JobFailed(f"setting {name!r} must be a{'n integer' if kind is int else ' number'}"
+                            f" in [{low}, {high}], got {value}")
+        settings[name] = kind(value)
+    return settings
+
+
+def _render(texture: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    """(C, S, S) texture → (C, H, W) image by bilinear resampling."""
+    return F.interpolate(texture[None], size=(height, width), mode="bilinear",
+                         align_corners=False)[0]
+
+
+def _preview(image: torch.Tensor) -> np.ndarray:
+    """(C, H, W) → (h, w, C) float32 no larger than PREVIEW_PIXELS on a side."""
+    step = max(1, math.ceil(max(image.shape[1:]) / PREVIEW_PIXELS))
+    return image[:, ::step, ::step].permute(1, 2, 0).detach().cpu().numpy().astype(np.float32)
+
+
+class TextureFitRunner(Runner):
+    task = "fit_texture"
+
+    def validate(self, spec: Mapping, inputs: Mapping[str, np.ndarray]) -> None:
+        _settings(spec)
+        if set(inputs) != {"images"}:
+            raise JobFailed(f"fit_texture takes exactly one input, 'images'; got {sorted(inputs)}")
+        if inputs["images"].dtype.kind != "f":
+            raise JobFailed("fit_texture needs float images (scene-linear)")
+
+    def run(self, ctx: JobContext) -> None:
+        settings = _settings(ctx.spec)
+        device = torch.device(ctx.device)
+        targets = torch.from_numpy(np.array(ctx.inputs["images"], dtype=np.float32))
+        targets = targets.permute(0, 3, 1, 2).to(device)  # (N, C, H, W)
+        _, channels, height, width = targets.shape
+        size = settings["texture_size"]
+        texture = torch.full((channels, size, size), 0.5, device=device, requires_grad=True)
+        optimizer = torch.optim.Adam([texture], lr=settings["lr"])
+        start = self._restore(ctx, texture, optimizer)
+
+        total = settings["iterations"]
+        began, last_report, mse = time.monotonic(), 0.0, float("nan")
+        for iteration in range(start, total):
+            if ctx.should_stop():
+                return
+            for group in optimizer.param_groups:  # decays to 1 % by the end: Adam settles
+                group["lr"] = settings["lr"] * LR_FINAL_FRACTION ** (iteration / total)
+            optimizer.zero_grad(set_to_none=True)
+            render = _render(texture, height, width)
+            loss = F.mse_loss(render[None].expand_as(targets), targets)
+            loss.backward()
+            optimizer.step()
+            mse = loss.item()
+            if not math.isfinite(mse):
+                raise JobFailed("the loss became NaN or infinite; lower the learning rate 'lr'")
+            done = iteration + 1
+            now = time.monotonic()
+            if now - last_report >= PROGRESS_INTERVAL_S or done == total:
+                last_report = now
+                rate = (done - start) / max(now - began, 1e-9)
+                ctx.emit("progress", {
+                    "pass": "fit", "iteration": done, "iterations": total,
+                    "losses": {"mse": mse}, "psnr": _psnr(mse), "eta_s": (total - done) / rate,
+                })
+            if done % settings["preview_every"] == 0 or done == total:
+                ctx.emit("preview", {"iteration": done},
+                         {"render": _preview(render.detach()), "target": _preview(targets[0])})
+            if done % settings["checkpoint_every"] == 0 and done < total:
+                self._save(ctx, texture, optimizer, done)
+        self._write_results(ctx, texture, height, width, total, mse)
+
+    @staticmethod
+    def _save(ctx: JobContext, texture: torch.Tensor, optimizer, iteration: int) -> None:
+        state = optimizer.state[texture]
+        ctx.save_checkpoint(
+            {name: state[name].detach().cpu().numpy() for name in ("exp_avg", "exp_avg_sq")}
+            | {"texture": texture.detach().cpu().numpy()},
+            {"iteration": iteration, "step": float(state["step"])},
+        )
+
+    @staticmethod
+    def _restore(ctx: JobContext, texture: torch.Tensor, optimizer) -> int:
+        checkpoint = ctx.load_checkpoint()
+        if checkpoint is None:
+            return 0
+        if checkpoint.arrays["texture"].shape != tuple(texture.shape):
+            raise JobFailed("the checkpoint does not match this job's texture size")
+        with torch.no_grad():
+            texture.copy_(torch.from_numpy(checkpoint.arrays["texture"]))
+        optimizer.state[texture] = {
+            "step": torch.tensor(checkpoint.meta["step"]),
+            **{name: torch.from_numpy(checkpoint.arrays[name]).to(texture.device)
+               for name in ("exp_avg", "exp_avg_sq")},
+        }
+        iteration = int(checkpoint.meta["iteration"])
+        ctx.emit("log", {"level": "info", "resumed_from": iteration,
+                         "message": f"resumed from the checkpoint at iteration {iteration}"})
+        return iteration
+
+    @staticmethod
+    def _write_results(ctx, texture, height, width, iterations, mse) -> None:
+        with torch.no_grad():
+            render = _render(texture, height, width)
+        np.save(ctx.results_dir / "texture.npy", texture.detach().permute(1, 2, 0).cpu().numpy())
+        np.save(ctx.results_dir / "render.npy", render.permute(1, 2, 0).cpu().numpy())
+        metrics = {"iterations": iterations, "mse": mse, "psnr": _psnr(mse)}
+        (ctx.results_dir / "metrics.json").write_text(json.dumps(metrics, indent=1))
+
+
+def _psnr(mse: float) -> float:
+    """PSNR in dB for a peak of 1 (capped at 100 dB for a perfect fit)."""
+    return 100.0 if mse <= 1e-10 else -10.0 * math.log10(mse)

@@ -1,0 +1,73 @@
+"""Helpers for the server tests: a server in a child process, job specs, target images."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from diffrec.protocol import Client
+
+START_TIMEOUT_S = 60.0
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class ServerProcess:
+    """``diffrec serve`` in a child process; killed (SIGKILL) at the latest on teardown."""
+
+    def __init__(self, data_dir: Path, *extra: str, port: int | None = None):
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self.address = f"tcp://127.0.0.1:{self.port}"
+        self.extra = extra
+        self.process: subprocess.Popen | None = None
+        self.log = self.data_dir.parent / f"server-{self.port}.log"
+
+    def start(self, wait: bool = True) -> ServerProcess:
+        command = [sys.executable, "-m", "diffrec", "serve", "--bind", self.address,
+                   "--data-dir", str(self.data_dir), "--device", "cpu", *self.extra]
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        with open(self.log, "a") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, **client_args) -> None:
+        with Client(self.address, timeout=1.0, retry_for=START_TIMEOUT_S, **client_args) as c:
+            c.ping()
+
+    def kill(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def job_dir(self, job_id: str) -> Path:
+        return self.data_dir / "jobs" / job_id
+
+
+def fit_spec(**overrides) -> dict:
+    return {"task": "fit_texture", "iterations": 200, "texture_size": 16, "lr": 0.05,
+            "checkpoint_every": 50, "preview_every": 100, **overrides}
+
+
+def target_images(count: int = 4, size: int = 16, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).random((count, size, size, 3), dtype=np.float32)

@@ -1,0 +1,90 @@
+"""Faults: the server killed (SIGKILL) mid-upload and mid-job, then started again."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+from server_helpers import fit_spec, target_images
+
+from diffrec.protocol import ServerError
+from diffrec.protocol.limits import MIB
+
+
+def test_upload_resumes_after_the_server_is_killed(start_server, connect):
+    server = start_server()
+    client = connect(server, timeout=1.0)
+    upload_replies = []
+    call = client.call
+
+    def spy(op, fields=None, arrays=None):
+        reply = call(op, fields, arrays)
+        if op == "upload":
+            upload_replies.append(reply)
+        return reply
+
+    client.call = spy
+    payload = np.random.default_rng(5).bytes(64 * MIB)
+    killed_at = []
+
+    def on_progress(done, total):
+        if not killed_at and done >= 24 * MIB:
+            killed_at.append(done)
+            server.kill()
+            server.start(wait=False)  # same port, same data directory
+
+    sha = client.upload(payload, on_progress=on_progress)
+    assert sha == hashlib.sha256(payload).hexdigest()
+    assert upload_replies[0]["offset"] == 0
+    resumed = upload_replies[-1]["offset"]
+    assert len(upload_replies) >= 2 and resumed >= killed_at[0]  # not sent again from 0
+    assert (server.data_dir / "blobs" / sha).read_bytes() == payload
+    assert not (server.data_dir / "blobs" / f"{sha}.part").exists()
+
+
+def test_job_resumes_from_its_checkpoint_after_the_server_is_killed(start_server, connect,
+                                                                  tmp_path):
+    server = start_server()
+    client = connect(server)
+    images = target_images(size=16, seed=7)
+    client.submit("survivor", fit_spec(iterations=2000, checkpoint_every=100), {"images": images})
+    client.submit("waiting", fit_spec(iterations=20), {"images": images})
+    checkpoint = server.job_dir("survivor") / "checkpoint" / "checkpoint.npz"
+    client.attach("survivor")
+    for event in client.events(idle_timeout=30):
+        if event["kind"] == "progress" and checkpoint.exists():
+            assert event["iteration"] < 2000
+            break
+    server.kill()
+    client.close()
+
+    server.start()
+    again = connect(server)
+    events = []
+    final = again.wait("survivor", on_event=events.append)
+    assert final["kind"] == "done", final.fields
+    resumed = [e["resumed_from"] for e in events if e["kind"] == "log" and "resumed_from" in e]
+    assert resumed and resumed[0] >= 100 and resumed[0] % 100 == 0
+    assert again.status("survivor")["attempts"] == 2
+    assert again.wait("waiting")["kind"] == "done"  # it stayed queued across the crash
+    assert again.status("waiting")["attempts"] == 1
+    again.fetch("survivor", tmp_path / "out")
+    np.testing.assert_allclose(np.load(tmp_path / "out" / "texture.npy"), images.mean(0),
+                               atol=2e-3)
+
+
+def test_finished_jobs_expire_after_the_retention_time(start_server, connect):
+    server = start_server()
+    client = connect(server)
+    client.submit("old", fit_spec(iterations=5), {"images": target_images()})
+    assert client.wait("old")["kind"] == "done"
+    client.close()
+    server.stop()
+    server.extra = ("--retention-days", "0")
+    server.start()
+    with pytest.raises(ServerError) as info:
+        connect(server).status("old")
+    assert info.value.code == "not_found"
+    assert not server.job_dir("old").exists()
+    assert list((server.data_dir / "blobs").iterdir())  # blobs go only when an hour old
