@@ -215,6 +215,17 @@ def _drain(context, session: jobs.JobSession, report, block: bool) -> bool:
             return True
 
 
+def follow_blocking(context, session: jobs.JobSession, report) -> None:
+    """Follow ``session`` to its end, applying its updates here on the main thread: the path
+    for ``blender --background`` and the bpy module, where modal operators never tick."""
+    _sessions[session.job] = session
+    session.start()
+    try:
+        _drain(context, session, report, block=True)
+    finally:
+        _sessions.pop(session.job, None)
+
+
 class _FollowsJob:
     """Shared by the operators that follow a job: blocking or modal."""
 
@@ -222,14 +233,11 @@ class _FollowsJob:
     _session: jobs.JobSession | None = None
 
     def follow(self, context, session: jobs.JobSession):
+        if bpy.app.background or context.window_manager is None or not context.window:
+            follow_blocking(context, session, self.report)
+            return {"FINISHED"}
         _sessions[session.job] = session
         session.start()
-        if bpy.app.background or context.window_manager is None or not context.window:
-            try:
-                _drain(context, session, self.report, block=True)
-            finally:
-                _sessions.pop(session.job, None)
-            return {"FINISHED"}
         self._session = session
         self._timer = context.window_manager.event_timer_add(0.1, window=context.window)
         context.window_manager.modal_handler_add(self)
