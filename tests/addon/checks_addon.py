@@ -11,7 +11,7 @@ import bpy
 import numpy as np
 
 import addon
-from addon import import_result, validate
+from addon import export_scene, import_result, validate
 
 OPERATORS = (
     "optimize", "attach", "cancel", "test_connection", "generate_keys", "copy_public_key",
@@ -228,6 +228,31 @@ def check_preview_image_shows_render_and_target():
     shown = _pixels(image)
     assert tuple(image.size) == (12, 4)
     assert np.allclose(shown[0, 0], (1, 0, 0, 1)) and np.allclose(shown[:, 6:], 1)
+
+
+def check_nerf_export_then_import_gives_the_same_cameras():
+    scene, _cube, camera = _good_scene()
+    scene.render.engine = "CYCLES"
+    scene.cycles.device, scene.cycles.samples = "CPU", 2
+    scene.render.resolution_x, scene.render.resolution_y = 32, 24
+    camera.data.lens = 40.0
+    try:
+        with tempfile.TemporaryDirectory() as directory:
+            assert bpy.ops.diffrec.export_nerf(directory=directory) == {"FINISHED"}
+            assert (Path(directory) / "train" / "r_0.png").exists()
+            transforms = str(Path(directory) / "transforms_train.json")
+            assert bpy.ops.diffrec.import_nerf(filepath=transforms) == {"FINISHED"}
+            imported = [o for o in scene.objects if o.type == "CAMERA" and o is not camera]
+            assert len(imported) == 1
+            copy = imported[0]
+            assert np.allclose(np.array(copy.matrix_world), np.array(camera.matrix_world),
+                               atol=1e-5)
+            # the same horizontal field of view (the sensor fit is AUTO on a landscape image)
+            assert abs(copy.data.angle_x - camera.data.angle_x) < 1e-6
+            assert tuple(export_scene.camera_image(copy).size) == (32, 24)
+            assert scene.diffrec.target_source == "CAMERA_IMAGES"
+    finally:
+        addon.unregister()
 
 
 harness.main(globals())

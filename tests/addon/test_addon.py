@@ -1,5 +1,5 @@
 """Add-on under bpy: clean registration, each bad setup's message, result import (node tree,
-packed images, colour spaces), the live preview image."""
+packed images, colour spaces), the live preview image, NeRF dataset export then import."""
 
 import pytest
 from blender_run import assert_check, check_names
