@@ -21,11 +21,13 @@ LINEAR = "Linear Rec.709"
 
 @dataclass
 class Asset:
-    """vertices [V,3], faces [F,3] int, uvs [V,2] or None; textures [H,W,3] or None."""
+    """vertices [V,3], faces [F,3] int; uvs [U,2] with uv_faces [F,3] (rows of ``uvs`` per
+    corner), or None; textures [H,W,3] or None."""
 
     vertices: np.ndarray
     faces: np.ndarray
     uvs: np.ndarray | None = None
+    uv_faces: np.ndarray | None = None
     kd: np.ndarray | None = None
     ks: np.ndarray | None = None
     normal: np.ndarray | None = None
@@ -74,7 +76,8 @@ def build_mesh(name: str, asset: Asset) -> bpy.types.Mesh:
     mesh.polygons.foreach_set("use_smooth", np.ones(len(faces), dtype=bool))
     if asset.uvs is not None:
         uv_layer = mesh.uv_layers.new(name="UVMap")
-        uv_layer.data.foreach_set("uv", np.asarray(asset.uvs, np.float32)[faces].reshape(-1))
+        uv_faces = faces if asset.uv_faces is None else np.asarray(asset.uv_faces)
+        uv_layer.data.foreach_set("uv", np.asarray(asset.uvs, np.float32)[uv_faces].reshape(-1))
     mesh.update()
     mesh.validate()
     return mesh

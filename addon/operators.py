@@ -75,17 +75,26 @@ def build_submission(context, settings) -> jobs.Submission:
         mesh = export_scene.export_mesh(subject, context.evaluated_depsgraph_get())
         arrays.update(vertices=mesh.vertices, faces=mesh.faces)
         if mesh.uvs is not None:
-            arrays["uvs"] = mesh.uvs
+            arrays.update(uvs=mesh.uvs, uv_faces=mesh.uv_faces)
     if scene.world is not None:
         arrays["envmap"] = export_scene.export_world(scene)
-    spec = {
-        "task": settings.mode,
-        "iterations": settings.iterations,
-        "texture_size": int(settings.texture_resolution),
-        "train_resolution": settings.train_resolution,
-        "learn_light": settings.light == "LEARN",
-    }
+    spec = {"task": "optimize", "settings": optimize_settings(settings, "envmap" in arrays)}
     return jobs.Submission(spec, arrays)
+
+
+def optimize_settings(settings, has_envmap: bool) -> dict:
+    """The panel's choices as the backend's ``optimize`` settings (docs/protocol.md)."""
+    values = {
+        "mode": settings.mode,
+        "iterations": settings.iterations,
+        "texture_res": int(settings.texture_resolution),
+        "train_res": settings.train_resolution,
+        "light": "fixed" if settings.light == "KEEP" else
+                 "learn-from-envmap" if has_envmap else "learn",
+    }
+    if settings.preset != "CUSTOM":
+        values["preset"] = settings.preset.lower()
+    return values
 
 
 # -- talking to the backend ------------------------------------------------------------------
@@ -155,13 +164,14 @@ def update_preview(render: np.ndarray, target: np.ndarray) -> bpy.types.Image:
 
 def load_result(paths: list[Path]) -> import_result.Asset | None:
     """The asset in a job's result files, or None when they hold no mesh. Files: ``mesh.npz``
-    (vertices, faces, optional uvs) and optional ``kd.npy``, ``ks.npy``, ``normal.npy``,
-    ``envmap.npy`` (float32 [H,W,3], rows top-down)."""
+    (vertices, faces, optional uvs and uv_faces) and optional ``kd.npy``, ``ks.npy``,
+    ``normal.npy``, ``envmap.npy`` (float32 [H,W,3], rows top-down)."""
     by_name = {Path(path).name: Path(path) for path in paths}
     if "mesh.npz" not in by_name:
         return None
     with np.load(by_name["mesh.npz"], allow_pickle=False) as mesh:
-        asset = import_result.Asset(mesh["vertices"], mesh["faces"], mesh.get("uvs"))
+        asset = import_result.Asset(mesh["vertices"], mesh["faces"], mesh.get("uvs"),
+                                    mesh.get("uv_faces"))
     for name in ("kd", "ks", "normal", "envmap"):
         if f"{name}.npy" in by_name:
             setattr(asset, name, np.load(by_name[f"{name}.npy"], allow_pickle=False))

@@ -1,8 +1,9 @@
 """Submit, follow, fetch and re-attach against a real ``diffrec serve`` (see harness.py).
 
-Needs DIFFREC_SERVER (tcp://127.0.0.1:PORT of a running server). The server's job runner is,
-for now, ``fit_texture`` (a small real optimisation); the add-on's own modes plug into the
-same path once the reconstruction pipeline serves them.
+Needs DIFFREC_SERVER (tcp://127.0.0.1:PORT of a running server). One check follows a small
+``fit_texture`` job through the job session; the other presses Optimize on a real scene:
+Cycles renders the targets, the backend's ``optimize`` task runs the pipeline on the CPU, and
+the result comes back as an object, a material and a world.
 """
 
 import os
@@ -15,7 +16,6 @@ import harness  # noqa: I001
 import bpy
 import numpy as np
 
-import addon
 from addon import jobs, operators
 
 REPORTS = []
@@ -32,6 +32,12 @@ def _enable_with_endpoint():
     preferences = bpy.context.preferences.addons["addon"].preferences
     preferences.endpoint = os.environ["DIFFREC_SERVER"]
     preferences.timeout = 5.0
+
+
+def _disable():
+    import addon_utils
+
+    addon_utils.disable("addon", default_set=True)
 
 
 def check_submit_follow_fetch_and_reattach():
@@ -80,7 +86,69 @@ def check_submit_follow_fetch_and_reattach():
         assert (operators.results_dir(job) / "texture.npy").exists()
         assert np.array_equal(np.load(operators.results_dir(job) / "texture.npy"), texture)
     finally:
-        addon.unregister()
+        _disable()
+
+
+def _scene_for_optimize():
+    """A UV sphere (selected, active), four cameras around it, a small HDRI world."""
+    scene = bpy.context.scene
+    scene.render.engine = "CYCLES"
+    scene.cycles.device = "CPU"
+    scene.cycles.samples = 8
+    bpy.ops.mesh.primitive_uv_sphere_add(segments=16, ring_count=8, radius=1.0)
+    sphere = bpy.context.active_object
+    sphere.name = "ball"
+    material = bpy.data.materials.new("ball")
+    material.use_nodes = True
+    material.node_tree.nodes["Principled BSDF"].inputs["Base Color"].default_value = (
+        0.7, 0.2, 0.1, 1.0)
+    sphere.data.materials.append(material)
+    for index in range(4):
+        angle = index * np.pi / 2
+        data = bpy.data.cameras.new(f"cam{index}")
+        camera = bpy.data.objects.new(f"cam{index}", data)
+        scene.collection.objects.link(camera)
+        camera.location = (4 * np.cos(angle), 4 * np.sin(angle), 1.0)
+        direction = -camera.location.normalized()
+        camera.rotation_euler = direction.to_track_quat("-Z", "Y").to_euler()
+    sky = bpy.data.images.new("sky", 32, 16, float_buffer=True)
+    rows = np.linspace(1.5, 0.3, 16, dtype=np.float32)[::-1]  # Blender rows are bottom-up
+    sky.pixels.foreach_set(np.repeat(rows[:, None, None], 32, 1).repeat(4, 2).reshape(-1))
+    sky.pack()
+    world = bpy.data.worlds.new("sky")
+    world.use_nodes = True
+    environment = world.node_tree.nodes.new("ShaderNodeTexEnvironment")
+    environment.image = sky
+    world.node_tree.links.new(environment.outputs["Color"],
+                              world.node_tree.nodes["Background"].inputs["Color"])
+    scene.world = world
+    sphere.select_set(True)
+    bpy.context.view_layer.objects.active = sphere
+    return scene
+
+
+def check_optimize_materials_round_trip():
+    """Optimize in background mode: export, backend pipeline, import."""
+    _enable_with_endpoint()
+    try:
+        scene = _scene_for_optimize()
+        settings = scene.diffrec
+        settings.mode, settings.preset, settings.light = "materials", "PREVIEW", "KEEP"
+        settings.iterations, settings.train_resolution = 20, 32
+        bpy.context.preferences.addons["addon"].preferences.timeout = 30.0
+        assert bpy.ops.diffrec.optimize() == {"FINISHED"}, settings.status
+        entry = settings.jobs[-1]
+        assert entry.state == "done" and entry.imported, (entry.state, settings.status)
+        result = bpy.data.objects["ball optimised"]
+        # triangulated, still welded: 2 * 16 * 6 quad halves + 2 * 16 cap triangles
+        assert len(result.data.polygons) == 224 and len(result.data.vertices) == 16 * 7 + 2
+        assert result.data.uv_layers.active is not None
+        nodes = result.active_material.node_tree.nodes
+        assert {"ShaderNodeTexImage", "ShaderNodeNormalMap"} <= {n.bl_idname for n in nodes}
+        files = {path.name for path in operators.results_dir(entry.job_id).iterdir()}
+        assert {"mesh.obj", "mesh.glb", "probe.hdr", "metrics.json", "mesh.npz"} <= files
+    finally:
+        _disable()
 
 
 harness.main(globals())
