@@ -31,6 +31,7 @@ from . import (
 )
 
 PREVIEW_IMAGE = "diffrec preview"
+LIVE_MESH = "diffrec live mesh"
 _sessions: dict[str, jobs.JobSession] = {}
 
 
@@ -91,6 +92,7 @@ def optimize_settings(settings, has_envmap: bool) -> dict:
         "train_res": settings.train_resolution,
         "light": "fixed" if settings.light == "KEEP" else
                  "learn-from-envmap" if has_envmap else "learn",
+        "preview_every": max(10, settings.iterations // 50),  # about 50 live previews
     }
     if settings.preset != "CUSTOM":
         values["preset"] = settings.preset.lower()
@@ -191,6 +193,8 @@ def _apply(context, job: str, update: jobs.Update, report) -> None:
         settings.progress = 100 * fraction
     elif update.kind == "preview" and {"render", "target"} <= update.arrays.keys():
         update_preview(update.arrays["render"], update.arrays["target"])
+        if settings.live_mesh and {"vertices", "faces"} <= update.arrays.keys():
+            update_live_mesh(context, update.arrays["vertices"], update.arrays["faces"])
     elif update.kind == "log":
         report({"INFO"}, update.fields.get("message", ""))
     elif update.kind in ("done", "failed", "cancelled", "error"):
@@ -201,14 +205,56 @@ def _apply(context, job: str, update: jobs.Update, report) -> None:
         asset = load_result(paths)
         if asset is not None:
             name = f"{entry.object_name or 'diffrec'} optimised" if entry else "diffrec result"
+            remove_live_mesh()
             import_result.import_asset(context, name, asset)
+            if not bpy.app.background:
+                bpy.ops.ed.undo_push(message="diffrec: import result")
             if entry is not None:
                 entry.imported = True
+            if settings.save_glb:
+                saved = save_glb_beside_blend(paths, name)
+                report({"INFO"}, f"diffrec: saved {saved}" if saved else
+                       "diffrec: save the .blend first to keep a GLB beside it")
         settings.status = f"done: {len(paths)} files in {paths[0].parent if paths else '-'}"
     if entry is not None and update.kind in ("submitted", "done", "failed", "cancelled"):
         entry.state = update.fields.get("state", update.kind)
     if entry is not None and update.kind == "fetched":
         entry.state = "done"
+
+
+def update_live_mesh(context, vertices: np.ndarray, faces: np.ndarray) -> bpy.types.Object:
+    """Show the mesh the backend is optimising as the 'diffrec live mesh' object."""
+    mesh = bpy.data.meshes.new(LIVE_MESH)
+    mesh.from_pydata(np.asarray(vertices, np.float64).tolist(), [],
+                     np.asarray(faces, np.int64).tolist())
+    mesh.update()
+    obj = bpy.data.objects.get(LIVE_MESH)
+    if obj is None:
+        obj = bpy.data.objects.new(LIVE_MESH, mesh)
+        obj.display_type = "WIRE"
+        context.scene.collection.objects.link(obj)
+    else:
+        old, obj.data = obj.data, mesh
+        bpy.data.meshes.remove(old)
+    return obj
+
+
+def remove_live_mesh() -> None:
+    obj = bpy.data.objects.get(LIVE_MESH)
+    if obj is not None:
+        mesh = obj.data
+        bpy.data.objects.remove(obj)
+        bpy.data.meshes.remove(mesh)
+
+
+def save_glb_beside_blend(paths: list[Path], name: str) -> Path | None:
+    """Copy the result's mesh.glb next to the saved .blend as ``<name>.glb``."""
+    glb = next((path for path in paths if path.name == "mesh.glb"), None)
+    if glb is None or not bpy.data.filepath:
+        return None
+    target = Path(bpy.data.filepath).parent / f"{bpy.path.clean_name(name)}.glb"
+    target.write_bytes(glb.read_bytes())
+    return target
 
 
 def _drain(context, session: jobs.JobSession, report, block: bool) -> bool:

@@ -30,6 +30,9 @@ class DIFFREC_PT_main(bpy.types.Panel):
         column.prop(settings, "iterations")
         column.prop(settings, "texture_resolution")
         layout.prop(settings, "light", expand=True)
+        row = layout.row()
+        row.prop(settings, "live_mesh")
+        row.prop(settings, "save_glb")
         following = bool(operators._sessions)
         row = layout.row(align=True)
         row.scale_y = 1.4

@@ -99,6 +99,16 @@ class DiffrecSceneSettings(bpy.types.PropertyGroup):
     # what the followed job last reported: pass, iteration, loss, PSNR, ETA
     status: StringProperty(name="Status")
     progress: FloatProperty(name="Progress", subtype="PERCENTAGE", min=0, max=100)
+    live_mesh: BoolProperty(
+        name="Live mesh",
+        description="Show the mesh being optimised in the viewport while the job runs",
+        default=True,
+    )
+    save_glb: BoolProperty(
+        name="Save GLB",
+        description="Also save the result as a .glb file beside the .blend",
+        default=False,
+    )
 
 
 CLASSES = (DiffrecJob, DiffrecSceneSettings)

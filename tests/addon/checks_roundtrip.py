@@ -151,4 +151,34 @@ def check_optimize_materials_round_trip():
         _disable()
 
 
+def check_refine_shows_the_live_mesh_and_saves_a_glb():
+    """Refine sends the moving mesh with its previews; the result is also saved as GLB."""
+    import tempfile
+
+    _enable_with_endpoint()
+    folder = Path(tempfile.mkdtemp())
+    live = []
+    original = operators.update_live_mesh
+
+    def recording(context, vertices, faces):
+        live.append(len(faces))
+        return original(context, vertices, faces)
+
+    operators.update_live_mesh = recording
+    try:
+        scene = _scene_for_optimize()
+        bpy.ops.wm.save_as_mainfile(filepath=str(folder / "scene.blend"))
+        settings = scene.diffrec
+        settings.mode, settings.preset, settings.light = "refine", "PREVIEW", "KEEP"
+        settings.iterations, settings.train_resolution, settings.save_glb = 20, 32, True
+        bpy.context.preferences.addons["addon"].preferences.timeout = 30.0
+        assert bpy.ops.diffrec.optimize() == {"FINISHED"}, settings.status
+        assert live == [224, 224], live  # previews at iterations 10 and 20
+        assert operators.LIVE_MESH not in bpy.data.objects, "removed once the result is in"
+        assert (folder / "ball_optimised.glb").stat().st_size > 1000  # bpy.path.clean_name
+    finally:
+        operators.update_live_mesh = original
+        _disable()
+
+
 harness.main(globals())

@@ -63,7 +63,7 @@ class ExplicitGeometry(torch.nn.Module):
         if not self.trainable or self.laplace_scale == 0:
             return self.offset.new_zeros(())
         field = self.offset if self.laplace == "relative" else self.initial_positions + self.offset
-        term = uniform_laplacian(field, self.edges).square().sum(-1).mean()
+        term = uniform_laplacian(field, self.edges).square().mean()
         return self.laplace_scale * (1.0 - progress) * term
 
 
