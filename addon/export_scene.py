@@ -1,0 +1,263 @@
+"""Scene data out of Blender into the wire's arrays (docs/protocol.md, "Inputs").
+
+Mesh: the evaluated mesh (modifiers applied), triangulated, world space, float32, vertices
+split at UV seams so that ``uvs`` is per vertex. Cameras: ``matrix_world`` (camera to world,
+scale removed) and intrinsics (fx, fy, cx, cy, near, far) in pixels, top-left origin. World: an
+equirectangular float32 [H,W,3] map, rows top-down, scene-linear, laid out as Blender's
+Environment Texture reads it. Target images: float32 [H,W,4], straight alpha, rows top-down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import bpy
+import numpy as np
+
+from . import camera_model, pixels
+
+
+@dataclass
+class MeshArrays:
+    """vertices [V,3] float32 (world, metres), faces [F,3] int32, uvs [V,2] float32 or None."""
+
+    vertices: np.ndarray
+    faces: np.ndarray
+    uvs: np.ndarray | None
+
+
+def _matrix(matrix) -> np.ndarray:
+    return np.array([list(row) for row in matrix], dtype=np.float64)
+
+
+def export_mesh(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> MeshArrays:
+    """The object's evaluated mesh, triangulated, in world space."""
+    evaluated = obj.evaluated_get(depsgraph)
+    mesh = evaluated.to_mesh()
+    try:
+        mesh.calc_loop_triangles()
+        count_v, count_t = len(mesh.vertices), len(mesh.loop_triangles)
+        positions = np.empty(count_v * 3, np.float32)
+        mesh.vertices.foreach_get("co", positions)
+        corner_vertex = np.empty(len(mesh.loops), np.int32)
+        mesh.loops.foreach_get("vertex_index", corner_vertex)
+        tri_corners = np.empty(count_t * 3, np.int32)
+        mesh.loop_triangles.foreach_get("loops", tri_corners)
+        uv_layer = mesh.uv_layers.active
+        corner_uvs = None
+        if uv_layer is not None:
+            corner_uvs = np.empty(len(mesh.loops) * 2, np.float32)
+            uv_layer.data.foreach_get("uv", corner_uvs)
+            corner_uvs = corner_uvs.reshape(-1, 2)
+        matrix = _matrix(evaluated.matrix_world)
+    finally:
+        evaluated.to_mesh_clear()
+    positions = positions.reshape(-1, 3).astype(np.float64) @ matrix[:3, :3].T + matrix[:3, 3]
+    if corner_uvs is None:
+        faces = corner_vertex[tri_corners].reshape(-1, 3)
+        return MeshArrays(positions.astype(np.float32), faces.astype(np.int32), None)
+    # one output vertex per distinct (vertex, uv) pair among the triangles' corners
+    keys = np.concatenate(
+        [corner_vertex[tri_corners, None].astype(np.float64), corner_uvs[tri_corners]], axis=1
+    )
+    unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+    vertex_ids = unique[:, 0].astype(np.int64)
+    return MeshArrays(
+        vertices=positions[vertex_ids].astype(np.float32),
+        faces=inverse.reshape(-1, 3).astype(np.int32),
+        uvs=unique[:, 1:].astype(np.float32),
+    )
+
+
+def render_size(scene: bpy.types.Scene, scale: float = 1.0) -> tuple[int, int]:
+    """The scene's render resolution in pixels, percentage applied, times ``scale``."""
+    factor = scene.render.resolution_percentage / 100 * scale
+    return (
+        max(1, round(scene.render.resolution_x * factor)),
+        max(1, round(scene.render.resolution_y * factor)),
+    )
+
+
+def camera_settings(camera: bpy.types.Object, scene, size: tuple[int, int]):
+    data = camera.data
+    return camera_model.CameraSettings(
+        lens=data.lens,
+        sensor_width=data.sensor_width,
+        sensor_height=data.sensor_height,
+        sensor_fit=data.sensor_fit,
+        width=size[0],
+        height=size[1],
+        shift_x=data.shift_x,
+        shift_y=data.shift_y,
+        pixel_aspect_x=scene.render.pixel_aspect_x,
+        pixel_aspect_y=scene.render.pixel_aspect_y,
+    )
+
+
+def export_camera(camera: bpy.types.Object, scene, size: tuple[int, int]):
+    """(camera_to_world [4,4] float64 without scale, intrinsics [6] float64:
+    fx, fy, cx, cy, near, far) for a perspective camera rendering ``size`` (width, height)."""
+    if camera.type != "CAMERA" or camera.data.type != "PERSP":
+        raise ValueError(f"{camera.name} is not a perspective camera")
+    fx, fy, cx, cy = camera_model.intrinsics(camera_settings(camera, scene, size))
+    near, far = camera.data.clip_start, camera.data.clip_end
+    return _matrix(camera.matrix_world.normalized()), np.array([fx, fy, cx, cy, near, far])
+
+
+def export_cameras(cameras, scene, size) -> tuple[np.ndarray, np.ndarray]:
+    """Stacked ``export_camera`` results: [N,4,4] and [N,6], float32."""
+    poses, intrinsics = zip(*(export_camera(c, scene, size) for c in cameras), strict=True)
+    return np.stack(poses).astype(np.float32), np.stack(intrinsics).astype(np.float32)
+
+
+# -- images ----------------------------------------------------------------------------------
+
+
+def image_array(image: bpy.types.Image) -> np.ndarray:
+    """A Blender image as float32 [H,W,4], rows top-down, scene-linear (8-bit sRGB images are
+    linearised; float images are linear already)."""
+    width, height = image.size
+    if width == 0 or height == 0:
+        raise ValueError(f"image {image.name!r} has no pixels (missing file?)")
+    flat = np.empty(width * height * image.channels, np.float32)
+    image.pixels.foreach_get(flat)
+    array = pixels.rgba(pixels.from_blender_rows(flat, width, height, image.channels))
+    if not image.is_float and image.colorspace_settings.name == "sRGB":
+        array[..., :3] = pixels.srgb_to_linear(array[..., :3])
+    return array
+
+
+def load_image_array(path: Path) -> np.ndarray:
+    """An image file read through Blender, as ``image_array``; the datablock is removed."""
+    image = bpy.data.images.load(str(path), check_existing=False)
+    try:
+        return image_array(image)
+    finally:
+        bpy.data.images.remove(image)
+
+
+@contextlib.contextmanager
+def _temporarily(target, **values):
+    """Set attributes of ``target`` for the duration of the block, then restore them."""
+    saved = {name: getattr(target, name) for name in values}
+    try:
+        for name, value in values.items():
+            setattr(target, name, value)
+        yield target
+    finally:
+        for name, value in saved.items():
+            setattr(target, name, value)
+
+
+@contextlib.contextmanager
+def _exr_output(scene: bpy.types.Scene, transparent: bool):
+    settings = scene.render.image_settings
+    with (
+        _temporarily(scene.render, film_transparent=transparent),
+        _temporarily(settings, file_format="OPEN_EXR"),
+        _temporarily(settings, color_depth="32", color_mode="RGBA"),
+    ):
+        yield
+
+
+def render_views(scene, cameras, size: tuple[int, int], transparent: bool = True):
+    """Render each camera with the scene's engine to float EXR (transparent film unless
+    ``transparent`` is false); returns float32 [N,H,W,4], straight alpha, rows top-down."""
+    with contextlib.ExitStack() as stack:
+        directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="diffrec-")))
+        render = scene.render
+        stack.enter_context(_temporarily(scene, camera=scene.camera))
+        stack.enter_context(_temporarily(render, resolution_x=size[0], resolution_y=size[1]))
+        stack.enter_context(_temporarily(render, resolution_percentage=100))
+        stack.enter_context(_temporarily(render, filepath=render.filepath))
+        stack.enter_context(_exr_output(scene, transparent))
+        images = []
+        for index, camera in enumerate(cameras):
+            scene.camera = camera
+            render.filepath = str(directory / f"view_{index:03d}.exr")
+            bpy.ops.render.render(write_still=True, scene=scene.name)
+            images.append(pixels.unpremultiply(load_image_array(Path(render.filepath))))
+        return np.stack(images)
+
+
+def camera_image(camera: bpy.types.Object) -> bpy.types.Image | None:
+    """The photo attached to a camera: its first background image."""
+    for background in camera.data.background_images:
+        if background.image is not None:
+            return background.image
+    return None
+
+
+def camera_images(cameras) -> np.ndarray:
+    """The cameras' attached images as float32 [N,H,W,4] (all the same size)."""
+    arrays = [image_array(camera_image(camera)) for camera in cameras]
+    if len({array.shape for array in arrays}) > 1:
+        raise ValueError("the images attached to the cameras differ in size")
+    return np.stack(arrays)
+
+
+# -- world -----------------------------------------------------------------------------------
+
+
+def environment_node(world: bpy.types.World):
+    """The Environment Texture node feeding the world's Background colour directly (default
+    mapping), with the Background node; (None, None) when the world is anything else."""
+    if world is None or world.node_tree is None:
+        return None, None
+    for link in world.node_tree.links:
+        source, target = link.from_node, link.to_node
+        if (
+            source.bl_idname == "ShaderNodeTexEnvironment"
+            and target.bl_idname == "ShaderNodeBackground"
+            and link.to_socket.name == "Color"
+            and source.image is not None
+            and not source.inputs["Vector"].is_linked
+            and source.projection == "EQUIRECTANGULAR"
+            and not target.inputs["Strength"].is_linked
+        ):
+            return source, target
+    return None, None
+
+
+def export_world(scene, bake_height: int = 256, samples: int = 16) -> np.ndarray:
+    """The world light as an equirectangular float32 [H,W,3] map, rows top-down.
+
+    An Environment Texture image wired straight into the Background is read as is (times the
+    Background strength); any other world (sky, colours, node setups) is rendered to an
+    equirectangular map of ``bake_height`` rows with Cycles.
+    """
+    env, background = environment_node(scene.world)
+    if env is not None:
+        strength = background.inputs["Strength"].default_value
+        return np.ascontiguousarray(image_array(env.image)[..., :3] * strength)
+    return bake_world(scene.world, bake_height, samples)
+
+
+def bake_world(world: bpy.types.World, height: int, samples: int) -> np.ndarray:
+    """Render ``world`` alone through an equirectangular panoramic camera at the origin,
+    oriented so the result reads as the Environment Texture node does: [H,W,3], 2H wide."""
+    scene = bpy.data.scenes.new("diffrec world bake")
+    camera_data = bpy.data.cameras.new("diffrec world bake")
+    camera = bpy.data.objects.new("diffrec world bake", camera_data)
+    try:
+        scene.world = world
+        scene.collection.objects.link(camera)
+        scene.camera = camera
+        camera_data.type = "PANO"
+        camera_data.panorama_type = "EQUIRECTANGULAR"
+        # the Environment Texture puts u = 0.5 at world +X, u = 0.75 at -Y, v = 1 at +Z:
+        # the panoramic camera looks along +X with +Z up
+        camera.rotation_euler = (np.pi / 2, 0.0, -np.pi / 2)
+        scene.render.engine = "CYCLES"
+        scene.cycles.device = "CPU"
+        scene.cycles.samples = samples
+        scene.cycles.use_denoising = False
+        views = render_views(scene, [camera], (2 * height, height), transparent=False)
+        return np.ascontiguousarray(views[0, ..., :3])
+    finally:
+        bpy.data.objects.remove(camera)
+        bpy.data.cameras.remove(camera_data)
+        bpy.data.scenes.remove(scene)

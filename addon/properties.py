@@ -1,0 +1,8 @@
+"""placeholder"""
+
+def register():
+    pass
+
+
+def unregister():
+    pass

@@ -1,0 +1,49 @@
+"""The pytest side of the add-on tests: each ``checks_*.py`` script runs once in a child Python
+with the bpy wheel (torch and bpy stay in separate processes), and each of its ``check_*``
+functions becomes one pytest test through ``assert_check``."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+_cache: dict[str, dict] = {}
+
+
+def check_names(script: str) -> list[str]:
+    """The ``check_*`` function names defined in ``script`` (read without running it)."""
+    tree = ast.parse((HERE / script).read_text())
+    return [
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("check_")
+    ]
+
+
+def blender_results(script: str, tmp_dir: Path, timeout: float = 600) -> dict:
+    """{check name: None or traceback} from running ``script`` once under bpy."""
+    if script not in _cache:
+        output = tmp_dir / f"{script}.json"
+        process = subprocess.run(
+            [sys.executable, str(HERE / script), "--", "--json", str(output)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if not output.exists():
+            raise AssertionError(f"{script} crashed:\n{process.stdout}\n{process.stderr}")
+        _cache[script] = json.loads(output.read_text())
+    return _cache[script]
+
+
+def assert_check(script: str, name: str, tmp_dir: Path) -> None:
+    error = blender_results(script, tmp_dir)[name]
+    if error is not None:
+        pytest.fail(f"{script}::{name}\n{error}", pytrace=False)
+

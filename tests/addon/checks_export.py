@@ -1,0 +1,239 @@
+"""Scene export checks (run under bpy; see harness.py)."""
+
+import math
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))  # blender --python does not add it
+import harness  # noqa: I001  (puts the repository on sys.path)
+import bpy
+import numpy as np
+from bpy_extras.object_utils import world_to_camera_view
+from mathutils import Euler, Vector
+
+from addon import camera_model, export_scene
+
+
+def _camera(scene, **settings):
+    data = bpy.data.cameras.new("camera")
+    for name, value in settings.items():
+        setattr(data, name, value)
+    camera = bpy.data.objects.new("camera", data)
+    scene.collection.objects.link(camera)
+    camera.location = (0.3, -4.0, 1.2)
+    camera.rotation_euler = Euler((math.radians(80), math.radians(5), math.radians(10)))
+    camera.scale = (1.5, 1.5, 1.5)  # scale must not leak into the pose
+    scene.camera = camera
+    bpy.context.view_layer.update()
+    return camera
+
+
+def _assert_projection_matches(scene, camera):
+    size = export_scene.render_size(scene)
+    pose, intrinsics = export_scene.export_camera(camera, scene, size)
+    rng = np.random.default_rng(1)
+    points = rng.uniform(-1, 1, (50, 3)) + np.array([0.0, 0.0, 1.0])
+    ours = camera_model.project(points, pose, intrinsics[:4])
+    width, height = size
+    for point, (x, y, depth) in zip(points, ours, strict=True):
+        ndc = world_to_camera_view(scene, camera, Vector(point))
+        expected_x, expected_y = ndc.x * width, (1 - ndc.y) * height
+        assert abs(x - expected_x) < 1e-3 and abs(y - expected_y) < 1e-3, (
+            f"projection ({x:.5f}, {y:.5f}) vs Blender ({expected_x:.5f}, {expected_y:.5f})"
+        )
+        assert abs(depth - ndc.z) < 1e-6
+
+
+def _projection_case(resolution, fit, shift=(0.0, 0.0), pixel_aspect=(1.0, 1.0), percent=100):
+    scene = bpy.context.scene
+    scene.render.resolution_x, scene.render.resolution_y = resolution
+    scene.render.resolution_percentage = percent
+    scene.render.pixel_aspect_x, scene.render.pixel_aspect_y = pixel_aspect
+    camera = _camera(
+        scene,
+        lens=42.0,
+        sensor_width=36.0,
+        sensor_height=20.0,
+        sensor_fit=fit,
+        shift_x=shift[0],
+        shift_y=shift[1],
+    )
+    _assert_projection_matches(scene, camera)
+
+
+def check_projection_auto_landscape():
+    _projection_case((640, 360), "AUTO", shift=(0.1, -0.05))
+
+
+def check_projection_auto_portrait():
+    _projection_case((300, 500), "AUTO", shift=(-0.07, 0.12), percent=50)
+
+
+def check_projection_horizontal_portrait():
+    _projection_case((300, 500), "HORIZONTAL", shift=(0.05, 0.05))
+
+
+def check_projection_vertical_landscape():
+    _projection_case((640, 360), "VERTICAL", shift=(0.02, -0.11))
+
+
+def check_projection_pixel_aspect():
+    _projection_case((400, 300), "AUTO", shift=(0.08, 0.1), pixel_aspect=(1.0, 1.5))
+    _projection_case((400, 300), "VERTICAL", shift=(0.08, 0.1), pixel_aspect=(2.0, 1.0))
+    _projection_case((300, 420), "AUTO", shift=(-0.1, 0.03), pixel_aspect=(1.3, 1.0))
+
+
+def check_mesh_is_evaluated_triangulated_world_space():
+    bpy.ops.mesh.primitive_cube_add(size=2.0, location=(1.0, 2.0, 3.0))
+    cube = bpy.context.active_object
+    cube.rotation_euler = (0.0, 0.0, math.radians(90))
+    cube.scale = (1.0, 2.0, 1.0)
+    cube.modifiers.new("subdivide", "SUBSURF").levels = 1  # 6 quads -> 24 quads -> 48 tris
+    bpy.context.view_layer.update()
+    arrays = export_scene.export_mesh(cube, bpy.context.evaluated_depsgraph_get())
+    assert arrays.faces.shape == (48, 3), arrays.faces.shape
+    assert arrays.faces.dtype == np.int32 and arrays.vertices.dtype == np.float32
+    # Catmull-Clark pulls the corners in; the evaluated box (scale then rotation by 90 deg
+    # about Z: local y extent 2 becomes world x extent) is narrower than the cage
+    low, high = arrays.vertices.min(0), arrays.vertices.max(0)
+    centre = (low + high) / 2
+    assert np.allclose(centre, [1.0, 2.0, 3.0], atol=1e-5), centre
+    extent = high - low
+    assert extent[0] > extent[1] * 1.5 and extent[0] < 4.0, extent  # scaled axis now along x
+    # every face corner sits on a vertex of the evaluated mesh, in world space
+    evaluated = cube.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    world = [tuple(evaluated.matrix_world @ v.co) for v in evaluated.data.vertices]
+    assert len(evaluated.data.polygons) == 24
+    distances = np.linalg.norm(arrays.vertices[:, None] - np.array(world)[None], axis=2)
+    assert distances.min(1).max() < 1e-5
+    # UVs: the cube's seams split vertices; each (vertex, uv) corner pair is kept exactly
+    assert arrays.uvs is not None and arrays.uvs.shape == (len(arrays.vertices), 2)
+    areas = np.linalg.norm(
+        np.cross(
+            arrays.vertices[arrays.faces[:, 1]] - arrays.vertices[arrays.faces[:, 0]],
+            arrays.vertices[arrays.faces[:, 2]] - arrays.vertices[arrays.faces[:, 0]],
+        ),
+        axis=1,
+    )
+    assert areas.min() > 1e-4
+
+
+def _write_pattern_image(path: Path, width: int, height: int) -> np.ndarray:
+    """An EXR whose rows (top-down) and columns are distinguishable; returns it [H,W,3]."""
+    rows = np.linspace(0.1, 4.0, height, dtype=np.float32)[:, None]  # HDR, > 1 allowed
+    columns = np.linspace(0.0, 1.0, width, dtype=np.float32)[None, :]
+    pattern = np.stack(
+        [np.broadcast_to(rows, (height, width)), np.broadcast_to(columns, (height, width)),
+         np.full((height, width), 0.25, np.float32)], axis=2
+    )
+    image = bpy.data.images.new("pattern", width, height, alpha=True, float_buffer=True)
+    image.colorspace_settings.name = "Linear Rec.709"
+    rgba = np.concatenate([pattern, np.ones((height, width, 1), np.float32)], axis=2)
+    image.pixels.foreach_set(np.ascontiguousarray(rgba[::-1]).reshape(-1))  # Blender: bottom-up
+    image.filepath_raw = str(path)
+    image.file_format = "OPEN_EXR"
+    image.save()
+    bpy.data.images.remove(image)
+    return pattern
+
+
+def _world_with_image(path: Path, strength: float = 1.0):
+    world = bpy.data.worlds.new("world")
+    world.use_nodes = True
+    nodes = world.node_tree.nodes
+    env = nodes.new("ShaderNodeTexEnvironment")
+    env.image = bpy.data.images.load(str(path))
+    background = nodes["Background"]
+    background.inputs["Strength"].default_value = strength
+    world.node_tree.links.new(env.outputs["Color"], background.inputs["Color"])
+    bpy.context.scene.world = world
+    return world
+
+
+def check_hdri_orientation_and_linear():
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "pattern.exr"
+        pattern = _write_pattern_image(path, 32, 16)
+        _world_with_image(path, strength=2.0)
+        envmap = export_scene.export_world(bpy.context.scene)
+    assert envmap.shape == (16, 32, 3) and envmap.dtype == np.float32
+    # the EXR holds half floats: 11 significant bits
+    error = np.abs(envmap - pattern * 2).max()
+    assert np.allclose(envmap, pattern * 2.0, rtol=1e-3, atol=1e-4), error
+
+
+def check_hdri_8bit_srgb_is_linearised():
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "grey.png"
+        image = bpy.data.images.new("grey", 4, 2, alpha=True)
+        image.pixels.foreach_set(np.full(4 * 2 * 4, 0.5, np.float32))
+        image.filepath_raw = str(path)
+        image.file_format = "PNG"
+        image.save()
+        bpy.data.images.remove(image)
+        _world_with_image(path)
+        envmap = export_scene.export_world(bpy.context.scene)
+    # 0.5 stored as 128/255 in sRGB is 0.2158 linear
+    assert np.allclose(envmap, ((128 / 255 + 0.055) / 1.055) ** 2.4, atol=2e-3), envmap[0, 0]
+
+
+def check_procedural_world_bakes_like_the_environment_texture():
+    """A world with the pattern EXR behind a Mapping node is 'procedural' for the exporter and
+    gets baked; the bake must reproduce the pattern where the Environment Texture puts it."""
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "pattern.exr"
+        _write_pattern_image(path, 32, 16)
+        world = _world_with_image(path)
+        env = next(n for n in world.node_tree.nodes if n.bl_idname == "ShaderNodeTexEnvironment")
+        coordinates = world.node_tree.nodes.new("ShaderNodeTexCoord")
+        world.node_tree.links.new(coordinates.outputs["Generated"], env.inputs["Vector"])
+        assert export_scene.environment_node(world) == (None, None)
+        direct = export_scene.image_array(env.image)[..., :3]
+        baked = export_scene.bake_world(world, height=16, samples=4)
+    assert baked.shape == (16, 32, 3)
+    # compare away from the poles and the seam, where resampling differs least
+    inner = (slice(3, 13), slice(2, 30))
+    error = np.abs(baked[inner] - direct[inner]).mean()
+    assert error < 0.05, f"mean error {error:.3f}"
+
+
+def check_render_is_straight_alpha_and_top_down():
+    scene = bpy.context.scene
+    scene.render.engine = "CYCLES"
+    scene.cycles.device = "CPU"
+    scene.cycles.samples = 4
+    scene.cycles.use_denoising = False
+    world = bpy.data.worlds.new("world")
+    world.use_nodes = True
+    world.node_tree.nodes["Background"].inputs["Color"].default_value = (1, 1, 1, 1)
+    scene.world = world
+    bpy.ops.mesh.primitive_plane_add(size=1.0, location=(0.0, 0.0, 0.7))  # top of the frame
+    plane = bpy.context.active_object
+    material = bpy.data.materials.new("red")
+    material.use_nodes = True
+    bsdf = material.node_tree.nodes["Principled BSDF"]
+    bsdf.inputs["Base Color"].default_value = (1, 0, 0, 1)
+    bsdf.inputs["Emission Color"].default_value = (1, 0, 0, 1)
+    bsdf.inputs["Emission Strength"].default_value = 1.0
+    plane.data.materials.append(material)
+    camera = _camera(scene, lens=35.0)
+    camera.scale = (1, 1, 1)
+    camera.location, camera.rotation_euler = (0.0, -4.0, 0.0), (math.radians(90), 0.0, 0.0)
+    bpy.context.view_layer.update()
+    images = export_scene.render_views(scene, [camera], (48, 32))
+    assert images.shape == (1, 32, 48, 4)
+    image = images[0]
+    covered = image[..., 3] > 0.99
+    rows = np.nonzero(covered.any(axis=1))[0]
+    assert len(rows) and rows.max() < 16, f"object rows {rows}"  # top half, rows top-down
+    assert not covered[-4:].any()
+    # straight alpha: partly covered edge pixels keep the object's colour at full strength
+    edge = (image[..., 3] > 0.05) & (image[..., 3] < 0.5)
+    assert edge.any(), "no partly covered pixels at 48x32"
+    red = image[..., 0][covered].mean()
+    assert np.all(np.abs(image[..., 0][edge] - red) < 0.35 * red), image[..., 0][edge]
+    assert np.all(image[..., :3][image[..., 3] == 0] == 0)
+
+
+harness.main(globals())
