@@ -1,0 +1,304 @@
+"""UV unwrapping: xatlas in a child process with a hard time limit, and a fallback that never fails.
+
+xatlas can crash (a smooth icosphere segfaults it) or run for many minutes (a noisy 82k-triangle
+sphere took 607 s), so it never runs in this process: ``unwrap`` starts a "spawn" child, waits at
+most ``timeout_s`` for its answer, kills it if it is late, and checks what it returns. On any
+failure (crash, time-out, xatlas missing or raising, an invalid layout) it logs a warning and
+uses ``grid_unwrap``, a layout that cannot fail.
+
+``has_usable_uvs`` / ``uv_layout_problems`` decide whether a user's own UVs are good enough to
+bake into, and ``ensure_uvs`` keeps them when they are.
+
+UV conventions are the mesh's: origin bottom-left, ``[0, 1]^2`` covers the texture once.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import multiprocessing
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from diffrec import raster
+from diffrec.mesh import Mesh
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PADDING_TEXELS = 4
+UV_RANGE_TOLERANCE = 1e-3  # UVs this far outside [0, 1] still count as inside (then clamped)
+DEGENERATE_RELATIVE_AREA = 1e-8  # a triangle this much smaller than the mean is degenerate
+
+# worker(positions float32 [V, 3], triangles uint32 [T, 3], options) -> (vmapping uint32 [U],
+# indices uint32 [T, 3], uvs float32 [U, 2]): xatlas's result layout. Options: "resolution",
+# "padding" (texels). Runs in the child, so it must be a module-level (picklable) function.
+UnwrapWorker = Callable[[np.ndarray, np.ndarray, dict], tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+class UnwrapFailed(RuntimeError):
+    """xatlas gave no usable layout (the message says why); ``unwrap`` falls back on it."""
+
+
+def xatlas_worker(positions: np.ndarray, triangles: np.ndarray, options: dict):
+    """Run xatlas on one mesh, one atlas of about ``options["resolution"]`` texels a side with
+    ``options["padding"]`` texels around each chart. Meant for the child process."""
+    import xatlas  # imported here: a missing package is one more failure the parent survives
+
+    atlas = xatlas.Atlas()
+    atlas.add_mesh(positions, triangles)
+    pack = xatlas.PackOptions()
+    pack.resolution = int(options["resolution"])
+    pack.padding = int(options["padding"])
+    pack.bilinear = True
+    atlas.generate(pack_options=pack)
+    if atlas.atlas_count != 1:
+        raise UnwrapFailed(f"xatlas made {atlas.atlas_count} atlases, expected one")
+    return atlas[0]
+
+
+def _child_main(worker: UnwrapWorker, connection, positions, triangles, options) -> None:
+    """Child process body: send ("ok", result) or ("error", message) back to the parent."""
+    try:
+        message = ("ok", tuple(np.asarray(a) for a in worker(positions, triangles, options)))
+    except BaseException as exc:  # everything goes back to the parent as text
+        message = ("error", f"{type(exc).__name__}: {exc}")
+    connection.send(message)
+    connection.close()
+
+
+def run_in_child(worker: UnwrapWorker, positions: np.ndarray, triangles: np.ndarray,
+                 options: dict, timeout_s: float):
+    """Run ``worker`` in a fresh "spawn" process and return its result.
+
+    Raises ``UnwrapFailed`` when the child raises, dies (e.g. a segfault: negative exit code)
+    or has not answered after ``timeout_s`` seconds (counted from the start, process start-up
+    included); a late child is killed. The child is always gone when this returns.
+    """
+    context = multiprocessing.get_context("spawn")
+    reader, writer = context.Pipe(duplex=False)
+    process = context.Process(
+        target=_child_main, args=(worker, writer, positions, triangles, options), daemon=True
+    )
+    try:
+        process.start()
+        writer.close()  # the child holds the only writer now: its death means EOF here
+        if not reader.poll(timeout_s):
+            raise UnwrapFailed(f"no answer within {timeout_s:g} s (process killed)")
+        try:
+            status, payload = reader.recv()
+        except EOFError:
+            process.join(5.0)
+            raise UnwrapFailed(f"the process died with exit code {process.exitcode}") from None
+    finally:
+        if process.is_alive():
+            process.kill()
+        if process.pid is not None:
+            process.join()
+            process.close()
+        reader.close()
+    if status != "ok":
+        raise UnwrapFailed(payload)
+    return payload
+
+
+def triangle_areas(corners: np.ndarray) -> np.ndarray:
+    """Areas of triangles given as corners [T, 3, 2] or [T, 3, 3] (float64)."""
+    corners = corners.astype(np.float64)
+    a, b = corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0]
+    if corners.shape[-1] == 2:
+        return 0.5 * np.abs(a[:, 0] * b[:, 1] - a[:, 1] * b[:, 0])
+    return 0.5 * np.linalg.norm(np.cross(a, b), axis=-1)
+
+
+def _degenerate(areas: np.ndarray) -> np.ndarray:
+    """Triangles whose area is negligible next to the mean (all of them if the mean is 0)."""
+    return areas <= DEGENERATE_RELATIVE_AREA * areas.mean()
+
+
+def _checked_layout(result, positions: np.ndarray, triangles: np.ndarray):
+    """Validate a worker's (vmapping, indices, uvs); return (uvs float32 [U, 2] clamped to
+    [0, 1], uv_triangles int64 [T, 3]) or raise ``UnwrapFailed`` saying what is wrong."""
+    if not isinstance(result, tuple) or len(result) != 3:
+        raise UnwrapFailed("the result is not (vmapping, indices, uvs)")
+    vmapping, indices, uvs = (np.asarray(a) for a in result)
+    if indices.shape != triangles.shape or uvs.ndim != 2 or uvs.shape[1:] != (2,):
+        raise UnwrapFailed(f"indices {indices.shape} / uvs {uvs.shape} have the wrong shape "
+                           f"for {len(triangles)} triangles")
+    if vmapping.shape != (len(uvs),) or not np.issubdtype(indices.dtype, np.integer):
+        raise UnwrapFailed("vmapping does not match the uvs, or indices are not integers")
+    indices = indices.astype(np.int64)
+    if indices.min() < 0 or indices.max() >= len(uvs) or not np.isin(
+        vmapping, np.arange(len(positions))
+    ).all():
+        raise UnwrapFailed("indices or vmapping point outside their arrays")
+    if not np.array_equal(vmapping.astype(np.int64)[indices], triangles.astype(np.int64)):
+        raise UnwrapFailed("the UV triangles do not map back onto the mesh's triangles")
+    if not np.isfinite(uvs).all() or uvs.min() < -UV_RANGE_TOLERANCE or (
+        uvs.max() > 1 + UV_RANGE_TOLERANCE
+    ):
+        raise UnwrapFailed("UVs are not finite or lie outside [0, 1]")
+    flat_uv = _degenerate(triangle_areas(uvs[indices])) & ~_degenerate(
+        triangle_areas(positions[triangles])
+    )
+    if flat_uv.any():
+        raise UnwrapFailed(f"{int(flat_uv.sum())} triangles have zero area in UV space")
+    return np.clip(uvs, 0.0, 1.0).astype(np.float32), indices
+
+
+def grid_unwrap(num_triangles: int, *, resolution: int = 1024,
+                padding_texels: float = DEFAULT_PADDING_TEXELS):
+    """Fallback layout that always succeeds: triangles in pairs, one square cell per pair.
+
+    The ``n x n`` grid has ``n = ceil(sqrt(ceil(T / 2)))`` cells of side ``c = 1 / n`` (cell
+    ``k`` at column ``k % n``, row ``k // n`` from the bottom). In cell ``k`` triangle ``2k`` is
+    the lower-left right-angled half and ``2k + 1`` the upper-right half, both counter-clockwise,
+    corner 0 at the right angle. Every triangle keeps ``p = padding_texels / resolution`` away
+    from every other (``p / 2`` inside each cell border, ``p`` across the diagonal), so ``p / 2``
+    texels of dilation around each never meet. When cells are too small for that (``p > c / 4``)
+    the padding shrinks to ``c / 4`` with a warning.
+
+    Texel efficiency (fraction of the texture covered): ``T / 2 * (c - (1 + 1/sqrt 2) p)^2``,
+    0.49 for 1 triangle, 0.44 for 5k and 0.32 for 50k (padding cut to 1.6 texels) at 1024
+    texels with 4 texels of padding.
+    Triangle shapes are not kept (every triangle becomes a right isosceles one).
+    Returns ``uvs`` float32 [3T, 2] (one per corner) and ``uv_triangles`` int64 [T, 3].
+    """
+    if num_triangles < 1:
+        raise ValueError(f"grid_unwrap needs at least one triangle, got {num_triangles}")
+    if resolution < 1 or padding_texels < 0:
+        raise ValueError("resolution must be >= 1 and padding_texels >= 0")
+    cells = math.ceil(num_triangles / 2)
+    n = math.ceil(math.sqrt(cells))
+    c = 1.0 / n
+    p = padding_texels / resolution
+    if p > c / 4:
+        log.warning("grid unwrap: %d triangles leave cells of %.1f texels at %d texels; "
+                    "padding cut from %g to %.2f texels", num_triangles, c * resolution,
+                    resolution, padding_texels, c / 4 * resolution)
+        p = c / 4
+    m, d = p / 2, p / math.sqrt(2.0)  # border margin; diagonal offset (gap = sqrt(2) d = p)
+    lower = np.array([[m, m], [c - m - d, m], [m, c - m - d]])
+    upper = np.array([[c - m, c - m], [m + d, c - m], [c - m, m + d]])
+    k = np.arange(num_triangles) // 2
+    origin = np.stack([k % n, k // n], -1) * c  # [T, 2]
+    shape = np.where((np.arange(num_triangles) % 2 == 0)[:, None, None], lower, upper)
+    uvs = (origin[:, None, :] + shape).reshape(-1, 2)
+    uv_triangles = np.arange(3 * num_triangles, dtype=np.int64).reshape(-1, 3)
+    return uvs.astype(np.float32), uv_triangles
+
+
+def _check_geometry(positions: torch.Tensor, triangles: torch.Tensor) -> None:
+    if positions.ndim != 2 or positions.shape[1] != 3 or not positions.is_floating_point():
+        raise ValueError(f"positions must be float [V, 3], got {tuple(positions.shape)} "
+                         f"{positions.dtype}")
+    if triangles.ndim != 2 or triangles.shape[1] != 3 or triangles.is_floating_point():
+        raise ValueError(f"triangles must be integer [T, 3], got {tuple(triangles.shape)} "
+                         f"{triangles.dtype}")
+    if len(triangles) == 0 or len(positions) == 0:
+        raise ValueError("cannot unwrap an empty mesh")
+    if int(triangles.min()) < 0 or int(triangles.max()) >= len(positions):
+        raise ValueError(f"triangles index vertices outside [0, {len(positions)})")
+    if not torch.isfinite(positions).all():
+        raise ValueError("positions hold NaN or infinite values")
+
+
+def unwrap(positions: torch.Tensor, triangles: torch.Tensor, *, timeout_s: float = 60.0,
+           resolution_hint: int = 1024, padding_texels: float = DEFAULT_PADDING_TEXELS,
+           worker: UnwrapWorker = xatlas_worker):
+    """UV layout for a mesh: ``(uvs float32 [U, 2] in [0, 1], uv_triangles int64 [T, 3])`` on
+    ``positions``' device, corner ``(t, k)`` using ``uvs[uv_triangles[t, k]]``.
+
+    xatlas (``worker``) runs in a child process for at most ``timeout_s`` seconds (process
+    start-up, about 1.5 s, included) and packs one atlas of about ``resolution_hint`` texels a
+    side. ``padding_texels`` is the gap to keep between charts: xatlas gets half of it as
+    padding around each chart, and its bilinear option adds about 1.5 texels (a gap of 5.8
+    atlas texels measured for 4). xatlas's atlas is only near ``resolution_hint`` (e.g. 305 x
+    356 for 256) and the UVs are normalised per axis, so gaps in texels of the final texture
+    scale by ``resolution_hint / atlas size``. If xatlas crashes, hangs, is missing, raises or
+    returns an invalid layout, a warning is logged and ``grid_unwrap`` (same resolution and
+    padding) is returned instead.
+    """
+    _check_geometry(positions, triangles)
+    positions_np = positions.detach().cpu().numpy().astype(np.float32)
+    triangles_np = triangles.detach().cpu().numpy().astype(np.uint32)
+    options = {"resolution": int(resolution_hint), "padding": math.ceil(padding_texels / 2)}
+    start = time.perf_counter()
+    try:
+        result = run_in_child(worker, positions_np, triangles_np, options, timeout_s)
+        uvs, uv_triangles = _checked_layout(result, positions_np, triangles_np)
+        log.info("xatlas unwrapped %d triangles into %d UV vertices in %.1f s",
+                 len(triangles_np), len(uvs), time.perf_counter() - start)
+    except Exception as exc:  # any failure at all: the fallback below cannot fail
+        log.warning("xatlas unwrap failed (%s); using the grid fallback layout", exc)
+        uvs, uv_triangles = grid_unwrap(len(triangles_np), resolution=int(resolution_hint),
+                                        padding_texels=padding_texels)
+    device = positions.device
+    return torch.from_numpy(uvs).to(device), torch.from_numpy(uv_triangles).to(device)
+
+
+def uv_overlap(ctx: raster.RasterContext, uvs: torch.Tensor, uv_triangles: torch.Tensor,
+               resolution: int) -> tuple[int, int]:
+    """Rasterize a UV layout at ``resolution``² texels: ``(covered, overlapped)`` texel counts,
+    overlapped = covered by more than one triangle (found by peeling a second layer; every
+    triangle gets its own depth, so coincident triangles peel apart on every engine)."""
+    count = uv_triangles.shape[0]
+    corners = uvs[uv_triangles].reshape(-1, 2).float()
+    depth = ((torch.arange(count, device=uvs.device) + 0.5) / count * 2 - 1).repeat_interleave(3)
+    clip = torch.cat([corners * 2 - 1, depth[:, None], torch.ones_like(depth[:, None])], -1)
+    tri = torch.arange(3 * count, dtype=torch.int32, device=uvs.device).reshape(-1, 3)
+    with raster.DepthPeeler(ctx, clip[None].contiguous(), tri, (resolution, resolution),
+                            grad_db=False) as peeler:
+        first, _ = peeler.rasterize_next_layer()
+        second, _ = peeler.rasterize_next_layer()
+    return int((first[..., 3] > 0).sum()), int((second[..., 3] > 0).sum())
+
+
+def uv_layout_problems(mesh: Mesh, *, ctx: raster.RasterContext | None = None,
+                       resolution: int = 256, max_degenerate: float = 0.01,
+                       max_overlap: float = 0.01) -> list[str]:
+    """Reasons why ``mesh``'s UVs are not fit to bake into (empty list: they are fine).
+
+    Checks: UVs present; inside [0, 1] (within ``UV_RANGE_TOLERANCE``); at most
+    ``max_degenerate`` of the (non-degenerate in 3D) triangles with zero UV area; at most
+    ``max_overlap`` of the covered texels, at ``resolution``², covered twice.
+    """
+    if mesh.uvs is None:
+        return ["the mesh has no UVs"]
+    uvs = mesh.uvs.detach()
+    problems = []
+    if uvs.min() < -UV_RANGE_TOLERANCE or uvs.max() > 1 + UV_RANGE_TOLERANCE:
+        problems.append(f"UVs span [{float(uvs.min()):.3g}, {float(uvs.max()):.3g}], "
+                        "outside [0, 1]")
+    uv_corners = uvs[mesh.uv_triangles].cpu().numpy()
+    solid = ~_degenerate(triangle_areas(mesh.corner_positions().detach().cpu().numpy()))
+    flat = _degenerate(triangle_areas(uv_corners)) & solid
+    if flat.sum() > max_degenerate * max(int(solid.sum()), 1):
+        problems.append(f"{int(flat.sum())} of {int(solid.sum())} triangles have no UV area")
+    ctx = ctx if ctx is not None else raster.RasterContext(uvs.device)
+    covered, overlapped = uv_overlap(ctx, uvs, mesh.uv_triangles, resolution)
+    if overlapped > max_overlap * max(covered, 1):
+        problems.append(f"{overlapped} of {covered} covered texels (at {resolution}²) "
+                        "belong to more than one triangle")
+    return problems
+
+
+def has_usable_uvs(mesh: Mesh, **kwargs) -> bool:
+    """True when ``mesh``'s UVs can be baked into (see ``uv_layout_problems`` for the checks
+    and ``kwargs``); the problems found are logged."""
+    problems = uv_layout_problems(mesh, **kwargs)
+    if problems:
+        log.info("not using the mesh's UVs: %s", "; ".join(problems))
+    return not problems
+
+
+def ensure_uvs(mesh: Mesh, **unwrap_kwargs) -> Mesh:
+    """``mesh`` itself if its UVs are usable, else a copy with a fresh ``unwrap`` (tangents,
+    which follow the UVs, are dropped)."""
+    if has_usable_uvs(mesh):
+        return mesh
+    uvs, uv_triangles = unwrap(mesh.positions, mesh.triangles, **unwrap_kwargs)
+    return mesh.replace(uvs=uvs.to(mesh.positions.dtype), uv_triangles=uv_triangles,
+                        tangents=None, tangent_triangles=None)
