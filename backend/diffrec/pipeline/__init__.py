@@ -1,1 +1,1 @@
-"""The reconstruction pipeline: passes, UV unwrapping, texture baking and outputs."""
+"""The reconstruction pipeline."""

@@ -93,9 +93,10 @@ def run_in_child(worker: UnwrapWorker, positions: np.ndarray, triangles: np.ndar
             process.join(5.0)
             raise UnwrapFailed(f"the process died with exit code {process.exitcode}") from None
     finally:
-        if process.is_alive():
-            process.kill()
-        if process.pid is not None:
+        writer.close()
+        if process.pid is not None:  # started
+            if process.is_alive():
+                process.kill()
             process.join()
             process.close()
         reader.close()
@@ -130,9 +131,9 @@ def _checked_layout(result, positions: np.ndarray, triangles: np.ndarray):
     if vmapping.shape != (len(uvs),) or not np.issubdtype(indices.dtype, np.integer):
         raise UnwrapFailed("vmapping does not match the uvs, or indices are not integers")
     indices = indices.astype(np.int64)
-    if indices.min() < 0 or indices.max() >= len(uvs) or not np.isin(
-        vmapping, np.arange(len(positions))
-    ).all():
+    if indices.min() < 0 or indices.max() >= len(uvs) or (
+        len(vmapping) and (vmapping.min() < 0 or vmapping.max() >= len(positions))
+    ):
         raise UnwrapFailed("indices or vmapping point outside their arrays")
     if not np.array_equal(vmapping.astype(np.int64)[indices], triangles.astype(np.int64)):
         raise UnwrapFailed("the UV triangles do not map back onto the mesh's triangles")
