@@ -56,10 +56,10 @@ def _background(background, batch: int, height: int, width: int, like: torch.Ten
     bg = torch.as_tensor(background, dtype=like.dtype, device=like.device)
     if bg.shape == (3,):
         return bg
-    if bg.shape == (batch, height, width, 3):
+    if bg.shape in ((batch, height, width, 3), (batch, 1, 1, 3)):
         return bg
-    raise ValueError(f"background must be an RGB colour [3] or images [{batch}, {height}, "
-                     f"{width}, 3], got shape {tuple(bg.shape)}")
+    raise ValueError(f"background must be an RGB colour [3], one per image [{batch}, 1, 1, 3] "
+                     f"or images [{batch}, {height}, {width}, 3], got shape {tuple(bg.shape)}")
 
 
 def _downsample(image: torch.Tensor, factor: int) -> torch.Tensor:
