@@ -11,7 +11,9 @@ probe.hdr, the backend's metrics.json and validation images), ``comparison.png``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import shutil
 import sys
 import time
@@ -36,8 +38,10 @@ REFINE_DECIMATION = 0.1  # refine starts from the mesh collapsed to 10 % of its 
 def defaults(cuda: bool) -> dict:
     """Sizes for a CPU (the whole demo within 10 minutes on two cores) or a CUDA machine."""
     if cuda:
-        return {"preset": "standard", "size": 512, "views": 64, "holdout": 8, "samples": 64}
-    return {"preset": "preview", "size": 128, "views": 24, "holdout": 4, "samples": 32}
+        return {"preset": "standard", "size": 512, "views": 64, "holdout": 8, "samples": 128,
+                "iterations": None}
+    return {"preset": "preview", "size": 128, "views": 24, "holdout": 4, "samples": 128,
+            "iterations": 800}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -58,8 +62,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--views", type=int, help="training cameras (default 24 / 64)")
     parser.add_argument("--holdout", type=int, help="held-out cameras judged by Cycles "
                                                     "(default 4 / 8)")
-    parser.add_argument("--samples", type=int, help="Cycles samples per pixel (default 32 / 64)")
-    parser.add_argument("--iterations", type=int, help="iterations per pass (default: preset)")
+    parser.add_argument("--samples", type=int, help="Cycles samples per pixel (default 128)")
+    parser.add_argument("--iterations", type=int,
+                        help="iterations per pass (default 800 on a CPU, else the preset's)")
     parser.add_argument("--texture-res", type=int, help="texture size (default: preset)")
     parser.add_argument("--light", choices=("fixed", "learn"), default="fixed",
                         help="keep the HDRI as the light (default) or learn it")
@@ -67,7 +72,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     cuda = torch.cuda.is_available() if args.device is None else args.device.startswith("cuda")
     for key, value in defaults(cuda).items():
-        if getattr(args, key) is None:
+        if getattr(args, key) is None and value is not None:
             setattr(args, key, value)
     if args.size < 16 or args.views < 2 or args.holdout < 1:
         parser.error("--size must be at least 16, --views at least 2 and --holdout at least 1")
@@ -141,9 +146,29 @@ def job_settings(args) -> dict:
 
 
 def print_progress(event: dict) -> None:
-    print(f"\r   {event['pass']} {event['iteration']}/{event['iterations']}  "
-          f"loss {event['loss']:.4f}  psnr {event['psnr']:.2f} dB  eta {event['eta_s']:.0f} s ",
-          end="" if event["iteration"] < event["iterations"] else "\n", flush=True)
+    """One self-updating line on a terminal; a line per tenth of the pass otherwise."""
+    done, total = event["iteration"], event["iterations"]
+    line = (f"   {event['pass']} {done}/{total}  loss {event['loss']:.4f}  "
+            f"psnr {event['psnr']:.2f} dB  eta {event['eta_s']:.0f} s ")
+    if sys.stdout.isatty():
+        print("\r" + line, end="" if done < total else "\n", flush=True)
+    elif done == total or done * 10 // total != (done - 5) * 10 // total:
+        print(line, flush=True)
+
+
+@contextlib.contextmanager
+def quiet_stdout():
+    """Silence Blender's own prints (one 'Saved: ...' line per render) at the file level."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    with open(os.devnull, "w") as devnull:
+        os.dup2(devnull.fileno(), 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def import_result(asset_dir: Path) -> bpy.types.Object:
@@ -181,8 +206,9 @@ def main(argv=None) -> int:
     print("== building the scene and rendering the targets with Cycles", flush=True)
     bl_scene, obj, train, held_out = build_scene(args)
     size = (args.size, args.size)
-    train_images = export_scene.render_views(bl_scene, train, size)
-    held_out_images = export_scene.render_views(bl_scene, held_out, size)
+    with quiet_stdout():
+        train_images = export_scene.render_views(bl_scene, train, size)
+        held_out_images = export_scene.render_views(bl_scene, held_out, size)
     t = clock.stage("render_targets", t)
 
     print(f"== optimizing ({args.mode}) on a local backend", flush=True)
@@ -195,14 +221,16 @@ def main(argv=None) -> int:
     t = clock.stage("optimize", t)
 
     print("== importing the result and judging it with Cycles on held-out views", flush=True)
-    result = import_result(asset_dir)
-    obj.hide_render = True
-    result_images = export_scene.render_views(bl_scene, held_out, size)
+    with quiet_stdout():
+        result = import_result(asset_dir)
+        obj.hide_render = True
+        result_images = export_scene.render_views(bl_scene, held_out, size)
     names = [camera.name for camera in held_out]
     scores = judge.score(result_images, held_out_images, names)
     report.write_comparison(out / "comparison.png", result_images, held_out_images, names)
     report.write_curves(out / "curves.png", job.progress)
-    save_blend(out / "demo.blend", obj, result)
+    with quiet_stdout():
+        save_blend(out / "demo.blend", obj, result)
     clock.stage("judge", t)
     clock.times["total"] = round(time.monotonic() - clock.started, 2)
 

@@ -18,7 +18,7 @@ import numpy as np
 DEFAULT_HDRI = "forest.exr"
 OBJECT_RADIUS = 1.0  # the object is scaled so its bounding box fits a sphere of this radius
 CAMERA_DISTANCE = 4.0
-CAMERA_LENS_MM = 40.0  # 36 mm sensor: 48 degrees, the unit sphere fills most of the frame
+CAMERA_LENS_MM = 55.0  # 36 mm sensor: 36 degrees; the unit sphere (29 degrees) fills the frame
 
 
 def bundled_hdri(name: str = DEFAULT_HDRI) -> Path:
