@@ -67,3 +67,17 @@ def project(points: np.ndarray, camera_to_world: np.ndarray, fxfycxcy) -> np.nda
     x = cx + fx * local[:, 0] / depth
     y = cy - fy * local[:, 1] / depth
     return np.stack([x, y, depth], axis=1)
+
+
+def sees_box(corners: np.ndarray, camera_to_world, fxfycxcy, size: tuple[int, int]) -> bool:
+    """Whether any part of the box with ``corners`` [8,3] can be in the image of ``size``
+    (width, height): some corner is in front of the camera and the projected corners' bounding
+    rectangle overlaps the image. Conservative for boxes crossing the camera plane."""
+    projected = project(corners, camera_to_world, fxfycxcy)
+    in_front = projected[:, 2] > 0
+    if not in_front.any():
+        return False
+    if not in_front.all():
+        return True  # the box surrounds or straddles the camera plane
+    x, y = projected[:, 0], projected[:, 1]
+    return bool(x.max() > 0 and x.min() < size[0] and y.max() > 0 and y.min() < size[1])

@@ -1,10 +1,11 @@
 """Scene data out of Blender into the wire's arrays (docs/protocol.md, "Inputs").
 
 Mesh: the evaluated mesh (modifiers applied), triangulated, world space, float32, vertices
-split at UV seams so that ``uvs`` is per vertex. Cameras: ``matrix_world`` (camera to world,
-scale removed) and intrinsics (fx, fy, cx, cy, near, far) in pixels, top-left origin. World: an
-equirectangular float32 [H,W,3] map, rows top-down, scene-linear, laid out as Blender's
-Environment Texture reads it. Target images: float32 [H,W,4], straight alpha, rows top-down.
+welded as in Blender; UVs have their own index buffer (``uv_faces``), so seams split nothing.
+Cameras: ``matrix_world`` (camera to world, scale removed) and intrinsics (fx, fy, cx, cy,
+near, far) in pixels, top-left origin. World: an equirectangular float32 [H,W,3] map, rows
+top-down, scene-linear, laid out as Blender's Environment Texture reads it. Target images:
+float32 [H,W,4], straight alpha, rows top-down.
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ from . import camera_model, pixels
 
 @dataclass
 class MeshArrays:
-    """vertices [V,3] float32 (world, metres), faces [F,3] int32, uvs [V,2] float32 or None."""
+    """vertices [V,3] float32 (world, metres), faces [F,3] int32; uvs [U,2] float32 and
+    uv_faces [F,3] int32 (the rows of ``uvs`` at each triangle's corners), or None."""
 
     vertices: np.ndarray
     faces: np.ndarray
     uvs: np.ndarray | None
+    uv_faces: np.ndarray | None
 
 
 def _matrix(matrix) -> np.ndarray:
@@ -56,20 +59,13 @@ def export_mesh(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> MeshAr
     finally:
         evaluated.to_mesh_clear()
     positions = positions.reshape(-1, 3).astype(np.float64) @ matrix[:3, :3].T + matrix[:3, 3]
+    faces = corner_vertex[tri_corners].reshape(-1, 3).astype(np.int32)
     if corner_uvs is None:
-        faces = corner_vertex[tri_corners].reshape(-1, 3)
-        return MeshArrays(positions.astype(np.float32), faces.astype(np.int32), None)
-    # one output vertex per distinct (vertex, uv) pair among the triangles' corners
-    keys = np.concatenate(
-        [corner_vertex[tri_corners, None].astype(np.float64), corner_uvs[tri_corners]], axis=1
-    )
-    unique, inverse = np.unique(keys, axis=0, return_inverse=True)
-    vertex_ids = unique[:, 0].astype(np.int64)
-    return MeshArrays(
-        vertices=positions[vertex_ids].astype(np.float32),
-        faces=inverse.reshape(-1, 3).astype(np.int32),
-        uvs=unique[:, 1:].astype(np.float32),
-    )
+        return MeshArrays(positions.astype(np.float32), faces, None, None)
+    # one UV row per distinct coordinate among the triangles' corners
+    uvs, uv_faces = np.unique(corner_uvs[tri_corners], axis=0, return_inverse=True)
+    return MeshArrays(positions.astype(np.float32), faces, uvs.astype(np.float32),
+                      uv_faces.reshape(-1, 3).astype(np.int32))
 
 
 def render_size(scene: bpy.types.Scene, scale: float = 1.0) -> tuple[int, int]:

@@ -1,8 +1,116 @@
-"""placeholder"""
+"""Per-scene settings (``scene.diffrec``), saved in the .blend, job list included, so a
+reopened file can re-attach to its jobs."""
 
-def register():
-    pass
+from __future__ import annotations
+
+import bpy
+from bpy.props import (
+    BoolProperty,
+    CollectionProperty,
+    EnumProperty,
+    FloatProperty,
+    IntProperty,
+    PointerProperty,
+    StringProperty,
+)
+
+# preset -> (iterations per pass, texture resolution, training resolution)
+PRESETS = {
+    "PREVIEW": (300, 256, 128),
+    "STANDARD": (2000, 1024, 512),
+    "HIGH": (5000, 2048, 800),
+}
 
 
-def unregister():
-    pass
+def _apply_preset(settings, _context) -> None:
+    if settings.preset in PRESETS:
+        settings.iterations, texture, settings.train_resolution = PRESETS[settings.preset]
+        settings.texture_resolution = str(texture)
+
+
+class DiffrecJob(bpy.types.PropertyGroup):
+    """A job submitted from this .blend."""
+
+    job_id: StringProperty(name="Job")
+    mode: StringProperty(name="Mode")
+    state: StringProperty(name="State", default="submitted")
+    object_name: StringProperty(name="Object", description="The object the job started from")
+    imported: BoolProperty(name="Imported", default=False)
+
+
+class DiffrecSceneSettings(bpy.types.PropertyGroup):
+    target_source: EnumProperty(
+        name="Targets",
+        items=[
+            ("RENDER", "Render cameras", "Render each camera with the scene's render engine"),
+            ("CAMERA_IMAGES", "Camera images", "Use the image attached to each camera"),
+            ("DATASET", "Dataset folder", "A NeRF-style folder with transforms_train.json"),
+        ],
+        default="RENDER",
+    )
+    dataset_path: StringProperty(name="Dataset", subtype="DIR_PATH")
+    cameras: EnumProperty(
+        name="Cameras",
+        items=[("ALL", "All", "Every camera in the scene"), ("SELECTED", "Selected", "")],
+        default="ALL",
+    )
+    train_resolution: IntProperty(
+        name="Resolution",
+        description="Longest side of the training images, in pixels",
+        default=512,
+        min=16,
+        max=4096,
+    )
+    mode: EnumProperty(
+        name="Mode",
+        items=[
+            ("materials", "Materials", "Keep the mesh, bake its appearance into PBR textures"),
+            ("refine", "Refine", "Optimise the mesh's vertices and the textures together"),
+            ("reconstruct", "Reconstruct", "Find the surface from scratch, then refine"),
+        ],
+        default="materials",
+    )
+    preset: EnumProperty(
+        name="Preset",
+        items=[
+            ("PREVIEW", "Preview", "Few iterations, small textures: minutes on a CPU"),
+            ("STANDARD", "Standard", ""),
+            ("HIGH", "High", "As the published results"),
+            ("CUSTOM", "Custom", "Your own settings"),
+        ],
+        default="STANDARD",
+        update=_apply_preset,
+    )
+    iterations: IntProperty(name="Iterations", default=2000, min=1, max=1_000_000)
+    texture_resolution: EnumProperty(
+        name="Texture",
+        items=[(str(s), f"{s} px", "") for s in (256, 512, 1024, 2048, 4096)],
+        default="1024",
+    )
+    light: EnumProperty(
+        name="Light",
+        items=[
+            ("LEARN", "Learn", "Optimise the environment light, starting from the world"),
+            ("KEEP", "Keep HDRI", "Keep the world's light fixed"),
+        ],
+        default="LEARN",
+    )
+    jobs: CollectionProperty(type=DiffrecJob)
+    # what the followed job last reported: pass, iteration, loss, PSNR, ETA
+    status: StringProperty(name="Status")
+    progress: FloatProperty(name="Progress", subtype="PERCENTAGE", min=0, max=100)
+
+
+CLASSES = (DiffrecJob, DiffrecSceneSettings)
+
+
+def register() -> None:
+    for cls in CLASSES:
+        bpy.utils.register_class(cls)
+    bpy.types.Scene.diffrec = PointerProperty(type=DiffrecSceneSettings)
+
+
+def unregister() -> None:
+    del bpy.types.Scene.diffrec
+    for cls in reversed(CLASSES):
+        bpy.utils.unregister_class(cls)

@@ -107,8 +107,13 @@ def check_mesh_is_evaluated_triangulated_world_space():
     assert len(evaluated.data.polygons) == 24
     distances = np.linalg.norm(arrays.vertices[:, None] - np.array(world)[None], axis=2)
     assert distances.min(1).max() < 1e-5
-    # UVs: the cube's seams split vertices; each (vertex, uv) corner pair is kept exactly
-    assert arrays.uvs is not None and arrays.uvs.shape == (len(arrays.vertices), 2)
+    # welded: one vertex per evaluated vertex, UV seams live in the UV index buffer only
+    assert len(arrays.vertices) == len(evaluated.data.vertices)
+    assert arrays.uvs is not None and arrays.uv_faces.shape == arrays.faces.shape
+    layer = evaluated.data.uv_layers.active.data
+    loop_uvs = {tuple(np.round(layer[i].uv, 6)) for i in range(len(layer))}
+    assert {tuple(np.round(uv, 6)) for uv in arrays.uvs} == loop_uvs
+    assert len(arrays.uvs) > len(arrays.vertices), "a cube's UV layout has seams"
     areas = np.linalg.norm(
         np.cross(
             arrays.vertices[arrays.faces[:, 1]] - arrays.vertices[arrays.faces[:, 0]],

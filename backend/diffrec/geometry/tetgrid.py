@@ -25,13 +25,13 @@ Grids are cached as ``.npz`` under ``$XDG_CACHE_HOME/diffrec/tets`` (default
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from diffrec.files import atomic_writer, cache_dir
 
 GRID_FORMAT_VERSION = 1
 
@@ -156,8 +156,7 @@ def generate_bcc_grid(resolution: int) -> tuple[np.ndarray, np.ndarray, np.ndarr
 
 def default_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/diffrec/tets``, or ``~/.cache/diffrec/tets`` when it is unset."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "diffrec" / "tets"
+    return cache_dir("tets")
 
 
 def _cache_path(cache_dir: Path, resolution: int) -> Path:
@@ -178,19 +177,9 @@ def _read_cached(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None
 
 
 def _write_atomically(path: Path, vertices, tets, edges) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            # int32 on disk halves the file; every index is far below 2^31.
-            np.savez(f, vertices=vertices, tets=tets.astype(np.int32),
-                     edges=edges.astype(np.int32))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    with atomic_writer(path) as f:
+        # int32 on disk halves the file; every index is far below 2^31.
+        np.savez(f, vertices=vertices, tets=tets.astype(np.int32), edges=edges.astype(np.int32))
 
 
 def tet_grid(resolution: int, device: torch.device | str = "cpu",

@@ -20,12 +20,12 @@ from __future__ import annotations
 import logging
 import math
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from diffrec.files import atomic_writer, cache_dir
 from diffrec.shading.microfacet import smith_g2
 
 __all__ = ["brdf_lut", "compute_brdf_lut", "default_cache_dir", "split_sum_terms"]
@@ -38,8 +38,7 @@ _QUADRATURE = 48
 
 def default_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/diffrec`` if set, else ``~/.cache/diffrec``."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "diffrec"
+    return cache_dir()
 
 
 def split_sum_terms(n_dot_v: torch.Tensor, roughness: torch.Tensor, order: int = _QUADRATURE):
@@ -94,17 +93,8 @@ def _valid(table: object, size: int) -> bool:
 
 
 def _atomic_save(path: Path, table: np.ndarray) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.save(f, table, allow_pickle=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_writer(path) as f:
+        np.save(f, table, allow_pickle=False)
 
 
 def brdf_lut(

@@ -7,11 +7,11 @@ leaves either the previous checkpoint or the new one, never a torn file.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import torch
+
+from diffrec.files import atomic_writer
 
 
 class CheckpointStore:
@@ -24,17 +24,8 @@ class CheckpointStore:
         return self.directory / f"{stage}.pt"
 
     def save(self, stage: str, state: dict) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=self.directory, prefix=f".{stage}.", suffix=".tmp")
-        try:
-            with os.fdopen(handle, "wb") as file:
-                torch.save(state, file)
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temporary, self.path(stage))
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        with atomic_writer(self.path(stage)) as file:
+            torch.save(state, file)
 
     def load(self, stage: str) -> dict | None:
         """The stage's state, or None if it was never saved."""

@@ -4,7 +4,10 @@ images and metrics.json.
 Layout of ``out_dir``: ``mesh.obj``, ``mesh.mtl``, ``texture_kd.png`` (sRGB),
 ``texture_ks.png`` and ``texture_n.png`` (linear), ``mesh.glb`` (the same asset),
 ``probe.hdr`` (512 x 1024 equirectangular, mapped like Blender's Environment Texture),
-``validation/view_NN.png`` (target | result | error, sRGB) and ``metrics.json``.
+``validation/view_NN.png`` (target | result | error, sRGB) and ``metrics.json``; and the
+exact float arrays in Blender's world frame (what the add-on imports): ``mesh.npz``
+(vertices [V,3], faces [F,3], uvs [U,2], uv_faces [F,3]), ``kd.npy``, ``ks.npy``,
+``normal.npy`` (textures [H,W,3], rows top-down, linear) and ``envmap.npy`` (the probe).
 """
 
 from __future__ import annotations
@@ -39,6 +42,14 @@ def write_asset(out_dir: Path, mesh, material, light) -> None:
     write_glb(out_dir / "mesh.glb", mesh, io_material)
     probe = light.to_equirect(512, 1024).detach().cpu().numpy()
     write_image(out_dir / "probe.hdr", probe)
+    np.savez(out_dir / "mesh.npz", vertices=mesh.positions.detach().numpy(),
+             faces=mesh.triangles.numpy().astype(np.int32), uvs=mesh.uvs.detach().numpy(),
+             uv_faces=mesh.uv_triangles.numpy().astype(np.int32))
+    for name in ("kd", "ks", "normal"):
+        value = getattr(io_material, name)
+        if value is not None:
+            np.save(out_dir / f"{name}.npy", np.ascontiguousarray(value[..., :3], np.float32))
+    np.save(out_dir / "envmap.npy", probe.astype(np.float32))
 
 
 def write_validation(out_dir: Path, renders: torch.Tensor, targets: torch.Tensor,

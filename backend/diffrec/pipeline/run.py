@@ -215,15 +215,19 @@ def _surface_pass(ctx, config, inputs, light, store, progress, should_stop, time
     return mesh, TextureMaterial(baked["kd"], baked["ks"], baked["normal"]).to(device)
 
 
+VALIDATION_SPP = 2  # held-out views are judged antialiased, as targets and Blender show them
+
+
 def validate(ctx, mesh, material, light, views: Views, config) -> tuple[dict, torch.Tensor]:
-    """Render the held-out views; PSNR and SSIM per view against the targets (over black)."""
+    """Render the held-out views (supersampled); PSNR and SSIM per view against the targets
+    (over black)."""
     light.build_mips()
     renders, scores = [], []
     with torch.no_grad():
         for start in range(0, len(views), max(config.batch, 1)):
             cameras, targets = views.batch(range(start, min(start + config.batch, len(views))))
-            out = render_mesh(ctx, mesh, material, cameras.to(ctx.device), light, spp=config.spp,
-                              layers=config.layers)
+            out = render_mesh(ctx, mesh, material, cameras.to(ctx.device), light,
+                              spp=max(config.spp, VALIDATION_SPP), layers=config.layers)
             target = (targets[..., :3] * targets[..., 3:4]).to(ctx.device)
             scores += list(zip(psnr(out.color, target).tolist(), ssim(out.color, target).tolist(),
                                strict=True))

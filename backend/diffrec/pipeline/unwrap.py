@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from diffrec import raster
+from diffrec.geometry.cleanup import check_mesh
 from diffrec.mesh import Mesh
 
 log = logging.getLogger(__name__)
@@ -192,18 +193,9 @@ def grid_unwrap(num_triangles: int, *, resolution: int = 1024,
 
 
 def _check_geometry(positions: torch.Tensor, triangles: torch.Tensor) -> None:
-    if positions.ndim != 2 or positions.shape[1] != 3 or not positions.is_floating_point():
-        raise ValueError(f"positions must be float [V, 3], got {tuple(positions.shape)} "
-                         f"{positions.dtype}")
-    if triangles.ndim != 2 or triangles.shape[1] != 3 or triangles.is_floating_point():
-        raise ValueError(f"triangles must be integer [T, 3], got {tuple(triangles.shape)} "
-                         f"{triangles.dtype}")
     if len(triangles) == 0 or len(positions) == 0:
         raise ValueError("cannot unwrap an empty mesh")
-    if int(triangles.min()) < 0 or int(triangles.max()) >= len(positions):
-        raise ValueError(f"triangles index vertices outside [0, {len(positions)})")
-    if not torch.isfinite(positions).all():
-        raise ValueError("positions hold NaN or infinite values")
+    check_mesh(positions, triangles)
 
 
 def unwrap(positions: torch.Tensor, triangles: torch.Tensor, *, timeout_s: float = 60.0,

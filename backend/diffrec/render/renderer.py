@@ -54,9 +54,7 @@ def _background(background, batch: int, height: int, width: int, like: torch.Ten
                              f"not {background!r}")
         return torch.rand(batch, 1, 1, 3, dtype=like.dtype, device=like.device)
     bg = torch.as_tensor(background, dtype=like.dtype, device=like.device)
-    if bg.shape == (3,):
-        return bg
-    if bg.shape in ((batch, height, width, 3), (batch, 1, 1, 3)):
+    if bg.shape in ((3,), (batch, 1, 1, 3), (batch, height, width, 3)):
         return bg
     raise ValueError(f"background must be an RGB colour [3], one per image [{batch}, 1, 1, 3] "
                      f"or images [{batch}, {height}, {width}, 3], got shape {tuple(bg.shape)}")
@@ -88,7 +86,8 @@ def render_mesh(
     ``light``: an ``EnvironmentLight`` with its mips built (needed by "pbr" and
     "shading-only"); ``spp``: samples per pixel along each axis (renders at ``spp`` times the
     size and box-filters down); ``layers``: depth-peeled layers composited front to back (for
-    kd with alpha); ``background``: None (black), an RGB colour [3], images [B, H, W, 3] or
+    kd with alpha); ``background``: None (black), an RGB colour [3], one colour per image
+    [B, 1, 1, 3], images [B, H, W, 3] or
     "random" (one uniform random colour per image, from torch's global generator);
     ``mode``: "pbr", "kd", "ks", "normal" or "shading-only"; ``buffers``: names from
     ``BUFFERS`` to return as well. ``topology_hash`` may be passed to reuse the antialias

@@ -8,7 +8,9 @@ server's business and refused). Inputs: ``images``, ``cameras``, ``intrinsics`` 
 (optional), ``envmap`` (required when the light is kept or starts from the HDRI).
 
 Results: the files of ``pipeline.outputs`` (``mesh.obj``, ``mesh.mtl``, ``texture_*.png``,
-``mesh.glb``, ``probe.hdr``, ``metrics.json``) and ``validation_view_NN.png``. The run's own
+``mesh.glb``, ``probe.hdr``, ``metrics.json``, and the arrays the add-on imports:
+``mesh.npz``, ``kd.npy``, ``ks.npy``, ``normal.npy``, ``envmap.npy``) and
+``validation_view_NN.png``. The run's own
 checkpoints live in the job's work directory, so a killed server resumes the job.
 """
 
@@ -66,18 +68,19 @@ def _check_inputs(config, inputs: Mapping[str, np.ndarray]) -> None:
 
 
 def _preview_arrays(event: dict) -> dict[str, np.ndarray]:
-    """Small sRGB uint8 images (render | target) and the mesh, for the client's live view."""
-    import torch
+    """``render`` and ``target`` (float32 [h, w, 3], linear, at most PREVIEW_SIZE pixels on a
+    side) and, when the geometry moves, the current ``vertices`` and ``faces``."""
     import torch.nn.functional as F
 
-    from diffrec.render.metrics import display
+    def small(image):
+        scale = PREVIEW_SIZE / max(image.shape[:2])
+        if scale >= 1:
+            return image.float().numpy()
+        size = (max(1, round(image.shape[0] * scale)), max(1, round(image.shape[1] * scale)))
+        chw = image.permute(2, 0, 1)[None].float()
+        return F.interpolate(chw, size=size, mode="area")[0].permute(1, 2, 0).numpy()
 
-    pair = torch.cat([event["render"], event["target"]], dim=1)[None]
-    scale = PREVIEW_SIZE / max(pair.shape[1], pair.shape[2] / 2)
-    if scale < 1:
-        size = (max(1, round(pair.shape[1] * scale)), max(2, round(pair.shape[2] * scale)))
-        pair = F.interpolate(pair.permute(0, 3, 1, 2), size=size, mode="area").permute(0, 2, 3, 1)
-    arrays = {"image": (display(pair)[0] * 255 + 0.5).to(torch.uint8).numpy()}
+    arrays = {"render": small(event["render"]), "target": small(event["target"])}
     if "vertices" in event:
         arrays["vertices"] = event["vertices"].numpy().astype(np.float32)
         arrays["faces"] = event["triangles"].numpy().astype(np.int32)

@@ -1,0 +1,134 @@
+"""Following one backend job, without bpy: submit (or re-attach), stream events, fetch.
+
+``JobSession.run()`` does the network work and reports through ``updates``, a queue of
+``Update``s that the main thread applies to the scene. The modal operator runs it on a worker
+thread (``start``); the blocking path (``blender --background``) calls ``run`` directly and
+drains the queue afterwards and while it runs, through the same handler.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass
+class Submission:
+    """What ``submit`` sends: the job spec and its input arrays (docs/protocol.md, "Inputs")."""
+
+    spec: dict
+    arrays: Mapping[str, np.ndarray]
+
+
+@dataclass
+class Update:
+    """One message from the worker to the main thread.
+
+    kind: 'uploading' (fields done/total bytes), 'submitted' (the job's status), any event kind
+    of the protocol ('progress', 'preview', 'log', 'done', 'failed', 'cancelled'; fields and
+    arrays as sent), 'fetched' (fields['files']: local paths) or 'error' (fields['message']).
+    """
+
+    kind: str
+    fields: dict = field(default_factory=dict)
+    arrays: dict = field(default_factory=dict)
+
+
+FINAL = ("fetched", "failed", "cancelled", "error")
+
+
+class JobSession:
+    """One job followed to its end. ``connect`` makes a protocol Client (called on the thread
+    that runs the session: a Client is not thread-safe)."""
+
+    def __init__(
+        self,
+        connect: Callable[[], object],
+        job: str,
+        results_dir: Path,
+        submission: Submission | None = None,
+        poll_s: float = 0.25,
+    ):
+        self.connect = connect
+        self.job = job
+        self.results_dir = Path(results_dir)
+        self.submission = submission
+        self.poll_s = poll_s
+        self.updates: queue.Queue[Update] = queue.Queue()
+        self._cancel = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def cancel(self) -> None:
+        """Ask the server to cancel the job (honoured within a second by the server)."""
+        self._cancel.set()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, name=f"diffrec {self.job}", daemon=True)
+        self._thread.start()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _post(self, kind: str, fields: dict | None = None, arrays: dict | None = None) -> None:
+        self.updates.put(Update(kind, dict(fields or {}), dict(arrays or {})))
+
+    def run(self) -> None:
+        """Submit (if there is a submission), follow the events, fetch the results. Never
+        raises: failures end as an 'error' update."""
+        try:
+            with self.connect() as client:
+                if self.submission is not None:
+                    reply = client.submit(
+                        self.job,
+                        self.submission.spec,
+                        self.submission.arrays,
+                        on_progress=lambda done, total: self._post(
+                            "uploading", {"done": done, "total": total}
+                        ),
+                    )
+                    self._post("submitted", reply)
+                if self._follow(client) == "done":
+                    files = client.fetch(self.job, self.results_dir)
+                    self._post("fetched", {"files": [str(path) for path in files]})
+        except Exception as exc:  # reported to the user; the worker must not die silently
+            self._post("error", {"message": f"{type(exc).__name__}: {exc}"})
+
+    def _follow(self, client) -> str:
+        """Stream events until the job ends; returns the final event's kind."""
+        client.attach(self.job)
+        cancel_sent = False
+        while True:
+            if self._cancel.is_set() and not cancel_sent:
+                client.cancel(self.job)
+                cancel_sent = True
+            for event in client.events(idle_timeout=self.poll_s):
+                if event["job"] != self.job:
+                    continue
+                fields = {k: v for k, v in event.fields.items() if k not in ("op", "arrays")}
+                arrays = {name: np.array(array) for name, array in event.arrays.items()}
+                self._post(event["kind"], fields, arrays)  # copies: frames are read-only views
+                if event["kind"] in ("done", "failed", "cancelled"):
+                    return event["kind"]
+                if self._cancel.is_set() and not cancel_sent:
+                    break
+
+
+def progress_text(fields: Mapping) -> tuple[str, float]:
+    """A one-line summary of a progress event and the fraction done of its pass."""
+    iteration, iterations = fields.get("iteration", 0), max(1, fields.get("iterations", 1))
+    parts = [f"{fields.get('pass', '')} {iteration}/{iterations}".strip()]
+    losses = fields.get("losses") or {}
+    if losses:
+        parts.append("loss " + ", ".join(f"{value:.4g}" for value in losses.values()))
+    if fields.get("psnr") is not None:
+        parts.append(f"{fields['psnr']:.2f} dB")
+    if fields.get("eta_s") is not None:
+        minutes, seconds = divmod(int(fields["eta_s"]), 60)
+        parts.append(f"ETA {minutes}:{seconds:02d}")
+    return " · ".join(parts), iteration / iterations

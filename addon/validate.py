@@ -1,0 +1,97 @@
+"""Setups that cannot make a job, found before anything is exported or sent.
+
+``problems(context, settings)`` lists every problem as a sentence the user can act on; the
+Optimize operator refuses to start while the list is not empty.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import camera_model, export_scene
+
+NOTHING_SELECTED = "Nothing is selected: select the mesh to optimise."
+NO_CAMERAS = "The scene has no cameras: add cameras that look at the object."
+NO_SELECTED_CAMERAS = "No camera is selected: select cameras or use all cameras."
+NO_WORLD = "The scene has no world light: add a world with an HDRI or a colour."
+DARK_WORLD = "The world emits no light: give its Background a colour and a strength above 0."
+
+
+def target_cameras(context, settings) -> list:
+    """The cameras the job uses, sorted by name: all in the scene, or the selected ones."""
+    objects = context.selected_objects if settings.cameras == "SELECTED" else context.scene.objects
+    return sorted((obj for obj in objects if obj.type == "CAMERA"), key=lambda obj: obj.name)
+
+
+def _subject_problems(context, settings) -> list[str]:
+    subject = context.active_object
+    if subject is None or not subject.select_get():
+        return [] if settings.mode == "reconstruct" else [NOTHING_SELECTED]
+    if subject.type != "MESH":
+        return [f"'{subject.name}' is a {subject.type.lower()}, not a mesh: select a mesh object."]
+    return []
+
+
+def _world_box(obj) -> np.ndarray:
+    matrix = np.array([list(row) for row in obj.matrix_world])
+    corners = np.array([list(corner) for corner in obj.bound_box], dtype=np.float64)
+    return corners @ matrix[:3, :3].T + matrix[:3, 3]
+
+
+def _camera_problems(context, settings, cameras) -> list[str]:
+    problems = []
+    size = export_scene.render_size(context.scene)
+    subject = context.active_object
+    for camera in cameras:
+        if camera.data.type != "PERSP":
+            problems.append(f"Camera '{camera.name}' is not a perspective camera.")
+            continue
+        if subject is not None and subject.type == "MESH":
+            pose, intrinsics = export_scene.export_camera(camera, context.scene, size)
+            if not camera_model.sees_box(_world_box(subject), pose, intrinsics[:4], size):
+                problems.append(
+                    f"Camera '{camera.name}' does not see '{subject.name}': aim it at the "
+                    "object or leave it out."
+                )
+        if settings.target_source == "CAMERA_IMAGES":
+            image = export_scene.camera_image(camera)
+            if image is None:
+                problems.append(
+                    f"Camera '{camera.name}' has no image: add one as its background image."
+                )
+            elif tuple(image.size) == (0, 0):  # reading the size loads the file
+                problems.append(
+                    f"The image of camera '{camera.name}' cannot be read "
+                    f"('{image.filepath}'): fix the path or remove the camera."
+                )
+    return problems
+
+
+def _world_problems(world) -> list[str]:
+    if world is None:
+        return [NO_WORLD]
+    if export_scene.environment_node(world)[0] is not None or world.node_tree is None:
+        return []
+    background = next(
+        (node for node in world.node_tree.nodes if node.bl_idname == "ShaderNodeBackground"), None
+    )
+    if background is None:
+        return []  # some other shader: it will be baked and judged by its light
+    colour, strength = background.inputs["Color"], background.inputs["Strength"]
+    dark = not colour.is_linked and max(colour.default_value[:3]) <= 0
+    if (not strength.is_linked and strength.default_value <= 0) or dark:
+        return [DARK_WORLD]
+    return []
+
+
+def problems(context, settings) -> list[str]:
+    """Every reason the job cannot start, or [] when it can."""
+    found = _subject_problems(context, settings)
+    if settings.target_source != "DATASET":
+        cameras = target_cameras(context, settings)
+        if not cameras:
+            found.append(NO_SELECTED_CAMERAS if settings.cameras == "SELECTED" else NO_CAMERAS)
+        found += _camera_problems(context, settings, cameras)
+    if settings.light == "KEEP" or settings.target_source == "RENDER":
+        found += _world_problems(context.scene.world)
+    return found

@@ -1,0 +1,258 @@
+"""Add-on checks under bpy: registration, setup validation, result import (see harness.py)."""
+
+import math
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))  # blender --python does not add it
+import harness  # noqa: I001  (puts the repository on sys.path)
+import bpy
+import numpy as np
+
+import addon
+from addon import export_scene, import_result, validate
+
+OPERATORS = (
+    "optimize", "attach", "cancel", "test_connection", "generate_keys", "copy_public_key",
+    "import_nerf", "export_nerf",
+)
+
+
+def check_register_and_unregister_cleanly():
+    addon.register()
+    try:
+        for name in OPERATORS:
+            assert hasattr(bpy.types, f"DIFFREC_OT_{name}"), name
+        assert hasattr(bpy.types, "DIFFREC_PT_main") and hasattr(bpy.types, "DIFFREC_PT_jobs")
+        assert bpy.context.scene.diffrec.mode == "materials"
+    finally:
+        addon.unregister()
+    leftovers = [name for name in dir(bpy.types) if name.upper().startswith("DIFFREC")]
+    assert not leftovers, leftovers
+    assert not hasattr(bpy.types.Scene, "diffrec")
+    addon.register()  # and again: nothing was left half-registered
+    addon.unregister()
+
+
+# -- setup validation: one check per bad setup -----------------------------------------------
+
+
+def _good_scene():
+    """A cube seen by one camera, a lit world, the add-on registered."""
+    addon.register()
+    scene = bpy.context.scene
+    bpy.ops.mesh.primitive_cube_add(size=1.0)
+    cube = bpy.context.active_object
+    camera = bpy.data.objects.new("camera", bpy.data.cameras.new("camera"))
+    scene.collection.objects.link(camera)
+    camera.location, camera.rotation_euler = (0.0, -5.0, 0.0), (math.radians(90), 0.0, 0.0)
+    world = bpy.data.worlds.new("world")
+    world.use_nodes = True
+    scene.world = world
+    bpy.context.view_layer.update()
+    return scene, cube, camera
+
+
+def _problems():
+    return validate.problems(bpy.context, bpy.context.scene.diffrec)
+
+
+def _expect(message_part: str):
+    problems = _problems()
+    addon.unregister()
+    assert any(message_part in problem for problem in problems), problems
+
+
+def check_good_setup_has_no_problems():
+    _good_scene()
+    problems = _problems()
+    addon.unregister()
+    assert problems == [], problems
+
+
+def check_nothing_selected():
+    _scene, cube, _camera = _good_scene()
+    cube.select_set(False)
+    _expect(validate.NOTHING_SELECTED)
+
+
+def check_not_a_mesh():
+    _scene, cube, camera = _good_scene()
+    cube.select_set(False)
+    camera.select_set(True)
+    bpy.context.view_layer.objects.active = camera
+    _expect("is a camera, not a mesh")
+
+
+def check_no_cameras():
+    _scene, _cube, camera = _good_scene()
+    bpy.data.objects.remove(camera)
+    _expect(validate.NO_CAMERAS)
+
+
+def check_camera_that_does_not_see_the_object():
+    _scene, _cube, camera = _good_scene()
+    camera.rotation_euler = (math.radians(90), 0.0, math.radians(180))  # looks away
+    bpy.context.view_layer.update()
+    _expect("Camera 'camera' does not see 'Cube'")
+
+
+def check_camera_beside_the_object():
+    _scene, _cube, camera = _good_scene()
+    camera.location = (6.0, -5.0, 0.0)  # the cube is outside its field of view, in front
+    bpy.context.view_layer.update()
+    _expect("does not see")
+
+
+def check_no_world_light():
+    scene, _cube, _camera = _good_scene()
+    scene.world = None
+    _expect(validate.NO_WORLD)
+
+
+def check_dark_world():
+    scene, _cube, _camera = _good_scene()
+    scene.world.node_tree.nodes["Background"].inputs["Strength"].default_value = 0.0
+    _expect(validate.DARK_WORLD)
+
+
+def check_missing_camera_image():
+    scene, _cube, _camera = _good_scene()
+    scene.diffrec.target_source = "CAMERA_IMAGES"
+    _expect("has no image")
+
+
+def check_unreadable_camera_image():
+    scene, _cube, camera = _good_scene()
+    scene.diffrec.target_source = "CAMERA_IMAGES"
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "photo.png"
+        image = bpy.data.images.new("photo", 4, 4)
+        image.filepath_raw, image.file_format = str(path), "PNG"
+        image.save()
+        bpy.data.images.remove(image)
+        background = camera.data.background_images.new()
+        background.image = bpy.data.images.load(str(path))
+    background.image.reload()  # the file is gone, as when a .blend moved without its photos
+    _expect("cannot be read")
+
+
+# -- import ----------------------------------------------------------------------------------
+
+
+def _asset():
+    rng = np.random.default_rng(0)
+    return import_result.Asset(
+        vertices=np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0]], np.float32),
+        faces=np.array([[0, 1, 2], [0, 2, 3]], np.int32),
+        uvs=np.array([[0, 0], [1, 0], [1, 1], [0, 1]], np.float32),
+        kd=rng.uniform(0, 1, (8, 16, 3)).astype(np.float32),
+        ks=np.dstack([np.zeros((8, 16)), np.full((8, 16), 0.6), np.full((8, 16), 0.2)]),
+        normal=np.dstack([np.full((8, 16), 0.5), np.full((8, 16), 0.5), np.ones((8, 16))]),
+        envmap=rng.uniform(0, 5, (4, 8, 3)).astype(np.float32),
+    )
+
+
+def _linked(tree, from_type, from_socket, to_type, to_socket) -> bool:
+    return any(
+        link.from_node.bl_idname == from_type and link.from_socket.name == from_socket
+        and link.to_node.bl_idname == to_type and link.to_socket.name == to_socket
+        for link in tree.links
+    )
+
+
+def _pixels(image) -> np.ndarray:
+    width, height = image.size
+    flat = np.empty(width * height * 4, np.float32)
+    image.pixels.foreach_get(flat)
+    return flat.reshape(height, width, 4)[::-1]  # rows top-down
+
+
+def check_import_builds_the_material_world_and_mesh():
+    asset = _asset()
+    obj = import_result.import_asset(bpy.context, "result", asset)
+    mesh = obj.data
+    assert len(mesh.polygons) == 2 and all(p.use_smooth for p in mesh.polygons)
+    assert mesh.uv_layers.active.name == "UVMap"
+    corner_uvs = np.empty(len(mesh.loops) * 2, np.float32)
+    mesh.uv_layers.active.data.foreach_get("uv", corner_uvs)
+    assert np.allclose(corner_uvs.reshape(-1, 2), asset.uvs[asset.faces.reshape(-1)])
+    tree = obj.active_material.node_tree
+    bsdf, tex = "ShaderNodeBsdfPrincipled", "ShaderNodeTexImage"
+    assert _linked(tree, tex, "Color", bsdf, "Base Color")
+    assert _linked(tree, tex, "Color", "ShaderNodeSeparateColor", "Color")
+    assert _linked(tree, "ShaderNodeSeparateColor", "Green", bsdf, "Roughness")
+    assert _linked(tree, "ShaderNodeSeparateColor", "Blue", bsdf, "Metallic")
+    assert _linked(tree, tex, "Color", "ShaderNodeNormalMap", "Color")
+    assert _linked(tree, "ShaderNodeNormalMap", "Normal", bsdf, "Normal")
+    normal_map = next(n for n in tree.nodes if n.bl_idname == "ShaderNodeNormalMap")
+    assert normal_map.space == "TANGENT" and normal_map.uv_map == "UVMap"
+    images = {
+        link.to_socket.name: link.from_node.image
+        for link in tree.links if link.from_node.bl_idname == tex
+    }
+    kd, ks, normal = images["Base Color"], images["Color"], None
+    normal = next(
+        link.from_node.image for link in tree.links
+        if link.to_node.bl_idname == "ShaderNodeNormalMap"
+    )
+    ks = next(
+        link.from_node.image for link in tree.links
+        if link.to_node.bl_idname == "ShaderNodeSeparateColor"
+    )
+    assert kd.colorspace_settings.name == "sRGB"
+    assert ks.colorspace_settings.name == "Non-Color" and normal.colorspace_settings.is_data
+    for image in (kd, ks, normal):
+        assert image.packed_file is not None, image.name
+    # values survive: kd is stored sRGB-encoded (8 bit), ks and normal as data
+    srgb = np.where(asset.kd <= 0.0031308, asset.kd * 12.92, 1.055 * asset.kd ** (1 / 2.4) - 0.055)
+    assert np.abs(_pixels(kd)[..., :3] - srgb).max() < 1 / 255 + 1e-6
+    assert np.abs(_pixels(ks)[..., 1] - 0.6).max() < 1 / 255 + 1e-6
+    world = bpy.context.scene.world
+    env = next(n for n in world.node_tree.nodes if n.bl_idname == "ShaderNodeTexEnvironment")
+    assert _linked(world.node_tree, "ShaderNodeTexEnvironment", "Color",
+                   "ShaderNodeBackground", "Color")
+    assert env.image.is_float and env.image.colorspace_settings.name == "Linear Rec.709"
+    assert env.image.packed_file is not None
+    assert np.allclose(_pixels(env.image)[..., :3], asset.envmap, rtol=1e-3, atol=1e-3)
+
+
+def check_preview_image_shows_render_and_target():
+    from addon import operators
+
+    render = np.zeros((4, 6, 3), np.float32)
+    target = np.ones((4, 6, 4), np.float32)
+    render[0, 0] = (1.0, 0.0, 0.0)  # top-left of the render
+    image = operators.update_preview(render, target)
+    shown = _pixels(image)
+    assert tuple(image.size) == (12, 4)
+    assert np.allclose(shown[0, 0], (1, 0, 0, 1)) and np.allclose(shown[:, 6:], 1)
+
+
+def check_nerf_export_then_import_gives_the_same_cameras():
+    scene, _cube, camera = _good_scene()
+    scene.render.engine = "CYCLES"
+    scene.cycles.device, scene.cycles.samples = "CPU", 2
+    scene.render.resolution_x, scene.render.resolution_y = 32, 24
+    camera.data.lens = 40.0
+    try:
+        with tempfile.TemporaryDirectory() as directory:
+            assert bpy.ops.diffrec.export_nerf(directory=directory) == {"FINISHED"}
+            assert (Path(directory) / "train" / "r_0.png").exists()
+            transforms = str(Path(directory) / "transforms_train.json")
+            assert bpy.ops.diffrec.import_nerf(filepath=transforms) == {"FINISHED"}
+            imported = [o for o in scene.objects if o.type == "CAMERA" and o is not camera]
+            assert len(imported) == 1
+            copy = imported[0]
+            assert np.allclose(np.array(copy.matrix_world), np.array(camera.matrix_world),
+                               atol=1e-5)
+            # the same horizontal field of view (the sensor fit is AUTO on a landscape image)
+            assert abs(copy.data.angle_x - camera.data.angle_x) < 1e-6
+            assert tuple(export_scene.camera_image(copy).size) == (32, 24)
+            assert scene.diffrec.target_source == "CAMERA_IMAGES"
+    finally:
+        addon.unregister()
+
+
+harness.main(globals())

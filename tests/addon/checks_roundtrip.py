@@ -1,0 +1,154 @@
+"""Submit, follow, fetch and re-attach against a real ``diffrec serve`` (see harness.py).
+
+Needs DIFFREC_SERVER (tcp://127.0.0.1:PORT of a running server). One check follows a small
+``fit_texture`` job through the job session; the other presses Optimize on a real scene:
+Cycles renders the targets, the backend's ``optimize`` task runs the pipeline on the CPU, and
+the result comes back as an object, a material and a world.
+"""
+
+import os
+import sys
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))  # blender --python does not add it
+import harness  # noqa: I001
+import bpy
+import numpy as np
+
+from addon import jobs, operators
+
+REPORTS = []
+
+
+def _report(kind, message):
+    REPORTS.append((sorted(kind), message))
+
+
+def _enable_with_endpoint():
+    import addon_utils
+
+    addon_utils.enable("addon", default_set=True)
+    preferences = bpy.context.preferences.addons["addon"].preferences
+    preferences.endpoint = os.environ["DIFFREC_SERVER"]
+    preferences.timeout = 5.0
+
+
+def _disable():
+    import addon_utils
+
+    addon_utils.disable("addon", default_set=True)
+
+
+def check_submit_follow_fetch_and_reattach():
+    _enable_with_endpoint()
+    try:
+        scene = bpy.context.scene
+        rng = np.random.default_rng(0)
+        images = rng.uniform(0, 1, (2, 16, 16, 4)).astype(np.float32)
+        spec = {"task": "fit_texture", "iterations": 40, "texture_size": 8,
+                "preview_every": 10, "checkpoint_every": 20}
+        job = uuid.uuid4().hex
+        entry = scene.diffrec.jobs.add()
+        entry.job_id, entry.mode = job, "fit_texture"
+        session = jobs.JobSession(
+            operators.connector(bpy.context), job, operators.results_dir(job),
+            jobs.Submission(spec, {"images": images}),
+        )
+        seen = []
+        original = operators._apply
+
+        def recording(context, job_id, update, report):
+            seen.append(update.kind)
+            original(context, job_id, update, report)
+
+        operators._apply = recording
+        try:
+            operators.follow_blocking(bpy.context, session, _report)
+        finally:
+            operators._apply = original
+        assert "error" not in seen, REPORTS
+        assert seen[0] == "submitted" and "progress" in seen and seen[-1] == "fetched", seen
+        assert entry.state == "done", entry.state
+        assert "40/40" in scene.diffrec.status or scene.diffrec.status.startswith("done"), (
+            scene.diffrec.status
+        )
+        preview = bpy.data.images[operators.PREVIEW_IMAGE]
+        assert tuple(preview.size) == (32, 16)  # render | target, 16 px each
+        files = sorted(path.name for path in operators.results_dir(job).iterdir())
+        assert {"texture.npy", "render.npy", "metrics.json"} <= set(files), files
+        texture = np.load(operators.results_dir(job) / "texture.npy")
+        assert texture.shape == (8, 8, 4)
+        # a reopened file re-attaches by the job id kept in the scene, and fetches again
+        for path in operators.results_dir(job).iterdir():
+            path.unlink()
+        assert bpy.ops.diffrec.attach(job_id=job) == {"FINISHED"}
+        assert (operators.results_dir(job) / "texture.npy").exists()
+        assert np.array_equal(np.load(operators.results_dir(job) / "texture.npy"), texture)
+    finally:
+        _disable()
+
+
+def _scene_for_optimize():
+    """A UV sphere (selected, active), four cameras around it, a small HDRI world."""
+    scene = bpy.context.scene
+    scene.render.engine = "CYCLES"
+    scene.cycles.device = "CPU"
+    scene.cycles.samples = 8
+    bpy.ops.mesh.primitive_uv_sphere_add(segments=16, ring_count=8, radius=1.0)
+    sphere = bpy.context.active_object
+    sphere.name = "ball"
+    material = bpy.data.materials.new("ball")
+    material.use_nodes = True
+    material.node_tree.nodes["Principled BSDF"].inputs["Base Color"].default_value = (
+        0.7, 0.2, 0.1, 1.0)
+    sphere.data.materials.append(material)
+    for index in range(4):
+        angle = index * np.pi / 2
+        data = bpy.data.cameras.new(f"cam{index}")
+        camera = bpy.data.objects.new(f"cam{index}", data)
+        scene.collection.objects.link(camera)
+        camera.location = (4 * np.cos(angle), 4 * np.sin(angle), 1.0)
+        direction = -camera.location.normalized()
+        camera.rotation_euler = direction.to_track_quat("-Z", "Y").to_euler()
+    sky = bpy.data.images.new("sky", 32, 16, float_buffer=True)
+    rows = np.linspace(1.5, 0.3, 16, dtype=np.float32)[::-1]  # Blender rows are bottom-up
+    sky.pixels.foreach_set(np.repeat(rows[:, None, None], 32, 1).repeat(4, 2).reshape(-1))
+    sky.pack()
+    world = bpy.data.worlds.new("sky")
+    world.use_nodes = True
+    environment = world.node_tree.nodes.new("ShaderNodeTexEnvironment")
+    environment.image = sky
+    world.node_tree.links.new(environment.outputs["Color"],
+                              world.node_tree.nodes["Background"].inputs["Color"])
+    scene.world = world
+    sphere.select_set(True)
+    bpy.context.view_layer.objects.active = sphere
+    return scene
+
+
+def check_optimize_materials_round_trip():
+    """Optimize in background mode: export, backend pipeline, import."""
+    _enable_with_endpoint()
+    try:
+        scene = _scene_for_optimize()
+        settings = scene.diffrec
+        settings.mode, settings.preset, settings.light = "materials", "PREVIEW", "KEEP"
+        settings.iterations, settings.train_resolution = 20, 32
+        bpy.context.preferences.addons["addon"].preferences.timeout = 30.0
+        assert bpy.ops.diffrec.optimize() == {"FINISHED"}, settings.status
+        entry = settings.jobs[-1]
+        assert entry.state == "done" and entry.imported, (entry.state, settings.status)
+        result = bpy.data.objects["ball optimised"]
+        # triangulated, still welded: 2 * 16 * 6 quad halves + 2 * 16 cap triangles
+        assert len(result.data.polygons) == 224 and len(result.data.vertices) == 16 * 7 + 2
+        assert result.data.uv_layers.active is not None
+        nodes = result.active_material.node_tree.nodes
+        assert {"ShaderNodeTexImage", "ShaderNodeNormalMap"} <= {n.bl_idname for n in nodes}
+        files = {path.name for path in operators.results_dir(entry.job_id).iterdir()}
+        assert {"mesh.obj", "mesh.glb", "probe.hdr", "metrics.json", "mesh.npz"} <= files
+    finally:
+        _disable()
+
+
+harness.main(globals())
