@@ -207,7 +207,7 @@ def _surface_pass(ctx, config, inputs, light, store, progress, should_stop, time
         mesh = geometry.mesh()
     vertices, triangles = clean_mesh(mesh.positions.detach(), mesh.triangles)
     mesh = with_uvs(Mesh(vertices, triangles), config)
-    textures = bake_textures(ctx, mesh, lambda points: vars(field.evaluate(points)),
+    textures = bake_textures(ctx, mesh, field.evaluate,
                              config.texture_res)
     ranges = {"kd": ((0, 0, 0), (1, 1, 1)), "ks": (config.ks_min, config.ks_max),
               "normal": ((-1, -1, 0), (1, 1, 1))}
