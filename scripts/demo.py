@@ -186,6 +186,9 @@ def save_blend(path: Path, obj, result) -> None:
     """Original and result side by side (the result moved along +X), world kept."""
     obj.hide_render = False
     result.hide_render = False
+    for other in bpy.context.scene.objects:  # e.g. refine's decimated start: out of the way
+        if other.type == "MESH" and other.hide_render:
+            other.hide_set(True)
     width = obj.dimensions.x
     result.location.x += 1.25 * width
     bpy.ops.file.pack_all()
