@@ -112,14 +112,11 @@ def build_scene(args):
     return bl_scene, obj, train, held_out
 
 
-def welded(mesh: export_scene.MeshArrays) -> dict[str, np.ndarray]:
-    """The wire's mesh arrays with positions shared across UV seams (the add-on's export
-    splits them), so that moving vertices in ``refine`` cannot tear the surface open."""
-    vertices, inverse = np.unique(mesh.vertices, axis=0, return_inverse=True)
-    arrays = {"vertices": vertices.astype(np.float32),
-              "faces": inverse.reshape(-1)[mesh.faces].astype(np.int32)}
+def mesh_arrays(mesh: export_scene.MeshArrays) -> dict[str, np.ndarray]:
+    """The wire's mesh inputs from the add-on's export (welded positions, UVs by uv_faces)."""
+    arrays = {"vertices": mesh.vertices, "faces": mesh.faces}
     if mesh.uvs is not None:
-        arrays["uvs"], arrays["uv_faces"] = mesh.uvs, mesh.faces.astype(np.int32)
+        arrays["uvs"], arrays["uv_faces"] = mesh.uvs, mesh.uv_faces
     return arrays
 
 
@@ -131,7 +128,7 @@ def job_inputs(args, bl_scene, obj, train, images) -> dict[str, np.ndarray]:
     if args.mode != "reconstruct":
         start = obj if args.mode == "materials" else scene.decimated_copy(obj, REFINE_DECIMATION)
         mesh = export_scene.export_mesh(start, bpy.context.evaluated_depsgraph_get())
-        arrays.update(welded(mesh))
+        arrays.update(mesh_arrays(mesh))
     return arrays
 
 
