@@ -190,6 +190,8 @@ def _apply(context, job: str, update: jobs.Update, report) -> None:
         settings.status = f"submitted ({update.fields.get('state', 'queued')})"
     elif update.kind == "progress":
         settings.status, fraction = jobs.progress_text(update.fields)
+        if bpy.app.background and int(20 * fraction) != int(settings.progress / 5):
+            print(f"diffrec: {settings.status}", flush=True)  # headless: a line per 5 %
         settings.progress = 100 * fraction
     elif update.kind == "preview" and {"render", "target"} <= update.arrays.keys():
         update_preview(update.arrays["render"], update.arrays["target"])

@@ -19,7 +19,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
@@ -112,45 +111,37 @@ def build_scene(args):
     return bl_scene, obj, train, held_out
 
 
-def mesh_arrays(mesh: export_scene.MeshArrays) -> dict[str, np.ndarray]:
-    """The wire's mesh inputs from the add-on's export (welded positions, UVs by uv_faces)."""
-    arrays = {"vertices": mesh.vertices, "faces": mesh.faces}
-    if mesh.uvs is not None:
-        arrays["uvs"], arrays["uv_faces"] = mesh.uvs, mesh.uv_faces
-    return arrays
+def optimize_with_addon(args, subject, train, endpoint: str):
+    """Press Optimize, as an artist would: the add-on renders the training cameras, sends the
+    job to the backend, follows it (the blocking path Blender takes in background mode) and
+    imports the result. Returns (result files folder, imported object)."""
+    import addon_utils
 
+    from addon import operators
 
-def job_inputs(args, bl_scene, obj, train, images) -> dict[str, np.ndarray]:
-    """What the add-on sends: images, cameras, intrinsics, the starting mesh and the HDRI."""
-    cameras, intrinsics = export_scene.export_cameras(train, bl_scene, (args.size, args.size))
-    arrays = {"images": images, "cameras": cameras, "intrinsics": intrinsics,
-              "envmap": export_scene.export_world(bl_scene)}
-    if args.mode != "reconstruct":
-        start = obj if args.mode == "materials" else scene.decimated_copy(obj, REFINE_DECIMATION)
-        mesh = export_scene.export_mesh(start, bpy.context.evaluated_depsgraph_get())
-        arrays.update(mesh_arrays(mesh))
-    return arrays
-
-
-def job_settings(args) -> dict:
-    settings = {"mode": args.mode, "preset": args.preset, "train_res": args.size,
-                "light": args.light, "test_views": min(2, args.views - 1), "log_every": 5}
+    addon_utils.enable("addon", default_set=True)
+    preferences = bpy.context.preferences.addons["addon"].preferences
+    preferences.endpoint, preferences.timeout = endpoint, 60.0
+    settings = bpy.context.scene.diffrec
+    settings.target_source, settings.cameras, settings.mode = "RENDER", "SELECTED", args.mode
+    settings.preset = args.preset.upper()  # fills iterations, texture size and resolution
+    settings.train_resolution = args.size
     if args.iterations:
-        settings["iterations"] = args.iterations
+        settings.iterations = args.iterations
     if args.texture_res:
-        settings["texture_res"] = args.texture_res
-    return settings
-
-
-def print_progress(event: dict) -> None:
-    """One self-updating line on a terminal; a line per tenth of the pass otherwise."""
-    done, total = event["iteration"], event["iterations"]
-    line = (f"   {event['pass']} {done}/{total}  loss {event['loss']:.4f}  "
-            f"psnr {event['psnr']:.2f} dB  eta {event['eta_s']:.0f} s ")
-    if sys.stdout.isatty():
-        print("\r" + line, end="" if done < total else "\n", flush=True)
-    elif done == total or done * 10 // total != (done - 5) * 10 // total:
-        print(line, flush=True)
+        settings.texture_resolution = str(args.texture_res)
+    settings.light = "KEEP" if args.light == "fixed" else "LEARN"
+    for obj in bpy.context.scene.objects:
+        obj.select_set(obj in train)
+    if subject is not None:
+        subject.select_set(True)
+    bpy.context.view_layer.objects.active = subject
+    if bpy.ops.diffrec.optimize() != {"FINISHED"} or settings.jobs[-1].state != "done":
+        raise RuntimeError(f"Optimize did not finish: {settings.status}")
+    job = settings.jobs[-1]
+    result = bpy.data.objects[f"{job.object_name or 'diffrec'} optimised"]
+    result.name = "diffrec result"
+    return operators.results_dir(job.job_id), result
 
 
 @contextlib.contextmanager
@@ -166,17 +157,6 @@ def quiet_stdout():
         sys.stdout.flush()
         os.dup2(saved, 1)
         os.close(saved)
-
-
-def import_result(asset_dir: Path) -> bpy.types.Object:
-    """The result's GLB imported with Blender's own glTF importer, as one object."""
-    before = set(bpy.data.objects)
-    bpy.ops.import_scene.gltf(filepath=str(asset_dir / "mesh.glb"))
-    meshes = [o for o in set(bpy.data.objects) - before if o.type == "MESH"]
-    if len(meshes) != 1:
-        raise RuntimeError(f"the result GLB held {len(meshes)} meshes, expected 1")
-    meshes[0].name = "diffrec result"
-    return meshes[0]
 
 
 def save_blend(path: Path, obj, result) -> None:
@@ -206,39 +186,41 @@ def main(argv=None) -> int:
     print("== building the scene and rendering the targets with Cycles", flush=True)
     bl_scene, obj, train, held_out = build_scene(args)
     size = (args.size, args.size)
-    with quiet_stdout():
-        train_images = export_scene.render_views(bl_scene, train, size)
+    with quiet_stdout():  # the training views are rendered by the add-on, as Optimize does
         held_out_images = export_scene.render_views(bl_scene, held_out, size)
     t = clock.stage("render_targets", t)
 
-    print(f"== optimizing ({args.mode}) on a local backend", flush=True)
+    print(f"== Optimize ({args.mode}) through the add-on, on a local backend", flush=True)
     asset_dir = out / "asset"
-    arrays = job_inputs(args, bl_scene, obj, train, train_images)
+    subject = {"materials": obj, "reconstruct": None}.get(args.mode)
+    if args.mode == "refine":
+        subject = scene.decimated_copy(obj, REFINE_DECIMATION)
     with backend.LocalBackend(out / "server", device=args.device) as server:
         print(f"   backend {server.endpoint} (log {server.log_path})", flush=True)
-        job = backend.run_optimize(server.endpoint, job_settings(args), arrays, asset_dir,
-                                   on_progress=print_progress)
+        results, result = optimize_with_addon(args, subject, train, server.endpoint)
+    shutil.copytree(results, asset_dir)
     t = clock.stage("optimize", t)
 
-    print("== importing the result and judging it with Cycles on held-out views", flush=True)
+    print("== judging the imported result with Cycles on held-out views", flush=True)
     with quiet_stdout():
-        result = import_result(asset_dir)
-        obj.hide_render = True
+        for other in (obj, subject):
+            if other is not None:
+                other.hide_render = True
         result_images = export_scene.render_views(bl_scene, held_out, size)
     names = [camera.name for camera in held_out]
     scores = judge.score(result_images, held_out_images, names)
     report.write_comparison(out / "comparison.png", result_images, held_out_images, names)
-    report.write_curves(out / "curves.png", job.progress)
+    backend_metrics = json.loads((asset_dir / "metrics.json").read_text())
+    report.write_curves(out / "curves.png", backend_metrics["history"])
     with quiet_stdout():
         save_blend(out / "demo.blend", obj, result)
     clock.stage("judge", t)
     clock.times["total"] = round(time.monotonic() - clock.started, 2)
 
-    backend_metrics = json.loads((asset_dir / "metrics.json").read_text())
     metrics = {
         "mode": args.mode, "preset": args.preset, "size": args.size, "views": args.views,
         "holdout": args.holdout, "cycles_samples": args.samples, "light": args.light,
-        "path": "protocol client",
+        "path": "add-on Optimize operator",
         "cycles": scores,
         "backend_validation": {key: backend_metrics.get(key)
                                for key in ("psnr_mean", "ssim_mean", "device", "engine",

@@ -1,5 +1,5 @@
 """A local diffrec backend for the demo: ``diffrec serve`` as a child process on a random
-loopback port, and one optimize job run through the wire protocol's client."""
+loopback port (the add-on connects to it as it would to any backend)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,7 @@ import re
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-
-import numpy as np
-
-from diffrec.protocol import Client
 
 START_TIMEOUT_S = 120.0
 
@@ -61,37 +54,3 @@ class LocalBackend:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-@dataclass
-class JobRecord:
-    """What the demo keeps of a job: its id, progress history and result files."""
-
-    job: str
-    progress: list[dict] = field(default_factory=list)
-    files: list[Path] = field(default_factory=list)
-    seconds: float = 0.0
-
-
-def run_optimize(endpoint: str, settings: dict, arrays: dict[str, np.ndarray], result_dir: Path,
-                 on_progress: Callable[[dict], None] | None = None) -> JobRecord:
-    """Submit an ``optimize`` job, follow it to its end, fetch its results into
-    ``result_dir``. Raises RuntimeError when the job fails or is cancelled."""
-    record = JobRecord(job=f"demo-{uuid.uuid4().hex[:12]}")
-    started = time.monotonic()
-    with Client(endpoint, timeout=30.0, retry_for=120.0) as client:
-        client.submit(record.job, {"task": "optimize", "settings": settings}, arrays)
-
-        def on_event(event) -> None:
-            if event["kind"] == "progress":
-                fields = dict(event.fields)
-                record.progress.append(fields)
-                if on_progress:
-                    on_progress(fields)
-
-        final = client.wait(record.job, on_event=on_event)
-        if final["kind"] != "done":
-            raise RuntimeError(f"the optimize job {final['kind']}: {final.get('message', '')}")
-        record.files = client.fetch(record.job, result_dir)
-    record.seconds = time.monotonic() - started
-    return record

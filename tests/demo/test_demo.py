@@ -27,7 +27,7 @@ MIN_IOU = 0.9
 def demo_out(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo") / "out"
     command = [sys.executable, str(DEMO), "--out", str(out), "--size", "48", "--views", "8",
-               "--holdout", "2", "--samples", "8", "--iterations", "60", "--texture-res", "64",
+               "--holdout", "2", "--samples", "8", "--iterations", "60", "--texture-res", "256",
                "--device", "cpu"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -258,13 +258,23 @@ def optimize(
     progress: Callable[[dict], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> dict:
-    """Run ``config`` end to end; write the outputs to ``config.out_dir``; return the metrics.
+    """Run ``config`` end to end; write the outputs to ``config.out_dir``; return the metrics
+    (also in ``metrics.json``: held-out PSNR/SSIM per view and mean, times, peak memory, the
+    settings, and ``history``: loss and batch PSNR every ``log_every`` iterations).
 
     ``inputs`` overrides the config's files (the job server passes in-memory arrays).
     Raises ``trainer.Cancelled`` when ``should_stop`` asks (the checkpoint is kept).
     """
     device = resolve_device(config.device)
     torch.manual_seed(config.seed)
+    history: list[dict] = []
+
+    def report(event: dict) -> None:
+        if event["type"] == "progress":
+            history.append({key: event[key] for key in ("pass", "iteration", "loss", "psnr")})
+        if progress is not None:
+            progress(event)
+
     ctx = raster.RasterContext(device)
     out_dir = Path(config.out_dir)
     store = CheckpointStore(out_dir / "checkpoints")
@@ -274,7 +284,7 @@ def optimize(
     times: dict[str, float] = {}
 
     if config.mode == "reconstruct":
-        mesh, material = _surface_pass(ctx, config, inputs, light, store, progress, should_stop,
+        mesh, material = _surface_pass(ctx, config, inputs, light, store, report, should_stop,
                                        times)
         trainable, learning_rate, warmup = True, config.learning_rate[1], config.warmup_iterations
     else:
@@ -286,7 +296,7 @@ def optimize(
     geometry = ExplicitGeometry(mesh, trainable, config.laplace, config.laplace_scale).to(device)
     second = Pass("pass2", 1, config.iterations, learning_rate, warmup, geometry, material, light,
                   config.light != "fixed")
-    times["pass2"] = _run_pass(ctx, second, train, config, store, progress, should_stop)
+    times["pass2"] = _run_pass(ctx, second, train, config, store, report, should_stop)
 
     with torch.no_grad():
         final_mesh = geometry.mesh()
@@ -296,6 +306,7 @@ def optimize(
     outputs.write_validation(out_dir, renders, test_targets.cpu(), inputs.test.names)
     metrics.update({"mode": config.mode, "preset": config.preset, "device": str(device),
                     "engine": ctx.engine, "iterations": config.iterations, "time_s": times,
-                    "peak_memory_mb": peak_memory_mb(device), "config": config.to_dict()})
+                    "peak_memory_mb": peak_memory_mb(device), "config": config.to_dict(),
+                    "history": history})
     outputs.write_metrics(out_dir, metrics)
     return metrics

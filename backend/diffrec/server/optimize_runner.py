@@ -112,7 +112,8 @@ class OptimizeRunner(Runner):
         try:
             views = from_arrays(inputs["cameras"], intrinsics[:, :4], inputs["images"],
                                 near=float(intrinsics[0, 4]), far=float(intrinsics[0, 5]))
-            train, test = split_views(views, min(config.test_views, len(views) - 1), config.seed)
+            held_out = max(1, min(config.test_views, len(views) // 8))  # at most an eighth
+            train, test = split_views(views, held_out, config.seed)
             base = None
             if "vertices" in inputs:
                 uvs = inputs.get("uvs")
