@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 
 from diffrec.pipeline.config import (
     GEOMETRIES,
@@ -36,6 +37,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--train-res", dest="train_res", type=int)
     parser.add_argument("--texture-res", dest="texture_res", type=int)
     parser.add_argument("--seed", type=int)
+    parser.add_argument("--preview-every", dest="preview_every", type=int, metavar="N",
+                        help="write previews/PASS_ITERATION.png (render | target) every N "
+                             "iterations")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
 
 
@@ -60,15 +64,43 @@ class ProgressLine:
         self.stream.flush()
 
 
+class PreviewWriter:
+    """Writes each preview event as ``out_dir/previews/<pass>_<iteration>.png``."""
+
+    def __init__(self, out_dir: str):
+        self.folder = Path(out_dir) / "previews"
+
+    def __call__(self, event: dict) -> None:
+        import torch
+
+        from diffrec.io import write_image
+        from diffrec.render.metrics import display
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        pair = display(torch.cat([event["render"], event["target"]], dim=1)[None])[0]
+        path = self.folder / f"{event['pass']}_{event['iteration']:06d}.png"
+        write_image(path, pair.numpy(), data=True)
+
+
 def run(args) -> int:
     from diffrec.pipeline.run import optimize  # imports torch-heavy modules only when used
 
     file_values = read_config_file(args.config) if args.config else {}
     flags = {key: getattr(args, key) for key in (
         "mode", "preset", "device", "out_dir", "dataset", "ref_mesh", "base_mesh", "envmap",
-        "light", "geometry", "iterations", "batch", "train_res", "texture_res", "seed")}
+        "light", "geometry", "iterations", "batch", "train_res", "texture_res", "seed",
+        "preview_every")}
     config = build_config(file_values, flags)
-    metrics = optimize(config, progress=None if args.quiet else ProgressLine())
+    line = None if args.quiet else ProgressLine()
+    previews = PreviewWriter(config.out_dir)
+
+    def progress(event: dict) -> None:
+        if event["type"] == "preview":
+            previews(event)
+        elif line is not None:
+            line(event)
+
+    metrics = optimize(config, progress=progress)
     summary = {key: metrics[key] for key in ("psnr_mean", "ssim_mean", "time_s")}
     print(json.dumps({"out_dir": config.out_dir, **summary}, indent=2))
     return 0

@@ -1,0 +1,62 @@
+"""``diffrec optimize`` from the command line, and how settings are read."""
+
+import json
+
+import pytest
+import torch
+
+from diffrec import cli
+from diffrec.errors import UserError
+from diffrec.io import Material, write_image, write_obj
+from diffrec.light.equirect import equirect_pixel_directions
+from diffrec.mesh.primitives import uv_sphere
+from diffrec.pipeline.config import build_config, read_config_file
+
+
+@pytest.mark.slow
+def test_optimize_command_writes_outputs_and_previews(tmp_path, capsys):
+    mesh = uv_sphere(16, 8)
+    write_obj(tmp_path / "ball.obj", mesh, Material(kd=torch.tensor([0.7, 0.3, 0.2]).numpy()))
+    sky = (0.7 + 0.3 * equirect_pixel_directions(16, 32)[..., 2:3]).expand(16, 32, 3)
+    write_image(tmp_path / "sky.hdr", sky.float().numpy())
+    out = tmp_path / "out"
+    status = cli.main(["optimize", "--mode", "materials", "--preset", "preview", "--device", "cpu",
+                       "--ref-mesh", str(tmp_path / "ball.obj"), "--base-mesh",
+                       str(tmp_path / "ball.obj"), "--envmap", str(tmp_path / "sky.hdr"),
+                       "--light", "fixed", "--iterations", "10", "--train-res", "32",
+                       "--texture-res", "32", "--out-dir", str(out), "--preview-every", "5",
+                       "--quiet"])
+    assert status == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["out_dir"] == str(out) and printed["psnr_mean"] > 15
+    assert sorted(p.name for p in (out / "previews").iterdir()) == [
+        "pass2_000005.png", "pass2_000010.png"]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert [entry["iteration"] for entry in metrics["history"]] == [10]  # log_every 10
+    assert (out / "mesh.glb").exists() and (out / "texture_kd.png").exists()
+
+
+def test_reference_system_config_keys_are_translated(tmp_path):
+    path = tmp_path / "nvdiffrec.json"
+    path.write_text(json.dumps({"ref_mesh": "data/spot.obj", "iter": 500, "train_res": [256, 256],
+                                "learning_rate": [0.03, 0.003], "learn_light": False,
+                                "envmap": "probe.hdr", "display": [{"bsdf": "kd"}],
+                                "dmtet_grid": 32}))
+    config = build_config(read_config_file(path))
+    assert config.mode == "reconstruct", "nvdiffrec runs DMTet without a base mesh"
+    assert (config.iterations, config.train_res, config.dmtet_grid) == (500, 256, 32)
+    assert config.learning_rate == (0.03, 0.003) and config.light == "fixed"
+    assert config.ref_mesh == str(tmp_path / "data" / "spot.obj"), "relative to the file"
+
+
+def test_settings_mistakes_are_sentences(tmp_path):
+    with pytest.raises(UserError, match="unknown setting"):
+        build_config({"iteratons": 10})
+    with pytest.raises(UserError, match="mode must be one of"):
+        build_config({"mode": "sculpt"})
+    with pytest.raises(UserError, match="needs an envmap"):
+        build_config({"light": "learn-from-envmap"})
+    (tmp_path / "bad.toml").write_text("mode = ")
+    with pytest.raises(UserError, match="cannot read config"):
+        read_config_file(tmp_path / "bad.toml")
+    assert cli.main(["optimize", "--config", str(tmp_path / "missing.json")]) == 2
