@@ -68,7 +68,7 @@ class RasterContext:
         self.native = None
         if self.engine == "nvdiffrast":
             self.native = nvdiffrast_module().RasterizeCudaContext(device=self.device)
-        log.info("diffrec.raster: %s engine on %s", self.engine, self.device)
+        log.info("%s engine on %s", self.engine, self.device)
 
     def __repr__(self) -> str:
         return f"RasterContext(device={str(self.device)!r}, engine={self.engine!r})"
