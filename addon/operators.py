@@ -208,7 +208,8 @@ def _apply(context, job: str, update: jobs.Update, report) -> None:
         if asset is not None:
             name = f"{entry.object_name or 'diffrec'} optimised" if entry else "diffrec result"
             remove_live_mesh()
-            import_result.import_asset(context, name, asset)
+            # a kept HDRI comes back only resampled: the scene's own world stays
+            import_result.import_asset(context, name, asset, use_world=settings.light == "LEARN")
             if not bpy.app.background:
                 bpy.ops.ed.undo_push(message="diffrec: import result")
             if entry is not None:

@@ -147,6 +147,7 @@ def check_optimize_materials_round_trip():
         assert {"ShaderNodeTexImage", "ShaderNodeNormalMap"} <= {n.bl_idname for n in nodes}
         files = {path.name for path in operators.results_dir(entry.job_id).iterdir()}
         assert {"mesh.obj", "mesh.glb", "probe.hdr", "metrics.json", "mesh.npz"} <= files
+        assert scene.world.name == "sky", "Keep HDRI: the scene's own world stays"
     finally:
         _disable()
 

@@ -65,6 +65,15 @@ def test_materials_mode_recovers_a_known_albedo(tmp_path):
     for name in ("mesh.obj", "mesh.mtl", "texture_kd.png", "texture_ks.png", "texture_n.png",
                  "mesh.glb", "probe.hdr", "metrics.json", "validation/view_00.png"):
         assert (out / name).exists(), name
+    # the exact arrays (what the add-on imports) say the same as the PNG textures
+    import numpy as np
+
+    from diffrec.io import read_image
+
+    for name, png, data in (("kd", "texture_kd.png", False), ("normal", "texture_n.png", True)):
+        array = np.load(out / f"{name}.npy")
+        np.testing.assert_allclose(array, read_image(out / png, data=data)[..., :3],
+                                   atol=1.5 / 255 if data else 0.01)
     saved = json.loads((out / "metrics.json").read_text())
     assert saved["psnr_mean"] == pytest.approx(metrics["psnr_mean"])
     assert len(saved["views"]) == 4 and all("ssim" in view for view in saved["views"])

@@ -6,8 +6,9 @@ Layout of ``out_dir``: ``mesh.obj``, ``mesh.mtl``, ``texture_kd.png`` (sRGB),
 ``probe.hdr`` (512 x 1024 equirectangular, mapped like Blender's Environment Texture),
 ``validation/view_NN.png`` (target | result | error, sRGB) and ``metrics.json``; and the
 exact float arrays in Blender's world frame (what the add-on imports): ``mesh.npz``
-(vertices [V,3], faces [F,3], uvs [U,2], uv_faces [F,3]), ``kd.npy``, ``ks.npy``,
-``normal.npy`` (textures [H,W,3], rows top-down, linear) and ``envmap.npy`` (the probe).
+(vertices [V,3], faces [F,3], uvs [U,2], uv_faces [F,3]), ``kd.npy``, ``ks.npy`` (textures
+[H,W,3], rows top-down, linear), ``normal.npy`` (the tangent-space normal map encoded as
+``(n + 1) / 2`` in [0, 1], as in ``texture_n.png``) and ``envmap.npy`` (the probe).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from diffrec.io import Material, write_glb, write_image, write_obj
+from diffrec.io.material import encode_normal_map
 from diffrec.render.metrics import display
 
 
@@ -45,10 +47,11 @@ def write_asset(out_dir: Path, mesh, material, light) -> None:
     np.savez(out_dir / "mesh.npz", vertices=mesh.positions.detach().numpy(),
              faces=mesh.triangles.numpy().astype(np.int32), uvs=mesh.uvs.detach().numpy(),
              uv_faces=mesh.uv_triangles.numpy().astype(np.int32))
-    for name in ("kd", "ks", "normal"):
-        value = getattr(io_material, name)
-        if value is not None:
-            np.save(out_dir / f"{name}.npy", np.ascontiguousarray(value[..., :3], np.float32))
+    arrays = {"kd": io_material.kd, "ks": io_material.ks}
+    if io_material.normal is not None:
+        arrays["normal"] = encode_normal_map(io_material.normal)
+    for name, value in arrays.items():
+        np.save(out_dir / f"{name}.npy", np.ascontiguousarray(value[..., :3], np.float32))
     np.save(out_dir / "envmap.npy", probe.astype(np.float32))
 
 
