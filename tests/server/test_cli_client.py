@@ -30,10 +30,12 @@ def test_submit_wait_status_fetch(server, tmp_path, capsys):
     assert "(already submitted)" in capsys.readouterr().out
 
 
-def test_client_errors_are_sentences(server, tmp_path, capsys):
+def test_client_errors_are_sentences(server, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # fetch's default folder is the job id, in the current one
     where = ["--server", server.address, "--timeout", "2"]
     assert cli.main(["fetch", "no-such-job", *where]) == 2
     assert "no job 'no-such-job'" in capsys.readouterr().err
+    assert not (tmp_path / "no-such-job").exists(), "a failed fetch leaves no folder behind"
     (tmp_path / "job.json").write_text(json.dumps({"spec": {"task": "fit_texture"},
                                                    "inputs": {"images": "missing.npy"}}))
     assert cli.main(["submit", str(tmp_path), *where]) == 2

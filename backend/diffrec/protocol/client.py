@@ -263,9 +263,10 @@ class Client:
         """Download a finished job's result files into ``directory``, each verified by SHA-256
         and resumed from any ``.part`` file left by an earlier attempt."""
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        listing = self.call("fetch", {"job": job})["files"]
+        directory.mkdir(parents=True, exist_ok=True)  # only once the job is known to exist
         paths = []
-        for entry in self.call("fetch", {"job": job})["files"]:
+        for entry in listing:
             name, size, sha256 = entry["name"], entry["size"], entry["sha256"]
             if not (isinstance(name, str) and FILE_NAME_RE.match(name) and SHA256_RE.match(sha256)):
                 raise ProtocolError("bad_message", f"the server listed a bad result file {name!r}")
