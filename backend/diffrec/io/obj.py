@@ -87,11 +87,7 @@ def read_obj(path: str | Path) -> Asset:
     faces = []  # (position, uv or None, normal or None, material name) per triangle corner list
     materials: dict[str, Material] = {}
     current = None
-    for number, line in enumerate(path.read_text(errors="replace").splitlines(), start=1):
-        parts = line.split("#", 1)[0].split()
-        if not parts:
-            continue
-        key, args = parts[0], parts[1:]
+    for number, line, key, args in _statements(path):
         try:
             if key == "v":
                 v.append(_floats(args, 3))
@@ -115,6 +111,14 @@ def read_obj(path: str | Path) -> Asset:
     if not faces:
         raise UserError(f"{path}: no faces")
     return _assemble(path, v, vt, vn, faces, materials)
+
+
+def _statements(path: Path):
+    """``(line number, line, keyword, arguments)`` for each non-empty line, comments removed."""
+    for number, line in enumerate(path.read_text(errors="replace").splitlines(), start=1):
+        parts = line.split("#", 1)[0].split()
+        if parts:
+            yield number, line, parts[0], parts[1:]
 
 
 def _floats(args: list[str], count: int) -> list[float]:
@@ -178,11 +182,7 @@ def _read_mtl(path: Path) -> dict[str, Material]:
         return {}
     found: dict[str, dict] = {}
     values: dict = {}
-    for number, line in enumerate(path.read_text(errors="replace").splitlines(), start=1):
-        parts = line.split("#", 1)[0].split()
-        if not parts:
-            continue
-        key, args = parts[0], parts[1:]
+    for number, line, key, args in _statements(path):
         try:
             if key == "newmtl":
                 values = found.setdefault(" ".join(args), {})

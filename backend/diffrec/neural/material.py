@@ -32,15 +32,13 @@ import torch
 from diffrec.neural.hashgrid import HashGridConfig, HashGridEncoding, uniform_params
 from diffrec.neural.mlp import MLP, MLPConfig, xavier_uniform_params
 from diffrec.raster.engine import EngineUnavailableError
+from diffrec.shading.ranges import KD_RANGE, KS_RANGE, NORMAL_RANGE
 
 log = logging.getLogger(__name__)
 
 IMPLS = ("torch", "tcnn")
 ENV_VAR = "DIFFREC_NEURAL"
-KS_MIN = (0.0, 0.08, 0.0)
-KS_MAX = (1.0, 1.0, 1.0)
-KD_RANGE = ((0.0, 0.0, 0.0), (1.0, 1.0, 1.0))
-NORMAL_RANGE = ((-1.0, -1.0, 0.0), (1.0, 1.0, 1.0))
+KS_MIN, KS_MAX = KS_RANGE
 N_OUTPUTS = 9
 EVAL_CHUNK = 1 << 18
 

@@ -15,10 +15,7 @@ import torch
 
 from diffrec.render.gbuffer import GBuffer
 from diffrec.render.texture2d import Texture2D
-
-KD_RANGE = ((0.0, 0.0, 0.0), (1.0, 1.0, 1.0))
-KS_RANGE = ((0.0, 0.08, 0.0), (1.0, 1.0, 1.0))  # nvdiffrec's ks_min / ks_max
-NORMAL_RANGE = ((-1.0, -1.0, 0.0), (1.0, 1.0, 1.0))
+from diffrec.shading.ranges import KD_RANGE, KS_RANGE, NORMAL_RANGE
 
 
 @dataclass
