@@ -20,8 +20,6 @@ tinycudann on a CUDA device when it imports, torch otherwise.
 
 from __future__ import annotations
 
-import functools
-import importlib
 import logging
 import os
 from collections.abc import Sequence
@@ -31,6 +29,7 @@ import torch
 
 from diffrec.neural.hashgrid import HashGridConfig, HashGridEncoding, uniform_params
 from diffrec.neural.mlp import MLP, MLPConfig, xavier_uniform_params
+from diffrec.optional import optional_module
 from diffrec.raster.engine import EngineUnavailableError
 from diffrec.shading.ranges import KD_RANGE, KS_RANGE, NORMAL_RANGE
 
@@ -43,14 +42,9 @@ N_OUTPUTS = 9
 EVAL_CHUNK = 1 << 18
 
 
-@functools.cache
 def tinycudann_module():
-    """Return the ``tinycudann`` module if it imports, else None (cached)."""
-    try:
-        return importlib.import_module("tinycudann")
-    except Exception as exc:  # ImportError, or EnvironmentError without a usable GPU
-        log.debug("tinycudann unavailable: %s", exc)
-        return None
+    """The ``tinycudann`` module if it imports, else None."""
+    return optional_module("tinycudann")
 
 
 def resolve_impl(device: torch.device, impl: str | None = None) -> str:

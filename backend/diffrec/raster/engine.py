@@ -11,12 +11,12 @@ The choice, in order of precedence:
 
 from __future__ import annotations
 
-import functools
-import importlib
 import logging
 import os
 
 import torch
+
+from diffrec.optional import optional_module
 
 log = logging.getLogger(__name__)
 
@@ -28,14 +28,9 @@ class EngineUnavailableError(RuntimeError):
     """The requested engine cannot run here (package missing or device not supported)."""
 
 
-@functools.cache
 def nvdiffrast_module():
-    """Return ``nvdiffrast.torch`` if it imports, else None (cached)."""
-    try:
-        return importlib.import_module("nvdiffrast.torch")
-    except Exception as exc:  # ImportError, or a failing CUDA extension build
-        log.debug("nvdiffrast unavailable: %s", exc)
-        return None
+    """``nvdiffrast.torch`` if it imports, else None."""
+    return optional_module("nvdiffrast.torch")
 
 
 def requested_engine(impl: str | None = None) -> str:
