@@ -542,9 +542,11 @@ CLASSES = (
 )
 
 
+_register_classes, _unregister_classes = bpy.utils.register_classes_factory(CLASSES)
+
+
 def register() -> None:
-    for cls in CLASSES:
-        bpy.utils.register_class(cls)
+    _register_classes()
     bpy.types.TOPBAR_MT_file_import.append(import_nerf_menu)
 
 
@@ -552,5 +554,4 @@ def unregister() -> None:
     bpy.types.TOPBAR_MT_file_import.remove(import_nerf_menu)
     for session in _sessions.values():
         session.cancel()
-    for cls in reversed(CLASSES):
-        bpy.utils.unregister_class(cls)
+    _unregister_classes()

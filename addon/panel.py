@@ -69,11 +69,4 @@ class DIFFREC_PT_jobs(bpy.types.Panel):
 CLASSES = (DIFFREC_PT_main, DIFFREC_PT_jobs)
 
 
-def register() -> None:
-    for cls in CLASSES:
-        bpy.utils.register_class(cls)
-
-
-def unregister() -> None:
-    for cls in reversed(CLASSES):
-        bpy.utils.unregister_class(cls)
+register, unregister = bpy.utils.register_classes_factory(CLASSES)

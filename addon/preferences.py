@@ -84,11 +84,4 @@ class DiffrecPreferences(bpy.types.AddonPreferences):
 CLASSES = (DiffrecPreferences,)
 
 
-def register() -> None:
-    for cls in CLASSES:
-        bpy.utils.register_class(cls)
-
-
-def unregister() -> None:
-    for cls in reversed(CLASSES):
-        bpy.utils.unregister_class(cls)
+register, unregister = bpy.utils.register_classes_factory(CLASSES)

@@ -114,13 +114,14 @@ class DiffrecSceneSettings(bpy.types.PropertyGroup):
 CLASSES = (DiffrecJob, DiffrecSceneSettings)
 
 
+_register_classes, _unregister_classes = bpy.utils.register_classes_factory(CLASSES)
+
+
 def register() -> None:
-    for cls in CLASSES:
-        bpy.utils.register_class(cls)
+    _register_classes()
     bpy.types.Scene.diffrec = PointerProperty(type=DiffrecSceneSettings)
 
 
 def unregister() -> None:
     del bpy.types.Scene.diffrec
-    for cls in reversed(CLASSES):
-        bpy.utils.unregister_class(cls)
+    _unregister_classes()
