@@ -28,7 +28,8 @@ LOSSES = ("logl1", "logl2", "mse", "l1", "smape", "relmse")
 PRESETS: dict[str, dict[str, Any]] = {
     # CPU-friendly: a few minutes on two cores
     "preview": {"iterations": 300, "batch": 2, "train_res": 128, "texture_res": 256,
-                "dmtet_grid": 32, "light_res": 64, "views": 24, "test_views": 4},
+                "dmtet_grid": 32, "light_res": 64, "views": 24, "test_views": 4,
+                "hash_table_log2": 15},
     "standard": {"iterations": 2000, "batch": 4, "train_res": 512, "texture_res": 1024,
                  "dmtet_grid": 64, "light_res": 256, "views": 100, "test_views": 8},
     # the reference system's paper settings
@@ -70,6 +71,10 @@ class OptimizeConfig:
     laplace: str = "relative"
     laplace_scale: float = 10000.0
     sdf_regularizer: float = 0.2
+    # neural material (pass 1 of reconstruct): entries per hash-grid level, as a power of two;
+    # nvdiffrec's 19 (12.6M parameters) is cheap on a GPU, while Adam's dense update of that
+    # many parameters dominates a CPU step, so the preview preset uses a smaller table
+    hash_table_log2: int = 19
     # material and light
     ks_min: tuple[float, float, float] = (0.0, 0.08, 0.0)
     ks_max: tuple[float, float, float] = (1.0, 1.0, 1.0)
@@ -110,6 +115,7 @@ class OptimizeConfig:
              "light_res must be a power of two, at least 32"),
             (self.layers >= 1 and self.spp >= 1, "layers and spp must be at least 1"),
             (self.mesh_scale > 0, "mesh_scale must be positive"),
+            (10 <= self.hash_table_log2 <= 24, "hash_table_log2 must be 10 to 24"),
             (all(lr > 0 for lr in self.learning_rate), "learning rates must be positive"),
             (self.light != "fixed" or self.envmap is not None or self.dataset is None,
              "light 'fixed' needs an envmap (the HDRI to keep)"),

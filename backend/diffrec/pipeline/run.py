@@ -31,6 +31,7 @@ from diffrec.io import read_gltf, read_image, read_obj
 from diffrec.light.envmap import EnvironmentLight
 from diffrec.mesh import Mesh
 from diffrec.mesh.box import fit_to_box
+from diffrec.neural import HashGridConfig
 from diffrec.neural.material import NeuralMaterial
 from diffrec.pipeline import outputs
 from diffrec.pipeline.bake import bake_textures
@@ -198,7 +199,8 @@ def _surface_pass(ctx, config, inputs, light, store, progress, should_stop, time
     geometry = IsosurfaceGeometry(config.geometry, config.dmtet_grid, config.mesh_scale,
                                   config.center, device, config.sdf_regularizer, config.seed)
     field = NeuralMaterial((center - half).tolist(), (center + half).tolist(),
-                           ks_min=config.ks_min, ks_max=config.ks_max, device=device)
+                           ks_min=config.ks_min, ks_max=config.ks_max, device=device,
+                           grid=HashGridConfig(log2_hashmap_size=config.hash_table_log2))
     first = Pass("pass1", 0, config.iterations, config.learning_rate[0], 0, geometry,
                  NeuralSurface(field), light, config.light != "fixed")
     times["pass1"] = _run_pass(ctx, first, inputs.train, config, store, progress, should_stop)
