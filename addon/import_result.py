@@ -2,9 +2,13 @@
 
 Inputs are arrays in the wire's conventions (DESIGN.md): positions in Blender world space,
 UVs with a bottom-left origin, images [H,W,C] float with rows top-down; ``kd`` linear base
-colour (stored as an sRGB image), ``ks`` linear (R occlusion, unused; G roughness; B metallic),
+colour (stored as an sRGB image), ``ks`` linear (R occlusion; G roughness; B metallic),
 ``normal`` a tangent-space OpenGL normal map encoded in [0,1], ``envmap`` a linear
 equirectangular [H,W,3] map. Images are packed into the .blend.
+
+The material reproduces the backend's shading: ``(diffuse + specular) * (1 - occlusion)``, so
+where ``ks`` holds occlusion the Principled BSDF reaches the output through a Mix Shader that
+fades it to black (the Mix Shader's empty input) by the occlusion.
 """
 
 from __future__ import annotations
@@ -92,7 +96,8 @@ def _image_node(nodes, image, location):
 
 def build_material(name: str, asset: Asset) -> bpy.types.Material:
     """Principled BSDF fed by the kd (sRGB), ks (roughness = G, metallic = B; Non-Color) and
-    normal (tangent-space Normal Map node; Non-Color) textures present in ``asset``."""
+    normal (tangent-space Normal Map node; Non-Color) textures present in ``asset``; scaled by
+    ``1 - occlusion`` (ks R) when the ks image keeps any occlusion."""
     material = bpy.data.materials.new(name)
     if bpy.app.version < (5, 0, 0):
         material.use_nodes = True
@@ -108,6 +113,15 @@ def build_material(name: str, asset: Asset) -> bpy.types.Material:
         links.new(ks.outputs["Color"], split.inputs["Color"])
         links.new(split.outputs["Green"], bsdf.inputs["Roughness"])
         links.new(split.outputs["Blue"], bsdf.inputs["Metallic"])
+        if np.max(np.asarray(asset.ks)[..., 0]) >= 0.5 / 255:  # some occlusion survives in 8 bits
+            output = next(n for n in nodes if n.bl_idname == "ShaderNodeOutputMaterial")
+            fade = nodes.new("ShaderNodeMixShader")
+            fade.label = "occlusion"
+            fade.location = tuple(output.location)
+            output.location = (output.location[0] + 200, output.location[1])
+            links.new(split.outputs["Red"], fade.inputs[0])  # the factor
+            links.new(bsdf.outputs["BSDF"], fade.inputs[1])  # the second shader stays empty
+            links.new(fade.outputs["Shader"], output.inputs["Surface"])
     if asset.normal is not None:
         image = new_image(f"{name} normal", asset.normal, "Non-Color")
         normal = _image_node(nodes, image, (-600, -300))

@@ -186,6 +186,8 @@ def check_import_builds_the_material_world_and_mesh():
     assert _linked(tree, "ShaderNodeSeparateColor", "Blue", bsdf, "Metallic")
     assert _linked(tree, tex, "Color", "ShaderNodeNormalMap", "Color")
     assert _linked(tree, "ShaderNodeNormalMap", "Normal", bsdf, "Normal")
+    # no occlusion in ks: the BSDF feeds the output directly
+    assert _linked(tree, bsdf, "BSDF", "ShaderNodeOutputMaterial", "Surface")
     normal_map = next(n for n in tree.nodes if n.bl_idname == "ShaderNodeNormalMap")
     assert normal_map.space == "TANGENT" and normal_map.uv_map == "UVMap"
     images = {
@@ -216,6 +218,18 @@ def check_import_builds_the_material_world_and_mesh():
     assert env.image.is_float and env.image.colorspace_settings.name == "Linear Rec.709"
     assert env.image.packed_file is not None
     assert np.allclose(_pixels(env.image)[..., :3], asset.envmap, rtol=1e-3, atol=1e-3)
+
+
+def check_import_fades_the_material_by_occlusion():
+    asset = _asset()
+    asset.ks[:4, :, 0] = 0.5  # occlusion over the top half
+    tree = import_result.import_asset(bpy.context, "result", asset).active_material.node_tree
+    mix, output = "ShaderNodeMixShader", "ShaderNodeOutputMaterial"
+    assert _linked(tree, "ShaderNodeSeparateColor", "Red", mix, "Factor")
+    assert _linked(tree, "ShaderNodeBsdfPrincipled", "BSDF", mix, "Shader")
+    assert _linked(tree, mix, "Shader", output, "Surface")
+    fade = next(node for node in tree.nodes if node.bl_idname == mix)
+    assert not fade.inputs[2].is_linked  # (1 - occlusion) x BSDF + occlusion x black
 
 
 def check_preview_image_shows_render_and_target():

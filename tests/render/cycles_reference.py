@@ -71,22 +71,29 @@ def build_material(spec: dict) -> bpy.types.Material:
     return material
 
 
-def main(spec_path: str) -> None:
-    spec = json.loads(Path(spec_path).read_text())
-    bpy.ops.wm.read_factory_settings(use_empty=True)
-    scene = bpy.context.scene
+def configure_cycles(scene, size: int, samples: int) -> None:
+    """Cycles on the CPU, direct world light only (no bounces: what split-sum models on a
+    convex object), no denoising, a fixed seed, transparent film, ``size`` square pixels,
+    32-bit RGBA EXR output."""
     scene.render.engine = "CYCLES"
     scene.cycles.device = "CPU"
-    scene.cycles.samples = spec["samples"]
+    scene.cycles.samples = samples
     scene.cycles.use_denoising = False
     scene.cycles.max_bounces = 0
     scene.cycles.seed = 1
     scene.render.film_transparent = True
-    scene.render.resolution_x = scene.render.resolution_y = spec["size"]
+    scene.render.resolution_x = scene.render.resolution_y = size
     scene.render.resolution_percentage = 100
     scene.render.image_settings.file_format = "OPEN_EXR"
     scene.render.image_settings.color_depth = "32"
     scene.render.image_settings.color_mode = "RGBA"
+
+
+def main(spec_path: str) -> None:
+    spec = json.loads(Path(spec_path).read_text())
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    scene = bpy.context.scene
+    configure_cycles(scene, spec["size"], spec["samples"])
     build_world(scene, spec["hdri"])
 
     mesh = build_mesh(spec["mesh"])

@@ -6,9 +6,7 @@ tests catch flipped axes, a wrong environment orientation, colour-space mistakes
 normal-map conventions. The thresholds are the issue's; each case also proves it can fail.
 """
 
-import importlib.util
 import json
-import math
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
+from cycles_compare import bundled_hdri, masked_psnr, pattern_textures
 
 from diffrec import raster
 from diffrec.camera import orbit_cameras
@@ -27,7 +25,6 @@ from diffrec.mesh.normals import with_vertex_normals
 from diffrec.mesh.primitives import uv_sphere
 from diffrec.mesh.tangents import with_tangents
 from diffrec.render.material import TextureMaterial
-from diffrec.render.metrics import display
 from diffrec.render.renderer import render_mesh
 from diffrec.render.texture2d import Texture2D
 
@@ -37,28 +34,10 @@ SIZE, VIEWS, SAMPLES = 128, 8, 128
 CTX = raster.RasterContext("cpu", impl="torch")
 
 
-def bundled_hdri(name: str = "forest") -> Path:
-    """One of the CC0 studio-light HDRIs that ship inside the bpy wheel."""
-    spec = importlib.util.find_spec("bpy")
-    root = Path(next(iter(spec.submodule_search_locations)))
-    return next(root.glob(f"*/datafiles/studiolights/world/{name}.exr"))
-
-
 def textures(tmp: Path):
-    """A smooth albedo pattern (sRGB PNG) and a bumpy tangent-space normal map (data PNG).
-
-    The bumps tilt the normal by up to 17 degrees, typical of a baked normal map. Much steeper
-    bumps (30 degrees: 21 dB) leave the split-sum model's reach: Cycles then clips the light
-    arriving from below the geometric horizon of each tilted normal (self-shadowing), which
-    split-sum does not model.
-    """
-    v, u = torch.meshgrid(torch.linspace(0, 1, 256), torch.linspace(0, 1, 256), indexing="ij")
-    red = 0.5 + 0.4 * torch.sin(6 * math.pi * u)
-    green = 0.5 + 0.4 * torch.cos(4 * math.pi * v)
-    kd = torch.stack([red, green, torch.full_like(u, 0.3)], -1)
-    slope_u = 0.3 * torch.cos(16 * math.pi * u)
-    slope_v = 0.3 * torch.cos(8 * math.pi * v)
-    normal = F.normalize(torch.stack([slope_u, slope_v, torch.ones_like(u)], -1), dim=-1)
+    """The test pattern (``cycles_compare.pattern_textures``) as files: albedo as an sRGB PNG,
+    the normal map as a data PNG."""
+    kd, normal = pattern_textures()
     write_image(tmp / "kd.png", kd.numpy())
     write_image(tmp / "normal.png", encode_normal_map(normal), data=True)
     return tmp / "kd.png", tmp / "normal.png"
@@ -117,14 +96,6 @@ def diffrec_render(scene, material_spec, name, quarter_turns=0, flip_green=False
         out = render_mesh(CTX, scene["mesh"], TextureMaterial(kd, ks, normal), scene["cameras"],
                           light, spp=2)
     return out.color, out.alpha
-
-
-def masked_psnr(ours, our_alpha, reference):
-    """PSNR (dB) over pixels both renderers cover fully, away from the silhouette."""
-    covered = ((our_alpha[..., 0] > 0.999) & (reference[..., 3] > 0.999)).float()[:, None]
-    mask = (-F.max_pool2d(-covered, 5, stride=1, padding=2))[:, 0] > 0.5
-    error = (display(ours) - display(reference[..., :3])).square()[mask]
-    return -10 * math.log10(error.mean().item())
 
 
 @pytest.mark.parametrize("name", list(CASES))
