@@ -268,6 +268,27 @@ def test_invalid_layouts_are_rejected(kind):
         unwrap_module._checked_layout(_corrupt(kind, *result), positions, triangles)
 
 
+def test_a_few_slivers_flat_in_uv_space_are_tolerated_but_not_many():
+    """xatlas packs sub-texel slivers to zero UV area; a handful must not throw the layout away
+    for the fallback, while a layout with many flat triangles is still refused."""
+    sphere = primitives.uv_sphere(32, 16)
+    positions = sphere.positions.numpy()
+    triangles = sphere.triangles.numpy().astype(np.uint32)
+    vmapping, indices, uvs = grid_worker(positions, triangles, {"resolution": 1024})
+
+    def flatten(count):
+        flat = uvs.copy()
+        corners = indices[:count]  # grid corners are unshared: collapse each onto its first
+        flat[corners[:, 1]] = flat[corners[:, 0]]
+        flat[corners[:, 2]] = flat[corners[:, 0]]
+        return vmapping, indices, flat
+
+    few = int(unwrap_module.MAX_FLAT_UV_FRACTION * len(triangles))
+    unwrap_module._checked_layout(flatten(few), positions, triangles)
+    with pytest.raises(UnwrapFailed, match="zero area in UV space"):
+        unwrap_module._checked_layout(flatten(few + 1), positions, triangles)
+
+
 def test_unwrap_rejects_bad_geometry():
     cube = primitives.cube()
     with pytest.raises(ValueError, match="empty"):
