@@ -21,24 +21,36 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from .errors import ProtocolError
-from .limits import CHUNK_BYTES, MIB, WINDOW_CHUNKS
+from .limits import CHUNK_BYTES, MIB
 
 WRITEBACK_BYTES = 16 * MIB
 """A receiver asks the kernel to start writing its part file to disk every this many bytes."""
 
-_hash_pool: tuple[int, ThreadPoolExecutor] | None = None  # (the pid that made it, the pool)
+HASH_BACKLOG = 2
+"""Updates a ``Sha256Stream`` lets wait for the hash thread before ``update`` blocks: enough
+to keep that thread busy, few enough that little memory is held and the final wait is short."""
+
+_hash_pool: ThreadPoolExecutor | None = None
 _hash_pool_lock = threading.Lock()
 
 
 def _hash_thread() -> ThreadPoolExecutor:
-    """The one background thread that runs every ``Sha256Stream``'s updates, in order (a
-    forked child makes its own: the parent's thread is not there)."""
+    """The one background thread that runs every ``Sha256Stream``'s updates, in order."""
     global _hash_pool
     with _hash_pool_lock:
-        if _hash_pool is None or _hash_pool[0] != os.getpid():
-            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="diffrec-sha256")
-            _hash_pool = (os.getpid(), pool)
-        return _hash_pool[1]
+        if _hash_pool is None:
+            _hash_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="diffrec-sha256")
+        return _hash_pool
+
+
+def _forget_hash_thread() -> None:
+    """In a forked child: the parent's hash thread is not there; make a new one when needed."""
+    global _hash_pool, _hash_pool_lock
+    _hash_pool, _hash_pool_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_hash_thread)
 
 
 def sha256_hex(buffer) -> str:
@@ -66,7 +78,7 @@ class Sha256Stream:
     the memory held.
     """
 
-    def __init__(self, depth: int = WINDOW_CHUNKS):
+    def __init__(self, depth: int = HASH_BACKLOG):
         self._digest = hashlib.sha256()
         self._pending: deque[Future] = deque()
         self._depth = depth
