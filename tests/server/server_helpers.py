@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -62,6 +65,25 @@ class ServerProcess:
 
     def job_dir(self, job_id: str) -> Path:
         return self.data_dir / "jobs" / job_id
+
+
+@contextlib.contextmanager
+def server_in_process(data_dir: Path, runners=()) -> Iterator:
+    """A Server running in a thread of this process, with extra test-only ``runners`` (which a
+    ``diffrec serve`` child cannot have); stopped and closed when the block ends."""
+    from diffrec.server.app import Server
+
+    server = Server(f"tcp://127.0.0.1:{free_port()}", data_dir, "cpu")
+    server.runners.update({runner.task: runner for runner in runners})
+    stop = threading.Event()
+    thread = threading.Thread(target=server.serve_forever, args=(stop.is_set,), daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        stop.set()
+        thread.join(10)
+        server.close()
 
 
 def fit_spec(**overrides) -> dict:

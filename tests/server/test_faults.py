@@ -1,4 +1,5 @@
-"""Faults: the server killed (SIGKILL) mid-upload and mid-job, then started again."""
+"""Faults: the server killed (SIGKILL) mid-upload and mid-job, then started again; a job
+that runs out of GPU memory."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ import hashlib
 
 import numpy as np
 import pytest
-from server_helpers import fit_spec, target_images
+import torch
+from server_helpers import fit_spec, server_in_process, target_images
 
-from diffrec.protocol import ServerError
+from diffrec.protocol import Client, ServerError
 from diffrec.protocol.limits import MIB
+from diffrec.server.texture_fit import TextureFitRunner
 
 
 def test_upload_resumes_after_the_server_is_killed(start_server, connect):
@@ -88,3 +91,30 @@ def test_finished_jobs_expire_after_the_retention_time(start_server, connect):
     assert info.value.code == "not_found"
     assert not server.job_dir("old").exists()
     assert list((server.data_dir / "blobs").iterdir())  # blobs go only when an hour old
+
+
+class OutOfMemoryRunner(TextureFitRunner):
+    """fit_texture's checks, then what torch raises when a CUDA allocation fails."""
+
+    task = "out_of_memory"
+
+    def run(self, ctx):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+
+def test_a_job_out_of_gpu_memory_fails_alone_with_a_clear_message(tmp_path):
+    images = target_images()
+    with server_in_process(tmp_path / "data", [OutOfMemoryRunner()]) as server, \
+            Client(server.endpoint, timeout=2.0, retry_for=30.0) as client:
+        client.submit("before", fit_spec(iterations=20), {"images": images})
+        client.submit("greedy", fit_spec(task="out_of_memory"), {"images": images})
+        client.submit("after", fit_spec(iterations=20), {"images": images})
+        failed = client.wait("greedy")
+        assert failed["kind"] == "failed"
+        assert failed["message"].startswith("the GPU ran out of memory: lower the image")
+        assert client.ping()["queued"] <= 1  # the server still answers
+        status = client.status("greedy")
+        assert status["state"] == "failed" and status["message"] == failed["message"]
+        assert client.wait("before")["kind"] == "done"
+        assert client.wait("after")["kind"] == "done"
+        assert [job["state"] for job in client.list_jobs()] == ["done", "failed", "done"]

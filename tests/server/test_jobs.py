@@ -59,6 +59,22 @@ def test_large_inputs_are_uploaded_once_then_deduplicated(server, connect):
         assert client.wait(job)["kind"] == "done"
 
 
+def test_a_blob_that_does_not_match_its_sha256_is_refused_then_sent_again(server, connect):
+    client = connect(server)
+    payload = np.random.default_rng(4).bytes(3 * CHUNK_BYTES + 12345)  # hashed in the background
+    sha = hashlib.sha256(payload).hexdigest()
+    corrupt = bytearray(payload)
+    corrupt[-1] ^= 1  # only the last chunk differs
+    with pytest.raises(ServerError) as info:
+        client.upload(bytes(corrupt), sha256=sha)
+    assert info.value.code == "hash_mismatch"
+    blobs = server.data_dir / "blobs"
+    assert not (blobs / sha).exists() and not (blobs / f"{sha}.part").exists()
+    assert client.call("upload", {"blob": sha, "size": len(payload)})["offset"] == 0
+    assert client.upload(payload) == sha  # the whole blob again, now verified
+    assert (blobs / sha).read_bytes() == payload
+
+
 def test_resubmitting_a_job_id_returns_the_existing_job(server, connect):
     client = connect(server)
     first = client.submit("same", fit_spec(), {"images": target_images()})

@@ -24,10 +24,17 @@ from diffrec.protocol import (
     pairing_string,
     parse_pairing,
     read_keypair,
+    transfer,
     write_keypair,
 )
 from diffrec.protocol.limits import MAX_HEADER_BYTES
-from diffrec.protocol.transfer import ResumableFile, sha256_hex
+from diffrec.protocol.transfer import (
+    ResumableFile,
+    Sha256Stream,
+    chunk_ranges,
+    sha256_file,
+    sha256_hex,
+)
 
 
 def frames_of(header: dict | str | bytes, *raw: bytes) -> list[bytes]:
@@ -173,6 +180,30 @@ def test_resumable_file_resumes_verifies_and_refuses_gaps(tmp_path):
         liar.finish()
     assert info.value.code == "hash_mismatch"
     assert not liar.part.exists() and not liar.final.exists()
+
+
+def test_sha256_stream_hashes_in_order_in_the_background():
+    blocks = [np.random.default_rng(seed).bytes(n) for seed, n in enumerate((0, 1, 70_000) * 7)]
+    stream = Sha256Stream(depth=2)
+    for block in blocks:
+        stream.update(block)
+    assert stream.hexdigest() == sha256_hex(b"".join(blocks))
+
+
+def test_resumable_file_writes_behind_and_resumes_past_the_writeback_points(tmp_path,
+                                                                          monkeypatch):
+    monkeypatch.setattr(transfer, "WRITEBACK_BYTES", 64 * 1024)  # many write-behind hints
+    payload = np.random.default_rng(3).bytes(1_000_000)
+    target = ResumableFile(tmp_path / "blob", len(payload), sha256_hex(payload))
+    for start, end in chunk_ranges(600_000, 0, 100_000):
+        target.write(start, payload[start:end])
+    target.close()  # a crash: the part file keeps what was written, dropped from cache or not
+    resumed = ResumableFile(tmp_path / "blob", len(payload), sha256_hex(payload))
+    assert resumed.offset == 600_000
+    for start, end in chunk_ranges(len(payload), resumed.offset, 100_000):
+        resumed.write(start, payload[start:end])
+    assert resumed.finish().read_bytes() == payload
+    assert sha256_file(tmp_path / "blob") == sha256_hex(payload)
 
 
 def test_key_files_and_pairing_strings(tmp_path):
