@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from diffrec.rows import unique_rows
+
 
 def check_mesh(vertices: torch.Tensor, triangles: torch.Tensor) -> None:
     """Raise ``ValueError``/``TypeError`` unless ``vertices``/``triangles`` form a valid mesh."""
@@ -55,7 +57,7 @@ def weld_vertices(vertices: torch.Tensor, triangles: torch.Tensor, tolerance: fl
     key = vertices.detach()
     if tolerance > 0:
         key = torch.round(key.double() / tolerance)
-    _, inverse = torch.unique(key, dim=0, return_inverse=True)
+    _, inverse = unique_rows(key)
     keep, new_index = _first_occurrence_groups(inverse, int(inverse.max()) + 1)
     return vertices[keep], new_index[triangles.to(torch.int64)]
 
@@ -84,7 +86,7 @@ def remove_duplicate_triangles(vertices: torch.Tensor, triangles: torch.Tensor):
     triangles = triangles.to(torch.int64)
     if len(triangles) == 0:
         return vertices, triangles
-    _, inverse = torch.unique(torch.sort(triangles, dim=1).values, dim=0, return_inverse=True)
+    _, inverse = unique_rows(torch.sort(triangles, dim=1).values)
     keep, _ = _first_occurrence_groups(inverse, int(inverse.max()) + 1)
     return vertices, triangles[torch.sort(keep).values]
 

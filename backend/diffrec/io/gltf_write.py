@@ -23,6 +23,7 @@ import torch
 from diffrec.io.images import encode_integer_image
 from diffrec.io.material import Material, blender_to_yup, encode_normal_map, is_texture
 from diffrec.mesh import Mesh
+from diffrec.rows import unique_rows
 
 
 def write_glb(path: str | Path, mesh: Mesh, material: Material | None = None) -> None:
@@ -57,7 +58,7 @@ def _gltf_vertices(mesh: Mesh) -> tuple[dict[str, np.ndarray], np.ndarray]:
     if mesh.uvs is not None:
         buffers.append(("TEXCOORD_0", mesh.uvs, mesh.uv_triangles))
     keys = torch.stack([index.reshape(-1).cpu() for _, _, index in buffers], dim=-1)
-    vertices, indices = torch.unique(keys, dim=0, return_inverse=True)
+    vertices, indices = unique_rows(keys)
     attributes = {}
     for column, (name, values, _) in enumerate(buffers):
         values = values.detach().cpu().double()[vertices[:, column]]

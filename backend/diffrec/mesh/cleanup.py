@@ -7,6 +7,7 @@ import torch
 from diffrec.errors import UserError
 from diffrec.mesh.mesh import Mesh
 from diffrec.mesh.normals import face_normals
+from diffrec.rows import unique_rows
 
 _NEIGHBOUR_OFFSETS = torch.cartesian_prod(*[torch.tensor([-1, 0, 1])] * 3)  # [27, 3]
 
@@ -25,7 +26,7 @@ def weld_vertices(mesh: Mesh, tolerance: float = 0.0) -> tuple[Mesh, torch.Tenso
         raise UserError(f"weld tolerance must be >= 0, got {tolerance}")
     positions = mesh.positions.detach()
     if tolerance == 0.0:
-        _, group = torch.unique(positions, dim=0, return_inverse=True)
+        _, group = unique_rows(positions)
         first = torch.full_like(group[: int(group.max()) + 1], positions.shape[0])
         first = first.scatter_reduce(0, group, _arange(positions), "amin")
         label = first[group]
@@ -47,7 +48,7 @@ def remove_degenerate_triangles(mesh: Mesh, min_area: float = 0.0) -> tuple[Mesh
     distinct = (tri[:, 0] != tri[:, 1]) & (tri[:, 1] != tri[:, 2]) & (tri[:, 0] != tri[:, 2])
     area = 0.5 * face_normals(mesh.positions.detach(), tri, unit=False).norm(dim=-1)
     keep = distinct & (area > min_area)
-    _, group = torch.unique(tri.sort(dim=1).values, dim=0, return_inverse=True)
+    _, group = unique_rows(tri.sort(dim=1).values)
     first = torch.full_like(group, tri.shape[0]).scatter_reduce(0, group, _arange(tri), "amin")
     keep &= first[group] == _arange(tri)
     if not keep.any():
@@ -78,7 +79,7 @@ def _close_pairs(positions: torch.Tensor, tolerance: float) -> tuple[torch.Tenso
     """All index pairs (i, j), i != j, with |p_i - p_j| <= tolerance, found through a grid of
     cells of side ``tolerance``: close points lie in the same or in neighbouring cells."""
     cells = torch.floor(positions.double() / tolerance).long()
-    table, cell_of_point = torch.unique(cells, dim=0, return_inverse=True)
+    table, cell_of_point = unique_rows(cells)
     order = torch.argsort(cell_of_point)
     counts = torch.bincount(cell_of_point, minlength=table.shape[0])
     starts = torch.cumsum(counts, 0) - counts
@@ -86,7 +87,7 @@ def _close_pairs(positions: torch.Tensor, tolerance: float) -> tuple[torch.Tenso
     for offset in _NEIGHBOUR_OFFSETS.to(positions.device):
         # Find each point's neighbour cell in the table through a joint unique of both.
         queries = torch.cat([table, cells + offset])
-        joint, inverse = torch.unique(queries, dim=0, return_inverse=True)
+        joint, inverse = unique_rows(queries)
         table_index = torch.full((joint.shape[0],), -1, dtype=torch.int64, device=cells.device)
         table_index[inverse[: table.shape[0]]] = _arange(table)
         neighbour = table_index[inverse[table.shape[0] :]]

@@ -21,6 +21,7 @@ import torch
 from diffrec.errors import UserError
 from diffrec.mesh.mesh import Mesh
 from diffrec.mesh.normals import corner_angles, safe_normalize
+from diffrec.rows import unique_rows
 
 
 def with_tangents(mesh: Mesh) -> Mesh:
@@ -41,7 +42,7 @@ def with_tangents(mesh: Mesh) -> Mesh:
     keys = torch.stack(
         [mesh.triangles, mesh.uv_triangles, mesh.normal_triangles, handedness], dim=-1
     ).reshape(-1, 4)
-    groups, tangent_triangles = torch.unique(keys, dim=0, return_inverse=True)
+    groups, tangent_triangles = unique_rows(keys)
     weights = corner_angles(mesh.positions, mesh.triangles)[..., None]
     summed = torch.zeros(
         groups.shape[0], 3, dtype=mesh.positions.dtype, device=mesh.device

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from diffrec.rows import unique_rows
+
 
 def unique_edges(triangles: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Unique undirected edges of ``triangles`` [T, 3].
@@ -14,7 +16,7 @@ def unique_edges(triangles: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """
     directed = torch.stack([triangles, triangles.roll(-1, dims=1)], dim=-1).reshape(-1, 2)
     undirected, _ = directed.sort(dim=1)
-    edges, inverse = torch.unique(undirected, dim=0, return_inverse=True)
+    edges, inverse = unique_rows(undirected)
     return edges, inverse.reshape(-1, 3)
 
 
