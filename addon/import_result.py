@@ -94,6 +94,24 @@ def _image_node(nodes, image, location):
     return node
 
 
+def _node(nodes, idname: str):
+    """The first node of type ``idname`` (e.g. one of a new material's defaults)."""
+    return next(node for node in nodes if node.bl_idname == idname)
+
+
+def _fade_by_occlusion(nodes, links, shader_socket, occlusion_socket) -> None:
+    """Route ``shader_socket`` to the material output through a Mix Shader whose factor is
+    ``occlusion_socket`` and whose second shader stays empty (black): ``shader * (1 - occ)``."""
+    output = _node(nodes, "ShaderNodeOutputMaterial")
+    fade = nodes.new("ShaderNodeMixShader")
+    fade.label = "occlusion"
+    fade.location = tuple(output.location)
+    output.location = (output.location[0] + 200, output.location[1])
+    links.new(occlusion_socket, fade.inputs[0])
+    links.new(shader_socket, fade.inputs[1])
+    links.new(fade.outputs["Shader"], output.inputs["Surface"])
+
+
 def build_material(name: str, asset: Asset) -> bpy.types.Material:
     """Principled BSDF fed by the kd (sRGB), ks (roughness = G, metallic = B; Non-Color) and
     normal (tangent-space Normal Map node; Non-Color) textures present in ``asset``; scaled by
@@ -102,7 +120,7 @@ def build_material(name: str, asset: Asset) -> bpy.types.Material:
     if bpy.app.version < (5, 0, 0):
         material.use_nodes = True
     nodes, links = material.node_tree.nodes, material.node_tree.links
-    bsdf = next(node for node in nodes if node.bl_idname == "ShaderNodeBsdfPrincipled")
+    bsdf = _node(nodes, "ShaderNodeBsdfPrincipled")
     if asset.kd is not None:
         kd = _image_node(nodes, new_image(f"{name} kd", asset.kd, "sRGB"), (-600, 300))
         links.new(kd.outputs["Color"], bsdf.inputs["Base Color"])
@@ -114,14 +132,7 @@ def build_material(name: str, asset: Asset) -> bpy.types.Material:
         links.new(split.outputs["Green"], bsdf.inputs["Roughness"])
         links.new(split.outputs["Blue"], bsdf.inputs["Metallic"])
         if np.max(np.asarray(asset.ks)[..., 0]) >= 0.5 / 255:  # some occlusion survives in 8 bits
-            output = next(n for n in nodes if n.bl_idname == "ShaderNodeOutputMaterial")
-            fade = nodes.new("ShaderNodeMixShader")
-            fade.label = "occlusion"
-            fade.location = tuple(output.location)
-            output.location = (output.location[0] + 200, output.location[1])
-            links.new(split.outputs["Red"], fade.inputs[0])  # the factor
-            links.new(bsdf.outputs["BSDF"], fade.inputs[1])  # the second shader stays empty
-            links.new(fade.outputs["Shader"], output.inputs["Surface"])
+            _fade_by_occlusion(nodes, links, bsdf.outputs["BSDF"], split.outputs["Red"])
     if asset.normal is not None:
         image = new_image(f"{name} normal", asset.normal, "Non-Color")
         normal = _image_node(nodes, image, (-600, -300))
@@ -140,7 +151,7 @@ def build_world(name: str, envmap: np.ndarray) -> bpy.types.World:
     if bpy.app.version < (5, 0, 0):
         world.use_nodes = True
     nodes, links = world.node_tree.nodes, world.node_tree.links
-    background = next(node for node in nodes if node.bl_idname == "ShaderNodeBackground")
+    background = _node(nodes, "ShaderNodeBackground")
     env = nodes.new("ShaderNodeTexEnvironment")
     env.image = new_image(f"{name} environment", envmap, LINEAR)
     env.projection = "EQUIRECTANGULAR"
