@@ -4,17 +4,16 @@
     .venv/bin/python scripts/bench_transfer.py [--mib 300] [--repeat 5] [--tmp /dev/shm]
 
 Starts ``diffrec serve`` in a child process with a temporary data directory, uploads the
-payload as a blob (chunked, credit-windowed, SHA-256 verified by the server), uploads it again
-(content-addressed: nothing is sent), then fetches it back as a job result (chunked,
-resumable, verified by the client) and checks it is byte-identical. ``--repeat`` does the
-upload (the blob deleted in between) and the download that many times against the same
-server and prints each run, then the best and the median.
+payload as a blob (chunked, credit-windowed, verified by the server against its content
+hash), uploads it again (content-addressed: nothing is sent), then fetches it back as a job
+result (chunked, resumable, verified by the client) and checks it is byte-identical.
+``--repeat`` does the upload (the blob deleted in between) and the download that many times
+against the same server and prints each run, then the best and the median.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import socket
 import statistics
 import subprocess
@@ -27,6 +26,7 @@ import numpy as np
 
 from diffrec.protocol import Client
 from diffrec.protocol.limits import CHUNK_BYTES, MIB, WINDOW_CHUNKS
+from diffrec.protocol.transfer import HASH_THREADS, content_hash
 from diffrec.server.store import JobStore
 from diffrec.server.worker import result_manifest
 
@@ -78,15 +78,15 @@ def main() -> int:
                       f"{CHUNK_BYTES // MIB} MiB, window of {WINDOW_CHUNKS}, files in "
                       f"{Path(temp).parent}")
                 started = time.perf_counter()
-                sha256 = hashlib.sha256(payload).hexdigest()
+                blob = content_hash(payload)
                 hashed = time.perf_counter()
-                print(f"client SHA-256    {rate(size, hashed - started)}")
+                print(f"content hash      {rate(size, hashed - started)}  ({HASH_THREADS} threads)")
                 for run in range(1, args.repeat + 1):
-                    (data_dir / "blobs" / sha256).unlink(missing_ok=True)
+                    (data_dir / "blobs" / blob).unlink(missing_ok=True)
                     began = time.perf_counter()
-                    client.upload(payload, sha256=sha256)
+                    client.upload(payload, blob=blob)
                     uploaded = time.perf_counter()
-                    client.upload(payload, sha256=sha256)
+                    client.upload(payload, blob=blob)
                     again = time.perf_counter()
                     (path,) = client.fetch("bench", Path(temp) / f"out{run}")
                     fetched = time.perf_counter()

@@ -1,8 +1,10 @@
-"""Helpers for the server tests: a server in a child process, job specs, target images."""
+"""Helpers for the server tests: a server in a child process, job specs, target images, and
+the content hash computed independently of the protocol module."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import signal
 import socket
@@ -17,6 +19,14 @@ import numpy as np
 from diffrec.protocol import Client
 
 START_TIMEOUT_S = 60.0
+HASH_BLOCK_BYTES = 4 * 1024 * 1024  # docs/protocol.md, "Blobs"
+
+
+def reference_content_hash(data: bytes) -> str:
+    """docs/protocol.md's content hash, serially: SHA-256 of the blocks' SHA-256 digests."""
+    blocks = range(0, len(data), HASH_BLOCK_BYTES)
+    digests = b"".join(hashlib.sha256(data[i:i + HASH_BLOCK_BYTES]).digest() for i in blocks)
+    return hashlib.sha256(digests).hexdigest()
 
 
 def free_port() -> int:

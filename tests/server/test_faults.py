@@ -3,12 +3,10 @@ that runs out of GPU memory."""
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import pytest
 import torch
-from server_helpers import fit_spec, server_in_process, target_images
+from server_helpers import fit_spec, reference_content_hash, server_in_process, target_images
 
 from diffrec.protocol import Client, ServerError
 from diffrec.protocol.limits import MIB
@@ -37,13 +35,13 @@ def test_upload_resumes_after_the_server_is_killed(start_server, connect):
             server.kill()
             server.start(wait=False)  # same port, same data directory
 
-    sha = client.upload(payload, on_progress=on_progress)
-    assert sha == hashlib.sha256(payload).hexdigest()
+    blob_id = client.upload(payload, on_progress=on_progress)
+    assert blob_id == reference_content_hash(payload)
     assert upload_replies[0]["offset"] == 0
     resumed = upload_replies[-1]["offset"]
     assert len(upload_replies) >= 2 and resumed >= killed_at[0]  # not sent again from 0
-    assert (server.data_dir / "blobs" / sha).read_bytes() == payload
-    assert not (server.data_dir / "blobs" / f"{sha}.part").exists()
+    assert (server.data_dir / "blobs" / blob_id).read_bytes() == payload
+    assert not (server.data_dir / "blobs" / f"{blob_id}.part").exists()
 
 
 def test_job_resumes_from_its_checkpoint_after_the_server_is_killed(start_server, connect,

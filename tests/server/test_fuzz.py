@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from server_helpers import fit_spec, target_images
 
-from diffrec.protocol import REQUESTS, SERVER_MESSAGES, decode
+from diffrec.protocol import PROTOCOL_VERSION, REQUESTS, SERVER_MESSAGES, decode
 from diffrec.protocol.limits import MAX_FRAME_BYTES
 
 FUZZ_MESSAGES = int(os.environ.get("DIFFREC_FUZZ_MESSAGES", "10000"))
@@ -105,7 +105,7 @@ def test_fuzzed_server_still_answers_and_keeps_its_jobs(server, connect, tmp_pat
 
     assert counts["sent"] >= FUZZ_MESSAGES
     assert counts["answered"] == counts["sent"]  # every one got an error (or a reply)
-    assert client.ping()["protocol"] == 1
+    assert client.ping()["protocol"] == PROTOCOL_VERSION
     assert client.status(KEPT_JOB)["state"] == "done"
     after = client.fetch(KEPT_JOB, tmp_path / "after")
     assert [p.read_bytes() for p in after] == [p.read_bytes() for p in before]

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import time
 
 import numpy as np
 import pytest
-from server_helpers import fit_spec, target_images
+from server_helpers import fit_spec, reference_content_hash, target_images
 
-from diffrec.protocol import ServerError
+from diffrec.protocol import PROTOCOL_VERSION, ServerError
 from diffrec.protocol.limits import CHUNK_BYTES
 
 
 def test_submit_progress_fetch_byte_identical(server, connect, tmp_path):
     client = connect(server)
-    assert client.ping()["protocol"] == 1
+    assert client.ping()["protocol"] == PROTOCOL_VERSION
     images = target_images()
     reply = client.submit("job-1", fit_spec(iterations=400), {"images": images})
     assert reply["state"] == "queued" and reply["existing"] is False
@@ -53,26 +52,27 @@ def test_large_inputs_are_uploaded_once_then_deduplicated(server, connect):
     client.submit("big-b", fit_spec(iterations=1, texture_size=4), {"images": images},
                   on_progress=lambda done, total: uploads.append(done))
     assert uploads == []  # the server had the blob already
-    blob = server.data_dir / "blobs" / hashlib.sha256(images.tobytes()).hexdigest()
+    blob = server.data_dir / "blobs" / reference_content_hash(images.tobytes())
     assert blob.read_bytes() == images.tobytes()
     for job in ("big-a", "big-b"):
         assert client.wait(job)["kind"] == "done"
 
 
-def test_a_blob_that_does_not_match_its_sha256_is_refused_then_sent_again(server, connect):
+def test_a_blob_that_does_not_match_its_content_hash_is_refused_then_sent_again(server,
+                                                                              connect):
     client = connect(server)
     payload = np.random.default_rng(4).bytes(3 * CHUNK_BYTES + 12345)  # hashed in the background
-    sha = hashlib.sha256(payload).hexdigest()
+    blob_id = reference_content_hash(payload)
     corrupt = bytearray(payload)
     corrupt[-1] ^= 1  # only the last chunk differs
     with pytest.raises(ServerError) as info:
-        client.upload(bytes(corrupt), sha256=sha)
+        client.upload(bytes(corrupt), blob=blob_id)
     assert info.value.code == "hash_mismatch"
     blobs = server.data_dir / "blobs"
-    assert not (blobs / sha).exists() and not (blobs / f"{sha}.part").exists()
-    assert client.call("upload", {"blob": sha, "size": len(payload)})["offset"] == 0
-    assert client.upload(payload) == sha  # the whole blob again, now verified
-    assert (blobs / sha).read_bytes() == payload
+    assert not (blobs / blob_id).exists() and not (blobs / f"{blob_id}.part").exists()
+    assert client.call("upload", {"blob": blob_id, "size": len(payload)})["offset"] == 0
+    assert client.upload(payload) == blob_id  # the whole blob again, now verified
+    assert (blobs / blob_id).read_bytes() == payload
 
 
 def test_resubmitting_a_job_id_returns_the_existing_job(server, connect):

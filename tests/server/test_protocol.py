@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import hashlib
+import itertools
 import json
 import os
 import stat
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from server_helpers import HASH_BLOCK_BYTES, reference_content_hash
 
 from diffrec import protocol
 from diffrec.protocol import (
@@ -29,11 +32,11 @@ from diffrec.protocol import (
 )
 from diffrec.protocol.limits import MAX_HEADER_BYTES
 from diffrec.protocol.transfer import (
+    ContentHash,
     ResumableFile,
-    Sha256Stream,
     chunk_ranges,
-    sha256_file,
-    sha256_hex,
+    content_hash,
+    content_hash_file,
 )
 
 
@@ -162,10 +165,10 @@ def test_input_specs_reject_bad_values():
 
 def test_resumable_file_resumes_verifies_and_refuses_gaps(tmp_path):
     payload = np.random.default_rng(2).bytes(10_000)
-    target = ResumableFile(tmp_path / "blob", len(payload), sha256_hex(payload))
+    target = ResumableFile(tmp_path / "blob", len(payload), content_hash(payload))
     target.write(0, payload[:4000])
     target.close()  # a crash: the part file stays
-    resumed = ResumableFile(tmp_path / "blob", len(payload), sha256_hex(payload))
+    resumed = ResumableFile(tmp_path / "blob", len(payload), content_hash(payload))
     assert resumed.offset == 4000
     assert resumed.write(1000, payload[1000:3000]) == 4000  # a chunk it already has is ignored
     with pytest.raises(ProtocolError, match="offset"):
@@ -174,7 +177,7 @@ def test_resumable_file_resumes_verifies_and_refuses_gaps(tmp_path):
     assert resumed.finish().read_bytes() == payload
     assert not resumed.part.exists()
 
-    liar = ResumableFile(tmp_path / "liar", len(payload), sha256_hex(b"something else"))
+    liar = ResumableFile(tmp_path / "liar", len(payload), content_hash(b"something else"))
     liar.write(0, payload)
     with pytest.raises(ProtocolError) as info:
         liar.finish()
@@ -182,28 +185,70 @@ def test_resumable_file_resumes_verifies_and_refuses_gaps(tmp_path):
     assert not liar.part.exists() and not liar.final.exists()
 
 
-def test_sha256_stream_hashes_in_order_in_the_background():
-    blocks = [np.random.default_rng(seed).bytes(n) for seed, n in enumerate((0, 1, 70_000) * 7)]
-    stream = Sha256Stream(depth=2)
-    for block in blocks:
-        stream.update(block)
-    assert stream.hexdigest() == sha256_hex(b"".join(blocks))
+def test_content_hash_matches_a_serial_reference_however_the_bytes_are_split():
+    block = HASH_BLOCK_BYTES
+    payload = np.random.default_rng(6).bytes(3 * block + 12_345)
+    expected = reference_content_hash(payload)
+    assert expected != hashlib.sha256(payload).hexdigest()  # a tree, not one stream
+    assert content_hash(payload) == expected
+    for sizes in ([block] * 4, [1, block - 1, block + 1, 5, block - 6],
+                  [0, 70_000, 2 * block, 0, 3], [len(payload)]):
+        stream = ContentHash(backlog=1)  # the smallest backlog makes updates wait on the pool
+        pieces = np.cumsum([0, *sizes])
+        for start, end in itertools.pairwise(pieces):
+            stream.update(payload[start:end])
+        stream.update(payload[pieces[-1]:])
+        assert stream.hexdigest() == expected, sizes
+
+
+def test_content_hash_of_short_and_empty_payloads():
+    assert content_hash(b"") == hashlib.sha256(b"").hexdigest()  # no blocks
+    digest = hashlib.sha256(b"abc").digest()
+    assert content_hash(b"abc") == hashlib.sha256(digest).hexdigest()
+    corrupt = bytearray(np.random.default_rng(7).bytes(2 * HASH_BLOCK_BYTES + 1))
+    clean = content_hash(bytes(corrupt))
+    for where in (0, HASH_BLOCK_BYTES + 17, len(corrupt) - 1):  # any block, the tail too
+        corrupt[where] ^= 1
+        assert content_hash(bytes(corrupt)) != clean
+        corrupt[where] ^= 1
 
 
 def test_resumable_file_writes_behind_and_resumes_past_the_writeback_points(tmp_path,
                                                                           monkeypatch):
     monkeypatch.setattr(transfer, "WRITEBACK_BYTES", 64 * 1024)  # many write-behind hints
     payload = np.random.default_rng(3).bytes(1_000_000)
-    target = ResumableFile(tmp_path / "blob", len(payload), sha256_hex(payload))
+    target = ResumableFile(tmp_path / "blob", len(payload), content_hash(payload))
     for start, end in chunk_ranges(600_000, 0, 100_000):
         target.write(start, payload[start:end])
     target.close()  # a crash: the part file keeps what was written, dropped from cache or not
-    resumed = ResumableFile(tmp_path / "blob", len(payload), sha256_hex(payload))
+    resumed = ResumableFile(tmp_path / "blob", len(payload), content_hash(payload))
     assert resumed.offset == 600_000
     for start, end in chunk_ranges(len(payload), resumed.offset, 100_000):
         resumed.write(start, payload[start:end])
     assert resumed.finish().read_bytes() == payload
-    assert sha256_file(tmp_path / "blob") == sha256_hex(payload)
+    assert content_hash_file(tmp_path / "blob") == content_hash(payload)
+
+
+def test_resumable_file_resumes_mid_block_and_verifies_every_block(tmp_path):
+    payload = np.random.default_rng(8).bytes(2 * HASH_BLOCK_BYTES + 999)
+    expected = reference_content_hash(payload)
+    target = ResumableFile(tmp_path / "blob", len(payload), expected)
+    crash_at = HASH_BLOCK_BYTES + 4321  # a part file that ends inside the second block
+    for start, end in chunk_ranges(crash_at, 0, 1_000_000):
+        target.write(start, payload[start:end])
+    target.close()
+    resumed = ResumableFile(tmp_path / "blob", len(payload), expected)
+    assert resumed.offset == crash_at
+    for start, end in chunk_ranges(len(payload), crash_at, 3_000_000):
+        resumed.write(start, payload[start:end])
+    assert resumed.finish().read_bytes() == payload
+
+    first_block_wrong = bytearray(payload)
+    first_block_wrong[5] ^= 1
+    liar = ResumableFile(tmp_path / "liar", len(payload), expected)
+    liar.write(0, bytes(first_block_wrong))
+    with pytest.raises(ProtocolError, match="content hash"):
+        liar.finish()
 
 
 def test_key_files_and_pairing_strings(tmp_path):

@@ -9,7 +9,14 @@ import pytest
 from server_helpers import ServerProcess, fit_spec, free_port, target_images
 
 from diffrec import cli
-from diffrec.protocol import Client, ServerError, ServerUnavailable, read_keypair, write_keypair
+from diffrec.protocol import (
+    PROTOCOL_VERSION,
+    Client,
+    ServerError,
+    ServerUnavailable,
+    read_keypair,
+    write_keypair,
+)
 from diffrec.protocol.keys import generate_keypair
 
 SILENCE = {"timeout": 0.5, "retry_for": 1.0}
@@ -42,7 +49,7 @@ def test_the_pairing_string_reaches_the_server(secured):
     log = server.log.read_text()
     pairing = next(line.split(": ", 1)[1] for line in log.splitlines() if "pairing" in line)
     with Client.from_pairing(pairing, keys["alice"], timeout=2.0, retry_for=10.0) as client:
-        assert client.ping()["protocol"] == 1
+        assert client.ping()["protocol"] == PROTOCOL_VERSION
 
 
 def test_unknown_key_wrong_server_key_and_plain_text_get_nothing(secured):
@@ -56,7 +63,8 @@ def test_unknown_key_wrong_server_key_and_plain_text_get_nothing(secured):
         with client, pytest.raises(ServerUnavailable):
             client.ping()
     with open_client(server, server_key, keys["alice"]) as alice:
-        assert alice.ping()["protocol"] == 1  # the server is there, and answers allowed keys
+        # the server is there, and answers allowed keys
+        assert alice.ping()["protocol"] == PROTOCOL_VERSION
 
 
 def test_another_key_cannot_see_fetch_or_cancel_your_job(secured):

@@ -10,7 +10,7 @@ from diffrec.protocol import ProtocolError, ServerUnavailable
 from ._connection import add_server_arguments, connect
 
 NAME = "fetch"
-HELP = "download a finished job's result files (resumable, SHA-256 verified)"
+HELP = "download a finished job's result files (resumable, each verified by its content hash)"
 
 
 def add_arguments(parser) -> None:

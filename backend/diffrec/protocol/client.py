@@ -23,8 +23,8 @@ from .errors import ProtocolError, ServerError, ServerUnavailable
 from .keys import parse_pairing
 from .limits import CHUNK_BYTES, HEARTBEAT_S, MAX_FRAME_BYTES, PEER_TIMEOUT_S, WINDOW_CHUNKS
 from .message import Message, decode, encode
-from .schema import FILE_NAME_RE, SERVER_MESSAGES, SHA256_RE
-from .transfer import ResumableFile, chunk_ranges, sha256_file, sha256_hex
+from .schema import CONTENT_HASH_RE, FILE_NAME_RE, SERVER_MESSAGES
+from .transfer import ResumableFile, chunk_ranges, content_hash, content_hash_file
 
 log = logging.getLogger(__name__)
 TERMINAL_EVENTS = ("done", "failed", "cancelled")
@@ -224,24 +224,25 @@ class Client:
                 inputs[name] = {"blob": blob, "dtype": array.dtype.name, "shape": list(array.shape)}
         return self.call("submit", {"job": job, "spec": dict(spec), "inputs": inputs}, inline)
 
-    def upload(self, data, sha256: str | None = None, on_progress: Progress | None = None) -> str:
-        """Store ``data`` (bytes-like or array) on the server as a blob; returns its SHA-256.
-        Resumes from the server's offset after any interruption, server restarts included."""
+    def upload(self, data, blob: str | None = None, on_progress: Progress | None = None) -> str:
+        """Store ``data`` (bytes-like or array) on the server as a blob; returns its content
+        hash, the blob's name (``blob``, when the caller knows it already). Resumes from the
+        server's offset after any interruption, server restarts included."""
         view = _as_bytes(data)
-        sha256 = sha256 or sha256_hex(view)
+        blob = blob or content_hash(view)
 
         def attempt():
-            reply = self.call("upload", {"blob": sha256, "size": view.nbytes})
+            reply = self.call("upload", {"blob": blob, "size": view.nbytes})
             if not reply["complete"]:
-                self._send_chunks(view, sha256, reply["offset"], on_progress)
-            return sha256
+                self._send_chunks(view, blob, reply["offset"], on_progress)
+            return blob
 
         return self._retrying(attempt)
 
-    def _send_chunks(self, view: np.ndarray, sha256: str, offset: int, on_progress) -> None:
+    def _send_chunks(self, view: np.ndarray, blob: str, offset: int, on_progress) -> None:
         ranges = chunk_ranges(view.nbytes, offset)
         in_flight: set[int] = set()
-        fields = {"blob": sha256, "size": view.nbytes}
+        fields = {"blob": blob, "size": view.nbytes}
         while True:
             while len(in_flight) < WINDOW_CHUNKS and (span := next(ranges, None)):
                 start, end = span
@@ -260,19 +261,21 @@ class Client:
                 return
 
     def fetch(self, job: str, directory: Path, on_progress: Progress | None = None) -> list[Path]:
-        """Download a finished job's result files into ``directory``, each verified by SHA-256
-        and resumed from any ``.part`` file left by an earlier attempt."""
+        """Download a finished job's result files into ``directory``, each verified by its
+        content hash and resumed from any ``.part`` file left by an earlier attempt."""
         directory = Path(directory)
         listing = self.call("fetch", {"job": job})["files"]
         directory.mkdir(parents=True, exist_ok=True)  # only once the job is known to exist
         paths = []
         for entry in listing:
-            name, size, sha256 = entry["name"], entry["size"], entry["sha256"]
-            if not (isinstance(name, str) and FILE_NAME_RE.match(name) and SHA256_RE.match(sha256)):
+            name, size, expected = entry["name"], entry["size"], entry["content_hash"]
+            if not (isinstance(name, str) and FILE_NAME_RE.match(name)
+                    and CONTENT_HASH_RE.match(expected)):
                 raise ProtocolError("bad_message", f"the server listed a bad result file {name!r}")
             path = directory / name
-            if not (path.exists() and path.stat().st_size == size and sha256_file(path) == sha256):
-                target = ResumableFile(path, size, sha256)
+            held = path.exists() and path.stat().st_size == size
+            if not (held and content_hash_file(path) == expected):
+                target = ResumableFile(path, size, expected)
                 try:
                     self._retrying(partial(self._read_into, job, name, target, on_progress))
                     target.finish()

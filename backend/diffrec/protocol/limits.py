@@ -1,6 +1,6 @@
 """Protocol version and the limits both sides enforce (see docs/protocol.md, "Limits")."""
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -8,6 +8,10 @@ GIB = 1024 * MIB
 
 CHUNK_BYTES = 4 * MIB
 """Payloads larger than this travel as a blob, in chunks of at most this many bytes."""
+
+HASH_BLOCK_BYTES = 4 * MIB
+"""Block size of the content hash that names a blob or result file (part of its definition:
+changing it changes every name)."""
 
 WINDOW_CHUNKS = 8
 """Credit: how many chunks a sender may have in flight before the receiver acknowledges."""

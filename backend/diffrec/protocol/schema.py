@@ -17,7 +17,7 @@ from .errors import ProtocolError
 from .limits import CHUNK_BYTES, MAX_ARRAYS, MAX_BLOB_BYTES
 
 JOB_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
-SHA256_RE = re.compile(r"[0-9a-f]{64}\Z")
+CONTENT_HASH_RE = re.compile(r"[0-9a-f]{64}\Z")
 FILE_NAME_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}\Z")
 EVENT_KINDS = ("progress", "preview", "log", "done", "failed", "cancelled")
 MAX_REQUEST_ID = 2**53
@@ -86,7 +86,7 @@ class Schema:
 
 REQUEST_ID = Field(int, check=_between(0, MAX_REQUEST_ID))
 JOB = Field(str, check=_matches(JOB_ID_RE, "job id (1-64 of A-Z a-z 0-9 _ -)"))
-BLOB = Field(str, check=_matches(SHA256_RE, "SHA-256 in lowercase hex"))
+BLOB = Field(str, check=_matches(CONTENT_HASH_RE, "a content hash (64 lowercase hex digits)"))
 BLOB_SIZE = Field(int, check=_between(0, MAX_BLOB_BYTES))
 OFFSET = Field(int, check=_between(0, MAX_BLOB_BYTES))
 BYTES = {"data": ArraySpec(("uint8",), ndim=1, nonempty=False)}
@@ -102,7 +102,7 @@ def _inputs_check(value: dict) -> str | None:
     for name, ref in value.items():
         if not isinstance(ref, dict) or set(ref) != {"blob", "dtype", "shape"}:
             return f"entry {name!r} must be {{blob, dtype, shape}}"
-        if not isinstance(ref["blob"], str) or not SHA256_RE.match(ref["blob"]):
+        if not isinstance(ref["blob"], str) or not CONTENT_HASH_RE.match(ref["blob"]):
             return f"entry {name!r} has a bad blob id"
     return None
 

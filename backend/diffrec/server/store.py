@@ -2,9 +2,9 @@
 
 ``DATA/jobs/ID/state.json`` is the job's record (written atomically), ``checkpoint/`` the
 runner's checkpoints and ``results/`` its result files. Inputs live in the blob store and the
-record names them by SHA-256. A record is a plain dict:
+record names them by content hash. A record is a plain dict:
 ``{id, owner, task, spec, inputs: {name: {blob, dtype, shape}}, state, seq, created, updated,
-finished, attempts, progress, message, results: [{name, size, sha256}]}``.
+finished, attempts, progress, message, results: [{name, size, content_hash}]}``.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from diffrec.protocol.schema import FILE_NAME_RE
-from diffrec.protocol.transfer import sha256_file
+from diffrec.protocol.transfer import content_hash_file
 
 from .runner import JobContext, JobFailed, Runner
 
@@ -41,9 +41,9 @@ class Ticket:
 
 
 def result_manifest(results_dir: Path) -> list[dict]:
-    """[{name, size, sha256}] of the plain files in ``results_dir`` with wire-safe names."""
+    """[{name, size, content_hash}] of the plain files in ``results_dir`` with wire-safe names."""
     return [
-        {"name": path.name, "size": path.stat().st_size, "sha256": sha256_file(path)}
+        {"name": path.name, "size": path.stat().st_size, "content_hash": content_hash_file(path)}
         for path in sorted(results_dir.iterdir())
         if path.is_file() and FILE_NAME_RE.match(path.name) and not path.name.endswith(".part")
     ]
