@@ -124,8 +124,8 @@ def progress_text(fields: Mapping) -> tuple[str, float]:
     iteration, iterations = fields.get("iteration", 0), max(1, fields.get("iterations", 1))
     parts = [f"{fields.get('pass', '')} {iteration}/{iterations}".strip()]
     losses = fields.get("losses") or {}
-    if losses:
-        parts.append("loss " + ", ".join(f"{value:.4g}" for value in losses.values()))
+    if losses:  # the total when the task names one (optimize), else its only loss
+        parts.append(f"loss {losses.get('total', next(iter(losses.values()))):.4g}")
     if fields.get("psnr") is not None:
         parts.append(f"{fields['psnr']:.2f} dB")
     if fields.get("eta_s") is not None:

@@ -56,7 +56,7 @@ class ProgressLine:
         filled = int(width * done / total)
         eta = time.strftime("%M:%S", time.gmtime(event["eta_s"]))
         line = (f"{event['pass']} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
-                f"loss {event['loss']:.4f} psnr {event['psnr']:.2f} dB eta {eta}")
+                f"loss {event['losses']['total']:.4f} psnr {event['psnr']:.2f} dB eta {eta}")
         if self.live:
             self.stream.write("\r" + line + ("\n" if done == total else ""))
         else:

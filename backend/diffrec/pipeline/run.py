@@ -273,7 +273,8 @@ def optimize(
 
     def report(event: dict) -> None:
         if event["type"] == "progress":
-            history.append({key: event[key] for key in ("pass", "iteration", "loss", "psnr")})
+            history.append({"pass": event["pass"], "iteration": event["iteration"],
+                            "loss": event["losses"]["total"], "psnr": event["psnr"]})
         if progress is not None:
             progress(event)
 

@@ -57,7 +57,9 @@ class PassTrainer:
     """Runs a ``Pass`` on batches from ``sampler`` (a ``pipeline.datasets.ViewSampler``).
 
     ``progress(event)`` receives dicts: ``type`` "progress" every ``config.log_every``
-    iterations, and "preview" every ``config.preview_every`` iterations (when set) with the
+    iterations (the protocol's progress fields: ``pass``, ``pass_index``, ``iteration``,
+    ``iterations``, ``losses`` {total, color, alpha}, batch ``psnr`` in dB, ``elapsed_s``,
+    ``eta_s``), and "preview" every ``config.preview_every`` iterations (when set) with the
     first view's ``render`` and ``target`` ([H, W, 3] tensors, linear) and, when the geometry
     moves, the current ``vertices`` and ``triangles``. ``checkpoint(state)`` stores a state
     dict (see ``state_dict``); ``should_stop()`` is polled every iteration.
@@ -147,8 +149,8 @@ class PassTrainer:
                 run.material.clamp_()
             run.light.clamp_()
         self._last_views = (out.color[0].detach(), target[0].detach(), mesh)
-        return {"loss": total.item(), "color_loss": color.item(), "alpha_loss": alpha.item(),
-                "psnr": psnr(out.color.detach(), target).mean().item()}
+        losses = {"total": total.item(), "color": color.item(), "alpha": alpha.item()}
+        return {"losses": losses, "psnr": psnr(out.color.detach(), target).mean().item()}
 
     def train(self) -> None:
         """Run the remaining iterations, reporting progress and checkpointing."""

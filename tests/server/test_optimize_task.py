@@ -1,0 +1,86 @@
+"""The ``optimize`` task through a real ``diffrec serve``: the events a client is promised by
+docs/protocol.md (section 7 and the task's entry in section 8), and the files it fetches."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from diffrec import raster
+from diffrec.camera import orbit_cameras
+from diffrec.io import Asset, Material
+from diffrec.mesh.primitives import uv_sphere
+from diffrec.pipeline.datasets import render_reference_views
+
+pytestmark = pytest.mark.slow
+SIZE = 24
+
+
+def sphere_job(views: int = 6) -> tuple[dict, dict]:
+    """Targets of a red-brown sphere under a flat grey sky, and a refine job starting from a
+    coarser sphere (so the geometry moves and previews carry the mesh)."""
+    truth = uv_sphere(24, 12)
+    asset = Asset(truth, [Material(kd=np.array([0.7, 0.3, 0.2], np.float32))],
+                  torch.zeros(truth.num_triangles, dtype=torch.long))
+    cameras = orbit_cameras(views, 3.2, SIZE, seed=3)
+    sky = np.full((16, 32, 3), 0.8, np.float32)
+    targets = render_reference_views(raster.RasterContext("cpu", impl="torch"), asset, sky,
+                                     cameras, spp=2)
+    start = uv_sphere(12, 6, radius=0.9)
+    intrinsics = torch.stack([cameras.fx, cameras.fy, cameras.cx, cameras.cy,
+                              torch.full_like(cameras.fx, 0.1),
+                              torch.full_like(cameras.fx, 100.0)], -1)
+    inputs = {"images": targets.images.numpy(),
+              "cameras": cameras.camera_to_world.numpy(),
+              "intrinsics": intrinsics.numpy().astype(np.float32),
+              "vertices": start.positions.numpy(),
+              "faces": start.triangles.numpy().astype(np.int32),
+              "envmap": sky}
+    settings = {"mode": "refine", "preset": "preview", "light": "fixed", "iterations": 10,
+                "train_res": SIZE, "texture_res": 16, "batch": 2, "log_every": 5,
+                "preview_every": 5, "test_views": 1}
+    return {"task": "optimize", "settings": settings}, inputs
+
+
+def test_an_optimize_job_streams_the_documented_events_and_returns_its_files(
+        server, connect, tmp_path):
+    spec, inputs = sphere_job()
+    client = connect(server)
+    client.submit("sphere", spec, inputs)
+    events = []
+    final = client.wait("sphere", on_event=events.append)
+    assert final["kind"] == "done", final.fields
+
+    progress = [event for event in events if event["kind"] == "progress"]
+    assert [event["iteration"] for event in progress] == [5, 10]
+    for event in progress:
+        assert event["pass"] and event["iterations"] == 10
+        assert set(event["losses"]) == {"total", "color", "alpha"}
+        assert all(math.isfinite(value) and value >= 0 for value in event["losses"].values())
+        assert math.isfinite(event["psnr"]) and event["eta_s"] >= 0
+    assert progress[-1]["eta_s"] == 0
+
+    previews = [event for event in events if event["kind"] == "preview"]
+    assert [event["iteration"] for event in previews] == [5, 10]
+    for event in previews:
+        render, target = event.arrays["render"], event.arrays["target"]
+        assert render.dtype == target.dtype == np.float32
+        assert render.shape == target.shape == (SIZE, SIZE, 3)
+        vertices, faces = event.arrays["vertices"], event.arrays["faces"]
+        assert vertices.dtype == np.float32 and faces.dtype == np.int32
+        assert faces.max() < len(vertices) and np.isfinite(vertices).all()
+    start = inputs["vertices"]
+    assert np.abs(previews[-1].arrays["vertices"] - start).max() > 0, "refine moves vertices"
+
+    listed = {entry["name"]: entry for entry in final["results"]}
+    assert {"mesh.obj", "mesh.npz", "kd.npy", "ks.npy", "normal.npy", "envmap.npy",
+            "metrics.json"} <= set(listed)
+    paths = client.fetch("sphere", tmp_path / "results")
+    assert {path.name for path in paths} == set(listed)
+    for path in paths:
+        assert path.stat().st_size == listed[path.name]["size"]
+    kd = np.load(tmp_path / "results" / "kd.npy")
+    assert kd.shape[-1] == 3 and np.isfinite(kd).all()
