@@ -3,3 +3,7 @@
 
 class UserError(Exception):
     """A mistake in the user's input or setup; the message says what is wrong and what to do."""
+
+
+class Cancelled(Exception):
+    """A run was asked to stop (``should_stop``); its last checkpoint holds its state."""

@@ -14,13 +14,13 @@ import torch.nn.functional as F
 
 from diffrec import raster
 from diffrec.camera import orbit_cameras
+from diffrec.errors import Cancelled
 from diffrec.io import Asset, Material
 from diffrec.light.equirect import equirect_pixel_directions
 from diffrec.mesh.primitives import uv_sphere
 from diffrec.pipeline.config import build_config
 from diffrec.pipeline.datasets import render_reference_views
 from diffrec.pipeline.run import Inputs, optimize
-from diffrec.pipeline.trainer import Cancelled
 
 pytestmark = pytest.mark.slow
 CTX = raster.RasterContext("cpu", impl="torch")

@@ -14,6 +14,7 @@ import torch
 from uv_reference import cover_counts
 
 from diffrec import raster
+from diffrec.errors import Cancelled
 from diffrec.mesh import Mesh, primitives
 from diffrec.pipeline import unwrap as unwrap_module
 from diffrec.pipeline.unwrap import (
@@ -211,6 +212,16 @@ def test_hang_is_killed_at_the_time_limit_and_falls_back(caplog):
                         worker=hanging_worker)
     assert time.perf_counter() - start < 10
     _assert_fell_back(mesh, result, caplog, "no answer within 2 s")
+
+
+def test_a_stop_request_kills_the_unwrap_at_once_instead_of_falling_back():
+    mesh = primitives.cube()
+    asked = time.perf_counter() + 0.5
+    with pytest.raises(Cancelled):
+        unwrap(mesh.positions, mesh.triangles, resolution_hint=64, timeout_s=60.0,
+               worker=hanging_worker, should_stop=lambda: time.perf_counter() > asked)
+    assert time.perf_counter() - asked < 1.0  # within a second of being asked
+    assert not multiprocessing.active_children()
 
 
 def test_missing_xatlas_falls_back(caplog):

@@ -84,3 +84,27 @@ def test_an_optimize_job_streams_the_documented_events_and_returns_its_files(
         assert path.stat().st_size == listed[path.name]["size"]
     kd = np.load(tmp_path / "results" / "kd.npy")
     assert kd.shape[-1] == 3 and np.isfinite(kd).all()
+
+
+def test_an_optimize_job_resumes_from_its_checkpoint_after_the_server_is_killed(
+        start_server, connect):
+    spec, inputs = sphere_job()
+    spec["settings"].update(iterations=40, checkpoint_every=5, preview_every=0)
+    server = start_server()
+    client = connect(server)
+    client.submit("survivor", spec, inputs)
+    client.attach("survivor")
+    for event in client.events(idle_timeout=60):
+        if event["kind"] == "progress" and event["iteration"] >= 10:
+            break
+    server.kill()
+    client.close()
+
+    server.start()
+    again = connect(server)
+    events = []
+    final = again.wait("survivor", on_event=events.append)
+    assert final["kind"] == "done", final.fields
+    resumed = [e["resumed_from"] for e in events if e["kind"] == "log" and "resumed_from" in e]
+    assert resumed and 5 <= resumed[0] < 40 and resumed[0] % 5 == 0, resumed
+    assert again.status("survivor")["attempts"] == 2

@@ -97,8 +97,8 @@ def run(args) -> int:
     def progress(event: dict) -> None:
         if event["type"] == "preview":
             previews(event)
-        elif line is not None:
-            line(event)
+        elif event["type"] == "progress" and line is not None:
+            line(event)  # log events reach the terminal through logging
 
     metrics = optimize(config, progress=progress)
     summary = {key: metrics[key] for key in ("psnr_mean", "ssim_mean", "time_s")}

@@ -25,7 +25,7 @@ import torch
 
 from diffrec import raster
 from diffrec.camera import orbit_cameras
-from diffrec.errors import UserError
+from diffrec.errors import Cancelled, UserError
 from diffrec.geometry import clean_mesh
 from diffrec.io import read_gltf, read_image, read_obj
 from diffrec.light.envmap import EnvironmentLight
@@ -147,13 +147,14 @@ def initial_textures(config: OptimizeConfig, device) -> TextureMaterial:
     ).to(device)
 
 
-def with_uvs(mesh: Mesh, config: OptimizeConfig) -> Mesh:
+def with_uvs(mesh: Mesh, config: OptimizeConfig,
+             should_stop: Callable[[], bool] = lambda: False) -> Mesh:
     """Keep the mesh's UVs when they are usable, else unwrap (xatlas or the fallback)."""
     if has_usable_uvs(mesh):
         return mesh
     positions = mesh.positions.detach().cpu()
     uvs, uv_triangles = unwrap(positions, mesh.triangles.cpu(), timeout_s=config.unwrap_timeout_s,
-                               resolution_hint=config.texture_res)
+                               resolution_hint=config.texture_res, should_stop=should_stop)
     return mesh.replace(uvs=uvs.to(mesh.positions.device),
                         uv_triangles=uv_triangles.to(mesh.positions.device))
 
@@ -182,7 +183,10 @@ def _run_pass(ctx, run: Pass, train: Views, config, store, progress, should_stop
                     run.name, store.directory)
     elif state is not None:
         trainer.load_state_dict(state)
-        log.info("resuming %s at iteration %d", run.name, trainer.iteration)
+        message = f"resumed {run.name} from its checkpoint at iteration {trainer.iteration}"
+        log.info(message)
+        progress({"type": "log", "level": "info", "message": message,
+                  "resumed_from": trainer.iteration})
     started = time.monotonic()
     trainer.train()
     save(trainer.state_dict())
@@ -208,13 +212,20 @@ def _surface_pass(ctx, config, inputs, light, store, progress, should_stop, time
     with torch.no_grad():
         mesh = geometry.mesh()
     vertices, triangles = clean_mesh(mesh.positions.detach(), mesh.triangles)
-    mesh = with_uvs(Mesh(vertices, triangles), config)
+    mesh = with_uvs(Mesh(vertices, triangles), config, should_stop)
+    _stop_if_asked(should_stop, "after unwrapping the surface")
     textures = bake_textures(ctx, mesh, field.evaluate,
                              config.texture_res)
     ranges = {"kd": ((0, 0, 0), (1, 1, 1)), "ks": (config.ks_min, config.ks_max),
               "normal": ((-1, -1, 0), (1, 1, 1))}
     baked = {name: Texture2D(textures[name], *ranges[name]) for name in ranges}
     return mesh, TextureMaterial(baked["kd"], baked["ks"], baked["normal"]).to(device)
+
+
+def _stop_if_asked(should_stop: Callable[[], bool] | None, where: str) -> None:
+    """Between stages that do not poll ``should_stop`` themselves (each takes seconds at most)."""
+    if should_stop is not None and should_stop():
+        raise Cancelled(f"stopped {where}")
 
 
 VALIDATION_SPP = 2  # held-out views are judged antialiased, as targets and Blender show them
@@ -265,7 +276,11 @@ def optimize(
     settings, and ``history``: loss and batch PSNR every ``log_every`` iterations).
 
     ``inputs`` overrides the config's files (the job server passes in-memory arrays).
-    Raises ``trainer.Cancelled`` when ``should_stop`` asks (the checkpoint is kept).
+    ``progress`` receives the trainer's "progress" and "preview" events (see ``PassTrainer``)
+    and a "log" event (``level``, ``message``, ``resumed_from``) when a pass resumes from a
+    checkpoint.
+    Raises ``diffrec.errors.Cancelled`` when ``should_stop`` asks (the checkpoints are kept):
+    every iteration and between the stages around the passes.
     """
     device = resolve_device(config.device)
     torch.manual_seed(config.seed)
@@ -293,7 +308,7 @@ def optimize(
     else:
         if inputs.base_mesh is None:
             raise UserError(f"mode {config.mode!r} needs a starting mesh (base_mesh)")
-        mesh = with_uvs(inputs.base_mesh.to(device), config)
+        mesh = with_uvs(inputs.base_mesh.to(device), config, should_stop)
         material = initial_textures(config, device)
         trainable, learning_rate, warmup = config.mode == "refine", config.learning_rate[1], 0
     geometry = ExplicitGeometry(mesh, trainable, config.laplace, config.laplace_scale).to(device)
@@ -303,7 +318,9 @@ def optimize(
 
     with torch.no_grad():
         final_mesh = geometry.mesh()
+    _stop_if_asked(should_stop, "before validating")
     metrics, renders = validate(ctx, final_mesh, material, light, inputs.test, config)
+    _stop_if_asked(should_stop, "before writing the outputs")
     outputs.write_asset(out_dir, final_mesh, material, light)
     test_targets = inputs.test.images[..., :3] * inputs.test.images[..., 3:4]
     outputs.write_validation(out_dir, renders, test_targets.cpu(), inputs.test.names)

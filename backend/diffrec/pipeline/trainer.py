@@ -19,16 +19,12 @@ from dataclasses import dataclass
 
 import torch
 
-from diffrec.errors import UserError
+from diffrec.errors import Cancelled, UserError
 from diffrec.render.losses import image_loss
 from diffrec.render.metrics import psnr
 from diffrec.render.renderer import render_mesh
 
 ALBEDO_RAMP_ITERATIONS = 500
-
-
-class Cancelled(Exception):
-    """The run was asked to stop; the last checkpoint holds its state."""
 
 
 @dataclass

@@ -24,12 +24,14 @@ import numpy as np
 import torch
 
 from diffrec import raster
+from diffrec.errors import Cancelled
 from diffrec.geometry.cleanup import check_mesh
 from diffrec.mesh import Mesh
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PADDING_TEXELS = 4
+STOP_POLL_S = 0.2  # how often a waiting unwrap checks whether it should stop
 UV_RANGE_TOLERANCE = 1e-3  # UVs this far outside [0, 1] still count as inside (then clamped)
 DEGENERATE_RELATIVE_AREA = 1e-8  # a triangle this much smaller than the mean is degenerate
 # slivers packed below a texel come out of xatlas with zero UV area; they sample one texel,
@@ -74,12 +76,13 @@ def _child_main(worker: UnwrapWorker, connection, positions, triangles, options)
 
 
 def run_in_child(worker: UnwrapWorker, positions: np.ndarray, triangles: np.ndarray,
-                 options: dict, timeout_s: float):
+                 options: dict, timeout_s: float, should_stop: Callable[[], bool] = lambda: False):
     """Run ``worker`` in a fresh "spawn" process and return its result.
 
     Raises ``UnwrapFailed`` when the child raises, dies (e.g. a segfault: negative exit code)
     or has not answered after ``timeout_s`` seconds (counted from the start, process start-up
-    included); a late child is killed. The child is always gone when this returns.
+    included); a late child is killed. Raises ``Cancelled`` within ``STOP_POLL_S`` of
+    ``should_stop()`` turning true. The child is always gone when this returns.
     """
     context = multiprocessing.get_context("spawn")
     reader, writer = context.Pipe(duplex=False)
@@ -89,8 +92,12 @@ def run_in_child(worker: UnwrapWorker, positions: np.ndarray, triangles: np.ndar
     try:
         process.start()
         writer.close()  # the child holds the only writer now: its death means EOF here
-        if not reader.poll(timeout_s):
-            raise UnwrapFailed(f"no answer within {timeout_s:g} s (process killed)")
+        deadline = time.monotonic() + timeout_s
+        while not reader.poll(min(STOP_POLL_S, max(0.0, deadline - time.monotonic()))):
+            if should_stop():
+                raise Cancelled("stopped while unwrapping")
+            if time.monotonic() >= deadline:
+                raise UnwrapFailed(f"no answer within {timeout_s:g} s (process killed)")
         try:
             status, payload = reader.recv()
         except EOFError:
@@ -203,7 +210,8 @@ def _check_geometry(positions: torch.Tensor, triangles: torch.Tensor) -> None:
 
 def unwrap(positions: torch.Tensor, triangles: torch.Tensor, *, timeout_s: float = 60.0,
            resolution_hint: int = 1024, padding_texels: float = DEFAULT_PADDING_TEXELS,
-           worker: UnwrapWorker = xatlas_worker):
+           worker: UnwrapWorker = xatlas_worker,
+           should_stop: Callable[[], bool] = lambda: False):
     """UV layout for a mesh: ``(uvs float32 [U, 2] in [0, 1], uv_triangles int64 [T, 3])`` on
     ``positions``' device, corner ``(t, k)`` using ``uvs[uv_triangles[t, k]]``.
 
@@ -215,7 +223,7 @@ def unwrap(positions: torch.Tensor, triangles: torch.Tensor, *, timeout_s: float
     356 for 256) and the UVs are normalised per axis, so gaps in texels of the final texture
     scale by ``resolution_hint / atlas size``. If xatlas crashes, hangs, is missing, raises or
     returns an invalid layout, a warning is logged and ``grid_unwrap`` (same resolution and
-    padding) is returned instead.
+    padding) is returned instead. ``should_stop()`` turning true raises ``Cancelled``.
     """
     _check_geometry(positions, triangles)
     positions_np = positions.detach().cpu().numpy().astype(np.float32)
@@ -223,10 +231,13 @@ def unwrap(positions: torch.Tensor, triangles: torch.Tensor, *, timeout_s: float
     options = {"resolution": int(resolution_hint), "padding": math.ceil(padding_texels / 2)}
     start = time.perf_counter()
     try:
-        result = run_in_child(worker, positions_np, triangles_np, options, timeout_s)
+        result = run_in_child(worker, positions_np, triangles_np, options, timeout_s,
+                              should_stop)
         uvs, uv_triangles = _checked_layout(result, positions_np, triangles_np)
         log.info("xatlas unwrapped %d triangles into %d UV vertices in %.1f s",
                  len(triangles_np), len(uvs), time.perf_counter() - start)
+    except Cancelled:
+        raise
     except Exception as exc:  # any failure at all: the fallback below cannot fail
         log.warning("xatlas unwrap failed (%s); using the grid fallback layout", exc)
         uvs, uv_triangles = grid_unwrap(len(triangles_np), resolution=int(resolution_hint),
