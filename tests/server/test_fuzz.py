@@ -55,10 +55,12 @@ messages = st.one_of(structured, garbage, not_json)
 
 
 def drain(socket: zmq.Socket, wait_s: float = 0.0) -> int:
-    """Receive every pending reply (checking each is a well-formed server message)."""
+    """Receive every pending reply, checking each is a well-formed server message and none is
+    an ``internal`` error (a malformed message must be refused as such, not crash a handler)."""
     received = 0
     while socket.poll(wait_s * 1000):
-        decode(socket.recv_multipart(), SERVER_MESSAGES)
+        answer = decode(socket.recv_multipart(), SERVER_MESSAGES)
+        assert answer.fields.get("code") != "internal", answer.fields
         received += 1
     return received
 

@@ -131,6 +131,8 @@ def test_bad_inputs_get_clear_errors_and_a_failing_job_fails_alone(server, conne
         ({"images": images, "meshes": images}, fit_spec(), "unknown input"),
         ({"images": images}, fit_spec(iterations=0), "iterations"),
         ({"images": images}, {"task": "nope"}, "task"),
+        ({"images": images}, {"task": ["fit_texture"]}, "task"),
+        ({"images": images}, {"task": "optimize", "settings": [1]}, "settings"),
         ({"images": (images * 255).astype(np.uint8)}, fit_spec(), "float images"),
     ]
     for arrays, spec, why in cases:

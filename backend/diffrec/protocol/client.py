@@ -199,7 +199,14 @@ class Client:
         return self.call("status", {"job": job})
 
     def list_jobs(self) -> list[dict]:
-        return self.call("list")["jobs"]
+        """The statuses of this client key's jobs, in submission order (every page)."""
+        jobs, fields = [], {}
+        while True:
+            reply = self.call("list", fields)
+            jobs += reply["jobs"]
+            if reply.get("cursor") is None:
+                return jobs
+            fields = {"cursor": reply["cursor"]}
 
     def cancel(self, job: str) -> dict:
         return self.call("cancel", {"job": job})

@@ -17,6 +17,8 @@ WINDOW_CHUNKS = 8
 """Credit: how many chunks a sender may have in flight before the receiver acknowledges."""
 
 MAX_HEADER_BYTES = 64 * KIB
+MAX_MESSAGE_CHARS = 4096
+"""Longest ``message`` a server sends in an event (longer ones are cut, ending in "…")."""
 MAX_ARRAYS = 64
 """Raw frames after the header in one message, and inputs per job."""
 

@@ -115,7 +115,10 @@ def decode(frames: Sequence, schemas: Mapping[str, Schema]) -> Message:
         arrays = {}
         for (name, dtype, shape, nbytes), frame in zip(layouts, frames[1:], strict=True):
             buffer = _buffer(frame)
-            if nbytes > MAX_INLINE_BYTES or buffer.nbytes != nbytes:
+            if nbytes > MAX_INLINE_BYTES:
+                raise ProtocolError("too_large", f"array {name}: {nbytes} bytes, over the "
+                                    f"{MAX_INLINE_BYTES} a frame may carry")
+            if buffer.nbytes != nbytes:
                 raise ProtocolError(
                     "bad_message", f"array {name}: {buffer.nbytes} bytes, its shape says {nbytes}"
                 )

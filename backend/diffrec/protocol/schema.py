@@ -104,6 +104,8 @@ def _inputs_check(value: dict) -> str | None:
             return f"entry {name!r} must be {{blob, dtype, shape}}"
         if not isinstance(ref["blob"], str) or not CONTENT_HASH_RE.match(ref["blob"]):
             return f"entry {name!r} has a bad blob id"
+        if not isinstance(ref["dtype"], str) or not isinstance(ref["shape"], list):
+            return f"entry {name!r} needs a dtype string and a shape list"
     return None
 
 
@@ -119,7 +121,7 @@ REQUESTS: dict[str, Schema] = {
         arrays=None,
     ),
     "status": _request(job=JOB),
-    "list": _request(),
+    "list": _request(cursor=Field(int, required=False, check=_between(0, 2**53))),
     "attach": _request(job=JOB),
     "detach": _request(job=JOB),
     "cancel": _request(job=JOB),

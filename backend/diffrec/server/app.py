@@ -9,11 +9,12 @@ request it refuses. Nothing a client sends can stop the loop: every failure beco
 
 from __future__ import annotations
 
+import json
 import logging
 import mmap
 import queue
 import time
-from collections import defaultdict, deque
+from collections import OrderedDict, defaultdict, deque
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,6 +30,8 @@ from diffrec.protocol.limits import (
     HEARTBEAT_S,
     MAX_ARRAYS,
     MAX_FRAME_BYTES,
+    MAX_HEADER_BYTES,
+    MAX_MESSAGE_CHARS,
     PEER_TIMEOUT_S,
     PROTOCOL_VERSION,
     WINDOW_CHUNKS,
@@ -47,10 +50,21 @@ MAX_JOBS_PER_OWNER = 1000
 LOG_REPLAY = 50
 MAINTENANCE_S = 3600.0
 BLOB_GRACE_S = 3600.0
+LIST_REPLY_BYTES = MAX_HEADER_BYTES // 2
+"""A ``list`` reply carries statuses up to about this many bytes of JSON, then ``more``."""
+TOMBSTONES = 10_000
+"""Deleted job ids remembered, so that a repeated ``delete`` still answers ``deleted``."""
 
 
 def _not_found(job_id: str) -> ProtocolError:
     return ProtocolError("not_found", f"no job {job_id!r} (for this client key)")
+
+
+def _fit_text(text: str) -> str:
+    """``text`` cut to MAX_MESSAGE_CHARS characters, so that any event carrying it fits."""
+    if len(text) <= MAX_MESSAGE_CHARS:
+        return text
+    return text[:MAX_MESSAGE_CHARS - 1] + "…"
 
 
 class Server:
@@ -87,7 +101,7 @@ class Server:
         self.last_seen: dict[bytes, float] = {}
         self.previews: dict[str, tuple[dict, dict]] = {}
         self.logs: defaultdict[str, deque[dict]] = defaultdict(lambda: deque(maxlen=LOG_REPLAY))
-        self.pending_delete: set[str] = set()
+        self.tombstones: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()
         self.worker = Worker(device, lambda *event: self._outbox.put(event))
         self._handlers: dict[str, Callable[[bytes, str, Message], dict | None]] = {
@@ -136,9 +150,11 @@ class Server:
     def _send(self, peer: bytes, op: str, fields: dict, arrays=None) -> bool:
         """Send without blocking; a gone or saturated peer loses the message (and, if gone,
         its subscriptions)."""
+        return self._send_frames(peer, encode(op, fields, arrays))
+
+    def _send_frames(self, peer: bytes, frames: list) -> bool:
         try:
-            self.socket.send_multipart([peer, *encode(op, fields, arrays)], zmq.NOBLOCK,
-                                       copy=False)
+            self.socket.send_multipart([peer, *frames], zmq.NOBLOCK, copy=False)
             return True
         except zmq.Again:
             return False
@@ -184,8 +200,18 @@ class Server:
         return frame.get("User-Id")
 
     def _event(self, job_id: str, kind: str, fields: dict, arrays=None, peers=None) -> None:
-        for peer in list(self.subscribers.get(job_id, ()) if peers is None else peers):
-            self._send(peer, "event", {"job": job_id, "kind": kind, **fields}, arrays)
+        """Send an event to the job's subscribers (or ``peers``). One that breaks a limit (a
+        runner's bug, such as a preview over the frame size) is logged and dropped."""
+        peers = list(self.subscribers.get(job_id, ()) if peers is None else peers)
+        if not peers:
+            return
+        try:
+            frames = encode("event", {"job": job_id, "kind": kind, **fields}, arrays)
+        except ProtocolError as exc:
+            log.warning("job %s: %s event dropped: %s", job_id, kind, exc.message)
+            return
+        for peer in peers:
+            self._send_frames(peer, frames)
 
     def _heartbeat(self, now: float) -> None:
         for peer, seen in list(self.last_seen.items()):
@@ -222,6 +248,12 @@ class Server:
         for record in sorted(self.jobs.values(), key=lambda r: r["seq"]):
             if record["state"] not in ("queued", "running"):
                 continue
+            if record.get("stop") == "delete":  # asked for before the server stopped
+                self._remove(record["id"])
+                continue
+            if record.get("stop") == "cancel":
+                self._finish(record["id"], "cancelled", "the job was cancelled", [])
+                continue
             if record["state"] == "running":
                 log.info("job %s was running when the server stopped; resuming", record["id"])
                 record["state"] = "queued"
@@ -235,19 +267,23 @@ class Server:
 
     def _finish(self, job_id: str, outcome: str, message: str, results: list) -> None:
         record = self.jobs[job_id]
+        message = _fit_text(message)
         record.update(state=outcome, message=message, results=results, finished=time.time())
         self.store.save(record)
         fields = {"results": results} if outcome == "done" else {"message": message}
         self._event(job_id, outcome, fields)
-        if job_id in self.pending_delete:
+        if record.get("stop") == "delete":
             self._remove(job_id)
 
     def _remove(self, job_id: str) -> None:
-        self.jobs.pop(job_id, None)
+        record = self.jobs.pop(job_id, None)
+        if record is not None:
+            self.tombstones[(record["owner"], job_id)] = None
+            while len(self.tombstones) > TOMBSTONES:
+                self.tombstones.popitem(last=False)
         self.subscribers.pop(job_id, None)
         self.previews.pop(job_id, None)
         self.logs.pop(job_id, None)
-        self.pending_delete.discard(job_id)
         self.store.delete(job_id)
 
     def _expire(self) -> None:
@@ -258,7 +294,7 @@ class Server:
                 log.info("job %s is past retention; deleting it", job_id)
                 self._remove(job_id)
         referenced = {ref["blob"] for r in self.jobs.values() for ref in r["inputs"].values()}
-        self.blobs.collect(referenced, BLOB_GRACE_S)
+        self.blobs.collect(referenced, BLOB_GRACE_S, self.retention_s)
 
     def _drain_outbox(self) -> None:
         while True:
@@ -266,22 +302,30 @@ class Server:
                 job_id, kind, fields, arrays = self._outbox.get_nowait()
             except queue.Empty:
                 return
-            record = self.jobs.get(job_id)
-            if record is None:
-                continue
-            if kind == "started":
-                record.update(state="running", attempts=record.get("attempts", 0) + 1)
-                self.store.save(record)
-            elif kind == "finished":
-                self._finish(job_id, fields["outcome"], fields["message"], fields["results"])
-            else:
-                if kind == "progress":
-                    record["progress"] = fields
-                elif kind == "preview":
-                    self.previews[job_id] = (fields, arrays)
-                elif kind == "log":
-                    self.logs[job_id].append(fields)
-                self._event(job_id, kind, fields, arrays)
+            try:
+                self._worker_report(job_id, kind, fields, arrays)
+            except Exception:  # a bad event must not stop the loop that serves everyone
+                log.exception("job %s: cannot handle its %s report", job_id, kind)
+
+    def _worker_report(self, job_id: str, kind: str, fields: dict, arrays) -> None:
+        """Apply one report of the worker thread: a job started or finished, or an event."""
+        record = self.jobs.get(job_id)
+        if record is None:
+            return
+        if kind == "started":
+            record.update(state="running", attempts=record.get("attempts", 0) + 1)
+            self.store.save(record)
+        elif kind == "finished":
+            self._finish(job_id, fields["outcome"], fields["message"], fields["results"])
+        else:
+            if kind == "progress":
+                record["progress"] = fields
+            elif kind == "preview":
+                self.previews[job_id] = (fields, arrays)
+            elif kind == "log":
+                fields = {**fields, "message": _fit_text(str(fields.get("message", "")))}
+                self.logs[job_id].append(fields)
+            self._event(job_id, kind, fields, arrays)
 
     # -- operations ------------------------------------------------------------------------
 
@@ -338,7 +382,8 @@ class Server:
         if sum(r["owner"] == owner for r in self.jobs.values()) >= MAX_JOBS_PER_OWNER:
             raise ProtocolError("too_many_jobs", "delete finished jobs before submitting more")
         spec = message["spec"]
-        runner = self.runners.get(spec.get("task"))
+        task = spec.get("task")
+        runner = self.runners.get(task) if isinstance(task, str) else None
         if runner is None:
             raise ProtocolError("invalid_input",
                                 f"spec 'task' must be one of {sorted(self.runners)}")
@@ -356,6 +401,7 @@ class Server:
                   "attempts": 0, "progress": None, "message": "", "results": []}
         self.store.create(record)
         self.jobs[job_id] = record
+        self.tombstones.pop((owner, job_id), None)
         self._enqueue(record)
         return {**self._public(record), "existing": False}
 
@@ -365,7 +411,14 @@ class Server:
     def _op_list(self, peer, owner, message) -> dict:
         records = sorted((r for r in self.jobs.values() if r["owner"] == owner),
                          key=lambda r: r["seq"])
-        return {"jobs": [self._public(r) for r in records]}
+        records = [r for r in records if r["seq"] > message.get("cursor", 0)]
+        jobs, size = [], 0
+        for index, record in enumerate(records):
+            jobs.append(self._public(record))
+            size += len(json.dumps(jobs[-1]))
+            if size > LIST_REPLY_BYTES and index + 1 < len(records):
+                return {"jobs": jobs, "cursor": record["seq"]}
+        return {"jobs": jobs, "cursor": None}
 
     def _op_attach(self, peer, owner, message) -> None:
         record = self._job(owner, message["job"])
@@ -393,18 +446,29 @@ class Server:
         if record["state"] == "queued" and self.worker.dequeue(job_id):
             self._finish(job_id, "cancelled", "the job was cancelled", [])
         elif record["state"] in ("queued", "running"):
-            self.worker.stop(job_id)
+            self._request_stop(record, "cancel")
             return {**self._public(record), "state": "cancelling"}
         return self._public(record)
 
+    def _request_stop(self, record: dict, why: str) -> None:
+        """Ask the running job to stop, remembering why (``cancel`` or ``delete``) in its
+        state file, so that a server killed before the job stops still honours it."""
+        record["stop"] = why
+        self.store.save(record)
+        self.worker.stop(record["id"])
+
     def _op_delete(self, peer, owner, message) -> dict:
-        record = self._job(owner, message["job"])
-        job_id = record["id"]
-        if record["state"] in TERMINAL or self.worker.dequeue(job_id):
+        job_id = message["job"]
+        if (owner, job_id) in self.tombstones:  # a repeated delete
+            return {"job": job_id, "deleted": True}
+        record = self._job(owner, job_id)
+        if record["state"] in TERMINAL:
+            self._remove(job_id)
+        elif self.worker.dequeue(job_id):
+            self._event(job_id, "cancelled", {"message": "the job was deleted"})
             self._remove(job_id)
         else:
-            self.pending_delete.add(job_id)
-            self.worker.stop(job_id)
+            self._request_stop(record, "delete")  # removed when it has stopped
         return {"job": job_id, "deleted": True}
 
     def _op_fetch(self, peer, owner, message) -> dict:

@@ -92,13 +92,16 @@ class BlobStore:
             return np.empty(shape, DTYPES[dtype])
         return np.memmap(self.path(blob), DTYPES[dtype], mode="r", shape=tuple(shape))
 
-    def collect(self, referenced: set[str], min_age_s: float) -> int:
-        """Remove blobs and part files older than ``min_age_s`` that no job references."""
+    def collect(self, referenced: set[str], min_age_s: float, part_age_s: float) -> int:
+        """Remove the blobs no job references that are older than ``min_age_s``, and the part
+        files (uploads in progress) untouched for ``part_age_s``."""
         removed = 0
-        cutoff = time.time() - min_age_s
+        now = time.time()
         for path in self.root.iterdir():
             blob = path.name.removesuffix(".part")
-            if blob in referenced or blob in self._uploads or path.stat().st_mtime > cutoff:
+            age = now - path.stat().st_mtime
+            if (blob in referenced or blob in self._uploads
+                    or age < (part_age_s if path.name.endswith(".part") else min_age_s)):
                 continue
             path.unlink(missing_ok=True)
             removed += 1

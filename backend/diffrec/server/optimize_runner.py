@@ -22,6 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
+from diffrec.errors import Cancelled
+from diffrec.protocol.limits import MAX_INLINE_BYTES
+
 from .runner import JobContext, JobFailed, Runner
 
 SERVER_OWNED = ("dataset", "ref_mesh", "base_mesh", "envmap", "out_dir", "device")
@@ -32,7 +35,10 @@ def _config(spec: Mapping, inputs: Mapping[str, np.ndarray]):
     from diffrec.errors import UserError
     from diffrec.pipeline.config import build_config
 
-    settings = dict(spec.get("settings") or {})
+    settings = spec.get("settings") or {}
+    if not isinstance(settings, Mapping):
+        raise JobFailed("spec 'settings' must be an object of diffrec optimize settings")
+    settings = dict(settings)
     refused = sorted(set(settings) & set(SERVER_OWNED))
     if refused:
         raise JobFailed(f"settings {', '.join(refused)} are chosen by the server, not the job")
@@ -50,6 +56,8 @@ def _check_inputs(config, inputs: Mapping[str, np.ndarray]) -> None:
         missing += [name for name in ("vertices", "faces") if name not in inputs]
     if missing:
         raise JobFailed(f"mode {config.mode!r} needs the inputs {', '.join(missing)}")
+    if inputs["images"].shape[-1] != 4:
+        raise JobFailed("optimize needs RGBA images (N, H, W, 4): alpha is the object's mask")
     count = len(inputs["images"])
     if len(inputs["cameras"]) != count or len(inputs["intrinsics"]) != count:
         raise JobFailed(f"{count} images but {len(inputs['cameras'])} cameras and "
@@ -62,14 +70,16 @@ def _check_inputs(config, inputs: Mapping[str, np.ndarray]) -> None:
         faces, vertices = inputs["faces"], inputs.get("vertices")
         if vertices is None or faces.min() < 0 or faces.max() >= len(vertices):
             raise JobFailed("faces index vertices that were not sent")
-        if "uv_faces" in inputs and (len(inputs["uv_faces"]) != len(faces)
-                                     or inputs["uv_faces"].max() >= len(inputs["uvs"])):
+        uv_faces = inputs.get("uv_faces")
+        if uv_faces is not None and (len(uv_faces) != len(faces) or uv_faces.min() < 0
+                                     or uv_faces.max() >= len(inputs["uvs"])):
             raise JobFailed("uv_faces must have one row per face and index the uvs sent")
 
 
 def _preview_arrays(event: dict) -> dict[str, np.ndarray]:
     """``render`` and ``target`` (float32 [h, w, 3], linear, at most PREVIEW_SIZE pixels on a
-    side) and, when the geometry moves, the current ``vertices`` and ``faces``."""
+    side) and, when the geometry moves, the current ``vertices`` and ``faces`` if each fits in
+    one frame (MAX_INLINE_BYTES: about 350k vertices); a bigger mesh is not previewed."""
     import torch.nn.functional as F
 
     def small(image):
@@ -82,8 +92,10 @@ def _preview_arrays(event: dict) -> dict[str, np.ndarray]:
 
     arrays = {"render": small(event["render"]), "target": small(event["target"])}
     if "vertices" in event:
-        arrays["vertices"] = event["vertices"].numpy().astype(np.float32)
-        arrays["faces"] = event["triangles"].numpy().astype(np.int32)
+        vertices = event["vertices"].numpy().astype(np.float32)
+        faces = event["triangles"].numpy().astype(np.int32)
+        if max(vertices.nbytes, faces.nbytes) <= MAX_INLINE_BYTES:
+            arrays.update(vertices=vertices, faces=faces)
     return arrays
 
 
@@ -100,7 +112,6 @@ class OptimizeRunner(Runner):
         from diffrec.mesh import Mesh
         from diffrec.pipeline.datasets import from_arrays, split_views
         from diffrec.pipeline.run import Inputs, optimize
-        from diffrec.pipeline.trainer import Cancelled
 
         config = _config(ctx.spec, ctx.inputs)
         _check_inputs(config, ctx.inputs)
@@ -128,12 +139,12 @@ class OptimizeRunner(Runner):
             raise JobFailed(str(error)) from None
 
         def progress(event: dict) -> None:
+            fields = {key: value for key, value in event.items() if key != "type"}
             if event["type"] == "preview":
                 fields = {"pass": event["pass"], "iteration": event["iteration"]}
                 ctx.emit("preview", fields, _preview_arrays(event))
             else:
-                ctx.emit("progress", {key: value for key, value in event.items()
-                                      if key != "type"})
+                ctx.emit(event["type"], fields)  # progress, or log (resumed from a checkpoint)
 
         try:
             optimize(config, Inputs(train, test, base, envmap), progress=progress,

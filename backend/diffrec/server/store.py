@@ -4,7 +4,8 @@
 runner's checkpoints and ``results/`` its result files. Inputs live in the blob store and the
 record names them by content hash. A record is a plain dict:
 ``{id, owner, task, spec, inputs: {name: {blob, dtype, shape}}, state, seq, created, updated,
-finished, attempts, progress, message, results: [{name, size, content_hash}]}``.
+finished, attempts, progress, message, results: [{name, size, content_hash}]}``, and ``stop``
+("cancel" or "delete") once a client asked a running job to stop.
 """
 
 from __future__ import annotations

@@ -60,9 +60,9 @@ def _render(texture: torch.Tensor, height: int, width: int) -> torch.Tensor:
 
 
 def _preview(image: torch.Tensor) -> np.ndarray:
-    """(C, H, W) → (h, w, C) float32 no larger than PREVIEW_PIXELS on a side."""
+    """(C, H, W) → (h, w, 3) float32 (colour only) no larger than PREVIEW_PIXELS on a side."""
     step = max(1, math.ceil(max(image.shape[1:]) / PREVIEW_PIXELS))
-    return image[:, ::step, ::step].permute(1, 2, 0).detach().cpu().numpy().astype(np.float32)
+    return image[:3, ::step, ::step].permute(1, 2, 0).detach().cpu().numpy().astype(np.float32)
 
 
 class TextureFitRunner(Runner):
