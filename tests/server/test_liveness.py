@@ -81,8 +81,8 @@ def reconnects(caplog, since: float) -> list[float]:
             and record.created >= since]
 
 
-def long_fit(iterations: int = 5000) -> dict:
-    """A fit_texture job of a few seconds on a CPU, without checkpoints or previews to slow it."""
+def long_fit(iterations: int = 2000) -> dict:
+    """A fit_texture job of a second or so on a CPU, without checkpoints or previews to slow it."""
     return fit_spec(iterations=iterations, checkpoint_every=iterations, preview_every=iterations)
 
 
