@@ -21,6 +21,7 @@ import zmq
 from server_helpers import fit_spec, server_in_process, target_images
 
 from diffrec.protocol import Client, ServerUnavailable
+from diffrec.protocol import client as client_module
 from diffrec.protocol.limits import HEARTBEAT_S
 from diffrec.protocol.message import decode, encode
 from diffrec.protocol.schema import SERVER_MESSAGES
@@ -125,6 +126,39 @@ def test_a_waiting_client_notices_a_hung_server_reconnects_and_gets_the_end(
     done_at = next(at for at, e in events if e["kind"] == "done")
     assert done_at >= freezer.resumed_at
     assert client.status("hung")["attempts"] == 1  # paused, not restarted
+
+
+def test_a_waiting_client_recovers_from_a_hang_longer_than_its_backoff_ramp(
+        start_server, connect, caplog, monkeypatch):
+    """Once the reconnect backoff grew past the ping period, each new connection must still
+    get time to answer (it once got none, and the client gave up at retry_for although the
+    server was back). The client pings 4 times a second here so that this comes in ~2 s."""
+    caplog.set_level(logging.INFO, logger=CLIENT_LOG)
+    ping_s = 0.25
+    monkeypatch.setattr(client_module, "HEARTBEAT_S", ping_s)
+    server = start_server()
+    client = connect(server, timeout=0.5, retry_for=10.0)
+    client.submit("hung_long", long_fit(), {"images": target_images()})
+    freezer = Freezer(server.process)
+    done_at = []
+
+    def on_event(event):
+        if event["kind"] == "progress" and freezer.stopped_at is None:
+            freezer.freeze(3.0)
+        elif event["kind"] == "done":
+            done_at.append(time.time())
+
+    try:
+        with deadline(30):
+            final = client.wait("hung_long", on_event=on_event)
+    finally:
+        freezer.thaw()
+    assert final["kind"] == "done", final.fields
+    backoffs = [record.args[1] for record in caplog.records
+                if record.name == CLIENT_LOG and "reconnecting" in record.getMessage()
+                and freezer.stopped_at <= record.created < freezer.resumed_at]
+    assert backoffs and max(backoffs) > ping_s, backoffs  # the case this test is about
+    assert done_at[0] - freezer.resumed_at < 5.0 + 2.0  # the backoff is at most 5 s
 
 
 def test_a_request_to_a_hung_server_is_repeated_until_it_answers(start_server, connect, caplog):
