@@ -320,9 +320,10 @@ class Client:
         """Events of attached jobs as they arrive. Pings every HEARTBEAT_S; a server silent
         for PEER_TIMEOUT_S is presumed dead and reconnected to (jobs re-attached). Stops after
         ``idle_timeout`` seconds without an event (never, if None)."""
-        last_event = last_heard = time.monotonic()
+        last_event = last_heard = connected = time.monotonic()
         last_ping = 0.0
         backoff = 0.1
+        silence = min(PEER_TIMEOUT_S, self.timeout)
         while True:
             while self._events:
                 last_event = time.monotonic()
@@ -330,11 +331,12 @@ class Client:
             now = time.monotonic()
             if idle_timeout is not None and now - last_event > idle_timeout:
                 return
-            if now - last_heard > min(PEER_TIMEOUT_S, self.timeout):
+            if now - max(last_heard, connected) > silence:  # a new connection gets as long
                 if now - last_heard > self.retry_for:
                     raise ServerUnavailable(f"no answer from {self.address}")
                 self._reconnect(backoff)
                 backoff = min(backoff * 2, 5.0)
+                now = connected = time.monotonic()  # after the backoff
                 last_ping = 0.0  # ask the new connection at once
             if now - last_ping >= HEARTBEAT_S:
                 last_ping = now
