@@ -113,7 +113,8 @@ def load_submission(source: Path, flags: dict | None = None) -> tuple[dict, dict
     return optimize_job({**file_values, **flags}, str(source))
 
 
-def optimize_job(values: dict, origin: str = "the settings") -> tuple[dict, dict[str, np.ndarray]]:
+def optimize_job(values: dict, origin: str = "the settings file"
+                 ) -> tuple[dict, dict[str, np.ndarray]]:
     """The ``optimize`` job for settings ``values`` (a config file's, then the flags; from
     ``origin``, for messages): the targets, base mesh and envmap loaded as ``diffrec optimize``
     loads them, as arrays; the settings without those the server chooses itself."""
