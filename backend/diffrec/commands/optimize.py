@@ -20,14 +20,10 @@ NAME = "optimize"
 HELP = "optimise a mesh, PBR textures and light against target images"
 
 
-def add_arguments(parser) -> None:
-    parser.add_argument("--config", help="JSON or TOML settings (nvdiffrec configs work too)")
+def add_settings_arguments(parser) -> None:
+    """The settings flags that also make sense for a job on a server (``diffrec submit``)."""
     parser.add_argument("--mode", choices=MODES)
     parser.add_argument("--preset", choices=list(PRESETS))
-    parser.add_argument("--device", help="auto (default), cpu, cuda, cuda:1, mps")
-    parser.add_argument("--out-dir", dest="out_dir", help="where the outputs go")
-    parser.add_argument("--dataset", help="a NeRF-style folder (transforms_train.json)")
-    parser.add_argument("--ref-mesh", dest="ref_mesh", help="reference mesh to render targets")
     parser.add_argument("--base-mesh", dest="base_mesh", help="starting mesh (materials, refine)")
     parser.add_argument("--envmap", help="equirectangular HDRI (.hdr or .exr)")
     parser.add_argument("--light", choices=LIGHT_MODES)
@@ -37,6 +33,24 @@ def add_arguments(parser) -> None:
     parser.add_argument("--train-res", dest="train_res", type=int)
     parser.add_argument("--texture-res", dest="texture_res", type=int)
     parser.add_argument("--seed", type=int)
+
+
+SETTINGS_FLAGS = ("mode", "preset", "base_mesh", "envmap", "light", "geometry", "iterations",
+                  "batch", "train_res", "texture_res", "seed")
+
+
+def settings_flags(args, extra: tuple[str, ...] = ()) -> dict:
+    """The values of the settings flags (None where not given), for ``build_config``."""
+    return {key: getattr(args, key) for key in (*SETTINGS_FLAGS, *extra)}
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--config", help="JSON or TOML settings (nvdiffrec configs work too)")
+    parser.add_argument("--device", help="auto (default), cpu, cuda, cuda:1, mps")
+    parser.add_argument("--out-dir", dest="out_dir", help="where the outputs go")
+    parser.add_argument("--dataset", help="a NeRF-style folder (transforms_train.json)")
+    parser.add_argument("--ref-mesh", dest="ref_mesh", help="reference mesh to render targets")
+    add_settings_arguments(parser)
     parser.add_argument("--preview-every", dest="preview_every", type=int, metavar="N",
                         help="write previews/PASS_ITERATION.png (render | target) every N "
                              "iterations")
@@ -86,10 +100,7 @@ def run(args) -> int:
     from diffrec.pipeline.run import optimize  # imports torch-heavy modules only when used
 
     file_values = read_config_file(args.config) if args.config else {}
-    flags = {key: getattr(args, key) for key in (
-        "mode", "preset", "device", "out_dir", "dataset", "ref_mesh", "base_mesh", "envmap",
-        "light", "geometry", "iterations", "batch", "train_res", "texture_res", "seed",
-        "preview_every")}
+    flags = settings_flags(args, ("device", "out_dir", "dataset", "ref_mesh", "preview_every"))
     config = build_config(file_values, flags)
     line = None if args.quiet else ProgressLine()
     previews = PreviewWriter(config.out_dir)

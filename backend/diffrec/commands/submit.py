@@ -1,8 +1,17 @@
-"""``diffrec submit``: send a job described by a JSON file to a server."""
+"""``diffrec submit``: send a job to a server.
+
+The source is what ``diffrec optimize`` reads, made into an ``optimize`` job
+(docs/protocol.md, section 8): a NeRF-style dataset folder (``--dataset``) or a settings file
+(``--config``, with its ``dataset`` or ``ref_mesh`` rendered under ``envmap``, its
+``base_mesh`` and ``envmap``), loaded here into the task's arrays, plus the settings flags
+``diffrec optimize`` shares. Or it is a job file of ready arrays: ``FOLDER/job.json`` or a
+JSON file with a top-level ``spec`` object.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from pathlib import Path
 
@@ -12,16 +21,30 @@ from diffrec.errors import UserError
 from diffrec.protocol import ProtocolError, ServerUnavailable
 
 from ._connection import add_server_arguments, connect
+from .optimize import add_settings_arguments, settings_flags
 from .status import print_event
 
+log = logging.getLogger(__name__)
+
 NAME = "submit"
-HELP = "submit a job: FOLDER/job.json or a CONFIG file naming the spec and .npy inputs"
+HELP = ("submit a job to a server: a NeRF-style dataset FOLDER or a settings CONFIG, read as "
+        "`diffrec optimize` reads them, is sent as an optimize job (the server holds out some "
+        "of the views for validation); FOLDER/job.json, or a JSON file with a 'spec', sends "
+        "that job and its .npy inputs")
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("job_file", metavar="FOLDER|CONFIG", type=Path,
-                        help='JSON {"spec": {"task": ...}, "inputs": {"images": "images.npy"}}; '
-                             "input paths are relative to the file")
+    parser.add_argument("source", metavar="FOLDER|CONFIG", type=Path,
+                        help="a NeRF-style folder (transforms_train.json + images), or a .toml "
+                             "/ .json settings file as `diffrec optimize --config` reads it "
+                             "(its dataset, or ref_mesh rendered under envmap, are the targets); "
+                             'or a job file {"spec": {"task": ...}, "inputs": {"images": '
+                             '"images.npy"}} (input paths relative to it), or a folder holding '
+                             "one as job.json")
+    settings = parser.add_argument_group(
+        "optimize settings", "for a dataset FOLDER or a CONFIG, overriding its values; they "
+        "mean what they mean for `diffrec optimize`")
+    add_settings_arguments(settings)
     parser.add_argument("--job", default=None, help="job id (default: a new random id)")
     parser.add_argument("--wait", action="store_true", help="follow the job to its end")
     add_server_arguments(parser)
@@ -46,8 +69,91 @@ def load_job(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
     return config["spec"], arrays
 
 
+def source_kind(path: Path) -> str:
+    """"job" (a job file, or a folder with job.json), "dataset" (a NeRF-style folder) or
+    "config" (a settings file)."""
+    if path.is_dir():
+        if (path / "job.json").is_file():
+            return "job"
+        if any(path.glob("transforms*.json")):
+            return "dataset"
+        raise UserError(f"{path} holds neither job.json (a job file) nor transforms_train.json "
+                        "(a NeRF-style dataset): give a folder with one of them, or a settings "
+                        "file")
+    if not path.is_file():
+        raise UserError(f"{path} does not exist: give a dataset folder, a settings file (.toml "
+                        "or .json) or a job file")
+    suffix = path.suffix.lower()
+    if suffix == ".toml":
+        return "config"
+    if suffix != ".json":
+        raise UserError(f"{path} is neither a folder nor a .toml or .json file: give a dataset "
+                        "folder, a settings file or a job file")
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return "config"  # read_config_file reports what is wrong with it
+    return "job" if isinstance(data, dict) and isinstance(data.get("spec"), dict) else "config"
+
+
+def load_submission(source: Path, flags: dict | None = None) -> tuple[dict, dict[str, np.ndarray]]:
+    """(spec, {name: array}) for ``source``: a job file as it stands, or an ``optimize`` job
+    from a dataset folder or a settings file with the settings ``flags`` (None: not given)."""
+    from diffrec.pipeline.config import read_config_file
+
+    flags = {key: value for key, value in (flags or {}).items() if value is not None}
+    kind = source_kind(source)
+    if kind == "job":
+        if flags:
+            given = ", ".join("--" + key.replace("_", "-") for key in flags)
+            raise UserError(f"{given}: settings flags apply to a dataset folder or a settings "
+                            f"file, not to the job file {source}, whose spec holds its settings")
+        return load_job(source)
+    file_values = {"dataset": str(source)} if kind == "dataset" else read_config_file(source)
+    return optimize_job({**file_values, **flags}, str(source))
+
+
+def optimize_job(values: dict, origin: str = "the settings file"
+                 ) -> tuple[dict, dict[str, np.ndarray]]:
+    """The ``optimize`` job for settings ``values`` (a config file's, then the flags; from
+    ``origin``, for messages): the targets, base mesh and envmap loaded as ``diffrec optimize``
+    loads them, as arrays; the settings without those the server chooses itself."""
+    from diffrec import raster
+    from diffrec.pipeline.config import build_config
+    from diffrec.pipeline.job_arrays import to_job_arrays
+    from diffrec.pipeline.run import load_inputs, resolve_device
+    from diffrec.server.optimize_runner import SERVER_OWNED
+
+    config = build_config(values)
+    if not (config.dataset or config.ref_mesh):
+        raise UserError(f"{origin} names no target images: set dataset (a NeRF-style folder) "
+                        "or ref_mesh (a mesh to render under envmap) in it")
+    if config.mode != "reconstruct" and not config.base_mesh:
+        raise UserError(f"mode {config.mode!r} needs a starting mesh: pass --base-mesh MESH (or "
+                        "set base_mesh in a settings file), or use --mode reconstruct")
+    if config.light != "learn" and not config.envmap:
+        raise UserError(f"light {config.light!r} needs an envmap: pass --envmap HDRI (or set "
+                        "envmap in a settings file)")
+    local = sorted(key for key in ("out_dir", "device") if key in values)
+    if local:
+        log.info("not sending %s: the server chooses %s", ", ".join(local),
+                 "it" if len(local) == 1 else "them")
+
+    ctx = raster.RasterContext(resolve_device("auto"))  # renders a ref_mesh's targets
+    inputs = load_inputs(config, ctx, hold_out=False)
+    base = inputs.base_mesh if config.mode != "reconstruct" else None  # reconstruct ignores it
+    envmap = inputs.envmap if config.light != "learn" else None  # a learnt light starts grey
+    arrays = to_job_arrays(inputs.train, base, envmap)
+    views = inputs.train
+    log.info("sending %d views of %dx%d%s%s", len(views), views.cameras.width,
+             views.cameras.height, ", the base mesh" if base is not None else "",
+             ", the envmap" if envmap is not None else "")
+    settings = {key: value for key, value in values.items() if key not in SERVER_OWNED}
+    return {"task": "optimize", "settings": settings}, arrays
+
+
 def run(args) -> int:
-    spec, arrays = load_job(args.job_file)
+    spec, arrays = load_submission(args.source, settings_flags(args))
     job_id = args.job or uuid.uuid4().hex
     with connect(args) as client:
         try:

@@ -61,10 +61,11 @@ REFERENCE_FOV_DEGREES = 45.0
 
 @dataclass
 class Inputs:
-    """What a run optimises against. ``envmap``: equirect [H, W, 3] linear (None: learn)."""
+    """What a run optimises against. ``envmap``: equirect [H, W, 3] linear (None: learn).
+    ``test`` is None only for inputs loaded to be sent to a server, which holds out its own."""
 
     train: Views
-    test: Views
+    test: Views | None
     base_mesh: Mesh | None = None
     envmap: torch.Tensor | None = None
 
@@ -95,14 +96,23 @@ def read_mesh(path: str | Path):
     raise UserError(f"cannot read mesh {path}: use .obj, .glb or .gltf")
 
 
-def load_inputs(config: OptimizeConfig, ctx: raster.RasterContext) -> Inputs:
-    """Targets and starting mesh from the config's files (dataset folder or reference mesh)."""
+def load_inputs(config: OptimizeConfig, ctx: raster.RasterContext, hold_out: bool = True
+                ) -> Inputs:
+    """Targets and starting mesh from the config's files (dataset folder or reference mesh).
+
+    ``hold_out=False`` (what ``diffrec submit`` sends; the server holds out views itself):
+    ``train`` has all the target views (a dataset's ``transforms_train.json`` whole, or
+    ``views`` renders of a reference mesh), ``test`` is None, and a dataset's
+    ``transforms_test.json`` is not read.
+    """
     envmap = None
     if config.envmap:
         envmap = torch.from_numpy(read_image(config.envmap)[..., :3].copy())
     base = read_mesh(config.base_mesh).mesh if config.base_mesh else None
     if config.dataset:
         train = load_nerf_folder(config.dataset, "train", config.train_res)
+        if not hold_out:
+            return Inputs(train, None, base, envmap)
         try:
             test = load_nerf_folder(config.dataset, "test", config.train_res)
         except UserError:
@@ -123,8 +133,8 @@ def load_inputs(config: OptimizeConfig, ctx: raster.RasterContext) -> Inputs:
                                     elevations_degrees=(-30.0, 60.0))
             return render_reference_views(ctx, asset, envmap, cameras.to(ctx.device), spp=2)
 
-        return Inputs(views(config.views, config.seed), views(config.test_views, config.seed + 1),
-                      base, envmap)
+        test = views(config.test_views, config.seed + 1) if hold_out else None
+        return Inputs(views(config.views, config.seed), test, base, envmap)
     raise UserError("no targets: give a dataset folder (dataset) or a reference mesh (ref_mesh)")
 
 

@@ -106,11 +106,9 @@ class OptimizeRunner(Runner):
         _check_inputs(_config(spec, inputs), inputs)
 
     def run(self, ctx: JobContext) -> None:
-        import torch
-
         from diffrec.errors import UserError
-        from diffrec.mesh import Mesh
-        from diffrec.pipeline.datasets import from_arrays, split_views
+        from diffrec.pipeline.datasets import split_views
+        from diffrec.pipeline.job_arrays import from_job_arrays
         from diffrec.pipeline.run import Inputs, optimize
 
         config = _config(ctx.spec, ctx.inputs)
@@ -118,23 +116,10 @@ class OptimizeRunner(Runner):
         config.device = ctx.device
         config.out_dir = str(ctx.work_dir / "run")
         config.envmap = None
-        inputs = {name: np.array(value) for name, value in ctx.inputs.items()}  # own copies
-        intrinsics = inputs["intrinsics"]
         try:
-            views = from_arrays(inputs["cameras"], intrinsics[:, :4], inputs["images"],
-                                near=float(intrinsics[0, 4]), far=float(intrinsics[0, 5]))
+            views, base, envmap = from_job_arrays(ctx.inputs)
             held_out = max(1, min(config.test_views, len(views) // 8))  # at most an eighth
             train, test = split_views(views, held_out, config.seed)
-            base = None
-            if "vertices" in inputs:
-                uvs = inputs.get("uvs")
-                base = Mesh(torch.from_numpy(inputs["vertices"]).float(),
-                            torch.from_numpy(inputs["faces"]).long(),
-                            uvs=None if uvs is None else torch.from_numpy(uvs).float(),
-                            uv_triangles=None if uvs is None
-                            else torch.from_numpy(inputs["uv_faces"]).long())
-            envmap = inputs.get("envmap")
-            envmap = None if envmap is None else torch.from_numpy(envmap).float()
         except UserError as error:
             raise JobFailed(str(error)) from None
 
