@@ -96,6 +96,20 @@ def server_in_process(data_dir: Path, runners=()) -> Iterator:
         server.close()
 
 
+def resume_after_kill(server: ServerProcess, client: Client, connect, job: str):
+    """SIGKILL the server (``client`` goes with it), start it again on the same port and data
+    directory, and follow ``job`` to its end with a new client. Returns (that client, the
+    final event, the iterations the job said it resumed from)."""
+    server.kill()
+    client.close()
+    server.start()
+    again = connect(server)
+    events = []
+    final = again.wait(job, on_event=events.append)
+    resumed = [e["resumed_from"] for e in events if e["kind"] == "log" and "resumed_from" in e]
+    return again, final, resumed
+
+
 def fit_spec(**overrides) -> dict:
     return {"task": "fit_texture", "iterations": 200, "texture_size": 16, "lr": 0.05,
             "checkpoint_every": 50, "preview_every": 100, **overrides}

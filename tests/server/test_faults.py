@@ -6,7 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from server_helpers import fit_spec, reference_content_hash, server_in_process, target_images
+from server_helpers import (
+    fit_spec,
+    reference_content_hash,
+    resume_after_kill,
+    server_in_process,
+    target_images,
+)
 
 from diffrec.protocol import Client, ServerError
 from diffrec.protocol.limits import MIB
@@ -57,15 +63,8 @@ def test_job_resumes_from_its_checkpoint_after_the_server_is_killed(start_server
         if event["kind"] == "progress" and checkpoint.exists():
             assert event["iteration"] < 2000
             break
-    server.kill()
-    client.close()
-
-    server.start()
-    again = connect(server)
-    events = []
-    final = again.wait("survivor", on_event=events.append)
+    again, final, resumed = resume_after_kill(server, client, connect, "survivor")
     assert final["kind"] == "done", final.fields
-    resumed = [e["resumed_from"] for e in events if e["kind"] == "log" and "resumed_from" in e]
     assert resumed and resumed[0] >= 100 and resumed[0] % 100 == 0
     assert again.status("survivor")["attempts"] == 2
     assert again.wait("waiting")["kind"] == "done"  # it stayed queued across the crash

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from server_helpers import resume_after_kill
 
 from diffrec import raster
 from diffrec.camera import orbit_cameras
@@ -97,14 +98,7 @@ def test_an_optimize_job_resumes_from_its_checkpoint_after_the_server_is_killed(
     for event in client.events(idle_timeout=60):
         if event["kind"] == "progress" and event["iteration"] >= 10:
             break
-    server.kill()
-    client.close()
-
-    server.start()
-    again = connect(server)
-    events = []
-    final = again.wait("survivor", on_event=events.append)
+    again, final, resumed = resume_after_kill(server, client, connect, "survivor")
     assert final["kind"] == "done", final.fields
-    resumed = [e["resumed_from"] for e in events if e["kind"] == "log" and "resumed_from" in e]
     assert resumed and 5 <= resumed[0] < 40 and resumed[0] % 5 == 0, resumed
     assert again.status("survivor")["attempts"] == 2
