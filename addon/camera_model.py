@@ -53,6 +53,18 @@ def intrinsics(camera: CameraSettings) -> tuple[float, float, float, float]:
     return fx, fy, cx, cy
 
 
+def camera_for(fxfycxcy, width: int, height: int, sensor_width: float = 36.0) -> CameraSettings:
+    """The Blender camera (horizontal sensor fit) that ``intrinsics`` maps to (fx, fx, cx,
+    cy) at ``width`` x ``height``: the lens from fx, the shift from the principal point.
+    Blender gives a camera one focal length (fy would be the scene's pixel aspect), so fy is
+    not represented."""
+    fx, _fy, cx, cy = (float(value) for value in fxfycxcy)
+    return CameraSettings(lens=fx * sensor_width / width, sensor_width=sensor_width,
+                          sensor_height=sensor_width * height / width, sensor_fit="HORIZONTAL",
+                          width=width, height=height, shift_x=(width / 2 - cx) / width,
+                          shift_y=(cy - height / 2) / width)
+
+
 def project(points: np.ndarray, camera_to_world: np.ndarray, fxfycxcy) -> np.ndarray:
     """Pixel coordinates (x right, y down, origin top-left corner) and depth of world points.
 

@@ -28,6 +28,21 @@ class Frame:
 class Dataset:
     frames: list[Frame]
     camera_angle_x: float
+    pixel_intrinsics: dict[str, float] | None = None  # the file's fl_x, fl_y, cx, cy, w, h
+
+    def intrinsics(self, width: int, height: int) -> tuple[float, float, float, float]:
+        """(fx, fy, cx, cy) in pixels for images of ``width`` x ``height``: the file's
+        ``fl_x``... when it has them (scaled from its ``w`` x ``h`` when the images were
+        resized), else from ``camera_angle_x`` with the principal point at the centre."""
+        known = self.pixel_intrinsics or {}
+        if "fl_x" not in known:
+            fx = width / (2 * math.tan(self.camera_angle_x / 2))
+            return fx, fx, width / 2, height / 2
+        sx = width / known.get("w", width)
+        sy = height / known.get("h", height)
+        return (known["fl_x"] * sx, known.get("fl_y", known["fl_x"]) * sy,
+                known.get("cx", known.get("w", width) / 2) * sx,
+                known.get("cy", known.get("h", height) / 2) * sy)
 
 
 def _image_path(root: Path, file_path: str) -> Path:
@@ -60,7 +75,11 @@ def read(path: Path) -> Dataset:
             raise ValueError(f"{path}: a transform_matrix is not a finite 4x4 matrix")
     if not 0 < angle < math.pi:
         raise ValueError(f"{path}: camera_angle_x {angle} is not a field of view in radians")
-    return Dataset(frames, angle)
+    pixel = {key: data[key] for key in ("fl_x", "fl_y", "cx", "cy", "w", "h") if key in data}
+    if not all(isinstance(value, int | float) and math.isfinite(value) and value > 0
+               for value in pixel.values()):
+        raise ValueError(f"{path}: fl_x, fl_y, cx, cy, w and h must be positive numbers")
+    return Dataset(frames, angle, pixel or None)
 
 
 def write(path: Path, frames: list[Frame], width: int, height: int, fxfycxcy) -> None:
@@ -80,7 +99,3 @@ def write(path: Path, frames: list[Frame], width: int, height: int, fxfycxcy) ->
     }
     path.write_text(json.dumps(content, indent=2))
 
-
-def lens_for(camera_angle_x: float, sensor_width: float = 36.0) -> float:
-    """The focal length (mm) giving ``camera_angle_x`` with a horizontal sensor fit."""
-    return sensor_width / (2 * math.tan(camera_angle_x / 2))

@@ -20,6 +20,7 @@ from bpy.props import StringProperty
 from mathutils import Matrix
 
 from . import (
+    camera_model,
     connection,
     dataset,
     export_scene,
@@ -50,8 +51,7 @@ def _dataset_targets(settings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     data = dataset.read(Path(bpy.path.abspath(settings.dataset_path)) / "transforms_train.json")
     images = np.stack([export_scene.load_image_array(frame.image) for frame in data.frames])
     height, width = images.shape[1:3]
-    fx = width / (2 * np.tan(data.camera_angle_x / 2))
-    intrinsics = np.tile([fx, fx, width / 2, height / 2, 0.1, 1000.0], (len(images), 1))
+    intrinsics = np.tile([*data.intrinsics(width, height), 0.1, 1000.0], (len(images), 1))
     poses = np.stack([frame.camera_to_world for frame in data.frames])
     return images, poses.astype(np.float32), intrinsics.astype(np.float32)
 
@@ -464,19 +464,23 @@ class DIFFREC_OT_import_nerf(bpy.types.Operator):
     def execute(self, context):
         try:
             data = dataset.read(Path(self.filepath))
-        except (OSError, ValueError, json.JSONDecodeError) as exc:
-            self.report({"ERROR"}, str(exc))
+            images = [bpy.data.images.load(str(frame.image), check_existing=True)
+                      for frame in data.frames]
+        except (OSError, ValueError, RuntimeError, json.JSONDecodeError) as exc:
+            self.report({"ERROR"}, str(exc))  # bpy raises RuntimeError for a missing image
             return {"CANCELLED"}
         collection = bpy.data.collections.new(Path(self.filepath).parent.name or "dataset")
         context.scene.collection.children.link(collection)
-        lens = dataset.lens_for(data.camera_angle_x)
-        for index, frame in enumerate(data.frames):
+        width, height = images[0].size if images[0].size[0] else (1, 1)
+        settings = camera_model.camera_for(data.intrinsics(width, height), width, height)
+        for index, (frame, image) in enumerate(zip(data.frames, images, strict=True)):
             camera_data = bpy.data.cameras.new(f"view {index:03d}")
             camera_data.sensor_fit, camera_data.sensor_width, camera_data.lens = (
-                "HORIZONTAL", 36.0, lens
+                settings.sensor_fit, settings.sensor_width, settings.lens
             )
+            camera_data.shift_x, camera_data.shift_y = settings.shift_x, settings.shift_y
             background = camera_data.background_images.new()
-            background.image = bpy.data.images.load(str(frame.image), check_existing=True)
+            background.image = image
             camera_data.show_background_images = True
             camera = bpy.data.objects.new(camera_data.name, camera_data)
             camera.matrix_world = Matrix(frame.camera_to_world.tolist())

@@ -282,4 +282,35 @@ def check_nerf_export_then_import_gives_the_same_cameras():
         addon.unregister()
 
 
+def check_nerf_intrinsics_with_an_off_centre_principal_point_are_kept():
+    """fl_x, fl_y, cx, cy in a transforms file (as instant-ngp writes them) reach both the
+    imported cameras and the targets the Dataset source sends, not only camera_angle_x."""
+    import json
+
+    from addon import operators
+
+    addon.register()
+    scene = bpy.context.scene
+    with tempfile.TemporaryDirectory() as directory:
+        image = bpy.data.images.new("view", 32, 24)
+        image.filepath_raw, image.file_format = str(Path(directory) / "view.png"), "PNG"
+        image.save()
+        wanted = (30.0, 30.0, 14.0, 10.0)
+        transforms = Path(directory) / "transforms_train.json"
+        transforms.write_text(json.dumps({
+            "camera_angle_x": 2 * math.atan(16 / 30), "fl_x": 30.0, "fl_y": 30.0, "cx": 14.0,
+            "cy": 10.0, "w": 32, "h": 24,
+            "frames": [{"file_path": "./view", "transform_matrix": np.eye(4).tolist()}]}))
+        try:
+            assert bpy.ops.diffrec.import_nerf(filepath=str(transforms)) == {"FINISHED"}
+            camera = next(o for o in scene.objects if o.name.startswith("view 000"))
+            _poses, intrinsics = export_scene.export_cameras([camera], scene, (32, 24))
+            assert np.allclose(intrinsics[0, :4], wanted, atol=1e-4), intrinsics
+            scene.diffrec.dataset_path = directory
+            _images, _poses, sent = operators._dataset_targets(scene.diffrec)
+            assert np.allclose(sent[0, :4], wanted), sent
+        finally:
+            addon.unregister()
+
+
 harness.main(globals())
