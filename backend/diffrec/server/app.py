@@ -51,7 +51,7 @@ LOG_REPLAY = 50
 MAINTENANCE_S = 3600.0
 BLOB_GRACE_S = 3600.0
 LIST_REPLY_BYTES = MAX_HEADER_BYTES // 2
-"""A ``list`` reply carries statuses up to about this many bytes of JSON, then ``more``."""
+"""A ``list`` reply carries statuses up to about this many bytes of JSON, then a ``cursor``."""
 TOMBSTONES = 10_000
 """Deleted job ids remembered, so that a repeated ``delete`` still answers ``deleted``."""
 

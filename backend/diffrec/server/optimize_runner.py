@@ -124,12 +124,11 @@ class OptimizeRunner(Runner):
             raise JobFailed(str(error)) from None
 
         def progress(event: dict) -> None:
-            fields = {key: value for key, value in event.items() if key != "type"}
             if event["type"] == "preview":
                 fields = {"pass": event["pass"], "iteration": event["iteration"]}
                 ctx.emit("preview", fields, _preview_arrays(event))
-            else:
-                ctx.emit(event["type"], fields)  # progress, or log (resumed from a checkpoint)
+            else:  # progress, or log (a pass resumed from its checkpoint)
+                ctx.emit(event["type"], {k: v for k, v in event.items() if k != "type"})
 
         try:
             optimize(config, Inputs(train, test, base, envmap), progress=progress,
