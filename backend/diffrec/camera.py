@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from diffrec.errors import UserError
+from diffrec.protocol.captures import CaptureError, nerf_pinhole
 
 _PER_CAMERA = ("fx", "fy", "cx", "cy", "near", "far")
 
@@ -159,15 +160,9 @@ def from_nerf_transforms(
     transforms: Mapping, width: int, height: int, near: float = 0.1, far: float = 1000.0
 ) -> Cameras:
     """Cameras of a NeRF / instant-ngp ``transforms_*.json`` (already parsed), for images
-    resized to ``width`` x ``height``.
-
-    ``frames[i].transform_matrix`` is the camera-to-world matrix in the same OpenGL camera
-    convention as the wire. Focal lengths: ``fl_x`` / ``fl_y`` (pixels at the file's ``w`` x
-    ``h``, rescaled to the requested size), else ``camera_angle_x`` / ``camera_angle_y``
-    (horizontal / vertical field of view in radians); square pixels in the file when only one
-    is given. The principal point is ``cx`` / ``cy`` (rescaled likewise) or the image centre.
-    Any of these keys may also appear per frame, overriding the top-level value.
-    """
+    resized to ``width`` x ``height``: matrices as they are (the wire's OpenGL convention),
+    intrinsics as ``diffrec.protocol.captures`` reads them (``fl_x`` ... or
+    ``camera_angle_x`` ..., top level or per frame)."""
     frames = transforms.get("frames")
     if not frames:
         raise UserError("NeRF transforms have no 'frames'")
@@ -177,30 +172,12 @@ def from_nerf_transforms(
         if matrix.shape != (4, 4):
             raise UserError(f"frame {i}: transform_matrix must be 4x4")
         matrices.append(matrix)
-        intrinsics.append(_nerf_intrinsics({**transforms, **frame}, width, height, i))
+        try:
+            intrinsics.append(nerf_pinhole({**transforms, **frame}, f"frame {i}").at(width, height))
+        except CaptureError as error:
+            raise UserError(str(error)) from None
     fx, fy, cx, cy = torch.tensor(intrinsics, dtype=torch.float64).T
     return Cameras(torch.stack(matrices), fx, fy, cx, cy, width, height, near, far)
-
-
-def _nerf_intrinsics(keys: Mapping, width: int, height: int, frame: int) -> list[float]:
-    """fx, fy, cx, cy in pixels of the requested size (file values are at its ``w`` x ``h``)."""
-    file_width, file_height = float(keys.get("w", width)), float(keys.get("h", height))
-    if "fl_x" in keys:
-        fx = float(keys["fl_x"])
-    elif "camera_angle_x" in keys:
-        fx = 0.5 * file_width / math.tan(0.5 * float(keys["camera_angle_x"]))
-    else:
-        raise UserError(f"frame {frame}: neither fl_x nor camera_angle_x is given")
-    if "fl_y" in keys:
-        fy = float(keys["fl_y"])
-    elif "camera_angle_y" in keys:
-        fy = 0.5 * file_height / math.tan(0.5 * float(keys["camera_angle_y"]))
-    else:
-        fy = fx  # square pixels in the file
-    cx = float(keys.get("cx", file_width / 2))
-    cy = float(keys.get("cy", file_height / 2))
-    scale_x, scale_y = width / file_width, height / file_height
-    return [fx * scale_x, fy * scale_y, cx * scale_x, cy * scale_y]
 
 
 def look_at(eye, target, up=(0.0, 0.0, 1.0)) -> torch.Tensor:

@@ -22,7 +22,7 @@ from diffrec.pipeline.datasets import (
     _convex_hulls_overlap,
     check_views_see_box,
     from_arrays,
-    load_nerf_folder,
+    load_dataset,
     premultiplied_to_straight,
     render_reference_views,
     split_views,
@@ -68,7 +68,7 @@ def test_png_folder_round_trip_decodes_srgb_and_matches_nerf_cameras(tmp_path):
     codes = random_codes(3)
     codes[0, 0, 0] = torch.tensor([128, 128, 128, 255])
     transforms = write_folder(tmp_path, linear_of_codes(codes))
-    views = load_nerf_folder(tmp_path)
+    views = load_dataset(tmp_path)
 
     torch.testing.assert_close(views.images, linear_of_codes(codes), atol=1e-6, rtol=0)
     assert abs(views.images[0, 0, 0, 0].item() - 0.2158605) < 1e-5, "sRGB 128 decodes to 0.216"
@@ -85,9 +85,9 @@ def test_exr_folder_stays_linear_and_is_unpremultiplied(tmp_path):
     straight = torch.tensor([[[3.0, 0.5, 0.25, 0.5], [0.2, 7.0, 0.1, 1.0], [0.0, 0.0, 0.0, 0.0]]])
     premultiplied = torch.cat([straight[..., :3] * straight[..., 3:], straight[..., 3:]], -1)
     write_folder(tmp_path, premultiplied[None].expand(2, 1, 3, 4).numpy(), suffix=".exr")
-    views = load_nerf_folder(tmp_path)
+    views = load_dataset(tmp_path)
     torch.testing.assert_close(views.images[1], straight, atol=1e-6, rtol=0)
-    as_written = load_nerf_folder(tmp_path, exr_premultiplied=False)
+    as_written = load_dataset(tmp_path, exr_premultiplied=False)
     torch.testing.assert_close(as_written.images[0], premultiplied, atol=0, rtol=0)
 
 
@@ -95,7 +95,7 @@ def test_images_without_alpha_get_alpha_one_and_a_warning(tmp_path, caplog):
     codes = random_codes(2, channels=3)
     write_folder(tmp_path, linear_of_codes(codes))
     with caplog.at_level(logging.WARNING):
-        views = load_nerf_folder(tmp_path)
+        views = load_dataset(tmp_path)
     assert (views.images[..., 3] == 1).all()
     torch.testing.assert_close(views.images[..., :3], linear_of_codes(codes), atol=1e-6, rtol=0)
     assert "no alpha channel" in caplog.text and "r_0.png" in caplog.text
@@ -111,7 +111,7 @@ def test_resizing_keeps_a_constant_colour_and_scales_the_intrinsics(tmp_path):
     full = from_nerf_transforms(transforms, WIDTH, HEIGHT)
 
     for resolution in (12, (12, 8), (31, 9)):
-        views = load_nerf_folder(tmp_path, resolution=resolution, exr_premultiplied=False)
+        views = load_dataset(tmp_path, resolution=resolution, exr_premultiplied=False)
         width, height = (12, 8) if resolution == 12 else resolution
         assert views.images.shape == (2, height, width, 4)
         covered = views.images[..., 3] > 0
@@ -127,7 +127,7 @@ def test_resizing_keeps_a_constant_colour_and_scales_the_intrinsics(tmp_path):
 def test_focal_length_in_pixels_refers_to_the_files_image_size(tmp_path):
     codes = random_codes(1)
     write_folder(tmp_path, linear_of_codes(codes), transforms={"fl_x": 30.0, "cx": 11.0})
-    views = load_nerf_folder(tmp_path, resolution=(48, 32))
+    views = load_dataset(tmp_path, resolution=(48, 32))
     assert views.cameras.fx.item() == pytest.approx(60.0)
     assert views.cameras.fy.item() == pytest.approx(60.0)
     assert views.cameras.cx.item() == pytest.approx(22.0)
@@ -135,7 +135,7 @@ def test_focal_length_in_pixels_refers_to_the_files_image_size(tmp_path):
 
 def folder_error(tmp_path, **kwargs) -> str:
     with pytest.raises(UserError) as caught:
-        load_nerf_folder(tmp_path, **kwargs)
+        load_dataset(tmp_path, **kwargs)
     return str(caught.value)
 
 

@@ -13,8 +13,9 @@ from diffrec.pipeline.config import (
     MODES,
     PRESETS,
     build_config,
-    read_config_file,
+    read_config_reading,
 )
+from diffrec.pipeline.reference_config import Reading
 
 NAME = "optimize"
 HELP = "optimise a mesh, PBR textures and light against target images"
@@ -48,13 +49,17 @@ def add_arguments(parser) -> None:
     parser.add_argument("--config", help="JSON or TOML settings (nvdiffrec configs work too)")
     parser.add_argument("--device", help="auto (default), cpu, cuda, cuda:1, mps")
     parser.add_argument("--out-dir", dest="out_dir", help="where the outputs go")
-    parser.add_argument("--dataset", help="a NeRF-style folder (transforms_train.json)")
+    parser.add_argument("--dataset", help="a NeRF-style folder (transforms_train.json) or an LLFF "
+                        "capture (poses_bounds.npy)")
     parser.add_argument("--ref-mesh", dest="ref_mesh", help="reference mesh to render targets")
     add_settings_arguments(parser)
     parser.add_argument("--preview-every", dest="preview_every", type=int, metavar="N",
                         help="write previews/PASS_ITERATION.png (render | target) every N "
                              "iterations")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
+    parser.add_argument("--check", action="store_true",
+                        help="print how each key of --config was understood and the settings "
+                             "that would run, then exit without running")
 
 
 class ProgressLine:
@@ -79,31 +84,72 @@ class ProgressLine:
 
 
 class PreviewWriter:
-    """Writes each preview event as ``out_dir/previews/<pass>_<iteration>.png``."""
+    """Writes each preview event as ``out_dir/previews/<pass>_<iteration>.png``: render |
+    target, then the event's display panels in order, each scaled to a longest side of
+    ``size`` pixels (None: as rendered)."""
 
-    def __init__(self, out_dir: str):
+    def __init__(self, out_dir: str, size: int | None = None):
         self.folder = Path(out_dir) / "previews"
+        self.size = size
 
     def __call__(self, event: dict) -> None:
         import torch
+        import torch.nn.functional as F
 
         from diffrec.io import write_image
         from diffrec.render.metrics import display
 
+        images = [display(event["render"][None])[0], display(event["target"][None])[0],
+                  *event.get("panels", {}).values()]
+        height = event["render"].shape[0] if self.size is None else None
+        scaled = []
+        for image in images:
+            scale = (self.size / max(image.shape[:2])) if self.size else height / image.shape[0]
+            size = (max(1, round(image.shape[0] * scale)), max(1, round(image.shape[1] * scale)))
+            chw = image.permute(2, 0, 1)[None].float()
+            scaled.append(F.interpolate(chw, size=size, mode="bilinear", antialias=True,
+                                        align_corners=False)[0].permute(1, 2, 0))
+        rows = max(image.shape[0] for image in scaled)
+        padded = [F.pad(image, (0, 0, 0, 0, 0, rows - image.shape[0])) for image in scaled]
         self.folder.mkdir(parents=True, exist_ok=True)
-        pair = display(torch.cat([event["render"], event["target"]], dim=1)[None])[0]
         path = self.folder / f"{event['pass']}_{event['iteration']:06d}.png"
-        write_image(path, pair.numpy(), data=True)
+        write_image(path, torch.cat(padded, dim=1).clamp(0, 1).numpy(), data=True)
+
+
+def check_report(path: str | None, reading: Reading, config) -> str:
+    """What ``--check`` prints: each key of the file and what it became, where the targets
+    come from, and the settings that would run (JSON)."""
+    from diffrec.protocol.captures import detect_layout
+
+    lines = []
+    if path:
+        kind = ("the reference system's config: its defaults apply where it is silent"
+                if reading.reference else "diffrec settings")
+        lines += [f"{path} ({kind}):", *(f"  {line}" for line in reading.lines)]
+    if config.dataset:
+        layout = detect_layout(config.dataset) if Path(config.dataset).is_dir() else None
+        found = {"nerf": "a NeRF-style folder", "llff": "an LLFF capture",
+                 None: "NOT FOUND: no transforms_train.json or poses_bounds.npy there"}[layout]
+        lines.append(f"targets: the images of {config.dataset} ({found})")
+    elif config.ref_mesh:
+        found = "" if Path(config.ref_mesh).exists() else " (NOT FOUND)"
+        lines.append(f"targets: {config.views} renders of {config.ref_mesh}{found} under "
+                     f"{config.envmap}")
+    lines += ["settings:", json.dumps(config.to_dict(), indent=2)]
+    return "\n".join(lines)
 
 
 def run(args) -> int:
     from diffrec.pipeline.run import optimize  # imports torch-heavy modules only when used
 
-    file_values = read_config_file(args.config) if args.config else {}
+    reading = read_config_reading(args.config) if args.config else Reading()
     flags = settings_flags(args, ("device", "out_dir", "dataset", "ref_mesh", "preview_every"))
-    config = build_config(file_values, flags)
+    config = build_config(reading.settings, flags)
+    if args.check:
+        print(check_report(args.config, reading, config))
+        return 0
     line = None if args.quiet else ProgressLine()
-    previews = PreviewWriter(config.out_dir)
+    previews = PreviewWriter(config.out_dir, config.preview_res)
 
     def progress(event: dict) -> None:
         if event["type"] == "preview":

@@ -70,16 +70,18 @@ def load_job(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
 
 
 def source_kind(path: Path) -> str:
-    """"job" (a job file, or a folder with job.json), "dataset" (a NeRF-style folder) or
-    "config" (a settings file)."""
+    """"job" (a job file, or a folder with job.json), "dataset" (a NeRF-style folder or an
+    LLFF capture) or "config" (a settings file)."""
+    from diffrec.protocol.captures import detect_layout
+
     if path.is_dir():
         if (path / "job.json").is_file():
             return "job"
-        if any(path.glob("transforms*.json")):
+        if detect_layout(path) or any(path.glob("transforms*.json")):
             return "dataset"
         raise UserError(f"{path} holds neither job.json (a job file) nor transforms_train.json "
-                        "(a NeRF-style dataset): give a folder with one of them, or a settings "
-                        "file")
+                        "(a NeRF-style dataset) nor poses_bounds.npy (an LLFF capture): give a "
+                        "folder with one of them, or a settings file")
     if not path.is_file():
         raise UserError(f"{path} does not exist: give a dataset folder, a settings file (.toml "
                         "or .json) or a job file")
@@ -126,8 +128,8 @@ def optimize_job(values: dict, origin: str = "the settings file"
 
     config = build_config(values)
     if not (config.dataset or config.ref_mesh):
-        raise UserError(f"{origin} names no target images: set dataset (a NeRF-style folder) "
-                        "or ref_mesh (a mesh to render under envmap) in it")
+        raise UserError(f"{origin} names no target images: set dataset (a NeRF-style folder "
+                        "or an LLFF capture) or ref_mesh (a mesh to render under envmap) in it")
     if config.mode != "reconstruct" and not config.base_mesh:
         raise UserError(f"mode {config.mode!r} needs a starting mesh: pass --base-mesh MESH (or "
                         "set base_mesh in a settings file), or use --mode reconstruct")

@@ -14,7 +14,7 @@ from diffrec.io.gltf_read import read_gltf
 from diffrec.io.gltf_write import write_glb
 from diffrec.io.images import decode_image, encode_integer_image, read_image, write_image
 from diffrec.io.material import Asset, Material, blender_to_yup, yup_to_blender
-from diffrec.io.obj import read_obj, write_obj
+from diffrec.io.obj import read_mtl, read_obj, write_obj
 
 __all__ = [
     "Asset",
@@ -24,6 +24,7 @@ __all__ = [
     "encode_integer_image",
     "read_gltf",
     "read_image",
+    "read_mtl",
     "read_obj",
     "write_glb",
     "write_image",

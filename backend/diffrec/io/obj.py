@@ -176,6 +176,17 @@ def _assemble(path, v, vt, vn, faces, materials) -> Asset:
     return Asset(Mesh(positions, triangles, **fields), material_list, material_ids)
 
 
+def read_mtl(path: str | Path) -> list[Material]:
+    """The materials of an MTL file, in file order (textures relative to it)."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"material file not found: {path}")
+    materials = list(_read_mtl(path).values())
+    if not materials:
+        raise UserError(f"{path} defines no material (no newmtl statement)")
+    return materials
+
+
 def _read_mtl(path: Path) -> dict[str, Material]:
     if not path.is_file():
         log.warning("material library not found: %s", path)

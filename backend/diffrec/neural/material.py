@@ -2,9 +2,10 @@
 
 nvdiffrec's first-pass material: the position, normalised to the material's box, goes through a
 multiresolution hash encoding and a small MLP to 9 outputs, each squashed by a sigmoid into its
-channel's range: ``kd`` in [0, 1]^3, ``ks`` (occlusion, roughness, metallic) in
-``[ks_min, ks_max]`` (default ``[0, 0.08, 0]`` .. ``[1, 1, 1]``), ``normal`` in
-``[-1, -1, 0]`` .. ``[1, 1, 1]`` (a tangent-space perturbation, not normalised here).
+channel's range: ``kd`` in ``[kd_min, kd_max]`` (default [0, 1]^3), ``ks`` (occlusion,
+roughness, metallic) in ``[ks_min, ks_max]`` (default ``[0, 0.08, 0]`` .. ``[1, 1, 1]``),
+``normal`` in ``[normal_min, normal_max]`` (default ``[-1, -1, 0]`` .. ``[1, 1, 1]``; a
+tangent-space perturbation, not normalised here).
 
 Engines (the same function, the same parameter vectors):
 
@@ -37,7 +38,6 @@ log = logging.getLogger(__name__)
 
 IMPLS = ("torch", "tcnn")
 ENV_VAR = "DIFFREC_NEURAL"
-KS_MIN, KS_MAX = KS_RANGE
 N_OUTPUTS = 9
 EVAL_CHUNK = 1 << 18
 
@@ -99,8 +99,12 @@ class NeuralMaterial(torch.nn.Module):
         bbox_max: Sequence[float] | torch.Tensor,
         impl: str = "auto",
         *,
-        ks_min: Sequence[float] = KS_MIN,
-        ks_max: Sequence[float] = KS_MAX,
+        kd_min: Sequence[float] = KD_RANGE[0],
+        kd_max: Sequence[float] = KD_RANGE[1],
+        ks_min: Sequence[float] = KS_RANGE[0],
+        ks_max: Sequence[float] = KS_RANGE[1],
+        normal_min: Sequence[float] = NORMAL_RANGE[0],
+        normal_max: Sequence[float] = NORMAL_RANGE[1],
         grid: HashGridConfig | None = None,
         n_neurons: int = 32,
         n_hidden_layers: int = 2,
@@ -113,11 +117,17 @@ class NeuralMaterial(torch.nn.Module):
         lo, hi = _vec3("bbox_min", bbox_min), _vec3("bbox_max", bbox_max)
         if not (hi > lo).all():
             raise ValueError(f"bbox_max must exceed bbox_min on every axis: {lo} .. {hi}")
-        ks_lo, ks_hi = _vec3("ks_min", ks_min), _vec3("ks_max", ks_max)
-        if not (ks_hi >= ks_lo).all():
-            raise ValueError(f"ks_max must be >= ks_min on every channel: {ks_lo} .. {ks_hi}")
-        out_min = torch.cat([torch.tensor(KD_RANGE[0]), ks_lo, torch.tensor(NORMAL_RANGE[0])])
-        out_max = torch.cat([torch.tensor(KD_RANGE[1]), ks_hi, torch.tensor(NORMAL_RANGE[1])])
+        ranges = {"kd": (kd_min, kd_max), "ks": (ks_min, ks_max),
+                  "normal": (normal_min, normal_max)}
+        lows, highs = [], []
+        for name, (low, high) in ranges.items():
+            low, high = _vec3(f"{name}_min", low), _vec3(f"{name}_max", high)
+            if not (high >= low).all():
+                raise ValueError(f"{name}_max must be >= {name}_min on every channel: "
+                                 f"{low} .. {high}")
+            lows.append(low)
+            highs.append(high)
+        out_min, out_max = torch.cat(lows), torch.cat(highs)
         self.register_buffer("bbox_min", lo.to(device))
         self.register_buffer("bbox_max", hi.to(device))
         self.register_buffer("out_min", out_min.to(device))

@@ -1,7 +1,8 @@
 """Training and validation views: cameras plus target images, from every source diffrec takes.
 
 Sources:
-- ``load_nerf_folder``: a NeRF-synthetic style folder (``transforms_{split}.json`` + images);
+- ``load_dataset``: a capture folder, NeRF-style (``transforms_{split}.json`` + images) or
+  LLFF (``poses_bounds.npy`` + images + masks), as ``diffrec.protocol.captures`` reads them;
 - ``from_arrays``: the in-memory arrays a job carries (what the server passes in);
 - ``render_reference_views``: a reference mesh rendered by diffrec under an HDRI (the
   reference system's mesh mode).
@@ -15,7 +16,6 @@ out for validation; ``ViewSampler`` draws reproducible, resumable training batch
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,19 +25,19 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from diffrec.camera import Cameras, from_nerf_transforms
+from diffrec.camera import Cameras
 from diffrec.color import srgb_to_linear
 from diffrec.errors import UserError
 from diffrec.io import Asset, read_image
 from diffrec.light.envmap import EnvironmentLight
 from diffrec.mesh.normals import with_vertex_normals
 from diffrec.mesh.tangents import with_tangents
+from diffrec.protocol.captures import CaptureError, read_capture
 from diffrec.render.material import TextureMaterial
 from diffrec.render.renderer import render_mesh
 
 log = logging.getLogger(__name__)
 
-IMAGE_SUFFIXES = (".png", ".exr", ".jpg", ".jpeg")  # tried in this order after a bare path
 _NAMED = 5  # how many offending files / cameras an error message names
 
 
@@ -181,46 +181,40 @@ def resize_rgba(images: torch.Tensor, width: int, height: int) -> torch.Tensor:
     return premultiplied_to_straight(resized).contiguous()
 
 
-def load_nerf_folder(
+def load_dataset(
     folder: str | Path,
     split: str = "train",
     resolution: int | tuple[int, int] | None = None,
     *,
-    near: float = 0.1,
-    far: float = 1000.0,
+    near_far: tuple[float, float] | None = None,
     exr_premultiplied: bool = True,
 ) -> Views:
-    """The views of a NeRF-synthetic style folder: ``transforms_{split}.json`` + images.
+    """The views of a capture folder in any layout ``diffrec.protocol.captures`` reads: a
+    NeRF-style folder (``transforms_{split}.json`` + images) or an LLFF capture
+    (``poses_bounds.npy`` + ``images[_N]/`` + ``masks/``; one split, "train").
 
-    Frames give ``file_path`` (relative to the folder, with or without its extension: the
-    bare path, then ``.png``, ``.exr``, ``.jpg``, ``.jpeg`` are tried) and
-    ``transform_matrix`` (camera-to-world, the wire convention); intrinsics as
-    ``diffrec.camera.from_nerf_transforms`` reads them (``camera_angle_x`` or ``fl_x`` ...),
-    at the images' size unless the file states ``w`` / ``h``. PNG / JPEG are sRGB and are
-    decoded to linear; EXR is linear and, with ``exr_premultiplied`` (Blender's renders),
-    divided by alpha. Images without alpha get alpha 1 (with a warning).
+    PNG / JPEG are sRGB and are decoded to linear; EXR is linear and, with
+    ``exr_premultiplied`` (Blender's renders), divided by alpha. Coverage is the mask file
+    where the capture has one (first channel, as data), else the image's alpha; images with
+    neither get alpha 1 (with a warning).
 
     ``resolution``: None keeps the images' size; an int is the longer side (aspect kept,
     the other side rounded); ``(width, height)`` is exact. See ``resize_rgba`` for the
-    method; the intrinsics are scaled by the same factors.
+    method; the intrinsics are scaled by the same factors. ``near_far``: clipping depths for
+    every camera (default: the capture's own, 0.1 / 1000 for NeRF folders).
     """
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise UserError(f"dataset folder not found: {folder}: give the folder that holds "
-                        f"transforms_{split}.json")
-    transforms_path = folder / f"transforms_{split}.json"
-    transforms = _read_transforms(transforms_path, split)
-    frames = transforms.get("frames")
-    if not isinstance(frames, list) or not frames:
-        raise UserError(f"{transforms_path} has no frames: its 'frames' list must name at "
-                        "least one image with its transform_matrix")
-    for index, frame in enumerate(frames):
-        _check_frame(transforms_path, index, frame)
-    paths = _find_images(folder, transforms_path, frames)
-
+    longest = resolution if isinstance(resolution, int) else (
+        None if resolution is None else max(resolution))
+    try:
+        capture = read_capture(folder, split, longest_side=longest)
+    except CaptureError as error:
+        raise UserError(str(error)) from None
+    paths = [frame.image for frame in capture.frames]
     images, missing_alpha, file_size = [], [], None
-    for path in paths:
-        image, has_alpha = _read_rgba(path, exr_premultiplied)
+    for frame in capture.frames:
+        image, has_alpha = _read_rgba(frame.image, exr_premultiplied)
+        if frame.mask is not None:
+            image = _with_mask(image, frame.mask)
         size = (image.shape[1], image.shape[0])
         if file_size is None:
             file_size = size
@@ -228,74 +222,41 @@ def load_nerf_folder(
         if size != file_size:
             raise UserError(
                 f"images of split '{split}' differ in size: {paths[0].name} is "
-                f"{file_size[0]}x{file_size[1]} but {path.name} is {size[0]}x{size[1]}; "
+                f"{file_size[0]}x{file_size[1]} but {frame.image.name} is {size[0]}x{size[1]}; "
                 "resize them all to one size"
             )
-        if not has_alpha:
-            missing_alpha.append(path.name)
+        if not has_alpha and frame.mask is None:
+            missing_alpha.append(frame.image.name)
         images.append(resize_rgba(image[None], *target)[0])
     if missing_alpha:
-        log.warning("%d images of %s have no alpha channel (e.g. %s): treating them as fully "
-                    "covered (alpha = 1)", len(missing_alpha), folder, ", ".join(missing_alpha[:3]))
-
-    keys = {"w": file_size[0], "h": file_size[1], **transforms}
+        log.warning("%d images of %s have no alpha channel and no mask (e.g. %s): treating them "
+                    "as fully covered (alpha = 1)", len(missing_alpha), folder,
+                    ", ".join(missing_alpha[:3]))
     try:
-        cameras = from_nerf_transforms(keys, *target, near=near, far=far)
+        intrinsics = capture.intrinsics(*target, file_size)
+    except CaptureError as error:
+        raise UserError(f"{capture.source}: {error}") from None
+    if near_far is None:
+        near = [frame.near for frame in capture.frames]
+        far = [frame.far for frame in capture.frames]
+    else:
+        near, far = near_far
+    fx, fy, cx, cy = torch.from_numpy(intrinsics).T
+    try:
+        cameras = Cameras(torch.from_numpy(capture.camera_to_world()), fx, fy, cx, cy, *target,
+                          near, far)
     except UserError as error:
-        raise UserError(f"{transforms_path}: {error}") from None
-    names = [path.relative_to(folder).with_suffix("").as_posix() for path in paths]
-    return Views(cameras, torch.stack(images), names)
+        raise UserError(f"{capture.source}: {error}") from None
+    return Views(cameras, torch.stack(images), capture.names())
 
 
-def _read_transforms(path: Path, split: str) -> dict:
-    if not path.is_file():
-        present = sorted(p.name for p in path.parent.glob("transforms*.json"))
-        found = f"found {', '.join(present)}" if present else "found no transforms*.json"
-        raise UserError(f"{path.parent} has no {path.name} ({found}): a NeRF-style folder needs "
-                        f"transforms_{split}.json next to its images")
-    try:
-        transforms = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise UserError(f"{path} is not valid JSON: {error}") from None
-    if not isinstance(transforms, dict):
-        raise UserError(f"{path} must hold a JSON object with 'camera_angle_x' and 'frames'")
-    return transforms
-
-
-def _check_frame(path: Path, index: int, frame) -> None:
-    where = f"{path}, frame {index}"
-    if not isinstance(frame, dict) or not isinstance(frame.get("file_path"), str):
-        raise UserError(f"{where}: each frame needs a 'file_path' string")
-    try:
-        matrix = np.asarray(frame.get("transform_matrix"), dtype=np.float64)
-    except (TypeError, ValueError):
-        matrix = np.zeros(0)
-    if matrix.shape != (4, 4):
-        raise UserError(f"{where} ({frame['file_path']}): transform_matrix must be a 4x4 list "
-                        f"of numbers (rows), got shape {matrix.shape}")
-    if not np.isfinite(matrix).all():
-        raise UserError(f"{where} ({frame['file_path']}): transform_matrix holds NaN or "
-                        "infinite values; fix or drop this frame")
-
-
-def _find_images(folder: Path, transforms_path: Path, frames: list) -> list[Path]:
-    paths, missing = [], []
-    for frame in frames:
-        bare = folder / frame["file_path"]
-        candidates = [bare] if bare.suffix.lower() in IMAGE_SUFFIXES else []
-        candidates += [bare.with_name(bare.name + suffix) for suffix in IMAGE_SUFFIXES]
-        found = next((c for c in candidates if c.is_file()), None)
-        if found is None:
-            missing.append(frame["file_path"])
-        paths.append(found)
-    if missing:
-        shown = ", ".join(missing[:_NAMED]) + (", ..." if len(missing) > _NAMED else "")
-        raise UserError(
-            f"{len(missing)} of {len(frames)} images named in {transforms_path.name} are missing "
-            f"({shown}); tried {'/'.join(IMAGE_SUFFIXES)} after each file_path, relative to "
-            f"{folder}"
-        )
-    return paths
+def _with_mask(image: torch.Tensor, mask_path: Path) -> torch.Tensor:
+    """``image`` [H, W, 4] with its alpha replaced by the mask file's first channel."""
+    mask = torch.from_numpy(read_image(mask_path, data=True))[..., :1]
+    if mask.shape[:2] != image.shape[:2]:
+        raise UserError(f"mask {mask_path} is {mask.shape[1]}x{mask.shape[0]} but its image is "
+                        f"{image.shape[1]}x{image.shape[0]}: masks must match their images")
+    return torch.cat([image[..., :3], mask.clamp(0.0, 1.0)], -1)
 
 
 def _read_rgba(path: Path, exr_premultiplied: bool) -> tuple[torch.Tensor, bool]:
@@ -551,12 +512,11 @@ def split_views(views: Views, holdout: int | float, seed: int = 0) -> tuple[View
 
 
 __all__ = [
-    "IMAGE_SUFFIXES",
     "ViewSampler",
     "Views",
     "check_views_see_box",
     "from_arrays",
-    "load_nerf_folder",
+    "load_dataset",
     "premultiplied_to_straight",
     "render_reference_views",
     "resize_rgba",

@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
 from diffrec import raster
 from diffrec.camera import orbit_cameras
 from diffrec.errors import Cancelled, UserError
 from diffrec.geometry import clean_mesh
-from diffrec.io import read_gltf, read_image, read_obj
+from diffrec.io import Material, read_gltf, read_image, read_mtl, read_obj
 from diffrec.light.envmap import EnvironmentLight
 from diffrec.mesh import Mesh
 from diffrec.mesh.box import fit_to_box
@@ -41,12 +42,18 @@ from diffrec.pipeline.datasets import (
     Views,
     ViewSampler,
     check_views_see_box,
-    load_nerf_folder,
+    load_dataset,
     render_reference_views,
     split_views,
 )
 from diffrec.pipeline.geometry_models import ExplicitGeometry, IsosurfaceGeometry
-from diffrec.pipeline.trainer import Pass, PassTrainer
+from diffrec.pipeline.trainer import (
+    Pass,
+    PassTrainer,
+    background_for,
+    composite,
+    light_rotation,
+)
 from diffrec.pipeline.unwrap import has_usable_uvs, unwrap
 from diffrec.render.material import NeuralSurface, TextureMaterial
 from diffrec.render.metrics import psnr, ssim
@@ -62,12 +69,14 @@ REFERENCE_FOV_DEGREES = 45.0
 @dataclass
 class Inputs:
     """What a run optimises against. ``envmap``: equirect [H, W, 3] linear (None: learn).
-    ``test`` is None only for inputs loaded to be sent to a server, which holds out its own."""
+    ``test`` is None only for inputs loaded to be sent to a server, which holds out its own.
+    ``base_material``: the base mesh's own material (``init_textures`` "base_mesh")."""
 
     train: Views
     test: Views | None
     base_mesh: Mesh | None = None
     envmap: torch.Tensor | None = None
+    base_material: Material | None = None
 
 
 def resolve_device(name: str) -> torch.device:
@@ -98,7 +107,9 @@ def read_mesh(path: str | Path):
 
 def load_inputs(config: OptimizeConfig, ctx: raster.RasterContext, hold_out: bool = True
                 ) -> Inputs:
-    """Targets and starting mesh from the config's files (dataset folder or reference mesh).
+    """Targets and starting mesh from the config's files: a capture folder (``dataset``, or a
+    ``ref_mesh`` that names a folder: NeRF-style or LLFF) or a reference mesh rendered under
+    ``envmap`` (scaled by ``env_scale``; its material replaced by ``ref_material``'s first).
 
     ``hold_out=False`` (what ``diffrec submit`` sends; the server holds out views itself):
     ``train`` has all the target views (a dataset's ``transforms_train.json`` whole, or
@@ -107,34 +118,41 @@ def load_inputs(config: OptimizeConfig, ctx: raster.RasterContext, hold_out: boo
     """
     envmap = None
     if config.envmap:
-        envmap = torch.from_numpy(read_image(config.envmap)[..., :3].copy())
-    base = read_mesh(config.base_mesh).mesh if config.base_mesh else None
-    if config.dataset:
-        train = load_nerf_folder(config.dataset, "train", config.train_res)
+        envmap = torch.from_numpy(read_image(config.envmap)[..., :3].copy()) * config.env_scale
+    base_asset = read_mesh(config.base_mesh) if config.base_mesh else None
+    base = base_asset.mesh if base_asset else None
+    base_material = base_asset.materials[0] if base_asset and base_asset.materials else None
+    dataset = config.dataset or (config.ref_mesh if config.ref_mesh and
+                                 Path(config.ref_mesh).is_dir() else None)
+    if dataset:
+        train = load_dataset(dataset, "train", config.train_res, near_far=config.near_far)
         if not hold_out:
-            return Inputs(train, None, base, envmap)
+            return Inputs(train, None, base, envmap, base_material)
         try:
-            test = load_nerf_folder(config.dataset, "test", config.train_res)
+            test = load_dataset(dataset, "test", config.train_res, near_far=config.near_far)
         except UserError:
             train, test = split_views(train, min(config.test_views, len(train) - 1), config.seed)
-        return Inputs(train, test, base, envmap)
+        return Inputs(train, test, base, envmap, base_material)
     if config.ref_mesh:
         if envmap is None:
             raise UserError("rendering a reference mesh needs an envmap (an HDRI) to light it")
         asset = read_mesh(config.ref_mesh)
+        if config.ref_material:
+            asset.materials = read_mtl(config.ref_material)[:1]
         fitted, transform = fit_to_box(asset.mesh, size=2.0)
         asset.mesh = fitted
         if base is not None:
             base = base.replace(positions=transform.apply(base.positions))
+        near, far = config.near_far or (0.1, 1000.0)
 
         def views(count, seed):
             cameras = orbit_cameras(count, REFERENCE_CAMERA_RADIUS, config.train_res,
                                     fov_degrees=REFERENCE_FOV_DEGREES, seed=seed,
-                                    elevations_degrees=(-30.0, 60.0))
+                                    elevations_degrees=(-30.0, 60.0), near=near, far=far)
             return render_reference_views(ctx, asset, envmap, cameras.to(ctx.device), spp=2)
 
         test = views(config.test_views, config.seed + 1) if hold_out else None
-        return Inputs(views(config.views, config.seed), test, base, envmap)
+        return Inputs(views(config.views, config.seed), test, base, envmap, base_material)
     raise UserError("no targets: give a dataset folder (dataset) or a reference mesh (ref_mesh)")
 
 
@@ -146,15 +164,51 @@ def make_light(config: OptimizeConfig, envmap: torch.Tensor | None, device) -> E
     return EnvironmentLight.from_equirect(envmap.to(device), resolution=config.light_res)
 
 
-def initial_textures(config: OptimizeConfig, device) -> TextureMaterial:
-    """Mid-range textures to start from: grey kd, mid roughness, no metal, flat normals."""
-    size = config.texture_res
-    ks_low, ks_high = config.ks_min, config.ks_max
-    return TextureMaterial(
-        Texture2D.constant((0.5, 0.5, 0.5), size, min_value=(0, 0, 0), max_value=(1, 1, 1)),
-        Texture2D.constant((0.0, 0.5, 0.0), size, min_value=ks_low, max_value=ks_high),
-        Texture2D.constant((0.0, 0.0, 1.0), size, min_value=(-1, -1, 0), max_value=(1, 1, 1)),
-    ).to(device)
+def initial_textures(config: OptimizeConfig, device, base_material: Material | None = None
+                     ) -> TextureMaterial:
+    """The textures a materials / refine run starts from (``config.init_textures``), square
+    at ``texture_res``, within ``config.material_ranges()``:
+
+    - "constant": mid-range, grey kd (alpha 1), roughness 0.5, no metal, flat normals;
+    - "random": kd uniform in its range, occlusion uniform in [0, 0.01], roughness and
+      metallic uniform in theirs, flat normals (the reference system's random textures);
+    - "base_mesh": the base mesh's own material resampled (constants where it has none).
+    """
+    size, ranges = config.texture_res, config.material_ranges()
+    kd_low, kd_high = (torch.tensor(v) for v in ranges["kd"])
+    ks_low, ks_high = (torch.tensor(v, dtype=torch.float32) for v in ranges["ks"])
+    mid_kd = [0.5, 0.5, 0.5, 1.0][:len(kd_low)]
+    values = {"kd": torch.tensor(mid_kd).clamp(kd_low, kd_high).expand(size, size, -1),
+              "ks": torch.tensor([0.0, 0.5, 0.0]).clamp(ks_low, ks_high).expand(size, size, 3),
+              "normal": torch.tensor([0.0, 0.0, 1.0]).expand(size, size, 3)}
+    if config.init_textures == "random":
+        generator = torch.Generator().manual_seed(config.seed)
+        uniform = lambda low, high: low + (high - low) * torch.rand(  # noqa: E731
+            size, size, len(low), generator=generator)
+        values["kd"] = uniform(kd_low, kd_high)
+        ks_low[0], ks_high[0] = 0.0, 0.01
+        values["ks"] = uniform(ks_low, ks_high)
+    elif config.init_textures == "base_mesh" and base_material is not None:
+        for name in ("kd", "ks", "normal"):
+            channel = getattr(base_material, name)
+            if channel is not None:
+                values[name] = _resampled(channel, size, values[name])
+    return TextureMaterial(*(Texture2D(values[name], *ranges[name])
+                             for name in ("kd", "ks", "normal"))).to(device)
+
+
+def _resampled(channel: torch.Tensor, size: int, like: torch.Tensor) -> torch.Tensor:
+    """A material channel (constant ``[C]`` or texture ``[H, W, C]``) as a ``size``-square
+    texture with ``like``'s channel count (alpha 1 added, or dropped)."""
+    channel = torch.as_tensor(channel, dtype=torch.float32)
+    if channel.ndim == 1:
+        channel = channel[None, None]
+    image = F.interpolate(channel.permute(2, 0, 1)[None], size=(size, size), mode="bilinear",
+                          align_corners=False, antialias=True)[0].permute(1, 2, 0)
+    channels = like.shape[-1]
+    if image.shape[-1] < channels:
+        image = torch.cat([image, torch.ones(size, size, channels - image.shape[-1])], -1)
+    return image[..., :channels].contiguous()
 
 
 def with_uvs(mesh: Mesh, config: OptimizeConfig,
@@ -204,7 +258,8 @@ def _run_pass(ctx, run: Pass, train: Views, config, store, progress, should_stop
 
 
 def _surface_pass(ctx, config, inputs, light, store, progress, should_stop, times) -> tuple:
-    """Pass 1 of reconstruct; returns (mesh with UVs, TextureMaterial) for pass 2."""
+    """Pass 1 of reconstruct; returns (mesh with UVs, TextureMaterial) for pass 2 and the
+    name of the surface model that ran (``DMTetGeometry`` or ``FlexiCubesGeometry``)."""
     half = config.mesh_scale / 2
     center = torch.tensor(config.center)
     check_views_see_box(inputs.train.cameras, (center - half).tolist(), (center + half).tolist(),
@@ -212,8 +267,12 @@ def _surface_pass(ctx, config, inputs, light, store, progress, should_stop, time
     device = ctx.device
     geometry = IsosurfaceGeometry(config.geometry, config.dmtet_grid, config.mesh_scale,
                                   config.center, device, config.sdf_regularizer, config.seed)
+    ranges = config.material_ranges()
     field = NeuralMaterial((center - half).tolist(), (center + half).tolist(),
-                           ks_min=config.ks_min, ks_max=config.ks_max, device=device,
+                           kd_min=ranges["kd"][0][:3], kd_max=ranges["kd"][1][:3],
+                           ks_min=ranges["ks"][0], ks_max=ranges["ks"][1],
+                           normal_min=ranges["normal"][0], normal_max=ranges["normal"][1],
+                           device=device,
                            grid=HashGridConfig(log2_hashmap_size=config.hash_table_log2))
     first = Pass("pass1", 0, config.iterations, config.learning_rate[0], 0, geometry,
                  NeuralSurface(field), light, config.light != "fixed")
@@ -226,10 +285,11 @@ def _surface_pass(ctx, config, inputs, light, store, progress, should_stop, time
     _stop_if_asked(should_stop, "after unwrapping the surface")
     textures = bake_textures(ctx, mesh, field.evaluate,
                              config.texture_res)
-    ranges = {"kd": ((0, 0, 0), (1, 1, 1)), "ks": (config.ks_min, config.ks_max),
-              "normal": ((-1, -1, 0), (1, 1, 1))}
+    if len(ranges["kd"][0]) == 4:  # layers > 1: pass 2 learns alpha, starting opaque
+        textures["kd"] = torch.cat([textures["kd"], torch.ones_like(textures["kd"][..., :1])], -1)
     baked = {name: Texture2D(textures[name], *ranges[name]) for name in ranges}
-    return mesh, TextureMaterial(baked["kd"], baked["ks"], baked["normal"]).to(device)
+    material = TextureMaterial(baked["kd"], baked["ks"], baked["normal"]).to(device)
+    return mesh, material, type(geometry.surface).__name__
 
 
 def _stop_if_asked(should_stop: Callable[[], bool] | None, where: str) -> None:
@@ -241,26 +301,33 @@ def _stop_if_asked(should_stop: Callable[[], bool] | None, where: str) -> None:
 VALIDATION_SPP = 2  # held-out views are judged antialiased, as targets and Blender show them
 
 
-def validate(ctx, mesh, material, light, views: Views, config) -> tuple[dict, torch.Tensor]:
-    """Render the held-out views (supersampled); PSNR and SSIM per view against the targets
-    (over black)."""
+def validate(ctx, mesh, material, light, views: Views, config
+             ) -> tuple[dict, torch.Tensor, torch.Tensor]:
+    """Render the held-out views (supersampled); PSNR and SSIM per view against the targets,
+    both over ``config.background`` (black for "random"). Returns the scores, the renders
+    and the composited targets (``[N, H, W, 3]``, CPU)."""
     light.build_mips()
-    renders, scores = [], []
+    renders, shown_targets, scores = [], [], []
     with torch.no_grad():
         for start in range(0, len(views), max(config.batch, 1)):
             cameras, targets = views.batch(range(start, min(start + config.batch, len(views))))
-            out = render_mesh(ctx, mesh, material, cameras.to(ctx.device), light,
-                              spp=max(config.spp, VALIDATION_SPP), layers=config.layers)
-            target = (targets[..., :3] * targets[..., 3:4]).to(ctx.device)
+            cameras, targets = cameras.to(ctx.device), targets.to(ctx.device)
+            background = background_for(config.background, targets)
+            out = render_mesh(ctx, mesh, material, cameras, light,
+                              spp=max(config.spp, VALIDATION_SPP), layers=config.layers,
+                              background=background,
+                              light_rotation=light_rotation(cameras, config))
+            target = composite(targets, background)
             scores += list(zip(psnr(out.color, target).tolist(), ssim(out.color, target).tolist(),
                                strict=True))
             renders.append(out.color.cpu())
+            shown_targets.append(target.cpu())
     per_view = [{"name": name, "psnr": p, "ssim": s}
                 for name, (p, s) in zip(views.names, scores, strict=True)]
     summary = {"views": per_view,
                "psnr_mean": sum(p for p, _ in scores) / len(scores),
                "ssim_mean": sum(s for _, s in scores) / len(scores)}
-    return summary, torch.cat(renders)
+    return summary, torch.cat(renders), torch.cat(shown_targets)
 
 
 def peak_memory_mb(device: torch.device) -> float | None:
@@ -311,31 +378,35 @@ def optimize(
     light = make_light(config, inputs.envmap, device)
     times: dict[str, float] = {}
 
+    surface_model = None
     if config.mode == "reconstruct":
-        mesh, material = _surface_pass(ctx, config, inputs, light, store, report, should_stop,
-                                       times)
+        mesh, material, surface_model = _surface_pass(ctx, config, inputs, light, store, report,
+                                                      should_stop, times)
         trainable, learning_rate, warmup = True, config.learning_rate[1], config.warmup_iterations
     else:
         if inputs.base_mesh is None:
             raise UserError(f"mode {config.mode!r} needs a starting mesh (base_mesh)")
         mesh = with_uvs(inputs.base_mesh.to(device), config, should_stop)
-        material = initial_textures(config, device)
+        material = initial_textures(config, device, inputs.base_material)
         trainable, learning_rate, warmup = config.mode == "refine", config.learning_rate[1], 0
     geometry = ExplicitGeometry(mesh, trainable, config.laplace, config.laplace_scale).to(device)
     second = Pass("pass2", 1, config.iterations, learning_rate, warmup, geometry, material, light,
-                  config.light != "fixed")
+                  config.light != "fixed" and not config.lock_light)
     times["pass2"] = _run_pass(ctx, second, train, config, store, report, should_stop)
 
     with torch.no_grad():
         final_mesh = geometry.mesh()
-    _stop_if_asked(should_stop, "before validating")
-    metrics, renders = validate(ctx, final_mesh, material, light, inputs.test, config)
+    metrics: dict = {"views": [], "psnr_mean": None, "ssim_mean": None}
+    if config.validation:
+        _stop_if_asked(should_stop, "before validating")
+        metrics, renders, targets = validate(ctx, final_mesh, material, light, inputs.test,
+                                             config)
+        outputs.write_validation(out_dir, renders, targets, inputs.test.names)
     _stop_if_asked(should_stop, "before writing the outputs")
     outputs.write_asset(out_dir, final_mesh, material, light)
-    test_targets = inputs.test.images[..., :3] * inputs.test.images[..., 3:4]
-    outputs.write_validation(out_dir, renders, test_targets.cpu(), inputs.test.names)
     metrics.update({"mode": config.mode, "preset": config.preset, "device": str(device),
-                    "engine": ctx.engine, "iterations": config.iterations, "time_s": times,
+                    "engine": ctx.engine, "surface_model": surface_model,
+                    "iterations": config.iterations, "time_s": times,
                     "peak_memory_mb": peak_memory_mb(device), "config": config.to_dict(),
                     "history": history})
     outputs.write_metrics(out_dir, metrics)

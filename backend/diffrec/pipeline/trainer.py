@@ -5,7 +5,8 @@ linearly over ``warmup`` iterations (pass 2) and decays exponentially to a tenth
 (nvdiffrec's ``10^(-0.0002 it)`` over its 5000 iterations); after each step the material is
 clamped into range and the light to >= 0; the light's gradients are scaled up.
 
-Losses (``x`` render, ``y`` target, both composited over the same random background colour):
+Losses (``x`` render, ``y`` target, both composited over the same background, see
+``background_for``):
 the colour loss on pixels the target covers, MSE on coverage, plus the geometry's regulariser,
 albedo smoothness (ramped in over 500 iterations), visibility on ks.r and light white balance.
 All randomness comes from generators saved in checkpoints, so a resumed pass is exact.
@@ -21,10 +22,47 @@ import torch
 
 from diffrec.errors import Cancelled, UserError
 from diffrec.render.losses import image_loss
-from diffrec.render.metrics import psnr
+from diffrec.render.metrics import display, psnr
 from diffrec.render.renderer import render_mesh
 
 ALBEDO_RAMP_ITERATIONS = 500
+CHECKER_CELLS = 8  # squares along the longer image side of the "checker" background
+
+
+def background_for(kind: str, targets: torch.Tensor,
+                   generator: torch.Generator | None = None) -> torch.Tensor:
+    """What targets ``[B, H, W, 4]`` (straight alpha) and renders are composited over,
+    broadcastable to ``[B, H, W, 3]``: "random" one uniform colour per image from
+    ``generator`` (black without one, as validation judges), "white", "black", "checker"
+    (grey squares of 0.25 and 0.75), "reference" the targets' own colour (photos as taken)."""
+    batch, height, width = targets.shape[:3]
+    if kind == "random":
+        if generator is None:
+            return targets.new_zeros(3)
+        return torch.rand(batch, 1, 1, 3, generator=generator).to(targets)
+    if kind in ("white", "black"):
+        return targets.new_full((3,), 1.0 if kind == "white" else 0.0)
+    if kind == "checker":
+        cell = max(height, width) / CHECKER_CELLS
+        rows = (torch.arange(height, device=targets.device) // cell).long()
+        cols = (torch.arange(width, device=targets.device) // cell).long()
+        parity = ((rows[:, None] + cols[None, :]) % 2).to(targets.dtype)
+        return (0.25 + 0.5 * parity)[None, :, :, None].expand(1, -1, -1, 3)
+    if kind == "reference":
+        return targets[..., :3]
+    raise ValueError(f"unknown background {kind!r}")
+
+
+def composite(targets: torch.Tensor, background: torch.Tensor) -> torch.Tensor:
+    """Straight-alpha ``[B, H, W, 4]`` targets over ``background`` -> ``[B, H, W, 3]``."""
+    alpha = targets[..., 3:4]
+    return targets[..., :3] * alpha + background * (1 - alpha)
+
+
+def light_rotation(cameras, config) -> torch.Tensor | None:
+    """Per-view rotations ``[B, 3, 3]`` that turn the light with each camera (world to
+    camera, ``config.camera_space_light``), else None (the light is fixed to the world)."""
+    return cameras.world_to_camera()[:, :3, :3] if config.camera_space_light else None
 
 
 @dataclass
@@ -114,14 +152,15 @@ class PassTrainer:
         run, config, device = self.run, self.config, self.ctx.device
         cameras, targets = next(self.sampler)
         cameras, targets = cameras.to(device), targets.to(device)
-        background = torch.rand(len(targets), 1, 1, 3, generator=self.generator).to(device)
+        background = background_for(config.background, targets, self.generator)
         target_alpha = targets[..., 3:4]
-        target = targets[..., :3] * target_alpha + background * (1 - target_alpha)
+        target = composite(targets, background)
 
         run.light.build_mips()
         mesh = run.geometry.mesh()
         out = render_mesh(self.ctx, mesh, run.material, cameras, run.light, spp=config.spp,
-                          layers=config.layers, background=background, buffers=("ks",))
+                          layers=config.layers, background=background, buffers=("ks",),
+                          light_rotation=light_rotation(cameras, config))
         progress = self.iteration / max(run.iterations - 1, 1)
         color = image_loss(out.color, target, config.loss, mask=(target_alpha > 0))
         alpha = (out.alpha - target_alpha).square().mean()
@@ -144,7 +183,7 @@ class PassTrainer:
             if hasattr(run.material, "clamp_"):
                 run.material.clamp_()
             run.light.clamp_()
-        self._last_views = (out.color[0].detach(), target[0].detach(), mesh)
+        self._last_views = (out.color[0].detach(), target[0].detach(), mesh, cameras[0:1])
         losses = {"total": total.item(), "color": color.item(), "alpha": alpha.item()}
         return {"losses": losses, "psnr": psnr(out.color.detach(), target).mean().item()}
 
@@ -172,13 +211,31 @@ class PassTrainer:
                 self._save()
 
     def _preview_event(self) -> dict:
-        render, target, mesh = self._last_views
+        render, target, mesh, camera = self._last_views
         event = {"type": "preview", "pass": self.run.name, "pass_index": self.run.index,
                  "iteration": self.iteration, "render": render.cpu(), "target": target.cpu()}
+        if self.config.display:
+            event["panels"] = self._panels(mesh, camera, render.shape[:2])
         if any(p.requires_grad for p in self.run.geometry.parameters()):
             event["vertices"] = mesh.positions.detach().cpu()
             event["triangles"] = mesh.triangles.cpu()
         return event
+
+    @torch.no_grad()
+    def _panels(self, mesh, camera, size) -> dict[str, torch.Tensor]:
+        """``config.display``'s panels for the preview's view, ``[H, W, 3]`` ready to show
+        (colour sRGB-encoded, data as it is): "latlong" the light as an equirect image at the
+        preview's height; "kd", "ks", "normal", "shading-only" the renderer's display modes."""
+        panels = {}
+        for name in self.config.display:
+            if name == "latlong":
+                image = display(self.run.light.to_equirect(size[0], 2 * size[0]))
+            else:
+                out = render_mesh(self.ctx, mesh, self.run.material, camera, self.run.light,
+                                  mode=name, light_rotation=light_rotation(camera, self.config))
+                image = out.color[0] if name in ("ks", "normal") else display(out.color)[0]
+            panels[name] = image.cpu()
+        return panels
 
     def _save(self) -> None:
         if self.checkpoint is not None:

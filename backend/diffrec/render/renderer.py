@@ -39,6 +39,23 @@ class RenderOutput:
     buffers: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
+class RotatedLight:
+    """A light looked up through per-image rotations ``[B, 3, 3]``: directions ``d`` of image
+    b (``[B, ...]``, 3 last) read the light at ``R_b d``."""
+
+    def __init__(self, light, rotation: torch.Tensor):
+        self.light, self.rotation = light, rotation
+
+    def _turn(self, directions: torch.Tensor) -> torch.Tensor:
+        return torch.einsum("bij,b...j->b...i", self.rotation, directions)
+
+    def diffuse(self, normal: torch.Tensor) -> torch.Tensor:
+        return self.light.diffuse(self._turn(normal))
+
+    def specular(self, reflect: torch.Tensor, roughness: torch.Tensor) -> torch.Tensor:
+        return self.light.specular(self._turn(reflect), roughness)
+
+
 def clip_positions(positions: torch.Tensor, cameras: Cameras) -> torch.Tensor:
     """World positions [V, 3] -> clip space [B, V, 4] for every camera."""
     homogeneous = torch.cat([positions, torch.ones_like(positions[:, :1])], -1)
@@ -80,6 +97,7 @@ def render_mesh(
     mode: str = "pbr",
     buffers: tuple[str, ...] = (),
     topology_hash=None,
+    light_rotation: torch.Tensor | None = None,
 ) -> RenderOutput:
     """Render ``mesh`` with ``material`` (``diffrec.render.material``) from ``cameras``.
 
@@ -91,7 +109,9 @@ def render_mesh(
     "random" (one uniform random colour per image, from torch's global generator);
     ``mode``: "pbr", "kd", "ks", "normal" or "shading-only"; ``buffers``: names from
     ``BUFFERS`` to return as well. ``topology_hash`` may be passed to reuse the antialias
-    topology of a mesh whose triangles do not change.
+    topology of a mesh whose triangles do not change. ``light_rotation`` ``[B, 3, 3]``: the
+    light is looked up in directions ``R d`` for image b's world directions ``d`` (the
+    world-to-camera rotations keep the light fixed to each camera); None: as it is.
     """
     if spp < 1 or layers < 1:
         raise ValueError("spp and layers must be at least 1")
@@ -107,6 +127,8 @@ def render_mesh(
         topology_hash = raster.antialias_construct_topology_hash(tri)
     lut = brdf_lut(device=clip.device) if mode == "pbr" else None
     centers = cameras.centers().to(clip)
+    if light_rotation is not None and light is not None:
+        light = RotatedLight(light, light_rotation.to(clip))
 
     premultiplied, remaining, nearest = 0.0, 1.0, {}
     with raster.DepthPeeler(ctx, clip, tri, (height * spp, width * spp)) as peeler:

@@ -27,7 +27,8 @@ from diffrec.protocol.limits import MAX_INLINE_BYTES
 
 from .runner import JobContext, JobFailed, Runner
 
-SERVER_OWNED = ("dataset", "ref_mesh", "base_mesh", "envmap", "out_dir", "device")
+SERVER_OWNED = ("dataset", "ref_mesh", "base_mesh", "envmap", "ref_material", "out_dir",
+                "device")
 PREVIEW_SIZE = 128
 
 

@@ -1,0 +1,294 @@
+"""The reference system's (nvdiffrec's) config keys, each honoured with its meaning or refused.
+
+``translate(data)`` maps a config file's keys to diffrec settings and says, key by key, how each
+was understood (``Reading.lines``; ``diffrec optimize --check`` prints them). A key with no
+counterpart here is refused with a sentence that says what it meant there and what to use
+instead; nothing is dropped silently. Keys that are diffrec's own settings pass through.
+
+A file is read as the reference system's when it has any key only that system uses (``iter``,
+``lock_pos``, ``random_textures``...); then its defaults for the keys it leaves out apply where
+they differ from ours and change the run: without ``base_mesh`` the run reconstructs, with one
+it refines the mesh (``lock_pos`` false) or only the materials (``lock_pos`` true).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from diffrec.errors import UserError
+from diffrec.protocol.captures import detect_layout
+
+BACKGROUNDS = ("random", "white", "black", "checker", "reference")
+DISPLAY_PANELS = {"kd": "kd", "ks": "ks", "normal": "normal", "white": "shading-only"}
+
+
+class Refused(Exception):
+    """A key this tool does not take; the message says what it meant and what to do."""
+
+
+@dataclass
+class Reading:
+    """What a config file's keys became: ``settings`` (diffrec's names) and one line per key."""
+
+    settings: dict[str, Any] = field(default_factory=dict)
+    lines: list[str] = field(default_factory=list)
+    reference: bool = False
+
+
+def _as_list(value, key: str, lengths: tuple[int, ...]) -> tuple[float, ...]:
+    if not isinstance(value, list | tuple) or len(value) not in lengths or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in value):
+        raise Refused(f"{key} must be a list of {' or '.join(map(str, lengths))} numbers, "
+                      f"got {value!r}")
+    return tuple(float(v) for v in value)
+
+
+def _size(value, key: str) -> int:
+    """nvdiffrec's ``[height, width]`` (or one number) -> our longest side."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    height, width = _as_list(value, key, (2,))
+    return int(max(height, width))
+
+
+def _bool(value, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise Refused(f"{key} must be true or false, got {value!r}")
+    return value
+
+
+def _ref_mesh(value, data) -> tuple[dict, str]:
+    path = Path(value)
+    if path.is_dir():
+        layout = detect_layout(path)
+        if layout is None:
+            raise Refused(f"ref_mesh {value} is a folder with neither transforms_train.json "
+                          "(NeRF-style) nor poses_bounds.npy (LLFF): name a mesh file or a "
+                          "dataset folder")
+        kind = {"nerf": "a NeRF-style dataset folder", "llff": "an LLFF capture"}[layout]
+        return {"dataset": str(path)}, f"dataset = {path} ({kind}: its images are the targets)"
+    if path.suffix == "" and not path.exists():
+        raise Refused(f"ref_mesh {value} does not exist (a dataset folder or a mesh file is "
+                      "expected there)")
+    return {"ref_mesh": str(path)}, f"ref_mesh = {path} (a mesh rendered under envmap)"
+
+
+def _learning_rate(value, data) -> tuple[dict, str]:
+    rates = [value] if isinstance(value, int | float) else value
+    if not isinstance(rates, list) or not 1 <= len(rates) <= 2 or not all(
+            isinstance(r, int | float) and not isinstance(r, bool) for r in rates):
+        raise Refused("learning_rate must be a number or one number per pass; separate "
+                      "position and material rates ([[pos, mat], ...]) are not supported: give "
+                      "one rate per pass")
+    first = float(rates[0])
+    if "base_mesh" in data:  # one pass there, at the first rate; ours is the second slot
+        return ({"learning_rate": (first, first)},
+                f"learning_rate = ({first}, {first}) (a base_mesh run has one pass, at the "
+                "first rate)")
+    pair = (first, float(rates[-1]))
+    return {"learning_rate": pair}, f"learning_rate = {pair} (pass 1, pass 2)"
+
+
+def _display(value, data) -> tuple[dict, str]:
+    if not isinstance(value, list):
+        raise Refused(f"display must be a list of panels, got {value!r}")
+    panels = []
+    for entry in value:
+        if isinstance(entry, dict) and entry.get("latlong") is True and len(entry) == 1:
+            panels.append("latlong")
+        elif isinstance(entry, dict) and set(entry) == {"bsdf"} and entry["bsdf"] in \
+                DISPLAY_PANELS:
+            panels.append(DISPLAY_PANELS[entry["bsdf"]])
+        elif isinstance(entry, dict) and "relight" in entry:
+            raise Refused("display relight (a preview under another HDRI) is not drawn here: "
+                          "import mesh.glb into Blender and light it with that HDRI")
+        else:
+            raise Refused(f"display panel {entry!r} is not one diffrec draws: use "
+                          '{"latlong": true} or {"bsdf": "kd" | "ks" | "normal" | "white"}')
+    return ({"display": tuple(panels)},
+            f"display = {tuple(panels)} (panels beside render | target in previews/*.png)")
+
+
+def _save_interval(value, data) -> tuple[dict, str]:
+    every = int(value)
+    settings = {"checkpoint_every": every}
+    if "display_interval" not in data:
+        settings["preview_every"] = every
+    return settings, (f"checkpoint_every = {every}" + (
+        f", preview_every = {every} (preview images in previews/)"
+        if "preview_every" in settings else ""))
+
+
+def _multi_gpu(value, data) -> tuple[dict, str]:
+    if _bool(value, "multi_gpu"):
+        raise Refused("multi_gpu (training one job on several GPUs with apex) is not available: "
+                      "a job trains on one device; run several jobs on one server "
+                      "(diffrec serve) to use several GPUs")
+    return {}, "one device per job, as asked"
+
+
+def _local_rank(value, data) -> tuple[dict, str]:
+    if value != 0:
+        raise Refused("local_rank is set by a multi-GPU launcher, not by a config: remove it")
+    return {}, "the only process"
+
+
+def _nested_config(value, data) -> tuple[dict, str]:
+    raise Refused("config inside a config file is not read: pass each file with --config")
+
+
+def _probe_res(value, data) -> tuple[dict, str]:
+    return {"light_res": int(value)}, f"light_res = {int(value)} (the learnt light's cube faces)"
+
+
+def _background(value, data) -> tuple[dict, str]:
+    if value not in BACKGROUNDS:
+        raise Refused(f"background must be one of {', '.join(BACKGROUNDS)}, not {value!r}")
+    return {"background": value}, f"background = {value!r} (training and validation images)"
+
+
+def _transparency(value, data) -> tuple[dict, str]:
+    if not _bool(value, "transparency"):
+        return {}, "opaque surfaces, as asked"
+    layers = max(int(data.get("layers", 8)), 2)
+    return ({"layers": layers},
+            f"layers = {layers} (kd carries alpha and {layers} depth-peeled layers are blended)")
+
+
+def _plain(ours: str, convert: Callable, describe: str = "") -> Callable:
+    def translate(value, data) -> tuple[dict, str]:
+        converted = convert(value)
+        return {ours: converted}, f"{ours} = {converted!r}" + (f" ({describe})" if describe else "")
+    return translate
+
+
+def _range(ours: str, lengths=(3,)) -> Callable:
+    return _plain(ours, lambda value: _as_list(value, ours, lengths))
+
+
+def _no_effect(reason: str) -> Callable:
+    return lambda value, data: ({}, f"no setting needed: {reason}")
+
+
+# nvdiffrec key -> translator(value, whole file) -> (our settings, how it was understood)
+KEYS: dict[str, Callable] = {
+    "ref_mesh": _ref_mesh,
+    "base_mesh": _plain("base_mesh", str, "the starting mesh"),
+    "envmap": _plain("envmap", str, "the HDRI"),
+    "out_dir": _plain("out_dir", str, "relative to the config file"),
+    "iter": _plain("iterations", int, "per pass"),
+    "batch": _plain("batch", int),
+    "spp": _plain("spp", int),
+    "layers": _plain("layers", int, "depth-peeled layers; kd carries alpha when above 1"),
+    "train_res": lambda v, d: _plain("train_res", lambda x: _size(x, "train_res"),
+                                     "longest side, pixels")(v, d),
+    "texture_res": lambda v, d: _plain("texture_res", lambda x: _size(x, "texture_res"),
+                                       "square textures of the longest side")(v, d),
+    "display_res": lambda v, d: _plain("preview_res", lambda x: _size(x, "display_res"),
+                                       "longest side of preview panels")(v, d),
+    "learning_rate": _learning_rate,
+    "min_roughness": _plain("min_roughness", float, "roughness is never below it"),
+    "custom_mip": _no_effect("the texture mip chain is always built from 2x2 box averages, as "
+                             "custom_mip builds it"),
+    "random_textures": lambda v, d: ({"init_textures": "random" if _bool(v, "random_textures")
+                                      else "base_mesh"},
+                                     "init_textures = " + ("'random' (uniform in the ranges)"
+                                                           if v else "'base_mesh' (its own "
+                                                           "textures where it has them)")),
+    "background": _background,
+    "loss": _plain("loss", str),
+    "validate": lambda v, d: ({"validation": _bool(v, "validate")},
+                              f"validation = {v} (held-out views rendered and scored)"),
+    "isosurface": _plain("geometry", str, "the pass-1 surface model"),
+    "mtl_override": _plain("ref_material", str, "replaces the reference mesh's material"),
+    "dmtet_grid": _plain("dmtet_grid", int, "grid cells per side"),
+    "mesh_scale": _plain("mesh_scale", float, "side of the box the surface is sought in"),
+    "env_scale": _plain("env_scale", float, "multiplies the envmap's radiance"),
+    "display": _display,
+    "display_interval": _plain("preview_every", int, "preview images in previews/"),
+    "save_interval": _save_interval,
+    "camera_space_light": lambda v, d: ({"camera_space_light": _bool(v, "camera_space_light")},
+                                        f"camera_space_light = {v} (the light turns with each "
+                                        "camera)"),
+    "lock_light": lambda v, d: ({"lock_light": _bool(v, "lock_light")},
+                                f"lock_light = {v} (light learnt in pass 1 only)"),
+    "lock_pos": lambda v, d: ({"mode": "materials" if _bool(v, "lock_pos") else "refine"},
+                              f"mode = {'materials' if v else 'refine'}"),
+    "learn_light": lambda v, d: ({"light": "learn" if _bool(v, "learn_light") else "fixed"},
+                                 f"light = {'learn' if v else 'fixed'}"),
+    "sdf_regularizer": _plain("sdf_regularizer", float),
+    "laplace": _plain("laplace", str),
+    "laplace_scale": _plain("laplace_scale", float),
+    "pre_load": _no_effect("targets are always held in memory"),
+    "kd_min": _range("kd_min", (3, 4)),
+    "kd_max": _range("kd_max", (3, 4)),
+    "ks_min": _range("ks_min"),
+    "ks_max": _range("ks_max"),
+    "nrm_min": _range("normal_min"),
+    "nrm_max": _range("normal_max"),
+    "cam_near_far": lambda v, d: _plain("near_far", lambda x: _as_list(x, "cam_near_far", (2,)),
+                                        "clipping depths of every camera")(v, d),
+    "probe_res": _probe_res,
+    "transparency": _transparency,
+    "multi_gpu": _multi_gpu,
+    "local_rank": _local_rank,
+    "config": _nested_config,
+}
+# keys only the reference system uses: their presence marks a file as its config
+REFERENCE_ONLY = set(KEYS) - {"ref_mesh", "base_mesh", "envmap", "out_dir", "batch", "spp",
+                              "layers", "train_res", "texture_res", "loss", "dmtet_grid",
+                              "mesh_scale", "sdf_regularizer", "laplace", "laplace_scale",
+                              "min_roughness", "env_scale", "kd_min", "kd_max", "ks_min",
+                              "ks_max", "background", "camera_space_light", "lock_light"}
+
+
+def translate(data: dict[str, Any], own_settings: set[str]) -> Reading:
+    """Translate every key of ``data``; diffrec's own settings (``own_settings``) pass
+    through. Raises ``UserError`` listing every refused or unknown key."""
+    reading = Reading(reference=bool(REFERENCE_ONLY & set(data)))
+    refused = []
+    for key, value in data.items():
+        shown = json.dumps(value)
+        try:
+            if key in KEYS and (reading.reference or key not in own_settings
+                                or key == "ref_mesh"):
+                settings, note = KEYS[key](value, data)
+            elif key in own_settings:
+                settings, note = {key: value}, "diffrec setting"
+            else:
+                raise Refused(f"unknown setting {key!r}: see `diffrec optimize --help` and the "
+                              "guide's table of settings")
+        except Refused as refusal:
+            refused.append(str(refusal))
+            continue
+        except (TypeError, ValueError) as error:
+            refused.append(f"{key} {shown}: {error}")
+            continue
+        reading.settings.update(settings)
+        reading.lines.append(f"{key} {shown} -> {note}")
+    if refused:
+        raise UserError("this config cannot be run as it is:\n  - " + "\n  - ".join(refused))
+    if reading.reference:
+        _reference_mode(reading, data)
+    return reading
+
+
+def _reference_mode(reading: Reading, data: dict) -> None:
+    """The reference system's choice of passes, where the file does not say (see above)."""
+    settings = reading.settings
+    if "mode" in settings:
+        return
+    if "base_mesh" in settings:
+        settings["mode"] = "refine"
+        reading.lines.append("(no lock_pos) -> mode = 'refine' (the base mesh's vertices move)")
+    elif "ref_mesh" in settings or "dataset" in settings:
+        settings["mode"] = "reconstruct"
+        reading.lines.append("(no base_mesh) -> mode = 'reconstruct' (the surface is found "
+                             "from scratch, then refined)")
+
+
+__all__ = ["BACKGROUNDS", "KEYS", "Reading", "Refused", "translate"]

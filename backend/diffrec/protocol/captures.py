@@ -1,0 +1,381 @@
+"""Capture folders on disk: where the images are and how each camera saw them (numpy only).
+
+One reader for every user of these layouts: the pipeline (``diffrec optimize``), ``diffrec
+submit`` and the Blender add-on (Dataset targets, File > Import). Images are not decoded here:
+each caller reads them with its own image library.
+
+Layouts (``detect_layout``):
+
+- **NeRF-style** (the NeRF synthetic scenes, instant-ngp): ``transforms_{split}.json`` with
+  ``frames`` (``file_path`` relative to the folder, extension optional; ``transform_matrix``,
+  camera-to-world in the OpenGL camera convention, the same matrix as Blender's
+  ``matrix_world``) and the intrinsics ``camera_angle_x`` / ``camera_angle_y`` (field of view,
+  radians) or ``fl_x`` / ``fl_y`` / ``cx`` / ``cy`` (pixels at the file's ``w`` x ``h``), at
+  the top level or per frame (a frame's value wins). Alpha comes with the images.
+- **LLFF** (real captures, as LLFF's ``imgs2poses`` writes them): ``poses_bounds.npy``, one
+  row of 17 numbers per image: a 3x5 matrix (row-major) whose first four columns are the
+  camera-to-world matrix with LLFF's camera axes (columns: down, right, backwards) and whose
+  last column is (height, width, focal) in pixels of the full-size images, then the near and
+  far scene depths. Images are the files of ``images/`` in sorted name order, or of a
+  downscaled copy ``images_N/`` (N times smaller; the focal length is scaled to the size
+  actually read). Coverage comes from ``masks/`` (one image per view, matched by file stem,
+  else in sorted order; white = object), else from the images' alpha. The cameras are
+  converted to the OpenGL convention and moved so that the point nearest to all optical axes
+  is the origin (``Capture.offset``), as the reference system does.
+
+Everything here raises ``CaptureError`` (a ``ValueError``) with a sentence that names the
+file and says what to fix.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+IMAGE_SUFFIXES = (".png", ".exr", ".jpg", ".jpeg")  # tried in this order after a bare path
+LAYOUTS = ("nerf", "llff")
+_NAMED = 5  # how many offending files an error message names
+_DOWNSCALED = re.compile(r"images_(\d+)$")
+# LLFF camera axes (down, right, backwards) -> OpenGL (right, up, backwards)
+_LLFF_TO_OPENGL = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+LLFF_DEPTH_MARGIN = 2.0  # near / far are the LLFF bounds divided / multiplied by this
+
+
+class CaptureError(ValueError):
+    """A capture folder or file that cannot be read; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Pinhole:
+    """A frame's intrinsics as its file states them: focal lengths in pixels (``fl_x``,
+    ``fl_y``) or fields of view in radians (``angle_x``, ``angle_y``), principal point
+    (``cx``, ``cy``) in pixels, all at the file's image size ``w`` x ``h`` (None: the size of
+    the images themselves). Missing values follow NeRF's rules: square pixels, centred."""
+
+    fl_x: float | None = None
+    fl_y: float | None = None
+    angle_x: float | None = None
+    angle_y: float | None = None
+    cx: float | None = None
+    cy: float | None = None
+    w: float | None = None
+    h: float | None = None
+
+    def at(self, width: int, height: int, stored: tuple[int, int] | None = None
+           ) -> tuple[float, float, float, float]:
+        """``(fx, fy, cx, cy)`` in pixels (wire convention: origin at the top-left corner)
+        for the images used at ``width`` x ``height``; ``stored``: the (width, height) of
+        the image files, where the file states no ``w`` x ``h`` (default: the size used)."""
+        stored_width, stored_height = stored or (width, height)
+        file_width = self.w if self.w is not None else stored_width
+        file_height = self.h if self.h is not None else stored_height
+        if self.fl_x is not None:
+            fx = self.fl_x
+        elif self.angle_x is not None:
+            fx = 0.5 * file_width / math.tan(0.5 * self.angle_x)
+        else:
+            raise CaptureError("neither a focal length (fl_x) nor a field of view "
+                               "(camera_angle_x) is given")
+        if self.fl_y is not None:
+            fy = self.fl_y
+        elif self.angle_y is not None:
+            fy = 0.5 * file_height / math.tan(0.5 * self.angle_y)
+        else:
+            fy = fx
+        cx = self.cx if self.cx is not None else file_width / 2
+        cy = self.cy if self.cy is not None else file_height / 2
+        sx, sy = width / file_width, height / file_height
+        return fx * sx, fy * sy, cx * sx, cy * sy
+
+
+@dataclass
+class Frame:
+    """One view: its image file, camera-to-world ``[4, 4]`` float64 (OpenGL camera, Blender's
+    ``matrix_world``), intrinsics, clipping depths and, for LLFF, its mask file."""
+
+    image: Path
+    camera_to_world: np.ndarray
+    pinhole: Pinhole
+    near: float = 0.1
+    far: float = 1000.0
+    mask: Path | None = None
+
+
+@dataclass
+class Capture:
+    """The frames of one split of a capture folder. ``source``: the file that holds the
+    cameras; ``offset``: what was added to the file's world positions (LLFF recentring; zeros
+    for NeRF folders)."""
+
+    layout: str
+    source: Path
+    frames: list[Frame]
+    offset: np.ndarray = field(default_factory=lambda: np.zeros(3))
+
+    @property
+    def folder(self) -> Path:
+        return self.source.parent
+
+    def intrinsics(self, width: int, height: int, stored: tuple[int, int] | None = None
+                   ) -> np.ndarray:
+        """``[N, 4]`` float64 ``(fx, fy, cx, cy)`` for images used at ``width`` x ``height``
+        (``stored``: see ``Pinhole.at``)."""
+        return np.array([frame.pinhole.at(width, height, stored) for frame in self.frames])
+
+    def camera_to_world(self) -> np.ndarray:
+        return np.stack([frame.camera_to_world for frame in self.frames])
+
+    def names(self) -> list[str]:
+        """One label per frame: the image path relative to the folder, without suffix."""
+        return [frame.image.relative_to(self.folder).with_suffix("").as_posix()
+                for frame in self.frames]
+
+
+def detect_layout(folder: str | Path) -> str | None:
+    """``"nerf"`` (``transforms_train.json``), ``"llff"`` (``poses_bounds.npy``) or None."""
+    folder = Path(folder)
+    if (folder / "transforms_train.json").is_file():
+        return "nerf"
+    if (folder / "poses_bounds.npy").is_file():
+        return "llff"
+    return None
+
+
+def read_capture(folder: str | Path, split: str = "train", *,
+                 longest_side: int | None = None) -> Capture:
+    """The frames of ``folder``, whatever its layout. NeRF folders give ``split``'s frames;
+    LLFF captures have one split, every image (``split`` is ignored). ``longest_side``: LLFF
+    only, the size the images will be used at; the smallest ``images_N`` copy that is still
+    at least that large is chosen (None: the full-size ``images``)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise CaptureError(f"dataset folder not found: {folder}: give the folder that holds "
+                           "transforms_train.json (NeRF-style) or poses_bounds.npy (LLFF)")
+    layout = detect_layout(folder)
+    if layout == "llff":
+        if split != "train":
+            raise CaptureError(f"{folder} is an LLFF capture: it has one split of views "
+                               f"('train'), not '{split}'")
+        return read_llff(folder, longest_side=longest_side)
+    if layout == "nerf" or any(folder.glob("transforms*.json")):
+        return read_nerf(folder / f"transforms_{split}.json")
+    present = sorted(p.name for p in folder.iterdir())[:8]
+    raise CaptureError(f"{folder} holds neither transforms_train.json (a NeRF-style folder) nor "
+                       "poses_bounds.npy (an LLFF capture); found "
+                       f"{', '.join(present) or 'nothing'}")
+
+
+# -- NeRF-style ------------------------------------------------------------------------------
+
+_NERF_KEYS = {"fl_x": "fl_x", "fl_y": "fl_y", "camera_angle_x": "angle_x",
+              "camera_angle_y": "angle_y", "cx": "cx", "cy": "cy", "w": "w", "h": "h"}
+
+
+def read_nerf(path: str | Path, *, near: float = 0.1, far: float = 1000.0) -> Capture:
+    """The frames of one ``transforms_*.json`` (see the module docstring)."""
+    path = Path(path)
+    if not path.is_file():
+        present = sorted(p.name for p in path.parent.glob("transforms*.json"))
+        found = f"found {', '.join(present)}" if present else "found no transforms*.json"
+        raise CaptureError(f"{path.parent} has no {path.name} ({found}): a NeRF-style folder "
+                           f"needs {path.name} next to its images")
+    try:
+        transforms = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise CaptureError(f"{path} is not valid JSON: {error}") from None
+    if not isinstance(transforms, dict):
+        raise CaptureError(f"{path} must hold a JSON object with 'camera_angle_x' and 'frames'")
+    entries = transforms.get("frames")
+    if not isinstance(entries, list) or not entries:
+        raise CaptureError(f"{path} has no frames: its 'frames' list must name at least one "
+                           "image with its transform_matrix")
+    frames, missing = [], []
+    for index, entry in enumerate(entries):
+        where = f"{path}, frame {index}"
+        if not isinstance(entry, dict) or not isinstance(entry.get("file_path"), str):
+            raise CaptureError(f"{where}: each frame needs a 'file_path' string")
+        where += f" ({entry['file_path']})"
+        matrix = _matrix(entry.get("transform_matrix"), where)
+        image = _find_image(path.parent, entry["file_path"])
+        if image is None:
+            missing.append(entry["file_path"])
+        pinhole = nerf_pinhole({**transforms, **entry}, where)
+        frames.append(Frame(image, matrix, pinhole, near, far))
+    if missing:
+        shown = ", ".join(missing[:_NAMED]) + (", ..." if len(missing) > _NAMED else "")
+        raise CaptureError(
+            f"{len(missing)} of {len(entries)} images named in {path.name} are missing "
+            f"({shown}); tried {'/'.join(IMAGE_SUFFIXES)} after each file_path, relative to "
+            f"{path.parent}")
+    return Capture("nerf", path, frames)
+
+
+def _matrix(value, where: str) -> np.ndarray:
+    try:
+        matrix = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        matrix = np.zeros(0)
+    if matrix.shape != (4, 4):
+        raise CaptureError(f"{where}: transform_matrix must be a 4x4 list of numbers (rows), "
+                           f"got shape {matrix.shape}")
+    if not np.isfinite(matrix).all():
+        raise CaptureError(f"{where}: transform_matrix holds NaN or infinite values; fix or "
+                           "drop this frame")
+    return matrix
+
+
+def nerf_pinhole(keys, where: str) -> Pinhole:
+    """The intrinsics keys of a transforms file (a frame's merged over the top level)."""
+    values = {}
+    for key, name in _NERF_KEYS.items():
+        if key in keys:
+            value = keys[key]
+            if isinstance(value, bool) or not isinstance(value, int | float) or not (
+                    math.isfinite(value) and value > 0):
+                raise CaptureError(f"{where}: {key} must be a positive number, got {value!r}")
+            values[name] = float(value)
+    for name in ("angle_x", "angle_y"):
+        if name in values and not values[name] < math.pi:
+            raise CaptureError(f"{where}: camera_{name} {values[name]} is not a field of view "
+                               "in radians")
+    if "fl_x" not in values and "angle_x" not in values:
+        raise CaptureError(f"{where}: neither fl_x nor camera_angle_x is given")
+    return Pinhole(**values)
+
+
+def _find_image(folder: Path, file_path: str) -> Path | None:
+    bare = folder / file_path
+    candidates = [bare] if bare.suffix.lower() in IMAGE_SUFFIXES else []
+    candidates += [bare.with_name(bare.name + suffix) for suffix in IMAGE_SUFFIXES]
+    return next((c for c in candidates if c.is_file()), None)
+
+
+def write_nerf(path: str | Path, images: list[Path], camera_to_world: np.ndarray,
+               width: int, height: int, fxfycxcy) -> None:
+    """Write a ``transforms_*.json`` for ``images`` (stored relative to its folder) seen by
+    ``camera_to_world`` ``[N, 4, 4]`` with one set of intrinsics (pixels at width x height)."""
+    path = Path(path)
+    fx, fy, cx, cy = (float(value) for value in fxfycxcy)
+    content = {
+        "camera_angle_x": 2 * math.atan(width / (2 * fx)),
+        "fl_x": fx, "fl_y": fy, "cx": cx, "cy": cy, "w": width, "h": height,
+        "frames": [{"file_path": "./" + Path(image).relative_to(path.parent).as_posix(),
+                    "transform_matrix": np.asarray(matrix).tolist()}
+                   for image, matrix in zip(images, camera_to_world, strict=True)],
+    }
+    path.write_text(json.dumps(content, indent=2))
+
+
+# -- LLFF --------------------------------------------------------------------------------------
+
+
+def read_llff(folder: str | Path, *, longest_side: int | None = None,
+              images: str | None = None) -> Capture:
+    """The frames of an LLFF capture (see the module docstring). ``images``: the image folder
+    to read (default: chosen from ``longest_side``)."""
+    folder = Path(folder)
+    table = _poses_bounds(folder / "poses_bounds.npy")
+    poses, bounds = table[:, :15].reshape(-1, 3, 5), table[:, 15:]
+    height, width, focal = poses[:, :, 4].T
+    image_folder = folder / (images or _llff_image_folder(folder, longest_side,
+                                                            float(max(width[0], height[0]))))
+    files = _image_files(image_folder)
+    if len(files) != len(table):
+        raise CaptureError(f"{image_folder} holds {len(files)} images but poses_bounds.npy has "
+                           f"{len(table)} cameras: keep one image per camera, in the same "
+                           "(sorted) order")
+    masks = _llff_masks(folder / "masks", files)
+    rotation = poses[:, :, :3] @ _LLFF_TO_OPENGL
+    centres = poses[:, :, 3]
+    offset = -nearest_point_to_lines(centres, -rotation[:, :, 2])
+    frames = []
+    for i, image in enumerate(files):
+        matrix = np.eye(4)
+        matrix[:3, :3], matrix[:3, 3] = rotation[i], centres[i] + offset
+        pinhole = Pinhole(fl_x=focal[i], fl_y=focal[i], w=width[i], h=height[i])
+        frames.append(Frame(image, matrix, pinhole, bounds[i, 0] / LLFF_DEPTH_MARGIN,
+                            bounds[i, 1] * LLFF_DEPTH_MARGIN, masks[i] if masks else None))
+    return Capture("llff", folder / "poses_bounds.npy", frames, offset)
+
+
+def _poses_bounds(path: Path) -> np.ndarray:
+    try:
+        table = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as error:
+        raise CaptureError(f"cannot read {path}: {error}") from None
+    if table.ndim != 2 or table.shape[1] != 17 or len(table) == 0 or table.dtype.kind != "f":
+        raise CaptureError(f"{path} must hold a float array [N, 17] (a 3x5 pose with height, "
+                           f"width, focal, then near and far per image), got {table.dtype} "
+                           f"{list(table.shape)}")
+    table = table.astype(np.float64)
+    if not np.isfinite(table).all():
+        raise CaptureError(f"{path} holds NaN or infinite values")
+    hwf, bounds = table[:, 4:15:5], table[:, 15:]
+    if (hwf <= 0).any() or (bounds[:, 0] <= 0).any() or (bounds[:, 1] <= bounds[:, 0]).any():
+        raise CaptureError(f"{path}: heights, widths and focal lengths must be positive and "
+                           "each near depth positive and below its far depth")
+    return table
+
+
+def _llff_image_folder(folder: Path, longest_side: int | None, full_size: float) -> str:
+    """``images`` or the most downscaled ``images_N`` whose images still have a longest side
+    of at least ``longest_side``."""
+    choices = {1: "images"} if (folder / "images").is_dir() else {}
+    for candidate in folder.iterdir():
+        match = _DOWNSCALED.match(candidate.name)
+        if match and candidate.is_dir() and int(match.group(1)) > 0:
+            choices[int(match.group(1))] = candidate.name
+    if not choices:
+        raise CaptureError(f"{folder} has poses_bounds.npy but no images/ (or images_N/) "
+                           "folder")
+    large_enough = [n for n in choices if longest_side is None or full_size / n >= longest_side]
+    return choices[max(large_enough) if large_enough else min(choices)]
+
+
+def _image_files(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        raise CaptureError(f"image folder not found: {folder}")
+    return sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+
+
+def _llff_masks(folder: Path, images: list[Path]) -> list[Path] | None:
+    """One mask per image (matched by stem, else in sorted order), or None without a
+    ``masks/`` folder."""
+    if not folder.is_dir():
+        return None
+    masks = _image_files(folder)
+    by_stem = {mask.stem: mask for mask in masks}
+    if all(image.stem in by_stem for image in images):
+        return [by_stem[image.stem] for image in images]
+    if len(masks) == len(images):
+        return masks
+    raise CaptureError(f"{folder} holds {len(masks)} masks for {len(images)} images: give one "
+                       "mask per image, named like its image or in the same sorted order")
+
+
+def nearest_point_to_lines(origins: np.ndarray, directions: np.ndarray) -> np.ndarray:
+    """The point ``[3]`` with the least summed squared distance to the lines
+    ``origins + t directions`` (``[N, 3]`` each); the mean origin when the lines are parallel."""
+    d = directions / np.linalg.norm(directions, axis=-1, keepdims=True)
+    projectors = np.eye(3) - d[:, :, None] * d[:, None, :]
+    system, right = projectors.sum(0), (projectors @ origins[:, :, None]).sum(0)[:, 0]
+    if np.linalg.cond(system) > 1e8:
+        return origins.mean(0)
+    return np.linalg.solve(system, right)
+
+
+def write_llff(folder: str | Path, camera_to_world: np.ndarray, height: int, width: int,
+               focal: float, near: np.ndarray, far: np.ndarray) -> None:
+    """Write ``poses_bounds.npy`` for OpenGL cameras ``[N, 4, 4]`` (the inverse of the axis
+    change ``read_llff`` makes); images and masks are the caller's to write."""
+    camera_to_world = np.asarray(camera_to_world, dtype=np.float64)
+    rotation = camera_to_world[:, :3, :3] @ _LLFF_TO_OPENGL.T
+    hwf = np.broadcast_to(np.array([height, width, focal], np.float64), (len(rotation), 3))
+    pose = np.concatenate([rotation, camera_to_world[:, :3, 3:4], hwf[:, :, None]], -1)
+    table = np.concatenate([pose.reshape(-1, 15), np.stack([near, far], -1)], -1)
+    np.save(Path(folder) / "poses_bounds.npy", table)
