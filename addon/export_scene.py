@@ -126,10 +126,13 @@ def image_array(image: bpy.types.Image) -> np.ndarray:
     return array
 
 
-def load_image_array(path: Path) -> np.ndarray:
-    """An image file read through Blender, as ``image_array``; the datablock is removed."""
+def load_image_array(path: Path, data: bool = False) -> np.ndarray:
+    """An image file read through Blender, as ``image_array`` (``data``: values as stored, as
+    masks need, not sRGB-decoded); the datablock is removed."""
     image = bpy.data.images.load(str(path), check_existing=False)
     try:
+        if data:
+            image.colorspace_settings.is_data = True
         return image_array(image)
     finally:
         bpy.data.images.remove(image)

@@ -9,7 +9,6 @@ are kept in ``scene.diffrec.jobs``, so a reopened .blend re-attaches (``diffrec.
 
 from __future__ import annotations
 
-import json
 import queue
 import uuid
 from pathlib import Path
@@ -22,7 +21,6 @@ from mathutils import Matrix
 from . import (
     camera_model,
     connection,
-    dataset,
     export_scene,
     import_result,
     jobs,
@@ -46,14 +44,28 @@ def training_size(scene, longest_side: int) -> tuple[int, int]:
     return max(1, round(width * scale)), max(1, round(height * scale))
 
 
+def _captures():
+    """``diffrec.protocol.captures``: the dataset reader the backend uses too."""
+    from .wire import protocol
+
+    return protocol().captures
+
+
 def _dataset_targets(settings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(images, cameras, intrinsics) from a NeRF-style folder."""
-    data = dataset.read(Path(bpy.path.abspath(settings.dataset_path)) / "transforms_train.json")
-    images = np.stack([export_scene.load_image_array(frame.image) for frame in data.frames])
+    """(images, cameras, intrinsics) from a dataset folder, NeRF-style or LLFF (masks become
+    the images' alpha)."""
+    capture = _captures().read_capture(Path(bpy.path.abspath(settings.dataset_path)))
+    images = []
+    for frame in capture.frames:
+        image = export_scene.load_image_array(frame.image)
+        if frame.mask is not None:
+            image[..., 3] = export_scene.load_image_array(frame.mask, data=True)[..., 0]
+        images.append(image)
+    images = np.stack(images)
     height, width = images.shape[1:3]
-    intrinsics = np.tile([*data.intrinsics(width, height), 0.1, 1000.0], (len(images), 1))
-    poses = np.stack([frame.camera_to_world for frame in data.frames])
-    return images, poses.astype(np.float32), intrinsics.astype(np.float32)
+    depths = [(frame.near, frame.far) for frame in capture.frames]
+    intrinsics = np.concatenate([capture.intrinsics(width, height), depths], -1)
+    return images, capture.camera_to_world().astype(np.float32), intrinsics.astype(np.float32)
 
 
 def build_submission(context, settings) -> jobs.Submission:
@@ -448,32 +460,36 @@ class DIFFREC_OT_copy_public_key(bpy.types.Operator):
 
 
 class DIFFREC_OT_import_nerf(bpy.types.Operator):
-    """Import a NeRF-style dataset (transforms_train.json) as cameras with their images"""
+    """Import a dataset as cameras with their images: a NeRF-style transforms file or an LLFF
+    capture's poses_bounds.npy"""
 
     bl_idname = "diffrec.import_nerf"
-    bl_label = "Import NeRF Dataset"
+    bl_label = "Import Dataset"
     bl_options = {"REGISTER", "UNDO"}  # noqa: RUF012  (Blender reads a set)
 
     filepath: StringProperty(subtype="FILE_PATH")
-    filter_glob: StringProperty(default="*.json", options={"HIDDEN"})
+    filter_glob: StringProperty(default="*.json;*.npy", options={"HIDDEN"})
 
     def invoke(self, context, event):
         context.window_manager.fileselect_add(self)
         return {"RUNNING_MODAL"}
 
     def execute(self, context):
+        path = Path(self.filepath)
+        captures = _captures()
         try:
-            data = dataset.read(Path(self.filepath))
+            data = (captures.read_llff(path.parent) if path.suffix.lower() == ".npy"
+                    else captures.read_nerf(path))
             images = [bpy.data.images.load(str(frame.image), check_existing=True)
                       for frame in data.frames]
-        except (OSError, ValueError, RuntimeError, json.JSONDecodeError) as exc:
+        except (OSError, ValueError, RuntimeError) as exc:
             self.report({"ERROR"}, str(exc))  # bpy raises RuntimeError for a missing image
             return {"CANCELLED"}
         collection = bpy.data.collections.new(Path(self.filepath).parent.name or "dataset")
         context.scene.collection.children.link(collection)
         width, height = images[0].size if images[0].size[0] else (1, 1)
-        settings = camera_model.camera_for(data.intrinsics(width, height), width, height)
         for index, (frame, image) in enumerate(zip(data.frames, images, strict=True)):
+            settings = camera_model.camera_for(frame.pinhole.at(width, height), width, height)
             camera_data = bpy.data.cameras.new(f"view {index:03d}")
             camera_data.sensor_fit, camera_data.sensor_width, camera_data.lens = (
                 settings.sensor_fit, settings.sensor_width, settings.lens
@@ -517,21 +533,23 @@ class DIFFREC_OT_export_nerf(bpy.types.Operator):
         size = export_scene.render_size(scene)
         images = export_scene.render_views(scene, cameras, size)
         poses, intrinsics = export_scene.export_cameras(cameras, scene, size)
-        frames = []
-        for index, (image, pose) in enumerate(zip(images, poses, strict=True)):
+        paths = []
+        for index, image in enumerate(images):
             path = root / "train" / f"r_{index}.png"
             png = import_result.new_image(f"nerf r_{index}", image, "sRGB", pack=False)
             png.filepath_raw, png.file_format = str(path), "PNG"
             png.save()
             bpy.data.images.remove(png)
-            frames.append(dataset.Frame(path, pose))
-        dataset.write(root / "transforms_train.json", frames, *size, intrinsics[0, :4])
-        self.report({"INFO"}, f"wrote {len(frames)} views to {root}")
+            paths.append(path)
+        _captures().write_nerf(root / "transforms_train.json", paths, poses, *size,
+                               intrinsics[0, :4])
+        self.report({"INFO"}, f"wrote {len(paths)} views to {root}")
         return {"FINISHED"}
 
 
 def import_nerf_menu(self, context):
-    self.layout.operator(DIFFREC_OT_import_nerf.bl_idname, text="NeRF Dataset (.json)")
+    self.layout.operator(DIFFREC_OT_import_nerf.bl_idname,
+                         text="Dataset: NeRF (.json) / LLFF (poses_bounds.npy)")
 
 
 CLASSES = (

@@ -251,11 +251,16 @@ def load_dataset(
 
 
 def _with_mask(image: torch.Tensor, mask_path: Path) -> torch.Tensor:
-    """``image`` [H, W, 4] with its alpha replaced by the mask file's first channel."""
+    """``image`` [H, W, 4] with its alpha replaced by the mask file's first channel, resized
+    to the image (full-size masks serve a downscaled ``images_N`` copy)."""
     mask = torch.from_numpy(read_image(mask_path, data=True))[..., :1]
-    if mask.shape[:2] != image.shape[:2]:
-        raise UserError(f"mask {mask_path} is {mask.shape[1]}x{mask.shape[0]} but its image is "
-                        f"{image.shape[1]}x{image.shape[0]}: masks must match their images")
+    (height, width), (mask_height, mask_width) = image.shape[:2], mask.shape[:2]
+    if abs(mask_width * height - mask_height * width) > max(mask_width, mask_height):
+        raise UserError(f"mask {mask_path} is {mask_width}x{mask_height} but its image is "
+                        f"{width}x{height}: masks must have their images' shape")
+    if (mask_height, mask_width) != (height, width):
+        mask = F.interpolate(mask.permute(2, 0, 1)[None], size=(height, width), mode="bilinear",
+                             align_corners=False, antialias=True)[0].permute(1, 2, 0)
     return torch.cat([image[..., :3], mask.clamp(0.0, 1.0)], -1)
 
 

@@ -4,6 +4,7 @@ Depends on the standard library, numpy and pyzmq only, and imports nothing outsi
 package, so the Blender add-on can vendor it as is.
 """
 
+from . import captures
 from .arrays import DTYPES, ArraySpec
 from .client import TERMINAL_EVENTS, Client
 from .errors import ProtocolError, ServerError, ServerUnavailable
@@ -25,6 +26,7 @@ __all__ = [
     "ProtocolError",
     "ServerError",
     "ServerUnavailable",
+    "captures",
     "decode",
     "encode",
     "pairing_string",

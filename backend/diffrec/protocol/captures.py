@@ -333,7 +333,9 @@ def _llff_image_folder(folder: Path, longest_side: int | None, full_size: float)
     if not choices:
         raise CaptureError(f"{folder} has poses_bounds.npy but no images/ (or images_N/) "
                            "folder")
-    large_enough = [n for n in choices if longest_side is None or full_size / n >= longest_side]
+    if longest_side is None:
+        return choices[min(choices)]
+    large_enough = [n for n in choices if full_size / n >= longest_side]
     return choices[max(large_enough) if large_enough else min(choices)]
 
 

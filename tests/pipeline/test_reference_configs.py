@@ -1,0 +1,141 @@
+"""The reference system's configs, as its users bring them: every key is understood
+(``--check``), and each config runs on a tiny stand-in dataset in its layout.
+
+``CONFIGS`` holds one entry per config of nvdiffrec's public ``configs/`` folder, with the same
+keys; the values are theirs except sizes and iteration counts (made tiny) and the data paths
+(pointed at stand-ins made here: a NeRF-style folder, an LLFF capture, a mesh + HDRI).
+"""
+
+import json
+
+import pytest
+import stand_ins
+
+from diffrec import cli
+from diffrec.errors import UserError
+from diffrec.pipeline.config import build_config, read_config_file, read_config_reading
+
+TINY = {"iter": 3, "save_interval": 2, "texture_res": [32, 32], "train_res": [32, 32],
+        "batch": 2, "dmtet_grid": 8}
+NERF = {"ref_mesh": "data/nerf", "random_textures": True, **TINY,
+        "learning_rate": [0.03, 0.01], "ks_min": [0, 0.08, 0.0], "mesh_scale": 2.1,
+        "laplace_scale": 3000, "background": "white",
+        "display": [{"latlong": True}, {"bsdf": "kd"}, {"bsdf": "ks"}, {"bsdf": "normal"}]}
+NERD = {"ref_mesh": "data/llff", "random_textures": True, **TINY,
+        "learning_rate": [0.03, 0.01], "kd_min": [0.03, 0.03, 0.03], "kd_max": [0.8, 0.8, 0.8],
+        "ks_min": [0, 0.08, 0], "ks_max": [0, 1.0, 1.0], "mesh_scale": 2.5,
+        "background": "white", "display": [{"bsdf": "kd"}, {"bsdf": "ks"}, {"bsdf": "normal"}]}
+MESH = {"ref_mesh": "data/ball.obj", "random_textures": True, **TINY,
+        "learning_rate": [0.03, 0.003], "ks_min": [0, 0.25, 0], "envmap": "data/sky.hdr",
+        "background": "white", "validate": False}
+CONFIGS = {
+    "bob": {**MESH, "env_scale": 2.0, "out_dir": "bob"},
+    "bob_flexi": {**MESH, "isosurface": "flexicubes", "env_scale": 2.0, "out_dir": "bob_flexi"},
+    "nerd_ehead": {**NERD, "learning_rate": [0.03, 0.03], "camera_space_light": True,
+                   "out_dir": "nerd_ehead"},
+    "nerd_gold": {**NERD, "out_dir": "nerd_gold"},
+    "nerf_chair": {**NERF, "out_dir": "nerf_chair"},
+    "nerf_drums": {**NERF, "ks_min": [0, 0.1, 0.0], "mesh_scale": 2.3, "layers": 4,
+                   "out_dir": "nerf_drums"},
+    "nerf_ficus": {**NERF, "ks_min": [0, 0.25, 0.0], "mesh_scale": 2.3, "layers": 8,
+                   "out_dir": "nerf_ficus"},
+    "nerf_hotdog": {**NERF, "mesh_scale": 3.0, "lock_light": True, "out_dir": "nerf_hotdog"},
+    "nerf_lego": {**NERF, "mesh_scale": 2.4, "out_dir": "nerf_lego"},
+    "nerf_materials": {**NERF, "learning_rate": [0.03, 0.003], "lock_light": True,
+                       "laplace": "absolute", "out_dir": "nerf_materials"},
+    "nerf_mic": {**NERF, "custom_mip": True, "layers": 4, "out_dir": "nerf_mic"},
+    "nerf_ship": {**NERF, "mesh_scale": 2.75, "layers": 4, "out_dir": "nerf_ship"},
+    "spot": {**MESH, "ks_min": [0, 0.1, 0.0], "out_dir": "spot"},
+    "spot_fixlight": {**MESH, "ks_min": [0, 0.1, 0.0], "learn_light": False,
+                      "out_dir": "spot_fixlight"},
+    "spot_metal": {"base_mesh": "data/ball.obj", "ref_mesh": "data/ball.obj",
+                   "mtl_override": "data/metal.mtl", "random_textures": True, **TINY,
+                   "learning_rate": [0.01], "ks_min": [0, 0.2, 0.0], "lock_pos": True,
+                   "envmap": "data/sky.hdr", "display": [{"latlong": True}],
+                   "background": "white", "out_dir": "spot_metal"},
+}
+SURFACE_MODELS = {"bob_flexi": "FlexiCubesGeometry", "spot_metal": None}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """The stand-ins, under ``root/data`` as the configs name them."""
+    root = tmp_path_factory.mktemp("reference")
+    data = root / "data"
+    cameras = stand_ins.ring_cameras(12, 32, 32)
+    images = stand_ins.render(cameras)
+    stand_ins.write_nerf_folder(data / "nerf", cameras[:9], images[:9], "train")
+    stand_ins.write_nerf_folder(data / "nerf", cameras[9:], images[9:], "test")
+    stand_ins.write_llff_capture(data / "llff", cameras, images)
+    stand_ins.write_mesh_and_sky(data)
+    (data / "metal.mtl").write_text("newmtl metal\nKd 0.9 0.8 0.5\nKs 0 0.3 1\n")
+    return root
+
+
+def write_config(root, name: str) -> str:
+    path = root / f"{name}.json"
+    path.write_text(json.dumps(CONFIGS[name]))
+    return str(path)
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_check_explains_every_key(data, name, capsys):
+    assert cli.main(["optimize", "--config", write_config(data, name), "--check"]) == 0
+    printed = capsys.readouterr().out
+    explained = [line.strip().split(" ", 1)[0] for line in printed.splitlines()
+                 if " -> " in line]
+    assert sorted(set(explained) - {"(no"}) == sorted(CONFIGS[name])
+    assert "NOT FOUND" not in printed
+
+
+def test_keys_keep_their_meaning(data):
+    nerd = build_config(read_config_file(write_config(data, "nerd_ehead")))
+    assert nerd.dataset == str(data / "data" / "llff") and nerd.mode == "reconstruct"
+    assert nerd.kd_max == (0.8, 0.8, 0.8) and nerd.camera_space_light
+    assert nerd.material_ranges()["ks"] == ((0.0, 0.08, 0.0), (0.0, 1.0, 1.0))
+    assert nerd.init_textures == "random" and nerd.background == "white"
+    assert nerd.display == ("kd", "ks", "normal")
+    assert (nerd.checkpoint_every, nerd.preview_every) == (2, 2), "save_interval"
+    metal = build_config(read_config_file(write_config(data, "spot_metal")))
+    assert metal.mode == "materials" and metal.learning_rate == (0.01, 0.01)
+    assert metal.ref_material == str(data / "data" / "metal.mtl")
+    ficus = build_config(read_config_file(write_config(data, "nerf_ficus")))
+    assert ficus.material_ranges()["kd"] == ((0.0, 0.0, 0.0, 0.0), (1.0, 1.0, 1.0, 1.0))
+    flexi = build_config(read_config_file(write_config(data, "bob_flexi")))
+    assert (flexi.geometry, flexi.env_scale, flexi.validation) == ("flexicubes", 2.0, False)
+    bob_without_lock = {k: v for k, v in CONFIGS["bob"].items()}
+    bob_without_lock["base_mesh"] = "data/ball.obj"
+    path = data / "refine.json"
+    path.write_text(json.dumps(bob_without_lock))
+    refine = read_config_reading(path)
+    assert refine.settings["mode"] == "refine", "a base mesh without lock_pos moves"
+    assert refine.settings["learning_rate"] == (0.03, 0.03), "one pass, at the first rate"
+
+
+def test_keys_without_a_meaning_here_are_refused_all_at_once(tmp_path):
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps({"iter": 10, "multi_gpu": True, "display": [{"relight": "x"}],
+                                "learning_rate": [[0.03, 0.01], 0.003], "denoiser": "optix",
+                                "random_textures": 1}))
+    with pytest.raises(UserError) as refused:
+        read_config_file(path)
+    message = str(refused.value)
+    for expected in ("multi_gpu", "relight", "one rate per pass", "unknown setting 'denoiser'",
+                     "random_textures must be true or false"):
+        assert expected in message, expected
+    assert cli.main(["optimize", "--config", str(path), "--check"]) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_config_runs_a_few_iterations(data, name):
+    out = data / "out" / name
+    status = cli.main(["optimize", "--config", write_config(data, name), "--preset", "preview",
+                       "--device", "cpu", "--out-dir", str(out), "--quiet"])
+    assert status == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    expected_model = SURFACE_MODELS.get(name, "DMTetGeometry")
+    assert metrics["surface_model"] == expected_model, "isosurface picks the model that runs"
+    assert (metrics["psnr_mean"] is None) == (CONFIGS[name].get("validate") is False)
+    previews = sorted(p.name for p in (out / "previews").glob("*.png"))
+    assert previews and (out / "mesh.glb").is_file()
