@@ -313,4 +313,43 @@ def check_nerf_intrinsics_with_an_off_centre_principal_point_are_kept():
             addon.unregister()
 
 
+def check_llff_capture_as_dataset_targets_and_import():
+    """An LLFF capture (poses_bounds.npy, images_2/, full-size masks/): the Dataset source
+    sends the masks as alpha and the focal length scaled to the images read; File > Import
+    makes a camera whose projection is the same."""
+    from addon import operators
+    from addon.wire import protocol
+
+    addon.register()
+    scene = bpy.context.scene
+    with tempfile.TemporaryDirectory() as directory:
+        root = Path(directory)
+        for folder, size in (("images", (32, 24)), ("masks", (32, 24)), ("images_2", (16, 12))):
+            image = bpy.data.images.new(folder, *size)
+            pixels = np.ones((size[1], size[0], 4), np.float32)
+            pixels[:, : size[0] // 2, :3] = 0.0  # left half black (masks: not covered)
+            image.pixels.foreach_set(pixels.reshape(-1))
+            (root / folder).mkdir()
+            image.filepath_raw, image.file_format = str(root / folder / "a.png"), "PNG"
+            image.save()
+        pose = np.eye(4)
+        pose[:3, 3] = (0.5, -1.0, 4.0)
+        protocol().captures.write_llff(root, pose[None], 24, 32, 20.0, np.array([1.0]),
+                                       np.array([9.0]))
+        try:
+            scene.diffrec.dataset_path = directory
+            images, poses, sent = operators._dataset_targets(scene.diffrec)
+            assert images.shape == (1, 24, 32, 4), images.shape  # full size: images/
+            assert images[0, 5, 3, 3] == 0 and images[0, 5, 30, 3] == 1, "mask as alpha"
+            assert np.allclose(sent[0], (20.0, 20.0, 16.0, 12.0, 0.5, 18.0)), sent
+            assert np.allclose(poses[0], pose), "LLFF axes converted; a lone camera stays put"
+            path = str(root / "poses_bounds.npy")
+            assert bpy.ops.diffrec.import_nerf(filepath=path) == {"FINISHED"}
+            camera = next(o for o in scene.objects if o.name.startswith("view 000"))
+            _poses, intrinsics = export_scene.export_cameras([camera], scene, (32, 24))
+            assert np.allclose(intrinsics[0, :4], (20.0, 20.0, 16.0, 12.0), atol=1e-4)
+        finally:
+            addon.unregister()
+
+
 harness.main(globals())

@@ -106,6 +106,7 @@ def test_nearest_point_to_lines_finds_their_crossing():
     origins = directions + np.array([0.5, -1.0, 2.0])
     np.testing.assert_allclose(nearest_point_to_lines(origins, directions), [0.5, -1.0, 2.0],
                                atol=1e-12)
+    assert nearest_point_to_lines(origins, directions[[0, 0, 0]]) is None, "parallel lines"
 
 
 @pytest.mark.slow

@@ -72,8 +72,8 @@ def _ref_mesh(value, data) -> tuple[dict, str]:
         kind = {"nerf": "a NeRF-style dataset folder", "llff": "an LLFF capture"}[layout]
         return {"dataset": str(path)}, f"dataset = {path} ({kind}: its images are the targets)"
     if path.suffix == "" and not path.exists():
-        raise Refused(f"ref_mesh {value} does not exist (a dataset folder or a mesh file is "
-                      "expected there)")
+        return ({"dataset": str(path)},
+                f"dataset = {path} (a dataset folder, by its name; not there yet)")
     return {"ref_mesh": str(path)}, f"ref_mesh = {path} (a mesh rendered under envmap)"
 
 

@@ -21,7 +21,8 @@ Layouts (``detect_layout``):
   actually read). Coverage comes from ``masks/`` (one image per view, matched by file stem,
   else in sorted order; white = object), else from the images' alpha. The cameras are
   converted to the OpenGL convention and moved so that the point nearest to all optical axes
-  is the origin (``Capture.offset``), as the reference system does.
+  is the origin (``Capture.offset``), as the reference system does (not moved where no one
+  point is nearest: a single camera, or parallel axes).
 
 Everything here raises ``CaptureError`` (a ``ValueError``) with a sentence that names the
 file and says what to fix.
@@ -292,7 +293,8 @@ def read_llff(folder: str | Path, *, longest_side: int | None = None,
     masks = _llff_masks(folder / "masks", files)
     rotation = poses[:, :, :3] @ _LLFF_TO_OPENGL
     centres = poses[:, :, 3]
-    offset = -nearest_point_to_lines(centres, -rotation[:, :, 2])
+    focus = nearest_point_to_lines(centres, -rotation[:, :, 2])
+    offset = np.zeros(3) if focus is None else -focus
     frames = []
     for i, image in enumerate(files):
         matrix = np.eye(4)
@@ -360,14 +362,15 @@ def _llff_masks(folder: Path, images: list[Path]) -> list[Path] | None:
                        "mask per image, named like its image or in the same sorted order")
 
 
-def nearest_point_to_lines(origins: np.ndarray, directions: np.ndarray) -> np.ndarray:
+def nearest_point_to_lines(origins: np.ndarray, directions: np.ndarray) -> np.ndarray | None:
     """The point ``[3]`` with the least summed squared distance to the lines
-    ``origins + t directions`` (``[N, 3]`` each); the mean origin when the lines are parallel."""
+    ``origins + t directions`` (``[N, 3]`` each); None when no single point is nearest (one
+    line, or parallel lines)."""
     d = directions / np.linalg.norm(directions, axis=-1, keepdims=True)
     projectors = np.eye(3) - d[:, :, None] * d[:, None, :]
     system, right = projectors.sum(0), (projectors @ origins[:, :, None]).sum(0)[:, 0]
     if np.linalg.cond(system) > 1e8:
-        return origins.mean(0)
+        return None
     return np.linalg.solve(system, right)
 
 
