@@ -170,8 +170,9 @@ def initial_textures(config: OptimizeConfig, device, base_material: Material | N
     at ``texture_res``, within ``config.material_ranges()``:
 
     - "constant": mid-range, grey kd (alpha 1), roughness 0.5, no metal, flat normals;
-    - "random": kd uniform in its range, occlusion uniform in [0, 0.01], roughness and
-      metallic uniform in theirs, flat normals (the reference system's random textures);
+    - "random": kd uniform in its range, occlusion uniform in its range cut at 0.01,
+      roughness and metallic uniform in theirs, flat normals (the reference system's random
+      textures);
     - "base_mesh": the base mesh's own material resampled (constants where it has none).
     """
     size, ranges = config.texture_res, config.material_ranges()
@@ -183,18 +184,22 @@ def initial_textures(config: OptimizeConfig, device, base_material: Material | N
               "normal": torch.tensor([0.0, 0.0, 1.0]).expand(size, size, 3)}
     if config.init_textures == "random":
         generator = torch.Generator().manual_seed(config.seed)
-        uniform = lambda low, high: low + (high - low) * torch.rand(  # noqa: E731
-            size, size, len(low), generator=generator)
+
+        def uniform(low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
+            return low + (high - low) * torch.rand(size, size, len(low), generator=generator)
+
         values["kd"] = uniform(kd_low, kd_high)
-        ks_low[0], ks_high[0] = 0.0, 0.01
+        ks_high[0] = ks_high[0].clamp(max=0.01).clamp(min=ks_low[0])  # occlusion near none
         values["ks"] = uniform(ks_low, ks_high)
     elif config.init_textures == "base_mesh" and base_material is not None:
         for name in ("kd", "ks", "normal"):
             channel = getattr(base_material, name)
             if channel is not None:
                 values[name] = _resampled(channel, size, values[name])
-    return TextureMaterial(*(Texture2D(values[name], *ranges[name])
-                             for name in ("kd", "ks", "normal"))).to(device)
+    textures = [Texture2D(values[name], *ranges[name]) for name in ("kd", "ks", "normal")]
+    for texture in textures:
+        texture.clamp_()  # a base mesh's material may lie outside the ranges
+    return TextureMaterial(*textures).to(device)
 
 
 def _resampled(channel: torch.Tensor, size: int, like: torch.Tensor) -> torch.Tensor:
