@@ -143,7 +143,7 @@ def read_colmap(folder: str | Path, *, longest_side: int | None = None,
     width, height = next(iter(pinholes.values())).w, next(iter(pinholes.values())).h
     root = _image_root(folder, model)
     image_folder = root / (images or choose_image_folder(
-        root, longest_side, max(width, height), f"a COLMAP model ({model.name})"))
+        root, longest_side, max(width, height), f"a COLMAP model in {model}"))
     files = _image_paths(image_folder, [image.name for image in posed], model)
     masks = find_masks(root / "masks", files)
 
