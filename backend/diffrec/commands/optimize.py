@@ -49,8 +49,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--config", help="JSON or TOML settings (nvdiffrec configs work too)")
     parser.add_argument("--device", help="auto (default), cpu, cuda, cuda:1, mps")
     parser.add_argument("--out-dir", dest="out_dir", help="where the outputs go")
-    parser.add_argument("--dataset", help="a NeRF-style folder (transforms_train.json) or an LLFF "
-                        "capture (poses_bounds.npy)")
+    parser.add_argument("--dataset", help="a NeRF-style folder (transforms_train.json), an LLFF "
+                        "capture (poses_bounds.npy) or a COLMAP model (sparse/0/ + images/)")
     parser.add_argument("--ref-mesh", dest="ref_mesh", help="reference mesh to render targets")
     add_settings_arguments(parser)
     parser.add_argument("--preview-every", dest="preview_every", type=int, metavar="N",
@@ -119,7 +119,7 @@ class PreviewWriter:
 def check_report(path: str | None, reading: Reading, config) -> str:
     """What ``--check`` prints: each key of the file and what it became, where the targets
     come from, and the settings that would run (JSON)."""
-    from diffrec.protocol.captures import detect_layout
+    from diffrec.pipeline.colmap_capture import capture_layout
 
     lines = []
     if path:
@@ -127,9 +127,10 @@ def check_report(path: str | None, reading: Reading, config) -> str:
                 if reading.reference else "diffrec settings")
         lines += [f"{path} ({kind}):", *(f"  {line}" for line in reading.lines)]
     if config.dataset:
-        layout = detect_layout(config.dataset) if Path(config.dataset).is_dir() else None
         found = {"nerf": "a NeRF-style folder", "llff": "an LLFF capture",
-                 None: "NOT FOUND: no transforms_train.json or poses_bounds.npy there"}[layout]
+                 "colmap": "a COLMAP model",
+                 None: "NOT FOUND: no transforms_train.json, poses_bounds.npy or COLMAP "
+                       "model there"}[capture_layout(config.dataset)]
         lines.append(f"targets: the images of {config.dataset} ({found})")
     elif config.ref_mesh:
         found = "" if Path(config.ref_mesh).exists() else " (NOT FOUND)"

@@ -70,18 +70,19 @@ def load_job(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
 
 
 def source_kind(path: Path) -> str:
-    """"job" (a job file, or a folder with job.json), "dataset" (a NeRF-style folder or an
-    LLFF capture) or "config" (a settings file)."""
-    from diffrec.protocol.captures import detect_layout
+    """"job" (a job file, or a folder with job.json), "dataset" (a NeRF-style folder, an
+    LLFF capture or a COLMAP model) or "config" (a settings file)."""
+    from diffrec.pipeline.colmap_capture import capture_layout
 
     if path.is_dir():
         if (path / "job.json").is_file():
             return "job"
-        if detect_layout(path) or any(path.glob("transforms*.json")):
+        if capture_layout(path) or any(path.glob("transforms*.json")):
             return "dataset"
         raise UserError(f"{path} holds neither job.json (a job file) nor transforms_train.json "
-                        "(a NeRF-style dataset) nor poses_bounds.npy (an LLFF capture): give a "
-                        "folder with one of them, or a settings file")
+                        "(a NeRF-style dataset) nor poses_bounds.npy (an LLFF capture) nor a "
+                        "COLMAP model (sparse/0/): give a folder with one of them, or a settings "
+                        "file")
     if not path.is_file():
         raise UserError(f"{path} does not exist: give a dataset folder, a settings file (.toml "
                         "or .json) or a job file")

@@ -2,7 +2,8 @@
 
 Sources:
 - ``load_dataset``: a capture folder, NeRF-style (``transforms_{split}.json`` + images) or
-  LLFF (``poses_bounds.npy`` + images + masks), as ``diffrec.protocol.captures`` reads them;
+  LLFF (``poses_bounds.npy`` + images + masks), as ``diffrec.protocol.captures`` reads them,
+  or COLMAP (``sparse/0/`` + images + masks, ``diffrec.pipeline.colmap_capture``);
 - ``from_arrays``: the in-memory arrays a job carries (what the server passes in);
 - ``render_reference_views``: a reference mesh rendered by diffrec under an HDRI (the
   reference system's mesh mode).
@@ -32,7 +33,8 @@ from diffrec.io import Asset, read_image
 from diffrec.light.envmap import EnvironmentLight
 from diffrec.mesh.normals import with_vertex_normals
 from diffrec.mesh.tangents import with_tangents
-from diffrec.protocol.captures import CaptureError, read_capture
+from diffrec.pipeline.colmap_capture import read_any_capture
+from diffrec.protocol.captures import CaptureError
 from diffrec.render.material import TextureMaterial
 from diffrec.render.renderer import render_mesh
 
@@ -191,7 +193,8 @@ def load_dataset(
 ) -> Views:
     """The views of a capture folder in any layout ``diffrec.protocol.captures`` reads: a
     NeRF-style folder (``transforms_{split}.json`` + images) or an LLFF capture
-    (``poses_bounds.npy`` + ``images[_N]/`` + ``masks/``; one split, "train").
+    (``poses_bounds.npy`` + ``images[_N]/`` + ``masks/``; one split, "train") or a COLMAP
+    model (``sparse/0/`` + ``images[_N]/`` + ``masks/``; one split; needs pycolmap).
 
     PNG / JPEG are sRGB and are decoded to linear; EXR is linear and, with
     ``exr_premultiplied`` (Blender's renders), divided by alpha. Coverage is the mask file
@@ -206,7 +209,7 @@ def load_dataset(
     longest = resolution if isinstance(resolution, int) else (
         None if resolution is None else max(resolution))
     try:
-        capture = read_capture(folder, split, longest_side=longest)
+        capture = read_any_capture(folder, split, longest_side=longest)
     except CaptureError as error:
         raise UserError(str(error)) from None
     paths = [frame.image for frame in capture.frames]

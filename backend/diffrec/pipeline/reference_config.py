@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from diffrec.errors import UserError
-from diffrec.protocol.captures import detect_layout
+from diffrec.pipeline.colmap_capture import capture_layout
 
 BACKGROUNDS = ("random", "white", "black", "checker", "reference")
 DISPLAY_PANELS = {"kd": "kd", "ks": "ks", "normal": "normal", "white": "shading-only"}
@@ -64,12 +64,13 @@ def _bool(value, key: str) -> bool:
 def _ref_mesh(value, data) -> tuple[dict, str]:
     path = Path(value)
     if path.is_dir():
-        layout = detect_layout(path)
+        layout = capture_layout(path)
         if layout is None:
             raise Refused(f"ref_mesh {value} is a folder with neither transforms_train.json "
-                          "(NeRF-style) nor poses_bounds.npy (LLFF): name a mesh file or a "
-                          "dataset folder")
-        kind = {"nerf": "a NeRF-style dataset folder", "llff": "an LLFF capture"}[layout]
+                          "(NeRF-style) nor poses_bounds.npy (LLFF) nor a COLMAP model: name "
+                          "a mesh file or a dataset folder")
+        kind = {"nerf": "a NeRF-style dataset folder", "llff": "an LLFF capture",
+                "colmap": "a COLMAP model"}[layout]
         return {"dataset": str(path)}, f"dataset = {path} ({kind}: its images are the targets)"
     if path.suffix == "" and not path.exists():
         return ({"dataset": str(path)},

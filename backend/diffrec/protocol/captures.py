@@ -24,6 +24,10 @@ Layouts (``detect_layout``):
   is the origin (``Capture.offset``), as the reference system does (not moved where no one
   point is nearest: a single camera, or parallel axes).
 
+COLMAP models (``sparse/0/`` next to ``images/``) need the optional pycolmap package, so they
+are read in the pipeline (``diffrec.pipeline.colmap_capture``), with the helpers shared here
+(``choose_image_folder``, ``find_masks``, ``nearest_point_to_lines``).
+
 Everything here raises ``CaptureError`` (a ``ValueError``) with a sentence that names the
 file and says what to fix.
 """
@@ -111,16 +115,18 @@ class Frame:
 class Capture:
     """The frames of one split of a capture folder. ``source``: the file that holds the
     cameras; ``offset``: what was added to the file's world positions (LLFF recentring; zeros
-    for NeRF folders)."""
+    for NeRF folders); ``root``: the capture folder where it is not ``source``'s (a COLMAP
+    model in ``sparse/0/``)."""
 
     layout: str
     source: Path
     frames: list[Frame]
     offset: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    root: Path | None = None
 
     @property
     def folder(self) -> Path:
-        return self.source.parent
+        return self.root if self.root is not None else self.source.parent
 
     def intrinsics(self, width: int, height: int, stored: tuple[int, int] | None = None
                    ) -> np.ndarray:
@@ -283,14 +289,14 @@ def read_llff(folder: str | Path, *, longest_side: int | None = None,
     table = _poses_bounds(folder / "poses_bounds.npy")
     poses, bounds = table[:, :15].reshape(-1, 3, 5), table[:, 15:]
     height, width, focal = poses[:, :, 4].T
-    image_folder = folder / (images or _llff_image_folder(folder, longest_side,
-                                                            float(max(width[0], height[0]))))
-    files = _image_files(image_folder)
+    image_folder = folder / (images or choose_image_folder(folder, longest_side,
+                                                           float(max(width[0], height[0]))))
+    files = image_files(image_folder)
     if len(files) != len(table):
         raise CaptureError(f"{image_folder} holds {len(files)} images but poses_bounds.npy has "
                            f"{len(table)} cameras: keep one image per camera, in the same "
                            "(sorted) order")
-    masks = _llff_masks(folder / "masks", files)
+    masks = find_masks(folder / "masks", files)
     rotation = poses[:, :, :3] @ _LLFF_TO_OPENGL
     centres = poses[:, :, 3]
     focus = nearest_point_to_lines(centres, -rotation[:, :, 2])
@@ -324,38 +330,42 @@ def _poses_bounds(path: Path) -> np.ndarray:
     return table
 
 
-def _llff_image_folder(folder: Path, longest_side: int | None, full_size: float) -> str:
-    """``images`` or the most downscaled ``images_N`` whose images still have a longest side
-    of at least ``longest_side``."""
+def choose_image_folder(folder: Path, longest_side: int | None, full_size: float,
+                        cameras: str = "poses_bounds.npy") -> str:
+    """``images`` or the most downscaled ``images_N`` (N times smaller than ``full_size``,
+    the longest side of the full-size images) whose images still have a longest side of at
+    least ``longest_side`` (None: the least downscaled there is). ``cameras``: the file
+    that needs the images, for the message when there are none."""
     choices = {1: "images"} if (folder / "images").is_dir() else {}
     for candidate in folder.iterdir():
         match = _DOWNSCALED.match(candidate.name)
         if match and candidate.is_dir() and int(match.group(1)) > 0:
             choices[int(match.group(1))] = candidate.name
     if not choices:
-        raise CaptureError(f"{folder} has poses_bounds.npy but no images/ (or images_N/) "
-                           "folder")
+        raise CaptureError(f"{folder} has {cameras} but no images/ (or images_N/) folder")
     if longest_side is None:
         return choices[min(choices)]
     large_enough = [n for n in choices if full_size / n >= longest_side]
     return choices[max(large_enough) if large_enough else min(choices)]
 
 
-def _image_files(folder: Path) -> list[Path]:
+def image_files(folder: Path) -> list[Path]:
+    """The image files of ``folder`` (not its subfolders), sorted by name."""
     if not folder.is_dir():
         raise CaptureError(f"image folder not found: {folder}")
     return sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
 
 
-def _llff_masks(folder: Path, images: list[Path]) -> list[Path] | None:
-    """One mask per image (matched by stem, else in sorted order), or None without a
-    ``masks/`` folder."""
+def find_masks(folder: Path, images: list[Path]) -> list[Path] | None:
+    """One mask per image, or None without a ``masks/`` folder: matched by stem, or by the
+    image's whole name plus a suffix (COLMAP's ``image.jpg.png``), else in sorted order."""
     if not folder.is_dir():
         return None
-    masks = _image_files(folder)
+    masks = image_files(folder)
     by_stem = {mask.stem: mask for mask in masks}
-    if all(image.stem in by_stem for image in images):
-        return [by_stem[image.stem] for image in images]
+    for key in (lambda image: image.stem, lambda image: image.name):
+        if all(key(image) in by_stem for image in images):
+            return [by_stem[key(image)] for image in images]
     if len(masks) == len(images):
         return masks
     raise CaptureError(f"{folder} holds {len(masks)} masks for {len(images)} images: give one "
