@@ -29,6 +29,14 @@ def reference_content_hash(data: bytes) -> str:
     return hashlib.sha256(digests).hexdigest()
 
 
+def blob_path(data_dir: Path, blob: str, owner: str = "local") -> Path:
+    """Where a server keeps ``owner``'s blob (``owner``: a client key, or "local" in plain
+    text); its upload in progress is ``HASH.SIZE.part`` beside it."""
+    from diffrec.server.blobs import namespace
+
+    return Path(data_dir) / "blobs" / namespace(owner) / blob
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -78,12 +86,13 @@ class ServerProcess:
 
 
 @contextlib.contextmanager
-def server_in_process(data_dir: Path, runners=()) -> Iterator:
+def server_in_process(data_dir: Path, runners=(), **server_args) -> Iterator:
     """A Server running in a thread of this process, with extra test-only ``runners`` (which a
-    ``diffrec serve`` child cannot have); stopped and closed when the block ends."""
+    ``diffrec serve`` child cannot have) and ``Server`` keyword arguments (``quotas``...);
+    stopped and closed when the block ends."""
     from diffrec.server.app import Server
 
-    server = Server(f"tcp://127.0.0.1:{free_port()}", data_dir, "cpu")
+    server = Server(f"tcp://127.0.0.1:{free_port()}", data_dir, "cpu", **server_args)
     server.runners.update({runner.task: runner for runner in runners})
     stop = threading.Event()
     thread = threading.Thread(target=server.serve_forever, args=(stop.is_set,), daemon=True)
@@ -108,6 +117,12 @@ def resume_after_kill(server: ServerProcess, client: Client, connect, job: str):
     final = again.wait(job, on_event=events.append)
     resumed = [e["resumed_from"] for e in events if e["kind"] == "log" and "resumed_from" in e]
     return again, final, resumed
+
+
+def open_client(server: ServerProcess, server_key: str, keypair, **kwargs) -> Client:
+    """A CURVE client of ``server`` with the key pair ``keypair`` (short timeouts)."""
+    return Client(server.address, server_key=server_key, client_keypair=keypair,
+                  **({"timeout": 2.0, "retry_for": 10.0} | kwargs))
 
 
 def fit_spec(**overrides) -> dict:
