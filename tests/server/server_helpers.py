@@ -13,6 +13,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
@@ -90,10 +91,13 @@ def server_in_process(data_dir: Path, runners=(), **server_args) -> Iterator:
     """A Server running in a thread of this process, with extra test-only ``runners`` (which a
     ``diffrec serve`` child cannot have) and ``Server`` keyword arguments (``quotas``...);
     stopped and closed when the block ends."""
-    from diffrec.server.app import Server
+    from diffrec.server import app
 
-    server = Server(f"tcp://127.0.0.1:{free_port()}", data_dir, "cpu", **server_args)
-    server.runners.update({runner.task: runner for runner in runners})
+    builtin = app.runners
+    extra = {runner.task: runner for runner in runners}
+    # patched for the constructor too: it resumes the jobs it finds, test-only tasks included
+    with mock.patch.object(app, "runners", lambda *args: {**builtin(*args), **extra}):
+        server = app.Server(f"tcp://127.0.0.1:{free_port()}", data_dir, "cpu", **server_args)
     stop = threading.Event()
     thread = threading.Thread(target=server.serve_forever, args=(stop.is_set,), daemon=True)
     thread.start()

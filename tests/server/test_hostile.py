@@ -6,7 +6,10 @@ server from outside (issue 15)."""
 from __future__ import annotations
 
 import errno
+import json
 import os
+import re
+import time
 
 import numpy as np
 import pytest
@@ -24,7 +27,10 @@ from diffrec.protocol.limits import CHUNK_BYTES, MIB
 from diffrec.protocol.transfer import ResumableFile
 from diffrec.server import blobs as blob_module
 from diffrec.server import storage
+from diffrec.server import store as store_module
 from diffrec.server.quotas import Quotas
+from diffrec.server.store import TERMINAL
+from diffrec.server.texture_fit import TextureFitRunner
 
 
 def send_chunks(client: Client, payload: bytes, blob: str, count: int) -> dict:
@@ -174,3 +180,146 @@ def test_impossible_blob_shapes_are_bad_requests(server, connect, shape):
         "job": "shapes", "spec": fit_spec(),
         "inputs": {"images": {"blob": "0" * 64, "dtype": "float32", "shape": shape}}}))
     assert error.code == "bad_request" and "shape" in error.message
+
+
+class DiskFillingRunner(TextureFitRunner):
+    """Writes part of a result, then finds the disk full."""
+
+    task = "fills_disk"
+
+    def run(self, ctx):
+        (ctx.results_dir / "partial.bin").write_bytes(bytes(4096))
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_a_job_whose_results_fill_the_disk_fails_cleanly_and_stays_failed(tmp_path,
+                                                                         monkeypatch):
+    """Issue 15.2: no final event reached the client, state.json said running while status
+    said failed, the partial result kept the disk full, and a restart ran the job again."""
+    data = tmp_path / "data"
+    reserve = data / "jobs" / ".reserve"
+    real_writer = store_module.write_json_atomic
+
+    def full_disk_writer(path, record):  # the disk is full until the partial result is gone
+        ending = path.name == "state.json" and record["state"] in TERMINAL
+        if (ending and reserve.exists()) or list(data.glob("jobs/*/results/partial.bin")):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_writer(path, record)
+
+    monkeypatch.setattr(store_module, "write_json_atomic", full_disk_writer)
+    with server_in_process(data, [DiskFillingRunner()]) as server, \
+            Client(server.endpoint, timeout=2.0, retry_for=30.0) as client:
+        client.submit("filler", fit_spec(task="fills_disk"), {"images": target_images()})
+        final = client.wait("filler")
+        assert final["kind"] == "failed"
+        assert re.match(r"the server's disk is full: \d+ bytes free, \d+ needed; ",
+                        final["message"]), final["message"]
+        on_disk = json.loads((data / "jobs" / "filler" / "state.json").read_text())
+        assert on_disk["state"] == client.status("filler")["state"] == "failed"
+        assert on_disk["message"] == final["message"]
+        assert not list((data / "jobs" / "filler").rglob("*.*[!n]"))  # only state.json left
+        client.submit("after", fit_spec(iterations=5), {"images": target_images()})
+        assert client.wait("after")["kind"] == "done"
+    monkeypatch.setattr(store_module, "write_json_atomic", real_writer)
+    with server_in_process(data) as server, \
+            Client(server.endpoint, timeout=2.0, retry_for=30.0) as client:
+        status = client.status("filler")
+        assert (status["state"], status["attempts"]) == ("failed", 1)  # not run again
+        deadline = time.monotonic() + 5
+        while not reserve.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert reserve.exists()  # put back once the disk had room
+
+
+def test_a_state_that_cannot_be_written_is_written_when_the_disk_allows(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    real_writer = store_module.write_json_atomic
+    read_only = {"on": True}
+
+    def writer(path, record):
+        if read_only["on"] and record["state"] in TERMINAL:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+        real_writer(path, record)
+
+    monkeypatch.setattr(store_module, "write_json_atomic", writer)
+    with server_in_process(data) as server, \
+            Client(server.endpoint, timeout=2.0, retry_for=30.0) as client:
+        client.submit("stuck", fit_spec(iterations=5), {"images": target_images()})
+        assert client.wait("stuck")["kind"] == "done"  # the client hears the end regardless
+        state = data / "jobs" / "stuck" / "state.json"
+        assert json.loads(state.read_text())["state"] == "running"
+        read_only["on"] = False
+        deadline = time.monotonic() + 5
+        while json.loads(state.read_text())["state"] != "done" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert json.loads(state.read_text())["state"] == "done"
+
+
+class StubbornRunner(TextureFitRunner):
+    """Never looks at should_stop: a step that cannot be interrupted."""
+
+    task = "stubborn"
+
+    def run(self, ctx):
+        ctx.emit("log", {"level": "info", "message": "started"})
+        time.sleep(600)
+
+
+def test_cancel_wins_over_a_step_that_never_checks(tmp_path):
+    """Issue 15.3: a cancel had not taken effect 40 s later (the protocol promises 1 s)."""
+    with server_in_process(tmp_path / "data", [StubbornRunner()]) as server, \
+            Client(server.endpoint, timeout=2.0, retry_for=30.0) as client:
+        client.submit("stubborn", fit_spec(task="stubborn"), {"images": target_images()})
+        client.submit("next", fit_spec(iterations=5), {"images": target_images()})
+        client.attach("stubborn")
+        next(e for e in client.events(idle_timeout=30) if e["kind"] == "log")
+        asked = time.monotonic()
+        assert client.cancel("stubborn")["state"] == "cancelling"
+        final = next(e for e in client.events(idle_timeout=5) if e["job"] == "stubborn"
+                     and e["kind"] in ("done", "failed", "cancelled"))
+        assert final["kind"] == "cancelled" and time.monotonic() - asked < 1.0
+        assert client.wait("next")["kind"] == "done"
+
+
+def test_closing_stops_a_stubborn_job_in_time_and_a_restart_resumes_it(tmp_path):
+    """Issue 15.3: SIGTERM did not stop the server within 10 s. ``Server.close`` is what
+    SIGTERM runs (test_sigterm_... checks the signal itself)."""
+    data = tmp_path / "data"
+    with server_in_process(data, [StubbornRunner()]) as server, \
+            Client(server.endpoint, timeout=2.0, retry_for=30.0) as client:
+        client.submit("stubborn", fit_spec(task="stubborn"), {"images": target_images()})
+        client.attach("stubborn")
+        next(e for e in client.events(idle_timeout=30) if e["kind"] == "log")
+        began = time.monotonic()
+        server.worker.close()
+        assert time.monotonic() - began < 1.5
+    assert json.loads((data / "jobs" / "stubborn" / "state.json").read_text())["state"] \
+        == "running"  # no verdict: it resumes when the server starts again
+    with server_in_process(data, [StubbornRunner()]) as server, \
+            Client(server.endpoint, timeout=2.0, retry_for=30.0) as client:
+        client.attach("stubborn")
+        next(e for e in client.events(idle_timeout=30) if e["kind"] == "log")
+        assert client.status("stubborn")["attempts"] == 2
+        client.cancel("stubborn")
+
+
+def test_sigterm_stops_the_server_within_seconds_and_the_job_resumes(start_server, connect):
+    server = start_server()
+    client = connect(server)
+    client.submit("long", fit_spec(iterations=100_000, checkpoint_every=20),
+                  {"images": target_images()})
+    client.attach("long")
+    checkpoint = server.job_dir("long") / "checkpoint" / "checkpoint.npz"
+    next(e for e in client.events(idle_timeout=30)
+         if e["kind"] == "progress" and checkpoint.exists())
+    began = time.monotonic()
+    server.process.terminate()
+    assert server.process.wait(10) == 0
+    assert time.monotonic() - began < 3.0
+    client.close()
+    server.start()
+    again = connect(server)
+    again.attach("long")
+    resumed = next(e for e in again.events(idle_timeout=30) if e["kind"] == "log")
+    assert resumed["resumed_from"] >= 20 and again.status("long")["attempts"] == 2
+    again.cancel("long")

@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from diffrec.pipeline.bounds import check_bounds, device_memory_bytes
 from diffrec.pipeline.config import (
     GEOMETRIES,
     LIGHT_MODES,
@@ -102,6 +103,7 @@ def run(args) -> int:
     file_values = read_config_file(args.config) if args.config else {}
     flags = settings_flags(args, ("device", "out_dir", "dataset", "ref_mesh", "preview_every"))
     config = build_config(file_values, flags)
+    check_bounds(config, device_memory_bytes(config.device))
     line = None if args.quiet else ProgressLine()
     previews = PreviewWriter(config.out_dir)
 

@@ -86,7 +86,7 @@ class Server:
         self.quotas = quotas
         self.store = JobStore(self.data_dir)
         self.blobs = BlobStore(self.data_dir, quotas)
-        self.runners = runners()
+        self.runners = runners(device)
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.ROUTER)
         self.socket.linger = 0
@@ -109,6 +109,8 @@ class Server:
         self.previews: dict[str, tuple[dict, dict]] = {}
         self.logs: defaultdict[str, deque[dict]] = defaultdict(lambda: deque(maxlen=LOG_REPLAY))
         self.tombstones: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self.unsaved: set[str] = set()
+        """Jobs whose state file could not be written; tried again every heartbeat."""
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()
         self.worker = Worker(device, lambda *event: self._outbox.put(event))
         self._handlers: dict[str, Callable[[bytes, str, Message], dict | None]] = {
@@ -138,6 +140,7 @@ class Server:
             if now >= next_beat:
                 next_beat = now + HEARTBEAT_S
                 self._heartbeat(now)
+                self._tend_disk()
             if now >= next_maintenance:
                 next_maintenance = now + MAINTENANCE_S
                 self._expire()
@@ -237,6 +240,27 @@ class Server:
 
     # -- jobs ------------------------------------------------------------------------------
 
+    def _save(self, record: dict) -> None:
+        """Write ``record``'s state file. A failure (a read-only disk, or a full one past the
+        store's reserve) is logged and the write tried again every heartbeat, so that disk
+        and memory agree as soon as the disk allows; the server goes on meanwhile."""
+        try:
+            self.store.save(record)
+            self.unsaved.discard(record["id"])
+        except OSError as exc:
+            if record["id"] not in self.unsaved:
+                log.error("job %s: cannot write its state, will try again: %s", record["id"], exc)
+            self.unsaved.add(record["id"])
+
+    def _tend_disk(self) -> None:
+        """Retry the state files that could not be written; put back the store's reserve."""
+        for job_id in list(self.unsaved):
+            if job_id in self.jobs:
+                self._save(self.jobs[job_id])
+            else:
+                self.unsaved.discard(job_id)
+        self.store.restore_reserve()
+
     def _job(self, owner: str, job_id: str) -> dict:
         record = self.jobs.get(job_id)
         if record is None or record["owner"] != owner:
@@ -271,7 +295,7 @@ class Server:
             if record["state"] == "running":
                 log.info("job %s was running when the server stopped; resuming", record["id"])
                 record["state"] = "queued"
-                self.store.save(record)
+                self._save(record)
             try:
                 if record["task"] not in self.runners:
                     raise ProtocolError("invalid_input", f"unknown task {record['task']!r}")
@@ -283,7 +307,7 @@ class Server:
         record = self.jobs[job_id]
         message = _fit_text(message)
         record.update(state=outcome, message=message, results=results, finished=time.time())
-        self.store.save(record)
+        self._save(record)
         fields = {"results": results} if outcome == "done" else {"message": message}
         self._event(job_id, outcome, fields)
         if record.get("stop") == "delete":
@@ -296,6 +320,7 @@ class Server:
             while len(self.tombstones) > TOMBSTONES:
                 self.tombstones.popitem(last=False)
         self.subscribers.pop(job_id, None)
+        self.unsaved.discard(job_id)
         self.previews.pop(job_id, None)
         self.logs.pop(job_id, None)
         self.store.delete(job_id)
@@ -329,7 +354,7 @@ class Server:
             return
         if kind == "started":
             record.update(state="running", attempts=record.get("attempts", 0) + 1)
-            self.store.save(record)
+            self._save(record)
         elif kind == "finished":
             self._finish(job_id, fields["outcome"], fields["message"], fields["results"])
         else:
@@ -474,7 +499,7 @@ class Server:
         """Ask the running job to stop, remembering why (``cancel`` or ``delete``) in its
         state file, so that a server killed before the job stops still honours it."""
         record["stop"] = why
-        self.store.save(record)
+        self._save(record)
         self.worker.stop(record["id"])
 
     def _op_delete(self, peer, owner, message) -> dict:
