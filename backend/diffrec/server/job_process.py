@@ -99,7 +99,10 @@ def main(order: JobOrder, pipe, stop_flag) -> None:
     except Exception as exc:
         if not isinstance(exc, (JobFailed, OSError)):
             log.exception("job %s failed", order.job_id)
-        needed = order.runner.output_bytes(order.spec, ctx.inputs)
+        try:
+            needed = order.runner.output_bytes(order.spec, ctx.inputs)
+        except Exception:  # only for the message: a failed estimate must not hide the failure
+            needed = 0
         verdict = ("failed", failure_message(exc, order.results_dir, needed), [])
     pipe.send(("verdict", *verdict))
     pipe.close()
