@@ -27,6 +27,7 @@ import numpy as np
 from diffrec.protocol import Client
 from diffrec.protocol.limits import CHUNK_BYTES, MIB, WINDOW_CHUNKS
 from diffrec.protocol.transfer import HASH_THREADS, content_hash
+from diffrec.server.blobs import namespace
 from diffrec.server.store import JobStore
 from diffrec.server.worker import result_manifest
 
@@ -82,7 +83,7 @@ def main() -> int:
                 hashed = time.perf_counter()
                 print(f"content hash      {rate(size, hashed - started)}  ({HASH_THREADS} threads)")
                 for run in range(1, args.repeat + 1):
-                    (data_dir / "blobs" / blob).unlink(missing_ok=True)
+                    (data_dir / "blobs" / namespace("local") / blob).unlink(missing_ok=True)
                     began = time.perf_counter()
                     client.upload(payload, blob=blob)
                     uploaded = time.perf_counter()

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from server_helpers import ServerProcess
 
-from diffrec.protocol import Client
+from diffrec import cli
+from diffrec.protocol import Client, read_keypair, write_keypair
 
 
 @pytest.fixture
@@ -31,6 +32,24 @@ def server(tmp_path_factory) -> ServerProcess:
     """One server shared by a module's tests (they use distinct job ids)."""
     server = ServerProcess(tmp_path_factory.mktemp("shared") / "data").start()
     yield server
+    server.kill()
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory):
+    """A CURVE server on loopback (--curve) with clients 'alice' and 'bob' allowed:
+    (server, its public key, {name: key pair}); 'eve' has a key pair but is not allowed."""
+    root = tmp_path_factory.mktemp("secure")
+    data = root / "data"
+    assert cli.main(["keys", "init", "--data-dir", str(data), "--host", "127.0.0.1"]) == 0
+    keys = {name: write_keypair(root / name, "client") for name in ("alice", "bob", "eve")}
+    for name in ("alice", "bob"):
+        assert cli.main(["keys", "allow", keys[name][0], "--data-dir", str(data)]) == 0
+    server = ServerProcess(data, "--curve")
+    server_key = read_keypair(data / "keys", "server")[0]
+    server.start(wait=False)
+    server.wait_ready(server_key=server_key, client_keypair=keys["alice"])
+    yield server, server_key, keys
     server.kill()
 
 

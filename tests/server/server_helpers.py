@@ -13,6 +13,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
@@ -27,6 +28,14 @@ def reference_content_hash(data: bytes) -> str:
     blocks = range(0, len(data), HASH_BLOCK_BYTES)
     digests = b"".join(hashlib.sha256(data[i:i + HASH_BLOCK_BYTES]).digest() for i in blocks)
     return hashlib.sha256(digests).hexdigest()
+
+
+def blob_path(data_dir: Path, blob: str, owner: str = "local") -> Path:
+    """Where a server keeps ``owner``'s blob (``owner``: a client key, or "local" in plain
+    text); its upload in progress is ``HASH.SIZE.part`` beside it."""
+    from diffrec.server.blobs import namespace
+
+    return Path(data_dir) / "blobs" / namespace(owner) / blob
 
 
 def free_port() -> int:
@@ -78,13 +87,17 @@ class ServerProcess:
 
 
 @contextlib.contextmanager
-def server_in_process(data_dir: Path, runners=()) -> Iterator:
+def server_in_process(data_dir: Path, runners=(), **server_args) -> Iterator:
     """A Server running in a thread of this process, with extra test-only ``runners`` (which a
-    ``diffrec serve`` child cannot have); stopped and closed when the block ends."""
-    from diffrec.server.app import Server
+    ``diffrec serve`` child cannot have) and ``Server`` keyword arguments (``quotas``...);
+    stopped and closed when the block ends."""
+    from diffrec.server import app
 
-    server = Server(f"tcp://127.0.0.1:{free_port()}", data_dir, "cpu")
-    server.runners.update({runner.task: runner for runner in runners})
+    builtin = app.runners
+    extra = {runner.task: runner for runner in runners}
+    # patched for the constructor too: it resumes the jobs it finds, test-only tasks included
+    with mock.patch.object(app, "runners", lambda *args: {**builtin(*args), **extra}):
+        server = app.Server(f"tcp://127.0.0.1:{free_port()}", data_dir, "cpu", **server_args)
     stop = threading.Event()
     thread = threading.Thread(target=server.serve_forever, args=(stop.is_set,), daemon=True)
     thread.start()
@@ -108,6 +121,12 @@ def resume_after_kill(server: ServerProcess, client: Client, connect, job: str):
     final = again.wait(job, on_event=events.append)
     resumed = [e["resumed_from"] for e in events if e["kind"] == "log" and "resumed_from" in e]
     return again, final, resumed
+
+
+def open_client(server: ServerProcess, server_key: str, keypair, **kwargs) -> Client:
+    """A CURVE client of ``server`` with the key pair ``keypair`` (short timeouts)."""
+    return Client(server.address, server_key=server_key, client_keypair=keypair,
+                  **({"timeout": 2.0, "retry_for": 10.0} | kwargs))
 
 
 def fit_spec(**overrides) -> dict:

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 from server_helpers import (
+    blob_path,
     fit_spec,
     reference_content_hash,
     resume_after_kill,
@@ -46,8 +47,9 @@ def test_upload_resumes_after_the_server_is_killed(start_server, connect):
     assert upload_replies[0]["offset"] == 0
     resumed = upload_replies[-1]["offset"]
     assert len(upload_replies) >= 2 and resumed >= killed_at[0]  # not sent again from 0
-    assert (server.data_dir / "blobs" / blob_id).read_bytes() == payload
-    assert not (server.data_dir / "blobs" / f"{blob_id}.part").exists()
+    blob = blob_path(server.data_dir, blob_id)
+    assert blob.read_bytes() == payload
+    assert not list(blob.parent.glob(f"{blob_id}.*part"))
 
 
 def test_job_resumes_from_its_checkpoint_after_the_server_is_killed(start_server, connect,
@@ -87,7 +89,7 @@ def test_finished_jobs_expire_after_the_retention_time(start_server, connect):
         connect(server).status("old")
     assert info.value.code == "not_found"
     assert not server.job_dir("old").exists()
-    assert list((server.data_dir / "blobs").iterdir())  # blobs go only when an hour old
+    assert list((server.data_dir / "blobs").rglob("*"))  # blobs go only when an hour old
 
 
 class OutOfMemoryRunner(TextureFitRunner):

@@ -35,6 +35,16 @@ descriptors = st.fixed_dictionaries({
                               "bool", "f4", "V8"]) | json_values,
     "shape": st.lists(st.integers(-2, 2**40), max_size=7) | json_values,
 })
+blob_refs = st.dictionaries(  # blob references: the shapes that once ended as ``internal``
+    st.sampled_from(["images", "cameras", "faces", "x"]),
+    st.fixed_dictionaries({
+        "blob": st.sampled_from(["0" * 64, "f" * 64]),
+        "dtype": st.sampled_from(["float32", "uint8", "int32", ">f4", "object"]) | json_values,
+        "shape": st.lists(st.integers(-2, 10**20) | st.sampled_from([2**31, 2**63, "3", 1.5]),
+                          max_size=8) | json_values,
+    }),
+    max_size=2,
+)
 headers = st.fixed_dictionaries(
     {"op": st.sampled_from([*REQUESTS, "", "PING", "reply", "event", "__init__"])
      | st.text(max_size=10)},
@@ -42,7 +52,7 @@ headers = st.fixed_dictionaries(
         "id": st.integers(-5, 2**60) | json_values, "job": tricky_ids | json_values,
         "spec": json_values | st.just({"task": "fit_texture"}), "file": tricky_ids,
         "blob": st.text("0123456789abcdef./", min_size=60, max_size=66), "size": sizes,
-        "offset": sizes, "length": sizes, "inputs": json_values,
+        "offset": sizes, "length": sizes, "inputs": json_values | blob_refs,
         "arrays": st.lists(descriptors, max_size=3) | json_values,
     },
 )

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 import pytest
-from server_helpers import fit_spec, reference_content_hash, target_images
+from server_helpers import blob_path, fit_spec, reference_content_hash, target_images
 
 from diffrec.protocol import PROTOCOL_VERSION, ServerError
 from diffrec.protocol.limits import CHUNK_BYTES
@@ -52,7 +52,7 @@ def test_large_inputs_are_uploaded_once_then_deduplicated(server, connect):
     client.submit("big-b", fit_spec(iterations=1, texture_size=4), {"images": images},
                   on_progress=lambda done, total: uploads.append(done))
     assert uploads == []  # the server had the blob already
-    blob = server.data_dir / "blobs" / reference_content_hash(images.tobytes())
+    blob = blob_path(server.data_dir, reference_content_hash(images.tobytes()))
     assert blob.read_bytes() == images.tobytes()
     for job in ("big-a", "big-b"):
         assert client.wait(job)["kind"] == "done"
@@ -68,11 +68,11 @@ def test_a_blob_that_does_not_match_its_content_hash_is_refused_then_sent_again(
     with pytest.raises(ServerError) as info:
         client.upload(bytes(corrupt), blob=blob_id)
     assert info.value.code == "hash_mismatch"
-    blobs = server.data_dir / "blobs"
-    assert not (blobs / blob_id).exists() and not (blobs / f"{blob_id}.part").exists()
+    blob = blob_path(server.data_dir, blob_id)
+    assert not blob.exists() and not list(blob.parent.glob(f"{blob_id}.*part"))
     assert client.call("upload", {"blob": blob_id, "size": len(payload)})["offset"] == 0
     assert client.upload(payload) == blob_id  # the whole blob again, now verified
-    assert (blobs / blob_id).read_bytes() == payload
+    assert blob.read_bytes() == payload
 
 
 def test_resubmitting_a_job_id_returns_the_existing_job(server, connect):

@@ -20,7 +20,7 @@ import pytest
 import zmq
 from server_helpers import fit_spec, server_in_process, target_images
 
-from diffrec.protocol import Client, ServerUnavailable
+from diffrec.protocol import PROTOCOL_VERSION, Client, ServerUnavailable
 from diffrec.protocol import client as client_module
 from diffrec.protocol.limits import HEARTBEAT_S
 from diffrec.protocol.message import decode, encode
@@ -174,7 +174,7 @@ def test_a_request_to_a_hung_server_is_repeated_until_it_answers(start_server, c
         took = time.monotonic() - began
     finally:
         freezer.thaw()
-    assert reply["protocol"] == 2
+    assert reply["protocol"] == PROTOCOL_VERSION
     assert 1.9 <= took <= 2.0 + 2.0, took
     assert len(reconnects(caplog, freezer.stopped_at)) >= 2  # 0.5 s timeouts while stopped
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from server_helpers import ServerProcess, fit_spec, free_port, target_images
+from server_helpers import fit_spec, free_port, open_client, target_images
 
 from diffrec import cli
 from diffrec.protocol import (
@@ -14,34 +14,10 @@ from diffrec.protocol import (
     Client,
     ServerError,
     ServerUnavailable,
-    read_keypair,
-    write_keypair,
 )
 from diffrec.protocol.keys import generate_keypair
 
 SILENCE = {"timeout": 0.5, "retry_for": 1.0}
-
-
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory):
-    """A CURVE server on loopback (--curve) with clients 'alice' and 'bob' allowed."""
-    root = tmp_path_factory.mktemp("secure")
-    data = root / "data"
-    assert cli.main(["keys", "init", "--data-dir", str(data), "--host", "127.0.0.1"]) == 0
-    keys = {name: write_keypair(root / name, "client") for name in ("alice", "bob", "eve")}
-    for name in ("alice", "bob"):
-        assert cli.main(["keys", "allow", keys[name][0], "--data-dir", str(data)]) == 0
-    server = ServerProcess(data, "--curve")
-    server_key = read_keypair(data / "keys", "server")[0]
-    server.start(wait=False)
-    server.wait_ready(server_key=server_key, client_keypair=keys["alice"])
-    yield server, server_key, keys
-    server.kill()
-
-
-def open_client(server, server_key, keypair, **kwargs) -> Client:
-    return Client(server.address, server_key=server_key, client_keypair=keypair,
-                  **({"timeout": 2.0, "retry_for": 10.0} | kwargs))
 
 
 def test_the_pairing_string_reaches_the_server(secured):

@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+from diffrec.errors import UserError
+from diffrec.pipeline.bounds import GIB, check_bounds, device_memory_bytes
 from diffrec.pipeline.config import (
     GEOMETRIES,
     LIGHT_MODES,
@@ -136,8 +138,19 @@ def check_report(path: str | None, reading: Reading, config) -> str:
         found = "" if Path(config.ref_mesh).exists() else " (NOT FOUND)"
         lines.append(f"targets: {config.views} renders of {config.ref_mesh}{found} under "
                      f"{config.envmap}")
-    lines += ["settings:", json.dumps(config.to_dict(), indent=2)]
+    lines += [memory_line(config), "settings:", json.dumps(config.to_dict(), indent=2)]
     return "\n".join(lines)
+
+
+def memory_line(config) -> str:
+    """Whether ``config`` fits in this machine's ``config.device`` (``check_bounds``' estimate):
+    a config may be checked here and run on a larger GPU elsewhere."""
+    memory = device_memory_bytes(config.device)
+    try:
+        check_bounds(config, memory)
+    except UserError as error:
+        return f"memory: too much for this machine (device {config.device}): {error}"
+    return f"memory: fits this machine (device {config.device}, {memory / GIB:.1f} GiB)"
 
 
 def run(args) -> int:
@@ -149,6 +162,7 @@ def run(args) -> int:
     if args.check:
         print(check_report(args.config, reading, config))
         return 0
+    check_bounds(config, device_memory_bytes(config.device))
     line = None if args.quiet else ProgressLine()
     previews = PreviewWriter(config.out_dir, config.preview_res)
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
+import re
 import signal
 
 import torch
 
 from diffrec import __version__
 from diffrec.errors import UserError
+from diffrec.server.quotas import DEFAULT_QUOTAS, Quotas
 
 from ._connection import DEFAULT_BIND, add_data_dir, data_dir
 
@@ -27,6 +30,35 @@ def add_arguments(parser) -> None:
                         help="require CURVE encryption and the allow-list on loopback too")
     parser.add_argument("--retention-days", type=float, default=7.0,
                         help="delete finished jobs this many days after they end (default 7)")
+    quotas = parser.add_argument_group("quotas per client key")
+    for name, kind, what in QUOTA_FLAGS:
+        default = getattr(DEFAULT_QUOTAS, name)
+        quotas.add_argument(f"--max-{name.replace('_', '-')}", dest=f"max_{name}", type=kind,
+                            default=default, metavar="N" if kind is int else "SIZE",
+                            help=f"{what} (default {default:,}"
+                                 f"{' bytes' if kind is not int else ''})")
+
+
+def byte_size(text: str) -> int:
+    """``"64G"`` → 68719476736: an integer with an optional K, M, G or T suffix (powers of 1024)."""
+    match = re.fullmatch(r"\s*(\d+)\s*([KMGT]?)i?B?\s*", text, re.IGNORECASE)
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size such as 500M or 64G")
+    return int(match[1]) * 1024 ** " KMGT".index(match[2].upper() or " ")
+
+
+QUOTA_FLAGS = (
+    ("pending_uploads", int, "uploads begun and not finished, at once"),
+    ("pending_bytes", byte_size, "declared bytes of those uploads; SIZE takes K, M, G, T "
+                                 "suffixes"),
+    ("stored_bytes", byte_size, "bytes of uploaded and submitted inputs held"),
+    ("queued_jobs", int, "jobs queued or running at once"),
+)
+"""(Quotas field, flag type, help) for each ``--max-...`` flag."""
+
+
+def quotas_from_args(args) -> Quotas:
+    return Quotas(**{name: getattr(args, f"max_{name}") for name, _, _ in QUOTA_FLAGS})
 
 
 def _device(name: str | None) -> str:
@@ -45,7 +77,7 @@ def run(args) -> int:
     from diffrec.server.app import Server
 
     server = Server(args.bind, data_dir(args), _device(args.device), curve=args.curve,
-                    retention_s=args.retention_days * 86400.0)
+                    retention_s=args.retention_days * 86400.0, quotas=quotas_from_args(args))
     stopping = []
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stopping.append(True))

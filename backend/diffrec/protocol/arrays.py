@@ -44,6 +44,17 @@ def to_wire(array: np.ndarray) -> tuple[str, list[int], memoryview]:
     return name, list(array.shape), memoryview(flat.view(np.uint8))
 
 
+def shape_problem(shape: object) -> str | None:
+    """Why ``shape`` is not a wire shape (a list of at most MAX_NDIM ints in [0, MAX_DIM]), or
+    None."""
+    if not isinstance(shape, list) or len(shape) > MAX_NDIM:
+        return f"must be a list of at most {MAX_NDIM} dimensions"
+    for dim in shape:
+        if type(dim) is not int or not 0 <= dim <= MAX_DIM:
+            return f"has a bad dimension {dim!r} (each is an integer from 0 to {MAX_DIM})"
+    return None
+
+
 def check_descriptor(desc: object) -> tuple[str, np.dtype, tuple[int, ...], int]:
     """Validate one header array descriptor; returns (name, dtype, shape, byte size)."""
     if not isinstance(desc, dict) or set(desc) != {"name", "dtype", "shape"}:
@@ -53,11 +64,9 @@ def check_descriptor(desc: object) -> tuple[str, np.dtype, tuple[int, ...], int]
         raise ProtocolError("bad_message", f"bad array name {name!r}")
     if not isinstance(dtype, str) or dtype not in DTYPES:
         raise ProtocolError("bad_dtype", f"array {name}: dtype {dtype!r} not in {list(DTYPES)}")
-    if not isinstance(shape, list) or len(shape) > MAX_NDIM:
-        raise ProtocolError("bad_message", f"array {name}: shape must be a list of ≤ {MAX_NDIM}")
-    for dim in shape:
-        if type(dim) is not int or not 0 <= dim <= MAX_DIM:
-            raise ProtocolError("bad_message", f"array {name}: bad dimension {dim!r}")
+    why = shape_problem(shape)
+    if why:
+        raise ProtocolError("bad_message", f"array {name}: shape {why}")
     nbytes = math.prod(shape) * DTYPES[dtype].itemsize
     return name, DTYPES[dtype], tuple(shape), nbytes
 

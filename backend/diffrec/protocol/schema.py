@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .arrays import ArraySpec
+from .arrays import DTYPES, ArraySpec, shape_problem
 from .errors import ProtocolError
 from .limits import CHUNK_BYTES, MAX_ARRAYS, MAX_BLOB_BYTES
 
@@ -104,8 +104,11 @@ def _inputs_check(value: dict) -> str | None:
             return f"entry {name!r} must be {{blob, dtype, shape}}"
         if not isinstance(ref["blob"], str) or not CONTENT_HASH_RE.match(ref["blob"]):
             return f"entry {name!r} has a bad blob id"
-        if not isinstance(ref["dtype"], str) or not isinstance(ref["shape"], list):
-            return f"entry {name!r} needs a dtype string and a shape list"
+        if not isinstance(ref["dtype"], str) or ref["dtype"] not in DTYPES:
+            return f"entry {name!r} has a dtype outside {list(DTYPES)}"
+        why = shape_problem(ref["shape"])
+        if why:
+            return f"entry {name!r}: shape {why}"
     return None
 
 

@@ -161,16 +161,17 @@ def fsync_dir(path: Path) -> None:
 
 
 class ResumableFile:
-    """Receive ``size`` bytes whose content hash is ``expected`` into the file ``final``.
+    """Receive ``size`` bytes whose content hash is ``expected`` into the file ``final``,
+    through the part file ``part`` (default ``<final>.part``).
 
     ``offset`` is how many bytes are already there (resumed from a previous part file).
     Chunks are written at once (so ``offset`` is what the part file holds) and hashed in the
     background; ``finish`` waits for the hash.
     """
 
-    def __init__(self, final: Path, size: int, expected: str):
+    def __init__(self, final: Path, size: int, expected: str, part: Path | None = None):
         self.final = Path(final)
-        self.part = self.final.with_name(self.final.name + ".part")
+        self.part = Path(part) if part else self.final.with_name(self.final.name + ".part")
         self.size = size
         self.expected = expected
         self._digest = ContentHash()

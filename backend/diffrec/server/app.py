@@ -23,7 +23,7 @@ import torch
 import zmq
 
 from diffrec import __version__
-from diffrec.protocol.arrays import DTYPES, wire_dtype
+from diffrec.protocol.arrays import wire_dtype
 from diffrec.protocol.errors import ProtocolError
 from diffrec.protocol.limits import (
     CHUNK_BYTES,
@@ -40,8 +40,10 @@ from diffrec.protocol.message import Message, decode, encode
 from diffrec.protocol.schema import INPUTS, REQUESTS
 
 from .blobs import BlobStore
+from .quotas import DEFAULT_QUOTAS, Quotas, exceeded
 from .runner import JobFailed, runners
 from .security import Security, secure
+from .storage import storage_error
 from .store import TERMINAL, JobStore
 from .worker import Ticket, Worker
 
@@ -71,18 +73,20 @@ class Server:
     """A diffrec job server bound to ``bind``, keeping its state under ``data_dir``.
 
     ``curve`` forces CURVE on a loopback bind (it is always on for any other address);
-    ``retention_s`` is how long finished jobs are kept.
+    ``retention_s`` is how long finished jobs are kept; ``quotas`` bound what each client key
+    may hold.
     """
 
     def __init__(self, bind: str, data_dir: Path, device: str = "cpu", *, curve: bool = False,
-                 retention_s: float = 7 * 86400.0):
+                 retention_s: float = 7 * 86400.0, quotas: Quotas = DEFAULT_QUOTAS):
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.device = device
         self.retention_s = retention_s
+        self.quotas = quotas
         self.store = JobStore(self.data_dir)
-        self.blobs = BlobStore(self.data_dir)
-        self.runners = runners()
+        self.blobs = BlobStore(self.data_dir, quotas)
+        self.runners = runners(device)
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.ROUTER)
         self.socket.linger = 0
@@ -97,11 +101,16 @@ class Server:
             raise
         self.endpoint = self.socket.last_endpoint.decode()
         self.jobs: dict[str, dict] = self.store.load_all()
+        for record in self.jobs.values():
+            for ref in record["inputs"].values():
+                self.blobs.adopt_legacy(record["owner"], ref["blob"])
         self.subscribers: defaultdict[str, set[bytes]] = defaultdict(set)
         self.last_seen: dict[bytes, float] = {}
         self.previews: dict[str, tuple[dict, dict]] = {}
         self.logs: defaultdict[str, deque[dict]] = defaultdict(lambda: deque(maxlen=LOG_REPLAY))
         self.tombstones: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self.unsaved: set[str] = set()
+        """Jobs whose state file could not be written; tried again every heartbeat."""
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()
         self.worker = Worker(device, lambda *event: self._outbox.put(event))
         self._handlers: dict[str, Callable[[bytes, str, Message], dict | None]] = {
@@ -131,6 +140,7 @@ class Server:
             if now >= next_beat:
                 next_beat = now + HEARTBEAT_S
                 self._heartbeat(now)
+                self._tend_disk()
             if now >= next_maintenance:
                 next_maintenance = now + MAINTENANCE_S
                 self._expire()
@@ -188,6 +198,13 @@ class Server:
         except JobFailed as exc:
             self._send(peer, "error", {"re": request_id, "code": "invalid_input",
                                        "message": str(exc)})
+        except OSError as exc:
+            error = storage_error(exc, self.data_dir)
+            if error is None:
+                log.exception("request failed")
+                error = ProtocolError("internal", f"internal error ({type(exc).__name__})")
+            self._send(peer, "error", {"re": request_id, "code": error.code,
+                                       "message": error.message})
         except Exception as exc:
             log.exception("request failed")
             self._send(peer, "error", {"re": request_id, "code": "internal",
@@ -223,6 +240,27 @@ class Server:
 
     # -- jobs ------------------------------------------------------------------------------
 
+    def _save(self, record: dict) -> None:
+        """Write ``record``'s state file. A failure (a read-only disk, or a full one past the
+        store's reserve) is logged and the write tried again every heartbeat, so that disk
+        and memory agree as soon as the disk allows; the server goes on meanwhile."""
+        try:
+            self.store.save(record)
+            self.unsaved.discard(record["id"])
+        except OSError as exc:
+            if record["id"] not in self.unsaved:
+                log.error("job %s: cannot write its state, will try again: %s", record["id"], exc)
+            self.unsaved.add(record["id"])
+
+    def _tend_disk(self) -> None:
+        """Retry the state files that could not be written; put back the store's reserve."""
+        for job_id in list(self.unsaved):
+            if job_id in self.jobs:
+                self._save(self.jobs[job_id])
+            else:
+                self.unsaved.discard(job_id)
+        self.store.restore_reserve()
+
     def _job(self, owner: str, job_id: str) -> dict:
         record = self.jobs.get(job_id)
         if record is None or record["owner"] != owner:
@@ -237,7 +275,7 @@ class Server:
 
     def _enqueue(self, record: dict) -> None:
         job_id = record["id"]
-        inputs = {name: self.blobs.load(ref["blob"], ref["dtype"], ref["shape"])
+        inputs = {name: self.blobs.load(record["owner"], ref["blob"], ref["dtype"], ref["shape"])
                   for name, ref in record["inputs"].items()}
         self.worker.enqueue(Ticket(job_id, self.runners[record["task"]], record["spec"], inputs,
                                    self.store.checkpoint_dir(job_id),
@@ -257,7 +295,7 @@ class Server:
             if record["state"] == "running":
                 log.info("job %s was running when the server stopped; resuming", record["id"])
                 record["state"] = "queued"
-                self.store.save(record)
+                self._save(record)
             try:
                 if record["task"] not in self.runners:
                     raise ProtocolError("invalid_input", f"unknown task {record['task']!r}")
@@ -269,7 +307,7 @@ class Server:
         record = self.jobs[job_id]
         message = _fit_text(message)
         record.update(state=outcome, message=message, results=results, finished=time.time())
-        self.store.save(record)
+        self._save(record)
         fields = {"results": results} if outcome == "done" else {"message": message}
         self._event(job_id, outcome, fields)
         if record.get("stop") == "delete":
@@ -282,6 +320,7 @@ class Server:
             while len(self.tombstones) > TOMBSTONES:
                 self.tombstones.popitem(last=False)
         self.subscribers.pop(job_id, None)
+        self.unsaved.discard(job_id)
         self.previews.pop(job_id, None)
         self.logs.pop(job_id, None)
         self.store.delete(job_id)
@@ -293,7 +332,8 @@ class Server:
             if record["state"] in TERMINAL and (record.get("finished") or 0) < cutoff:
                 log.info("job %s is past retention; deleting it", job_id)
                 self._remove(job_id)
-        referenced = {ref["blob"] for r in self.jobs.values() for ref in r["inputs"].values()}
+        referenced = {(r["owner"], ref["blob"])
+                      for r in self.jobs.values() for ref in r["inputs"].values()}
         self.blobs.collect(referenced, BLOB_GRACE_S, self.retention_s)
 
     def _drain_outbox(self) -> None:
@@ -314,7 +354,7 @@ class Server:
             return
         if kind == "started":
             record.update(state="running", attempts=record.get("attempts", 0) + 1)
-            self.store.save(record)
+            self._save(record)
         elif kind == "finished":
             self._finish(job_id, fields["outcome"], fields["message"], fields["results"])
         else:
@@ -340,16 +380,17 @@ class Server:
                 "heartbeat_s": HEARTBEAT_S, "tasks": sorted(self.runners)}
 
     def _op_upload(self, peer, owner, message) -> dict:
-        offset, complete = self.blobs.begin(message["blob"], message["size"])
+        offset, complete = self.blobs.begin(owner, message["blob"], message["size"])
         return {"blob": message["blob"], "offset": offset, "complete": complete}
 
     def _op_chunk(self, peer, owner, message) -> None:
-        offset, complete = self.blobs.write(message["blob"], message["size"], message["offset"],
-                                            message.arrays["data"])
+        offset, complete = self.blobs.write(owner, message["blob"], message["size"],
+                                            message["offset"], message.arrays["data"])
         self._send(peer, "ack", {"re": message["id"], "blob": message["blob"], "offset": offset,
                                  "complete": complete})
 
-    def _submitted_inputs(self, message: Message) -> dict[str, tuple[dict, np.ndarray]]:
+    def _submitted_inputs(self, owner: str,
+                          message: Message) -> dict[str, tuple[dict, np.ndarray]]:
         """{name: (blob reference or None, array)}, every input checked."""
         refs = message.get("inputs", {})
         names = [*message.arrays, *refs]
@@ -362,11 +403,9 @@ class Server:
                                     f"unknown input {name!r}; known: {sorted(INPUTS)}")
             if name in refs:
                 ref = refs[name]
-                shape = ref["shape"]
-                if ref["dtype"] not in DTYPES or not isinstance(shape, list) or not all(
-                        type(d) is int and d >= 0 for d in shape):
-                    raise ProtocolError("invalid_input", f"input {name!r}: bad dtype or shape")
-                inputs[name] = (ref, self.blobs.load(ref["blob"], ref["dtype"], shape))
+                INPUTS[name].check_layout(name, ref["dtype"], tuple(ref["shape"]))
+                inputs[name] = (ref, self.blobs.load(owner, ref["blob"], ref["dtype"],
+                                                     ref["shape"]))
             else:
                 inputs[name] = (None, message.arrays[name])
             INPUTS[name].check(name, inputs[name][1])
@@ -379,19 +418,25 @@ class Server:
             if existing["owner"] != owner:
                 raise ProtocolError("conflict", f"job id {job_id!r} is taken; choose another")
             return {**self._public(existing), "existing": True}
-        if sum(r["owner"] == owner for r in self.jobs.values()) >= MAX_JOBS_PER_OWNER:
+        owned = [r for r in self.jobs.values() if r["owner"] == owner]
+        if len(owned) >= MAX_JOBS_PER_OWNER:
             raise ProtocolError("too_many_jobs", "delete finished jobs before submitting more")
+        waiting = sum(r["state"] not in TERMINAL for r in owned)
+        if waiting >= self.quotas.queued_jobs:
+            raise exceeded("queued_jobs", self.quotas.queued_jobs, waiting, 1,
+                           "wait for your queued jobs to finish, or cancel some")
         spec = message["spec"]
         task = spec.get("task")
         runner = self.runners.get(task) if isinstance(task, str) else None
         if runner is None:
             raise ProtocolError("invalid_input",
                                 f"spec 'task' must be one of {sorted(self.runners)}")
-        inputs = self._submitted_inputs(message)
+        inputs = self._submitted_inputs(owner, message)
         runner.validate(spec, {name: array for name, (_, array) in inputs.items()})
         manifest = {}
         for name, (ref, array) in inputs.items():
-            blob = ref["blob"] if ref else self.blobs.put(memoryview(np.ascontiguousarray(array)))
+            blob = ref["blob"] if ref else self.blobs.put(
+                owner, memoryview(np.ascontiguousarray(array)))
             manifest[name] = {"blob": blob, "dtype": wire_dtype(array),
                               "shape": list(array.shape)}
         now = time.time()
@@ -454,7 +499,7 @@ class Server:
         """Ask the running job to stop, remembering why (``cancel`` or ``delete``) in its
         state file, so that a server killed before the job stops still honours it."""
         record["stop"] = why
-        self.store.save(record)
+        self._save(record)
         self.worker.stop(record["id"])
 
     def _op_delete(self, peer, owner, message) -> dict:

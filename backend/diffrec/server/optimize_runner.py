@@ -30,6 +30,8 @@ from .runner import JobContext, JobFailed, Runner
 SERVER_OWNED = ("dataset", "ref_mesh", "base_mesh", "envmap", "ref_material", "out_dir",
                 "device")
 PREVIEW_SIZE = 128
+OUTPUT_FIXED_BYTES = 64 * 2**20
+OUTPUT_TRIANGLE_BYTES = 256
 
 
 def _config(spec: Mapping, inputs: Mapping[str, np.ndarray]):
@@ -101,10 +103,36 @@ def _preview_arrays(event: dict) -> dict[str, np.ndarray]:
 
 
 class OptimizeRunner(Runner):
+    """``optimize`` jobs on ``device``, whose memory bounds their settings."""
+
     task = "optimize"
 
+    def __init__(self, device: str = "cpu"):
+        self.device = device
+
     def validate(self, spec: Mapping, inputs: Mapping[str, np.ndarray]) -> None:
-        _check_inputs(_config(spec, inputs), inputs)
+        from diffrec.errors import UserError
+        from diffrec.pipeline.bounds import check_bounds, device_memory_bytes
+
+        config = _config(spec, inputs)
+        _check_inputs(config, inputs)
+        triangles = len(inputs["faces"]) if "faces" in inputs else None
+        try:
+            check_bounds(config, device_memory_bytes(self.device), triangles)
+        except UserError as error:
+            raise JobFailed(str(error)) from None
+
+    def output_bytes(self, spec: Mapping, inputs: Mapping[str, np.ndarray]) -> int:
+        """An upper estimate: per texel, kd, ks and the normal map as float32 arrays and PNGs
+        (48 B) plus two checkpoints of them with Adam's moments (216 B); the light probe, its
+        arrays and checkpoints (OUTPUT_FIXED_BYTES); the mesh files (OUTPUT_TRIANGLE_BYTES per
+        triangle, a reconstructed surface taken as 2 per grid cell); the validation images."""
+        config = _config(spec, inputs)
+        triangles = (len(inputs["faces"]) if "faces" in inputs and config.mode != "reconstruct"
+                     else 2 * config.dmtet_grid ** 2)
+        _, height, width, _ = inputs["images"].shape
+        return (config.texture_res ** 2 * (48 + 216) + OUTPUT_FIXED_BYTES
+                + triangles * OUTPUT_TRIANGLE_BYTES + config.test_views * height * width * 9)
 
     def run(self, ctx: JobContext) -> None:
         from diffrec.errors import UserError

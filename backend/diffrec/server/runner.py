@@ -1,19 +1,22 @@
 """The job-runner interface: what the server hands a job to, and what a runner may use.
 
 A runner is chosen by the job spec's ``task``. The server calls ``validate`` at submit time
-(errors reach the client as ``invalid_input``) and, in its worker thread, ``run`` with a
-``JobContext``. ``run`` writes its result files into ``ctx.results_dir`` and returns; it
-checks ``ctx.should_stop()`` at least every few hundred milliseconds and returns early when
-it is set (the job was cancelled, deleted or the server is stopping); it saves checkpoints
-with ``ctx.save_checkpoint`` and starts from ``ctx.load_checkpoint()`` when there is one, so
-a job resumes after a server crash. It raises ``JobFailed`` with a sentence the user can act
-on; any other exception fails the job alone with an "internal error" message.
+(errors reach the client as ``invalid_input``) and, in a child process of its own (see
+``job_process``; the runner is pickled to get there), ``run`` with a ``JobContext``. ``run``
+writes its result files into ``ctx.results_dir`` and returns; it checks ``ctx.should_stop()``
+at least every few hundred milliseconds and returns early when it is set (the job was
+cancelled, deleted or the server is stopping; a run that has not returned half a second later
+is killed); it saves checkpoints with ``ctx.save_checkpoint`` and starts from
+``ctx.load_checkpoint()`` when there is one, so a job resumes after a server crash. It raises
+``JobFailed`` with a sentence the user can act on; any other exception fails the job alone
+with an "internal error" message (or, for a full disk, a sentence saying so).
 """
 
 from __future__ import annotations
 
 import io
 import json
+import multiprocessing.synchronize
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
@@ -51,7 +54,7 @@ class JobContext:
     results_dir: Path
     device: str
     emit_fn: EmitFn
-    stop_flag: threading.Event
+    stop_flag: threading.Event | multiprocessing.synchronize.Event
 
     def emit(self, kind: str, fields: dict, arrays: Mapping[str, np.ndarray] | None = None):
         """Send a ``progress``, ``preview`` or ``log`` event to attached clients."""
@@ -95,10 +98,15 @@ class Runner(ABC):
     def run(self, ctx: JobContext) -> None:
         """Do the work; write results into ``ctx.results_dir``."""
 
+    def output_bytes(self, spec: Mapping, inputs: Mapping[str, np.ndarray]) -> int:
+        """About how many bytes a run writes (checkpoints and results), at most; the worker
+        fails a job at once when they do not fit on the disk. 0: unknown."""
+        return 0
 
-def runners() -> dict[str, Runner]:
-    """The runners this server offers, by task name."""
+
+def runners(device: str = "cpu") -> dict[str, Runner]:
+    """The runners a server on ``device`` offers, by task name."""
     from .optimize_runner import OptimizeRunner
     from .texture_fit import TextureFitRunner
 
-    return {runner.task: runner for runner in (OptimizeRunner(), TextureFitRunner())}
+    return {runner.task: runner for runner in (OptimizeRunner(device), TextureFitRunner())}

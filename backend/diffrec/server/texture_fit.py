@@ -75,6 +75,13 @@ class TextureFitRunner(Runner):
         if inputs["images"].dtype.kind != "f":
             raise JobFailed("fit_texture needs float images (scene-linear)")
 
+    def output_bytes(self, spec: Mapping, inputs: Mapping[str, np.ndarray]) -> int:
+        """texture.npy, render.npy and metrics, and two checkpoints (the old one stays until
+        the new one is in place) of the texture and Adam's two moments; float32."""
+        _, height, width, channels = inputs["images"].shape
+        texels = _settings(spec)["texture_size"] ** 2
+        return 4 * channels * (texels + height * width + 2 * 3 * texels) + 64 * 1024
+
     def run(self, ctx: JobContext) -> None:
         settings = _settings(ctx.spec)
         device = torch.device(ctx.device)

@@ -1,31 +1,44 @@
-"""The queue: one worker thread per device runs jobs one at a time, in submission order.
+"""The queue: one worker thread per device runs jobs one at a time, in submission order, each
+in a child process of its own (``job_process``).
 
 The worker never touches job records; it reports to the server's main thread through
 ``report(job_id, kind, fields, arrays)`` (thread-safe), with kinds ``started``, ``progress``,
 ``preview``, ``log`` and ``finished`` (fields ``outcome``: done|failed|cancelled, ``message``,
-``results``). A job interrupted by ``close`` reports nothing, so it is still "running" on disk
-and resumes from its checkpoint when the server starts again.
+``results``).
+
+Stopping always wins: a job asked to stop (cancel, delete, or the server closing) gets
+STOP_GRACE_S to return by itself, then its process is killed. A job interrupted by ``close``
+reports nothing, so it is still "running" on disk and resumes from its last checkpoint when
+the server starts again (checkpoints are replaced atomically, so a kill never tears one).
+A job that fails has its partial files (results and checkpoints) removed.
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
+import signal
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from diffrec.protocol.schema import FILE_NAME_RE
 from diffrec.protocol.transfer import content_hash_file
 
-from .runner import JobContext, JobFailed, Runner
+from . import job_process
+from .runner import Runner
+from .storage import DISK_RESERVE_BYTES, disk_full_message, free_bytes
 
 log = logging.getLogger(__name__)
 Report = Callable[[str, str, dict, "Mapping[str, np.ndarray] | None"], None]
+STOP_GRACE_S = 0.5
+"""How long a job asked to stop may take to return by itself before its process is killed."""
+POLL_S = 0.05
 
 
 @dataclass
@@ -49,18 +62,26 @@ def result_manifest(results_dir: Path) -> list[dict]:
     ]
 
 
-def failure_message(exc: BaseException) -> str:
-    """A sentence for a job that raised ``exc``."""
-    if isinstance(exc, JobFailed):
-        return str(exc)
-    if isinstance(exc, torch.cuda.OutOfMemoryError):
-        return ("the GPU ran out of memory: lower the image or texture resolution, or free the "
-                "GPU of other work, then submit again")
-    return f"internal error ({type(exc).__name__}: {exc}); the server log has the details"
+def death_message(exitcode: int | None) -> str:
+    """A sentence for a job whose process ended without a verdict."""
+    if exitcode is not None and exitcode < 0:
+        name = signal.Signals(-exitcode).name
+        cause = (" (the system does this when memory runs out)" if name == "SIGKILL" else "")
+        return (f"the job's process was killed by {name}{cause}: lower the image, texture or "
+                "grid sizes, then submit again")
+    return f"the job's process ended unexpectedly (exit code {exitcode}); the server log has " \
+           "the details"
+
+
+def discard(*directories: Path) -> None:
+    """Empty ``directories`` (a failed job's partial results and checkpoints)."""
+    for directory in directories:
+        shutil.rmtree(directory, ignore_errors=True)
+        directory.mkdir(parents=True, exist_ok=True)
 
 
 class Worker:
-    """Runs tickets one at a time on ``device`` in a daemon thread."""
+    """Runs tickets one at a time on ``device``, from a daemon thread, each in a child process."""
 
     def __init__(self, device: str, report: Report):
         self.device = device
@@ -87,7 +108,8 @@ class Worker:
         return False
 
     def stop(self, job_id: str) -> bool:
-        """Ask the running job to stop (it ends as cancelled); whether it was running."""
+        """Ask the running job to stop (it ends as cancelled within STOP_GRACE_S and a poll);
+        whether it was running."""
         with self._cond:
             if self._current and self._current[0] == job_id:
                 self._current[1].set()
@@ -99,7 +121,8 @@ class Worker:
             return len(self._queue)
 
     def close(self, timeout: float = 10.0) -> None:
-        """Stop the running job without a verdict (it resumes on restart) and end the thread."""
+        """Stop the running job without a verdict (it resumes on restart) and end the thread;
+        returns within STOP_GRACE_S and a little more."""
         with self._cond:
             self._closing = True
             if self._current:
@@ -117,31 +140,72 @@ class Worker:
                 ticket = self._queue.popleft()
                 stop = threading.Event()
                 self._current = (ticket.job_id, stop)
-            self._run(ticket, stop)
+            try:
+                self._run(ticket, stop)
+            except Exception as exc:  # the worker itself failed (cannot start a process...)
+                log.exception("job %s: the worker failed", ticket.job_id)
+                self._report(ticket.job_id, "finished", {
+                    "outcome": "failed", "results": [],
+                    "message": f"internal error ({type(exc).__name__}: {exc}); the server log "
+                               "has the details"}, None)
             with self._cond:
                 self._current = None
 
     def _run(self, ticket: Ticket, stop: threading.Event) -> None:
         job_id = ticket.job_id
         self._report(job_id, "started", {}, None)
-
-        def emit(kind, fields, arrays=None):
-            self._report(job_id, kind, fields, arrays)
-
-        ctx = JobContext(job_id, ticket.spec, ticket.inputs, ticket.work_dir, ticket.results_dir,
-                         self.device, emit, stop)
-        outcome, message, results = "done", "", []
-        try:
-            ticket.runner.run(ctx)
-            if stop.is_set():
-                if self._closing:
-                    return  # no verdict: the job resumes when the server starts again
-                outcome, message = "cancelled", "the job was cancelled"
-            else:
-                results = result_manifest(ticket.results_dir)
-        except Exception as exc:
-            if not isinstance(exc, JobFailed):
-                log.exception("job %s failed", job_id)
-            outcome, message = "failed", failure_message(exc)
+        needed = ticket.runner.output_bytes(ticket.spec, ticket.inputs)
+        if needed and needed + DISK_RESERVE_BYTES > free_bytes(ticket.results_dir):
+            verdict = ("failed", disk_full_message(ticket.results_dir, needed), [])
+        else:
+            verdict = self._in_child(ticket, stop)
+        outcome, message, results = verdict or ("failed", "", [])
+        if stop.is_set():
+            if self._closing:
+                return  # no verdict: the job resumes when the server starts again
+            outcome, message, results = "cancelled", "the job was cancelled", []
+        if outcome == "failed":
+            discard(ticket.results_dir, ticket.work_dir)
         self._report(job_id, "finished",
                      {"outcome": outcome, "message": message, "results": results}, None)
+
+    def _in_child(self, ticket: Ticket, stop: threading.Event) -> tuple | None:
+        """Run ``ticket`` in a child process, forwarding its events; its verdict (outcome,
+        message, results), or None if it was stopped (killed when late)."""
+        context = job_process.context()
+        receiver, sender = context.Pipe(duplex=False)
+        child_stop = context.Event()
+        order = job_process.JobOrder(ticket.job_id, ticket.runner, ticket.spec,
+                                     job_process.JobOrder.portable(ticket.inputs),
+                                     ticket.work_dir, ticket.results_dir, self.device)
+        process = context.Process(target=job_process.main, args=(order, sender, child_stop),
+                                  name=f"diffrec-job-{ticket.job_id}", daemon=True)
+        process.start()
+        sender.close()
+        verdict, stop_asked = None, None
+        try:
+            while True:
+                if stop.is_set() and stop_asked is None:
+                    child_stop.set()
+                    stop_asked = time.monotonic()
+                if stop_asked is not None and time.monotonic() - stop_asked > STOP_GRACE_S:
+                    log.info("job %s did not stop within %.1f s; killing its process",
+                             ticket.job_id, STOP_GRACE_S)
+                    process.kill()
+                    break
+                if not receiver.poll(POLL_S):
+                    continue
+                try:
+                    message = receiver.recv()
+                except (EOFError, OSError):
+                    break  # the process has ended
+                if message[0] == "event":
+                    self._report(ticket.job_id, *message[1:])
+                else:
+                    verdict = message[1:]
+        finally:
+            receiver.close()
+            process.join()
+        if verdict is None and not stop.is_set():
+            verdict = ("failed", death_message(process.exitcode), [])
+        return verdict

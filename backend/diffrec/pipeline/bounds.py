@@ -1,0 +1,74 @@
+"""Upper bounds on a run's settings, from the memory it would need on its device.
+
+An optimisation whose settings cannot fit (``batch: 10**7``, ``texture_res: 65536``) must be
+refused before it starts, with the setting named, not found out hours later or never (one
+such step can hold a device for longer than anyone waits). ``check_bounds`` estimates the
+memory of each part of a run from per-element costs (below, in bytes; generous, so that only
+settings that clearly cannot fit are refused) and raises ``UserError`` when one part, or all
+together, need more than the device has. The server checks at submit, ``diffrec optimize``
+before it loads anything.
+"""
+
+from __future__ import annotations
+
+import os
+
+from diffrec.errors import UserError
+
+GIB = 2**30
+PIXEL_BYTES = 1024
+"""Per rendered pixel sample (batch × train_res² × layers × spp²): rasterizer outputs,
+interpolated attributes, shading terms and the autograd graph that keeps them for the
+backward pass."""
+TEXEL_BYTES = 192
+"""Per texel of texture_res²: kd, ks and normal (9 float32), their gradients and Adam's two
+moments, and a mip chain (x 4/3)."""
+GRID_CELL_BYTES = 2048
+"""Per cell of dmtet_grid³ (reconstruct): six tetrahedra, the SDF and deformation of their
+corners with gradients and Adam's moments, and marching tetrahedra's intermediates."""
+TRIANGLE_BYTES = 512
+"""Per triangle of a starting mesh: corner positions, normals, tangents and UVs with their
+gradients."""
+MAX_RES = 16384
+"""Largest train_res and texture_res whatever the memory (image writers' and rasterizers'
+limits)."""
+
+
+def device_memory_bytes(device: str) -> int:
+    """Memory of ``device`` (a torch device string, or "auto"): a CUDA device's total memory,
+    else this machine's physical memory."""
+    import torch
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return torch.cuda.get_device_properties(torch.device(device)).total_memory
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def check_bounds(config, memory_bytes: int, triangles: int | None = None) -> None:
+    """Raise UserError if ``config`` (an OptimizeConfig) cannot fit in ``memory_bytes``;
+    ``triangles`` is the starting mesh's size when known."""
+    for name in ("train_res", "texture_res"):
+        if getattr(config, name) > MAX_RES:
+            raise UserError(f"{name} {getattr(config, name)} is over the limit of {MAX_RES}")
+    samples = config.batch * config.train_res ** 2 * config.layers * config.spp ** 2
+    parts = {
+        "batch × train_res² × layers × spp²": (samples * PIXEL_BYTES,
+                                               "lower batch or train_res"),
+        "texture_res²": (config.texture_res ** 2 * TEXEL_BYTES, "lower texture_res"),
+    }
+    if config.mode == "reconstruct":
+        parts["dmtet_grid³"] = (config.dmtet_grid ** 3 * GRID_CELL_BYTES, "lower dmtet_grid")
+    if triangles:
+        parts["triangles"] = (triangles * TRIANGLE_BYTES, "send a mesh with fewer triangles")
+    have = f"the device has {memory_bytes / GIB:.1f} GiB"
+    for name, (needed, advice) in parts.items():
+        if needed > memory_bytes:
+            raise UserError(f"{name} would need about {needed / GIB:.1f} GiB of memory and "
+                            f"{have}: {advice}")
+    total = sum(needed for needed, _ in parts.values())
+    if total > memory_bytes:
+        name, (_, advice) = max(parts.items(), key=lambda item: item[1][0])
+        raise UserError(f"these settings would need about {total / GIB:.1f} GiB of memory "
+                        f"together and {have}: {advice} (the largest part is {name})")

@@ -1,0 +1,57 @@
+"""The server's disk as clients see it: free space, and file-system failures as sentences.
+
+A server whose data directory is full or read-only keeps running; the request or job that
+needed the space gets an error code (``disk_full`` or ``read_only``) and a sentence saying
+what is wrong and what to do, never ``internal``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from pathlib import Path
+
+from diffrec.protocol.errors import ProtocolError
+from diffrec.protocol.limits import MIB
+
+DISK_RESERVE_BYTES = 64 * MIB
+"""Uploads may not take the last this many free bytes: job states, checkpoints and results
+need room too."""
+
+FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+READ_ONLY_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def free_bytes(path: Path) -> int:
+    """Bytes that an unprivileged writer may still use on the file system holding ``path``."""
+    return shutil.disk_usage(path).free
+
+
+def disk_full_message(path: Path, needed: int | None = None) -> str:
+    """"the server's disk is full: N bytes free, M needed; ...", for the disk holding ``path``."""
+    need = f", {needed} needed" if needed is not None else ""
+    return (f"the server's disk is full: {free_bytes(path)} bytes free{need}; its operator "
+            "must free space in its data directory (or lower the job's sizes), then try again")
+
+
+def check_free(path: Path, needed: int) -> None:
+    """ProtocolError('disk_full') unless ``needed`` bytes fit on ``path``'s disk with
+    DISK_RESERVE_BYTES to spare."""
+    if needed > 0 and needed + DISK_RESERVE_BYTES > free_bytes(path):
+        raise ProtocolError("disk_full", disk_full_message(path, needed))
+
+
+def storage_error(exc: OSError, path: Path) -> ProtocolError | None:
+    """The error a client gets when writing under ``path`` failed with ``exc``: ``disk_full``
+    or ``read_only``; None for other failures (those are the server's own)."""
+    if exc.errno in FULL_ERRNOS:
+        return ProtocolError("disk_full", disk_full_message(path))
+    if exc.errno in READ_ONLY_ERRNOS:
+        return ProtocolError("read_only", read_only_message(path))
+    return None
+
+
+def read_only_message(path: Path) -> str:
+    return (f"the server cannot write to its data directory ({os.strerror(errno.EROFS)} or no "
+            "permission): its operator must make it writable, then try again")

@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""Soak: many clients against one ``diffrec serve`` that is killed and restarted under them.
+
+    .venv/bin/python scripts/bench_server_soak.py [--clients 50] [--seconds 60] [--kills 3]
+
+Starts ``diffrec serve`` on loopback with a temporary data directory and runs a reference job
+for each of a few tiny ``fit_texture`` jobs. Then ``--clients`` threads, each with its own
+connection, mix pings, uploads of random blobs (1 KiB to 6 MiB), submits of tiny jobs (one
+outstanding per client), status polls, cancels, fetches and deletes for ``--seconds``, while
+the server is killed with SIGKILL at ``--kills`` random moments and started again on the same
+port and data directory. At the end it waits for every job still queued or running, and
+checks that no job and no finished upload was lost and that every job that ended ``done`` gave
+results byte-identical to its reference run. It prints requests/s, p50/p99 latency (a request
+caught by a restart waits for the new server: that is in the tail), the server's RSS before
+and after, and exits 1 if any check failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+from bench_transfer import free_port
+
+from diffrec.protocol import Client, ServerError, ServerUnavailable
+from diffrec.protocol.limits import MIB
+
+VARIANTS = 4
+EXPECTED_CODES = ("quota_exceeded", "too_many_jobs")
+"""Refusals that are the server doing its job under load, not errors."""
+
+
+def job_spec() -> dict:
+    return {"task": "fit_texture", "iterations": 30, "texture_size": 8, "lr": 0.05,
+            "checkpoint_every": 10, "preview_every": 1000}
+
+
+def variant_images(variant: int) -> np.ndarray:
+    return np.random.default_rng(variant).random((3, 12, 12, 3), dtype=np.float32)
+
+
+class TimedClient(Client):
+    """A Client that records the latency of every request (retries included), in seconds."""
+
+    def __init__(self, *args, latencies: list, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.latencies = latencies
+
+    def call(self, op, fields=None, arrays=None):
+        began = time.perf_counter()
+        try:
+            return super().call(op, fields, arrays)
+        finally:
+            self.latencies.append(time.perf_counter() - began)
+
+
+class ServerUnderTest:
+    """``diffrec serve`` in a child process that can be killed and started again."""
+
+    def __init__(self, data_dir: Path):
+        self.data_dir = data_dir
+        self.address = f"tcp://127.0.0.1:{free_port()}"
+        self.process: subprocess.Popen | None = None
+        self.restarts = 0
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "diffrec", "serve", "--bind", self.address, "--data-dir",
+             str(self.data_dir), "--device", "cpu", "--max-queued-jobs", "1000"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def kill_and_restart(self) -> None:
+        self.process.kill()
+        self.process.wait()
+        self.restarts += 1
+        self.start()
+
+    def rss_mib(self) -> float:
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(30)
+
+
+class Soak:
+    """The clients' shared bookkeeping: what must still be on the server at the end."""
+
+    def __init__(self, server: ServerUnderTest, references: dict, out: Path, seed: int):
+        self.server, self.references, self.out = server, references, out
+        self.seed = seed
+        self.lock = threading.Lock()
+        self.latencies: list[float] = []
+        self.jobs: dict[str, int] = {}  # job id -> variant, for jobs submitted and not deleted
+        self.uploads: set[tuple[str, int]] = set()  # (blob, size) of finished uploads
+        self.counts = {"done": 0, "cancelled": 0, "deleted": 0, "uploads": 0, "refused": 0,
+                       "mismatched": 0, "failed": 0, "errors": 0}
+        self.error_samples: list[str] = []
+
+    def count(self, what: str, detail: str = "") -> None:
+        with self.lock:
+            self.counts[what] += 1
+            if detail and len(self.error_samples) < 10:
+                self.error_samples.append(detail)
+
+    def check_results(self, client: Client, job: str) -> None:
+        files = client.fetch(job, self.out / job)
+        got = {path.name: path.read_bytes() for path in files}
+        if got == self.references[self.jobs[job]]:
+            self.count("done")
+        else:
+            self.count("mismatched", f"{job}: results differ from the reference")
+
+    def client_loop(self, index: int, deadline: float) -> None:
+        rng = random.Random(self.seed * 1000 + index)
+        client = TimedClient(self.server.address, timeout=5.0, retry_for=90.0,
+                             latencies=self.latencies)
+        outstanding: str | None = None
+        serial = 0
+        with client:
+            while time.monotonic() < deadline:
+                try:
+                    if outstanding:
+                        state = client.status(outstanding)["state"]
+                        if state in ("done", "cancelled", "failed"):
+                            if state == "done":
+                                self.check_results(client, outstanding)
+                            elif state == "cancelled":
+                                self.count("cancelled")
+                            else:
+                                self.count("failed", f"{outstanding} failed")
+                            client.delete(outstanding)
+                            with self.lock:
+                                del self.jobs[outstanding]
+                            self.count("deleted")
+                            outstanding = None
+                    roll = rng.random()
+                    if roll < 0.4:
+                        client.ping()
+                    elif roll < 0.55:
+                        size = rng.choice([1024, 64 * 1024, MIB, 6 * MIB])
+                        payload = rng.randbytes(size)
+                        blob = client.upload(payload)
+                        with self.lock:
+                            self.uploads.add((blob, size))
+                        self.count("uploads")
+                    elif roll < 0.75 and outstanding is None:
+                        serial += 1
+                        job, variant = f"c{index}-{serial}", rng.randrange(VARIANTS)
+                        with self.lock:
+                            self.jobs[job] = variant
+                        try:
+                            client.submit(job, job_spec(), {"images": variant_images(variant)})
+                        except ServerError:
+                            with self.lock:
+                                del self.jobs[job]  # refused: never on the server
+                            raise
+                        outstanding = job
+                        if rng.random() < 0.1:
+                            client.cancel(job)
+                    else:
+                        client.list_jobs()
+                except ServerError as exc:
+                    if exc.code in EXPECTED_CODES:
+                        self.count("refused")
+                    else:
+                        self.count("errors", f"{exc.code}: {exc.message}")
+                except ServerUnavailable as exc:
+                    self.count("errors", f"unavailable: {exc}")
+                time.sleep(rng.uniform(0, 0.02))
+
+    @staticmethod
+    def held_jobs(client: Client) -> set[str]:
+        return {job["job"] for job in client.list_jobs()}
+
+    def final_check(self, client: Client, wait_s: float) -> list[str]:
+        """Problems found once the clients have stopped: lost jobs or uploads, mismatches."""
+        problems = []
+        deadline = time.monotonic() + wait_s
+        for job in sorted(self.jobs):
+            try:
+                final = client.wait(job) if time.monotonic() < deadline else None
+            except ServerError as exc:
+                problems.append(f"job {job} lost ({exc.code})")
+                continue
+            if final is None:
+                problems.append(f"job {job} not finished in time")
+            elif final["kind"] == "done":
+                self.check_results(client, job)
+            elif final["kind"] == "failed":
+                problems.append(f"job {job} failed: {final['message']}")
+        listed = self.held_jobs(client)
+        problems += [f"job {job} missing from list" for job in sorted(set(self.jobs) - listed)]
+        for blob, size in sorted(self.uploads):
+            if not client.call("upload", {"blob": blob, "size": size})["complete"]:
+                problems.append(f"upload {blob[:12]}… ({size} bytes) lost")
+        return problems
+
+
+def references(client: Client, out: Path) -> dict[int, dict[str, bytes]]:
+    """Each variant's results from one undisturbed run."""
+    refs = {}
+    for variant in range(VARIANTS):
+        job = f"reference-{variant}"
+        client.submit(job, job_spec(), {"images": variant_images(variant)})
+        assert client.wait(job)["kind"] == "done"
+        refs[variant] = {path.name: path.read_bytes() for path in client.fetch(job, out / job)}
+        client.delete(job)
+    return refs
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--kills", type=int, default=3, help="SIGKILL + restart this often")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tmp", default=None, help="where the server's data goes")
+    args = parser.parse_args(argv)
+    rng = random.Random(args.seed)
+    with tempfile.TemporaryDirectory(dir=args.tmp) as temp:
+        server = ServerUnderTest(Path(temp) / "data")
+        server.start()
+        try:
+            with Client(server.address, timeout=10.0, retry_for=60.0) as client:
+                refs = references(client, Path(temp) / "reference")
+            rss_before = server.rss_mib()
+            soak = Soak(server, refs, Path(temp) / "fetched", args.seed)
+            began = time.monotonic()
+            deadline = began + args.seconds
+            threads = [threading.Thread(target=soak.client_loop, args=(i, deadline))
+                       for i in range(args.clients)]
+            for thread in threads:
+                thread.start()
+            for moment in sorted(rng.uniform(0.1, 0.9) * args.seconds
+                                 for _ in range(args.kills)):
+                time.sleep(max(0.0, began + moment - time.monotonic()))
+                server.kill_and_restart()
+            for thread in threads:
+                thread.join()
+            elapsed = time.monotonic() - began
+            with Client(server.address, timeout=10.0, retry_for=60.0) as client:
+                problems = soak.final_check(client, wait_s=120.0)
+                client.ping()
+            rss_after = server.rss_mib()
+        finally:
+            server.stop()
+    latencies = sorted(soak.latencies)
+    counts = soak.counts
+    if counts["mismatched"]:
+        problems.append(f"{counts['mismatched']} jobs' results differ from their reference")
+    print(f"clients {args.clients}, {elapsed:.0f} s, {server.restarts} SIGKILL + restart")
+    print(f"requests {len(latencies)} ({len(latencies) / elapsed:.0f}/s), errors "
+          f"{counts['errors']}, refused by quota {counts['refused']}")
+    print(f"latency p50 {statistics.median(latencies) * 1000:.1f} ms, p99 "
+          f"{latencies[int(0.99 * (len(latencies) - 1))] * 1000:.0f} ms, max "
+          f"{latencies[-1] * 1000:.0f} ms")
+    print(f"jobs done and byte-identical {counts['done']}, mismatched {counts['mismatched']}, "
+          f"cancelled {counts['cancelled']}, failed {counts['failed']}, deleted "
+          f"{counts['deleted']}; uploads {counts['uploads']}")
+    print(f"server RSS {rss_before:.0f} MiB before, {rss_after:.0f} MiB after (the process "
+          f"after the last restart)")
+    for sample in soak.error_samples:
+        print(f"  error: {sample}")
+    for problem in problems:
+        print(f"  PROBLEM: {problem}")
+    lost = len([p for p in problems if "lost" in p or "missing" in p])
+    print(f"lost {lost}, problems {len(problems)}")
+    return 1 if problems or counts["errors"] or counts["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
