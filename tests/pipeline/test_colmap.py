@@ -195,7 +195,7 @@ def test_ref_mesh_naming_a_colmap_folder_is_a_dataset(capture, tmp_path, capsys)
     folder = capture[0]
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"ref_mesh": str(folder), "iter": 3}))
-    assert build_config(read_config_file(config)).dataset == str(folder)
+    assert build_config(read_config_file(config)).sources.dataset == str(folder)
     assert cli.main(["optimize", "--config", str(config), "--check"]) == 0
     printed = capsys.readouterr().out
     assert "a COLMAP model" in printed and "NOT FOUND" not in printed

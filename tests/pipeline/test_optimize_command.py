@@ -43,16 +43,17 @@ def test_reference_system_config_keys_are_translated(tmp_path):
                                 "envmap": "probe.hdr", "display": [{"bsdf": "kd"}],
                                 "dmtet_grid": 32}))
     config = build_config(read_config_file(path))
-    assert config.mode == "reconstruct", "nvdiffrec runs DMTet without a base mesh"
-    assert (config.iterations, config.train_res, config.dmtet_grid) == (500, 256, 32)
-    assert config.learning_rate == (0.03, 0.003) and config.light == "fixed"
-    assert config.ref_mesh == str(tmp_path / "data" / "spot.obj"), "relative to the file"
+    settings = config.settings
+    assert settings.mode == "reconstruct", "nvdiffrec runs DMTet without a base mesh"
+    assert (settings.iterations, settings.train_res, settings.dmtet_grid) == (500, 256, 32)
+    assert settings.learning_rate == (0.03, 0.003) and settings.light == "fixed"
+    assert config.sources.ref_mesh == str(tmp_path / "data" / "spot.obj"), "relative to the file"
 
 
 def test_settings_mistakes_are_sentences(tmp_path):
     with pytest.raises(UserError, match="unknown setting"):
         build_config({"iteratons": 10})
-    with pytest.raises(UserError, match="mode must be one of"):
+    with pytest.raises(UserError, match="mode: must be one of"):
         build_config({"mode": "sculpt"})
     with pytest.raises(UserError, match="needs an envmap"):
         build_config({"light": "learn-from-envmap"})

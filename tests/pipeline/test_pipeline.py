@@ -11,16 +11,18 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from running import optimize_into
 
 from diffrec import raster
 from diffrec.camera import orbit_cameras
+from diffrec.commands.optimize import TerminalReporter
 from diffrec.errors import Cancelled
 from diffrec.io import Asset, Material
 from diffrec.light.equirect import equirect_pixel_directions
 from diffrec.mesh.primitives import uv_sphere
 from diffrec.pipeline.config import build_config
 from diffrec.pipeline.datasets import render_reference_views
-from diffrec.pipeline.run import Inputs, optimize
+from diffrec.pipeline.inputs import Inputs
 
 pytestmark = pytest.mark.slow
 CTX = raster.RasterContext("cpu", impl="torch")
@@ -58,7 +60,7 @@ def config(tmp_path, **values):
 def test_materials_mode_recovers_a_known_albedo(tmp_path):
     mesh = uv_sphere(32, 16)
     inputs = Inputs(scene(mesh, 16, seed=1), scene(mesh, 4, seed=2), mesh, sky())
-    metrics = optimize(config(tmp_path, mode="materials", iterations=250,
+    metrics = optimize_into(config(tmp_path, mode="materials", iterations=250,
                               learning_rate=(0.03, 0.03)), inputs)
     assert metrics["psnr_mean"] > 30.0, metrics["psnr_mean"]
     out = tmp_path / "out"
@@ -119,8 +121,8 @@ def test_refine_mode_moves_a_perturbed_mesh_back(tmp_path):
     start = truth.replace(positions=truth.positions * bumps)
     inputs = Inputs(scene(truth, 16, seed=3), scene(truth, 4, seed=4), start, sky())
     # at 48 pixels the images constrain little, so the Laplacian must be light here
-    optimize(config(tmp_path, mode="refine", iterations=200, learning_rate=(0.02, 0.02),
-                    laplace_scale=10.0), inputs)
+    optimize_into(config(tmp_path, mode="refine", iterations=200, learning_rate=(0.02, 0.02),
+                         laplace_scale=10.0), inputs)
     from diffrec.io import read_obj
 
     refined = read_obj(tmp_path / "out" / "mesh.obj").mesh
@@ -146,8 +148,8 @@ def test_reconstruct_mode_finds_a_closed_surface_with_matching_silhouettes(tmp_p
     kd = torch.full((8, 8, 3), 0.6)
     inputs = Inputs(scene(truth, 24, seed=5, kd=kd, size=size),
                     scene(truth, 4, seed=6, kd=kd, size=size), None, sky())
-    optimize(config(tmp_path, mode="reconstruct", iterations=300, dmtet_grid=24, train_res=size,
-                    laplace_scale=1000.0, mesh_scale=2.0), inputs)
+    optimize_into(config(tmp_path, mode="reconstruct", iterations=300, dmtet_grid=24,
+                         train_res=size, laplace_scale=1000.0, mesh_scale=2.0), inputs)
     from diffrec.io import read_obj
     from diffrec.mesh.topology import edge_triangles
 
@@ -167,17 +169,19 @@ def test_a_stopped_run_resumes_to_the_same_result(tmp_path):
     inputs = Inputs(scene(mesh, 6, seed=7), scene(mesh, 2, seed=8), mesh, sky())
     settings = {"mode": "refine", "iterations": 12, "checkpoint_every": 4, "light": "learn",
                 "laplace_scale": 100.0}
-    straight = optimize(config(tmp_path / "a", **settings), inputs)
+    straight = optimize_into(config(tmp_path / "a", **settings), inputs)
 
-    calls = {"n": 0}
+    class StopAfterEight(TerminalReporter):
+        calls = 0
 
-    def stop_after_eight():
-        calls["n"] += 1
-        return calls["n"] > 8
+        def should_stop(self):
+            self.calls += 1
+            return self.calls > 8
 
+    stopped = config(tmp_path / "b", **settings)
     with pytest.raises(Cancelled):
-        optimize(config(tmp_path / "b", **settings), inputs, should_stop=stop_after_eight)
-    resumed = optimize(config(tmp_path / "b", **settings), inputs)
+        optimize_into(stopped, inputs, StopAfterEight(stopped.out_dir, stream=None))
+    resumed = optimize_into(config(tmp_path / "b", **settings), inputs)
     a = (tmp_path / "a" / "out" / "mesh.obj").read_text()
     b = (tmp_path / "b" / "out" / "mesh.obj").read_text()
     assert a == b, "vertex positions identical to the last digit"

@@ -90,20 +90,26 @@ def test_check_explains_every_key(data, name, capsys):
 
 
 def test_keys_keep_their_meaning(data):
-    nerd = build_config(read_config_file(write_config(data, "nerd_ehead")))
-    assert nerd.dataset == str(data / "data" / "llff") and nerd.mode == "reconstruct"
+    nerd_config = build_config(read_config_file(write_config(data, "nerd_ehead")))
+    nerd = nerd_config.settings
+    assert nerd_config.sources.dataset == str(data / "data" / "llff")
+    assert nerd.mode == "reconstruct"
     assert nerd.kd_max == (0.8, 0.8, 0.8) and nerd.camera_space_light
     assert nerd.material_ranges()["ks"] == ((0.0, 0.08, 0.0), (0.0, 1.0, 1.0))
     assert nerd.init_textures == "random" and nerd.background == "white"
     assert nerd.display == ("kd", "ks", "normal")
     assert (nerd.checkpoint_every, nerd.preview_every) == (2, 2), "save_interval"
-    metal = build_config(read_config_file(write_config(data, "spot_metal")))
+    metal_config = build_config(read_config_file(write_config(data, "spot_metal")))
+    metal = metal_config.settings
     assert metal.mode == "materials" and metal.learning_rate == (0.01, 0.01)
-    assert metal.ref_material == str(data / "data" / "metal.mtl")
-    ficus = build_config(read_config_file(write_config(data, "nerf_ficus")))
+    assert metal_config.sources.ref_material == str(data / "data" / "metal.mtl")
+    ficus_config = build_config(read_config_file(write_config(data, "nerf_ficus")))
+    ficus = ficus_config.settings
     assert ficus.material_ranges()["kd"] == ((0.0, 0.0, 0.0, 0.0), (1.0, 1.0, 1.0, 1.0))
-    flexi = build_config(read_config_file(write_config(data, "bob_flexi")))
-    assert (flexi.geometry, flexi.env_scale, flexi.validation) == ("flexicubes", 2.0, False)
+    flexi_config = build_config(read_config_file(write_config(data, "bob_flexi")))
+    flexi = flexi_config.settings
+    assert (flexi.geometry, flexi.validation) == ("flexicubes", False)
+    assert flexi_config.sources.env_scale == 2.0
     bob_without_lock = {k: v for k, v in CONFIGS["bob"].items()}
     bob_without_lock["base_mesh"] = "data/ball.obj"
     path = data / "refine.json"

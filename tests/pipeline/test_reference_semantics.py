@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import stand_ins
 import torch
+from running import optimize_into
 
 from diffrec import raster
 from diffrec.camera import Cameras, look_at
@@ -16,7 +17,8 @@ from diffrec.mesh.normals import with_vertex_normals
 from diffrec.mesh.primitives import uv_sphere
 from diffrec.pipeline.config import build_config
 from diffrec.pipeline.datasets import Views
-from diffrec.pipeline.run import Inputs, initial_textures, load_inputs, optimize
+from diffrec.pipeline.inputs import Inputs, load_inputs
+from diffrec.pipeline.run import initial_textures
 from diffrec.pipeline.trainer import background_for, composite, light_rotation
 from diffrec.render.material import TextureMaterial
 from diffrec.render.renderer import render_mesh
@@ -76,13 +78,13 @@ def test_starting_textures_follow_init_textures_and_the_ranges():
     base = Material(kd=torch.tensor([0.9, 0.1, 0.2]), ks=torch.tensor([0.0, 0.7, 0.3]))
     random = initial_textures(build_config({"init_textures": "random", "texture_res": 16,
                                             "kd_min": [0.1, 0.2, 0.3], "kd_max": [0.4, 0.5, 0.6],
-                                            "min_roughness": 0.3}), "cpu", base)
+                                            "min_roughness": 0.3}).settings, "cpu", base)
     kd, ks = random.kd.data, random.ks.data
     assert kd.std() > 0.02 and (kd >= torch.tensor([0.1, 0.2, 0.3])).all()
     assert (kd <= torch.tensor([0.4, 0.5, 0.6])).all()
     assert ks[..., 0].max() <= 0.01 and ks[..., 1].min() >= 0.3, "occlusion ~0, roughness floor"
     own = initial_textures(build_config({"init_textures": "base_mesh", "texture_res": 8,
-                                         "layers": 2}), "cpu", base)
+                                         "layers": 2}).settings, "cpu", base)
     torch.testing.assert_close(own.kd.data[3, 5], torch.tensor([0.9, 0.1, 0.2, 1.0]))
     torch.testing.assert_close(own.ks.data[3, 5], torch.tensor([0.0, 0.7, 0.3]))
     assert own.kd.min_value.tolist() == [0.0, 0.0, 0.0, 0.0], "alpha is trained with layers"
@@ -108,7 +110,7 @@ def test_lock_light_keeps_the_light_of_pass_1(tmp_path):
         config = build_config({"mode": "materials", "iterations": 3, "batch": 2,
                                "texture_res": 16, "light_res": 32, "lock_light": lock,
                                "out_dir": str(tmp_path / str(lock)), "device": "cpu"})
-        optimize(config, Inputs(train, train, stand_ins.ball_asset().mesh))
+        optimize_into(config, Inputs(train, train, stand_ins.ball_asset().mesh))
         probes[lock] = read_image(tmp_path / str(lock) / "probe.hdr")
     np.testing.assert_allclose(probes[True], 0.5, atol=0.01)  # the learnt light's start
     assert np.abs(probes[False] - 0.5).max() > 0.01

@@ -9,8 +9,8 @@ import pytest
 from diffrec import cli
 from diffrec.errors import UserError
 from diffrec.pipeline.bounds import GIB, MAX_RES, check_bounds
-from diffrec.pipeline.config import PRESETS, build_config
 from diffrec.protocol import ServerError
+from diffrec.protocol.settings import PRESETS, parse_settings
 
 
 def optimize_inputs() -> dict:
@@ -25,7 +25,7 @@ def optimize_inputs() -> dict:
 @pytest.mark.parametrize("preset", list(PRESETS))
 def test_every_preset_fits_a_16_gib_device(preset):
     for mode in ("materials", "reconstruct"):
-        check_bounds(build_config({"preset": preset, "mode": mode}), 16 * GIB, 100_000)
+        check_bounds(parse_settings({"preset": preset, "mode": mode}), 16 * GIB, 100_000)
 
 
 @pytest.mark.parametrize("settings, named", [
@@ -36,9 +36,9 @@ def test_every_preset_fits_a_16_gib_device(preset):
 ])
 def test_settings_that_cannot_fit_are_refused_with_the_setting_named(settings, named):
     with pytest.raises(UserError, match=named):
-        check_bounds(build_config(settings), 16 * GIB)
+        check_bounds(parse_settings(settings), 16 * GIB)
     with pytest.raises(UserError, match="triangles"):
-        check_bounds(build_config({}), 16 * GIB, triangles=10**9)
+        check_bounds(parse_settings({}), 16 * GIB, triangles=10**9)
     assert MAX_RES < 65536
 
 

@@ -59,7 +59,7 @@ def test_job_resumes_from_its_checkpoint_after_the_server_is_killed(start_server
     images = target_images(size=16, seed=7)
     client.submit("survivor", fit_spec(iterations=2000, checkpoint_every=100), {"images": images})
     client.submit("waiting", fit_spec(iterations=20), {"images": images})
-    checkpoint = server.job_dir("survivor") / "checkpoint" / "checkpoint.npz"
+    checkpoint = server.job_dir("survivor") / "checkpoint" / "fit.pt"
     client.attach("survivor")
     for event in client.events(idle_timeout=30):
         if event["kind"] == "progress" and checkpoint.exists():

@@ -309,7 +309,7 @@ def test_sigterm_stops_the_server_within_seconds_and_the_job_resumes(start_serve
     client.submit("long", fit_spec(iterations=100_000, checkpoint_every=20),
                   {"images": target_images()})
     client.attach("long")
-    checkpoint = server.job_dir("long") / "checkpoint" / "checkpoint.npz"
+    checkpoint = server.job_dir("long") / "checkpoint" / "fit.pt"
     next(e for e in client.events(idle_timeout=30)
          if e["kind"] == "progress" and checkpoint.exists())
     began = time.monotonic()

@@ -21,8 +21,8 @@ from diffrec.io import Asset, Material, read_image, write_image, write_obj
 from diffrec.mesh.primitives import uv_sphere
 from diffrec.pipeline.config import build_config, read_config_file
 from diffrec.pipeline.datasets import render_reference_views
+from diffrec.pipeline.inputs import load_inputs
 from diffrec.pipeline.job_arrays import from_job_arrays
-from diffrec.pipeline.run import load_inputs
 
 WIDTH, HEIGHT = 24, 16  # not square, so swapped sides show
 ANGLE_X = 0.8
@@ -218,4 +218,4 @@ def test_a_dataset_folder_runs_as_an_optimize_job(server, tmp_path, capsys):
     assert cli.main(["fetch", "from-folder", "--out", str(tmp_path / "out"), *where]) == 0
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert metrics["mode"] == "materials" and metrics["iterations"] == 2
-    assert metrics["config"]["preset"] == "preview" and len(metrics["views"]) == 1
+    assert metrics["settings"]["preset"] == "preview" and len(metrics["views"]) == 1

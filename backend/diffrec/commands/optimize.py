@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import time
 from pathlib import Path
 
 from diffrec.errors import UserError
 from diffrec.pipeline.bounds import GIB, check_bounds, device_memory_bytes
-from diffrec.pipeline.config import (
-    GEOMETRIES,
-    LIGHT_MODES,
-    MODES,
-    PRESETS,
-    build_config,
-    read_config_reading,
-)
+from diffrec.pipeline.checkpoints import CheckpointStore
+from diffrec.pipeline.config import RunConfig, build_config, read_config_reading
 from diffrec.pipeline.reference_config import Reading
+from diffrec.pipeline.reporter import Preview, Progress, Reporter
+from diffrec.protocol.settings import GEOMETRIES, LIGHT_MODES, MODES, PRESETS
 
 NAME = "optimize"
 HELP = "optimise a mesh, PBR textures and light against target images"
@@ -64,61 +61,65 @@ def add_arguments(parser) -> None:
                              "that would run, then exit without running")
 
 
-class ProgressLine:
-    """One self-updating line: pass, iteration, loss, PSNR, ETA (plain lines when piped)."""
+class TerminalReporter(Reporter):
+    """``diffrec optimize``'s reporter: one self-updating progress line on ``stream`` (plain
+    lines when piped; none when ``stream`` is None), log lines through ``logging``, each
+    preview as ``out_dir/previews/<pass>_<iteration>.png`` (render | target, then the
+    display panels in order, each scaled to a longest side of ``preview_size`` pixels; None:
+    as rendered) and checkpoints in ``out_dir/checkpoints``."""
 
-    def __init__(self, stream=sys.stderr):
+    BAR_WIDTH = 24
+
+    def __init__(self, out_dir: str, preview_size: int | None = None, stream=sys.stderr):
+        super().__init__(CheckpointStore(Path(out_dir) / "checkpoints"))
+        self.previews = Path(out_dir) / "previews"
+        self.preview_size = preview_size
         self.stream = stream
-        self.live = stream.isatty()
 
-    def __call__(self, event: dict) -> None:
-        done, total = event["iteration"], event["iterations"]
-        width = 24
-        filled = int(width * done / total)
-        eta = time.strftime("%M:%S", time.gmtime(event["eta_s"]))
-        line = (f"{event['pass']} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
-                f"loss {event['losses']['total']:.4f} psnr {event['psnr']:.2f} dB eta {eta}")
-        if self.live:
+    def progress(self, progress: Progress) -> None:
+        if self.stream is None:
+            return
+        done, total = progress.iteration, progress.iterations
+        filled = int(self.BAR_WIDTH * done / total)
+        eta = time.strftime("%M:%S", time.gmtime(progress.eta_s))
+        line = (f"{progress.pass_name} [{'#' * filled}{'.' * (self.BAR_WIDTH - filled)}] "
+                f"{done}/{total} loss {progress.losses['total']:.4f} "
+                f"psnr {progress.psnr:.2f} dB eta {eta}")
+        if self.stream.isatty():
             self.stream.write("\r" + line + ("\n" if done == total else ""))
         else:
             self.stream.write(line + "\n")
         self.stream.flush()
 
+    def log(self, message: str, level: str = "info", **fields) -> None:
+        logging.getLogger("diffrec").log(logging.getLevelName(level.upper()), message)
 
-class PreviewWriter:
-    """Writes each preview event as ``out_dir/previews/<pass>_<iteration>.png``: render |
-    target, then the event's display panels in order, each scaled to a longest side of
-    ``size`` pixels (None: as rendered)."""
-
-    def __init__(self, out_dir: str, size: int | None = None):
-        self.folder = Path(out_dir) / "previews"
-        self.size = size
-
-    def __call__(self, event: dict) -> None:
+    def preview(self, preview: Preview) -> None:
         import torch
         import torch.nn.functional as F
 
         from diffrec.io import write_image
         from diffrec.render.metrics import display
 
-        images = [display(event["render"][None])[0], display(event["target"][None])[0],
-                  *event.get("panels", {}).values()]
-        height = event["render"].shape[0] if self.size is None else None
+        images = [display(preview.render[None])[0], display(preview.target[None])[0],
+                  *preview.panels.values()]
+        height = preview.render.shape[0]
         scaled = []
         for image in images:
-            scale = (self.size / max(image.shape[:2])) if self.size else height / image.shape[0]
+            scale = (self.preview_size / max(image.shape[:2]) if self.preview_size
+                     else height / image.shape[0])
             size = (max(1, round(image.shape[0] * scale)), max(1, round(image.shape[1] * scale)))
             chw = image.permute(2, 0, 1)[None].float()
             scaled.append(F.interpolate(chw, size=size, mode="bilinear", antialias=True,
                                         align_corners=False)[0].permute(1, 2, 0))
         rows = max(image.shape[0] for image in scaled)
         padded = [F.pad(image, (0, 0, 0, 0, 0, rows - image.shape[0])) for image in scaled]
-        self.folder.mkdir(parents=True, exist_ok=True)
-        path = self.folder / f"{event['pass']}_{event['iteration']:06d}.png"
+        self.previews.mkdir(parents=True, exist_ok=True)
+        path = self.previews / f"{preview.pass_name}_{preview.iteration:06d}.png"
         write_image(path, torch.cat(padded, dim=1).clamp(0, 1).numpy(), data=True)
 
 
-def check_report(path: str | None, reading: Reading, config) -> str:
+def check_report(path: str | None, reading: Reading, config: RunConfig) -> str:
     """What ``--check`` prints: each key of the file and what it became, where the targets
     come from, and the settings that would run (JSON)."""
     from diffrec.pipeline.colmap_capture import capture_layout
@@ -128,33 +129,38 @@ def check_report(path: str | None, reading: Reading, config) -> str:
         kind = ("the reference system's config: its defaults apply where it is silent"
                 if reading.reference else "diffrec settings")
         lines += [f"{path} ({kind}):", *(f"  {line}" for line in reading.lines)]
-    if config.dataset:
+    sources = config.sources
+    if sources.dataset:
         found = {"nerf": "a NeRF-style folder", "llff": "an LLFF capture",
                  "colmap": "a COLMAP model",
                  None: "NOT FOUND: no transforms_train.json, poses_bounds.npy or COLMAP "
-                       "model there"}[capture_layout(config.dataset)]
-        lines.append(f"targets: the images of {config.dataset} ({found})")
-    elif config.ref_mesh:
-        found = "" if Path(config.ref_mesh).exists() else " (NOT FOUND)"
-        lines.append(f"targets: {config.views} renders of {config.ref_mesh}{found} under "
-                     f"{config.envmap}")
+                       "model there"}[capture_layout(sources.dataset)]
+        lines.append(f"targets: the images of {sources.dataset} ({found})")
+    elif sources.ref_mesh:
+        found = "" if Path(sources.ref_mesh).exists() else " (NOT FOUND)"
+        lines.append(f"targets: {config.settings.views} renders of {sources.ref_mesh}{found} "
+                     f"under {sources.envmap}")
     lines += [memory_line(config), "settings:", json.dumps(config.to_dict(), indent=2)]
     return "\n".join(lines)
 
 
-def memory_line(config) -> str:
+def memory_line(config: RunConfig) -> str:
     """Whether ``config`` fits in this machine's ``config.device`` (``check_bounds``' estimate):
     a config may be checked here and run on a larger GPU elsewhere."""
     memory = device_memory_bytes(config.device)
     try:
-        check_bounds(config, memory)
+        check_bounds(config.settings, memory)
     except UserError as error:
         return f"memory: too much for this machine (device {config.device}): {error}"
     return f"memory: fits this machine (device {config.device}, {memory / GIB:.1f} GiB)"
 
 
 def run(args) -> int:
-    from diffrec.pipeline.run import optimize  # imports torch-heavy modules only when used
+    # torch-heavy modules are imported only when a run starts
+    from diffrec import raster
+    from diffrec.pipeline.inputs import load_inputs
+    from diffrec.pipeline.outputs import write_result
+    from diffrec.pipeline.run import optimize, resolve_device
 
     reading = read_config_reading(args.config) if args.config else Reading()
     flags = settings_flags(args, ("device", "out_dir", "dataset", "ref_mesh", "preview_every"))
@@ -162,17 +168,13 @@ def run(args) -> int:
     if args.check:
         print(check_report(args.config, reading, config))
         return 0
-    check_bounds(config, device_memory_bytes(config.device))
-    line = None if args.quiet else ProgressLine()
-    previews = PreviewWriter(config.out_dir, config.preview_res)
-
-    def progress(event: dict) -> None:
-        if event["type"] == "preview":
-            previews(event)
-        elif event["type"] == "progress" and line is not None:
-            line(event)  # log events reach the terminal through logging
-
-    metrics = optimize(config, progress=progress)
-    summary = {key: metrics[key] for key in ("psnr_mean", "ssim_mean", "time_s")}
+    check_bounds(config.settings, device_memory_bytes(config.device))
+    ctx = raster.RasterContext(resolve_device(config.device))
+    inputs = load_inputs(config, ctx)
+    reporter = TerminalReporter(config.out_dir, config.settings.preview_res,
+                                None if args.quiet else sys.stderr)
+    result = optimize(config.settings, inputs, reporter, device=config.device)
+    write_result(Path(config.out_dir), result)
+    summary = {key: result.metrics[key] for key in ("psnr_mean", "ssim_mean", "time_s")}
     print(json.dumps({"out_dir": config.out_dir, **summary}, indent=2))
     return 0

@@ -19,6 +19,7 @@ import numpy as np
 
 from diffrec.errors import UserError
 from diffrec.protocol import ProtocolError, ServerUnavailable
+from diffrec.protocol.settings import FIELDS
 
 from ._connection import add_server_arguments, connect
 from .optimize import add_settings_arguments, settings_flags
@@ -123,19 +124,20 @@ def optimize_job(values: dict, origin: str = "the settings file"
     loads them, as arrays; the settings without those the server chooses itself."""
     from diffrec import raster
     from diffrec.pipeline.config import build_config
+    from diffrec.pipeline.inputs import load_inputs
     from diffrec.pipeline.job_arrays import to_job_arrays
-    from diffrec.pipeline.run import load_inputs, resolve_device
-    from diffrec.server.optimize_runner import SERVER_OWNED
+    from diffrec.pipeline.run import resolve_device
 
     config = build_config(values)
-    if not (config.dataset or config.ref_mesh):
+    settings, sources = config.settings, config.sources
+    if not (sources.dataset or sources.ref_mesh):
         raise UserError(f"{origin} names no target images: set dataset (a NeRF-style folder "
                         "or an LLFF capture) or ref_mesh (a mesh to render under envmap) in it")
-    if config.mode != "reconstruct" and not config.base_mesh:
-        raise UserError(f"mode {config.mode!r} needs a starting mesh: pass --base-mesh MESH (or "
+    if settings.mode != "reconstruct" and not sources.base_mesh:
+        raise UserError(f"mode {settings.mode!r} needs a starting mesh: pass --base-mesh MESH (or "
                         "set base_mesh in a settings file), or use --mode reconstruct")
-    if config.light != "learn" and not config.envmap:
-        raise UserError(f"light {config.light!r} needs an envmap: pass --envmap HDRI (or set "
+    if settings.light != "learn" and not sources.envmap:
+        raise UserError(f"light {settings.light!r} needs an envmap: pass --envmap HDRI (or set "
                         "envmap in a settings file)")
     local = sorted(key for key in ("out_dir", "device") if key in values)
     if local:
@@ -144,15 +146,16 @@ def optimize_job(values: dict, origin: str = "the settings file"
 
     ctx = raster.RasterContext(resolve_device("auto"))  # renders a ref_mesh's targets
     inputs = load_inputs(config, ctx, hold_out=False)
-    base = inputs.base_mesh if config.mode != "reconstruct" else None  # reconstruct ignores it
-    envmap = inputs.envmap if config.light != "learn" else None  # a learnt light starts grey
+    base = inputs.base_mesh if settings.mode != "reconstruct" else None  # reconstruct ignores it
+    envmap = inputs.envmap if settings.light != "learn" else None  # a learnt light starts grey
     arrays = to_job_arrays(inputs.train, base, envmap)
     views = inputs.train
     log.info("sending %d views of %dx%d%s%s", len(views), views.cameras.width,
              views.cameras.height, ", the base mesh" if base is not None else "",
              ", the envmap" if envmap is not None else "")
-    settings = {key: value for key, value in values.items() if key not in SERVER_OWNED}
-    return {"task": "optimize", "settings": settings}, arrays
+    chosen = settings.to_dict()
+    sent = {key: chosen[key] for key in values if key in FIELDS}  # the preset does the rest
+    return {"task": "optimize", "settings": sent}, arrays
 
 
 def run(args) -> int:

@@ -47,7 +47,7 @@ def device_memory_bytes(device: str) -> int:
 
 
 def check_bounds(config, memory_bytes: int, triangles: int | None = None) -> None:
-    """Raise UserError if ``config`` (an OptimizeConfig) cannot fit in ``memory_bytes``;
+    """Raise UserError if ``config`` (``Settings``) cannot fit in ``memory_bytes``;
     ``triangles`` is the starting mesh's size when known."""
     for name in ("train_res", "texture_res"):
         if getattr(config, name) > MAX_RES:

@@ -2,16 +2,23 @@
 
 Stages are named by the pipeline ("pass1", "pass1-result", "pass2"). A file is written to a
 temporary name, flushed to disk and renamed over the old one, so a run killed at any moment
-leaves either the previous checkpoint or the new one, never a torn file.
+leaves either the previous checkpoint or the new one, never a torn file. torch is imported
+when a checkpoint is read or written, so the job server's process can hold a store cheaply.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-import torch
-
 from diffrec.files import atomic_writer
+from diffrec.protocol.settings import BOOKKEEPING, Settings
+
+
+def settings_fingerprint(settings: Settings) -> str:
+    """The settings that shape the optimisation (a checkpoint only resumes the same run)."""
+    values = {k: v for k, v in settings.to_dict().items() if k not in BOOKKEEPING}
+    return json.dumps(values, sort_keys=True, default=str)
 
 
 class CheckpointStore:
@@ -24,6 +31,8 @@ class CheckpointStore:
         return self.directory / f"{stage}.pt"
 
     def save(self, stage: str, state: dict) -> None:
+        import torch
+
         with atomic_writer(self.path(stage)) as file:
             torch.save(state, file)
 
@@ -32,6 +41,8 @@ class CheckpointStore:
         path = self.path(stage)
         if not path.exists():
             return None
+        import torch
+
         return torch.load(path, map_location="cpu", weights_only=False)
 
     def clear(self) -> None:

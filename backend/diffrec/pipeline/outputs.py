@@ -74,3 +74,13 @@ def write_validation(out_dir: Path, renders: torch.Tensor, targets: torch.Tensor
 
 def write_metrics(out_dir: Path, metrics: dict) -> None:
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
+
+
+def write_result(out_dir: Path, result) -> None:
+    """A ``pipeline.run.Result`` into ``out_dir``: the validation images (when it has them),
+    the asset, then metrics.json."""
+    if result.validation is not None:
+        validation = result.validation
+        write_validation(out_dir, validation.renders, validation.targets, validation.names)
+    write_asset(out_dir, result.mesh, result.material, result.light)
+    write_metrics(out_dir, result.metrics)

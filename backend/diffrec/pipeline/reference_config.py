@@ -21,8 +21,8 @@ from typing import Any
 
 from diffrec.errors import UserError
 from diffrec.pipeline.colmap_capture import capture_layout
+from diffrec.protocol.settings import BACKGROUNDS
 
-BACKGROUNDS = ("random", "white", "black", "checker", "reference")
 DISPLAY_PANELS = {"kd": "kd", "ks": "ks", "normal": "normal", "white": "shading-only"}
 
 
@@ -292,4 +292,4 @@ def _reference_mode(reading: Reading, data: dict) -> None:
                              "from scratch, then refined)")
 
 
-__all__ = ["BACKGROUNDS", "KEYS", "Reading", "Refused", "translate"]
+__all__ = ["KEYS", "Reading", "Refused", "translate"]

@@ -7,46 +7,34 @@ Modes:
   the mesh is cleaned, unwrapped and the material baked into textures; pass 2 refines mesh,
   textures and light together.
 
-``optimize`` is what the command line and the job server call. A run writes checkpoints under
-``out_dir/checkpoints`` and resumes from them when started again with the same settings.
+``optimize(settings, inputs, reporter)`` is what the command line and the job server call:
+in-memory inputs (``pipeline.inputs``) in, a ``Result`` out (``pipeline.outputs`` writes
+it); the reporter (``pipeline.reporter``) hears progress and keeps checkpoints, from which a
+run started again with the same settings resumes.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from diffrec import raster
-from diffrec.camera import orbit_cameras
 from diffrec.errors import Cancelled, UserError
 from diffrec.geometry import clean_mesh
-from diffrec.io import Material, read_gltf, read_image, read_mtl, read_obj
+from diffrec.io import Material
 from diffrec.light.envmap import EnvironmentLight
 from diffrec.mesh import Mesh
-from diffrec.mesh.box import fit_to_box
 from diffrec.neural import HashGridConfig
 from diffrec.neural.material import NeuralMaterial
-from diffrec.pipeline import outputs
 from diffrec.pipeline.bake import bake_textures
-from diffrec.pipeline.checkpoints import CheckpointStore
-from diffrec.pipeline.config import OptimizeConfig
-from diffrec.pipeline.datasets import (
-    Views,
-    ViewSampler,
-    check_views_see_box,
-    load_dataset,
-    render_reference_views,
-    split_views,
-)
+from diffrec.pipeline.datasets import Views, ViewSampler, check_views_see_box
 from diffrec.pipeline.geometry_models import ExplicitGeometry, IsosurfaceGeometry
+from diffrec.pipeline.inputs import Inputs, at_longest_side
+from diffrec.pipeline.reporter import Reporter
 from diffrec.pipeline.trainer import (
     Pass,
     PassTrainer,
@@ -55,6 +43,7 @@ from diffrec.pipeline.trainer import (
     light_rotation,
 )
 from diffrec.pipeline.unwrap import has_usable_uvs, unwrap
+from diffrec.protocol.settings import Settings
 from diffrec.render.material import NeuralSurface, TextureMaterial
 from diffrec.render.metrics import psnr, ssim
 from diffrec.render.renderer import render_mesh
@@ -62,21 +51,27 @@ from diffrec.render.texture2d import Texture2D
 
 log = logging.getLogger(__name__)
 
-REFERENCE_CAMERA_RADIUS = 3.0  # nvdiffrec's mesh mode: unit-box mesh, cameras at radius 3
-REFERENCE_FOV_DEGREES = 45.0
+
+@dataclass
+class Validation:
+    """The held-out views as judged: ``renders`` and composited ``targets`` ``[N, H, W, 3]``
+    linear (CPU), one of ``names`` each."""
+
+    renders: torch.Tensor
+    targets: torch.Tensor
+    names: list[str]
 
 
 @dataclass
-class Inputs:
-    """What a run optimises against. ``envmap``: equirect [H, W, 3] linear (None: learn).
-    ``test`` is None only for inputs loaded to be sent to a server, which holds out its own.
-    ``base_material``: the base mesh's own material (``init_textures`` "base_mesh")."""
+class Result:
+    """What a run made: the final mesh (with UVs), its textures, the light, the metrics
+    (``metrics.json``) and the held-out renders (None without ``validation``)."""
 
-    train: Views
-    test: Views | None
-    base_mesh: Mesh | None = None
-    envmap: torch.Tensor | None = None
-    base_material: Material | None = None
+    mesh: Mesh
+    material: TextureMaterial
+    light: EnvironmentLight
+    metrics: dict
+    validation: Validation | None
 
 
 def resolve_device(name: str) -> torch.device:
@@ -95,79 +90,18 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
-def read_mesh(path: str | Path):
-    """An Asset from an OBJ, GLB or glTF file."""
-    path = Path(path)
-    if path.suffix.lower() == ".obj":
-        return read_obj(path)
-    if path.suffix.lower() in (".glb", ".gltf"):
-        return read_gltf(path)
-    raise UserError(f"cannot read mesh {path}: use .obj, .glb or .gltf")
+def make_light(settings: Settings, envmap: torch.Tensor | None, device) -> EnvironmentLight:
+    if settings.light == "learn" or envmap is None:
+        if settings.light != "learn":
+            raise UserError(f"light {settings.light!r} needs an envmap (the HDRI)")
+        return EnvironmentLight(resolution=settings.light_res, init=0.5).to(device)
+    return EnvironmentLight.from_equirect(envmap.to(device), resolution=settings.light_res)
 
 
-def load_inputs(config: OptimizeConfig, ctx: raster.RasterContext, hold_out: bool = True
-                ) -> Inputs:
-    """Targets and starting mesh from the config's files: a capture folder (``dataset``, or a
-    ``ref_mesh`` that names a folder: NeRF-style or LLFF) or a reference mesh rendered under
-    ``envmap`` (scaled by ``env_scale``; its material replaced by ``ref_material``'s first).
-
-    ``hold_out=False`` (what ``diffrec submit`` sends; the server holds out views itself):
-    ``train`` has all the target views (a dataset's ``transforms_train.json`` whole, or
-    ``views`` renders of a reference mesh), ``test`` is None, and a dataset's
-    ``transforms_test.json`` is not read.
-    """
-    envmap = None
-    if config.envmap:
-        envmap = torch.from_numpy(read_image(config.envmap)[..., :3].copy()) * config.env_scale
-    base_asset = read_mesh(config.base_mesh) if config.base_mesh else None
-    base = base_asset.mesh if base_asset else None
-    base_material = base_asset.materials[0] if base_asset and base_asset.materials else None
-    dataset = config.dataset or (config.ref_mesh if config.ref_mesh and
-                                 Path(config.ref_mesh).is_dir() else None)
-    if dataset:
-        train = load_dataset(dataset, "train", config.train_res, near_far=config.near_far)
-        if not hold_out:
-            return Inputs(train, None, base, envmap, base_material)
-        try:
-            test = load_dataset(dataset, "test", config.train_res, near_far=config.near_far)
-        except UserError:
-            train, test = split_views(train, min(config.test_views, len(train) - 1), config.seed)
-        return Inputs(train, test, base, envmap, base_material)
-    if config.ref_mesh:
-        if envmap is None:
-            raise UserError("rendering a reference mesh needs an envmap (an HDRI) to light it")
-        asset = read_mesh(config.ref_mesh)
-        if config.ref_material:
-            asset.materials = read_mtl(config.ref_material)[:1]
-        fitted, transform = fit_to_box(asset.mesh, size=2.0)
-        asset.mesh = fitted
-        if base is not None:
-            base = base.replace(positions=transform.apply(base.positions))
-        near, far = config.near_far or (0.1, 1000.0)
-
-        def views(count, seed):
-            cameras = orbit_cameras(count, REFERENCE_CAMERA_RADIUS, config.train_res,
-                                    fov_degrees=REFERENCE_FOV_DEGREES, seed=seed,
-                                    elevations_degrees=(-30.0, 60.0), near=near, far=far)
-            return render_reference_views(ctx, asset, envmap, cameras.to(ctx.device), spp=2)
-
-        test = views(config.test_views, config.seed + 1) if hold_out else None
-        return Inputs(views(config.views, config.seed), test, base, envmap, base_material)
-    raise UserError("no targets: give a dataset folder (dataset) or a reference mesh (ref_mesh)")
-
-
-def make_light(config: OptimizeConfig, envmap: torch.Tensor | None, device) -> EnvironmentLight:
-    if config.light == "learn" or envmap is None:
-        if config.light != "learn":
-            raise UserError(f"light {config.light!r} needs an envmap (the HDRI)")
-        return EnvironmentLight(resolution=config.light_res, init=0.5).to(device)
-    return EnvironmentLight.from_equirect(envmap.to(device), resolution=config.light_res)
-
-
-def initial_textures(config: OptimizeConfig, device, base_material: Material | None = None
+def initial_textures(settings: Settings, device, base_material: Material | None = None
                      ) -> TextureMaterial:
-    """The textures a materials / refine run starts from (``config.init_textures``), square
-    at ``texture_res``, within ``config.material_ranges()``:
+    """The textures a materials / refine run starts from (``settings.init_textures``), square
+    at ``texture_res``, within ``settings.material_ranges()``:
 
     - "constant": mid-range, grey kd (alpha 1), roughness 0.5, no metal, flat normals;
     - "random": kd uniform in its range, occlusion uniform in its range cut at 0.01,
@@ -175,15 +109,15 @@ def initial_textures(config: OptimizeConfig, device, base_material: Material | N
       textures);
     - "base_mesh": the base mesh's own material resampled (constants where it has none).
     """
-    size, ranges = config.texture_res, config.material_ranges()
+    size, ranges = settings.texture_res, settings.material_ranges()
     kd_low, kd_high = (torch.tensor(v) for v in ranges["kd"])
     ks_low, ks_high = (torch.tensor(v, dtype=torch.float32) for v in ranges["ks"])
     mid_kd = [0.5, 0.5, 0.5, 1.0][:len(kd_low)]
     values = {"kd": torch.tensor(mid_kd).clamp(kd_low, kd_high).expand(size, size, -1),
               "ks": torch.tensor([0.0, 0.5, 0.0]).clamp(ks_low, ks_high).expand(size, size, 3),
               "normal": torch.tensor([0.0, 0.0, 1.0]).expand(size, size, 3)}
-    if config.init_textures == "random":
-        generator = torch.Generator().manual_seed(config.seed)
+    if settings.init_textures == "random":
+        generator = torch.Generator().manual_seed(settings.seed)
 
         def uniform(low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
             return low + (high - low) * torch.rand(size, size, len(low), generator=generator)
@@ -191,7 +125,7 @@ def initial_textures(config: OptimizeConfig, device, base_material: Material | N
         values["kd"] = uniform(kd_low, kd_high)
         ks_high[0] = ks_high[0].clamp(max=0.01).clamp(min=ks_low[0])  # occlusion near none
         values["ks"] = uniform(ks_low, ks_high)
-    elif config.init_textures == "base_mesh" and base_material is not None:
+    elif settings.init_textures == "base_mesh" and base_material is not None:
         for name in ("kd", "ks", "normal"):
             channel = getattr(base_material, name)
             if channel is not None:
@@ -216,112 +150,90 @@ def _resampled(channel: torch.Tensor, size: int, like: torch.Tensor) -> torch.Te
     return image[..., :channels].contiguous()
 
 
-def with_uvs(mesh: Mesh, config: OptimizeConfig,
-             should_stop: Callable[[], bool] = lambda: False) -> Mesh:
+def with_uvs(mesh: Mesh, settings: Settings, reporter: Reporter) -> Mesh:
     """Keep the mesh's UVs when they are usable, else unwrap (xatlas or the fallback)."""
     if has_usable_uvs(mesh):
         return mesh
     positions = mesh.positions.detach().cpu()
-    uvs, uv_triangles = unwrap(positions, mesh.triangles.cpu(), timeout_s=config.unwrap_timeout_s,
-                               resolution_hint=config.texture_res, should_stop=should_stop)
+    uvs, uv_triangles = unwrap(positions, mesh.triangles.cpu(),
+                               timeout_s=settings.unwrap_timeout_s,
+                               resolution_hint=settings.texture_res,
+                               should_stop=reporter.should_stop)
     return mesh.replace(uvs=uvs.to(mesh.positions.device),
                         uv_triangles=uv_triangles.to(mesh.positions.device))
 
 
-BOOKKEEPING_SETTINGS = ("out_dir", "device", "checkpoint_every", "preview_every", "log_every")
-
-
-def settings_fingerprint(config: OptimizeConfig) -> str:
-    """The settings that shape the optimisation (a checkpoint only resumes the same run)."""
-    values = {k: v for k, v in config.to_dict().items() if k not in BOOKKEEPING_SETTINGS}
-    return json.dumps(values, sort_keys=True, default=str)
-
-
-def _run_pass(ctx, run: Pass, train: Views, config, store, progress, should_stop) -> float:
-    sampler = ViewSampler(train, config.batch, seed=config.seed + run.index)
-    fingerprint = settings_fingerprint(config)
-
-    def save(state: dict) -> None:
-        store.save(run.name, {**state, "settings": fingerprint})
-
-    trainer = PassTrainer(ctx, run, sampler, config, progress=progress, checkpoint=save,
-                          should_stop=should_stop)
-    state = store.load(run.name)
-    if state is not None and state.get("settings") != fingerprint:
-        log.warning("ignoring the checkpoint of %s in %s: it was made with other settings",
-                    run.name, store.directory)
-    elif state is not None:
-        trainer.load_state_dict(state)
-        message = f"resumed {run.name} from its checkpoint at iteration {trainer.iteration}"
-        log.info(message)
-        progress({"type": "log", "level": "info", "message": message,
-                  "resumed_from": trainer.iteration})
-    started = time.monotonic()
+def _run_pass(ctx, run: Pass, train: Views, settings: Settings, reporter: Reporter
+              ) -> PassTrainer:
+    """Train ``run`` (from its checkpoint when there is one); returns the finished trainer."""
+    sampler = ViewSampler(train, settings.batch, seed=settings.seed + run.index)
+    trainer = PassTrainer(ctx, run, sampler, settings, reporter)
+    trainer.resume()
     trainer.train()
-    save(trainer.state_dict())
-    return time.monotonic() - started
+    return trainer
 
 
-def _surface_pass(ctx, config, inputs, light, store, progress, should_stop, times) -> tuple:
-    """Pass 1 of reconstruct; returns (mesh with UVs, TextureMaterial) for pass 2 and the
-    name of the surface model that ran (``DMTetGeometry`` or ``FlexiCubesGeometry``)."""
-    half = config.mesh_scale / 2
-    center = torch.tensor(config.center)
+def _surface_pass(ctx, settings: Settings, inputs: Inputs, light, reporter: Reporter
+                  ) -> tuple[Mesh, TextureMaterial, PassTrainer, str]:
+    """Pass 1 of reconstruct; returns the mesh with UVs and its baked TextureMaterial for
+    pass 2, the pass's trainer and the name of the surface model that ran
+    (``DMTetGeometry`` or ``FlexiCubesGeometry``)."""
+    half = settings.mesh_scale / 2
+    center = torch.tensor(settings.center)
     check_views_see_box(inputs.train.cameras, (center - half).tolist(), (center + half).tolist(),
                         inputs.train.names)
     device = ctx.device
-    geometry = IsosurfaceGeometry(config.geometry, config.dmtet_grid, config.mesh_scale,
-                                  config.center, device, config.sdf_regularizer, config.seed)
-    ranges = config.material_ranges()
+    geometry = IsosurfaceGeometry(settings.geometry, settings.dmtet_grid, settings.mesh_scale,
+                                  settings.center, device, settings.sdf_regularizer, settings.seed)
+    ranges = settings.material_ranges()
     field = NeuralMaterial((center - half).tolist(), (center + half).tolist(),
                            kd_min=ranges["kd"][0][:3], kd_max=ranges["kd"][1][:3],
                            ks_min=ranges["ks"][0], ks_max=ranges["ks"][1],
                            normal_min=ranges["normal"][0], normal_max=ranges["normal"][1],
                            device=device,
-                           grid=HashGridConfig(log2_hashmap_size=config.hash_table_log2))
-    first = Pass("pass1", 0, config.iterations, config.learning_rate[0], 0, geometry,
-                 NeuralSurface(field), light, config.light != "fixed")
-    times["pass1"] = _run_pass(ctx, first, inputs.train, config, store, progress, should_stop)
+                           grid=HashGridConfig(log2_hashmap_size=settings.hash_table_log2))
+    first = Pass("pass1", 0, settings.iterations, settings.learning_rate[0], 0, geometry,
+                 NeuralSurface(field), light, settings.light != "fixed")
+    trainer = _run_pass(ctx, first, inputs.train, settings, reporter)
 
     with torch.no_grad():
         mesh = geometry.mesh()
     vertices, triangles = clean_mesh(mesh.positions.detach(), mesh.triangles)
-    mesh = with_uvs(Mesh(vertices, triangles), config, should_stop)
-    _stop_if_asked(should_stop, "after unwrapping the surface")
-    textures = bake_textures(ctx, mesh, field.evaluate,
-                             config.texture_res)
+    mesh = with_uvs(Mesh(vertices, triangles), settings, reporter)
+    _stop_if_asked(reporter, "after unwrapping the surface")
+    textures = bake_textures(ctx, mesh, field.evaluate, settings.texture_res)
     if len(ranges["kd"][0]) == 4:  # layers > 1: pass 2 learns alpha, starting opaque
         textures["kd"] = torch.cat([textures["kd"], torch.ones_like(textures["kd"][..., :1])], -1)
     baked = {name: Texture2D(textures[name], *ranges[name]) for name in ranges}
     material = TextureMaterial(baked["kd"], baked["ks"], baked["normal"]).to(device)
-    return mesh, material, type(geometry.surface).__name__
+    return mesh, material, trainer, type(geometry.surface).__name__
 
 
-def _stop_if_asked(should_stop: Callable[[], bool] | None, where: str) -> None:
+def _stop_if_asked(reporter: Reporter, where: str) -> None:
     """Between stages that do not poll ``should_stop`` themselves (each takes seconds at most)."""
-    if should_stop is not None and should_stop():
+    if reporter.should_stop():
         raise Cancelled(f"stopped {where}")
 
 
 VALIDATION_SPP = 2  # held-out views are judged antialiased, as targets and Blender show them
 
 
-def validate(ctx, mesh, material, light, views: Views, config
+def validate(ctx, mesh, material, light, views: Views, settings: Settings
              ) -> tuple[dict, torch.Tensor, torch.Tensor]:
     """Render the held-out views (supersampled); PSNR and SSIM per view against the targets,
-    both over ``config.background`` (black for "random"). Returns the scores, the renders
+    both over ``settings.background`` (black for "random"). Returns the scores, the renders
     and the composited targets (``[N, H, W, 3]``, CPU)."""
     light.build_mips()
     renders, shown_targets, scores = [], [], []
     with torch.no_grad():
-        for start in range(0, len(views), max(config.batch, 1)):
-            cameras, targets = views.batch(range(start, min(start + config.batch, len(views))))
+        for start in range(0, len(views), max(settings.batch, 1)):
+            cameras, targets = views.batch(range(start, min(start + settings.batch, len(views))))
             cameras, targets = cameras.to(ctx.device), targets.to(ctx.device)
-            background = background_for(config.background, targets)
+            background = background_for(settings.background, targets)
             out = render_mesh(ctx, mesh, material, cameras, light,
-                              spp=max(config.spp, VALIDATION_SPP), layers=config.layers,
+                              spp=max(settings.spp, VALIDATION_SPP), layers=settings.layers,
                               background=background,
-                              light_rotation=light_rotation(cameras, config))
+                              light_rotation=light_rotation(cameras, settings))
             target = composite(targets, background)
             scores += list(zip(psnr(out.color, target).tolist(), ssim(out.color, target).tolist(),
                                strict=True))
@@ -347,72 +259,62 @@ def peak_memory_mb(device: torch.device) -> float | None:
     return rss / 2**20 if sys.platform == "darwin" else rss / 1024  # bytes on macOS, else KiB
 
 
-def optimize(
-    config: OptimizeConfig,
-    inputs: Inputs | None = None,
-    progress: Callable[[dict], None] | None = None,
-    should_stop: Callable[[], bool] | None = None,
-) -> dict:
-    """Run ``config`` end to end; write the outputs to ``config.out_dir``; return the metrics
-    (also in ``metrics.json``: held-out PSNR/SSIM per view and mean, times, peak memory, the
-    settings, and ``history``: loss and batch PSNR every ``log_every`` iterations).
+def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = None, *,
+             device: str = "auto") -> Result:
+    """Run ``settings`` end to end on ``inputs`` (target views resized to ``train_res``) on
+    the torch ``device`` ("auto": CUDA, else MPS, else CPU); ``reporter`` receives progress,
+    previews and log lines and keeps the checkpoints (each pass resumes from its own when it
+    was made with the same settings). The result's metrics hold the held-out PSNR/SSIM per
+    view and their means, times, peak memory, the settings, and ``history``: loss and batch
+    PSNR every ``log_every`` iterations.
 
-    ``inputs`` overrides the config's files (the job server passes in-memory arrays).
-    ``progress`` receives the trainer's "progress" and "preview" events (see ``PassTrainer``)
-    and a "log" event (``level``, ``message``, ``resumed_from``) when a pass resumes from a
-    checkpoint.
-    Raises ``diffrec.errors.Cancelled`` when ``should_stop`` asks (the checkpoints are kept):
-    every iteration and between the stages around the passes.
+    Raises ``diffrec.errors.Cancelled`` when ``reporter.should_stop()`` says so (checkpoints
+    kept): every iteration and between the stages around the passes.
     """
-    device = resolve_device(config.device)
-    torch.manual_seed(config.seed)
-    history: list[dict] = []
-
-    def report(event: dict) -> None:
-        if event["type"] == "progress":
-            history.append({"pass": event["pass"], "iteration": event["iteration"],
-                            "loss": event["losses"]["total"], "psnr": event["psnr"]})
-        if progress is not None:
-            progress(event)
-
-    ctx = raster.RasterContext(device)
-    out_dir = Path(config.out_dir)
-    store = CheckpointStore(out_dir / "checkpoints")
-    inputs = inputs or load_inputs(config, ctx)
-    train = inputs.train.to(device)
-    light = make_light(config, inputs.envmap, device)
-    times: dict[str, float] = {}
+    reporter = reporter or Reporter()
+    torch_device = resolve_device(device)
+    torch.manual_seed(settings.seed)
+    ctx = raster.RasterContext(torch_device)
+    train = at_longest_side(inputs.train, settings.train_res).to(torch_device)
+    test = at_longest_side(inputs.test, settings.train_res) if inputs.test is not None else None
+    if settings.validation and test is None:
+        raise UserError("validation needs held-out views (inputs.test)")
+    light = make_light(settings, inputs.envmap, torch_device)
+    trainers: list[PassTrainer] = []
 
     surface_model = None
-    if config.mode == "reconstruct":
-        mesh, material, surface_model = _surface_pass(ctx, config, inputs, light, store, report,
-                                                      should_stop, times)
-        trainable, learning_rate, warmup = True, config.learning_rate[1], config.warmup_iterations
+    if settings.mode == "reconstruct":
+        mesh, material, first, surface_model = _surface_pass(
+            ctx, settings, Inputs(train, test, inputs.base_mesh, inputs.envmap), light, reporter)
+        trainers.append(first)
+        trainable, learning_rate = True, settings.learning_rate[1]
+        warmup = settings.warmup_iterations
     else:
         if inputs.base_mesh is None:
-            raise UserError(f"mode {config.mode!r} needs a starting mesh (base_mesh)")
-        mesh = with_uvs(inputs.base_mesh.to(device), config, should_stop)
-        material = initial_textures(config, device, inputs.base_material)
-        trainable, learning_rate, warmup = config.mode == "refine", config.learning_rate[1], 0
-    geometry = ExplicitGeometry(mesh, trainable, config.laplace, config.laplace_scale).to(device)
-    second = Pass("pass2", 1, config.iterations, learning_rate, warmup, geometry, material, light,
-                  config.light != "fixed" and not config.lock_light)
-    times["pass2"] = _run_pass(ctx, second, train, config, store, report, should_stop)
+            raise UserError(f"mode {settings.mode!r} needs a starting mesh (base_mesh)")
+        mesh = with_uvs(inputs.base_mesh.to(torch_device), settings, reporter)
+        material = initial_textures(settings, torch_device, inputs.base_material)
+        trainable, learning_rate, warmup = settings.mode == "refine", settings.learning_rate[1], 0
+    geometry = ExplicitGeometry(mesh, trainable, settings.laplace,
+                                settings.laplace_scale).to(torch_device)
+    second = Pass("pass2", 1, settings.iterations, learning_rate, warmup, geometry, material,
+                  light, settings.light != "fixed" and not settings.lock_light)
+    trainers.append(_run_pass(ctx, second, train, settings, reporter))
 
     with torch.no_grad():
         final_mesh = geometry.mesh()
     metrics: dict = {"views": [], "psnr_mean": None, "ssim_mean": None}
-    if config.validation:
-        _stop_if_asked(should_stop, "before validating")
-        metrics, renders, targets = validate(ctx, final_mesh, material, light, inputs.test,
-                                             config)
-        outputs.write_validation(out_dir, renders, targets, inputs.test.names)
-    _stop_if_asked(should_stop, "before writing the outputs")
-    outputs.write_asset(out_dir, final_mesh, material, light)
-    metrics.update({"mode": config.mode, "preset": config.preset, "device": str(device),
-                    "engine": ctx.engine, "surface_model": surface_model,
-                    "iterations": config.iterations, "time_s": times,
-                    "peak_memory_mb": peak_memory_mb(device), "config": config.to_dict(),
-                    "history": history})
-    outputs.write_metrics(out_dir, metrics)
-    return metrics
+    validation = None
+    if settings.validation:
+        _stop_if_asked(reporter, "before validating")
+        metrics, renders, targets = validate(ctx, final_mesh, material, light, test, settings)
+        validation = Validation(renders, targets, list(test.names))
+    _stop_if_asked(reporter, "before writing the outputs")
+    metrics.update({"mode": settings.mode, "preset": settings.preset,
+                    "device": str(torch_device), "engine": ctx.engine,
+                    "surface_model": surface_model, "iterations": settings.iterations,
+                    "time_s": {t.run.name: t.elapsed_s for t in trainers},
+                    "peak_memory_mb": peak_memory_mb(torch_device),
+                    "settings": settings.to_dict(),
+                    "history": [entry for t in trainers for entry in t.history]})
+    return Result(final_mesh, material, light, metrics, validation)

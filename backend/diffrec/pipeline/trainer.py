@@ -14,16 +14,21 @@ All randomness comes from generators saved in checkpoints, so a resumed pass is 
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from diffrec.errors import Cancelled, UserError
+from diffrec.pipeline.checkpoints import settings_fingerprint
+from diffrec.pipeline.reporter import Preview, Progress, Reporter
+from diffrec.protocol.settings import Settings
 from diffrec.render.losses import image_loss
 from diffrec.render.metrics import display, psnr
 from diffrec.render.renderer import render_mesh
+
+log = logging.getLogger(__name__)
 
 ALBEDO_RAMP_ITERATIONS = 500
 CHECKER_CELLS = 8  # squares along the longer image side of the "checker" background
@@ -59,10 +64,10 @@ def composite(targets: torch.Tensor, background: torch.Tensor) -> torch.Tensor:
     return targets[..., :3] * alpha + background * (1 - alpha)
 
 
-def light_rotation(cameras, config) -> torch.Tensor | None:
+def light_rotation(cameras, settings: Settings) -> torch.Tensor | None:
     """Per-view rotations ``[B, 3, 3]`` that turn the light with each camera (world to
-    camera, ``config.camera_space_light``), else None (the light is fixed to the world)."""
-    return cameras.world_to_camera()[:, :3, :3] if config.camera_space_light else None
+    camera, ``settings.camera_space_light``), else None (the light is fixed to the world)."""
+    return cameras.world_to_camera()[:, :3, :3] if settings.camera_space_light else None
 
 
 @dataclass
@@ -88,34 +93,31 @@ def learning_rate_factor(iteration: int, iterations: int, warmup: int) -> float:
 
 
 class PassTrainer:
-    """Runs a ``Pass`` on batches from ``sampler`` (a ``pipeline.datasets.ViewSampler``).
-
-    ``progress(event)`` receives dicts: ``type`` "progress" every ``config.log_every``
-    iterations (the protocol's progress fields: ``pass``, ``pass_index``, ``iteration``,
-    ``iterations``, ``losses`` {total, color, alpha}, batch ``psnr`` in dB, ``elapsed_s``,
-    ``eta_s``), and "preview" every ``config.preview_every`` iterations (when set) with the
-    first view's ``render`` and ``target`` ([H, W, 3] tensors, linear) and, when the geometry
-    moves, the current ``vertices`` and ``triangles``. ``checkpoint(state)`` stores a state
-    dict (see ``state_dict``); ``should_stop()`` is polled every iteration.
+    """Runs a ``Pass`` on batches from ``sampler`` (a ``pipeline.datasets.ViewSampler``),
+    reporting to ``reporter``: a ``Progress`` every ``settings.log_every`` iterations and at
+    the end, a ``Preview`` every ``settings.preview_every`` (when set; with the current mesh
+    when the geometry moves); ``should_stop`` is polled every iteration. Checkpoints (see
+    ``state_dict``) go to the reporter every ``checkpoint_every`` iterations, on a stop and
+    at the end, tagged with the settings' fingerprint; ``resume`` starts from one made with
+    the same settings. ``history`` holds each progress report's loss and PSNR; ``elapsed_s``
+    the seconds ``train`` took.
     """
 
-    def __init__(self, ctx, run: Pass, sampler, config,
-                 progress: Callable[[dict], None] | None = None,
-                 checkpoint: Callable[[dict], None] | None = None,
-                 should_stop: Callable[[], bool] | None = None):
-        self.ctx, self.run, self.sampler, self.config = ctx, run, sampler, config
-        self.progress = progress or (lambda event: None)
-        self.checkpoint = checkpoint
-        self.should_stop = should_stop or (lambda: False)
+    def __init__(self, ctx, run: Pass, sampler, settings: Settings, reporter: Reporter):
+        self.ctx, self.run, self.sampler, self.settings = ctx, run, sampler, settings
+        self.reporter = reporter
         self.iteration = 0
+        self.history: list[dict] = []
+        self.elapsed_s = 0.0
+        self._fingerprint = settings_fingerprint(settings)
         self._last_views = None
-        self.generator = torch.Generator().manual_seed(config.seed * 7919 + run.index)
+        self.generator = torch.Generator().manual_seed(settings.seed * 7919 + run.index)
         groups = [p for p in (*run.geometry.parameters(), *run.material.parameters())
                   if p.requires_grad]
         param_groups = [{"params": groups, "lr": run.learning_rate}]
         if run.learn_light:
             run.light.base.requires_grad_(True)
-            run.light.base.register_hook(lambda grad: grad * config.light_gradient_scale)
+            run.light.base.register_hook(lambda grad: grad * settings.light_gradient_scale)
             param_groups.append({"params": [run.light.base], "lr": run.learning_rate})
         else:
             run.light.base.requires_grad_(False)
@@ -149,27 +151,27 @@ class PassTrainer:
 
     def step(self) -> dict:
         """One iteration; returns its losses and the batch PSNR."""
-        run, config, device = self.run, self.config, self.ctx.device
+        run, settings, device = self.run, self.settings, self.ctx.device
         cameras, targets = next(self.sampler)
         cameras, targets = cameras.to(device), targets.to(device)
-        background = background_for(config.background, targets, self.generator)
+        background = background_for(settings.background, targets, self.generator)
         target_alpha = targets[..., 3:4]
         target = composite(targets, background)
 
         run.light.build_mips()
         mesh = run.geometry.mesh()
-        out = render_mesh(self.ctx, mesh, run.material, cameras, run.light, spp=config.spp,
-                          layers=config.layers, background=background, buffers=("ks",),
-                          light_rotation=light_rotation(cameras, config))
+        out = render_mesh(self.ctx, mesh, run.material, cameras, run.light, spp=settings.spp,
+                          layers=settings.layers, background=background, buffers=("ks",),
+                          light_rotation=light_rotation(cameras, settings))
         progress = self.iteration / max(run.iterations - 1, 1)
-        color = image_loss(out.color, target, config.loss, mask=(target_alpha > 0))
+        color = image_loss(out.color, target, settings.loss, mask=(target_alpha > 0))
         alpha = (out.alpha - target_alpha).square().mean()
         geometry = run.geometry.regularizer(progress)
         ramp = min(1.0, self.iteration / ALBEDO_RAMP_ITERATIONS)
-        albedo = config.albedo_smoothness * ramp * run.material.albedo_smoothness(mesh,
+        albedo = settings.albedo_smoothness * ramp * run.material.albedo_smoothness(mesh,
                                                                                   self.generator)
-        visibility = config.visibility * out.buffers["ks"][..., 0].mean()
-        white = config.white_balance * run.light.white_balance_loss() if run.learn_light else 0.0
+        visibility = settings.visibility * out.buffers["ks"][..., 0].mean()
+        white = settings.white_balance * run.light.white_balance_loss() if run.learn_light else 0.0
         total = color + alpha + geometry + albedo + visibility + white
         if not torch.isfinite(total):
             raise UserError(f"the loss became {total.item()} at iteration {self.iteration} of "
@@ -187,56 +189,76 @@ class PassTrainer:
         losses = {"total": total.item(), "color": color.item(), "alpha": alpha.item()}
         return {"losses": losses, "psnr": psnr(out.color.detach(), target).mean().item()}
 
+    def resume(self) -> None:
+        """Continue from the reporter's checkpoint of this pass, when one was made with the
+        same settings (else start afresh, with a warning)."""
+        state = self.reporter.load_checkpoint(self.run.name)
+        if state is None:
+            return
+        if state.get("settings") != self._fingerprint:
+            log.warning("ignoring the checkpoint of %s: it was made with other settings",
+                        self.run.name)
+            return
+        self.load_state_dict(state)
+        self.reporter.log(f"resumed {self.run.name} from its checkpoint at iteration "
+                          f"{self.iteration}", resumed_from=self.iteration)
+
+    def save(self) -> None:
+        """Hand the current state to the reporter as this pass's checkpoint."""
+        self.reporter.save_checkpoint(self.run.name,
+                                      {**self.state_dict(), "settings": self._fingerprint})
+
     def train(self) -> None:
         """Run the remaining iterations, reporting progress and checkpointing."""
         started, first = time.monotonic(), self.iteration
-        every = self.config.checkpoint_every
+        settings, reporter = self.settings, self.reporter
         while self.iteration < self.run.iterations:
-            if self.should_stop():
-                self._save()
+            if reporter.should_stop():
+                self.save()
                 raise Cancelled(f"stopped at iteration {self.iteration} of {self.run.name}")
             stats = self.step()
             self.iteration += 1
-            done = self.iteration - first
             elapsed = time.monotonic() - started
-            if self.iteration % self.config.log_every == 0 or self.iteration == self.run.iterations:
+            if self.iteration % settings.log_every == 0 or self.iteration == self.run.iterations:
                 remaining = self.run.iterations - self.iteration
-                self.progress({"type": "progress", "pass": self.run.name,
-                               "pass_index": self.run.index, "iteration": self.iteration,
-                               "iterations": self.run.iterations, **stats,
-                               "elapsed_s": elapsed, "eta_s": elapsed / done * remaining})
-            if self.config.preview_every and self.iteration % self.config.preview_every == 0:
-                self.progress(self._preview_event())
-            if every and self.iteration % every == 0 and self.iteration < self.run.iterations:
-                self._save()
+                eta = elapsed / (self.iteration - first) * remaining
+                self._report(stats, elapsed, eta)
+            if settings.preview_every and self.iteration % settings.preview_every == 0:
+                reporter.preview(self._preview())
+            if (settings.checkpoint_every and self.iteration % settings.checkpoint_every == 0
+                    and self.iteration < self.run.iterations):
+                self.save()
+        self.elapsed_s = time.monotonic() - started
+        self.save()
 
-    def _preview_event(self) -> dict:
+    def _report(self, stats: dict, elapsed: float, eta: float) -> None:
+        self.history.append({"pass": self.run.name, "iteration": self.iteration,
+                             "loss": stats["losses"]["total"], "psnr": stats["psnr"]})
+        self.reporter.progress(Progress(self.run.name, self.run.index, self.iteration,
+                                        self.run.iterations, stats["losses"], stats["psnr"],
+                                        elapsed, eta))
+
+    def _preview(self) -> Preview:
         render, target, mesh, camera = self._last_views
-        event = {"type": "preview", "pass": self.run.name, "pass_index": self.run.index,
-                 "iteration": self.iteration, "render": render.cpu(), "target": target.cpu()}
-        if self.config.display:
-            event["panels"] = self._panels(mesh, camera, render.shape[:2])
-        if any(p.requires_grad for p in self.run.geometry.parameters()):
-            event["vertices"] = mesh.positions.detach().cpu()
-            event["triangles"] = mesh.triangles.cpu()
-        return event
+        panels = self._panels(mesh, camera, render.shape[:2]) if self.settings.display else {}
+        moving = any(p.requires_grad for p in self.run.geometry.parameters())
+        return Preview(self.run.name, self.run.index, self.iteration, render.cpu(), target.cpu(),
+                       panels, mesh.positions.detach().cpu() if moving else None,
+                       mesh.triangles.cpu() if moving else None)
 
     @torch.no_grad()
     def _panels(self, mesh, camera, size) -> dict[str, torch.Tensor]:
-        """``config.display``'s panels for the preview's view, ``[H, W, 3]`` ready to show
+        """``settings.display``'s panels for the preview's view, ``[H, W, 3]`` ready to show
         (colour sRGB-encoded, data as it is): "latlong" the light as an equirect image at the
         preview's height; "kd", "ks", "normal", "shading-only" the renderer's display modes."""
         panels = {}
-        for name in self.config.display:
+        for name in self.settings.display:
             if name == "latlong":
                 image = display(self.run.light.to_equirect(size[0], 2 * size[0]))
             else:
                 out = render_mesh(self.ctx, mesh, self.run.material, camera, self.run.light,
-                                  mode=name, light_rotation=light_rotation(camera, self.config))
+                                  mode=name, light_rotation=light_rotation(camera,
+                                                                           self.settings))
                 image = out.color[0] if name in ("ks", "normal") else display(out.color)[0]
             panels[name] = image.cpu()
         return panels
-
-    def _save(self) -> None:
-        if self.checkpoint is not None:
-            self.checkpoint(self.state_dict())

@@ -1,9 +1,10 @@
 """The ``optimize`` task: the reconstruction pipeline on the arrays a client submitted.
 
-Spec: ``{"task": "optimize", "settings": {...}}`` where settings are those of
-``diffrec optimize`` (``mode``, ``preset``, ``iterations``, ``texture_res``, ``light``...;
-``dataset``, ``ref_mesh``, ``base_mesh``, ``envmap``, ``out_dir`` and ``device`` are the
-server's business and refused). Inputs: ``images``, ``cameras``, ``intrinsics`` (required);
+Spec: ``{"task": "optimize", "settings": {...}}`` where settings are
+``diffrec.protocol.settings.Settings``' fields (``mode``, ``preset``, ``iterations``,
+``texture_res``, ``light``...; a wrong name, type or value is refused naming the field;
+files, the device and the output folder are the server's business). Inputs: ``images``,
+``cameras``, ``intrinsics`` (required);
 ``vertices`` + ``faces`` (required for materials and refine), ``uvs`` + ``uv_faces``
 (optional), ``envmap`` (required when the light is kept or starts from the HDRI).
 
@@ -23,42 +24,37 @@ from pathlib import Path
 import numpy as np
 
 from diffrec.errors import Cancelled
+from diffrec.pipeline.reporter import Preview, Progress, Reporter
 from diffrec.protocol.limits import MAX_INLINE_BYTES
+from diffrec.protocol.settings import Settings, SettingsError, parse_settings
 
 from .runner import JobContext, JobFailed, Runner
 
-SERVER_OWNED = ("dataset", "ref_mesh", "base_mesh", "envmap", "ref_material", "out_dir",
-                "device")
 PREVIEW_SIZE = 128
 OUTPUT_FIXED_BYTES = 64 * 2**20
 OUTPUT_TRIANGLE_BYTES = 256
 
 
-def _config(spec: Mapping, inputs: Mapping[str, np.ndarray]):
-    from diffrec.errors import UserError
-    from diffrec.pipeline.config import build_config
-
-    settings = spec.get("settings") or {}
-    if not isinstance(settings, Mapping):
+def _settings(spec: Mapping) -> Settings:
+    """The spec's settings, typed and checked (``JobFailed`` naming a bad field)."""
+    values = spec.get("settings") or {}
+    if not isinstance(values, Mapping):
         raise JobFailed("spec 'settings' must be an object of diffrec optimize settings")
-    settings = dict(settings)
-    refused = sorted(set(settings) & set(SERVER_OWNED))
-    if refused:
-        raise JobFailed(f"settings {', '.join(refused)} are chosen by the server, not the job")
-    if "envmap" in inputs:
-        settings["envmap"] = "<submitted>"  # lets the config check light modes that need one
     try:
-        return build_config(settings)
-    except UserError as error:
-        raise JobFailed(str(error)) from None
+        return parse_settings(values)
+    except SettingsError as error:
+        raise JobFailed(f"setting {error}") from None
 
 
-def _check_inputs(config, inputs: Mapping[str, np.ndarray]) -> None:
+def _check_inputs(settings: Settings, inputs: Mapping[str, np.ndarray]) -> None:
     missing = [name for name in ("images", "cameras", "intrinsics") if name not in inputs]
-    if config.mode != "reconstruct":
+    if settings.mode != "reconstruct":
         missing += [name for name in ("vertices", "faces") if name not in inputs]
+    if settings.light != "learn" and "envmap" not in inputs:
+        missing.append("envmap")
     if missing:
-        raise JobFailed(f"mode {config.mode!r} needs the inputs {', '.join(missing)}")
+        raise JobFailed(f"mode {settings.mode!r} with light {settings.light!r} needs the inputs "
+                        f"{', '.join(missing)}")
     if inputs["images"].shape[-1] != 4:
         raise JobFailed("optimize needs RGBA images (N, H, W, 4): alpha is the object's mask")
     count = len(inputs["images"])
@@ -79,27 +75,49 @@ def _check_inputs(config, inputs: Mapping[str, np.ndarray]) -> None:
             raise JobFailed("uv_faces must have one row per face and index the uvs sent")
 
 
-def _preview_arrays(event: dict) -> dict[str, np.ndarray]:
+def _small(image) -> np.ndarray:
+    """An ``[h, w, 3]`` tensor as float32 numpy, at most PREVIEW_SIZE pixels on a side."""
+    import torch.nn.functional as F
+
+    scale = PREVIEW_SIZE / max(image.shape[:2])
+    if scale >= 1:
+        return image.float().numpy()
+    size = (max(1, round(image.shape[0] * scale)), max(1, round(image.shape[1] * scale)))
+    chw = image.permute(2, 0, 1)[None].float()
+    return F.interpolate(chw, size=size, mode="area")[0].permute(1, 2, 0).numpy()
+
+
+def _preview_arrays(preview: Preview) -> dict[str, np.ndarray]:
     """``render`` and ``target`` (float32 [h, w, 3], linear, at most PREVIEW_SIZE pixels on a
     side) and, when the geometry moves, the current ``vertices`` and ``faces`` if each fits in
     one frame (MAX_INLINE_BYTES: about 350k vertices); a bigger mesh is not previewed."""
-    import torch.nn.functional as F
-
-    def small(image):
-        scale = PREVIEW_SIZE / max(image.shape[:2])
-        if scale >= 1:
-            return image.float().numpy()
-        size = (max(1, round(image.shape[0] * scale)), max(1, round(image.shape[1] * scale)))
-        chw = image.permute(2, 0, 1)[None].float()
-        return F.interpolate(chw, size=size, mode="area")[0].permute(1, 2, 0).numpy()
-
-    arrays = {"render": small(event["render"]), "target": small(event["target"])}
-    if "vertices" in event:
-        vertices = event["vertices"].numpy().astype(np.float32)
-        faces = event["triangles"].numpy().astype(np.int32)
+    arrays = {"render": _small(preview.render), "target": _small(preview.target)}
+    if preview.vertices is not None:
+        vertices = preview.vertices.numpy().astype(np.float32)
+        faces = preview.faces.numpy().astype(np.int32)
         if max(vertices.nbytes, faces.nbytes) <= MAX_INLINE_BYTES:
             arrays.update(vertices=vertices, faces=faces)
     return arrays
+
+
+class JobReporter(Reporter):
+    """A run's reports as the job's events; checkpoints in the job's work directory."""
+
+    def __init__(self, ctx: JobContext):
+        super().__init__(ctx.checkpoints)
+        self.ctx = ctx
+
+    def progress(self, progress: Progress) -> None:
+        self.ctx.emit("progress", progress.fields())
+
+    def preview(self, preview: Preview) -> None:
+        self.ctx.emit("preview", preview.fields(), _preview_arrays(preview))
+
+    def log(self, message: str, level: str = "info", **fields) -> None:
+        self.ctx.emit("log", {"level": level, "message": message, **fields})
+
+    def should_stop(self) -> bool:
+        return self.ctx.should_stop()
 
 
 class OptimizeRunner(Runner):
@@ -114,11 +132,11 @@ class OptimizeRunner(Runner):
         from diffrec.errors import UserError
         from diffrec.pipeline.bounds import check_bounds, device_memory_bytes
 
-        config = _config(spec, inputs)
-        _check_inputs(config, inputs)
+        settings = _settings(spec)
+        _check_inputs(settings, inputs)
         triangles = len(inputs["faces"]) if "faces" in inputs else None
         try:
-            check_bounds(config, device_memory_bytes(self.device), triangles)
+            check_bounds(settings, device_memory_bytes(self.device), triangles)
         except UserError as error:
             raise JobFailed(str(error)) from None
 
@@ -127,46 +145,35 @@ class OptimizeRunner(Runner):
         (48 B) plus two checkpoints of them with Adam's moments (216 B); the light probe, its
         arrays and checkpoints (OUTPUT_FIXED_BYTES); the mesh files (OUTPUT_TRIANGLE_BYTES per
         triangle, a reconstructed surface taken as 2 per grid cell); the validation images."""
-        config = _config(spec, inputs)
-        triangles = (len(inputs["faces"]) if "faces" in inputs and config.mode != "reconstruct"
-                     else 2 * config.dmtet_grid ** 2)
+        settings = _settings(spec)
+        triangles = (len(inputs["faces"]) if "faces" in inputs and settings.mode != "reconstruct"
+                     else 2 * settings.dmtet_grid ** 2)
         _, height, width, _ = inputs["images"].shape
-        return (config.texture_res ** 2 * (48 + 216) + OUTPUT_FIXED_BYTES
-                + triangles * OUTPUT_TRIANGLE_BYTES + config.test_views * height * width * 9)
+        return (settings.texture_res ** 2 * (48 + 216) + OUTPUT_FIXED_BYTES
+                + triangles * OUTPUT_TRIANGLE_BYTES + settings.test_views * height * width * 9)
 
     def run(self, ctx: JobContext) -> None:
         from diffrec.errors import UserError
-        from diffrec.pipeline.datasets import split_views
+        from diffrec.pipeline.inputs import Inputs, split_views
         from diffrec.pipeline.job_arrays import from_job_arrays
-        from diffrec.pipeline.run import Inputs, optimize
+        from diffrec.pipeline.outputs import write_result
+        from diffrec.pipeline.run import optimize
 
-        config = _config(ctx.spec, ctx.inputs)
-        _check_inputs(config, ctx.inputs)
-        config.device = ctx.device
-        config.out_dir = str(ctx.work_dir / "run")
-        config.envmap = None
+        settings = _settings(ctx.spec)
+        _check_inputs(settings, ctx.inputs)
         try:
             views, base, envmap = from_job_arrays(ctx.inputs)
-            held_out = max(1, min(config.test_views, len(views) // 8))  # at most an eighth
-            train, test = split_views(views, held_out, config.seed)
-        except UserError as error:
-            raise JobFailed(str(error)) from None
-
-        def progress(event: dict) -> None:
-            if event["type"] == "preview":
-                fields = {"pass": event["pass"], "iteration": event["iteration"]}
-                ctx.emit("preview", fields, _preview_arrays(event))
-            else:  # progress, or log (a pass resumed from its checkpoint)
-                ctx.emit(event["type"], {k: v for k, v in event.items() if k != "type"})
-
-        try:
-            optimize(config, Inputs(train, test, base, envmap), progress=progress,
-                     should_stop=ctx.should_stop)
+            held_out = max(1, min(settings.test_views, len(views) // 8))  # at most an eighth
+            train, test = split_views(views, held_out, settings.seed)
+            result = optimize(settings, Inputs(train, test, base, envmap), JobReporter(ctx),
+                              device=ctx.device)
         except Cancelled:
             return
         except UserError as error:
             raise JobFailed(str(error)) from None
-        _collect_results(Path(config.out_dir), ctx.results_dir)
+        run_dir = ctx.work_dir / "run"
+        write_result(run_dir, result)
+        _collect_results(run_dir, ctx.results_dir)
 
 
 def _collect_results(run_dir: Path, results_dir: Path) -> None:

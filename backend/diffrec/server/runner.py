@@ -6,16 +6,15 @@ A runner is chosen by the job spec's ``task``. The server calls ``validate`` at 
 writes its result files into ``ctx.results_dir`` and returns; it checks ``ctx.should_stop()``
 at least every few hundred milliseconds and returns early when it is set (the job was
 cancelled, deleted or the server is stopping; a run that has not returned half a second later
-is killed); it saves checkpoints with ``ctx.save_checkpoint`` and starts from
-``ctx.load_checkpoint()`` when there is one, so a job resumes after a server crash. It raises
+is killed); it keeps checkpoints in ``ctx.checkpoints`` (a ``CheckpointStore`` in the job's
+work directory) and starts from them when there are some, so a job resumes after a server
+crash. It raises
 ``JobFailed`` with a sentence the user can act on; any other exception fails the job alone
 with an "internal error" message (or, for a full disk, a sentence saying so).
 """
 
 from __future__ import annotations
 
-import io
-import json
 import multiprocessing.synchronize
 import threading
 from abc import ABC, abstractmethod
@@ -25,21 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .files import write_atomic
+from diffrec.pipeline.checkpoints import CheckpointStore
 
 EmitFn = Callable[[str, dict, "Mapping[str, np.ndarray] | None"], None]
 
 
 class JobFailed(Exception):
     """The job cannot finish; the message tells the user why and what to change."""
-
-
-@dataclass
-class Checkpoint:
-    """A runner's saved state: arrays plus JSON-able metadata (e.g. the iteration)."""
-
-    arrays: dict[str, np.ndarray]
-    meta: dict
 
 
 @dataclass
@@ -66,23 +57,9 @@ class JobContext:
         return self.stop_flag.is_set()
 
     @property
-    def _checkpoint_path(self) -> Path:
-        return self.work_dir / "checkpoint.npz"
-
-    def save_checkpoint(self, arrays: Mapping[str, np.ndarray], meta: dict) -> None:
-        """Replace the job's checkpoint atomically (a crash keeps the previous one)."""
-        buffer = io.BytesIO()
-        np.savez(buffer, __meta__=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
-        write_atomic(self._checkpoint_path, buffer.getbuffer())
-
-    def load_checkpoint(self) -> Checkpoint | None:
-        """The last checkpoint saved for this job, or None."""
-        if not self._checkpoint_path.exists():
-            return None
-        with np.load(self._checkpoint_path, allow_pickle=False) as archive:
-            arrays = {name: archive[name] for name in archive.files}
-        meta = json.loads(arrays.pop("__meta__").tobytes().decode())
-        return Checkpoint(arrays, meta)
+    def checkpoints(self) -> CheckpointStore:
+        """The job's checkpoints, one file per stage in its work directory."""
+        return CheckpointStore(self.work_dir)
 
 
 class Runner(ABC):

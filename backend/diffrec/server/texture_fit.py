@@ -126,28 +126,20 @@ class TextureFitRunner(Runner):
 
     @staticmethod
     def _save(ctx: JobContext, texture: torch.Tensor, optimizer, iteration: int) -> None:
-        state = optimizer.state[texture]
-        ctx.save_checkpoint(
-            {name: state[name].detach().cpu().numpy() for name in ("exp_avg", "exp_avg_sq")}
-            | {"texture": texture.detach().cpu().numpy()},
-            {"iteration": iteration, "step": float(state["step"])},
-        )
+        ctx.checkpoints.save("fit", {"texture": texture.detach().cpu(), "iteration": iteration,
+                                     "optimizer": optimizer.state_dict()})
 
     @staticmethod
     def _restore(ctx: JobContext, texture: torch.Tensor, optimizer) -> int:
-        checkpoint = ctx.load_checkpoint()
+        checkpoint = ctx.checkpoints.load("fit")
         if checkpoint is None:
             return 0
-        if checkpoint.arrays["texture"].shape != tuple(texture.shape):
+        if checkpoint["texture"].shape != texture.shape:
             raise JobFailed("the checkpoint does not match this job's texture size")
         with torch.no_grad():
-            texture.copy_(torch.from_numpy(checkpoint.arrays["texture"]))
-        optimizer.state[texture] = {
-            "step": torch.tensor(checkpoint.meta["step"]),
-            **{name: torch.from_numpy(checkpoint.arrays[name]).to(texture.device)
-               for name in ("exp_avg", "exp_avg_sq")},
-        }
-        iteration = int(checkpoint.meta["iteration"])
+            texture.copy_(checkpoint["texture"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        iteration = int(checkpoint["iteration"])
         ctx.emit("log", {"level": "info", "resumed_from": iteration,
                          "message": f"resumed from the checkpoint at iteration {iteration}"})
         return iteration

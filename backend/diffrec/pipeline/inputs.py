@@ -1,0 +1,124 @@
+"""A run's inputs in memory, and the command line's way of loading them from files.
+
+``optimize`` only ever takes ``Inputs``: the job server builds them from submitted arrays
+(``pipeline.job_arrays``), the command line from its ``Sources`` (``load_inputs``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from diffrec import raster
+from diffrec.camera import orbit_cameras
+from diffrec.errors import UserError
+from diffrec.io import Material, read_gltf, read_image, read_mtl, read_obj
+from diffrec.mesh import Mesh
+from diffrec.mesh.box import fit_to_box
+from diffrec.pipeline.config import RunConfig
+from diffrec.pipeline.datasets import (
+    Views,
+    load_dataset,
+    render_reference_views,
+    resize_rgba,
+    split_views,
+)
+
+REFERENCE_CAMERA_RADIUS = 3.0  # nvdiffrec's mesh mode: unit-box mesh, cameras at radius 3
+REFERENCE_FOV_DEGREES = 45.0
+
+
+@dataclass
+class Inputs:
+    """What a run optimises against. ``envmap``: equirect [H, W, 3] linear (None: learn).
+    ``test`` is None only for inputs loaded to be sent to a server, which holds out its own.
+    ``base_material``: the base mesh's own material (``init_textures`` "base_mesh")."""
+
+    train: Views
+    test: Views | None
+    base_mesh: Mesh | None = None
+    envmap: torch.Tensor | None = None
+    base_material: Material | None = None
+
+
+def at_longest_side(views: Views, longest_side: int) -> Views:
+    """``views`` resized so that their longer side is ``longest_side`` pixels (aspect kept,
+    the other side rounded; ``resize_rgba``'s filter), intrinsics scaled to match; the same
+    views when they already are that size."""
+    cameras = views.cameras
+    scale = longest_side / max(cameras.width, cameras.height)
+    width = max(1, round(cameras.width * scale))
+    height = max(1, round(cameras.height * scale))
+    if (width, height) == (cameras.width, cameras.height):
+        return views
+    sx, sy = width / cameras.width, height / cameras.height
+    resized = dataclasses.replace(cameras, fx=cameras.fx * sx, cx=cameras.cx * sx,
+                                  fy=cameras.fy * sy, cy=cameras.cy * sy,
+                                  width=width, height=height)
+    return Views(resized, resize_rgba(views.images, width, height), list(views.names))
+
+
+def read_mesh(path: str | Path):
+    """An Asset from an OBJ, GLB or glTF file."""
+    path = Path(path)
+    if path.suffix.lower() == ".obj":
+        return read_obj(path)
+    if path.suffix.lower() in (".glb", ".gltf"):
+        return read_gltf(path)
+    raise UserError(f"cannot read mesh {path}: use .obj, .glb or .gltf")
+
+
+def load_inputs(config: RunConfig, ctx: raster.RasterContext, hold_out: bool = True) -> Inputs:
+    """Targets and starting mesh from the config's sources: a capture folder (``dataset``, or
+    a ``ref_mesh`` that names a folder: NeRF-style or LLFF) or a reference mesh rendered under
+    ``envmap`` (scaled by ``env_scale``; its material replaced by ``ref_material``'s first),
+    at the settings' ``train_res``.
+
+    ``hold_out=False`` (what ``diffrec submit`` sends; the server holds out views itself):
+    ``train`` has all the target views (a dataset's ``transforms_train.json`` whole, or
+    ``views`` renders of a reference mesh), ``test`` is None, and a dataset's
+    ``transforms_test.json`` is not read.
+    """
+    sources, settings = config.sources, config.settings
+    envmap = None
+    if sources.envmap:
+        envmap = torch.from_numpy(read_image(sources.envmap)[..., :3].copy()) * sources.env_scale
+    base_asset = read_mesh(sources.base_mesh) if sources.base_mesh else None
+    base = base_asset.mesh if base_asset else None
+    base_material = base_asset.materials[0] if base_asset and base_asset.materials else None
+    dataset = sources.dataset or (sources.ref_mesh if sources.ref_mesh and
+                                  Path(sources.ref_mesh).is_dir() else None)
+    if dataset:
+        train = load_dataset(dataset, "train", settings.train_res, near_far=sources.near_far)
+        if not hold_out:
+            return Inputs(train, None, base, envmap, base_material)
+        try:
+            test = load_dataset(dataset, "test", settings.train_res, near_far=sources.near_far)
+        except UserError:
+            train, test = split_views(train, min(settings.test_views, len(train) - 1),
+                                      settings.seed)
+        return Inputs(train, test, base, envmap, base_material)
+    if sources.ref_mesh:
+        if envmap is None:
+            raise UserError("rendering a reference mesh needs an envmap (an HDRI) to light it")
+        asset = read_mesh(sources.ref_mesh)
+        if sources.ref_material:
+            asset.materials = read_mtl(sources.ref_material)[:1]
+        fitted, transform = fit_to_box(asset.mesh, size=2.0)
+        asset.mesh = fitted
+        if base is not None:
+            base = base.replace(positions=transform.apply(base.positions))
+        near, far = sources.near_far or (0.1, 1000.0)
+
+        def views(count, seed):
+            cameras = orbit_cameras(count, REFERENCE_CAMERA_RADIUS, settings.train_res,
+                                    fov_degrees=REFERENCE_FOV_DEGREES, seed=seed,
+                                    elevations_degrees=(-30.0, 60.0), near=near, far=far)
+            return render_reference_views(ctx, asset, envmap, cameras.to(ctx.device), spp=2)
+
+        test = views(settings.test_views, settings.seed + 1) if hold_out else None
+        return Inputs(views(settings.views, settings.seed), test, base, envmap, base_material)
+    raise UserError("no targets: give a dataset folder (dataset) or a reference mesh (ref_mesh)")

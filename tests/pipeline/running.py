@@ -1,0 +1,20 @@
+"""Running the pipeline in tests as ``diffrec optimize`` does: checkpoints and outputs in the
+config's ``out_dir``."""
+
+from pathlib import Path
+
+from diffrec.commands.optimize import TerminalReporter
+from diffrec.pipeline.config import RunConfig
+from diffrec.pipeline.inputs import Inputs
+from diffrec.pipeline.outputs import write_result
+from diffrec.pipeline.run import optimize
+
+
+def optimize_into(config: RunConfig, inputs: Inputs, reporter=None) -> dict:
+    """Optimise ``inputs`` with ``config``'s settings on its device, write the result into
+    ``config.out_dir``; return the metrics. ``reporter``: a silent ``TerminalReporter`` of
+    ``out_dir`` unless given."""
+    reporter = reporter or TerminalReporter(config.out_dir, stream=None)
+    result = optimize(config.settings, inputs, reporter, device=config.device)
+    write_result(Path(config.out_dir), result)
+    return result.metrics

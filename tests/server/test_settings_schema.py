@@ -1,0 +1,119 @@
+"""The ``optimize`` settings schema (``diffrec.protocol.settings``): typed, coerced without
+loss, checked, and refused over the wire with the field named (issue 13)."""
+
+from __future__ import annotations
+
+import typing
+
+import pytest
+from test_bounds import optimize_inputs
+
+from diffrec.errors import UserError
+from diffrec.pipeline.config import build_config
+from diffrec.protocol import ServerError
+from diffrec.protocol.settings import (
+    FIELDS,
+    PRESETS,
+    Settings,
+    SettingsError,
+    parse_settings,
+    settings_schema,
+)
+
+HINTS = typing.get_type_hints(Settings)
+
+
+def wrong_value(name: str):
+    """A value of the wrong JSON type for setting ``name``."""
+    hint = HINTS[name]
+    if typing.get_origin(hint) is tuple:
+        return "0.1 0.2"  # a string where a list belongs
+    inner = [arg for arg in typing.get_args(hint) if arg is not type(None)] or [hint]
+    return {int: 2.5, float: "fast", bool: 1, str: 7}[inner[0]]
+
+
+@pytest.mark.parametrize("name", list(FIELDS))
+def test_every_setting_refuses_a_value_of_the_wrong_type_naming_itself(name):
+    with pytest.raises(SettingsError) as info:
+        parse_settings({name: wrong_value(name)})
+    assert info.value.field == name and str(info.value).startswith(f"{name}: ")
+
+
+def test_the_server_answers_invalid_input_naming_each_wrongly_typed_field(server, connect):
+    client = connect(server)
+    unnamed = []
+    for name in FIELDS:
+        spec = {"task": "optimize", "settings": {"mode": "materials", name: wrong_value(name)}}
+        with pytest.raises(ServerError) as info:
+            client.submit(f"typed-{name.replace('_', '-')}", spec, optimize_inputs())
+        if info.value.code != "invalid_input" or f"setting {name}:" not in info.value.message:
+            unnamed.append((name, info.value.code, info.value.message))
+    assert unnamed == []
+    spec = {"task": "optimize", "settings": {"mode": "materials", "iteratons": 3}}
+    with pytest.raises(ServerError, match="iteratons: unknown setting") as info:
+        client.submit("typed-unknown", spec, optimize_inputs())
+    assert info.value.code == "invalid_input"
+
+
+def test_a_fixed_light_without_an_envmap_input_is_refused_at_submit(server, connect):
+    spec = {"task": "optimize", "settings": {"mode": "materials", "light": "fixed"}}
+    with pytest.raises(ServerError, match="envmap") as info:
+        connect(server).submit("fixed-without-envmap", spec, optimize_inputs())
+    assert info.value.code == "invalid_input"
+
+
+def test_coercion_is_lossless_only():
+    settings = parse_settings({"iterations": "100", "batch": 3.0, "mesh_scale": "2",
+                               "learning_rate": [1, "0.5"], "display": ["kd"]})
+    assert (settings.iterations, settings.batch) == (100, 3)
+    assert type(settings.iterations) is int and type(settings.mesh_scale) is float
+    assert settings.learning_rate == (1.0, 0.5) and settings.display == ("kd",)
+    for bad in ({"batch": 2.5}, {"iterations": True}, {"iterations": "1e3"},
+                {"mesh_scale": float("nan")}, {"validation": "yes"}, {"mode": None}):
+        with pytest.raises(SettingsError):
+            parse_settings(bad)
+
+
+def test_values_are_checked_with_the_field_named():
+    for values, field in (({"mode": "sculpt"}, "mode"), ({"iterations": 0}, "iterations"),
+                          ({"kd_min": [0, 0]}, "kd_min"), ({"light_res": 100}, "light_res"),
+                          ({"dmtet_grid": 33}, "dmtet_grid"), ({"display": ["x"]}, "display"),
+                          ({"hash_table_log2": 30}, "hash_table_log2")):
+        with pytest.raises(SettingsError) as info:
+            parse_settings(values)
+        assert info.value.field == field, values
+    with pytest.raises(SettingsError, match="minimum must not exceed"):
+        parse_settings({"kd_min": [0.5, 0.5, 0.5], "kd_max": [0.4, 1, 1]})
+
+
+def test_a_preset_fills_what_the_values_leave_out():
+    default = Settings()
+    for name, values in PRESETS.items():
+        settings = parse_settings({"preset": name, "iterations": 7})
+        assert settings.iterations == 7, "given values win over the preset"
+        for key, value in values.items():
+            if key != "iterations":
+                assert getattr(settings, key) == value, (name, key)
+    assert parse_settings({}) == parse_settings({"preset": "standard"})
+    assert parse_settings({}, apply_preset=False) == default
+    assert default.replace(batch=2).batch == 2 and default.batch != 2
+
+
+def test_the_schema_describes_every_field():
+    schema = settings_schema()
+    assert list(schema) == list(FIELDS)
+    assert schema["iterations"]["type"] == "integer" and schema["iterations"]["minimum"] == 1
+    assert schema["preview_res"]["type"] == "integer or null"
+    assert schema["learning_rate"] == {"type": "list of number", "default": [0.03, 0.01],
+                                       "help": "per pass", "length": 2}
+    assert schema["mode"]["choices"] == ["materials", "refine", "reconstruct"]
+
+
+def test_the_command_line_turns_mistakes_into_user_errors_and_keeps_sources_apart():
+    with pytest.raises(UserError, match="batch: must be a whole number"):
+        build_config({"batch": 2.5})
+    with pytest.raises(UserError, match="env_scale"):
+        build_config({"env_scale": 0})
+    config = build_config({"dataset": "scene", "iterations": 5}, {"device": "cpu"})
+    assert config.sources.dataset == "scene" and config.settings.iterations == 5
+    assert config.device == "cpu" and "dataset" not in config.settings.to_dict()
