@@ -17,9 +17,10 @@ from diffrec.mesh.normals import with_vertex_normals
 from diffrec.mesh.primitives import uv_sphere
 from diffrec.pipeline.config import build_config
 from diffrec.pipeline.datasets import Views
-from diffrec.pipeline.inputs import Inputs, load_inputs
-from diffrec.pipeline.run import initial_textures
+from diffrec.pipeline.inputs import Inputs, at_longest_side, load_inputs
+from diffrec.pipeline.run import initial_textures, optimize
 from diffrec.pipeline.trainer import background_for, composite, light_rotation
+from diffrec.protocol.settings import parse_settings
 from diffrec.render.material import TextureMaterial
 from diffrec.render.renderer import render_mesh
 from diffrec.render.texture2d import Texture2D
@@ -114,3 +115,26 @@ def test_lock_light_keeps_the_light_of_pass_1(tmp_path):
         probes[lock] = read_image(tmp_path / str(lock) / "probe.hdr")
     np.testing.assert_allclose(probes[True], 0.5, atol=0.01)  # the learnt light's start
     assert np.abs(probes[False] - 0.5).max() > 0.01
+
+
+def test_optimize_trains_and_judges_in_memory_views_at_train_res():
+    """Targets that arrive as arrays (the add-on's photos, a server job) are resized to
+    train_res as files are when loaded: aspect kept, intrinsics scaled, same filter."""
+    cameras = stand_ins.ring_cameras(4, 40, 24)
+    views = Views(cameras, stand_ins.render(cameras))
+    settings = parse_settings({"mode": "materials", "iterations": 1, "batch": 2,
+                               "texture_res": 8, "light_res": 32, "train_res": 20,
+                               "checkpoint_every": 0, "background": "black"})
+    result = optimize(settings, Inputs(views, views, stand_ins.ball_asset().mesh),
+                      device="cpu")
+    assert tuple(result.validation.renders.shape) == (4, 12, 20, 3)
+    small = at_longest_side(views, 20)
+    assert (small.cameras.width, small.cameras.height) == (20, 12)
+    torch.testing.assert_close(small.cameras.fx, cameras.fx / 2)
+    torch.testing.assert_close(small.cameras.cy, cameras.cy / 2)
+    # the judged targets are the resized inputs over black: their covered colour averages
+    # as the full-size images' does (premultiplied resizing)
+    premultiplied = views.images[..., :3] * views.images[..., 3:]
+    torch.testing.assert_close(result.validation.targets.mean((1, 2)),
+                               premultiplied.mean((1, 2)), atol=0.01, rtol=0)
+    assert at_longest_side(small, 20) is small, "already that size: the same views"
