@@ -117,3 +117,24 @@ def test_the_command_line_turns_mistakes_into_user_errors_and_keeps_sources_apar
     config = build_config({"dataset": "scene", "iterations": 5}, {"device": "cpu"})
     assert config.sources.dataset == "scene" and config.settings.iterations == 5
     assert config.device == "cpu" and "dataset" not in config.settings.to_dict()
+
+
+def test_the_protocol_document_lists_every_setting_as_the_schema_says():
+    import json
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "docs" / "protocol.md").read_text()
+    for name, entry in settings_schema().items():
+        allowed = []
+        if "choices" in entry:
+            allowed.append(", ".join(f"`{choice}`" for choice in entry["choices"]))
+        for key, sign in (("minimum", "≥"), ("maximum", "≤")):
+            if key in entry:
+                allowed.append(f"{sign} {entry[key]}")
+        if "length" in entry:
+            length = entry["length"]
+            counts = " or ".join(map(str, length)) if isinstance(length, list) else length
+            allowed.append(f"{counts} values")
+        row = (f"| `{name}` | {entry['type']} | `{json.dumps(entry['default'])}` | "
+               f"{'; '.join(allowed)} | {entry['help']} |")
+        assert row in text, f"docs/protocol.md's settings table is out of date at {name}"
