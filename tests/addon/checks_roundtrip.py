@@ -16,7 +16,7 @@ import harness  # noqa: I001
 import bpy
 import numpy as np
 
-from addon import jobs, operators
+from addon import backend_link, follow, jobs, scene_updates
 
 REPORTS = []
 
@@ -51,40 +51,38 @@ def check_submit_follow_fetch_and_reattach():
         job = uuid.uuid4().hex
         entry = scene.diffrec.jobs.add()
         entry.job_id, entry.mode = job, "fit_texture"
-        session = jobs.JobSession(
-            operators.connector(bpy.context), job, operators.results_dir(job),
-            jobs.Submission(spec, {"images": images}),
-        )
+        run = follow.JobRun(job, backend_link.connector(bpy.context), _report,
+                            submission=jobs.Submission(spec, {"images": images}))
         seen = []
-        original = operators._apply
+        original = scene_updates.apply_update
 
         def recording(context, job_id, update, report):
             seen.append(update.kind)
             original(context, job_id, update, report)
 
-        operators._apply = recording
+        scene_updates.apply_update = recording
         try:
-            operators.follow_blocking(bpy.context, session, _report)
+            follow.follow_blocking(bpy.context, run)
         finally:
-            operators._apply = original
+            scene_updates.apply_update = original
         assert "error" not in seen, REPORTS
         assert seen[0] == "submitted" and "progress" in seen and seen[-1] == "fetched", seen
         assert entry.state == "done", entry.state
         assert "40/40" in scene.diffrec.status or scene.diffrec.status.startswith("done"), (
             scene.diffrec.status
         )
-        preview = bpy.data.images[operators.PREVIEW_IMAGE]
+        preview = bpy.data.images[scene_updates.PREVIEW_IMAGE]
         assert tuple(preview.size) == (32, 16)  # render | target, 16 px each
-        files = sorted(path.name for path in operators.results_dir(job).iterdir())
+        files = sorted(path.name for path in follow.results_dir(job).iterdir())
         assert {"texture.npy", "render.npy", "metrics.json"} <= set(files), files
-        texture = np.load(operators.results_dir(job) / "texture.npy")
+        texture = np.load(follow.results_dir(job) / "texture.npy")
         assert texture.shape == (8, 8, 4)
         # a reopened file re-attaches by the job id kept in the scene, and fetches again
-        for path in operators.results_dir(job).iterdir():
+        for path in follow.results_dir(job).iterdir():
             path.unlink()
         assert bpy.ops.diffrec.attach(job_id=job) == {"FINISHED"}
-        assert (operators.results_dir(job) / "texture.npy").exists()
-        assert np.array_equal(np.load(operators.results_dir(job) / "texture.npy"), texture)
+        assert (follow.results_dir(job) / "texture.npy").exists()
+        assert np.array_equal(np.load(follow.results_dir(job) / "texture.npy"), texture)
     finally:
         _disable()
 
@@ -145,7 +143,7 @@ def check_optimize_materials_round_trip():
         assert result.data.uv_layers.active is not None
         nodes = result.active_material.node_tree.nodes
         assert {"ShaderNodeTexImage", "ShaderNodeNormalMap"} <= {n.bl_idname for n in nodes}
-        files = {path.name for path in operators.results_dir(entry.job_id).iterdir()}
+        files = {path.name for path in follow.results_dir(entry.job_id).iterdir()}
         assert {"mesh.obj", "mesh.glb", "probe.hdr", "metrics.json", "mesh.npz"} <= files
         assert scene.world.name == "sky", "Keep HDRI: the scene's own world stays"
     finally:
@@ -159,13 +157,13 @@ def check_refine_shows_the_live_mesh_and_saves_a_glb():
     _enable_with_endpoint()
     folder = Path(tempfile.mkdtemp())
     live = []
-    original = operators.update_live_mesh
+    original = scene_updates.update_live_mesh
 
     def recording(context, vertices, faces):
         live.append(len(faces))
         return original(context, vertices, faces)
 
-    operators.update_live_mesh = recording
+    scene_updates.update_live_mesh = recording
     try:
         scene = _scene_for_optimize()
         bpy.ops.wm.save_as_mainfile(filepath=str(folder / "scene.blend"))
@@ -175,10 +173,10 @@ def check_refine_shows_the_live_mesh_and_saves_a_glb():
         bpy.context.preferences.addons["addon"].preferences.timeout = 30.0
         assert bpy.ops.diffrec.optimize() == {"FINISHED"}, settings.status
         assert live == [224, 224], live  # previews at iterations 10 and 20
-        assert operators.LIVE_MESH not in bpy.data.objects, "removed once the result is in"
+        assert scene_updates.LIVE_MESH not in bpy.data.objects, "removed once the result is in"
         assert (folder / "ball_optimised.glb").stat().st_size > 1000  # bpy.path.clean_name
     finally:
-        operators.update_live_mesh = original
+        scene_updates.update_live_mesh = original
         _disable()
 
 
