@@ -4,7 +4,7 @@ Depends on the standard library, numpy and pyzmq only, and imports nothing outsi
 package, so the Blender add-on can vendor it as is.
 """
 
-from . import captures
+from . import captures, settings
 from .arrays import DTYPES, ArraySpec
 from .client import TERMINAL_EVENTS, Client
 from .errors import ProtocolError, ServerError, ServerUnavailable
@@ -32,5 +32,6 @@ __all__ = [
     "pairing_string",
     "parse_pairing",
     "read_keypair",
+    "settings",
     "write_keypair",
 ]

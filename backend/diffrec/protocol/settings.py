@@ -1,0 +1,303 @@
+"""The ``optimize`` task's settings: one typed, validating schema and one preset table.
+
+Standard library only, like the rest of this package, so the add-on (which vendors it) reads
+the same presets and field names as the backend. ``parse_settings`` turns a JSON-like mapping
+(a config file, command-line flags, a job spec from the wire) into a frozen ``Settings``:
+defaults < the preset's values < the given values. Coercion is lossless only: ``"100"`` or
+``100.0`` become the integer 100, while ``2.5`` for an integer, ``true`` for a number or
+``"abc"`` for a float are refused with a ``SettingsError`` naming the field.
+
+Sources (dataset folders, meshes, HDRIs, the output folder, the device) are not settings:
+they are the command line's or the server's business (``diffrec.pipeline.config``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+MODES = ("materials", "refine", "reconstruct")
+LIGHT_MODES = ("learn", "fixed", "learn-from-envmap")
+GEOMETRIES = ("dmtet", "flexicubes")
+LOSSES = ("logl1", "logl2", "mse", "l1", "smape", "relmse")
+INIT_TEXTURES = ("constant", "random", "base_mesh")
+BACKGROUNDS = ("random", "white", "black", "checker", "reference")
+PREVIEW_PANELS = ("latlong", "kd", "ks", "normal", "shading-only")
+LAPLACE_MODES = ("relative", "absolute")
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # CPU-friendly: a few minutes on two cores
+    "preview": {"iterations": 300, "batch": 2, "train_res": 128, "texture_res": 256,
+                "dmtet_grid": 32, "light_res": 64, "views": 24, "test_views": 4,
+                "hash_table_log2": 15},
+    "standard": {"iterations": 2000, "batch": 4, "train_res": 512, "texture_res": 1024,
+                 "dmtet_grid": 64, "light_res": 256, "views": 100, "test_views": 8},
+    # the reference system's paper settings (its NeRF-synthetic images are 800 pixels wide)
+    "high": {"iterations": 5000, "batch": 8, "train_res": 800, "texture_res": 2048,
+             "dmtet_grid": 128, "light_res": 512, "views": 200, "test_views": 16},
+}
+
+
+_HINTS: dict[str, Any] = {}  # field name -> type, filled once Settings is defined
+
+
+class SettingsError(ValueError):
+    """A setting that cannot work: ``field`` names it (None: several together), the message
+    says why and what is allowed."""
+
+    def __init__(self, field_name: str | None, message: str):
+        super().__init__(f"{field_name}: {message}" if field_name else message)
+        self.field = field_name
+
+
+def _choice(options: tuple[str, ...]) -> dict:
+    return {"choices": options}
+
+
+def _setting(default, help_text: str, **checks) -> Any:
+    """A dataclass field with its help text and checks (``choices``, ``minimum``,
+    ``maximum``, ``length``) in its metadata."""
+    return field(default=default, metadata={"help": help_text, **checks})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every tuning setting of an ``optimize`` run (docs/protocol.md lists them). Per-pass
+    values are pairs (pass 1, pass 2); single-pass modes (materials, refine) use the second."""
+
+    mode: str = _setting("materials", "what is optimized", **_choice(MODES))
+    preset: str = _setting("standard", "the sizes and schedule below, unless given",
+                           **_choice(tuple(PRESETS)))
+    seed: int = _setting(0, "random seed")
+    # sizes and schedule (preset values unless set)
+    iterations: int = _setting(2000, "iterations per pass", minimum=1)
+    batch: int = _setting(4, "views per iteration", minimum=1)
+    train_res: int = _setting(512, "longest side of training images, pixels", minimum=8)
+    texture_res: int = _setting(1024, "texture side, texels", minimum=4)
+    dmtet_grid: int = _setting(64, "tetrahedral grid resolution (even)", minimum=4)
+    light_res: int = _setting(256, "environment cube face side (power of two)", minimum=32)
+    views: int = _setting(100, "reference renders of a ref_mesh", minimum=1)
+    test_views: int = _setting(8, "held-out views for validation", minimum=0)
+    learning_rate: tuple[float, float] = _setting((0.03, 0.01), "per pass", length=2)
+    warmup_iterations: int = _setting(100, "learning-rate warm-up", minimum=0)
+    # geometry
+    geometry: str = _setting("dmtet", "surface extraction", **_choice(GEOMETRIES))
+    mesh_scale: float = _setting(2.1, "side of the grid's cube, scene units")
+    center: tuple[float, float, float] = _setting((0.0, 0.0, 0.0), "the grid's centre", length=3)
+    laplace: str = _setting("relative", "Laplacian regulariser", **_choice(LAPLACE_MODES))
+    laplace_scale: float = _setting(10000.0, "Laplacian weight", minimum=0)
+    sdf_regularizer: float = _setting(0.2, "SDF sign-change weight", minimum=0)
+    # neural material (pass 1 of reconstruct): entries per hash-grid level, a power of two;
+    # nvdiffrec's 19 is cheap on a GPU, while Adam's dense update of that many parameters
+    # dominates a CPU step, so the preview preset uses a smaller table
+    hash_table_log2: int = _setting(19, "hash-grid table size, log2", minimum=10, maximum=24)
+    # material value ranges per channel (kd may give a 4th, alpha, entry: used when
+    # layers > 1); roughness is never below min_roughness
+    kd_min: tuple[float, ...] = _setting((0.0, 0.0, 0.0), "albedo low", length=(3, 4))
+    kd_max: tuple[float, ...] = _setting((1.0, 1.0, 1.0), "albedo high", length=(3, 4))
+    ks_min: tuple[float, float, float] = _setting((0.0, 0.08, 0.0), "ORM low", length=3)
+    ks_max: tuple[float, float, float] = _setting((1.0, 1.0, 1.0), "ORM high", length=3)
+    normal_min: tuple[float, float, float] = _setting((-1.0, -1.0, 0.0), "normal low", length=3)
+    normal_max: tuple[float, float, float] = _setting((1.0, 1.0, 1.0), "normal high", length=3)
+    min_roughness: float = _setting(0.08, "roughness floor", minimum=0)
+    # textures a materials / refine run starts from: mid-range constants, uniform random in
+    # the ranges, or the base mesh's own (constants where it has none)
+    init_textures: str = _setting("constant", "starting textures", **_choice(INIT_TEXTURES))
+    light: str = _setting("learn", "what happens to the light", **_choice(LIGHT_MODES))
+    lock_light: bool = _setting(False, "learn the light in pass 1 only")
+    camera_space_light: bool = _setting(False, "the light is fixed to each camera")
+    light_gradient_scale: float = _setting(64.0, "light learning-rate multiplier", minimum=0)
+    albedo_smoothness: float = _setting(0.03, "albedo smoothness weight", minimum=0)
+    visibility: float = _setting(0.001, "occlusion regulariser weight", minimum=0)
+    white_balance: float = _setting(0.005, "light white-balance weight", minimum=0)
+    # rendering and loss; background: what targets and renders are composited over in
+    # training ("random": a colour per image) and validation ("random": black)
+    loss: str = _setting("logl1", "image loss", **_choice(LOSSES))
+    layers: int = _setting(1, "depth-peeled layers", minimum=1)
+    spp: int = _setting(1, "samples per pixel (supersampling factor)", minimum=1)
+    background: str = _setting("random", "compositing background", **_choice(BACKGROUNDS))
+    # bookkeeping: changes what is reported, not what is learned
+    validation: bool = _setting(True, "render and score the held-out views at the end")
+    checkpoint_every: int = _setting(250, "iterations between checkpoints (0: none)", minimum=0)
+    preview_every: int = _setting(0, "iterations between previews (0: none)", minimum=0)
+    preview_res: int | None = _setting(None, "preview panels' longest side", minimum=8)
+    display: tuple[str, ...] = _setting((), "panels beside render | target in previews",
+                                        choices=PREVIEW_PANELS)
+    log_every: int = _setting(10, "iterations between progress reports", minimum=1)
+    unwrap_timeout_s: float = _setting(120.0, "UV unwrapping time limit, seconds", minimum=0)
+
+    def __post_init__(self):
+        for spec in dataclasses.fields(self):
+            value = as_type(spec.name, _HINTS[spec.name], getattr(self, spec.name))
+            _check_field(spec, value)
+            object.__setattr__(self, spec.name, value)
+        _check_together(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as JSON-able values (tuples as lists once serialised)."""
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes) -> Settings:
+        """A copy with ``changes`` applied (coerced and checked like ``parse_settings``)."""
+        return parse_settings({**self.to_dict(), **changes}, apply_preset=False)
+
+    def material_ranges(self) -> dict[str, tuple[tuple[float, ...], tuple[float, ...]]]:
+        """``{"kd", "ks", "normal"}`` -> (low, high) per channel: kd has alpha (4 channels)
+        when ``layers`` > 1 (range [0, 1] unless kd_min / kd_max give a 4th value), and the
+        roughness floor is the larger of ks_min's and ``min_roughness``."""
+        kd_low, kd_high = list(self.kd_min), list(self.kd_max)
+        if self.layers > 1 and len(kd_low) == 3:
+            kd_low, kd_high = [*kd_low, 0.0], [*kd_high, 1.0]
+        elif self.layers == 1:
+            kd_low, kd_high = kd_low[:3], kd_high[:3]
+        ks_low = list(self.ks_min)
+        ks_low[1] = max(ks_low[1], self.min_roughness)
+        return {"kd": (tuple(kd_low), tuple(kd_high)), "ks": (tuple(ks_low), self.ks_max),
+                "normal": (self.normal_min, self.normal_max)}
+
+
+BOOKKEEPING = ("validation", "checkpoint_every", "preview_every", "preview_res", "display",
+               "log_every")
+"""Settings that change what a run reports, not what it learns (a checkpoint taken under
+other values of these still resumes)."""
+
+FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(Settings)}
+_HINTS.update(typing.get_type_hints(Settings))
+
+
+def parse_settings(values: Mapping[str, Any], apply_preset: bool = True) -> Settings:
+    """``values`` (JSON-like: lists for tuples) as ``Settings``: defaults < the preset's
+    values (unless ``apply_preset`` is false) < ``values``. Raises ``SettingsError`` for an
+    unknown name, a value of the wrong type or out of range, naming the field."""
+    if not isinstance(values, Mapping):
+        raise SettingsError(None, "settings must be an object of name: value")
+    unknown = sorted(str(name) for name in values if name not in FIELDS)
+    if unknown:
+        raise SettingsError(unknown[0], f"unknown setting (known: {', '.join(FIELDS)})")
+    preset = as_type("preset", str, values.get("preset", FIELDS["preset"].default))
+    _check_field(FIELDS["preset"], preset)
+    base = PRESETS[preset] if apply_preset else {}
+    return Settings(**{**base, **values})
+
+
+def as_type(name: str, hint, value):
+    """``value`` converted to the type ``hint`` without losing anything, or SettingsError."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [arg for arg in args if arg is not type(None)]
+        return as_type(name, inner, value)
+    if origin is tuple:
+        if isinstance(value, str) or not isinstance(value, list | tuple):
+            raise SettingsError(name, f"must be a list, got {value!r}")
+        inner = args[0]
+        return tuple(as_type(name, inner, item) for item in value)
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise SettingsError(name, f"must be true or false, got {value!r}")
+    if hint is int:
+        return _as_int(name, value)
+    if hint is float:
+        return _as_float(name, value)
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        raise SettingsError(name, f"must be a string, got {value!r}")
+    raise TypeError(f"setting {name} has a type this parser does not know: {hint}")
+
+
+def _as_int(name: str, value) -> int:
+    number = value
+    if isinstance(value, str):
+        try:
+            number = int(value.strip())
+        except ValueError:
+            number = None
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    if isinstance(number, bool) or not isinstance(number, int):
+        raise SettingsError(name, f"must be a whole number, got {value!r}")
+    return number
+
+
+def _as_float(name: str, value) -> float:
+    number = None
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            pass
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        number = float(value)
+    if number is None or not math.isfinite(number):
+        raise SettingsError(name, f"must be a finite number, got {value!r}")
+    return number
+
+
+def _check_field(spec: dataclasses.Field, value) -> None:
+    name, meta = spec.name, spec.metadata
+    items = value if isinstance(value, tuple) else (value,)
+    choices = meta.get("choices")
+    if choices is not None and not set(items) <= set(choices):
+        raise SettingsError(name, f"must be {'among' if isinstance(value, tuple) else 'one of'}"
+                                  f" {', '.join(choices)}, not {value!r}")
+    length = meta.get("length")
+    if length is not None and len(value) not in (length if isinstance(length, tuple) else
+                                                 (length,)):
+        wanted = " or ".join(map(str, length)) if isinstance(length, tuple) else length
+        raise SettingsError(name, f"must have {wanted} values, got {len(value)}")
+    if value is None:
+        return
+    if "minimum" in meta and any(item < meta["minimum"] for item in items):
+        raise SettingsError(name, f"must be at least {meta['minimum']}, got {value!r}")
+    if "maximum" in meta and any(item > meta["maximum"] for item in items):
+        raise SettingsError(name, f"must be at most {meta['maximum']}, got {value!r}")
+
+
+def _check_together(settings: Settings) -> None:
+    """The checks that involve one value's shape or several fields."""
+    checks = [
+        ("dmtet_grid", settings.dmtet_grid % 2 == 0, "must be even"),
+        ("light_res", settings.light_res & (settings.light_res - 1) == 0,
+         "must be a power of two"),
+        ("mesh_scale", settings.mesh_scale > 0, "must be positive"),
+        ("learning_rate", all(lr > 0 for lr in settings.learning_rate), "must be positive"),
+        ("kd_max", len(settings.kd_min) == len(settings.kd_max),
+         "must have as many values as kd_min"),
+        (None, all(lo <= hi for lo, hi in zip(
+            (*settings.kd_min, *settings.ks_min, *settings.normal_min),
+            (*settings.kd_max, *settings.ks_max, *settings.normal_max), strict=True)),
+         "each material range's minimum must not exceed its maximum"),
+        ("min_roughness", settings.min_roughness <= settings.ks_max[1],
+         "must not exceed ks_max's roughness"),
+    ]
+    for name, ok, message in checks:
+        if not ok:
+            raise SettingsError(name, message)
+
+
+def settings_schema() -> dict[str, dict[str, Any]]:
+    """Per setting: its JSON type, default, help text and checks (docs/protocol.md)."""
+    json_types = {bool: "boolean", int: "integer", float: "number", str: "string"}
+    schema = {}
+    for name, spec in FIELDS.items():
+        hint, optional = _HINTS[name], False
+        if typing.get_origin(hint) in (typing.Union, types.UnionType):
+            (hint,) = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+            optional = True
+        if typing.get_origin(hint) is tuple:
+            kind = f"list of {json_types[typing.get_args(hint)[0]]}"
+        else:
+            kind = json_types[hint]
+        default = list(spec.default) if isinstance(spec.default, tuple) else spec.default
+        schema[name] = {"type": kind + (" or null" if optional else ""), "default": default,
+                        **{key: (list(value) if isinstance(value, tuple) else value)
+                           for key, value in spec.metadata.items()}}
+    return schema
