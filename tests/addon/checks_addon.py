@@ -35,6 +35,38 @@ def check_register_and_unregister_cleanly():
     addon.unregister()
 
 
+def check_presets_are_the_backends():
+    """Each preset fills the panel with the backend's own values, read here through the
+    backend package (``diffrec.protocol.settings``), not the add-on's wire; the panel's
+    defaults are those of its default preset."""
+    from diffrec.protocol.settings import PRESETS
+
+    addon.register()
+    try:
+        settings = bpy.context.scene.diffrec
+
+        def panel():
+            return {"iterations": settings.iterations, "train_res": settings.train_resolution,
+                    "texture_res": int(settings.texture_resolution)}
+
+        def backend(preset):
+            return {key: PRESETS[preset.lower()][key] for key in panel()}
+
+        assert panel() == backend(settings.preset), (settings.preset, panel())
+        presets = [item.identifier for item in settings.bl_rna.properties["preset"].enum_items
+                   if item.identifier != "CUSTOM"]
+        assert sorted(preset.lower() for preset in presets) == sorted(PRESETS), presets
+        for preset in presets:
+            settings.preset = "CUSTOM"
+            settings.iterations, settings.train_resolution = 7, 17
+            settings.texture_resolution = "4096"
+            settings.preset = preset
+            assert panel() == backend(preset), (preset, panel(), backend(preset))
+        assert not settings.status, settings.status
+    finally:
+        addon.unregister()
+
+
 # -- setup validation: one check per bad setup -----------------------------------------------
 
 
