@@ -67,6 +67,28 @@ def check_presets_are_the_backends():
         addon.unregister()
 
 
+def check_a_preset_without_the_protocol_says_so():
+    """Without pyzmq the protocol package cannot load: the preset leaves the values as they
+    were and the status line says why (an update callback cannot report otherwise)."""
+    from addon import properties
+
+    def missing():
+        raise ImportError("No module named 'zmq'")
+
+    addon.register()
+    loaded, properties.protocol = properties.protocol, missing
+    try:
+        settings = bpy.context.scene.diffrec
+        settings.iterations = 7
+        settings.preset = "HIGH"
+        assert settings.iterations == 7
+        assert "preset not applied" in settings.status and "zmq" in settings.status, (
+            settings.status)
+    finally:
+        properties.protocol = loaded
+        addon.unregister()
+
+
 # -- setup validation: one check per bad setup -----------------------------------------------
 
 
