@@ -68,9 +68,8 @@ class SubmissionBuilder:
     """Builds one Optimize submission in ``steps`` calls of ``step`` (main thread only).
 
     Created when Optimize is pressed: the panel's choices, the target cameras and the subject
-    (the active object, when it is a selected mesh; ``object_name`` names the active object
-    in any case) are fixed then. ``done`` counts the steps
-    taken; ``submission`` is set by the last one.
+    (the active object when it is a selected mesh; ``object_name`` names the active object in
+    any case) are fixed then. ``done`` counts the steps taken; the last sets ``submission``.
     """
 
     def __init__(self, context, settings):
@@ -115,15 +114,14 @@ class SubmissionBuilder:
         return self.submission is not None
 
     def _next_targets(self):
-        """One more rendered view, or all the targets at once: (images, poses, intrinsics)
-        once every target is in, else None."""
+        """All the targets, (images, poses, intrinsics); with rendered targets, one more view
+        per call and None until the last."""
         if self.source == "DATASET":
             return dataset_targets(self.dataset_path)
-        if self.source != "RENDER":
+        if self.source == "CAMERA_IMAGES":
             images = export_scene.camera_images(self.cameras)
-            poses, intrinsics = export_scene.export_cameras(
-                self.cameras, self.scene, (images.shape[2], images.shape[1]))
-            return images, poses, intrinsics
+            size = (images.shape[2], images.shape[1])
+            return (images, *export_scene.export_cameras(self.cameras, self.scene, size))
         size = training_size(self.scene, self.choices.train_resolution)
         camera = self.cameras[len(self._views)]
         image = export_scene.render_view(self.scene, camera, size)

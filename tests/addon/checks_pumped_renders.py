@@ -161,4 +161,26 @@ def check_cancel_half_way_sends_nothing_and_leaves_the_scene_as_it_was():
         addon.unregister()
 
 
+def check_camera_images_are_read_in_one_step_without_rendering():
+    scene = _scene()
+    scene.diffrec.target_source = "CAMERA_IMAGES"
+    for index in range(VIEWS):
+        image = bpy.data.images.new(f"photo{index}", 20, 10)
+        background = bpy.data.objects[f"cam{index}"].data.background_images.new()
+        background.image = image
+    pump = _Run(scene)
+    try:
+        assert scene.diffrec.status == "" and pump.run.builder.text == "reading targets"
+        assert pump.run.tick(bpy.context) is False
+        assert scene.diffrec.status == "exporting mesh and light", scene.diffrec.status
+        assert pump.run.tick(bpy.context) is False and pump.run.tick(bpy.context, True) is True
+        assert not pump.renders, pump.renders
+        (_job, _spec, arrays), = pump.submitted
+        assert arrays["images"].shape == (VIEWS, 10, 20, 4), arrays["images"].shape
+        assert arrays["intrinsics"][0, 2] == 10.0, "cx: the photos' size, not the render's"
+    finally:
+        pump.close()
+        addon.unregister()
+
+
 harness.main(globals())
