@@ -161,6 +161,39 @@ def check_cancel_half_way_sends_nothing_and_leaves_the_scene_as_it_was():
         addon.unregister()
 
 
+def check_the_modal_operator_ticks_on_timer_events_and_stops_on_esc():
+    """The operators' modal glue, driven by hand (no event loop under the bpy module): a
+    render per TIMER event, ESC cancels, the next TIMER ends the operator as cancelled."""
+    from types import SimpleNamespace
+
+    from addon import job_operators
+
+    scene = _scene()
+    before = _snapshot(scene)
+    pump = _Run(scene)
+    removed = []
+    operator = job_operators._FollowsJob()
+    operator._run, operator._timer = pump.run, "timer"
+    follow.running[pump.run.job] = pump.run
+    context = SimpleNamespace(scene=scene, area=None, window_manager=SimpleNamespace(
+        event_timer_remove=removed.append))
+    try:
+        timer, esc = SimpleNamespace(type="TIMER"), SimpleNamespace(type="ESC")
+        assert operator.modal(context, timer) == {"PASS_THROUGH"}
+        assert operator.modal(context, SimpleNamespace(type="MOUSEMOVE")) == {"PASS_THROUGH"}
+        assert len(pump.renders) == 1, "a render per timer event only"
+        assert operator.modal(context, esc) == {"PASS_THROUGH"}
+        assert scene.diffrec.status == "cancelling"
+        assert operator.modal(context, timer) == {"CANCELLED"}
+        assert removed == ["timer"] and pump.run.job not in follow.running
+        assert len(pump.renders) == 1 and not pump.connections
+        assert _snapshot(scene) == before
+    finally:
+        follow.running.pop(pump.run.job, None)
+        pump.close()
+        addon.unregister()
+
+
 def check_camera_images_are_read_in_one_step_without_rendering():
     scene = _scene()
     scene.diffrec.target_source = "CAMERA_IMAGES"
