@@ -28,6 +28,15 @@ class _FollowsJob:
     _timer = None
     _run: follow.JobRun | None = None
 
+    def connector(self, context):
+        """``backend_link.connector`` from the preferences, or None once the reason it cannot
+        be made (a bad endpoint, offline, unreadable keys) is reported."""
+        try:
+            return backend_link.connector(context)
+        except (ValueError, PermissionError, OSError) as exc:
+            self.report({"ERROR"}, str(exc))
+            return None
+
     def follow(self, context, run: follow.JobRun):
         if _blocking(context):
             follow.follow_blocking(context, run)
@@ -64,10 +73,8 @@ class DIFFREC_OT_optimize(_FollowsJob, bpy.types.Operator):
         if problems:
             self.report({"ERROR"}, "\n".join(problems))
             return {"CANCELLED"}
-        try:
-            connect = backend_link.connector(context)
-        except (ValueError, PermissionError, OSError) as exc:
-            self.report({"ERROR"}, str(exc))
+        connect = self.connector(context)
+        if connect is None:
             return {"CANCELLED"}
         builder = SubmissionBuilder(context, settings)
         settings.progress, settings.status = 0.0, builder.text
@@ -89,10 +96,8 @@ class DIFFREC_OT_attach(_FollowsJob, bpy.types.Operator):
         if self.job_id in follow.running:
             self.report({"INFO"}, "this job is already being followed")
             return {"CANCELLED"}
-        try:
-            connect = backend_link.connector(context)
-        except (ValueError, PermissionError, OSError) as exc:
-            self.report({"ERROR"}, str(exc))
+        connect = self.connector(context)
+        if connect is None:
             return {"CANCELLED"}
         return self.follow(context, follow.JobRun(self.job_id, connect, self.report))
 

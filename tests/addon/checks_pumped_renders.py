@@ -10,6 +10,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # blender --python does not add 
 import harness  # noqa: I001  (puts the repository on sys.path)
 import bpy
 import numpy as np
+import scenes
 
 import addon
 from addon import follow
@@ -47,22 +48,8 @@ def _scene():
     scene.render.resolution_x, scene.render.resolution_y = 40, 30
     bpy.ops.mesh.primitive_cube_add(size=1.0)
     cube = bpy.context.active_object
-    for index in range(VIEWS):
-        angle = 2 * np.pi * index / VIEWS
-        camera = bpy.data.objects.new(f"cam{index}", bpy.data.cameras.new(f"cam{index}"))
-        scene.collection.objects.link(camera)
-        camera.location = (5 * np.cos(angle), 5 * np.sin(angle), 1.0)
-        camera.rotation_euler = (-camera.location).to_track_quat("-Z", "Y").to_euler()
-    sky = bpy.data.images.new("sky", 8, 4, float_buffer=True)
-    sky.pixels.foreach_set(np.ones(8 * 4 * 4, np.float32))
-    sky.pack()
-    world = bpy.data.worlds.new("sky")
-    world.use_nodes = True
-    environment = world.node_tree.nodes.new("ShaderNodeTexEnvironment")
-    environment.image = sky
-    world.node_tree.links.new(environment.outputs["Color"],
-                              world.node_tree.nodes["Background"].inputs["Color"])
-    scene.world = world
+    scenes.cameras_around(scene, VIEWS, radius=5.0, height=1.0)
+    scenes.sky_world(scene, np.ones(4), width=8)
     cube.select_set(True)
     bpy.context.view_layer.objects.active = cube
     scene.diffrec.train_resolution = 16

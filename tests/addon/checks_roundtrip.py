@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # blender --python does not add 
 import harness  # noqa: I001
 import bpy
 import numpy as np
+import scenes
 
 from addon import backend_link, follow, jobs, scene_updates
 
@@ -101,25 +102,8 @@ def _scene_for_optimize():
     material.node_tree.nodes["Principled BSDF"].inputs["Base Color"].default_value = (
         0.7, 0.2, 0.1, 1.0)
     sphere.data.materials.append(material)
-    for index in range(4):
-        angle = index * np.pi / 2
-        data = bpy.data.cameras.new(f"cam{index}")
-        camera = bpy.data.objects.new(f"cam{index}", data)
-        scene.collection.objects.link(camera)
-        camera.location = (4 * np.cos(angle), 4 * np.sin(angle), 1.0)
-        direction = -camera.location.normalized()
-        camera.rotation_euler = direction.to_track_quat("-Z", "Y").to_euler()
-    sky = bpy.data.images.new("sky", 32, 16, float_buffer=True)
-    rows = np.linspace(1.5, 0.3, 16, dtype=np.float32)[::-1]  # Blender rows are bottom-up
-    sky.pixels.foreach_set(np.repeat(rows[:, None, None], 32, 1).repeat(4, 2).reshape(-1))
-    sky.pack()
-    world = bpy.data.worlds.new("sky")
-    world.use_nodes = True
-    environment = world.node_tree.nodes.new("ShaderNodeTexEnvironment")
-    environment.image = sky
-    world.node_tree.links.new(environment.outputs["Color"],
-                              world.node_tree.nodes["Background"].inputs["Color"])
-    scene.world = world
+    scenes.cameras_around(scene, 4, radius=4.0, height=1.0)
+    scenes.sky_world(scene, np.linspace(1.5, 0.3, 16), width=32)
     sphere.select_set(True)
     bpy.context.view_layer.objects.active = sphere
     return scene
