@@ -114,6 +114,8 @@ class JobRun:
         entry.mode, entry.object_name = self.builder.choices.mode, self.builder.object_name
         settings.progress, settings.status = 0.0, "submitting"
         self.session = jobs.JobSession(self.connect, self.job, results_dir(self.job), submission)
+        self.session.start()  # now: a cancel from here on reaches the server
+        self._started = True
 
 
 def follow_blocking(context, run: JobRun) -> None:
