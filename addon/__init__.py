@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 
-_MODULES = ("preferences", "properties", "operators", "panel")
+_MODULES = ("preferences", "properties", "backend_link", "job_operators", "nerf_io", "panel")
 
 
 def _modules():

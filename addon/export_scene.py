@@ -140,7 +140,8 @@ def load_image_array(path: Path, data: bool = False) -> np.ndarray:
 
 @contextlib.contextmanager
 def _temporarily(target, **values):
-    """Set attributes of ``target`` for the duration of the block, then restore them."""
+    """Set attributes of ``target`` for the duration of the block, then restore them (both in
+    the order given)."""
     saved = {name: getattr(target, name) for name in values}
     try:
         for name, value in values.items():
@@ -153,33 +154,48 @@ def _temporarily(target, **values):
 
 @contextlib.contextmanager
 def _exr_output(scene: bpy.types.Scene, transparent: bool):
+    # one block, set and restored in this order: the format first, so that the depth set
+    # (32: EXR only) and the depth restored (say 8: PNG only) are each valid for it
     settings = scene.render.image_settings
     with (
         _temporarily(scene.render, film_transparent=transparent),
-        _temporarily(settings, file_format="OPEN_EXR"),
-        _temporarily(settings, color_depth="32", color_mode="RGBA"),
+        _temporarily(settings, file_format="OPEN_EXR", color_depth="32", color_mode="RGBA"),
     ):
         yield
 
 
+@contextlib.contextmanager
+def _render_output(scene: bpy.types.Scene, size: tuple[int, int], transparent: bool):
+    """The scene set to render ``size`` pixels to float EXR for the block; every setting it
+    changes (camera, resolution, output path and format, film transparency) is restored."""
+    render = scene.render
+    with (
+        _temporarily(scene, camera=scene.camera),
+        _temporarily(render, resolution_x=size[0], resolution_y=size[1]),
+        _temporarily(render, resolution_percentage=100),
+        _temporarily(render, filepath=render.filepath),
+        _exr_output(scene, transparent),
+    ):
+        yield
+
+
+def render_view(scene, camera, size: tuple[int, int], transparent: bool = True) -> np.ndarray:
+    """Render one camera with the scene's engine to float EXR (transparent film unless
+    ``transparent`` is false); returns float32 [H,W,4], straight alpha, rows top-down. The
+    scene's settings are as they were when it returns, and the EXR is deleted."""
+    with (
+        tempfile.TemporaryDirectory(prefix="diffrec-") as directory,
+        _render_output(scene, size, transparent),
+    ):
+        scene.camera = camera
+        scene.render.filepath = str(Path(directory) / "view.exr")
+        bpy.ops.render.render(write_still=True, scene=scene.name)
+        return pixels.unpremultiply(load_image_array(Path(scene.render.filepath)))
+
+
 def render_views(scene, cameras, size: tuple[int, int], transparent: bool = True):
-    """Render each camera with the scene's engine to float EXR (transparent film unless
-    ``transparent`` is false); returns float32 [N,H,W,4], straight alpha, rows top-down."""
-    with contextlib.ExitStack() as stack:
-        directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="diffrec-")))
-        render = scene.render
-        stack.enter_context(_temporarily(scene, camera=scene.camera))
-        stack.enter_context(_temporarily(render, resolution_x=size[0], resolution_y=size[1]))
-        stack.enter_context(_temporarily(render, resolution_percentage=100))
-        stack.enter_context(_temporarily(render, filepath=render.filepath))
-        stack.enter_context(_exr_output(scene, transparent))
-        images = []
-        for index, camera in enumerate(cameras):
-            scene.camera = camera
-            render.filepath = str(directory / f"view_{index:03d}.exr")
-            bpy.ops.render.render(write_still=True, scene=scene.name)
-            images.append(pixels.unpremultiply(load_image_array(Path(render.filepath))))
-        return np.stack(images)
+    """``render_view`` for each camera, stacked: float32 [N,H,W,4]."""
+    return np.stack([render_view(scene, camera, size, transparent) for camera in cameras])
 
 
 def camera_image(camera: bpy.types.Object) -> bpy.types.Image | None:

@@ -1,9 +1,9 @@
 """Following one backend job, without bpy: submit (or re-attach), stream events, fetch.
 
 ``JobSession.run()`` does the network work and reports through ``updates``, a queue of
-``Update``s that the main thread applies to the scene. The modal operator runs it on a worker
-thread (``start``); the blocking path (``blender --background``) calls ``run`` directly and
-drains the queue afterwards and while it runs, through the same handler.
+``Update``s that the main thread applies to the scene. It runs on a worker thread (``start``)
+whether the main thread drains the queue on a modal operator's timer or in a blocking loop
+(``blender --background``); both go through ``follow.JobRun.tick``.
 """
 
 from __future__ import annotations

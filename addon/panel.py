@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bpy
 
-from . import operators
+from . import follow
 
 
 class DIFFREC_PT_main(bpy.types.Panel):
@@ -33,7 +33,7 @@ class DIFFREC_PT_main(bpy.types.Panel):
         row = layout.row()
         row.prop(settings, "live_mesh")
         row.prop(settings, "save_glb")
-        following = bool(operators._sessions)
+        following = bool(follow.running)
         row = layout.row(align=True)
         row.scale_y = 1.4
         row.enabled = not following
@@ -61,7 +61,7 @@ class DIFFREC_PT_jobs(bpy.types.Panel):
             row = self.layout.row(align=True)
             row.label(text=f"{entry.object_name or entry.mode} · {entry.state}")
             row.label(text=entry.job_id[:8])
-            if not entry.imported and entry.job_id not in operators._sessions:
+            if not entry.imported and entry.job_id not in follow.running:
                 op = row.operator("diffrec.attach", text="", icon="IMPORT")
                 op.job_id = entry.job_id
 

@@ -3,6 +3,8 @@ reopened file can re-attach to its jobs."""
 
 from __future__ import annotations
 
+import sys
+
 import bpy
 from bpy.props import (
     BoolProperty,
@@ -14,18 +16,36 @@ from bpy.props import (
     StringProperty,
 )
 
-# preset -> (iterations per pass, texture resolution, training resolution)
-PRESETS = {
-    "PREVIEW": (300, 256, 128),
-    "STANDARD": (2000, 1024, 512),
-    "HIGH": (5000, 2048, 800),
-}
+from .wire import protocol
+
+# the panel's fields a preset fills -> the backend's setting names
+PRESET_FIELDS = {"iterations": "iterations", "texture_resolution": "texture_res",
+                 "train_resolution": "train_res"}
+
+
+def preset_values(preset: str) -> dict:
+    """The panel's values for ``preset`` (an enum identifier of ``preset``, not CUSTOM), read
+    from the backend's own table, ``diffrec.protocol.settings.PRESETS``. Raises ImportError
+    when the protocol package cannot load (it needs pyzmq)."""
+    table = protocol().settings.PRESETS[preset.lower()]
+    values = {name: table[key] for name, key in PRESET_FIELDS.items()}
+    values["texture_resolution"] = str(values["texture_resolution"])  # an enum identifier
+    return values
 
 
 def _apply_preset(settings, _context) -> None:
-    if settings.preset in PRESETS:
-        settings.iterations, texture, settings.train_resolution = PRESETS[settings.preset]
-        settings.texture_resolution = str(texture)
+    """The ``preset`` update: fill the fields the preset sets. An update callback cannot
+    report to the user, so a failure to read the table is put in the status line."""
+    if settings.preset == "CUSTOM":
+        return
+    try:
+        values = preset_values(settings.preset)
+    except ImportError as exc:
+        settings.status = f"preset not applied, the diffrec protocol did not load: {exc}"
+        print(f"diffrec: {settings.status}", file=sys.stderr)
+        return
+    for name, value in values.items():
+        setattr(settings, name, value)
 
 
 class DiffrecJob(bpy.types.PropertyGroup):

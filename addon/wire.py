@@ -10,14 +10,24 @@ from __future__ import annotations
 import functools
 import importlib.util
 import sys
+import threading
 from pathlib import Path
 
 _NAME = "diffrec_protocol"
+_loading = threading.Lock()
 
 
 @functools.cache
 def protocol():
-    """The protocol package (imported on first use: it needs pyzmq)."""
+    """The protocol package (imported on first use: it needs pyzmq, and raises ImportError
+    without it). Safe from any thread: the first call may come from a job's worker thread
+    while the main thread reads the presets, so one thread loads it while the other waits."""
+    with _loading:
+        return _load()
+
+
+def _load():
+    """The vendored copy, else the source tree's package loaded standalone."""
     vendored = Path(__file__).parent / "vendor" / _NAME
     if (vendored / "__init__.py").exists():
         from .vendor import diffrec_protocol

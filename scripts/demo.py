@@ -121,7 +121,7 @@ def optimize_with_addon(args, subject, train, endpoint: str):
     imports the result. Returns (result files folder, imported object)."""
     import addon_utils
 
-    from addon import operators
+    from addon import follow
 
     addon_utils.enable("addon", default_set=True)
     preferences = bpy.context.preferences.addons["addon"].preferences
@@ -145,7 +145,7 @@ def optimize_with_addon(args, subject, train, endpoint: str):
     job = settings.jobs[-1]
     result = bpy.data.objects[f"{job.object_name or 'diffrec'} optimised"]
     result.name = "diffrec result"
-    return operators.results_dir(job.job_id), result
+    return follow.results_dir(job.job_id), result
 
 
 @contextlib.contextmanager

@@ -35,6 +35,60 @@ def check_register_and_unregister_cleanly():
     addon.unregister()
 
 
+def check_presets_are_the_backends():
+    """Each preset fills the panel with the backend's own values, read here through the
+    backend package (``diffrec.protocol.settings``), not the add-on's wire; the panel's
+    defaults are those of its default preset."""
+    from diffrec.protocol.settings import PRESETS
+
+    addon.register()
+    try:
+        settings = bpy.context.scene.diffrec
+
+        def panel():
+            return {"iterations": settings.iterations, "train_res": settings.train_resolution,
+                    "texture_res": int(settings.texture_resolution)}
+
+        def backend(preset):
+            return {key: PRESETS[preset.lower()][key] for key in panel()}
+
+        assert panel() == backend(settings.preset), (settings.preset, panel())
+        presets = [item.identifier for item in settings.bl_rna.properties["preset"].enum_items
+                   if item.identifier != "CUSTOM"]
+        assert sorted(preset.lower() for preset in presets) == sorted(PRESETS), presets
+        for preset in presets:
+            settings.preset = "CUSTOM"
+            settings.iterations, settings.train_resolution = 7, 17
+            settings.texture_resolution = "4096"
+            settings.preset = preset
+            assert panel() == backend(preset), (preset, panel(), backend(preset))
+        assert not settings.status, settings.status
+    finally:
+        addon.unregister()
+
+
+def check_a_preset_without_the_protocol_says_so():
+    """Without pyzmq the protocol package cannot load: the preset leaves the values as they
+    were and the status line says why (an update callback cannot report otherwise)."""
+    from addon import properties
+
+    def missing():
+        raise ImportError("No module named 'zmq'")
+
+    addon.register()
+    loaded, properties.protocol = properties.protocol, missing
+    try:
+        settings = bpy.context.scene.diffrec
+        settings.iterations = 7
+        settings.preset = "HIGH"
+        assert settings.iterations == 7
+        assert "preset not applied" in settings.status and "zmq" in settings.status, (
+            settings.status)
+    finally:
+        properties.protocol = loaded
+        addon.unregister()
+
+
 # -- setup validation: one check per bad setup -----------------------------------------------
 
 
@@ -233,12 +287,12 @@ def check_import_fades_the_material_by_occlusion():
 
 
 def check_preview_image_shows_render_and_target():
-    from addon import operators
+    from addon import scene_updates
 
     render = np.zeros((4, 6, 3), np.float32)
     target = np.ones((4, 6, 4), np.float32)
     render[0, 0] = (1.0, 0.0, 0.0)  # top-left of the render
-    image = operators.update_preview(render, target)
+    image = scene_updates.update_preview(render, target)
     shown = _pixels(image)
     assert tuple(image.size) == (12, 4)
     assert np.allclose(shown[0, 0], (1, 0, 0, 1)) and np.allclose(shown[:, 6:], 1)
@@ -287,7 +341,7 @@ def check_nerf_intrinsics_with_an_off_centre_principal_point_are_kept():
     imported cameras and the targets the Dataset source sends, not only camera_angle_x."""
     import json
 
-    from addon import operators
+    from addon import submission
 
     addon.register()
     scene = bpy.context.scene
@@ -307,7 +361,7 @@ def check_nerf_intrinsics_with_an_off_centre_principal_point_are_kept():
             _poses, intrinsics = export_scene.export_cameras([camera], scene, (32, 24))
             assert np.allclose(intrinsics[0, :4], wanted, atol=1e-4), intrinsics
             scene.diffrec.dataset_path = directory
-            _images, _poses, sent = operators._dataset_targets(scene.diffrec)
+            _images, _poses, sent = submission.dataset_targets(scene.diffrec.dataset_path)
             assert np.allclose(sent[0, :4], wanted), sent
         finally:
             addon.unregister()
@@ -317,7 +371,7 @@ def check_llff_capture_as_dataset_targets_and_import():
     """An LLFF capture (poses_bounds.npy, images_2/, full-size masks/): the Dataset source
     sends the masks as alpha and the focal length scaled to the images read; File > Import
     makes a camera whose projection is the same."""
-    from addon import operators
+    from addon import submission
     from addon.wire import protocol
 
     addon.register()
@@ -338,7 +392,7 @@ def check_llff_capture_as_dataset_targets_and_import():
                                        np.array([9.0]))
         try:
             scene.diffrec.dataset_path = directory
-            images, poses, sent = operators._dataset_targets(scene.diffrec)
+            images, poses, sent = submission.dataset_targets(scene.diffrec.dataset_path)
             assert images.shape == (1, 24, 32, 4), images.shape  # full size: images/
             assert images[0, 5, 3, 3] == 0 and images[0, 5, 30, 3] == 1, "mask as alpha"
             assert np.allclose(sent[0], (20.0, 20.0, 16.0, 12.0, 0.5, 18.0)), sent

@@ -15,8 +15,9 @@ sys.path.insert(0, str(Path(__file__).parent))  # blender --python does not add 
 import harness  # noqa: I001
 import bpy
 import numpy as np
+import scenes
 
-from addon import jobs, operators
+from addon import backend_link, follow, jobs, scene_updates
 
 REPORTS = []
 
@@ -51,40 +52,38 @@ def check_submit_follow_fetch_and_reattach():
         job = uuid.uuid4().hex
         entry = scene.diffrec.jobs.add()
         entry.job_id, entry.mode = job, "fit_texture"
-        session = jobs.JobSession(
-            operators.connector(bpy.context), job, operators.results_dir(job),
-            jobs.Submission(spec, {"images": images}),
-        )
+        run = follow.JobRun(job, backend_link.connector(bpy.context), _report,
+                            submission=jobs.Submission(spec, {"images": images}))
         seen = []
-        original = operators._apply
+        original = scene_updates.apply_update
 
         def recording(context, job_id, update, report):
             seen.append(update.kind)
             original(context, job_id, update, report)
 
-        operators._apply = recording
+        scene_updates.apply_update = recording
         try:
-            operators.follow_blocking(bpy.context, session, _report)
+            follow.follow_blocking(bpy.context, run)
         finally:
-            operators._apply = original
+            scene_updates.apply_update = original
         assert "error" not in seen, REPORTS
         assert seen[0] == "submitted" and "progress" in seen and seen[-1] == "fetched", seen
         assert entry.state == "done", entry.state
         assert "40/40" in scene.diffrec.status or scene.diffrec.status.startswith("done"), (
             scene.diffrec.status
         )
-        preview = bpy.data.images[operators.PREVIEW_IMAGE]
+        preview = bpy.data.images[scene_updates.PREVIEW_IMAGE]
         assert tuple(preview.size) == (32, 16)  # render | target, 16 px each
-        files = sorted(path.name for path in operators.results_dir(job).iterdir())
+        files = sorted(path.name for path in follow.results_dir(job).iterdir())
         assert {"texture.npy", "render.npy", "metrics.json"} <= set(files), files
-        texture = np.load(operators.results_dir(job) / "texture.npy")
+        texture = np.load(follow.results_dir(job) / "texture.npy")
         assert texture.shape == (8, 8, 4)
         # a reopened file re-attaches by the job id kept in the scene, and fetches again
-        for path in operators.results_dir(job).iterdir():
+        for path in follow.results_dir(job).iterdir():
             path.unlink()
         assert bpy.ops.diffrec.attach(job_id=job) == {"FINISHED"}
-        assert (operators.results_dir(job) / "texture.npy").exists()
-        assert np.array_equal(np.load(operators.results_dir(job) / "texture.npy"), texture)
+        assert (follow.results_dir(job) / "texture.npy").exists()
+        assert np.array_equal(np.load(follow.results_dir(job) / "texture.npy"), texture)
     finally:
         _disable()
 
@@ -103,25 +102,8 @@ def _scene_for_optimize():
     material.node_tree.nodes["Principled BSDF"].inputs["Base Color"].default_value = (
         0.7, 0.2, 0.1, 1.0)
     sphere.data.materials.append(material)
-    for index in range(4):
-        angle = index * np.pi / 2
-        data = bpy.data.cameras.new(f"cam{index}")
-        camera = bpy.data.objects.new(f"cam{index}", data)
-        scene.collection.objects.link(camera)
-        camera.location = (4 * np.cos(angle), 4 * np.sin(angle), 1.0)
-        direction = -camera.location.normalized()
-        camera.rotation_euler = direction.to_track_quat("-Z", "Y").to_euler()
-    sky = bpy.data.images.new("sky", 32, 16, float_buffer=True)
-    rows = np.linspace(1.5, 0.3, 16, dtype=np.float32)[::-1]  # Blender rows are bottom-up
-    sky.pixels.foreach_set(np.repeat(rows[:, None, None], 32, 1).repeat(4, 2).reshape(-1))
-    sky.pack()
-    world = bpy.data.worlds.new("sky")
-    world.use_nodes = True
-    environment = world.node_tree.nodes.new("ShaderNodeTexEnvironment")
-    environment.image = sky
-    world.node_tree.links.new(environment.outputs["Color"],
-                              world.node_tree.nodes["Background"].inputs["Color"])
-    scene.world = world
+    scenes.cameras_around(scene, 4, radius=4.0, height=1.0)
+    scenes.sky_world(scene, np.linspace(1.5, 0.3, 16), width=32)
     sphere.select_set(True)
     bpy.context.view_layer.objects.active = sphere
     return scene
@@ -145,7 +127,7 @@ def check_optimize_materials_round_trip():
         assert result.data.uv_layers.active is not None
         nodes = result.active_material.node_tree.nodes
         assert {"ShaderNodeTexImage", "ShaderNodeNormalMap"} <= {n.bl_idname for n in nodes}
-        files = {path.name for path in operators.results_dir(entry.job_id).iterdir()}
+        files = {path.name for path in follow.results_dir(entry.job_id).iterdir()}
         assert {"mesh.obj", "mesh.glb", "probe.hdr", "metrics.json", "mesh.npz"} <= files
         assert scene.world.name == "sky", "Keep HDRI: the scene's own world stays"
     finally:
@@ -159,13 +141,13 @@ def check_refine_shows_the_live_mesh_and_saves_a_glb():
     _enable_with_endpoint()
     folder = Path(tempfile.mkdtemp())
     live = []
-    original = operators.update_live_mesh
+    original = scene_updates.update_live_mesh
 
     def recording(context, vertices, faces):
         live.append(len(faces))
         return original(context, vertices, faces)
 
-    operators.update_live_mesh = recording
+    scene_updates.update_live_mesh = recording
     try:
         scene = _scene_for_optimize()
         bpy.ops.wm.save_as_mainfile(filepath=str(folder / "scene.blend"))
@@ -175,10 +157,10 @@ def check_refine_shows_the_live_mesh_and_saves_a_glb():
         bpy.context.preferences.addons["addon"].preferences.timeout = 30.0
         assert bpy.ops.diffrec.optimize() == {"FINISHED"}, settings.status
         assert live == [224, 224], live  # previews at iterations 10 and 20
-        assert operators.LIVE_MESH not in bpy.data.objects, "removed once the result is in"
+        assert scene_updates.LIVE_MESH not in bpy.data.objects, "removed once the result is in"
         assert (folder / "ball_optimised.glb").stat().st_size > 1000  # bpy.path.clean_name
     finally:
-        operators.update_live_mesh = original
+        scene_updates.update_live_mesh = original
         _disable()
 
 

@@ -9,7 +9,7 @@ SPEC.json holds ``result_dir`` (a job's result files as the backend writes them)
 (a NeRF ``transforms_train.json`` with the cameras and their images), ``size``, ``samples``,
 ``out_dir`` and ``variants``: ``"as imported"`` and names from ``BREAKAGES``. For each variant
 the scene starts from factory settings; the add-on builds the object, material and world from
-the result folder as the Optimize operator does (``operators.load_result``,
+the result folder as the Optimize operator does (``result_files.load_result``,
 ``import_result.import_asset``), brings in the cameras with its NeRF import, and renders them
 with Cycles through ``export_scene.render_views`` (the path that renders the add-on's targets).
 Writes ``out_dir/cameras.npz`` (the cameras as the add-on exports them: ``poses`` [N,4,4],
@@ -30,7 +30,7 @@ import numpy as np
 from cycles_reference import configure_cycles
 
 import addon
-from addon import export_scene, import_result, operators
+from addon import export_scene, import_result, result_files
 
 
 def _node(tree, bl_idname: str):
@@ -89,7 +89,7 @@ def render_variant(spec: dict, variant: str, out_dir: Path) -> None:
     try:
         scene = bpy.context.scene
         configure_cycles(scene, spec["size"], spec["samples"])
-        asset = operators.load_result(sorted(Path(spec["result_dir"]).iterdir()))
+        asset = result_files.load_result(sorted(Path(spec["result_dir"]).iterdir()))
         obj = import_result.import_asset(bpy.context, "result", asset, use_world=True)
         assert bpy.ops.diffrec.import_nerf(filepath=spec["transforms"]) == {"FINISHED"}
         cameras = sorted((o for o in scene.objects if o.type == "CAMERA"), key=lambda o: o.name)

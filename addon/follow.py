@@ -1,0 +1,129 @@
+"""Jobs of this Blender session, pumped from the main thread.
+
+A ``JobRun`` is one job: its submission built step by step (Optimize: one target render per
+step), then its ``jobs.JobSession`` (network work on a worker thread) followed by applying its
+updates to the scene. ``tick`` does one piece of main-thread work and says whether the run is
+over: a modal operator calls it on each timer event; ``follow_blocking`` calls it in a loop
+where no event loop runs (``blender --background``, the bpy module). Runs in progress are in
+``running``, by job id, for the panel and the Cancel operator.
+"""
+
+from __future__ import annotations
+
+import queue
+from pathlib import Path
+
+import bpy
+
+from . import jobs, preferences, scene_updates
+from .submission import SubmissionBuilder
+
+running: dict[str, JobRun] = {}
+
+# failures of a build step the user can act on: bad files, a failed render, a deleted camera
+BUILD_ERRORS = (ValueError, OSError, RuntimeError, ReferenceError)
+
+
+def results_dir(job: str) -> Path:
+    """Where a job's result files are fetched to."""
+    return preferences.user_directory() / "results" / job
+
+
+def _drain(context, session: jobs.JobSession, report, block: bool) -> bool:
+    """Apply queued updates; whether the session reached its end. ``block`` waits for it."""
+    while True:
+        try:
+            update = session.updates.get(timeout=0.5) if block else session.updates.get_nowait()
+        except queue.Empty:
+            if block and session.alive:
+                continue
+            return not session.alive and session.updates.empty()
+        scene_updates.apply_update(context, session.job, update, report)
+        if update.kind in jobs.FINAL:
+            return True
+
+
+class JobRun:
+    """One job followed from the main thread (bpy only there).
+
+    ``connect`` makes a protocol Client (``backend_link.connector``); ``report`` is an
+    operator's ``report(kinds, message)``. With a ``builder`` the run first builds and then
+    submits the job (added to ``scene.diffrec.jobs`` only then); with a ready ``submission`` it
+    sends that (the jobs entry is the caller's); with neither it re-attaches to the job ``job``
+    already submitted. ``cancel`` before the submission is complete ends the run at the next
+    tick with nothing sent and the scene as it was; after, it asks the server.
+    """
+
+    def __init__(
+        self,
+        job: str,
+        connect,
+        report,
+        builder: SubmissionBuilder | None = None,
+        submission: jobs.Submission | None = None,
+    ):
+        self.job = job
+        self.connect = connect
+        self.report = report
+        self.builder = builder
+        self.cancelled = False
+        self.session: jobs.JobSession | None = None
+        if builder is None:
+            self.session = jobs.JobSession(connect, job, results_dir(job), submission)
+        self._started = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        if self.session is not None:
+            self.session.cancel()
+
+    def tick(self, context, block: bool = False) -> bool:
+        """Do the next piece of work; whether the run is over. ``block``: follow the submitted
+        job to its end in this call instead of applying only the updates already queued."""
+        if self.session is None:
+            return self._build_step(context)
+        if not self._started:
+            self.session.start()
+            self._started = True
+        return _drain(context, self.session, self.report, block)
+
+    def _build_step(self, context) -> bool:
+        settings = context.scene.diffrec
+        if self.cancelled:
+            settings.status, settings.progress = "cancelled: nothing was sent", 0.0
+            self.report({"INFO"}, f"diffrec: {settings.status}")
+            return True
+        try:
+            complete = self.builder.step(context)
+        except BUILD_ERRORS as exc:
+            settings.status, settings.progress = f"not sent: {exc}", 0.0
+            self.report({"ERROR"}, str(exc))
+            return True
+        if complete:
+            self._submit(settings, self.builder.submission)
+            return False
+        settings.status = self.builder.text
+        settings.progress = 100 * self.builder.done / self.builder.steps
+        if bpy.app.background:
+            print(f"diffrec: {settings.status}", flush=True)
+        return False
+
+    def _submit(self, settings, submission: jobs.Submission) -> None:
+        entry = settings.jobs.add()
+        entry.job_id, entry.state = self.job, "submitting"
+        entry.mode, entry.object_name = self.builder.choices.mode, self.builder.object_name
+        settings.progress, settings.status = 0.0, "submitting"
+        self.session = jobs.JobSession(self.connect, self.job, results_dir(self.job), submission)
+        self.session.start()  # now: a cancel from here on reaches the server
+        self._started = True
+
+
+def follow_blocking(context, run: JobRun) -> None:
+    """Tick ``run`` to its end here on the main thread: the path for ``blender --background``
+    and the bpy module, where modal operators never tick."""
+    running[run.job] = run
+    try:
+        while not run.tick(context, block=True):
+            pass
+    finally:
+        running.pop(run.job, None)
