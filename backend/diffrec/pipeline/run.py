@@ -54,7 +54,7 @@ from diffrec.pipeline.trainer import (
     composite,
     light_rotation,
 )
-from diffrec.pipeline.unwrap import has_usable_uvs, unwrap
+from diffrec.pipeline.unwrap import with_uvs
 from diffrec.render.material import NeuralSurface, TextureMaterial
 from diffrec.render.metrics import psnr, ssim
 from diffrec.render.renderer import render_mesh
@@ -214,18 +214,6 @@ def _resampled(channel: torch.Tensor, size: int, like: torch.Tensor) -> torch.Te
     if image.shape[-1] < channels:
         image = torch.cat([image, torch.ones(size, size, channels - image.shape[-1])], -1)
     return image[..., :channels].contiguous()
-
-
-def with_uvs(mesh: Mesh, config: OptimizeConfig,
-             should_stop: Callable[[], bool] = lambda: False) -> Mesh:
-    """Keep the mesh's UVs when they are usable, else unwrap (xatlas or the fallback)."""
-    if has_usable_uvs(mesh):
-        return mesh
-    positions = mesh.positions.detach().cpu()
-    uvs, uv_triangles = unwrap(positions, mesh.triangles.cpu(), timeout_s=config.unwrap_timeout_s,
-                               resolution_hint=config.texture_res, should_stop=should_stop)
-    return mesh.replace(uvs=uvs.to(mesh.positions.device),
-                        uv_triangles=uv_triangles.to(mesh.positions.device))
 
 
 BOOKKEEPING_SETTINGS = ("out_dir", "device", "checkpoint_every", "preview_every", "log_every")
