@@ -15,9 +15,9 @@ from diffrec.light.envmap import EnvironmentLight
 from diffrec.mesh.normals import with_vertex_normals
 from diffrec.mesh.primitives import uv_sphere
 from diffrec.pipeline.config import build_config
-from diffrec.pipeline.datasets import Views
 from diffrec.pipeline.run import Inputs, initial_textures, load_inputs, optimize
 from diffrec.pipeline.trainer import background_for, composite, light_rotation
+from diffrec.pipeline.views import Views
 from diffrec.render.material import TextureMaterial
 from diffrec.render.renderer import render_mesh
 from diffrec.render.texture2d import Texture2D

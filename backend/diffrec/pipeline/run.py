@@ -38,15 +38,11 @@ from diffrec.pipeline import outputs
 from diffrec.pipeline.bake import bake_textures
 from diffrec.pipeline.checkpoints import CheckpointStore
 from diffrec.pipeline.config import OptimizeConfig
-from diffrec.pipeline.datasets import (
-    Views,
-    ViewSampler,
-    check_views_see_box,
-    load_dataset,
-    render_reference_views,
-    split_views,
-)
+from diffrec.pipeline.frustum import check_views_see_box
 from diffrec.pipeline.geometry_models import ExplicitGeometry, IsosurfaceGeometry
+from diffrec.pipeline.loading import load_dataset
+from diffrec.pipeline.reference_views import render_reference_views
+from diffrec.pipeline.sampler import ViewSampler
 from diffrec.pipeline.trainer import (
     Pass,
     PassTrainer,
@@ -55,6 +51,7 @@ from diffrec.pipeline.trainer import (
     light_rotation,
 )
 from diffrec.pipeline.unwrap import with_uvs
+from diffrec.pipeline.views import Views, split_views
 from diffrec.render.material import NeuralSurface, TextureMaterial
 from diffrec.render.metrics import psnr, ssim
 from diffrec.render.renderer import render_mesh

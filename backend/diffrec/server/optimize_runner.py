@@ -136,9 +136,9 @@ class OptimizeRunner(Runner):
 
     def run(self, ctx: JobContext) -> None:
         from diffrec.errors import UserError
-        from diffrec.pipeline.datasets import split_views
         from diffrec.pipeline.job_arrays import from_job_arrays
         from diffrec.pipeline.run import Inputs, optimize
+        from diffrec.pipeline.views import split_views
 
         config = _config(ctx.spec, ctx.inputs)
         _check_inputs(config, ctx.inputs)
