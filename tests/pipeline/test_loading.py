@@ -9,10 +9,11 @@ import pytest
 import torch
 from view_helpers import HEIGHT, WIDTH, camera_matrices, linear_of_codes, random_codes
 
-from diffrec.camera import from_nerf_transforms
+from diffrec.camera import capture_cameras
 from diffrec.errors import UserError
 from diffrec.io import write_image
 from diffrec.pipeline.loading import load_dataset
+from diffrec.protocol.captures import read_nerf
 
 
 def write_folder(root, images, suffix=".png", split="train", transforms=None, matrices=None):
@@ -34,12 +35,12 @@ def write_folder(root, images, suffix=".png", split="train", transforms=None, ma
 def test_png_folder_round_trip_decodes_srgb_and_matches_nerf_cameras(tmp_path):
     codes = random_codes(3)
     codes[0, 0, 0] = torch.tensor([128, 128, 128, 255])
-    transforms = write_folder(tmp_path, linear_of_codes(codes))
+    write_folder(tmp_path, linear_of_codes(codes))
     views = load_dataset(tmp_path)
 
     torch.testing.assert_close(views.images, linear_of_codes(codes), atol=1e-6, rtol=0)
     assert abs(views.images[0, 0, 0, 0].item() - 0.2158605) < 1e-5, "sRGB 128 decodes to 0.216"
-    expected = from_nerf_transforms(transforms, WIDTH, HEIGHT)
+    expected = capture_cameras(read_nerf(tmp_path / "transforms_train.json"), WIDTH, HEIGHT)
     torch.testing.assert_close(views.cameras.camera_to_world, expected.camera_to_world)
     for key in ("fx", "fy", "cx", "cy"):
         torch.testing.assert_close(getattr(views.cameras, key), getattr(expected, key))
@@ -74,8 +75,8 @@ def test_resizing_keeps_a_constant_colour_and_scales_the_intrinsics(tmp_path):
     image[4:12, 5:17, 3] = 1.0
     image[3, 5:17, 3] = 0.5  # a soft edge
     image[image[..., 3] == 0, :3] = 1.0  # uncovered pixels carry another colour
-    transforms = write_folder(tmp_path, image[None].expand(2, -1, -1, -1).numpy(), suffix=".exr")
-    full = from_nerf_transforms(transforms, WIDTH, HEIGHT)
+    write_folder(tmp_path, image[None].expand(2, -1, -1, -1).numpy(), suffix=".exr")
+    full = capture_cameras(read_nerf(tmp_path / "transforms_train.json"), WIDTH, HEIGHT)
 
     for resolution in (12, (12, 8), (31, 9)):
         views = load_dataset(tmp_path, resolution=resolution, exr_premultiplied=False)

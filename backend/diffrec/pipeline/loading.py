@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from diffrec.camera import Cameras
+from diffrec.camera import capture_cameras
 from diffrec.errors import UserError
 from diffrec.io import read_image
 from diffrec.pipeline.colmap_capture import read_any_capture
@@ -80,21 +80,7 @@ def load_dataset(
         log.warning("%d images of %s have no alpha channel and no mask (e.g. %s): treating them "
                     "as fully covered (alpha = 1)", len(missing_alpha), folder,
                     ", ".join(missing_alpha[:3]))
-    try:
-        intrinsics = capture.intrinsics(*target, file_size)
-    except CaptureError as error:
-        raise UserError(f"{capture.source}: {error}") from None
-    if near_far is None:
-        near = [frame.near for frame in capture.frames]
-        far = [frame.far for frame in capture.frames]
-    else:
-        near, far = near_far
-    fx, fy, cx, cy = torch.from_numpy(intrinsics).T
-    try:
-        cameras = Cameras(torch.from_numpy(capture.camera_to_world()), fx, fy, cx, cy, *target,
-                          near, far)
-    except UserError as error:
-        raise UserError(f"{capture.source}: {error}") from None
+    cameras = capture_cameras(capture, *target, file_size, near_far)
     return Views(cameras, torch.stack(images), capture.names())
 
 
