@@ -41,7 +41,8 @@ from diffrec.protocol.schema import INPUTS, REQUESTS
 
 from .blobs import BlobStore
 from .quotas import DEFAULT_QUOTAS, Quotas, exceeded
-from .runner import JobFailed, runners
+from .registry import runners
+from .runner import JobFailed
 from .security import Security, secure
 from .storage import storage_error
 from .store import TERMINAL, JobStore
