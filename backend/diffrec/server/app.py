@@ -68,19 +68,15 @@ class Server:
         self.socket.maxmsgsize = MAX_FRAME_BYTES
         self.socket.router_mandatory = 1
         self.security: Security | None = None
-        try:
-            self.security = secure(self.context, self.socket, bind, self.data_dir, curve)
-            self.socket.bind(bind)
-        except BaseException:
-            self.close()
-            raise
-        self.endpoint = self.socket.last_endpoint.decode()
         self.subscribers: defaultdict[str, set[bytes]] = defaultdict(set)
         self.last_seen: dict[bytes, float] = {}
         self._handlers: dict[str, Callable[[bytes, str, Message], dict | None]] = {
             op: getattr(self, f"_op_{op}") for op in REQUESTS
         }
         try:
+            self.security = secure(self.context, self.socket, bind, self.data_dir, curve)
+            self.socket.bind(bind)
+            self.endpoint = self.socket.last_endpoint.decode()
             self.jobs = JobTable(JobStore(self.data_dir), self.blobs, runners(device), device,
                                  self._event, lambda job_id: self.subscribers.pop(job_id, None),
                                  retention_s=retention_s, quotas=quotas)
