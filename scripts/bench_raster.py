@@ -57,16 +57,17 @@ def time_step(ctx, mesh, kd, batch, resolution, repeat):
     uv_tri = uv_tri.to(torch.int32)
     tex = kd.to(device)[None].contiguous().requires_grad_()
     w2c = cams.world_to_clip()
-    hash_ = raster.antialias_construct_topology_hash(tri)
+    hash_ = raster.antialias_construct_topology_hash(tri, ctx=ctx)
     weights = torch.rand(batch, resolution, resolution, 3, device=device)
 
     def forward(pos):
         rast, rast_db = raster.rasterize(ctx, pos, tri, (resolution, resolution))
-        uv, uv_da = raster.interpolate(uvs[None], rast, uv_tri, rast_db=rast_db, diff_attrs="all")
+        uv, uv_da = raster.interpolate(uvs[None], rast, uv_tri, rast_db=rast_db, diff_attrs="all",
+                                       ctx=ctx)
         uv, uv_da = flip_v(uv, uv_da)
-        color = raster.texture(tex, uv, uv_da, filter_mode="linear-mipmap-linear")
+        color = raster.texture(tex, uv, uv_da, filter_mode="linear-mipmap-linear", ctx=ctx)
         color = color * (rast[..., 3:] > 0)
-        return raster.antialias(color, rast, pos, tri, topology_hash=hash_)
+        return raster.antialias(color, rast, pos, tri, topology_hash=hash_, ctx=ctx)
 
     def run(backward: bool) -> float:
         pos = (homo @ w2c.transpose(1, 2)).contiguous().requires_grad_(backward)

@@ -1,10 +1,11 @@
 """Pinhole cameras: the wire convention in, clip-space matrices and rays out.
 
-Wire convention (Blender's, see DESIGN.md): ``camera_to_world`` is the camera object's
-``matrix_world`` [N, 4, 4] (any object scale is ignored, as Blender's ``world_to_camera_view``
-does); the camera looks down its local -Z with +Y up. Intrinsics ``fx, fy, cx, cy`` are in
-pixels with the origin at the top-left pixel *corner* and rows growing downwards, so a
-camera-space point (X, Y, Z) lands at ``px = cx + fx X / -Z``, ``py = cy - fy Y / -Z``
+Wire convention (Blender's; docs/protocol.md, "Inputs"): ``camera_to_world`` is the camera
+object's ``matrix_world`` [N, 4, 4] (any object scale is ignored, as Blender's
+``world_to_camera_view`` does); the camera looks down its local -Z with +Y up. Intrinsics
+``fx, fy, cx, cy`` are in pixels with the origin at the top-left pixel *corner* and rows
+growing downwards, so a camera-space point (X, Y, Z) lands at ``px = cx + fx X / -Z``,
+``py = cy - fy Y / -Z``
 (``px, py`` continuous: pixel ``(c, r)`` covers ``[c, c+1] x [r, r+1]``).
 
 Clip space is what ``diffrec.raster`` consumes: NDC x = -1..1 from the left image edge to the
@@ -17,13 +18,12 @@ Matrices are computed in float64 and returned as float32.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
 
 from diffrec.errors import UserError
-from diffrec.protocol.captures import CaptureError, nerf_pinhole
+from diffrec.protocol.captures import Capture, CaptureError
 
 _PER_CAMERA = ("fx", "fy", "cx", "cy", "near", "far")
 
@@ -156,28 +156,29 @@ class Cameras:
         return (world / world.norm(dim=-1, keepdim=True)).float()
 
 
-def from_nerf_transforms(
-    transforms: Mapping, width: int, height: int, near: float = 0.1, far: float = 1000.0
-) -> Cameras:
-    """Cameras of a NeRF / instant-ngp ``transforms_*.json`` (already parsed), for images
-    resized to ``width`` x ``height``: matrices as they are (the wire's OpenGL convention),
-    intrinsics as ``diffrec.protocol.captures`` reads them (``fl_x`` ... or
-    ``camera_angle_x`` ..., top level or per frame)."""
-    frames = transforms.get("frames")
-    if not frames:
-        raise UserError("NeRF transforms have no 'frames'")
-    matrices, intrinsics = [], []
-    for i, frame in enumerate(frames):
-        matrix = torch.tensor(frame.get("transform_matrix", []), dtype=torch.float64)
-        if matrix.shape != (4, 4):
-            raise UserError(f"frame {i}: transform_matrix must be 4x4")
-        matrices.append(matrix)
-        try:
-            intrinsics.append(nerf_pinhole({**transforms, **frame}, f"frame {i}").at(width, height))
-        except CaptureError as error:
-            raise UserError(str(error)) from None
-    fx, fy, cx, cy = torch.tensor(intrinsics, dtype=torch.float64).T
-    return Cameras(torch.stack(matrices), fx, fy, cx, cy, width, height, near, far)
+def capture_cameras(capture: Capture, width: int, height: int,
+                    stored: tuple[int, int] | None = None,
+                    near_far: tuple[float, float] | None = None) -> Cameras:
+    """The cameras of a capture read by ``diffrec.protocol.captures`` (the one reader of
+    NeRF-style and LLFF folders), for its images used at ``width`` x ``height``: matrices as
+    the capture states them (the wire's OpenGL convention), intrinsics scaled from the files'
+    size ``stored`` (see ``Pinhole.at``), clipping depths ``near_far`` or the capture's own.
+    A capture whose cameras cannot be built raises ``UserError`` naming its file."""
+    try:
+        intrinsics = capture.intrinsics(width, height, stored)
+    except CaptureError as error:
+        raise UserError(f"{capture.source}: {error}") from None
+    if near_far is None:
+        near = [frame.near for frame in capture.frames]
+        far = [frame.far for frame in capture.frames]
+    else:
+        near, far = near_far
+    fx, fy, cx, cy = torch.from_numpy(intrinsics).T
+    try:
+        return Cameras(torch.from_numpy(capture.camera_to_world()), fx, fy, cx, cy, width,
+                       height, near, far)
+    except UserError as error:
+        raise UserError(f"{capture.source}: {error}") from None
 
 
 def look_at(eye, target, up=(0.0, 0.0, 1.0)) -> torch.Tensor:

@@ -5,10 +5,12 @@ import torch
 
 from diffrec.geometry.cleanup import (
     clean_mesh,
+    remove_degenerate_triangles,
     remove_duplicate_triangles,
     remove_unreferenced_vertices,
     weld_vertices,
 )
+from diffrec.mesh.primitives import cube
 
 SQUARE = [[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [0.0, 1.0, 0.0]]
 
@@ -65,3 +67,103 @@ def test_bad_meshes_are_rejected():
         clean_mesh(torch.full((3, 3), float("nan")), torch.tensor([[0, 1, 2]]))
     with pytest.raises(ValueError, match="triangles"):
         clean_mesh(vertices, triangles.float())
+
+
+# --- welding and triangle removal on a triangle soup (from the former mesh/cleanup tests) ---
+
+
+def _split_cube():
+    """The cube with 36 unshared vertices (a triangle soup), as some exporters write it."""
+    mesh = cube()
+    return mesh, mesh.corner_positions().reshape(-1, 3), torch.arange(36).reshape(12, 3)
+
+
+def test_exact_weld_restores_the_shared_cube():
+    mesh, soup, soup_triangles = _split_cube()
+    welded, triangles = weld_vertices(soup, soup_triangles)
+    assert len(welded) == 8
+    # Same triangles, corner for corner, as the original cube.
+    torch.testing.assert_close(welded[triangles], mesh.corner_positions())
+    remap = triangles.reshape(-1)  # soup vertex k is corner k
+    torch.testing.assert_close(welded[remap], soup)
+    # Representatives are the lowest-index members, in their original order.
+    first_of_each = [remap.tolist().index(k) for k in range(8)]
+    assert first_of_each == sorted(first_of_each)
+    torch.testing.assert_close(welded, soup[first_of_each])
+
+
+def test_tolerance_weld_merges_close_points_only():
+    tolerance = 1e-3
+    positions = torch.tensor(
+        [
+            [0.0, 0.0, 0.0],
+            [0.0009, 0.0, 0.0],  # within tolerance of 0
+            [0.0, 0.0015, 0.0],  # 1.5 tolerances from 0: stays apart
+            [1.0, 1.0, 1.0],
+            [1.0, 1.0, 1.0007],  # a chain: 3-4 and 4-5 close, 3-5 not
+            [1.0, 1.0, 1.0014],
+        ]
+    )
+    welded, triangles = weld_vertices(positions, torch.tensor([[0, 2, 3], [1, 4, 5]]), tolerance)
+    assert triangles.tolist() == [[0, 1, 2], [0, 2, 2]]  # remap [0, 0, 1, 2, 2, 2]
+    torch.testing.assert_close(welded, positions[[0, 2, 3]])
+
+
+def _brute_force_clusters(points, tolerance):
+    """Connected components of |p_i - p_j| <= tolerance, smallest member as label (float64)."""
+    label = list(range(len(points)))
+
+    def root(i):
+        while label[i] != i:
+            i = label[i]
+        return i
+
+    distance = torch.cdist(points.double(), points.double())
+    for i in range(len(points)):
+        for j in range(i):
+            if distance[i, j] <= tolerance:
+                a, b = root(i), root(j)
+                label[max(a, b)] = min(a, b)
+    return [root(i) for i in range(len(points))]
+
+
+def test_tolerance_weld_matches_brute_force_on_random_points():
+    generator = torch.Generator().manual_seed(3)
+    points = torch.rand(300, 3, generator=generator) * 0.2
+    tolerance = 0.02
+    welded, triangles = weld_vertices(points, torch.arange(300).reshape(100, 3), tolerance)
+    label = torch.tensor(_brute_force_clusters(points, tolerance))
+    representatives, expected_remap = torch.unique(label, return_inverse=True)
+    assert torch.equal(triangles.reshape(-1), expected_remap)
+    torch.testing.assert_close(welded, points[representatives])
+    assert len(welded) < 300  # the test exercises merging at all
+
+
+def test_degenerate_and_duplicate_triangles_are_removed():
+    positions = torch.tensor(
+        [[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [2.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
+    )
+    triangles = torch.tensor(
+        [
+            [0, 1, 2],  # kept
+            [0, 0, 2],  # repeated index
+            [0, 1, 3],  # collinear: zero area
+            [1, 2, 0],  # duplicate of the first (rotated)
+            [0, 2, 1],  # duplicate of the first (other winding)
+            [0, 1, 4],  # kept
+        ]
+    )
+    _, solid = remove_degenerate_triangles(positions, triangles)
+    assert solid.tolist() == [[0, 1, 2], [1, 2, 0], [0, 2, 1], [0, 1, 4]]
+    _, cleaned = remove_duplicate_triangles(positions, solid)
+    assert cleaned.tolist() == [[0, 1, 2], [0, 1, 4]]
+    # An area threshold removes small triangles too (areas here: 0.5 and 0.5).
+    _, none_left = remove_degenerate_triangles(positions, triangles, min_area=0.5)
+    assert none_left.shape == (0, 3)
+
+
+def test_unreferenced_vertices_are_dropped():
+    positions = torch.tensor([[9.0, 9, 9], [0.0, 0, 0], [1.0, 0, 0], [7.0, 7, 7], [0.0, 1, 0]])
+    compact, triangles = remove_unreferenced_vertices(positions, torch.tensor([[1, 2, 4]]))
+    assert triangles.tolist() == [[0, 1, 2]]
+    torch.testing.assert_close(compact[triangles], positions[torch.tensor([[1, 2, 4]])])

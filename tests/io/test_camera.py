@@ -1,14 +1,16 @@
 """Cameras: clip matrices against the direct pinhole formula, the rasterizer's pixel
 convention end to end, rays, and NeRF transforms."""
 
+import json
 import math
 
 import pytest
 import torch
 
 from diffrec import raster
-from diffrec.camera import Cameras, from_nerf_transforms
+from diffrec.camera import Cameras, capture_cameras
 from diffrec.errors import UserError
+from diffrec.protocol.captures import CaptureError, read_nerf
 
 WIDTH, HEIGHT = 40, 30
 
@@ -175,7 +177,19 @@ def test_object_scale_is_ignored():
     torch.testing.assert_close(other.world_to_clip(), cameras.world_to_clip())
 
 
-def test_nerf_transforms_match_wire_cameras():
+def nerf_cameras(folder, transforms, width, height, **near_far):
+    """Cameras of a ``transforms`` dict through the one NeRF reader (``protocol.captures``)
+    and ``capture_cameras``, as ``load_dataset`` builds them; the image files are empty
+    stand-ins (their names are all the reader needs)."""
+    frames = [{"file_path": f"./r_{i}", **frame} for i, frame in enumerate(transforms["frames"])]
+    for i in range(len(frames)):
+        (folder / f"r_{i}.png").touch()
+    path = folder / "transforms_train.json"
+    path.write_text(json.dumps({**transforms, "frames": frames}))
+    return capture_cameras(read_nerf(path, **near_far), width, height)
+
+
+def test_nerf_transforms_match_wire_cameras(tmp_path):
     c2w = torch.stack([_pose([0.1, 0.2, 0.3], [0.0, 0.0, 4.0]), _pose([1.0, 0.0, 0.0], [1, 2, 3])])
     angle_x = 0.6911112070083618  # the NeRF synthetic scenes' field of view
     transforms = {
@@ -184,14 +198,14 @@ def test_nerf_transforms_match_wire_cameras():
             {"file_path": f"./r_{i}", "transform_matrix": m.tolist()} for i, m in enumerate(c2w)
         ],
     }
-    cameras = from_nerf_transforms(transforms, 80, 60, near=2.0, far=6.0)
+    cameras = nerf_cameras(tmp_path, transforms, 80, 60, near=2.0, far=6.0)
     focal = 40.0 / math.tan(angle_x / 2)
     expected = Cameras(c2w, focal, focal, 40.0, 30.0, 80, 60, 2.0, 6.0)
     torch.testing.assert_close(cameras.world_to_clip(), expected.world_to_clip())
     torch.testing.assert_close(cameras.camera_to_world, expected.camera_to_world)
 
 
-def test_nerf_pixel_intrinsics_are_rescaled_and_frames_override():
+def test_nerf_pixel_intrinsics_are_rescaled_and_frames_override(tmp_path):
     c2w = _pose([0.1, 0.2, 0.3], [0.0, 0.0, 4.0])
     transforms = {
         "fl_x": 500.0,
@@ -205,13 +219,14 @@ def test_nerf_pixel_intrinsics_are_rescaled_and_frames_override():
             {"transform_matrix": c2w.tolist(), "cx": 420.0},
         ],
     }
-    cameras = from_nerf_transforms(transforms, 200, 300)  # x / 4, y / 2
+    cameras = nerf_cameras(tmp_path, transforms, 200, 300)  # x / 4, y / 2
     torch.testing.assert_close(cameras.fx, torch.tensor([125.0, 125.0]))
     torch.testing.assert_close(cameras.fy, torch.tensor([200.0, 200.0]))
     torch.testing.assert_close(cameras.cx, torch.tensor([75.0, 105.0]))
     torch.testing.assert_close(cameras.cy, torch.tensor([125.0, 125.0]))
-    vertical = from_nerf_transforms(
-        {"camera_angle_x": 1.0, "camera_angle_y": 0.5, "frames": transforms["frames"][:1]}, 64, 32
+    vertical = nerf_cameras(
+        tmp_path, {"camera_angle_x": 1.0, "camera_angle_y": 0.5,
+                   "frames": transforms["frames"][:1]}, 64, 32
     )
     torch.testing.assert_close(vertical.fy, torch.tensor([16.0 / math.tan(0.25)]))
 
@@ -242,8 +257,8 @@ def test_bad_cameras_get_clear_errors(changes, message):
         Cameras(**{**arguments, **changes})
 
 
-def test_nerf_errors_name_the_problem():
-    with pytest.raises(UserError, match="frames"):
-        from_nerf_transforms({"camera_angle_x": 1.0}, 8, 8)
-    with pytest.raises(UserError, match="camera_angle_x"):
-        from_nerf_transforms({"frames": [{"transform_matrix": torch.eye(4).tolist()}]}, 8, 8)
+def test_nerf_errors_name_the_problem(tmp_path):
+    with pytest.raises(CaptureError, match="frames"):
+        nerf_cameras(tmp_path, {"camera_angle_x": 1.0, "frames": []}, 8, 8)
+    with pytest.raises(CaptureError, match="camera_angle_x"):
+        nerf_cameras(tmp_path, {"frames": [{"transform_matrix": torch.eye(4).tolist()}]}, 8, 8)

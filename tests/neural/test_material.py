@@ -5,8 +5,8 @@ import time
 import pytest
 import torch
 
-from diffrec.neural import HashGridConfig, NeuralMaterial, material
-from diffrec.raster import EngineUnavailableError
+from diffrec.engines import NEURAL, EngineUnavailableError
+from diffrec.neural import HashGridConfig, NeuralMaterial
 
 SMALL = HashGridConfig(n_levels=6, log2_hashmap_size=12, base_resolution=4, per_level_scale=1.6)
 BOX = ([-1.0, -2.0, 0.0], [1.0, 2.0, 3.0])
@@ -114,21 +114,21 @@ def test_state_dict_round_trip_uses_engine_neutral_keys():
 
 
 def test_engine_choice(monkeypatch):
-    monkeypatch.delenv(material.ENV_VAR, raising=False)
+    monkeypatch.delenv(NEURAL.env_var, raising=False)
     assert small_material().impl == "torch"
     assert NeuralMaterial(*BOX, grid=SMALL, device="cpu").impl == "torch"  # auto on the CPU
-    monkeypatch.setenv(material.ENV_VAR, "tcnn")
+    monkeypatch.setenv(NEURAL.env_var, "tcnn")
     with pytest.raises(EngineUnavailableError, match="CUDA"):
         NeuralMaterial(*BOX, grid=SMALL, device="cpu")
     assert small_material().impl == "torch"  # explicit beats the environment
-    monkeypatch.setenv(material.ENV_VAR, "jax")
+    monkeypatch.setenv(NEURAL.env_var, "jax")
     with pytest.raises(ValueError, match="DIFFREC_NEURAL"):
         NeuralMaterial(*BOX, grid=SMALL, device="cpu")
-    monkeypatch.setattr(material, "tinycudann_module", lambda: None)
+    monkeypatch.setattr(NEURAL, "module", lambda: None)
     with pytest.raises(EngineUnavailableError, match="not installed"):
-        material.resolve_impl(torch.device("cuda"), "tcnn")
-    monkeypatch.setenv(material.ENV_VAR, "auto")
-    assert material.resolve_impl(torch.device("cuda")) == "torch"
+        NEURAL.resolve(torch.device("cuda"), "tcnn")
+    monkeypatch.setenv(NEURAL.env_var, "auto")
+    assert NEURAL.resolve(torch.device("cuda")) == "torch"
 
 
 def test_bad_input_is_explained():

@@ -13,7 +13,8 @@ from diffrec.camera import Cameras, look_at
 from diffrec.io import Asset, Material, write_image, write_obj
 from diffrec.light.equirect import equirect_pixel_directions
 from diffrec.mesh.primitives import uv_sphere
-from diffrec.pipeline.datasets import render_reference_views, resize_rgba
+from diffrec.pipeline.reference_views import render_reference_views
+from diffrec.pipeline.views import resize_rgba
 from diffrec.protocol.captures import write_llff
 
 RADIUS = 0.8  # the ball's radius; it sits at the origin

@@ -16,7 +16,7 @@ from diffrec.commands.submit import source_kind
 from diffrec.errors import UserError
 from diffrec.pipeline.colmap_capture import capture_layout, detect_colmap, read_colmap
 from diffrec.pipeline.config import build_config, read_config_file
-from diffrec.pipeline.datasets import load_dataset
+from diffrec.pipeline.loading import load_dataset
 
 FULL = (64, 48)  # width, height of images/; images_2/ holds 32 x 24
 TARGET = (0.3, -0.2, 0.1)

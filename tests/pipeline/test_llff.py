@@ -12,7 +12,7 @@ from diffrec import cli
 from diffrec.camera import Cameras
 from diffrec.errors import UserError
 from diffrec.io import write_image
-from diffrec.pipeline.datasets import load_dataset
+from diffrec.pipeline.loading import load_dataset
 from diffrec.protocol.captures import (
     CaptureError,
     nearest_point_to_lines,

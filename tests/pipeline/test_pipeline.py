@@ -21,8 +21,8 @@ from diffrec.io import Asset, Material
 from diffrec.light.equirect import equirect_pixel_directions
 from diffrec.mesh.primitives import uv_sphere
 from diffrec.pipeline.config import build_config
-from diffrec.pipeline.datasets import render_reference_views
 from diffrec.pipeline.inputs import Inputs
+from diffrec.pipeline.reference_views import render_reference_views
 
 pytestmark = pytest.mark.slow
 CTX = raster.RasterContext("cpu", impl="torch")

@@ -7,6 +7,7 @@ import multiprocessing
 import os
 import signal
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -15,17 +16,17 @@ from uv_reference import cover_counts
 
 from diffrec import raster
 from diffrec.errors import Cancelled
-from diffrec.mesh import Mesh, primitives
+from diffrec.mesh import Mesh, primitives, with_tangents, with_vertex_normals
 from diffrec.pipeline import unwrap as unwrap_module
 from diffrec.pipeline.unwrap import (
     UnwrapFailed,
-    ensure_uvs,
     grid_unwrap,
     has_usable_uvs,
     triangle_areas,
     unwrap,
     uv_layout_problems,
     uv_overlap,
+    with_uvs,
 )
 
 CPU = raster.RasterContext("cpu", impl="torch")
@@ -342,11 +343,15 @@ def test_bad_layouts_are_not_usable():
         assert not has_usable_uvs(bad, ctx=CPU)
 
 
-def test_ensure_uvs_keeps_good_uvs_and_replaces_bad_ones():
+def test_with_uvs_keeps_good_uvs_and_replaces_bad_ones():
+    settings = SimpleNamespace(unwrap_timeout_s=60.0, texture_res=64)
     plane = primitives.plane(4)
-    assert ensure_uvs(plane) is plane
-    cube = primitives.cube()
-    unwrapped = ensure_uvs(cube, worker=grid_worker, resolution_hint=64)
+    assert with_uvs(plane, settings) is plane
+    collapsed = primitives.cube().replace(uvs=torch.zeros(8, 2),
+                                          uv_triangles=primitives.cube().triangles)
+    cube = with_tangents(with_vertex_normals(collapsed))  # tangents of UVs about to go
+    unwrapped = with_uvs(cube, settings, worker=grid_worker)
+    assert unwrapped.tangents is None and unwrapped.uvs.dtype == cube.positions.dtype
     expected_uvs, _ = grid_unwrap(cube.num_triangles, resolution=64)
     np.testing.assert_array_equal(unwrapped.uvs.numpy(), expected_uvs)
     assert unwrapped.positions is cube.positions and has_usable_uvs(unwrapped, ctx=CPU)

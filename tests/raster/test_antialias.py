@@ -22,7 +22,7 @@ def _rasterize(pos, tri, size, ranges=None):
 
 
 def _antialias(color, rast, pos, tri, **kwargs):
-    return raster.antialias(color, rast, pos, tri, impl="torch", **kwargs)
+    return raster.antialias(color, rast, pos, tri, ctx=CTX, **kwargs)
 
 
 def _clip(screen_xy, w, z=0.0):
@@ -274,7 +274,7 @@ def test_pipeline_gradient_matches_finite_differences():
     def loss(p):
         rast = _rasterize(p, tri, size)
         assert torch.equal(rast[..., 3], base_ids), "perturbation changed the raster"
-        color, _ = raster.interpolate(attr, rast, tri, impl="torch")
+        color, _ = raster.interpolate(attr, rast, tri, ctx=CTX)
         return (_antialias(color, rast, p, tri) * weight).sum()
 
     pos_var = pos.clone().requires_grad_(True)
@@ -318,17 +318,17 @@ def test_pos_gradient_boost_scales_only_the_pos_gradient():
 def test_topology_hash_records_neighbours_boundaries_and_non_manifold_edges():
     # quad (0,1,2)+(0,2,3) and a fin (0,2,4) on the diagonal: edge (0,2) has three triangles
     tri = torch.tensor([[0, 1, 2], [0, 2, 3]], dtype=torch.int32)
-    partner = raster.antialias_construct_topology_hash(tri, impl="torch").partner
+    partner = raster.antialias_construct_topology_hash(tri, ctx=CTX).partner
     # edge k of a triangle is the one opposite its vertex k
     assert partner.tolist() == [[-1, 3, -1], [-1, -1, 1]]
     fin = torch.tensor([[0, 1, 2], [0, 2, 3], [0, 2, 4]], dtype=torch.int32)
-    partner = raster.antialias_construct_topology_hash(fin, impl="torch").partner
+    partner = raster.antialias_construct_topology_hash(fin, ctx=CTX).partner
     assert partner.tolist() == [[-1, -2, -1], [-1, -1, -2], [-1, -1, -2]]
 
 
 def test_topology_hash_reuse_gives_identical_results():
     pos, tri, size = _sphere_scene()
-    topology = raster.antialias_construct_topology_hash(tri, impl="torch")
+    topology = raster.antialias_construct_topology_hash(tri, ctx=CTX)
     for angle in (0.2, 0.8):
         moved = pos @ torch.tensor([[math.cos(angle), 0, math.sin(angle), 0], [0, 1, 0, 0],
                                     [-math.sin(angle), 0, math.cos(angle), 0], [0, 0, 0, 1]],
@@ -339,7 +339,7 @@ def test_topology_hash_reuse_gives_identical_results():
         reused = _antialias(color, rast, moved, tri, topology_hash=topology)
         assert torch.equal(fresh, reused)
         assert not torch.equal(fresh, color)
-    other = raster.antialias_construct_topology_hash(tri.flip(1).contiguous(), impl="torch")
+    other = raster.antialias_construct_topology_hash(tri.flip(1).contiguous(), ctx=CTX)
     with pytest.raises(ValueError, match="different tri"):
         _antialias(color, rast, moved, tri, topology_hash=other)
 

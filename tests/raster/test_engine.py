@@ -1,21 +1,22 @@
-"""Engine selection: explicit choice, environment override, and clear errors."""
+"""Engine selection: explicit choice, environment override, clear errors, and the context
+deciding the engine of every operation."""
 
 import pytest
 import torch
 
 from diffrec import raster
-from diffrec.raster import engine
+from diffrec.engines import NEURAL, RASTER
 
 
 def test_auto_on_cpu_is_torch(monkeypatch):
-    monkeypatch.delenv(engine.ENV_VAR, raising=False)
+    monkeypatch.delenv(RASTER.env_var, raising=False)
     ctx = raster.RasterContext(device="cpu")
     assert ctx.engine == "torch"
     assert "torch" in repr(ctx)
 
 
 def test_environment_overrides_auto(monkeypatch):
-    monkeypatch.setenv(engine.ENV_VAR, "nvdiffrast")
+    monkeypatch.setenv(RASTER.env_var, "nvdiffrast")
     with pytest.raises(raster.EngineUnavailableError, match="CUDA"):
         raster.RasterContext(device="cpu")
     # an explicit impl wins over the environment
@@ -23,7 +24,7 @@ def test_environment_overrides_auto(monkeypatch):
 
 
 def test_unknown_engine_is_rejected(monkeypatch):
-    monkeypatch.setenv(engine.ENV_VAR, "opengl")
+    monkeypatch.setenv(RASTER.env_var, "opengl")
     with pytest.raises(ValueError, match="DIFFREC_RASTER"):
         raster.RasterContext(device="cpu")
     with pytest.raises(ValueError, match="impl"):
@@ -31,7 +32,47 @@ def test_unknown_engine_is_rejected(monkeypatch):
 
 
 def test_nvdiffrast_missing_is_explained(monkeypatch):
-    monkeypatch.setattr(engine, "nvdiffrast_module", lambda: None)
+    monkeypatch.setattr(RASTER, "module", lambda: None)
     with pytest.raises(raster.EngineUnavailableError, match="not installed"):
-        engine.resolve_engine(torch.device("cuda"), "nvdiffrast")
-    assert engine.resolve_engine(torch.device("cuda"), "auto") == "torch"
+        RASTER.resolve(torch.device("cuda"), "nvdiffrast")
+    assert RASTER.resolve(torch.device("cuda"), "auto") == "torch"
+
+
+def test_one_resolver_for_both_families(monkeypatch):
+    """The rasterizer and the neural material choose by the same rules, each with its own
+    environment variable and accelerated engine."""
+    monkeypatch.setenv(RASTER.env_var, "torch")
+    monkeypatch.setenv(NEURAL.env_var, "tcnn")
+    assert RASTER.resolve("cpu") == "torch"
+    with pytest.raises(raster.EngineUnavailableError, match="tcnn engine needs a CUDA"):
+        NEURAL.resolve("cpu")
+    assert NEURAL.resolve("cpu", "torch") == "torch"
+    assert (RASTER.engines, NEURAL.engines) == (("torch", "nvdiffrast"), ("torch", "tcnn"))
+
+
+def test_operations_take_the_engine_from_the_context(monkeypatch):
+    """interpolate / texture / antialias follow the context they are given, not the
+    environment; without one they use the device's default context."""
+    pos = torch.tensor([[[-0.8, -0.8, 0.5, 1], [0.8, -0.8, 0.5, 1], [0, 0.8, 0.5, 1]]])
+    tri = torch.tensor([[0, 1, 2]], dtype=torch.int32)
+    ctx = raster.RasterContext("cpu", impl="torch")
+    rast, _ = raster.rasterize(ctx, pos, tri, (8, 8))
+    # an environment that cannot run here: the context's choice still holds
+    monkeypatch.setenv(RASTER.env_var, "nvdiffrast")
+    color, _ = raster.interpolate(torch.eye(3)[None], rast, tri, ctx=ctx)
+    raster.antialias(color, rast, pos, tri, ctx=ctx)
+    raster.texture(color, torch.rand(1, 4, 4, 2), ctx=ctx)
+    # a context that says nvdiffrast routes every operation there
+    class Native:
+        def __getattr__(self, name):
+            return lambda *args: name
+
+    monkeypatch.setattr(RASTER, "module", Native)
+    native = raster.RasterContext("cpu", impl="torch")
+    native.engine = "nvdiffrast"
+    assert raster.interpolate(torch.eye(3)[None], rast, tri, ctx=native) == "interpolate"
+    assert raster.texture(color, torch.rand(1, 4, 4, 2), ctx=native) == "texture"
+    assert raster.antialias(color, rast, pos, tri, ctx=native) == "antialias"
+    monkeypatch.delenv(RASTER.env_var)
+    assert raster.default_context("cpu") is raster.default_context(torch.device("cpu"))
+    assert raster.default_context("cpu").engine == "torch"

@@ -20,7 +20,7 @@ def rasterized(dtype=torch.float64, size=(12, 16)):
 
 def test_values_are_perspective_correct_and_zero_outside():
     rast, _ = rasterized()
-    out, out_da = raster.interpolate(torch.tensor(ATTR, dtype=torch.float64), rast, TRI)
+    out, out_da = raster.interpolate(torch.tensor(ATTR, dtype=torch.float64), rast, TRI, ctx=CTX)
     inside, ambiguous, b, _ = coverage(np.array(CLIP), 12, 16)
     expected = b @ np.array(ATTR)
     sel = inside & ~ambiguous
@@ -34,14 +34,14 @@ def test_per_image_and_shared_attributes():
     rast, _ = raster.rasterize(CTX, pos, TRI, (8, 8))
     shared = torch.tensor(ATTR, dtype=torch.float64)
     per_image = torch.stack([shared, 2 * shared])
-    out_shared, _ = raster.interpolate(shared, rast, TRI)
-    out_batched, _ = raster.interpolate(shared[None], rast, TRI)
-    out_per_image, _ = raster.interpolate(per_image, rast, TRI)
+    out_shared, _ = raster.interpolate(shared, rast, TRI, ctx=CTX)
+    out_batched, _ = raster.interpolate(shared[None], rast, TRI, ctx=CTX)
+    out_per_image, _ = raster.interpolate(per_image, rast, TRI, ctx=CTX)
     assert torch.equal(out_shared, out_batched)
     assert torch.allclose(out_per_image[1], 2 * out_shared[1])
     assert torch.allclose(out_per_image[0], out_shared[0])
     with pytest.raises(ValueError, match="batch"):
-        raster.interpolate(torch.stack([shared] * 3), rast, TRI)
+        raster.interpolate(torch.stack([shared] * 3), rast, TRI, ctx=CTX)
 
 
 def test_gradients_to_attributes_and_barycentrics():
@@ -50,7 +50,7 @@ def test_gradients_to_attributes_and_barycentrics():
     attr = torch.tensor(ATTR, dtype=torch.float64, requires_grad=True)
 
     def interpolate(a, barys):  # only u and v are differentiable; depth and id are not
-        return raster.interpolate(a, torch.cat([barys, rast[..., 2:]], -1), TRI)[0]
+        return raster.interpolate(a, torch.cat([barys, rast[..., 2:]], -1), TRI, ctx=CTX)[0]
 
     assert torch.autograd.gradcheck(interpolate, (attr, uv))
 
@@ -60,7 +60,8 @@ def test_attribute_derivatives_match_pixel_finite_differences(diff_attrs):
     height, width = 12, 16
     rast, rast_db = rasterized(size=(height, width))
     attr = torch.tensor(ATTR, dtype=torch.float64)
-    _, out_da = raster.interpolate(attr, rast, TRI, rast_db=rast_db, diff_attrs=diff_attrs)
+    _, out_da = raster.interpolate(attr, rast, TRI, rast_db=rast_db, diff_attrs=diff_attrs,
+                                   ctx=CTX)
     channels = [0, 1, 2] if diff_attrs == "all" else diff_attrs
     assert out_da.shape[-1] == 2 * len(channels)
 
@@ -80,4 +81,5 @@ def test_attribute_derivatives_match_pixel_finite_differences(diff_attrs):
 def test_bad_diff_attrs_rejected():
     rast, rast_db = rasterized()
     with pytest.raises(IndexError, match="diff_attrs"):
-        raster.interpolate(torch.tensor(ATTR, dtype=torch.float64), rast, TRI, rast_db, [3])
+        raster.interpolate(torch.tensor(ATTR, dtype=torch.float64), rast, TRI, rast_db, [3],
+                           ctx=CTX)

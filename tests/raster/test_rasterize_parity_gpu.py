@@ -66,7 +66,7 @@ def test_rasterize_and_interpolate_match_nvdiffrast(seed, resolution):
         a = attr.clone().requires_grad_()
         rast, rast_db = raster.rasterize(ctx, p, tri, resolution)
         out, out_da = raster.interpolate(a, rast, tri, rast_db=rast_db, diff_attrs="all",
-                                         impl=name)
+                                         ctx=ctx)
         outputs[name] = (rast, rast_db, out, out_da, p, a)
     rast_t, db_t, out_t, da_t, _, _ = outputs["torch"]
     rast_n, db_n, out_n, da_n, _, _ = outputs["nvdiffrast"]

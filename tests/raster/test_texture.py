@@ -146,8 +146,9 @@ def test_shared_texture_and_per_image_textures():
 
 def test_public_api_dispatches_to_torch():
     tex, uv = torch.rand(1, 4, 4, 3), torch.rand(2, 3, 3, 2)
-    torch.testing.assert_close(raster.texture(tex, uv, impl="torch"), sample(tex, uv))
-    mip = raster.texture_construct_mip(tex, impl="torch")
+    ctx = raster.RasterContext("cpu", impl="torch")
+    torch.testing.assert_close(raster.texture(tex, uv, ctx=ctx), sample(tex, uv))
+    mip = raster.texture_construct_mip(tex, ctx=ctx)
     assert [level.shape[1] for level in mip] == [2, 1]
 
 

@@ -14,7 +14,7 @@ from diffrec import raster
 from diffrec.camera import orbit_cameras
 from diffrec.io import Asset, Material
 from diffrec.mesh.primitives import uv_sphere
-from diffrec.pipeline.datasets import render_reference_views
+from diffrec.pipeline.reference_views import render_reference_views
 
 pytestmark = pytest.mark.slow
 SIZE = 24

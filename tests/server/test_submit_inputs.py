@@ -20,9 +20,9 @@ from diffrec.errors import UserError
 from diffrec.io import Asset, Material, read_image, write_image, write_obj
 from diffrec.mesh.primitives import uv_sphere
 from diffrec.pipeline.config import build_config, read_config_file
-from diffrec.pipeline.datasets import render_reference_views
 from diffrec.pipeline.inputs import load_inputs
 from diffrec.pipeline.job_arrays import from_job_arrays
+from diffrec.pipeline.reference_views import render_reference_views
 
 WIDTH, HEIGHT = 24, 16  # not square, so swapped sides show
 ANGLE_X = 0.8

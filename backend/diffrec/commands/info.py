@@ -8,7 +8,7 @@ import platform
 import torch
 
 from diffrec import __version__
-from diffrec.raster.engine import nvdiffrast_module, resolve_engine
+from diffrec.engines import RASTER
 
 NAME = "info"
 HELP = "show versions, devices and the rasterization engine that will be used"
@@ -28,8 +28,8 @@ def collect() -> dict:
         "device": str(device),
         "cuda_device": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
         "mps": bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()),
-        "nvdiffrast": nvdiffrast_module() is not None,
-        "raster_engine": resolve_engine(device),
+        "nvdiffrast": RASTER.module() is not None,
+        "raster_engine": RASTER.resolve(device),
     }
     return info
 

@@ -13,6 +13,8 @@ import torch
 
 from diffrec.rows import unique_rows
 
+_NEIGHBOUR_OFFSETS = torch.cartesian_prod(*[torch.tensor([-1, 0, 1])] * 3)  # [27, 3]
+
 
 def check_mesh(vertices: torch.Tensor, triangles: torch.Tensor) -> None:
     """Raise ``ValueError``/``TypeError`` unless ``vertices``/``triangles`` form a valid mesh."""
@@ -43,23 +45,71 @@ def _first_occurrence_groups(inverse: torch.Tensor, num_groups: int):
 
 
 def weld_vertices(vertices: torch.Tensor, triangles: torch.Tensor, tolerance: float = 0.0):
-    """Merge vertices with equal positions; each group keeps its first vertex.
+    """Merge vertices closer than ``tolerance`` (Euclidean, in the vertices' units; 0 merges
+    exactly equal positions).
 
-    ``tolerance == 0`` merges exactly equal positions. ``tolerance > 0`` merges vertices that
-    round to the same point of a grid with spacing ``tolerance`` (so two vertices closer than
-    ``tolerance`` merge unless a grid cell boundary falls between them).
+    Clusters are the connected components of the graph "distance <= tolerance", so chains
+    merge transitively; each keeps its lowest-index vertex, and the kept vertices keep the
+    input's order. Triangles may become degenerate: follow with
+    ``remove_degenerate_triangles`` (or use ``clean_mesh``).
     """
     check_mesh(vertices, triangles)
-    if tolerance < 0:
+    if not tolerance >= 0:
         raise ValueError(f"tolerance must be >= 0, got {tolerance}")
     if len(vertices) == 0:
         return vertices, triangles.to(torch.int64)
     key = vertices.detach()
-    if tolerance > 0:
-        key = torch.round(key.double() / tolerance)
-    _, inverse = unique_rows(key)
-    keep, new_index = _first_occurrence_groups(inverse, int(inverse.max()) + 1)
+    if tolerance == 0:
+        _, inverse = unique_rows(key)
+        keep, new_index = _first_occurrence_groups(inverse, int(inverse.max()) + 1)
+    else:
+        label = _connected_labels(len(key), *_close_pairs(key, tolerance))
+        keep, new_index = torch.unique(label, return_inverse=True)
     return vertices[keep], new_index[triangles.to(torch.int64)]
+
+
+def _arange(like: torch.Tensor) -> torch.Tensor:
+    return torch.arange(like.shape[0], device=like.device)
+
+
+def _close_pairs(positions: torch.Tensor, tolerance: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """All index pairs (i, j), i != j, with |p_i - p_j| <= tolerance, found through a grid of
+    cells of side ``tolerance``: close points lie in the same or in neighbouring cells."""
+    cells = torch.floor(positions.double() / tolerance).long()
+    table, cell_of_point = unique_rows(cells)
+    order = torch.argsort(cell_of_point)
+    counts = torch.bincount(cell_of_point, minlength=table.shape[0])
+    starts = torch.cumsum(counts, 0) - counts
+    firsts, seconds = [], []
+    for offset in _NEIGHBOUR_OFFSETS.to(positions.device):
+        # Find each point's neighbour cell in the table through a joint unique of both.
+        queries = torch.cat([table, cells + offset])
+        joint, inverse = unique_rows(queries)
+        table_index = torch.full((joint.shape[0],), -1, dtype=torch.int64, device=cells.device)
+        table_index[inverse[: table.shape[0]]] = _arange(table)
+        neighbour = table_index[inverse[table.shape[0] :]]
+        point = torch.nonzero(neighbour >= 0).squeeze(1)
+        cell = neighbour[point]
+        repeats = counts[cell]
+        within = _arange(repeats.repeat_interleave(repeats))
+        within -= (torch.cumsum(repeats, 0) - repeats).repeat_interleave(repeats)
+        firsts.append(point.repeat_interleave(repeats))
+        seconds.append(order[starts[cell].repeat_interleave(repeats) + within])
+    first, second = torch.cat(firsts), torch.cat(seconds)
+    distance = (positions.double()[first] - positions.double()[second]).norm(dim=-1)
+    close = (distance <= tolerance) & (first != second)
+    return first[close], second[close]
+
+
+def _connected_labels(count: int, first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    """Label each of ``count`` nodes with the smallest node index of its connected component."""
+    label = torch.arange(count, device=first.device)
+    while True:
+        updated = label.scatter_reduce(0, first, label[second], "amin")
+        updated = updated[updated]  # pointer jumping: follow labels to their own labels
+        if torch.equal(updated, label):
+            return label
+        label = updated
 
 
 def triangle_areas(vertices: torch.Tensor, triangles: torch.Tensor) -> torch.Tensor:

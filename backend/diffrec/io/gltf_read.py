@@ -22,9 +22,10 @@ import pygltflib as gl
 import torch
 
 from diffrec.errors import UserError
+from diffrec.geometry.cleanup import weld_vertices
 from diffrec.io.images import decode_image
 from diffrec.io.material import Asset, Material, decode_normal_map, yup_to_blender
-from diffrec.mesh import Mesh, weld_vertices
+from diffrec.mesh import Mesh
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,8 @@ def read_gltf(path: str | Path, weld: bool = True) -> Asset:
     materials = [reader.material(index) for index in used]
     material_ids = torch.tensor([used.index(i) for i in material_indices.tolist()])
     if weld:
-        mesh, _ = weld_vertices(mesh)
+        positions, triangles = weld_vertices(mesh.positions, mesh.triangles)
+        mesh = mesh.replace(positions=positions, triangles=triangles)
     return Asset(mesh, materials, material_ids)
 
 

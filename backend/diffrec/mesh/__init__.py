@@ -5,16 +5,13 @@
   ``with_vertex_normals``, ``corner_angles``, ``safe_normalize``
 - tangents: ``with_tangents`` (per-vertex, orthogonalised, handedness in w)
 - topology: ``unique_edges``, ``edge_triangles``
-- cleanup: ``weld_vertices``, ``remove_degenerate_triangles``, ``remove_unreferenced_vertices``
 - box: ``bounding_box``, ``fit_to_box`` and its ``BoxTransform``
+
+Cleanup (welding, degenerate/duplicate triangles, unused vertices) works on plain tensors and
+lives in ``diffrec.geometry.cleanup``.
 """
 
 from diffrec.mesh.box import BoxTransform, bounding_box, fit_to_box
-from diffrec.mesh.cleanup import (
-    remove_degenerate_triangles,
-    remove_unreferenced_vertices,
-    weld_vertices,
-)
 from diffrec.mesh.mesh import Mesh
 from diffrec.mesh.normals import (
     corner_angles,
@@ -34,12 +31,9 @@ __all__ = [
     "edge_triangles",
     "face_normals",
     "fit_to_box",
-    "remove_degenerate_triangles",
-    "remove_unreferenced_vertices",
     "safe_normalize",
     "unique_edges",
     "vertex_normals",
-    "weld_vertices",
     "with_tangents",
     "with_vertex_normals",
 ]

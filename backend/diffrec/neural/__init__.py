@@ -6,7 +6,7 @@
 """
 
 from diffrec.neural.hashgrid import HashGridConfig, HashGridEncoding
-from diffrec.neural.material import NeuralMaterial, NeuralMaterialSample, resolve_impl
+from diffrec.neural.material import NeuralMaterial, NeuralMaterialSample
 from diffrec.neural.mlp import MLP, MLPConfig
 
 __all__ = [
@@ -16,5 +16,4 @@ __all__ = [
     "MLPConfig",
     "NeuralMaterial",
     "NeuralMaterialSample",
-    "resolve_impl",
 ]

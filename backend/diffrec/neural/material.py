@@ -16,58 +16,27 @@ Engines (the same function, the same parameter vectors):
 Both keep their parameters as ``encoding.params`` and ``mlp.params`` in tiny-cuda-nn's layout, so
 a ``state_dict`` saved on one engine loads on the other. Choice, in order of precedence: an
 explicit ``impl`` ("torch" or "tcnn"); ``$DIFFREC_NEURAL`` (same values or "auto"); "auto" =
-tinycudann on a CUDA device when it imports, torch otherwise.
+tinycudann on a CUDA device when it imports, torch otherwise (``diffrec.engines.NEURAL``, the
+same rules as the rasterizer's).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
 from typing import NamedTuple
 
 import torch
 
+from diffrec.engines import NEURAL, EngineUnavailableError
 from diffrec.neural.hashgrid import HashGridConfig, HashGridEncoding, uniform_params
 from diffrec.neural.mlp import MLP, MLPConfig, xavier_uniform_params
-from diffrec.optional import optional_module
-from diffrec.raster.engine import EngineUnavailableError
 from diffrec.shading.ranges import KD_RANGE, KS_RANGE, NORMAL_RANGE
 
 log = logging.getLogger(__name__)
 
-IMPLS = ("torch", "tcnn")
-ENV_VAR = "DIFFREC_NEURAL"
 N_OUTPUTS = 9
 EVAL_CHUNK = 1 << 18
-
-
-def tinycudann_module():
-    """The ``tinycudann`` module if it imports, else None."""
-    return optional_module("tinycudann")
-
-
-def resolve_impl(device: torch.device, impl: str | None = None) -> str:
-    """The engine for ``device``: "torch" or "tcnn" (see the module docstring for the rules)."""
-    choice = impl if impl not in (None, "auto") else os.environ.get(ENV_VAR, "auto")
-    choice = choice.strip().lower()
-    if choice not in ("auto", *IMPLS):
-        source = "impl" if impl not in (None, "auto") else f"${ENV_VAR}"
-        raise ValueError(f"{source} must be 'auto', 'torch' or 'tcnn', not {choice!r}")
-    cuda = torch.device(device).type == "cuda"
-    if choice == "auto":
-        return "tcnn" if cuda and tinycudann_module() is not None else "torch"
-    if choice == "tcnn" and not cuda:
-        raise EngineUnavailableError(
-            f"the tcnn engine needs a CUDA device, got {torch.device(device)}; "
-            f"use impl='torch' (or {ENV_VAR}=torch) on this device"
-        )
-    if choice == "tcnn" and tinycudann_module() is None:
-        raise EngineUnavailableError(
-            "tinycudann is not installed or failed to import; install it with scripts/install_gpu, "
-            f"or use impl='torch' ({ENV_VAR}=torch)"
-        )
-    return choice
 
 
 class NeuralMaterialSample(NamedTuple):
@@ -139,7 +108,7 @@ class NeuralMaterial(torch.nn.Module):
         self.mlp_config = MLPConfig(
             self.grid_config.n_output_dims, N_OUTPUTS, n_neurons, n_hidden_layers
         )
-        self._impl = resolve_impl(device, impl)
+        self._impl = NEURAL.resolve(device, impl)
         if self._impl == "torch":
             self.encoding = HashGridEncoding(self.grid_config, device=device)
             self.mlp = MLP(self.mlp_config, device=device)
@@ -147,7 +116,7 @@ class NeuralMaterial(torch.nn.Module):
             self._build_tcnn(device)
 
     def _build_tcnn(self, device: torch.device) -> None:
-        tcnn = tinycudann_module()
+        tcnn = NEURAL.module()
         with torch.cuda.device(device):
             self.encoding = tcnn.Encoding(3, self.grid_config.tcnn_config(), dtype=torch.float32)
             self.mlp = tcnn.Network(
@@ -161,7 +130,7 @@ class NeuralMaterial(torch.nn.Module):
                 raise EngineUnavailableError(
                     f"this tinycudann lays out {type(module).__name__} with "
                     f"{module.params.numel()} parameters, diffrec expects {config.n_params}; "
-                    f"use impl='torch' ({ENV_VAR}=torch)"
+                    f"use impl='torch' ({NEURAL.env_var}=torch)"
                 )
             with torch.no_grad():
                 module.params.copy_(init(config, device))

@@ -22,8 +22,9 @@ Conventions, from COLMAP's documentation (doc/format.rst, "images.txt"; doc/tuto
   camera-to-world matrix here is ``[R^T | -R^T t]`` with its y and z columns negated.
 - Image coordinates have their origin at the top-left corner of the image, and the centre
   of the top-left pixel is (0.5, 0.5): a centred principal point is (width / 2, height / 2).
-  That is DESIGN.md's wire convention, so ``cx`` / ``cy`` are taken as they are (OpenCV's
-  own calibrations, with pixel centres at integers, would need +0.5; COLMAP's need none).
+  That is the wire's convention (docs/protocol.md, "Inputs"), so ``cx`` / ``cy`` are
+  taken as they are (OpenCV's own calibrations, with pixel centres at integers, would need
+  +0.5; COLMAP's need none).
 - Camera parameters are pixels at the camera's ``WIDTH`` x ``HEIGHT``; images read from a
   downscaled ``images_N`` scale them (``Pinhole.at``).
 

@@ -19,13 +19,9 @@ from diffrec.io import Material, read_gltf, read_image, read_mtl, read_obj
 from diffrec.mesh import Mesh
 from diffrec.mesh.box import fit_to_box
 from diffrec.pipeline.config import RunConfig
-from diffrec.pipeline.datasets import (
-    Views,
-    load_dataset,
-    render_reference_views,
-    resize_rgba,
-    split_views,
-)
+from diffrec.pipeline.loading import load_dataset
+from diffrec.pipeline.reference_views import render_reference_views
+from diffrec.pipeline.views import Views, resize_rgba, split_views
 
 REFERENCE_CAMERA_RADIUS = 3.0  # nvdiffrec's mesh mode: unit-box mesh, cameras at radius 3
 REFERENCE_FOV_DEGREES = 45.0

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from diffrec.mesh import Mesh
-from diffrec.pipeline.datasets import Views, from_arrays
+from diffrec.pipeline.views import Views, from_arrays
 
 
 def to_job_arrays(views: Views, base_mesh: Mesh | None = None,
@@ -48,7 +48,7 @@ def to_job_arrays(views: Views, base_mesh: Mesh | None = None,
 def from_job_arrays(arrays: Mapping[str, np.ndarray]
                     ) -> tuple[Views, Mesh | None, torch.Tensor | None]:
     """``(views, base mesh or None, envmap or None)`` from a job's arrays. Raises
-    ``UserError`` for arrays that make no views (see ``datasets.from_arrays``)."""
+    ``UserError`` for arrays that make no views (see ``views.from_arrays``)."""
     intrinsics = np.asarray(arrays["intrinsics"])
     views = from_arrays(arrays["cameras"], intrinsics[:, :4], arrays["images"],
                         near=intrinsics[:, 4].astype(np.float32),

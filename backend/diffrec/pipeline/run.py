@@ -31,10 +31,11 @@ from diffrec.mesh import Mesh
 from diffrec.neural import HashGridConfig
 from diffrec.neural.material import NeuralMaterial
 from diffrec.pipeline.bake import bake_textures
-from diffrec.pipeline.datasets import Views, ViewSampler, check_views_see_box
+from diffrec.pipeline.frustum import check_views_see_box
 from diffrec.pipeline.geometry_models import ExplicitGeometry, IsosurfaceGeometry
 from diffrec.pipeline.inputs import Inputs, at_longest_side
 from diffrec.pipeline.reporter import Reporter
+from diffrec.pipeline.sampler import ViewSampler
 from diffrec.pipeline.trainer import (
     Pass,
     PassTrainer,
@@ -42,7 +43,8 @@ from diffrec.pipeline.trainer import (
     composite,
     light_rotation,
 )
-from diffrec.pipeline.unwrap import has_usable_uvs, unwrap
+from diffrec.pipeline.unwrap import with_uvs
+from diffrec.pipeline.views import Views
 from diffrec.protocol.settings import Settings
 from diffrec.render.material import NeuralSurface, TextureMaterial
 from diffrec.render.metrics import psnr, ssim
@@ -150,19 +152,6 @@ def _resampled(channel: torch.Tensor, size: int, like: torch.Tensor) -> torch.Te
     return image[..., :channels].contiguous()
 
 
-def with_uvs(mesh: Mesh, settings: Settings, reporter: Reporter) -> Mesh:
-    """Keep the mesh's UVs when they are usable, else unwrap (xatlas or the fallback)."""
-    if has_usable_uvs(mesh):
-        return mesh
-    positions = mesh.positions.detach().cpu()
-    uvs, uv_triangles = unwrap(positions, mesh.triangles.cpu(),
-                               timeout_s=settings.unwrap_timeout_s,
-                               resolution_hint=settings.texture_res,
-                               should_stop=reporter.should_stop)
-    return mesh.replace(uvs=uvs.to(mesh.positions.device),
-                        uv_triangles=uv_triangles.to(mesh.positions.device))
-
-
 def _run_pass(ctx, run: Pass, train: Views, settings: Settings, reporter: Reporter
               ) -> PassTrainer:
     """Train ``run`` (from its checkpoint when there is one); returns the finished trainer."""
@@ -199,7 +188,7 @@ def _surface_pass(ctx, settings: Settings, inputs: Inputs, light, reporter: Repo
     with torch.no_grad():
         mesh = geometry.mesh()
     vertices, triangles = clean_mesh(mesh.positions.detach(), mesh.triangles)
-    mesh = with_uvs(Mesh(vertices, triangles), settings, reporter)
+    mesh = with_uvs(Mesh(vertices, triangles), settings, reporter.should_stop)
     _stop_if_asked(reporter, "after unwrapping the surface")
     textures = bake_textures(ctx, mesh, field.evaluate, settings.texture_res)
     if len(ranges["kd"][0]) == 4:  # layers > 1: pass 2 learns alpha, starting opaque
@@ -292,7 +281,7 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     else:
         if inputs.base_mesh is None:
             raise UserError(f"mode {settings.mode!r} needs a starting mesh (base_mesh)")
-        mesh = with_uvs(inputs.base_mesh.to(torch_device), settings, reporter)
+        mesh = with_uvs(inputs.base_mesh.to(torch_device), settings, reporter.should_stop)
         material = initial_textures(settings, torch_device, inputs.base_material)
         trainable, learning_rate, warmup = settings.mode == "refine", settings.learning_rate[1], 0
     geometry = ExplicitGeometry(mesh, trainable, settings.laplace,

@@ -93,7 +93,7 @@ def learning_rate_factor(iteration: int, iterations: int, warmup: int) -> float:
 
 
 class PassTrainer:
-    """Runs a ``Pass`` on batches from ``sampler`` (a ``pipeline.datasets.ViewSampler``),
+    """Runs a ``Pass`` on batches from ``sampler`` (a ``pipeline.sampler.ViewSampler``),
     reporting to ``reporter``: a ``Progress`` every ``settings.log_every`` iterations and at
     the end, a ``Preview`` every ``settings.preview_every`` (when set; with the current mesh
     when the geometry moves); ``should_stop`` is polled every iteration. Checkpoints (see

@@ -7,7 +7,7 @@ failure (crash, time-out, xatlas missing or raising, an invalid layout) it logs 
 uses ``grid_unwrap``, a layout that cannot fail.
 
 ``has_usable_uvs`` / ``uv_layout_problems`` decide whether a user's own UVs are good enough to
-bake into, and ``ensure_uvs`` keeps them when they are.
+bake into, and ``with_uvs`` keeps them when they are (and unwraps otherwise).
 
 UV conventions are the mesh's: origin bottom-left, ``[0, 1]^2`` covers the texture once.
 """
@@ -301,11 +301,21 @@ def has_usable_uvs(mesh: Mesh, **kwargs) -> bool:
     return not problems
 
 
-def ensure_uvs(mesh: Mesh, **unwrap_kwargs) -> Mesh:
-    """``mesh`` itself if its UVs are usable, else a copy with a fresh ``unwrap`` (tangents,
-    which follow the UVs, are dropped)."""
+def with_uvs(mesh: Mesh, settings, should_stop: Callable[[], bool] = lambda: False, *,
+             worker: UnwrapWorker = xatlas_worker) -> Mesh:
+    """``mesh`` itself if its UVs are usable (``has_usable_uvs``), else a copy with a fresh
+    ``unwrap`` (xatlas, or the fallback) on the mesh's device and dtype; tangents, which follow
+    the UVs, are dropped (the geometry recomputes them).
+
+    ``settings``: the optimisation's settings; ``unwrap_timeout_s`` bounds xatlas and
+    ``texture_res`` (texels a side) sizes its atlas. ``should_stop()`` turning true raises
+    ``Cancelled``; ``worker`` replaces xatlas (tests).
+    """
     if has_usable_uvs(mesh):
         return mesh
-    uvs, uv_triangles = unwrap(mesh.positions, mesh.triangles, **unwrap_kwargs)
+    uvs, uv_triangles = unwrap(mesh.positions, mesh.triangles,
+                               timeout_s=settings.unwrap_timeout_s,
+                               resolution_hint=settings.texture_res, worker=worker,
+                               should_stop=should_stop)
     return mesh.replace(uvs=uvs.to(mesh.positions.dtype), uv_triangles=uv_triangles,
                         tangents=None, tangent_triangles=None)

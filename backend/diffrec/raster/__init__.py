@@ -18,23 +18,22 @@ the *bottom* row (OpenGL); pixel ``(px, py)`` samples the centre ``x = 2(px + 0.
 the barycentrics are perspective-correct with vertex 0 at ``(u, v) = (1, 0)``, vertex 1 at
 ``(0, 1)`` and vertex 2 at ``(0, 0)``.
 
-Every function without a context takes an extra keyword ``impl`` ("torch" or "nvdiffrast");
-by default the engine follows ``$DIFFREC_RASTER`` and the tensors' device (see ``engine``).
+The engine comes from a ``RasterContext``: ``rasterize`` and ``DepthPeeler`` take it first,
+as nvdiffrast does; the other functions take it as the keyword ``ctx``, and without one use
+``default_context`` of their tensors' device (one context per device, chosen once by
+``$DIFFREC_RASTER`` and the device; see ``diffrec.engines``). Pass the context you rasterized
+with so that every operation of a render runs on the same engine.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import torch
 
+from diffrec.engines import RASTER, EngineUnavailableError
 from diffrec.raster import _torch
-from diffrec.raster.engine import (
-    ENGINES,
-    EngineUnavailableError,
-    nvdiffrast_module,
-    resolve_engine,
-)
 
 __all__ = [
     "ENGINES",
@@ -43,6 +42,7 @@ __all__ = [
     "RasterContext",
     "antialias",
     "antialias_construct_topology_hash",
+    "default_context",
     "interpolate",
     "rasterize",
     "texture",
@@ -51,31 +51,55 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+ENGINES = RASTER.engines
+
 
 class RasterContext:
     """Holds the engine choice (and nvdiffrast's CUDA context when that engine is used).
 
     ``device``: where the tensors live (default: CUDA if available, else CPU).
     ``impl``: "auto", "torch" or "nvdiffrast"; "auto" defers to ``$DIFFREC_RASTER`` and then
-    picks nvdiffrast on CUDA when it imports, torch otherwise.
+    picks nvdiffrast on CUDA when it imports, torch otherwise (``diffrec.engines.RASTER``).
+    Raises EngineUnavailableError when nvdiffrast is asked for and cannot run on ``device``.
     """
 
     def __init__(self, device: torch.device | str | None = None, impl: str = "auto"):
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
-        self.engine = resolve_engine(self.device, None if impl == "auto" else impl)
-        self.native = None
-        if self.engine == "nvdiffrast":
-            self.native = nvdiffrast_module().RasterizeCudaContext(device=self.device)
+        self.engine = RASTER.resolve(self.device, impl)
+        self._native = None
         log.info("%s engine on %s", self.engine, self.device)
+
+    @property
+    def native(self):
+        """nvdiffrast's ``RasterizeCudaContext`` (made on first use; nvdiffrast engine only)."""
+        if self.engine != "nvdiffrast":
+            raise RuntimeError(f"{self!r} has no nvdiffrast context")
+        if self._native is None:
+            self._native = RASTER.module().RasterizeCudaContext(device=self.device)
+        return self._native
 
     def __repr__(self) -> str:
         return f"RasterContext(device={str(self.device)!r}, engine={self.engine!r})"
 
 
-def _engine_for(tensor: torch.Tensor, impl: str | None) -> str:
-    return resolve_engine(tensor.device, impl)
+@functools.cache
+def _default_context(device: torch.device) -> RasterContext:
+    return RasterContext(device)
+
+
+def default_context(device: torch.device | str) -> RasterContext:
+    """The context used by ``interpolate``/``texture``/``antialias`` calls without ``ctx`` on
+    ``device``: ``RasterContext(device)``, made once per device for the process."""
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return _default_context(device)
+
+
+def _engine(ctx: RasterContext | None, tensor: torch.Tensor) -> str:
+    return (ctx if ctx is not None else default_context(tensor.device)).engine
 
 
 def rasterize(ctx: RasterContext, pos, tri, resolution, ranges=None, grad_db: bool = True):
@@ -88,7 +112,7 @@ def rasterize(ctx: RasterContext, pos, tri, resolution, ranges=None, grad_db: bo
     pixels. Gradients reach ``pos`` through u and v (and through ``rast_db`` if ``grad_db``).
     """
     if ctx.engine == "nvdiffrast":
-        return nvdiffrast_module().rasterize(ctx.native, pos, tri, resolution, ranges, grad_db)
+        return RASTER.module().rasterize(ctx.native, pos, tri, resolution, ranges, grad_db)
     return _torch.rasterize(pos, tri, resolution, ranges=ranges, grad_db=grad_db)
 
 
@@ -98,7 +122,7 @@ class DepthPeeler:
 
     def __init__(self, ctx: RasterContext, pos, tri, resolution, ranges=None, grad_db=True):
         if ctx.engine == "nvdiffrast":
-            self._peeler = nvdiffrast_module().DepthPeeler(
+            self._peeler = RASTER.module().DepthPeeler(
                 ctx.native, pos, tri, resolution, ranges, grad_db
             )
         else:
@@ -115,7 +139,9 @@ class DepthPeeler:
         return self._peeler.rasterize_next_layer()
 
 
-def interpolate(attr, rast, tri, rast_db=None, diff_attrs=None, *, impl: str | None = None):
+def interpolate(
+    attr, rast, tri, rast_db=None, diff_attrs=None, *, ctx: RasterContext | None = None
+):
     """Interpolate vertex attributes: ``u*a0 + v*a1 + (1-u-v)*a2``, zero where empty.
 
     ``attr``: ``[B, V, C]`` or ``[V, C]`` (broadcast over the batch / range mode).
@@ -123,8 +149,8 @@ def interpolate(attr, rast, tri, rast_db=None, diff_attrs=None, *, impl: str | N
     holding (dA/dX, dA/dY) per listed attribute when ``diff_attrs`` ("all" or a list of channel
     indices) and ``rast_db`` are given, else an empty tensor.
     """
-    if _engine_for(rast, impl) == "nvdiffrast":
-        return nvdiffrast_module().interpolate(attr, rast, tri, rast_db, diff_attrs)
+    if _engine(ctx, rast) == "nvdiffrast":
+        return RASTER.module().interpolate(attr, rast, tri, rast_db, diff_attrs)
     return _torch.interpolate(attr, rast, tri, rast_db=rast_db, diff_attrs=diff_attrs)
 
 
@@ -138,7 +164,7 @@ def texture(
     boundary_mode: str = "wrap",
     max_mip_level: int | None = None,
     *,
-    impl: str | None = None,
+    ctx: RasterContext | None = None,
 ):
     """Sample a 2D texture ``[B, h, w, C]`` at ``uv [B, H, W, 2]`` or a cube map
     ``[B, 6, h, w, C]`` (``boundary_mode="cube"``) at directions ``uv [B, H, W, 3]``.
@@ -150,8 +176,8 @@ def texture(
     screen-space derivatives ``[B, H, W, 4]``, or 6 for cube maps) plus ``mip_level_bias``.
     ``mip`` is a prebuilt chain from ``texture_construct_mip`` (or a list of tensors).
     """
-    if _engine_for(tex, impl) == "nvdiffrast":
-        return nvdiffrast_module().texture(
+    if _engine(ctx, tex) == "nvdiffrast":
+        return RASTER.module().texture(
             tex, uv, uv_da, mip_level_bias, mip, filter_mode, boundary_mode, max_mip_level
         )
     return _torch.texture(
@@ -166,15 +192,24 @@ def texture(
     )
 
 
-def texture_construct_mip(tex, max_mip_level=None, cube_mode=False, *, impl: str | None = None):
+def texture_construct_mip(
+    tex, max_mip_level=None, cube_mode=False, *, ctx: RasterContext | None = None
+):
     """Build a mip chain (2x2 box averages) for ``tex``, to pass as ``texture(..., mip=...)``."""
-    if _engine_for(tex, impl) == "nvdiffrast":
-        return nvdiffrast_module().texture_construct_mip(tex, max_mip_level, cube_mode)
+    if _engine(ctx, tex) == "nvdiffrast":
+        return RASTER.module().texture_construct_mip(tex, max_mip_level, cube_mode)
     return _torch.texture_construct_mip(tex, max_mip_level=max_mip_level, cube_mode=cube_mode)
 
 
 def antialias(
-    color, rast, pos, tri, topology_hash=None, pos_gradient_boost=1.0, *, impl: str | None = None
+    color,
+    rast,
+    pos,
+    tri,
+    topology_hash=None,
+    pos_gradient_boost=1.0,
+    *,
+    ctx: RasterContext | None = None,
 ):
     """Analytic antialiasing of silhouette edges; returns the antialiased ``color``.
 
@@ -182,8 +217,8 @@ def antialias(
     passes between their centres, by where it crosses; this gives gradients to ``pos`` along
     silhouettes. ``tri`` must be welded (shared vertex indices) for silhouettes to be found.
     """
-    if _engine_for(color, impl) == "nvdiffrast":
-        return nvdiffrast_module().antialias(
+    if _engine(ctx, color) == "nvdiffrast":
+        return RASTER.module().antialias(
             color, rast, pos, tri, topology_hash, pos_gradient_boost
         )
     return _torch.antialias(
@@ -191,8 +226,8 @@ def antialias(
     )
 
 
-def antialias_construct_topology_hash(tri, *, impl: str | None = None):
+def antialias_construct_topology_hash(tri, *, ctx: RasterContext | None = None):
     """Precompute the edge topology of ``tri`` for repeated ``antialias`` calls."""
-    if _engine_for(tri, impl) == "nvdiffrast":
-        return nvdiffrast_module().antialias_construct_topology_hash(tri)
+    if _engine(ctx, tri) == "nvdiffrast":
+        return RASTER.module().antialias_construct_topology_hash(tri)
     return _torch.antialias_construct_topology_hash(tri)

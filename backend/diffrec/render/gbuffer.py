@@ -31,22 +31,23 @@ class GBuffer:
     tangent_sign: torch.Tensor | None = None  # [B, H, W, 1], +-1
 
 
-def _interpolate(values, rast, triangles, rast_db=None, diff=False):
-    out, out_da = raster.interpolate(
+def _interpolate(ctx, values, rast, triangles, rast_db=None, diff=False):
+    return raster.interpolate(
         values.contiguous(), rast, triangles.to(torch.int32).contiguous(), rast_db=rast_db,
-        diff_attrs="all" if diff else None,
+        diff_attrs="all" if diff else None, ctx=ctx,
     )
-    return out, out_da
 
 
-def build_gbuffer(mesh: Mesh, rast, rast_db, camera_centers: torch.Tensor) -> GBuffer:
-    """Interpolate ``mesh``'s attributes over ``rast``; ``camera_centers`` is ``[B, 3]``."""
+def build_gbuffer(ctx: raster.RasterContext, mesh: Mesh, rast, rast_db,
+                  camera_centers: torch.Tensor) -> GBuffer:
+    """Interpolate ``mesh``'s attributes over ``rast`` (made with ``ctx``, whose engine
+    interpolates too); ``camera_centers`` is ``[B, 3]``."""
     mask = (rast[..., 3:4] > 0).to(rast.dtype)
-    position, _ = _interpolate(mesh.positions, rast, mesh.triangles)
+    position, _ = _interpolate(ctx, mesh.positions, rast, mesh.triangles)
     tri_id = (rast[..., 3].long() - 1).clamp(min=0)
     face_normal = face_normals(mesh.positions, mesh.triangles)[tri_id] * mask
     if mesh.normals is not None:
-        normal = safe_normalize(_interpolate(mesh.normals, rast, mesh.normal_triangles)[0])
+        normal = safe_normalize(_interpolate(ctx, mesh.normals, rast, mesh.normal_triangles)[0])
     else:  # flat shading
         normal = face_normal
     view = safe_normalize(camera_centers[:, None, None, :] - position) * mask
@@ -54,9 +55,9 @@ def build_gbuffer(mesh: Mesh, rast, rast_db, camera_centers: torch.Tensor) -> GB
     gb = GBuffer(rast=rast, mask=mask, position=position, normal=normal,
                  face_normal=face_normal, view=view)
     if mesh.uvs is not None:
-        gb.uv, gb.uv_da = _interpolate(mesh.uvs, rast, mesh.uv_triangles, rast_db, diff=True)
+        gb.uv, gb.uv_da = _interpolate(ctx, mesh.uvs, rast, mesh.uv_triangles, rast_db, diff=True)
     if mesh.tangents is not None:
-        tangent, _ = _interpolate(mesh.tangents, rast, mesh.tangent_triangles)
+        tangent, _ = _interpolate(ctx, mesh.tangents, rast, mesh.tangent_triangles)
         gb.tangent = safe_normalize(tangent[..., :3])
         gb.tangent_sign = torch.where(tangent[..., 3:4] < 0, -1.0, 1.0).to(rast.dtype)
     return gb

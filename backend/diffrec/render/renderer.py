@@ -124,7 +124,7 @@ def render_mesh(
     clip = clip_positions(mesh.positions, cameras)
     tri = mesh.triangles.to(torch.int32).contiguous()
     if topology_hash is None:
-        topology_hash = raster.antialias_construct_topology_hash(tri)
+        topology_hash = raster.antialias_construct_topology_hash(tri, ctx=ctx)
     lut = brdf_lut(device=clip.device) if mode == "pbr" else None
     centers = cameras.centers().to(clip)
     if light_rotation is not None and light is not None:
@@ -134,7 +134,7 @@ def render_mesh(
     with raster.DepthPeeler(ctx, clip, tri, (height * spp, width * spp)) as peeler:
         for layer in range(layers):
             rast, rast_db = peeler.rasterize_next_layer()
-            gb = build_gbuffer(mesh, rast, rast_db, centers)
+            gb = build_gbuffer(ctx, mesh, rast, rast_db, centers)
             surface = material(gb)
             kd = surface.kd[..., :3]
             opacity = surface.kd[..., 3:4] if surface.kd.shape[-1] == 4 else 1.0
@@ -144,7 +144,7 @@ def render_mesh(
             color = shade(mode, light, lut, kd, surface.ks, normal, gb.view)
             alpha = gb.mask * opacity
             rgba = torch.cat([color * alpha, alpha], -1).contiguous()
-            rgba = raster.antialias(rgba, rast, clip, tri, topology_hash=topology_hash)
+            rgba = raster.antialias(rgba, rast, clip, tri, topology_hash=topology_hash, ctx=ctx)
             premultiplied = premultiplied + remaining * rgba
             remaining = remaining * (1.0 - rgba[..., 3:4])
             if layer == 0:
@@ -172,6 +172,6 @@ def render_uv(ctx: raster.RasterContext, mesh: Mesh, resolution: int):
     rast, _ = raster.rasterize(ctx, uv_clip, mesh.uv_triangles.to(torch.int32).contiguous(),
                                (resolution, resolution), grad_db=False)
     position, _ = raster.interpolate(mesh.positions.contiguous(), rast,
-                                     mesh.triangles.to(torch.int32).contiguous())
+                                     mesh.triangles.to(torch.int32).contiguous(), ctx=ctx)
     mask = (rast[..., 3:4] > 0).to(position.dtype)
     return position.flip(1), mask.flip(1)

@@ -1,3 +1,4 @@
 """The job server: a ROUTER socket in front of a durable job store and a one-job-per-device
-queue. See docs/protocol.md for the wire protocol and ``runner.py`` for the job-runner
-interface."""
+queue. See docs/protocol.md for the wire protocol. ``app``: the socket and its loop;
+``jobs``: the job table and lifecycle; ``runner``: the job-runner interface; ``registry``:
+the runners a server offers; ``worker`` / ``job_process``: running one job at a time."""

@@ -154,10 +154,11 @@ class OptimizeRunner(Runner):
 
     def run(self, ctx: JobContext) -> None:
         from diffrec.errors import UserError
-        from diffrec.pipeline.inputs import Inputs, split_views
+        from diffrec.pipeline.inputs import Inputs
         from diffrec.pipeline.job_arrays import from_job_arrays
         from diffrec.pipeline.outputs import write_result
         from diffrec.pipeline.run import optimize
+        from diffrec.pipeline.views import split_views
 
         settings = _settings(ctx.spec)
         _check_inputs(settings, ctx.inputs)

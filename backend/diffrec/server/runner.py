@@ -79,11 +79,3 @@ class Runner(ABC):
         """About how many bytes a run writes (checkpoints and results), at most; the worker
         fails a job at once when they do not fit on the disk. 0: unknown."""
         return 0
-
-
-def runners(device: str = "cpu") -> dict[str, Runner]:
-    """The runners a server on ``device`` offers, by task name."""
-    from .optimize_runner import OptimizeRunner
-    from .texture_fit import TextureFitRunner
-
-    return {runner.task: runner for runner in (OptimizeRunner(device), TextureFitRunner())}

@@ -1,4 +1,5 @@
-"""``fit_texture``: a small real optimisation job (until the reconstruction pipeline lands).
+"""``fit_texture``: a small, fast optimisation job for trying a client or the server (the
+reconstruction itself is the ``optimize`` task, ``optimize_runner``; docs/protocol.md, "Tasks").
 
 It fits one texture ``T`` (S, S, C), bilinearly resampled to the image size, to all target
 images at once with Adam on the mean squared error (learning rate decaying exponentially to

@@ -1,0 +1,126 @@
+"""Views from a capture folder: images decoded to straight linear RGBA, cameras from the
+capture's poses and intrinsics.
+
+``load_dataset`` reads every layout ``diffrec.protocol.captures`` reads (NeRF-style
+``transforms_{split}.json`` + images, LLFF ``poses_bounds.npy`` + images + masks), and COLMAP
+models (``sparse/0/`` + images + masks, ``diffrec.pipeline.colmap_capture``). The capture
+formats themselves are parsed in ``diffrec.protocol.captures`` alone (numpy only, shared with
+the add-on and ``diffrec submit``); this module decodes the images and builds ``Views``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from diffrec.camera import capture_cameras
+from diffrec.errors import UserError
+from diffrec.io import read_image
+from diffrec.pipeline.colmap_capture import read_any_capture
+from diffrec.pipeline.views import Views, premultiplied_to_straight, resize_rgba
+from diffrec.protocol.captures import CaptureError
+
+log = logging.getLogger(__name__)
+
+__all__ = ["load_dataset"]
+
+
+def load_dataset(
+    folder: str | Path,
+    split: str = "train",
+    resolution: int | tuple[int, int] | None = None,
+    *,
+    near_far: tuple[float, float] | None = None,
+    exr_premultiplied: bool = True,
+) -> Views:
+    """The views of a capture folder in any layout ``diffrec.protocol.captures`` reads: a
+    NeRF-style folder (``transforms_{split}.json`` + images) or an LLFF capture
+    (``poses_bounds.npy`` + ``images[_N]/`` + ``masks/``; one split, "train") or a COLMAP
+    model (``sparse/0/`` + ``images[_N]/`` + ``masks/``; one split; needs pycolmap).
+
+    PNG / JPEG are sRGB and are decoded to linear; EXR is linear and, with
+    ``exr_premultiplied`` (Blender's renders), divided by alpha. Coverage is the mask file
+    where the capture has one (first channel, as data), else the image's alpha; images with
+    neither get alpha 1 (with a warning).
+
+    ``resolution``: None keeps the images' size; an int is the longer side (aspect kept,
+    the other side rounded); ``(width, height)`` is exact. See ``resize_rgba`` for the
+    method; the intrinsics are scaled by the same factors. ``near_far``: clipping depths for
+    every camera (default: the capture's own, 0.1 / 1000 for NeRF folders).
+    """
+    longest = resolution if isinstance(resolution, int) else (
+        None if resolution is None else max(resolution))
+    try:
+        capture = read_any_capture(folder, split, longest_side=longest)
+    except CaptureError as error:
+        raise UserError(str(error)) from None
+    paths = [frame.image for frame in capture.frames]
+    images, missing_alpha, file_size = [], [], None
+    for frame in capture.frames:
+        image, has_alpha = _read_rgba(frame.image, exr_premultiplied)
+        if frame.mask is not None:
+            image = _with_mask(image, frame.mask)
+        size = (image.shape[1], image.shape[0])
+        if file_size is None:
+            file_size = size
+            target = _target_size(file_size, resolution)
+        if size != file_size:
+            raise UserError(
+                f"images of split '{split}' differ in size: {paths[0].name} is "
+                f"{file_size[0]}x{file_size[1]} but {frame.image.name} is {size[0]}x{size[1]}; "
+                "resize them all to one size"
+            )
+        if not has_alpha and frame.mask is None:
+            missing_alpha.append(frame.image.name)
+        images.append(resize_rgba(image[None], *target)[0])
+    if missing_alpha:
+        log.warning("%d images of %s have no alpha channel and no mask (e.g. %s): treating them "
+                    "as fully covered (alpha = 1)", len(missing_alpha), folder,
+                    ", ".join(missing_alpha[:3]))
+    cameras = capture_cameras(capture, *target, file_size, near_far)
+    return Views(cameras, torch.stack(images), capture.names())
+
+
+def _with_mask(image: torch.Tensor, mask_path: Path) -> torch.Tensor:
+    """``image`` [H, W, 4] with its alpha replaced by the mask file's first channel, resized
+    to the image (full-size masks serve a downscaled ``images_N`` copy)."""
+    mask = torch.from_numpy(read_image(mask_path, data=True))[..., :1]
+    (height, width), (mask_height, mask_width) = image.shape[:2], mask.shape[:2]
+    if abs(mask_width * height - mask_height * width) > max(mask_width, mask_height):
+        raise UserError(f"mask {mask_path} is {mask_width}x{mask_height} but its image is "
+                        f"{width}x{height}: masks must have their images' shape")
+    if (mask_height, mask_width) != (height, width):
+        mask = F.interpolate(mask.permute(2, 0, 1)[None], size=(height, width), mode="bilinear",
+                             align_corners=False, antialias=True)[0].permute(1, 2, 0)
+    return torch.cat([image[..., :3], mask.clamp(0.0, 1.0)], -1)
+
+
+def _read_rgba(path: Path, exr_premultiplied: bool) -> tuple[torch.Tensor, bool]:
+    """``([H, W, 4] straight linear RGBA, whether the file had alpha)``."""
+    image = torch.from_numpy(read_image(path))
+    channels = image.shape[-1]
+    colour = image[..., :1].expand(*image.shape[:2], 3) if channels <= 2 else image[..., :3]
+    has_alpha = channels in (2, 4)
+    alpha = image[..., -1:] if has_alpha else torch.ones_like(image[..., :1])
+    rgba = torch.cat([colour, alpha.clamp(0.0, 1.0)], -1)
+    if path.suffix.lower() == ".exr" and exr_premultiplied and has_alpha:
+        rgba = premultiplied_to_straight(rgba)
+    return rgba, has_alpha
+
+
+def _target_size(size: tuple[int, int], resolution) -> tuple[int, int]:
+    """``(width, height)`` of the loaded views for file images of ``size`` (width, height)."""
+    if resolution is None:
+        return size
+    if isinstance(resolution, int):
+        if resolution < 1:
+            raise UserError(f"resolution must be a positive number of pixels, got {resolution}")
+        scale = resolution / max(size)
+        return max(1, round(size[0] * scale)), max(1, round(size[1] * scale))
+    width, height = (int(v) for v in resolution)
+    if width < 1 or height < 1:
+        raise UserError(f"resolution must be positive (width, height), got {resolution}")
+    return width, height

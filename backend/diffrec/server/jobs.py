@@ -1,0 +1,397 @@
+"""The job table: every job a server holds and its lifecycle, apart from the transport.
+
+A job is ``queued`` at submit, ``running`` once the worker starts it, and ends ``done``,
+``failed`` or ``cancelled``; a job that was running when the server stopped is queued again
+and resumes from its checkpoint. ``JobTable`` keeps the records (``JobRecord``, one state
+file each in the ``JobStore``), hands jobs to the ``Worker``, applies the worker's reports,
+keeps what an attaching client is replayed (recent log lines, the last progress and preview),
+and deletes jobs past retention. It sends events through the ``event`` function the transport
+gives it (``diffrec.server.app``), and only the server's main thread calls it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import queue
+import time
+from collections import OrderedDict, defaultdict, deque
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from diffrec.protocol.arrays import wire_dtype
+from diffrec.protocol.errors import ProtocolError
+from diffrec.protocol.limits import MAX_ARRAYS, MAX_HEADER_BYTES, MAX_MESSAGE_CHARS
+from diffrec.protocol.message import Message
+from diffrec.protocol.schema import INPUTS
+
+from .blobs import BlobStore
+from .quotas import Quotas, exceeded
+from .runner import Runner
+from .store import TERMINAL, JobStore
+from .worker import Ticket, Worker
+
+log = logging.getLogger(__name__)
+MAX_JOBS_PER_OWNER = 1000
+LOG_REPLAY = 50
+BLOB_GRACE_S = 3600.0
+LIST_REPLY_BYTES = MAX_HEADER_BYTES // 2
+"""A ``list`` reply carries statuses up to about this many bytes of JSON, then a ``cursor``."""
+TOMBSTONES = 10_000
+"""Deleted job ids remembered, so that a repeated ``delete`` still answers ``deleted``."""
+
+# event(job_id, kind, fields, arrays=None, peers=None): send to the job's subscribers (or peers)
+EventFn = Callable[..., None]
+Replay = tuple[str, dict, "Mapping[str, np.ndarray] | None"]
+
+
+def fit_text(text: str) -> str:
+    """``text`` cut to MAX_MESSAGE_CHARS characters, so that any event carrying it fits."""
+    if len(text) <= MAX_MESSAGE_CHARS:
+        return text
+    return text[:MAX_MESSAGE_CHARS - 1] + "…"
+
+
+def _not_found(job_id: str) -> ProtocolError:
+    return ProtocolError("not_found", f"no job {job_id!r} (for this client key)")
+
+
+@dataclass
+class JobRecord:
+    """One job, as its state file holds it (``JobStore``; times are Unix seconds).
+
+    ``inputs``: {name: {blob, dtype, shape}} in the blob store; ``results``: [{name, size,
+    content_hash}] once done; ``stop``: "cancel" or "delete" once a client asked a queued or
+    running job to stop (None otherwise; absent from the file).
+    """
+
+    id: str
+    owner: str
+    task: str
+    spec: dict
+    inputs: dict[str, dict]
+    seq: int
+    created: float
+    state: str = "queued"
+    updated: float | None = None
+    finished: float | None = None
+    attempts: int = 0
+    progress: dict | None = None
+    message: str = ""
+    results: list[dict] = field(default_factory=list)
+    stop: str | None = None
+
+    PUBLIC = ("state", "task", "created", "updated", "finished", "attempts", "progress",
+              "message", "results")
+    """The fields a client sees (``status``, ``list``, ``submit`` replies), besides ``job``."""
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> JobRecord:
+        """A record from its state file's JSON (unknown keys ignored)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in names})
+
+    def to_dict(self) -> dict:
+        """The state file's JSON object."""
+        data = dataclasses.asdict(self)
+        if data["stop"] is None:
+            del data["stop"]
+        return data
+
+    def public(self) -> dict:
+        return {"job": self.id, **{key: getattr(self, key) for key in self.PUBLIC}}
+
+    def end_fields(self) -> dict:
+        """The fields of the event that announces this finished job's end."""
+        return {"results": self.results} if self.state == "done" else {"message": self.message}
+
+
+class JobTable:
+    """The jobs of one server (see the module docstring).
+
+    ``runners``: {task: Runner}; ``event``: the transport's event sender; ``forget(job_id)``:
+    called when a job is removed (the transport drops its subscribers); ``retention_s``: how
+    long finished jobs are kept; ``quotas``: what each client key may hold.
+    """
+
+    def __init__(self, store: JobStore, blobs: BlobStore, runners: dict[str, Runner],
+                 device: str, event: EventFn, forget: Callable[[str], None], *,
+                 retention_s: float, quotas: Quotas):
+        self.store, self.blobs, self.runners = store, blobs, runners
+        self.retention_s, self.quotas = retention_s, quotas
+        self._event, self._forget = event, forget
+        self.records: dict[str, JobRecord] = {}
+        for job_id, data in store.load_all().items():
+            try:
+                self.records[job_id] = JobRecord.from_dict(data)
+            except TypeError as exc:  # a state file missing fields
+                log.warning("skipping job %s: %s", job_id, exc)
+        for record in self.records.values():
+            for ref in record.inputs.values():
+                self.blobs.adopt_legacy(record.owner, ref["blob"])
+        self.previews: dict[str, tuple[dict, dict]] = {}
+        self.logs: defaultdict[str, deque[dict]] = defaultdict(lambda: deque(maxlen=LOG_REPLAY))
+        self.tombstones: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self.unsaved: set[str] = set()
+        """Jobs whose state file could not be written; tried again every heartbeat."""
+        self._reports: queue.SimpleQueue = queue.SimpleQueue()
+        self.worker = Worker(device, lambda *report: self._reports.put(report))
+        self.expire()
+        self._recover()
+
+    def close(self) -> None:
+        """Stop the worker (a running job stays resumable)."""
+        self.worker.close()
+
+    # -- records ---------------------------------------------------------------------------
+
+    def get(self, owner: str, job_id: str) -> JobRecord:
+        """``owner``'s job ``job_id``; ProtocolError ``not_found`` for anyone else's."""
+        record = self.records.get(job_id)
+        if record is None or record.owner != owner:
+            raise _not_found(job_id)
+        return record
+
+    def page(self, owner: str, cursor: int = 0) -> dict:
+        """The ``list`` reply: ``owner``'s jobs after ``cursor`` in submission order, up to
+        about LIST_REPLY_BYTES of statuses, and the cursor of the next page (None: the end)."""
+        records = sorted((r for r in self.records.values() if r.owner == owner and r.seq > cursor),
+                         key=lambda r: r.seq)
+        jobs, size = [], 0
+        for index, record in enumerate(records):
+            jobs.append(record.public())
+            size += len(json.dumps(jobs[-1]))
+            if size > LIST_REPLY_BYTES and index + 1 < len(records):
+                return {"jobs": jobs, "cursor": record.seq}
+        return {"jobs": jobs, "cursor": None}
+
+    def replay(self, record: JobRecord) -> Iterator[Replay]:
+        """The events an attaching client gets: recent log lines, the last progress and
+        preview, and the end of a finished job."""
+        for fields in self.logs.get(record.id, ()):
+            yield "log", fields, None
+        if record.progress:
+            yield "progress", record.progress, None
+        if record.id in self.previews:
+            yield "preview", *self.previews[record.id]
+        if record.state in TERMINAL:
+            yield record.state, record.end_fields(), None
+
+    def _save(self, record: JobRecord) -> None:
+        """Write ``record``'s state file. A failure (a read-only disk, or a full one past the
+        store's reserve) is logged and the write tried again every heartbeat, so that disk
+        and memory agree as soon as the disk allows; the server goes on meanwhile."""
+        data = record.to_dict()
+        try:
+            self.store.save(data)
+            self.unsaved.discard(record.id)
+        except OSError as exc:
+            if record.id not in self.unsaved:
+                log.error("job %s: cannot write its state, will try again: %s", record.id, exc)
+            self.unsaved.add(record.id)
+        record.updated = data["updated"]
+
+    def tend_disk(self) -> None:
+        """Retry the state files that could not be written; put back the store's reserve."""
+        for job_id in list(self.unsaved):
+            if job_id in self.records:
+                self._save(self.records[job_id])
+            else:
+                self.unsaved.discard(job_id)
+        self.store.restore_reserve()
+
+    # -- submitting ------------------------------------------------------------------------
+
+    def submit(self, owner: str, message: Message) -> dict:
+        """Create and queue the job of a ``submit`` request; the reply's fields. A job id the
+        owner already used answers its job (``existing``: true)."""
+        job_id = message["job"]
+        existing = self.records.get(job_id)
+        if existing is not None:
+            if existing.owner != owner:
+                raise ProtocolError("conflict", f"job id {job_id!r} is taken; choose another")
+            return {**existing.public(), "existing": True}
+        owned = [r for r in self.records.values() if r.owner == owner]
+        if len(owned) >= MAX_JOBS_PER_OWNER:
+            raise ProtocolError("too_many_jobs", "delete finished jobs before submitting more")
+        waiting = sum(r.state not in TERMINAL for r in owned)
+        if waiting >= self.quotas.queued_jobs:
+            raise exceeded("queued_jobs", self.quotas.queued_jobs, waiting, 1,
+                           "wait for your queued jobs to finish, or cancel some")
+        spec = message["spec"]
+        task = spec.get("task")
+        runner = self.runners.get(task) if isinstance(task, str) else None
+        if runner is None:
+            raise ProtocolError("invalid_input",
+                                f"spec 'task' must be one of {sorted(self.runners)}")
+        inputs = self._submitted_inputs(owner, message)
+        runner.validate(spec, {name: array for name, (_, array) in inputs.items()})
+        manifest = {}
+        for name, (ref, array) in inputs.items():
+            blob = ref["blob"] if ref else self.blobs.put(
+                owner, memoryview(np.ascontiguousarray(array)))
+            manifest[name] = {"blob": blob, "dtype": wire_dtype(array),
+                              "shape": list(array.shape)}
+        record = JobRecord(id=job_id, owner=owner, task=runner.task, spec=spec, inputs=manifest,
+                           seq=max((r.seq for r in self.records.values()), default=0) + 1,
+                           created=time.time())
+        data = record.to_dict()
+        self.store.create(data)
+        record.updated = data["updated"]
+        self.records[job_id] = record
+        self.tombstones.pop((owner, job_id), None)
+        self._enqueue(record)
+        return {**record.public(), "existing": False}
+
+    def _submitted_inputs(self, owner: str,
+                          message: Message) -> dict[str, tuple[dict | None, np.ndarray]]:
+        """{name: (blob reference or None, array)}, every input checked."""
+        refs = message.get("inputs", {})
+        names = [*message.arrays, *refs]
+        if len(set(names)) != len(names) or len(names) > MAX_ARRAYS:
+            raise ProtocolError("invalid_input", "input names must be unique (inline or blob)")
+        inputs = {}
+        for name in names:
+            if name not in INPUTS:
+                raise ProtocolError("invalid_input",
+                                    f"unknown input {name!r}; known: {sorted(INPUTS)}")
+            if name in refs:
+                ref = refs[name]
+                INPUTS[name].check_layout(name, ref["dtype"], tuple(ref["shape"]))
+                inputs[name] = (ref, self.blobs.load(owner, ref["blob"], ref["dtype"],
+                                                     ref["shape"]))
+            else:
+                inputs[name] = (None, message.arrays[name])
+            INPUTS[name].check(name, inputs[name][1])
+        return inputs
+
+    def _enqueue(self, record: JobRecord) -> None:
+        inputs = {name: self.blobs.load(record.owner, ref["blob"], ref["dtype"], ref["shape"])
+                  for name, ref in record.inputs.items()}
+        self.worker.enqueue(Ticket(record.id, self.runners[record.task], record.spec, inputs,
+                                   self.store.checkpoint_dir(record.id),
+                                   self.store.results_dir(record.id)))
+
+    def _recover(self) -> None:
+        """Queued jobs stay queued; a job that was running resumes from its checkpoint."""
+        for record in sorted(self.records.values(), key=lambda r: r.seq):
+            if record.state not in ("queued", "running"):
+                continue
+            if record.stop == "delete":  # asked for before the server stopped
+                self._remove(record.id)
+                continue
+            if record.stop == "cancel":
+                self._finish(record.id, "cancelled", "the job was cancelled", [])
+                continue
+            if record.state == "running":
+                log.info("job %s was running when the server stopped; resuming", record.id)
+                record.state = "queued"
+                self._save(record)
+            try:
+                if record.task not in self.runners:
+                    raise ProtocolError("invalid_input", f"unknown task {record.task!r}")
+                self._enqueue(record)
+            except ProtocolError as exc:
+                self._finish(record.id, "failed", f"cannot resume: {exc.message}", [])
+
+    # -- stopping and ending ---------------------------------------------------------------
+
+    def cancel(self, owner: str, job_id: str) -> dict:
+        """Cancel a queued job at once, or ask a running one to stop; the reply's fields."""
+        record = self.get(owner, job_id)
+        if record.state == "queued" and self.worker.dequeue(job_id):
+            self._finish(job_id, "cancelled", "the job was cancelled", [])
+        elif record.state in ("queued", "running"):
+            self._request_stop(record, "cancel")
+            return {**record.public(), "state": "cancelling"}
+        return record.public()
+
+    def delete(self, owner: str, job_id: str) -> dict:
+        """Delete a job (a running one once it has stopped); repeating it is harmless."""
+        if (owner, job_id) in self.tombstones:  # a repeated delete
+            return {"job": job_id, "deleted": True}
+        record = self.get(owner, job_id)
+        if record.state in TERMINAL:
+            self._remove(job_id)
+        elif self.worker.dequeue(job_id):
+            self._event(job_id, "cancelled", {"message": "the job was deleted"})
+            self._remove(job_id)
+        else:
+            self._request_stop(record, "delete")  # removed when it has stopped
+        return {"job": job_id, "deleted": True}
+
+    def _request_stop(self, record: JobRecord, why: str) -> None:
+        """Ask the running job to stop, remembering why (``cancel`` or ``delete``) in its
+        state file, so that a server killed before the job stops still honours it."""
+        record.stop = why
+        self._save(record)
+        self.worker.stop(record.id)
+
+    def _finish(self, job_id: str, outcome: str, message: str, results: list) -> None:
+        record = self.records[job_id]
+        record.state, record.message, record.results = outcome, fit_text(message), results
+        record.finished = time.time()
+        self._save(record)
+        self._event(job_id, outcome, record.end_fields())
+        if record.stop == "delete":
+            self._remove(job_id)
+
+    def _remove(self, job_id: str) -> None:
+        record = self.records.pop(job_id, None)
+        if record is not None:
+            self.tombstones[(record.owner, job_id)] = None
+            while len(self.tombstones) > TOMBSTONES:
+                self.tombstones.popitem(last=False)
+        self._forget(job_id)
+        self.unsaved.discard(job_id)
+        self.previews.pop(job_id, None)
+        self.logs.pop(job_id, None)
+        self.store.delete(job_id)
+
+    def expire(self) -> None:
+        """Delete finished jobs past retention, then blobs no job refers to."""
+        cutoff = time.time() - self.retention_s
+        for job_id, record in list(self.records.items()):
+            if record.state in TERMINAL and (record.finished or 0) < cutoff:
+                log.info("job %s is past retention; deleting it", job_id)
+                self._remove(job_id)
+        referenced = {(r.owner, ref["blob"])
+                      for r in self.records.values() for ref in r.inputs.values()}
+        self.blobs.collect(referenced, BLOB_GRACE_S, self.retention_s)
+
+    # -- the worker's reports --------------------------------------------------------------
+
+    def drain_reports(self) -> None:
+        """Apply every report the worker thread has queued since the last call."""
+        while True:
+            try:
+                job_id, kind, fields, arrays = self._reports.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                self._apply_report(job_id, kind, fields, arrays)
+            except Exception:  # a bad event must not stop the loop that serves everyone
+                log.exception("job %s: cannot handle its %s report", job_id, kind)
+
+    def _apply_report(self, job_id: str, kind: str, fields: dict, arrays) -> None:
+        """Apply one report of the worker thread: a job started or finished, or an event."""
+        record = self.records.get(job_id)
+        if record is None:
+            return
+        if kind == "started":
+            record.state, record.attempts = "running", record.attempts + 1
+            self._save(record)
+        elif kind == "finished":
+            self._finish(job_id, fields["outcome"], fields["message"], fields["results"])
+        else:
+            if kind == "progress":
+                record.progress = fields
+            elif kind == "preview":
+                self.previews[job_id] = (fields, arrays)
+            elif kind == "log":
+                fields = {**fields, "message": fit_text(str(fields.get("message", "")))}
+                self.logs[job_id].append(fields)
+            self._event(job_id, kind, fields, arrays)
