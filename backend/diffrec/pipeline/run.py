@@ -402,17 +402,17 @@ def optimize(
     with torch.no_grad():
         final_mesh = geometry.mesh()
     metrics: dict = {"views": [], "psnr_mean": None, "ssim_mean": None}
+    validation = None
     if config.validation:
         _stop_if_asked(should_stop, "before validating")
         metrics, renders, targets = validate(ctx, final_mesh, material, light, inputs.test,
                                              config)
-        outputs.write_validation(out_dir, renders, targets, inputs.test.names)
+        validation = (renders, targets)
     _stop_if_asked(should_stop, "before writing the outputs")
-    outputs.write_asset(out_dir, final_mesh, material, light)
     metrics.update({"mode": config.mode, "preset": config.preset, "device": str(device),
                     "engine": ctx.engine, "surface_model": surface_model,
                     "iterations": config.iterations, "time_s": times,
                     "peak_memory_mb": peak_memory_mb(device), "config": config.to_dict(),
                     "history": history})
-    outputs.write_metrics(out_dir, metrics)
+    outputs.write_result(out_dir, final_mesh, material, light, metrics, validation)
     return metrics
