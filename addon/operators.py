@@ -176,22 +176,6 @@ def update_preview(render: np.ndarray, target: np.ndarray) -> bpy.types.Image:
     return image
 
 
-def load_result(paths: list[Path]) -> import_result.Asset | None:
-    """The asset in a job's result files, or None when they hold no mesh. Files: ``mesh.npz``
-    (vertices, faces, optional uvs and uv_faces) and optional ``kd.npy``, ``ks.npy``,
-    ``normal.npy``, ``envmap.npy`` (float32 [H,W,3], rows top-down)."""
-    by_name = {Path(path).name: Path(path) for path in paths}
-    if "mesh.npz" not in by_name:
-        return None
-    with np.load(by_name["mesh.npz"], allow_pickle=False) as mesh:
-        asset = import_result.Asset(mesh["vertices"], mesh["faces"], mesh.get("uvs"),
-                                    mesh.get("uv_faces"))
-    for name in ("kd", "ks", "normal", "envmap"):
-        if f"{name}.npy" in by_name:
-            setattr(asset, name, np.load(by_name[f"{name}.npy"], allow_pickle=False))
-    return asset
-
-
 def _apply(context, job: str, update: jobs.Update, report) -> None:
     """Apply one update from the worker to the scene (main thread only)."""
     settings = context.scene.diffrec
@@ -216,12 +200,16 @@ def _apply(context, job: str, update: jobs.Update, report) -> None:
         report({"INFO" if update.kind == "done" else "ERROR"}, f"diffrec: {settings.status}")
     elif update.kind == "fetched":
         paths = [Path(path) for path in update.fields["files"]]
-        asset = load_result(paths)
-        if asset is not None:
-            name = f"{entry.object_name or 'diffrec'} optimised" if entry else "diffrec result"
+        name = f"{entry.object_name or 'diffrec'} optimised" if entry else "diffrec result"
+        # a kept HDRI comes back only resampled: the scene's own world stays
+        try:
+            result = import_result.import_result(context, results_dir(job), name,
+                                                 use_world=settings.light == "LEARN")
+        except (ValueError, RuntimeError) as exc:  # the manifest's ManifestError is a ValueError
+            result = None
+            report({"ERROR"}, f"diffrec: the result cannot be imported: {exc}")
+        if result is not None:
             remove_live_mesh()
-            # a kept HDRI comes back only resampled: the scene's own world stays
-            import_result.import_asset(context, name, asset, use_world=settings.light == "LEARN")
             if not bpy.app.background:
                 bpy.ops.ed.undo_push(message="diffrec: import result")
             if entry is not None:
@@ -352,7 +340,8 @@ class DIFFREC_OT_optimize(_FollowsJob, bpy.types.Operator):
         subject = context.active_object
         entry.object_name = subject.name if subject is not None else ""
         settings.progress, settings.status = 0.0, "submitting"
-        return self.follow(context, jobs.JobSession(connect, job, results_dir(job), submission))
+        return self.follow(context, jobs.JobSession(connect, job, results_dir(job), submission,
+                                                    only=import_result.IMPORTED_ROLES))
 
 
 class DIFFREC_OT_attach(_FollowsJob, bpy.types.Operator):
@@ -375,7 +364,8 @@ class DIFFREC_OT_attach(_FollowsJob, bpy.types.Operator):
         except (ValueError, PermissionError, OSError) as exc:
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
-        session = jobs.JobSession(connect, self.job_id, results_dir(self.job_id))
+        session = jobs.JobSession(connect, self.job_id, results_dir(self.job_id),
+                                  only=import_result.IMPORTED_ROLES)
         return self.follow(context, session)
 
 
