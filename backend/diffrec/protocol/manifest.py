@@ -121,13 +121,13 @@ def read_manifest(folder: str | Path) -> list[Entry]:
 
 
 def select(entries: Iterable[Entry], only: Iterable[str] | None = None) -> list[Entry]:
-    """The entries named by ``only`` (file names or roles, mixed), in manifest order; all of
-    them when ``only`` is None. ManifestError for a word that is neither a listed name nor a
-    role."""
+    """The entries named by ``only`` (file names or roles, mixed; one string is one word), in
+    manifest order; all of them when ``only`` is None. ManifestError for a word that is
+    neither a listed name nor a role."""
     entries = list(entries)
     if only is None:
         return entries
-    wanted = set(only)
+    wanted = {only} if isinstance(only, str) else set(only)
     unknown = wanted - {entry.name for entry in entries} - set(ROLES)
     if unknown:
         raise ManifestError(f"the result has no file or role {', '.join(sorted(unknown))}; it "
