@@ -75,15 +75,18 @@ def check_submit_follow_fetch_and_reattach():
         )
         preview = bpy.data.images[operators.PREVIEW_IMAGE]
         assert tuple(preview.size) == (32, 16)  # render | target, 16 px each
-        # the add-on fetches only what it imports: of a fit_texture result, its manifest
         files = sorted(path.name for path in operators.results_dir(job).iterdir())
-        assert files == ["manifest.json"], files
+        assert files == ["manifest.json", "metrics.json", "render.npy", "texture.npy"], files
+        texture = np.load(operators.results_dir(job) / "texture.npy")
+        assert texture.shape == (8, 8, 4)
         manifest = (operators.results_dir(job) / "manifest.json").read_text()
-        assert '"texture.npy"' in manifest and '"render.npy"' in manifest
-        # a reopened file re-attaches by the job id kept in the scene, and fetches again
+        # a reopened file re-attaches by the job id kept in the scene and fetches again what
+        # the add-on imports (the mesh and light roles): of a fit_texture result, its manifest
         for path in operators.results_dir(job).iterdir():
             path.unlink()
         assert bpy.ops.diffrec.attach(job_id=job) == {"FINISHED"}
+        files = sorted(path.name for path in operators.results_dir(job).iterdir())
+        assert files == ["manifest.json"], files
         assert (operators.results_dir(job) / "manifest.json").read_text() == manifest
     finally:
         _disable()
