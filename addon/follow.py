@@ -15,7 +15,7 @@ from pathlib import Path
 
 import bpy
 
-from . import jobs, preferences, scene_updates
+from . import import_result, jobs, preferences, scene_updates
 from .submission import SubmissionBuilder
 
 running: dict[str, JobRun] = {}
@@ -69,7 +69,8 @@ class JobRun:
         self.cancelled = False
         self.session: jobs.JobSession | None = None
         if builder is None:
-            self.session = jobs.JobSession(connect, job, results_dir(job), submission)
+            self.session = jobs.JobSession(connect, job, results_dir(job), submission,
+                                          only=import_result.IMPORTED_ROLES)
         self._started = False
 
     def cancel(self) -> None:
@@ -113,7 +114,8 @@ class JobRun:
         entry.job_id, entry.state = self.job, "submitting"
         entry.mode, entry.object_name = self.builder.choices.mode, self.builder.object_name
         settings.progress, settings.status = 0.0, "submitting"
-        self.session = jobs.JobSession(self.connect, self.job, results_dir(self.job), submission)
+        self.session = jobs.JobSession(self.connect, self.job, results_dir(self.job), submission,
+                                       only=import_result.IMPORTED_ROLES)
         self.session.start()  # now: a cancel from here on reaches the server
         self._started = True
 

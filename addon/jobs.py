@@ -44,7 +44,8 @@ FINAL = ("fetched", "failed", "cancelled", "error")
 
 class JobSession:
     """One job followed to its end. ``connect`` makes a protocol Client (called on the thread
-    that runs the session: a Client is not thread-safe)."""
+    that runs the session: a Client is not thread-safe). ``only`` limits the fetch to these
+    file names or manifest roles (``Client.fetch``); every result file when None."""
 
     def __init__(
         self,
@@ -53,8 +54,10 @@ class JobSession:
         results_dir: Path,
         submission: Submission | None = None,
         poll_s: float = 0.25,
+        only: tuple[str, ...] | None = None,
     ):
         self.connect = connect
+        self.only = only
         self.job = job
         self.results_dir = Path(results_dir)
         self.submission = submission
@@ -94,7 +97,7 @@ class JobSession:
                     )
                     self._post("submitted", reply)
                 if self._follow(client) == "done":
-                    files = client.fetch(self.job, self.results_dir)
+                    files = client.fetch(self.job, self.results_dir, only=self.only)
                     self._post("fetched", {"files": [str(path) for path in files]})
         except Exception as exc:  # reported to the user; the worker must not die silently
             self._post("error", {"message": f"{type(exc).__name__}: {exc}"})

@@ -11,7 +11,7 @@ from pathlib import Path
 import bpy
 import numpy as np
 
-from . import import_result, jobs, pixels, result_files
+from . import import_result, jobs, pixels
 
 PREVIEW_IMAGE = "diffrec preview"
 LIVE_MESH = "diffrec live mesh"
@@ -65,21 +65,27 @@ def remove_live_mesh() -> None:
 
 
 def _import_fetched(context, entry, paths: list[Path], report) -> None:
-    """Import the result in ``paths`` (if it holds a mesh) and save its GLB when asked."""
-    settings = context.scene.diffrec
-    asset = result_files.load_result(paths)
-    if asset is None:
+    """Import the fetched result (when it holds a mesh) and save its GLB when asked."""
+    if not paths:
         return
+    settings = context.scene.diffrec
     name = f"{entry.object_name or 'diffrec'} optimised" if entry else "diffrec result"
+    try:
+        # a kept HDRI comes back only resampled: the scene's own world stays
+        obj = import_result.import_result(context, paths[0].parent, name,
+                                          use_world=settings.light == "LEARN")
+    except (ValueError, RuntimeError) as exc:  # the manifest's ManifestError is a ValueError
+        report({"ERROR"}, f"diffrec: the result cannot be imported: {exc}")
+        return
+    if obj is None:
+        return
     remove_live_mesh()
-    # a kept HDRI comes back only resampled: the scene's own world stays
-    import_result.import_asset(context, name, asset, use_world=settings.light == "LEARN")
     if not bpy.app.background:
         bpy.ops.ed.undo_push(message="diffrec: import result")
     if entry is not None:
         entry.imported = True
     if settings.save_glb:
-        saved = result_files.save_glb_beside_blend(paths, name)
+        saved = import_result.save_glb_beside_blend(paths, name)
         report({"INFO"}, f"diffrec: saved {saved}" if saved else
                "diffrec: save the .blend first to keep a GLB beside it")
 

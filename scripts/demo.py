@@ -3,9 +3,9 @@ Optimize on a local backend, import the result and judge it with Cycles on held-
 
 Run through ``scripts/demo`` (which sets up the environment), or with the test environment's
 Python: ``python scripts/demo.py --out out/demo``. See ``--help`` for the options.
-Outputs in ``--out``: ``demo.blend``, ``asset/`` (mesh.glb, mesh.obj + mesh.mtl + texture_*.png,
-probe.hdr, the backend's metrics.json and validation images), ``comparison.png``,
-``curves.png``, ``metrics.json``.
+Outputs in ``--out``: ``demo.blend``, ``asset/`` (the job's whole result as ``diffrec fetch``
+gets it: mesh.glb, probe.hdr, the backend's metrics.json and validation images, manifest.json),
+``comparison.png``, ``curves.png``, ``metrics.json``.
 """
 
 from __future__ import annotations
@@ -118,10 +118,8 @@ def build_scene(args):
 def optimize_with_addon(args, subject, train, endpoint: str):
     """Press Optimize, as an artist would: the add-on renders the training cameras, sends the
     job to the backend, follows it (the blocking path Blender takes in background mode) and
-    imports the result. Returns (result files folder, imported object)."""
+    imports the result. Returns (job id, imported object)."""
     import addon_utils
-
-    from addon import follow
 
     addon_utils.enable("addon", default_set=True)
     preferences = bpy.context.preferences.addons["addon"].preferences
@@ -145,7 +143,16 @@ def optimize_with_addon(args, subject, train, endpoint: str):
     job = settings.jobs[-1]
     result = bpy.data.objects[f"{job.object_name or 'diffrec'} optimised"]
     result.name = "diffrec result"
-    return follow.results_dir(job.job_id), result
+    return job.job_id, result
+
+
+def fetch_result(endpoint: str, job: str, folder: Path) -> None:
+    """The job's whole result into ``folder``, as ``diffrec fetch`` gets it (the add-on fetched
+    only what it imports), each file checked against the result's manifest."""
+    from diffrec.protocol import Client
+
+    with Client(endpoint, timeout=60.0) as client:
+        client.fetch(job, folder)
 
 
 @contextlib.contextmanager
@@ -201,8 +208,8 @@ def main(argv=None) -> int:
         subject = scene.decimated_copy(obj, REFINE_DECIMATION)
     with backend.LocalBackend(out / "server", device=args.device) as server:
         print(f"   backend {server.endpoint} (log {server.log_path})", flush=True)
-        results, result = optimize_with_addon(args, subject, train, server.endpoint)
-    shutil.copytree(results, asset_dir)
+        job, result = optimize_with_addon(args, subject, train, server.endpoint)
+        fetch_result(server.endpoint, job, asset_dir)
     t = clock.stage("optimize", t)
 
     print("== judging the imported result with Cycles on held-out views", flush=True)
@@ -239,7 +246,7 @@ def main(argv=None) -> int:
           f", SSIM {scores['ssim_mean']:.4f}, silhouette IoU {scores['iou_mean']:.4f}")
     print(f"total time {clock.times['total']:.0f} s")
     for label, path in (("scene", "demo.blend"), ("asset (glTF)", "asset/mesh.glb"),
-                        ("asset (OBJ)", "asset/mesh.obj"), ("comparison", "comparison.png"),
+                        ("light", "asset/probe.hdr"), ("comparison", "comparison.png"),
                         ("curves", "curves.png"), ("metrics", "metrics.json")):
         print(f"  {label:13} {out / path}")
     return 0

@@ -1,4 +1,5 @@
-"""Add-on checks under bpy: registration, setup validation, result import (see harness.py)."""
+"""Add-on checks under bpy: registration, setup validation, previews, NeRF export and import
+(see harness.py; the import of a result is in checks_import.py)."""
 
 import math
 import sys
@@ -11,7 +12,7 @@ import bpy
 import numpy as np
 
 import addon
-from addon import export_scene, import_result, validate
+from addon import export_scene, validate
 
 OPERATORS = (
     "optimize", "attach", "cancel", "test_connection", "generate_keys", "copy_public_key",
@@ -192,28 +193,7 @@ def check_unreadable_camera_image():
     _expect("cannot be read")
 
 
-# -- import ----------------------------------------------------------------------------------
-
-
-def _asset():
-    rng = np.random.default_rng(0)
-    return import_result.Asset(
-        vertices=np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0]], np.float32),
-        faces=np.array([[0, 1, 2], [0, 2, 3]], np.int32),
-        uvs=np.array([[0, 0], [1, 0], [1, 1], [0, 1]], np.float32),
-        kd=rng.uniform(0, 1, (8, 16, 3)).astype(np.float32),
-        ks=np.dstack([np.zeros((8, 16)), np.full((8, 16), 0.6), np.full((8, 16), 0.2)]),
-        normal=np.dstack([np.full((8, 16), 0.5), np.full((8, 16), 0.5), np.ones((8, 16))]),
-        envmap=rng.uniform(0, 5, (4, 8, 3)).astype(np.float32),
-    )
-
-
-def _linked(tree, from_type, from_socket, to_type, to_socket) -> bool:
-    return any(
-        link.from_node.bl_idname == from_type and link.from_socket.name == from_socket
-        and link.to_node.bl_idname == to_type and link.to_socket.name == to_socket
-        for link in tree.links
-    )
+# -- previews --------------------------------------------------------------------------------
 
 
 def _pixels(image) -> np.ndarray:
@@ -221,69 +201,6 @@ def _pixels(image) -> np.ndarray:
     flat = np.empty(width * height * 4, np.float32)
     image.pixels.foreach_get(flat)
     return flat.reshape(height, width, 4)[::-1]  # rows top-down
-
-
-def check_import_builds_the_material_world_and_mesh():
-    asset = _asset()
-    obj = import_result.import_asset(bpy.context, "result", asset)
-    mesh = obj.data
-    assert len(mesh.polygons) == 2 and all(p.use_smooth for p in mesh.polygons)
-    assert mesh.uv_layers.active.name == "UVMap"
-    corner_uvs = np.empty(len(mesh.loops) * 2, np.float32)
-    mesh.uv_layers.active.data.foreach_get("uv", corner_uvs)
-    assert np.allclose(corner_uvs.reshape(-1, 2), asset.uvs[asset.faces.reshape(-1)])
-    tree = obj.active_material.node_tree
-    bsdf, tex = "ShaderNodeBsdfPrincipled", "ShaderNodeTexImage"
-    assert _linked(tree, tex, "Color", bsdf, "Base Color")
-    assert _linked(tree, tex, "Color", "ShaderNodeSeparateColor", "Color")
-    assert _linked(tree, "ShaderNodeSeparateColor", "Green", bsdf, "Roughness")
-    assert _linked(tree, "ShaderNodeSeparateColor", "Blue", bsdf, "Metallic")
-    assert _linked(tree, tex, "Color", "ShaderNodeNormalMap", "Color")
-    assert _linked(tree, "ShaderNodeNormalMap", "Normal", bsdf, "Normal")
-    # no occlusion in ks: the BSDF feeds the output directly
-    assert _linked(tree, bsdf, "BSDF", "ShaderNodeOutputMaterial", "Surface")
-    normal_map = next(n for n in tree.nodes if n.bl_idname == "ShaderNodeNormalMap")
-    assert normal_map.space == "TANGENT" and normal_map.uv_map == "UVMap"
-    images = {
-        link.to_socket.name: link.from_node.image
-        for link in tree.links if link.from_node.bl_idname == tex
-    }
-    kd, ks, normal = images["Base Color"], images["Color"], None
-    normal = next(
-        link.from_node.image for link in tree.links
-        if link.to_node.bl_idname == "ShaderNodeNormalMap"
-    )
-    ks = next(
-        link.from_node.image for link in tree.links
-        if link.to_node.bl_idname == "ShaderNodeSeparateColor"
-    )
-    assert kd.colorspace_settings.name == "sRGB"
-    assert ks.colorspace_settings.name == "Non-Color" and normal.colorspace_settings.is_data
-    for image in (kd, ks, normal):
-        assert image.packed_file is not None, image.name
-    # values survive: kd is stored sRGB-encoded (8 bit), ks and normal as data
-    srgb = np.where(asset.kd <= 0.0031308, asset.kd * 12.92, 1.055 * asset.kd ** (1 / 2.4) - 0.055)
-    assert np.abs(_pixels(kd)[..., :3] - srgb).max() < 1 / 255 + 1e-6
-    assert np.abs(_pixels(ks)[..., 1] - 0.6).max() < 1 / 255 + 1e-6
-    world = bpy.context.scene.world
-    env = next(n for n in world.node_tree.nodes if n.bl_idname == "ShaderNodeTexEnvironment")
-    assert _linked(world.node_tree, "ShaderNodeTexEnvironment", "Color",
-                   "ShaderNodeBackground", "Color")
-    assert env.image.is_float and env.image.colorspace_settings.name == "Linear Rec.709"
-    assert env.image.packed_file is not None
-    assert np.allclose(_pixels(env.image)[..., :3], asset.envmap, rtol=1e-3, atol=1e-3)
-
-
-def check_import_fades_the_material_by_occlusion():
-    asset = _asset()
-    asset.ks[:4, :, 0] = 0.5  # occlusion over the top half
-    tree = import_result.import_asset(bpy.context, "result", asset).active_material.node_tree
-    mix, output = "ShaderNodeMixShader", "ShaderNodeOutputMaterial"
-    assert _linked(tree, "ShaderNodeSeparateColor", "Red", mix, "Factor")
-    assert _linked(tree, "ShaderNodeBsdfPrincipled", "BSDF", mix, "Shader")
-    assert _linked(tree, mix, "Shader", output, "Surface")
-    fade = next(node for node in tree.nodes if node.bl_idname == mix)
-    assert not fade.inputs[2].is_linked  # (1 - occlusion) x BSDF + occlusion x black
 
 
 def check_preview_image_shows_render_and_target():

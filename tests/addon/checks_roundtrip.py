@@ -75,15 +75,18 @@ def check_submit_follow_fetch_and_reattach():
         preview = bpy.data.images[scene_updates.PREVIEW_IMAGE]
         assert tuple(preview.size) == (32, 16)  # render | target, 16 px each
         files = sorted(path.name for path in follow.results_dir(job).iterdir())
-        assert {"texture.npy", "render.npy", "metrics.json"} <= set(files), files
+        assert files == ["manifest.json", "metrics.json", "render.npy", "texture.npy"], files
         texture = np.load(follow.results_dir(job) / "texture.npy")
         assert texture.shape == (8, 8, 4)
-        # a reopened file re-attaches by the job id kept in the scene, and fetches again
+        manifest = (follow.results_dir(job) / "manifest.json").read_text()
+        # a reopened file re-attaches by the job id kept in the scene and fetches again what
+        # the add-on imports (the mesh and light roles): of a fit_texture result, its manifest
         for path in follow.results_dir(job).iterdir():
             path.unlink()
         assert bpy.ops.diffrec.attach(job_id=job) == {"FINISHED"}
-        assert (follow.results_dir(job) / "texture.npy").exists()
-        assert np.array_equal(np.load(follow.results_dir(job) / "texture.npy"), texture)
+        files = sorted(path.name for path in follow.results_dir(job).iterdir())
+        assert files == ["manifest.json"], files
+        assert (follow.results_dir(job) / "manifest.json").read_text() == manifest
     finally:
         _disable()
 
@@ -128,7 +131,7 @@ def check_optimize_materials_round_trip():
         nodes = result.active_material.node_tree.nodes
         assert {"ShaderNodeTexImage", "ShaderNodeNormalMap"} <= {n.bl_idname for n in nodes}
         files = {path.name for path in follow.results_dir(entry.job_id).iterdir()}
-        assert {"mesh.obj", "mesh.glb", "probe.hdr", "metrics.json", "mesh.npz"} <= files
+        assert files == {"manifest.json", "mesh.glb", "probe.hdr"}, files  # what it imports
         assert scene.world.name == "sky", "Keep HDRI: the scene's own world stays"
     finally:
         _disable()

@@ -9,9 +9,10 @@ SPEC.json holds ``result_dir`` (a job's result files as the backend writes them)
 (a NeRF ``transforms_train.json`` with the cameras and their images), ``size``, ``samples``,
 ``out_dir`` and ``variants``: ``"as imported"`` and names from ``BREAKAGES``. For each variant
 the scene starts from factory settings; the add-on builds the object, material and world from
-the result folder as the Optimize operator does (``result_files.load_result``,
-``import_result.import_asset``), brings in the cameras with its NeRF import, and renders them
-with Cycles through ``export_scene.render_views`` (the path that renders the add-on's targets).
+the result folder as the Optimize operator does (``import_result.import_result``: mesh.glb
+through Blender's glTF importer, probe.hdr), brings in the cameras with its NeRF import, and
+renders them with Cycles through ``export_scene.render_views`` (the path that renders the
+add-on's targets).
 Writes ``out_dir/cameras.npz`` (the cameras as the add-on exports them: ``poses`` [N,4,4],
 ``intrinsics`` [N,6]) and ``out_dir/<variant>.npy`` (renders [N,H,W,4], scene-linear, straight
 alpha, rows top-down).
@@ -30,7 +31,7 @@ import numpy as np
 from cycles_reference import configure_cycles
 
 import addon
-from addon import export_scene, import_result, result_files
+from addon import export_scene, import_result
 
 
 def _node(tree, bl_idname: str):
@@ -89,8 +90,8 @@ def render_variant(spec: dict, variant: str, out_dir: Path) -> None:
     try:
         scene = bpy.context.scene
         configure_cycles(scene, spec["size"], spec["samples"])
-        asset = result_files.load_result(sorted(Path(spec["result_dir"]).iterdir()))
-        obj = import_result.import_asset(bpy.context, "result", asset, use_world=True)
+        obj = import_result.import_result(bpy.context, Path(spec["result_dir"]), "result",
+                                          use_world=True)
         assert bpy.ops.diffrec.import_nerf(filepath=spec["transforms"]) == {"FINISHED"}
         cameras = sorted((o for o in scene.objects if o.type == "CAMERA"), key=lambda o: o.name)
         size = (spec["size"], spec["size"])

@@ -1,5 +1,5 @@
-"""Add-on under bpy: clean registration, each bad setup's message, result import (node tree,
-packed images, colour spaces), the live preview image, NeRF dataset export then import."""
+"""Add-on under bpy: clean registration, each bad setup's message, the live preview image,
+NeRF dataset export then import (a result's import: test_import_result.py)."""
 
 import pytest
 from blender_run import assert_check, check_names

@@ -2,8 +2,8 @@
 
 A known asset, a UV sphere with a patterned base colour, roughness, metallic and occlusion
 varying over the texture, a normal map, and the bundled forest HDRI as its light, is written by
-the backend's own writer (``pipeline.outputs.write_asset``) as a job's result folder and rendered
-by diffrec's ``render_mesh`` from a ring of cameras. In a child process with bpy
+the backend's own writer (``pipeline.outputs.write_result``) as a job's result folder and
+rendered by diffrec's ``render_mesh`` from a ring of cameras. In a child process with bpy
 (``cycles_import_render.py``) the add-on imports that folder as the Optimize operator does,
 brings the cameras in through its NeRF import, and renders them with Cycles (direct world
 light, as ``cycles_reference.py``). The cameras the add-on exports must equal the backend's,
@@ -28,7 +28,7 @@ from diffrec.light.envmap import EnvironmentLight
 from diffrec.mesh.normals import with_vertex_normals
 from diffrec.mesh.primitives import uv_sphere
 from diffrec.mesh.tangents import with_tangents
-from diffrec.pipeline.outputs import write_asset
+from diffrec.pipeline.outputs import write_result
 from diffrec.render.material import TextureMaterial
 from diffrec.render.renderer import render_mesh
 from diffrec.render.texture2d import Texture2D
@@ -75,7 +75,7 @@ def rendered(tmp_path_factory):
     light.build_mips()
     cameras = orbit_cameras(VIEWS, radius=3.2, size=SIZE, elevations_degrees=(-20, 40))
     with torch.no_grad():
-        write_asset(tmp / "result", mesh, material, light)
+        write_result(tmp / "result", mesh, material, light, {})
         ours = render_mesh(raster.RasterContext("cpu", impl="torch"), mesh, material, cameras,
                            light, spp=2)
     # the cameras as a NeRF dataset whose images are the backend's renders

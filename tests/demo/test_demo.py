@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from diffrec.io import read_gltf, read_image, read_obj
+from diffrec.io import read_gltf, read_image
+from diffrec.protocol.manifest import read_manifest, verify
 
 pytestmark = [pytest.mark.blender, pytest.mark.slow]
 DEMO = Path(__file__).resolve().parents[2] / "scripts" / "demo.py"
@@ -36,15 +37,19 @@ def demo_out(tmp_path_factory):
 
 def test_demo_writes_every_output(demo_out):
     out, stdout = demo_out
-    printed = ("demo.blend", "asset/mesh.glb", "asset/mesh.obj", "comparison.png", "curves.png",
-               "metrics.json")
-    for name in (*printed, "asset/mesh.mtl", "asset/texture_kd.png", "asset/texture_ks.png",
-                 "asset/texture_n.png"):
+    printed = ("demo.blend", "asset/mesh.glb", "asset/probe.hdr", "comparison.png",
+               "curves.png", "metrics.json")
+    for name in (*printed, "asset/metrics.json", "asset/validation_view_00.png"):
         assert (out / name).is_file(), name
     for name in printed:
         assert str(out / name) in stdout, name
-    glb, obj = read_gltf(out / "asset/mesh.glb"), read_obj(out / "asset/mesh.obj")
-    assert glb.mesh.num_triangles == obj.mesh.num_triangles > 500
+    entries = read_manifest(out / "asset")  # the whole result, as diffrec fetch gets it
+    verify(out / "asset", entries)
+    assert sorted(path.name for path in (out / "asset").iterdir()) == sorted(
+        [entry.name for entry in entries] + ["manifest.json"])
+    metrics = json.loads((out / "metrics.json").read_text())
+    glb = read_gltf(out / "asset/mesh.glb")
+    assert glb.mesh.num_triangles == metrics["triangles"]["result"] > 500  # what was imported
     comparison = read_image(out / "comparison.png")
     assert comparison.shape[0] > comparison.shape[1] / 3  # two rows of three tiles
     assert comparison.std() > 0.05  # not a blank picture

@@ -16,5 +16,5 @@ def optimize_into(config: RunConfig, inputs: Inputs, reporter=None) -> dict:
     ``out_dir`` unless given."""
     reporter = reporter or TerminalReporter(config.out_dir, stream=None)
     result = optimize(config.settings, inputs, reporter, device=config.device)
-    write_result(Path(config.out_dir), result)
+    write_result(Path(config.out_dir), result, export_obj=config.settings.export_obj)
     return result.metrics

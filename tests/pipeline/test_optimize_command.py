@@ -33,7 +33,8 @@ def test_optimize_command_writes_outputs_and_previews(tmp_path, capsys):
         "pass2_000005.png", "pass2_000010.png"]
     metrics = json.loads((out / "metrics.json").read_text())
     assert [entry["iteration"] for entry in metrics["history"]] == [10]  # log_every 10
-    assert (out / "mesh.glb").exists() and (out / "texture_kd.png").exists()
+    assert (out / "mesh.glb").exists() and (out / "manifest.json").exists()
+    assert not (out / "mesh.obj").exists(), "OBJ only when asked for (export_obj)"
 
 
 def test_reference_system_config_keys_are_translated(tmp_path):

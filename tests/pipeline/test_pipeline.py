@@ -17,12 +17,13 @@ from diffrec import raster
 from diffrec.camera import orbit_cameras
 from diffrec.commands.optimize import TerminalReporter
 from diffrec.errors import Cancelled
-from diffrec.io import Asset, Material
+from diffrec.io import Asset, Material, read_gltf
 from diffrec.light.equirect import equirect_pixel_directions
 from diffrec.mesh.primitives import uv_sphere
 from diffrec.pipeline.config import build_config
 from diffrec.pipeline.inputs import Inputs
 from diffrec.pipeline.reference_views import render_reference_views
+from diffrec.protocol.manifest import read_manifest, verify
 
 pytestmark = pytest.mark.slow
 CTX = raster.RasterContext("cpu", impl="torch")
@@ -64,26 +65,17 @@ def test_materials_mode_recovers_a_known_albedo(tmp_path):
                               learning_rate=(0.03, 0.03)), inputs)
     assert metrics["psnr_mean"] > 30.0, metrics["psnr_mean"]
     out = tmp_path / "out"
-    for name in ("mesh.obj", "mesh.mtl", "texture_kd.png", "texture_ks.png", "texture_n.png",
-                 "mesh.glb", "probe.hdr", "metrics.json", "validation/view_00.png"):
-        assert (out / name).exists(), name
-    # the exact arrays (what the add-on imports) say the same as the PNG textures
-    import numpy as np
-
-    from diffrec.io import read_image
-
-    for name, png, data in (("kd", "texture_kd.png", False), ("normal", "texture_n.png", True)):
-        array = np.load(out / f"{name}.npy")
-        np.testing.assert_allclose(array, read_image(out / png, data=data)[..., :3],
-                                   atol=1.5 / 255 if data else 0.01)
+    listed = [entry.name for entry in read_manifest(out)]
+    assert listed == ["validation_view_00.png", "validation_view_01.png",
+                      "validation_view_02.png", "validation_view_03.png", "mesh.glb",
+                      "probe.hdr", "metrics.json"]  # no OBJ unless asked for
+    verify(out, read_manifest(out))
     saved = json.loads((out / "metrics.json").read_text())
     assert saved["psnr_mean"] == pytest.approx(metrics["psnr_mean"])
     assert len(saved["views"]) == 4 and all("ssim" in view for view in saved["views"])
 
     # the recovered kd agrees with the truth on the visible band of the sphere
-    from diffrec.io import read_obj
-
-    recovered = torch.as_tensor(read_obj(out / "mesh.obj").materials[0].kd[..., :3])
+    recovered = torch.as_tensor(read_gltf(out / "mesh.glb").materials[0].kd[..., :3])
     truth = F.interpolate(albedo()[None].permute(0, 3, 1, 2), size=recovered.shape[:2],
                           mode="bilinear", align_corners=False)[0].permute(1, 2, 0)
     band = slice(recovered.shape[0] // 4, 3 * recovered.shape[0] // 4)  # away from the poles
@@ -123,9 +115,7 @@ def test_refine_mode_moves_a_perturbed_mesh_back(tmp_path):
     # at 48 pixels the images constrain little, so the Laplacian must be light here
     optimize_into(config(tmp_path, mode="refine", iterations=200, learning_rate=(0.02, 0.02),
                          laplace_scale=10.0), inputs)
-    from diffrec.io import read_obj
-
-    refined = read_obj(tmp_path / "out" / "mesh.obj").mesh
+    refined = read_gltf(tmp_path / "out" / "mesh.glb").mesh
     target = (truth.positions, truth.triangles)
     before = chamfer((start.positions, start.triangles), target)
     after = chamfer((refined.positions, refined.triangles), target)
@@ -150,10 +140,9 @@ def test_reconstruct_mode_finds_a_closed_surface_with_matching_silhouettes(tmp_p
                     scene(truth, 4, seed=6, kd=kd, size=size), None, sky())
     optimize_into(config(tmp_path, mode="reconstruct", iterations=300, dmtet_grid=24,
                          train_res=size, laplace_scale=1000.0, mesh_scale=2.0), inputs)
-    from diffrec.io import read_obj
     from diffrec.mesh.topology import edge_triangles
 
-    result = read_obj(tmp_path / "out" / "mesh.obj").mesh
+    result = read_gltf(tmp_path / "out" / "mesh.glb").mesh
     _, adjacent = edge_triangles(result.triangles)
     assert (adjacent >= 0).sum(1).eq(2).all(), "closed: every edge has exactly two triangles"
     held_out = inputs.test.cameras
@@ -182,7 +171,7 @@ def test_a_stopped_run_resumes_to_the_same_result(tmp_path):
     with pytest.raises(Cancelled):
         optimize_into(stopped, inputs, StopAfterEight(stopped.out_dir, stream=None))
     resumed = optimize_into(config(tmp_path / "b", **settings), inputs)
-    a = (tmp_path / "a" / "out" / "mesh.obj").read_text()
-    b = (tmp_path / "b" / "out" / "mesh.obj").read_text()
-    assert a == b, "vertex positions identical to the last digit"
+    a, b = (read_manifest(tmp_path / run / "out") for run in ("a", "b"))
+    hashes = [{entry.name: entry.sha256 for entry in manifest} for manifest in (a, b)]
+    assert hashes[0]["mesh.glb"] == hashes[1]["mesh.glb"], "the asset identical to the bit"
     assert resumed["psnr_mean"] == pytest.approx(straight["psnr_mean"], abs=1e-6)

@@ -13,7 +13,7 @@ import stand_ins
 
 from diffrec import cli
 from diffrec.errors import UserError
-from diffrec.io import read_image
+from diffrec.io import read_gltf
 from diffrec.pipeline.config import build_config, read_config_file, read_config_reading
 
 TINY = {"iter": 3, "save_interval": 2, "texture_res": [32, 32], "train_res": [32, 32],
@@ -146,5 +146,5 @@ def test_config_runs_a_few_iterations(data, name):
     assert (metrics["psnr_mean"] is None) == (CONFIGS[name].get("validate") is False)
     previews = sorted(p.name for p in (out / "previews").glob("*.png"))
     assert previews and (out / "mesh.glb").is_file()
-    kd_channels = read_image(out / "texture_kd.png").shape[-1]
+    kd_channels = read_gltf(out / "mesh.glb").materials[0].kd.shape[-1]
     assert kd_channels == (4 if CONFIGS[name].get("layers", 1) > 1 else 3), "kd alpha"

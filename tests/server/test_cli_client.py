@@ -20,7 +20,7 @@ def test_submit_wait_status_fetch(server, tmp_path, capsys):
     where = ["--server", server.address, "--timeout", "2"]
     assert cli.main(["submit", str(folder), "--job", "from-cli", "--wait", *where]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("job from-cli: queued") and "done: metrics.json" in out
+    assert out.startswith("job from-cli: queued") and "done: manifest.json, metrics.json" in out
     assert cli.main(["status", "from-cli", *where]) == 0
     assert capsys.readouterr().out.split()[:2] == ["from-cli", "done"]
     assert cli.main(["fetch", "from-cli", "--out", str(tmp_path / "out"), *where]) == 0

@@ -30,7 +30,8 @@ def test_submit_progress_fetch_byte_identical(server, connect, tmp_path):
     np.testing.assert_array_equal(previews[-1].arrays["target"], images[0])
 
     paths = client.fetch("job-1", tmp_path / "out")
-    assert sorted(p.name for p in paths) == ["metrics.json", "render.npy", "texture.npy"]
+    assert [p.name for p in paths] == ["texture.npy", "render.npy", "metrics.json",
+                                      "manifest.json"]  # manifest order, the manifest last
     for path in paths:
         assert path.read_bytes() == (server.job_dir("job-1") / "results" / path.name).read_bytes()
     # the least-squares texture for an identity resampling is the per-pixel mean of the targets

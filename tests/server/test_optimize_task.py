@@ -3,6 +3,7 @@ docs/protocol.md (section 7 and the task's entry in section 8), and the files it
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -12,7 +13,7 @@ from server_helpers import resume_after_kill
 
 from diffrec import raster
 from diffrec.camera import orbit_cameras
-from diffrec.io import Asset, Material
+from diffrec.io import Asset, Material, read_gltf
 from diffrec.mesh.primitives import uv_sphere
 from diffrec.pipeline.reference_views import render_reference_views
 
@@ -77,14 +78,20 @@ def test_an_optimize_job_streams_the_documented_events_and_returns_its_files(
     assert np.abs(previews[-1].arrays["vertices"] - start).max() > 0, "refine moves vertices"
 
     listed = {entry["name"]: entry for entry in final["results"]}
-    assert {"mesh.obj", "mesh.npz", "kd.npy", "ks.npy", "normal.npy", "envmap.npy",
-            "metrics.json"} <= set(listed)
+    assert set(listed) == {"manifest.json", "mesh.glb", "probe.hdr", "metrics.json",
+                           "validation_view_00.png"}  # test_views 1; no OBJ unless asked
+    manifest = json.loads((server.job_dir("sphere") / "results" / "manifest.json").read_text())
+    assert {(entry["name"], entry["role"]) for entry in manifest["files"]} == {
+        ("mesh.glb", "mesh"), ("probe.hdr", "light"), ("metrics.json", "metrics"),
+        ("validation_view_00.png", "validation")}
     paths = client.fetch("sphere", tmp_path / "results")
     assert {path.name for path in paths} == set(listed)
     for path in paths:
         assert path.stat().st_size == listed[path.name]["size"]
-    kd = np.load(tmp_path / "results" / "kd.npy")
-    assert kd.shape[-1] == 3 and np.isfinite(kd).all()
+    glb = read_gltf(tmp_path / "results" / "mesh.glb")
+    kd = glb.materials[0].kd
+    assert kd.shape[-1] == 3 and kd.shape[0] == 16 and np.isfinite(np.asarray(kd)).all()
+    assert glb.mesh.num_triangles > 0 and glb.materials[0].normal is not None
 
 
 def test_an_optimize_job_resumes_from_its_checkpoint_after_the_server_is_killed(

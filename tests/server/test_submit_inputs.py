@@ -214,7 +214,7 @@ def test_a_dataset_folder_runs_as_an_optimize_job(server, tmp_path, capsys):
                      "--train-res", "16", "--texture-res", "8", "--job", "from-folder", "--wait",
                      *where]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("job from-folder: queued") and "done: " in out and "mesh.obj" in out
+    assert out.startswith("job from-folder: queued") and "done: " in out and "mesh.glb" in out
     assert cli.main(["fetch", "from-folder", "--out", str(tmp_path / "out"), *where]) == 0
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert metrics["mode"] == "materials" and metrics["iterations"] == 2

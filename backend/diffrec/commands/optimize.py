@@ -174,7 +174,7 @@ def run(args) -> int:
     reporter = TerminalReporter(config.out_dir, config.settings.preview_res,
                                 None if args.quiet else sys.stderr)
     result = optimize(config.settings, inputs, reporter, device=config.device)
-    write_result(Path(config.out_dir), result)
+    write_result(Path(config.out_dir), result, export_obj=config.settings.export_obj)
     summary = {key: result.metrics[key] for key in ("psnr_mean", "ssim_mean", "time_s")}
     print(json.dumps({"out_dir": config.out_dir, **summary}, indent=2))
     return 0

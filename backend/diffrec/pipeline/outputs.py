@@ -1,14 +1,21 @@
-"""Writing a finished run: the asset (OBJ + MTL + textures, GLB, probe.hdr), validation
-images and metrics.json.
+"""Writing a finished run: one result folder, described by its manifest.
 
-Layout of ``out_dir``: ``mesh.obj``, ``mesh.mtl``, ``texture_kd.png`` (sRGB),
-``texture_ks.png`` and ``texture_n.png`` (linear), ``mesh.glb`` (the same asset),
-``probe.hdr`` (512 x 1024 equirectangular, mapped like Blender's Environment Texture),
-``validation/view_NN.png`` (target | result | error, sRGB) and ``metrics.json``; and the
-exact float arrays in Blender's world frame (what the add-on imports): ``mesh.npz``
-(vertices [V,3], faces [F,3], uvs [U,2], uv_faces [F,3]), ``kd.npy``, ``ks.npy`` (textures
-[H,W,3], rows top-down, linear), ``normal.npy`` (the tangent-space normal map encoded as
-``(n + 1) / 2`` in [0, 1], as in ``texture_n.png``) and ``envmap.npy`` (the probe).
+Layout of ``out_dir`` (every file listed in ``manifest.json``, with its role):
+
+- ``mesh.glb`` (mesh): the mesh in Blender's world frame (stored Y-up, as glTF wants) with a
+  metallic-roughness material: ``kd`` the base colour texture (sRGB), ``ks`` one linear
+  texture used as metallic-roughness and occlusion texture (R = 1 - occlusion, G = roughness,
+  B = metallic), the tangent-space normal map; what Blender's own glTF importer reads.
+- ``probe.hdr`` (light): the environment light, 512 x 1024 equirectangular, linear Radiance
+  HDR, mapped like Blender's Environment Texture.
+- ``validation_view_NN.png`` (validation): held-out view NN, target | result | error x 4,
+  sRGB; the view's name is ``metrics.json``'s ``views[NN].name``.
+- ``metrics.json`` (metrics): validation figures, timings, the settings and the loss history.
+- only when asked (``export_obj``): ``mesh.obj``, ``mesh.mtl``, ``texture_kd.png`` (sRGB),
+  ``texture_ks.png`` and ``texture_n.png`` (linear) (obj), as nvdiffrec writes them.
+- ``manifest.json``, written last (``diffrec.protocol.manifest``): its presence means the
+  result is complete. Anything else in ``out_dir`` (checkpoints, files of earlier runs) is not
+  part of the result.
 """
 
 from __future__ import annotations
@@ -21,8 +28,12 @@ import torch
 import torch.nn.functional as F
 
 from diffrec.io import Material, write_glb, write_image, write_obj
-from diffrec.io.material import encode_normal_map
+from diffrec.io.material import is_texture
+from diffrec.protocol.manifest import MANIFEST_NAME, write_manifest
 from diffrec.render.metrics import display
+
+PROBE_SIZE = (512, 1024)
+"""probe.hdr's (height, width) in pixels."""
 
 
 def textures_to_material(material) -> Material:
@@ -35,52 +46,53 @@ def textures_to_material(material) -> Material:
     return Material(name="diffrec", kd=kd, ks=ks, normal=normal)
 
 
-def write_asset(out_dir: Path, mesh, material, light) -> None:
-    """mesh.obj/.mtl + texture_*.png, mesh.glb and probe.hdr."""
+def write_result(out_dir: Path, result, *, export_obj: bool = False) -> Path:
+    """Write a ``pipeline.run.Result`` as the result folder described above and return its
+    manifest's path; ``export_obj`` adds the OBJ files. A manifest of an earlier run in
+    ``out_dir`` is removed first, so until this returns the folder has none."""
+    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / MANIFEST_NAME).unlink(missing_ok=True)
+    roles = {}
+    if result.validation is not None:
+        validation = result.validation
+        roles.update(dict.fromkeys(write_validation(out_dir, validation.renders,
+                                                    validation.targets), "validation"))
+    roles.update(write_asset(out_dir, result.mesh, result.material, result.light,
+                             export_obj=export_obj))
+    (out_dir / "metrics.json").write_text(json.dumps(result.metrics, indent=2))
+    roles["metrics.json"] = "metrics"
+    return write_manifest(out_dir, roles)
+
+
+def write_asset(out_dir: Path, mesh, material, light, *, export_obj: bool = False
+                ) -> dict[str, str]:
+    """mesh.glb and probe.hdr (and the OBJ files when ``export_obj``) in ``out_dir``; returns
+    {file name: manifest role} of what it wrote."""
     io_material = textures_to_material(material)
     mesh = mesh.to("cpu")
-    write_obj(out_dir / "mesh.obj", mesh, io_material, texture_stem="texture")
     write_glb(out_dir / "mesh.glb", mesh, io_material)
-    probe = light.to_equirect(512, 1024).detach().cpu().numpy()
+    probe = light.to_equirect(*PROBE_SIZE).detach().cpu().numpy()
     write_image(out_dir / "probe.hdr", probe)
-    np.savez(out_dir / "mesh.npz", vertices=mesh.positions.detach().numpy(),
-             faces=mesh.triangles.numpy().astype(np.int32), uvs=mesh.uvs.detach().numpy(),
-             uv_faces=mesh.uv_triangles.numpy().astype(np.int32))
-    arrays = {"kd": io_material.kd, "ks": io_material.ks}
-    if io_material.normal is not None:
-        arrays["normal"] = encode_normal_map(io_material.normal)
-    for name, value in arrays.items():
-        np.save(out_dir / f"{name}.npy", np.ascontiguousarray(value[..., :3], np.float32))
-    np.save(out_dir / "envmap.npy", probe.astype(np.float32))
+    roles = {"mesh.glb": "mesh", "probe.hdr": "light"}
+    if export_obj:
+        write_obj(out_dir / "mesh.obj", mesh, io_material, texture_stem="texture")
+        textures = {"kd": io_material.kd, "ks": io_material.ks, "n": io_material.normal}
+        roles.update(dict.fromkeys(
+            ["mesh.obj", "mesh.mtl", *(f"texture_{suffix}.png" for suffix, value
+                                       in textures.items()
+                                       if value is not None and is_texture(value))], "obj"))
+    return roles
 
 
-def write_validation(out_dir: Path, renders: torch.Tensor, targets: torch.Tensor,
-                     names: list[str]) -> list[Path]:
-    """One PNG per view: target | result | |error| x 4, all sRGB-encoded."""
-    folder = out_dir / "validation"
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = []
+def write_validation(out_dir: Path, renders: torch.Tensor, targets: torch.Tensor) -> list[str]:
+    """``validation_view_NN.png`` per view: target | result | |error| x 4, all sRGB-encoded;
+    returns the file names."""
+    names = []
     for index, (render, target) in enumerate(zip(renders, targets, strict=True)):
         shown_render, shown_target = display(render[None])[0], display(target[None])[0]
         error = ((shown_render - shown_target).abs() * 4).clamp(0, 1)
         panel = torch.cat([shown_target, shown_render, error], dim=1).cpu().numpy()
-        path = folder / f"view_{index:02d}.png"
-        write_image(path, np.ascontiguousarray(panel), data=True)
-        paths.append(path)
-    (folder / "names.json").write_text(json.dumps(names))
-    return paths
-
-
-def write_metrics(out_dir: Path, metrics: dict) -> None:
-    (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
-
-
-def write_result(out_dir: Path, result) -> None:
-    """A ``pipeline.run.Result`` into ``out_dir``: the validation images (when it has them),
-    the asset, then metrics.json."""
-    if result.validation is not None:
-        validation = result.validation
-        write_validation(out_dir, validation.renders, validation.targets, validation.names)
-    write_asset(out_dir, result.mesh, result.material, result.light)
-    write_metrics(out_dir, result.metrics)
+        names.append(f"validation_view_{index:02d}.png")
+        write_image(out_dir / names[-1], np.ascontiguousarray(panel), data=True)
+    return names

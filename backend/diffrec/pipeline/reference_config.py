@@ -275,6 +275,10 @@ def translate(data: dict[str, Any], own_settings: set[str]) -> Reading:
         raise UserError("this config cannot be run as it is:\n  - " + "\n  - ".join(refused))
     if reading.reference:
         _reference_mode(reading, data)
+        if "export_obj" not in reading.settings:
+            reading.settings["export_obj"] = True
+            reading.lines.append("(no export_obj) -> export_obj = true (the reference system "
+                                 "writes OBJ + MTL + PNG textures; mesh.glb as always)")
     return reading
 
 

@@ -57,11 +57,10 @@ log = logging.getLogger(__name__)
 @dataclass
 class Validation:
     """The held-out views as judged: ``renders`` and composited ``targets`` ``[N, H, W, 3]``
-    linear (CPU), one of ``names`` each."""
+    linear (CPU), in the order of the metrics' ``views``."""
 
     renders: torch.Tensor
     targets: torch.Tensor
-    names: list[str]
 
 
 @dataclass
@@ -297,7 +296,7 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     if settings.validation:
         _stop_if_asked(reporter, "before validating")
         metrics, renders, targets = validate(ctx, final_mesh, material, light, test, settings)
-        validation = Validation(renders, targets, list(test.names))
+        validation = Validation(renders, targets)
     _stop_if_asked(reporter, "before writing the outputs")
     metrics.update({"mode": settings.mode, "preset": settings.preset,
                     "device": str(torch_device), "engine": ctx.engine,

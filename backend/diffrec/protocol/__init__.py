@@ -4,12 +4,13 @@ Depends on the standard library, numpy and pyzmq only, and imports nothing outsi
 package, so the Blender add-on can vendor it as is.
 """
 
-from . import captures, settings
+from . import captures, manifest, settings
 from .arrays import DTYPES, ArraySpec
 from .client import TERMINAL_EVENTS, Client
 from .errors import ProtocolError, ServerError, ServerUnavailable
 from .keys import pairing_string, parse_pairing, read_keypair, write_keypair
 from .limits import PROTOCOL_VERSION
+from .manifest import ManifestError
 from .message import Message, decode, encode
 from .schema import INPUTS, REQUESTS, SERVER_MESSAGES
 
@@ -22,6 +23,7 @@ __all__ = [
     "TERMINAL_EVENTS",
     "ArraySpec",
     "Client",
+    "ManifestError",
     "Message",
     "ProtocolError",
     "ServerError",
@@ -29,6 +31,7 @@ __all__ = [
     "captures",
     "decode",
     "encode",
+    "manifest",
     "pairing_string",
     "parse_pairing",
     "read_keypair",

@@ -12,7 +12,7 @@ import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
 
@@ -22,6 +22,7 @@ import zmq
 from .errors import ProtocolError, ServerError, ServerUnavailable
 from .keys import parse_pairing
 from .limits import CHUNK_BYTES, HEARTBEAT_S, MAX_FRAME_BYTES, PEER_TIMEOUT_S, WINDOW_CHUNKS
+from .manifest import MANIFEST_NAME, ManifestError, mismatch, parse_manifest, select
 from .message import Message, decode, encode
 from .schema import CONTENT_HASH_RE, FILE_NAME_RE, SERVER_MESSAGES
 from .transfer import ResumableFile, chunk_ranges, content_hash, content_hash_file
@@ -267,29 +268,57 @@ class Client:
             if ack["complete"]:
                 return
 
-    def fetch(self, job: str, directory: Path, on_progress: Progress | None = None) -> list[Path]:
-        """Download a finished job's result files into ``directory``, each verified by its
-        content hash and resumed from any ``.part`` file left by an earlier attempt."""
+    def fetch(self, job: str, directory: Path, on_progress: Progress | None = None,
+              only: Iterable[str] | None = None) -> list[Path]:
+        """Download a finished job's results into ``directory``: its ``manifest.json`` first,
+        then the files ``only`` selects from it (file names or roles, see
+        ``manifest.select``; every listed file when None). Each file is verified by its
+        transfer content hash (resumed from any ``.part`` file left by an earlier attempt, and
+        not downloaded again when already held), then against the manifest's size and sha256.
+        Returns the selected files' paths in manifest order, then the manifest's.
+
+        Raises ManifestError when the results have no valid manifest, ``only`` names something
+        the result does not hold, or files do not match the manifest (those files are removed,
+        and the error names each one); ProtocolError or ServerError for transfer failures."""
         directory = Path(directory)
-        listing = self.call("fetch", {"job": job})["files"]
-        directory.mkdir(parents=True, exist_ok=True)  # only once the job is known to exist
-        paths = []
-        for entry in listing:
-            name, size, expected = entry["name"], entry["size"], entry["content_hash"]
+        listing = {}
+        for entry in self.call("fetch", {"job": job})["files"]:
+            name = entry["name"]
             if not (isinstance(name, str) and FILE_NAME_RE.match(name)
-                    and CONTENT_HASH_RE.match(expected)):
+                    and CONTENT_HASH_RE.match(entry["content_hash"])):
                 raise ProtocolError("bad_message", f"the server listed a bad result file {name!r}")
-            path = directory / name
-            held = path.exists() and path.stat().st_size == size
-            if not (held and content_hash_file(path) == expected):
-                target = ResumableFile(path, size, expected)
-                try:
-                    self._retrying(partial(self._read_into, job, name, target, on_progress))
-                    target.finish()
-                finally:
-                    target.close()
-            paths.append(path)
-        return paths
+            listing[name] = entry
+        if MANIFEST_NAME not in listing:
+            raise ManifestError(f"job {job!r}'s results have no {MANIFEST_NAME}")
+        directory.mkdir(parents=True, exist_ok=True)  # only once the job is known to exist
+        manifest = self._download(job, directory, listing[MANIFEST_NAME], on_progress)
+        chosen = select(parse_manifest(manifest.read_bytes()), only)
+        problems = []
+        for entry in chosen:
+            if entry.name not in listing:
+                problems.append(f"{entry.name} is in the manifest but not among the results")
+                continue
+            path = self._download(job, directory, listing[entry.name], on_progress)
+            if problem := mismatch(path, entry):
+                path.unlink()
+                problems.append(problem)
+        if problems:
+            raise ManifestError(f"job {job!r}: " + "; ".join(problems))
+        return [directory / entry.name for entry in chosen] + [manifest]
+
+    def _download(self, job: str, directory: Path, entry: Mapping, on_progress) -> Path:
+        """One listed result file into ``directory``, unless a copy with its content hash is
+        there already; verified by that hash."""
+        path, size, expected = directory / entry["name"], entry["size"], entry["content_hash"]
+        held = path.exists() and path.stat().st_size == size
+        if not (held and content_hash_file(path) == expected):
+            target = ResumableFile(path, size, expected)
+            try:
+                self._retrying(partial(self._read_into, job, entry["name"], target, on_progress))
+                target.finish()
+            finally:
+                target.close()
+        return path
 
     def _read_into(self, job: str, name: str, target: ResumableFile, on_progress) -> None:
         ranges = chunk_ranges(target.size, target.offset)

@@ -130,6 +130,7 @@ class Settings:
                                         choices=PREVIEW_PANELS)
     log_every: int = _setting(10, "iterations between progress reports", minimum=1)
     unwrap_timeout_s: float = _setting(120.0, "UV unwrapping time limit, seconds", minimum=0)
+    export_obj: bool = _setting(False, "also write OBJ + MTL + PNG textures (nvdiffrec's format)")
 
     def __post_init__(self):
         for spec in dataclasses.fields(self):
@@ -162,7 +163,7 @@ class Settings:
 
 
 BOOKKEEPING = ("validation", "checkpoint_every", "preview_every", "preview_res", "display",
-               "log_every")
+               "log_every", "export_obj")
 """Settings that change what a run reports, not what it learns (a checkpoint taken under
 other values of these still resumes)."""
 

@@ -8,11 +8,10 @@ files, the device and the output folder are the server's business). Inputs: ``im
 ``vertices`` + ``faces`` (required for materials and refine), ``uvs`` + ``uv_faces``
 (optional), ``envmap`` (required when the light is kept or starts from the HDRI).
 
-Results: the files of ``pipeline.outputs`` (``mesh.obj``, ``mesh.mtl``, ``texture_*.png``,
-``mesh.glb``, ``probe.hdr``, ``metrics.json``, and the arrays the add-on imports:
-``mesh.npz``, ``kd.npy``, ``ks.npy``, ``normal.npy``, ``envmap.npy``) and
-``validation_view_NN.png``. The run's own
-checkpoints live in the job's work directory, so a killed server resumes the job.
+Results: the result folder of ``pipeline.outputs`` as the run wrote it (``mesh.glb``,
+``probe.hdr``, ``validation_view_NN.png``, ``metrics.json``) and its ``manifest.json``, copied
+last. The run's own checkpoints live in the job's work directory, so a killed server resumes
+the job.
 """
 
 from __future__ import annotations
@@ -173,15 +172,16 @@ class OptimizeRunner(Runner):
         except UserError as error:
             raise JobFailed(str(error)) from None
         run_dir = ctx.work_dir / "run"
-        write_result(run_dir, result)
+        write_result(run_dir, result, export_obj=settings.export_obj)
         _collect_results(run_dir, ctx.results_dir)
 
 
 def _collect_results(run_dir: Path, results_dir: Path) -> None:
-    """Copy the run's outputs into the job's results, flattening validation images."""
+    """Copy the files the run's manifest lists into the job's results, the manifest last (so
+    there too its presence means the result is complete)."""
+    from diffrec.protocol.manifest import MANIFEST_NAME, read_manifest
+
     results_dir.mkdir(parents=True, exist_ok=True)
-    for path in run_dir.iterdir():
-        if path.is_file():
-            shutil.copy2(path, results_dir / path.name)
-    for path in sorted((run_dir / "validation").glob("*.png")):
-        shutil.copy2(path, results_dir / f"validation_{path.name}")
+    for entry in read_manifest(run_dir):
+        shutil.copy2(run_dir / entry.name, results_dir / entry.name)
+    shutil.copy2(run_dir / MANIFEST_NAME, results_dir / MANIFEST_NAME)

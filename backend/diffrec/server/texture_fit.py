@@ -10,7 +10,8 @@ PSNR, sends previews, checkpoints (texture and Adam state) and resumes from its 
 Spec: ``{"task": "fit_texture", "iterations": int = 500, "texture_size": int = 64,
 "lr": float = 0.05, "checkpoint_every": int = 100, "preview_every": int = 250}``.
 Inputs: ``images`` (N, H, W, 3|4) float, scene-linear. Results: ``texture.npy`` (S, S, C)
-float32, ``render.npy`` (H, W, C) float32, ``metrics.json``.
+float32, ``render.npy`` (H, W, C) float32 (role ``data``), ``metrics.json`` and, last,
+``manifest.json`` (``diffrec.protocol.manifest``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from diffrec.protocol.manifest import write_manifest
 
 from .runner import JobContext, JobFailed, Runner
 
@@ -153,6 +156,8 @@ class TextureFitRunner(Runner):
         np.save(ctx.results_dir / "render.npy", render.permute(1, 2, 0).cpu().numpy())
         metrics = {"iterations": iterations, "mse": mse, "psnr": _psnr(mse)}
         (ctx.results_dir / "metrics.json").write_text(json.dumps(metrics, indent=1))
+        write_manifest(ctx.results_dir,
+                       {"texture.npy": "data", "render.npy": "data", "metrics.json": "metrics"})
 
 
 def _psnr(mse: float) -> float:

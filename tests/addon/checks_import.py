@@ -1,0 +1,174 @@
+"""The add-on's import of a result folder under bpy (see harness.py and test_import_result.py).
+
+Needs DIFFREC_TEST_RESULT: a folder holding ``result/`` (a result as the backend writes it:
+mesh.glb, probe.hdr, validation images, metrics.json, manifest.json) and ``expected.npz`` (what
+the pytest side knows of it: ``kd``, ``ks`` [H,W,3] linear, rows top-down, ``probe`` [H,W,3]
+as the backend reads probe.hdr, ``corners`` [T*3, 5] of (position, uv) per triangle corner,
+``triangles`` and ``vertices`` counts).
+"""
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))  # blender --python does not add it
+import harness  # noqa: I001  (puts the repository on sys.path)
+import bpy
+import numpy as np
+
+from addon import import_result, wire
+
+FOLDER = Path(os.environ.get("DIFFREC_TEST_RESULT", "."))
+BSDF, TEX, SPLIT = "ShaderNodeBsdfPrincipled", "ShaderNodeTexImage", "ShaderNodeSeparateColor"
+
+
+def _expected():
+    return np.load(FOLDER / "expected.npz")
+
+
+def _linked(tree, from_type, from_socket, to_type, to_socket) -> bool:
+    return any(
+        link.from_node.bl_idname == from_type and link.from_socket.name == from_socket
+        and link.to_node.bl_idname == to_type and link.to_socket.name == to_socket
+        for link in tree.links
+    )
+
+
+def _source_image(tree, to_type: str, to_socket: str):
+    return next(link.from_node.image for link in tree.links
+                if link.from_node.bl_idname == TEX and link.to_node.bl_idname == to_type
+                and link.to_socket.name == to_socket)
+
+
+def _pixels(image) -> np.ndarray:
+    width, height = image.size
+    flat = np.empty(width * height * 4, np.float32)
+    image.pixels.foreach_get(flat)
+    return flat.reshape(height, width, 4)[::-1]  # rows top-down
+
+
+def _import(folder=None, use_world=True):
+    return import_result.import_result(bpy.context, folder or FOLDER / "result", "result",
+                                       use_world=use_world)
+
+
+def check_import_builds_the_object_where_the_backend_put_it():
+    expected = _expected()
+    obj = _import()
+    assert obj.name == "result" and obj.data.name == "result"
+    assert bpy.context.view_layer.objects.active == obj and obj.select_get()
+    mesh = obj.data
+    assert len(mesh.polygons) == int(expected["triangles"])
+    assert len(mesh.vertices) == int(expected["vertices"]), "welded again after the GLB split"
+    assert mesh.uv_layers.active is not None
+    uvs = np.empty(len(mesh.loops) * 2, np.float32)
+    mesh.uv_layers.active.data.foreach_get("uv", uvs)
+    vertex_of_loop = np.empty(len(mesh.loops), np.int32)
+    mesh.loops.foreach_get("vertex_index", vertex_of_loop)
+    positions = np.empty(len(mesh.vertices) * 3, np.float32)
+    mesh.vertices.foreach_get("co", positions)
+    world = np.array(obj.matrix_world)
+    points = positions.reshape(-1, 3)[vertex_of_loop] @ world[:3, :3].T + world[:3, 3]
+    corners = np.concatenate([points, uvs.reshape(-1, 2)], -1)
+
+    def ordered(rows):
+        rows = np.round(rows, 4) + 0.0  # -0.0 sorts like 0.0
+        return rows[np.lexsort(rows.T[::-1])]
+
+    assert np.allclose(ordered(corners), ordered(expected["corners"]), atol=2e-4), \
+        "positions in Blender's frame, uv origin bottom-left, as the backend's"
+
+
+def check_import_builds_the_material_from_the_glb_textures():
+    expected = _expected()
+    tree = _import().active_material.node_tree
+    assert _linked(tree, TEX, "Color", BSDF, "Base Color")
+    assert _linked(tree, SPLIT, "Green", BSDF, "Roughness")
+    assert _linked(tree, SPLIT, "Blue", BSDF, "Metallic")
+    assert _linked(tree, TEX, "Color", "ShaderNodeNormalMap", "Color")
+    assert _linked(tree, "ShaderNodeNormalMap", "Normal", BSDF, "Normal")
+    normal_map = next(n for n in tree.nodes if n.bl_idname == "ShaderNodeNormalMap")
+    assert normal_map.space == "TANGENT"
+    kd = _source_image(tree, BSDF, "Base Color")
+    ks = _source_image(tree, SPLIT, "Color")
+    normal = _source_image(tree, "ShaderNodeNormalMap", "Color")
+    assert (kd.name, ks.name, normal.name) == ("result kd", "result ks", "result normal")
+    assert kd.colorspace_settings.name == "sRGB"
+    assert ks.colorspace_settings.is_data and normal.colorspace_settings.is_data
+    for image in (kd, ks, normal):
+        assert image.packed_file is not None, image.name
+    # values survive: kd stored sRGB-encoded (8 bit); ks as data, R holding 1 - occlusion
+    linear = expected["kd"]
+    srgb = np.where(linear <= 0.0031308, linear * 12.92, 1.055 * linear ** (1 / 2.4) - 0.055)
+    assert np.abs(_pixels(kd)[..., :3] - srgb).max() < 1 / 255 + 1e-6
+    stored = _pixels(ks)[..., :3]
+    assert np.abs(stored[..., 0] - (1 - expected["ks"][..., 0])).max() < 1 / 255 + 1e-6
+    assert np.abs(stored[..., 1:] - expected["ks"][..., 1:]).max() < 1 / 255 + 1e-6
+
+
+def check_import_fades_the_material_by_occlusion():
+    tree = _import().active_material.node_tree
+    mix, output = "ShaderNodeMixShader", "ShaderNodeOutputMaterial"
+    assert _linked(tree, SPLIT, "Red", mix, "Factor")  # the visibility, 1 - occlusion
+    assert _linked(tree, BSDF, "BSDF", mix, "Shader")
+    assert _linked(tree, mix, "Shader", output, "Surface")
+    fade = next(node for node in tree.nodes if node.bl_idname == mix)
+    assert not fade.inputs[1].is_linked and fade.inputs[2].is_linked  # black, then the BSDF
+    split = fade.inputs[0].links[0].from_node
+    assert split.inputs["Color"].links[0].from_node.image.name == "result ks"
+
+
+def check_import_sets_the_world_from_the_probe():
+    probe = _expected()["probe"]
+    _import()
+    world = bpy.context.scene.world
+    assert world.name == "result"
+    env = next(n for n in world.node_tree.nodes if n.bl_idname == "ShaderNodeTexEnvironment")
+    assert _linked(world.node_tree, "ShaderNodeTexEnvironment", "Color",
+                   "ShaderNodeBackground", "Color")
+    assert env.projection == "EQUIRECTANGULAR" and env.image.name == "result environment"
+    assert env.image.is_float and env.image.colorspace_settings.name == "Linear Rec.709"
+    assert env.image.packed_file is not None
+    assert np.allclose(_pixels(env.image)[..., :3], probe, rtol=1e-2, atol=1e-3)
+
+
+def check_import_keeps_the_world_when_asked():
+    world = bpy.data.worlds.new("mine")
+    bpy.context.scene.world = world
+    _import(use_world=False)
+    assert bpy.context.scene.world == world
+
+
+def check_a_corrupted_file_is_refused_and_nothing_imported():
+    folder = Path(tempfile.mkdtemp()) / "result"
+    shutil.copytree(FOLDER / "result", folder)
+    data = bytearray((folder / "mesh.glb").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (folder / "mesh.glb").write_bytes(bytes(data))
+    try:
+        _import(folder)
+    except wire.protocol().ManifestError as error:
+        assert "mesh.glb does not match the manifest" in str(error), error
+    else:
+        raise AssertionError("a corrupted mesh.glb was imported")
+    assert not bpy.data.objects and not bpy.data.materials
+    (folder / "manifest.json").unlink()
+    try:
+        _import(folder)
+    except wire.protocol().ManifestError as error:
+        assert "incomplete" in str(error), error
+    else:
+        raise AssertionError("a result without its manifest was imported")
+
+
+def check_a_result_without_a_mesh_imports_nothing():
+    folder = Path(tempfile.mkdtemp())
+    (folder / "metrics.json").write_text("{}")
+    wire.protocol().manifest.write_manifest(folder, {"metrics.json": "metrics"})
+    assert _import(folder) is None
+    assert not bpy.data.objects
+
+
+harness.main(globals())

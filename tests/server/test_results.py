@@ -1,0 +1,105 @@
+"""Fetching results by their manifest: the whole result, a subset by name or role (API and
+``diffrec fetch --only``), and a file that does not match the manifest refused by name."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+from server_helpers import fit_spec, server_in_process, target_images
+
+from diffrec import cli
+from diffrec.protocol import Client, ManifestError
+from diffrec.server.texture_fit import TextureFitRunner
+
+RESULT = ["texture.npy", "render.npy", "metrics.json", "manifest.json"]
+
+
+@pytest.fixture(scope="module")
+def finished(server):
+    """A done fit_texture job on the module's server: (server, job id)."""
+    with Client(server.address, timeout=2.0, retry_for=30.0) as client:
+        client.submit("fit", fit_spec(iterations=20), {"images": target_images()})
+        assert client.wait("fit")["kind"] == "done"
+    return server, "fit"
+
+
+def test_the_manifest_describes_every_result_file(finished, connect, tmp_path):
+    server, job = finished
+    paths = connect(server).fetch(job, tmp_path)
+    assert [path.name for path in paths] == RESULT
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["format"] == 1
+    for entry, path in zip(manifest["files"], paths, strict=False):
+        data = path.read_bytes()
+        assert (entry["name"], entry["size"], entry["sha256"]) == (
+            path.name, len(data), hashlib.sha256(data).hexdigest())
+    assert [entry["role"] for entry in manifest["files"]] == ["data", "data", "metrics"]
+
+
+@pytest.mark.parametrize("only, expected", [
+    (["render.npy"], ["render.npy"]),
+    (["metrics"], ["metrics.json"]),  # a role
+    (["data", "metrics.json"], ["texture.npy", "render.npy", "metrics.json"]),
+    (["mesh", "light"], []),  # roles this result does not have: only the manifest
+])
+def test_a_subset_fetches_only_those_files(finished, connect, tmp_path, only, expected):
+    server, job = finished
+    paths = connect(server).fetch(job, tmp_path, only=only)
+    assert [path.name for path in paths] == [*expected, "manifest.json"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted([*expected,
+                                                                       "manifest.json"])
+
+
+def test_a_subset_naming_nothing_in_the_result_is_refused(finished, connect, tmp_path):
+    server, job = finished
+    with pytest.raises(ManifestError, match=r"no file or role mesh\.obj.*texture\.npy"):
+        connect(server).fetch(job, tmp_path, only=["mesh.obj"])
+    assert [path.name for path in tmp_path.iterdir()] == ["manifest.json"]
+
+
+def test_fetch_only_on_the_command_line(finished, tmp_path, capsys):
+    server, job = finished
+    where = ["--server", server.address, "--timeout", "2"]
+    assert cli.main(["fetch", job, "--out", str(tmp_path), "--only", "texture.npy", "metrics",
+                     *where]) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed == [str(tmp_path / name) for name in ("texture.npy", "metrics.json",
+                                                         "manifest.json")]
+    assert cli.main(["fetch", job, "--out", str(tmp_path), "--only", "nothing.bin",
+                     *where]) == 2
+    assert "no file or role nothing.bin" in capsys.readouterr().err
+
+
+class CorruptingRunner(TextureFitRunner):
+    """fit_texture, then one byte of texture.npy flipped after the manifest was written (what
+    a failing disk or a buggy task does): the transfer's hash, taken from the file as it is
+    when the job ends, cannot notice; the manifest can."""
+
+    task = "corrupting_fit"
+
+    def run(self, ctx):
+        super().run(ctx)
+        path = ctx.results_dir / "texture.npy"
+        data = bytearray(path.read_bytes())
+        data[-1] ^= 0xFF
+        path.write_bytes(bytes(data))
+
+
+def test_a_file_that_does_not_match_the_manifest_is_refused(tmp_path, capsys):
+    with server_in_process(tmp_path / "data", [CorruptingRunner()]) as server, \
+            Client(server.endpoint, timeout=2.0, retry_for=30.0) as client:
+        client.submit("bad", fit_spec(task="corrupting_fit", iterations=20),
+                      {"images": target_images()})
+        assert client.wait("bad")["kind"] == "done"
+        with pytest.raises(ManifestError, match=r"texture\.npy does not match the manifest"):
+            client.fetch("bad", tmp_path / "out")
+        held = sorted(path.name for path in (tmp_path / "out").iterdir())
+        assert held == ["manifest.json", "metrics.json", "render.npy"], "the bad file is removed"
+        # a subset without the bad file is fine
+        paths = client.fetch("bad", tmp_path / "part", only=["render.npy"])
+        assert [path.name for path in paths] == ["render.npy", "manifest.json"]
+        assert cli.main(["fetch", "bad", "--out", str(tmp_path / "cli"), "--server",
+                         server.endpoint, "--timeout", "2"]) == 2
+        assert "texture.npy does not match the manifest" in capsys.readouterr().err
