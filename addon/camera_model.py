@@ -1,6 +1,6 @@
 """Blender's camera projection as pinhole intrinsics, without bpy.
 
-The wire convention (docs/protocol.md, DESIGN.md): fx, fy, cx, cy in pixels with the origin at
+The wire convention (docs/protocol.md, "Inputs"): fx, fy, cx, cy in pixels with the origin at
 the top-left corner of the top-left pixel, rows top-down; the camera looks down its local −Z
 with +Y up, and its pose is Blender's ``matrix_world`` (camera to world).
 """

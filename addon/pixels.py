@@ -1,7 +1,8 @@
 """Pixel conventions between Blender images and the wire, without bpy.
 
 Blender stores image pixels bottom row first, RGBA float, and its EXR renders carry
-premultiplied alpha. The wire wants rows top-down and straight alpha (DESIGN.md, "Images").
+premultiplied alpha. The wire wants rows top-down and straight alpha (docs/protocol.md,
+"Inputs").
 """
 
 from __future__ import annotations
