@@ -140,10 +140,11 @@ class OptimizeRunner(Runner):
             raise JobFailed(str(error)) from None
 
     def output_bytes(self, spec: Mapping, inputs: Mapping[str, np.ndarray]) -> int:
-        """An upper estimate: per texel, kd, ks and the normal map as float32 arrays and PNGs
-        (48 B) plus two checkpoints of them with Adam's moments (216 B); the light probe, its
-        arrays and checkpoints (OUTPUT_FIXED_BYTES); the mesh files (OUTPUT_TRIANGLE_BYTES per
-        triangle, a reconstructed surface taken as 2 per grid cell); the validation images."""
+        """An upper estimate: per texel, kd, ks and the normal map in the GLB and, with
+        ``export_obj``, as PNGs (48 B, generously) plus two checkpoints of them with Adam's
+        moments (216 B); the light probe and its checkpoints (OUTPUT_FIXED_BYTES); the mesh
+        files (OUTPUT_TRIANGLE_BYTES per triangle, a reconstructed surface taken as 2 per grid
+        cell); the validation images."""
         settings = _settings(spec)
         triangles = (len(inputs["faces"]) if "faces" in inputs and settings.mode != "reconstruct"
                      else 2 * settings.dmtet_grid ** 2)
