@@ -29,6 +29,7 @@ from diffrec.mesh.normals import with_vertex_normals
 from diffrec.mesh.primitives import uv_sphere
 from diffrec.mesh.tangents import with_tangents
 from diffrec.pipeline.outputs import write_result
+from diffrec.pipeline.run import Result
 from diffrec.render.material import TextureMaterial
 from diffrec.render.renderer import render_mesh
 from diffrec.render.texture2d import Texture2D
@@ -75,7 +76,7 @@ def rendered(tmp_path_factory):
     light.build_mips()
     cameras = orbit_cameras(VIEWS, radius=3.2, size=SIZE, elevations_degrees=(-20, 40))
     with torch.no_grad():
-        write_result(tmp / "result", mesh, material, light, {})
+        write_result(tmp / "result", Result(mesh, material, light, {}, None))
         ours = render_mesh(raster.RasterContext("cpu", impl="torch"), mesh, material, cameras,
                            light, spp=2)
     # the cameras as a NeRF dataset whose images are the backend's renders

@@ -14,6 +14,7 @@ from diffrec.mesh.normals import with_vertex_normals
 from diffrec.mesh.primitives import uv_sphere
 from diffrec.mesh.tangents import with_tangents
 from diffrec.pipeline.outputs import write_result
+from diffrec.pipeline.run import Result
 from diffrec.render.material import TextureMaterial
 from diffrec.render.texture2d import Texture2D
 
@@ -34,8 +35,8 @@ def result_folder(tmp_path_factory):
     light = EnvironmentLight.from_equirect(0.2 + 4 * torch.rand(16, 32, 3, generator=gen),
                                            resolution=32)
     with torch.no_grad():
-        write_result(folder / "result", mesh,
-                     TextureMaterial(Texture2D(kd), Texture2D(ks), Texture2D(normal)), light, {})
+        material = TextureMaterial(Texture2D(kd), Texture2D(ks), Texture2D(normal))
+        write_result(folder / "result", Result(mesh, material, light, {}, None))
     corners = torch.cat([mesh.positions[mesh.triangles].reshape(-1, 3),
                          mesh.uvs[mesh.uv_triangles].reshape(-1, 2)], -1)
     np.savez(folder / "expected.npz", kd=kd.numpy(), ks=ks.numpy(),
