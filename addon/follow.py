@@ -51,7 +51,9 @@ class JobRun:
     submits the job (added to ``scene.diffrec.jobs`` only then); with a ready ``submission`` it
     sends that (the jobs entry is the caller's); with neither it re-attaches to the job ``job``
     already submitted. ``cancel`` before the submission is complete ends the run at the next
-    tick with nothing sent and the scene as it was; after, it asks the server.
+    tick with nothing sent and the scene as it was; after, it asks the server. ``fetch_only``:
+    the result files (names or manifest roles) fetched when the job is done, by default what
+    the add-on imports; None fetches every file.
     """
 
     def __init__(
@@ -61,8 +63,10 @@ class JobRun:
         report,
         builder: SubmissionBuilder | None = None,
         submission: jobs.Submission | None = None,
+        fetch_only: tuple[str, ...] | None = import_result.IMPORTED_ROLES,
     ):
         self.job = job
+        self.fetch_only = fetch_only
         self.connect = connect
         self.report = report
         self.builder = builder
@@ -70,7 +74,7 @@ class JobRun:
         self.session: jobs.JobSession | None = None
         if builder is None:
             self.session = jobs.JobSession(connect, job, results_dir(job), submission,
-                                          only=import_result.IMPORTED_ROLES)
+                                          only=fetch_only)
         self._started = False
 
     def cancel(self) -> None:
@@ -115,7 +119,7 @@ class JobRun:
         entry.mode, entry.object_name = self.builder.choices.mode, self.builder.object_name
         settings.progress, settings.status = 0.0, "submitting"
         self.session = jobs.JobSession(self.connect, self.job, results_dir(self.job), submission,
-                                       only=import_result.IMPORTED_ROLES)
+                                       only=self.fetch_only)
         self.session.start()  # now: a cancel from here on reaches the server
         self._started = True
 
