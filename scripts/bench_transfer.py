@@ -26,6 +26,7 @@ import numpy as np
 
 from diffrec.protocol import Client
 from diffrec.protocol.limits import CHUNK_BYTES, MIB, WINDOW_CHUNKS
+from diffrec.protocol.manifest import write_manifest
 from diffrec.protocol.transfer import HASH_THREADS, content_hash
 from diffrec.server.blobs import namespace
 from diffrec.server.store import JobStore
@@ -46,6 +47,7 @@ def finished_job(data_dir: Path, payload: np.ndarray) -> None:
               "attempts": 1, "progress": None, "message": "", "results": []}
     store.create(record)
     payload.tofile(store.results_dir("bench") / "payload.bin")
+    write_manifest(store.results_dir("bench"), {"payload.bin": "data"})
     record["results"] = result_manifest(store.results_dir("bench"))
     store.save(record)
 
@@ -89,10 +91,11 @@ def main() -> int:
                     uploaded = time.perf_counter()
                     client.upload(payload, blob=blob)
                     again = time.perf_counter()
-                    (path,) = client.fetch("bench", Path(temp) / f"out{run}")
+                    path, manifest = client.fetch("bench", Path(temp) / f"out{run}")
                     fetched = time.perf_counter()
                     identical &= np.array_equal(np.fromfile(path, np.uint8), payload)
                     path.unlink()
+                    manifest.unlink()
                     uploads.append(uploaded - began)
                     downloads.append(fetched - again)
                     print(f"run {run:<13} upload {rate(size, uploads[-1])}, "

@@ -4,6 +4,7 @@ server. In-process servers with test-only runners, over real sockets."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 import torch
 from server_helpers import fit_spec, server_in_process, target_images
 
+from diffrec.pipeline.reporter import Preview
 from diffrec.protocol import Client
 from diffrec.protocol.limits import MAX_INLINE_BYTES, MAX_MESSAGE_CHARS
 from diffrec.server import jobs
@@ -71,13 +73,14 @@ def test_events_over_the_limits_are_cut_or_dropped_and_the_server_goes_on(tmp_pa
 
 def test_previews_leave_out_a_mesh_too_big_for_one_frame():
     image = torch.rand(16, 16, 3)
-    small = {"render": image, "target": image, "vertices": torch.rand(10, 3),
-             "triangles": torch.randint(0, 10, (8, 3))}
+    small = Preview("pass2", 1, 10, image, image, vertices=torch.rand(10, 3),
+                    faces=torch.randint(0, 10, (8, 3)))
     arrays = _preview_arrays(small)
-    assert np.array_equal(arrays["vertices"], small["vertices"].numpy())
-    assert np.array_equal(arrays["faces"], small["triangles"].numpy())
+    assert np.array_equal(arrays["vertices"], small.vertices.numpy())
+    assert np.array_equal(arrays["faces"], small.faces.numpy())
     count = MAX_INLINE_BYTES // 12 + 1  # float32 xyz: one vertex more than a frame holds
-    huge = {**small, "vertices": torch.zeros(count, 3), "triangles": torch.zeros(8, 3).long()}
+    huge = dataclasses.replace(small, vertices=torch.zeros(count, 3),
+                               faces=torch.zeros(8, 3).long())
     assert set(_preview_arrays(huge)) == {"render", "target"}
 
 
