@@ -207,3 +207,33 @@ def test_bad_arguments_are_explained():
         with pytest.raises(ValueError, match="background"):
             render_mesh(CTX, sphere(), constant_material(), front_camera(), mode="kd",
                         background=background)
+
+
+def test_a_render_takes_every_engine_choice_from_its_context(monkeypatch):
+    """Rasterize, interpolate, antialias and every texture lookup (material textures, the
+    light, the BRDF table) run on the render's context: none falls back to the device's
+    default one (which could be another engine on a CUDA machine)."""
+    gen = torch.Generator().manual_seed(0)
+    normal_map = F.normalize(torch.rand(8, 8, 3, generator=gen) + torch.tensor([0, 0, 2.0]),
+                             dim=-1)
+    material = TextureMaterial(Texture2D(torch.rand(8, 8, 3, generator=gen)),
+                               Texture2D.constant((0.0, 0.4, 0.5)), Texture2D(normal_map))
+    sky = 0.2 + torch.rand(16, 32, 3, generator=gen)
+    light = EnvironmentLight.from_equirect(sky, resolution=32)
+    light.build_mips()
+    camera = front_camera(32)
+    turn = torch.eye(3)[None]
+
+    def renders():
+        return [render_mesh(CTX, sphere(16, 8), material, camera, light, mode=mode, spp=2,
+                            layers=2, light_rotation=turn).color
+                for mode in ("pbr", "shading-only")]
+
+    expected = renders()
+
+    def no_default(device):
+        raise AssertionError(f"an operation left the render's context for {device}'s default")
+
+    monkeypatch.setattr(raster, "default_context", no_default)
+    for got, want in zip(renders(), expected, strict=True):
+        torch.testing.assert_close(got, want, atol=0, rtol=0)

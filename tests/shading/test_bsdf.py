@@ -39,7 +39,7 @@ class DiffuseOnly:
     def __init__(self, light):
         self.diffuse = light.diffuse
 
-    def specular(self, reflect, roughness):
+    def specular(self, reflect, roughness, *, ctx=None):
         return torch.zeros_like(reflect)
 
 

@@ -125,17 +125,20 @@ class EnvironmentLight(torch.nn.Module):
         if self.diffuse_map is None:
             raise RuntimeError("call build_mips() before looking up the light")
 
-    def diffuse(self, normal: torch.Tensor) -> torch.Tensor:
-        """Irradiance / pi for unit normals ``[..., 3]`` -> ``[..., 3]``."""
+    def diffuse(self, normal: torch.Tensor, *, ctx=None) -> torch.Tensor:
+        """Irradiance / pi for unit normals ``[..., 3]`` -> ``[..., 3]``, looked up with
+        ``ctx``'s engine (a ``RasterContext``; None: the device's default context)."""
         self._require_mips()
         shape = normal.shape
         uv = normal.reshape(1, -1, 1, 3).contiguous()
-        out = texture(self.diffuse_map[None], uv, filter_mode="linear", boundary_mode="cube")
+        out = texture(self.diffuse_map[None], uv, filter_mode="linear", boundary_mode="cube",
+                      ctx=ctx)
         return out.reshape(*shape[:-1], 3)
 
-    def specular(self, reflect: torch.Tensor, roughness: torch.Tensor) -> torch.Tensor:
+    def specular(self, reflect: torch.Tensor, roughness: torch.Tensor, *, ctx=None
+                 ) -> torch.Tensor:
         """Prefiltered radiance for reflection directions ``[..., 3]`` and roughness
-        ``[..., 1]`` -> ``[..., 3]``."""
+        ``[..., 1]`` -> ``[..., 3]``, looked up with ``ctx``'s engine (as ``diffuse``)."""
         self._require_mips()
         shape = reflect.shape
         uv = reflect.reshape(1, -1, 1, 3).contiguous()
@@ -147,6 +150,7 @@ class EnvironmentLight(torch.nn.Module):
             mip_level_bias=level,
             filter_mode="linear-mipmap-linear",
             boundary_mode="cube",
+            ctx=ctx,
         )
         return out.reshape(*shape[:-1], 3)
 

@@ -29,6 +29,8 @@ class GBuffer:
     uv_da: torch.Tensor | None = None  # (du/dX, du/dY, dv/dX, dv/dY) per pixel
     tangent: torch.Tensor | None = None  # unit xyz; bitangent = sign * cross(normal, tangent)
     tangent_sign: torch.Tensor | None = None  # [B, H, W, 1], +-1
+    ctx: raster.RasterContext | None = None  # the context it was made with: materials sample
+    # their textures with its engine
 
 
 def _interpolate(ctx, values, rast, triangles, rast_db=None, diff=False):
@@ -53,7 +55,7 @@ def build_gbuffer(ctx: raster.RasterContext, mesh: Mesh, rast, rast_db,
     view = safe_normalize(camera_centers[:, None, None, :] - position) * mask
 
     gb = GBuffer(rast=rast, mask=mask, position=position, normal=normal,
-                 face_normal=face_normal, view=view)
+                 face_normal=face_normal, view=view, ctx=ctx)
     if mesh.uvs is not None:
         gb.uv, gb.uv_da = _interpolate(ctx, mesh.uvs, rast, mesh.uv_triangles, rast_db, diff=True)
     if mesh.tangents is not None:

@@ -54,10 +54,9 @@ class TextureMaterial(torch.nn.Module):
             raise ValueError("a texture material needs a mesh with UVs")
         normal = None
         if self.normal is not None and gb.tangent is not None:
-            normal = self.normal.sample(gb.uv, gb.uv_da)
-        return SurfaceSample(
-            kd=self.kd.sample(gb.uv, gb.uv_da), ks=self.ks.sample(gb.uv, gb.uv_da), normal=normal
-        )
+            normal = self.normal.sample(gb.uv, gb.uv_da, ctx=gb.ctx)
+        return SurfaceSample(kd=self.kd.sample(gb.uv, gb.uv_da, ctx=gb.ctx),
+                             ks=self.ks.sample(gb.uv, gb.uv_da, ctx=gb.ctx), normal=normal)
 
     def clamp_(self) -> None:
         for texture in (self.kd, self.ks, self.normal):

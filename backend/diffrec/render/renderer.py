@@ -49,11 +49,12 @@ class RotatedLight:
     def _turn(self, directions: torch.Tensor) -> torch.Tensor:
         return torch.einsum("bij,b...j->b...i", self.rotation, directions)
 
-    def diffuse(self, normal: torch.Tensor) -> torch.Tensor:
-        return self.light.diffuse(self._turn(normal))
+    def diffuse(self, normal: torch.Tensor, *, ctx=None) -> torch.Tensor:
+        return self.light.diffuse(self._turn(normal), ctx=ctx)
 
-    def specular(self, reflect: torch.Tensor, roughness: torch.Tensor) -> torch.Tensor:
-        return self.light.specular(self._turn(reflect), roughness)
+    def specular(self, reflect: torch.Tensor, roughness: torch.Tensor, *, ctx=None
+                 ) -> torch.Tensor:
+        return self.light.specular(self._turn(reflect), roughness, ctx=ctx)
 
 
 def clip_positions(positions: torch.Tensor, cameras: Cameras) -> torch.Tensor:
@@ -141,7 +142,7 @@ def render_mesh(
             sign = gb.tangent_sign if gb.tangent_sign is not None else 1.0
             normal = shading_normal(gb.view, gb.normal, gb.face_normal, gb.tangent,
                                     surface.normal, sign)
-            color = shade(mode, light, lut, kd, surface.ks, normal, gb.view)
+            color = shade(mode, light, lut, kd, surface.ks, normal, gb.view, ctx=ctx)
             alpha = gb.mask * opacity
             rgba = torch.cat([color * alpha, alpha], -1).contiguous()
             rgba = raster.antialias(rgba, rast, clip, tri, topology_hash=topology_hash, ctx=ctx)

@@ -97,29 +97,32 @@ def shading_normal(
     return bend_toward_viewer(n, view)
 
 
-def lookup_brdf_lut(lut: torch.Tensor, n_dot_v: torch.Tensor, roughness: torch.Tensor):
+def lookup_brdf_lut(lut: torch.Tensor, n_dot_v: torch.Tensor, roughness: torch.Tensor, *,
+                    ctx=None):
     """Bilinear ``(A, B)`` from the table ``[N, N, 2]`` at ``n_dot_v``, ``roughness``
-    ``[..., 1]``; returns ``(A, B)``, each ``[..., 1]``."""
+    ``[..., 1]``; returns ``(A, B)``, each ``[..., 1]``. Looked up with ``ctx``'s engine (a
+    ``RasterContext``; None: the device's default context), as every lookup below."""
     uv = torch.cat([n_dot_v, roughness], -1).reshape(1, -1, 1, 2).to(lut.dtype)
-    ab = texture(lut[None], uv.contiguous(), filter_mode="linear", boundary_mode="clamp")
+    ab = texture(lut[None], uv.contiguous(), filter_mode="linear", boundary_mode="clamp",
+                 ctx=ctx)
     ab = ab.reshape(*n_dot_v.shape[:-1], 2)
     return ab[..., 0:1], ab[..., 1:2]
 
 
-def pbr(light, lut: torch.Tensor, kd, ks, normal, view) -> torch.Tensor:
+def pbr(light, lut: torch.Tensor, kd, ks, normal, view, *, ctx=None) -> torch.Tensor:
     """Metallic-roughness split-sum shading (see the module docstring) -> ``[..., 3]``."""
     occlusion, roughness, metallic = ks[..., 0:1], ks[..., 1:2], ks[..., 2:3]
     spec_col = 0.04 * (1 - metallic) + kd * metallic
     diff_col = kd * (1 - metallic)
     n_dot_v = _dot(normal, view).clamp(1e-4, 1)
     reflect = F.normalize(2 * n_dot_v * normal - view, dim=-1)
-    a, b = lookup_brdf_lut(lut, n_dot_v, roughness)
-    diffuse = light.diffuse(normal) * diff_col
-    specular = light.specular(reflect, roughness) * (spec_col * a + b)
+    a, b = lookup_brdf_lut(lut, n_dot_v, roughness, ctx=ctx)
+    diffuse = light.diffuse(normal, ctx=ctx) * diff_col
+    specular = light.specular(reflect, roughness, ctx=ctx) * (spec_col * a + b)
     return (diffuse + specular) * (1 - occlusion)
 
 
-def shade(mode: str, light, lut, kd, ks, normal, view) -> torch.Tensor:
+def shade(mode: str, light, lut, kd, ks, normal, view, *, ctx=None) -> torch.Tensor:
     """Colour for a display mode, ``[..., 3]``:
 
     - "pbr": the full shading (``pbr``), linear radiance;
@@ -129,7 +132,7 @@ def shade(mode: str, light, lut, kd, ks, normal, view) -> torch.Tensor:
       (kd = 1, not metallic, no occlusion): geometry, normals and light without textures.
     """
     if mode == "pbr":
-        return pbr(light, lut, kd, ks, normal, view)
+        return pbr(light, lut, kd, ks, normal, view, ctx=ctx)
     if mode == "kd":
         return kd
     if mode == "ks":
@@ -137,5 +140,5 @@ def shade(mode: str, light, lut, kd, ks, normal, view) -> torch.Tensor:
     if mode == "normal":
         return (normal + 1) / 2
     if mode == "shading-only":
-        return light.diffuse(normal)
+        return light.diffuse(normal, ctx=ctx)
     raise ValueError(f"unknown display mode {mode!r}; choose one of {', '.join(DISPLAY_MODES)}")
