@@ -16,10 +16,10 @@ from diffrec.light.envmap import EnvironmentLight
 from diffrec.mesh.normals import with_vertex_normals
 from diffrec.mesh.primitives import uv_sphere
 from diffrec.pipeline.config import build_config
-from diffrec.pipeline.inputs import Inputs, at_longest_side, load_inputs
+from diffrec.pipeline.inputs import Inputs, load_inputs
 from diffrec.pipeline.run import initial_textures, optimize
 from diffrec.pipeline.trainer import background_for, composite, light_rotation
-from diffrec.pipeline.views import Views
+from diffrec.pipeline.views import Views, at_longest_side
 from diffrec.protocol.settings import parse_settings
 from diffrec.render.material import TextureMaterial
 from diffrec.render.renderer import render_mesh

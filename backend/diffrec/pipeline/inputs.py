@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from diffrec.mesh.box import fit_to_box
 from diffrec.pipeline.config import RunConfig
 from diffrec.pipeline.loading import load_dataset
 from diffrec.pipeline.reference_views import render_reference_views
-from diffrec.pipeline.views import Views, resize_rgba, split_views
+from diffrec.pipeline.views import Views, split_views
 
 REFERENCE_CAMERA_RADIUS = 3.0  # nvdiffrec's mesh mode: unit-box mesh, cameras at radius 3
 REFERENCE_FOV_DEGREES = 45.0
@@ -38,23 +37,6 @@ class Inputs:
     base_mesh: Mesh | None = None
     envmap: torch.Tensor | None = None
     base_material: Material | None = None
-
-
-def at_longest_side(views: Views, longest_side: int) -> Views:
-    """``views`` resized so that their longer side is ``longest_side`` pixels (aspect kept,
-    the other side rounded; ``resize_rgba``'s filter), intrinsics scaled to match; the same
-    views when they already are that size."""
-    cameras = views.cameras
-    scale = longest_side / max(cameras.width, cameras.height)
-    width = max(1, round(cameras.width * scale))
-    height = max(1, round(cameras.height * scale))
-    if (width, height) == (cameras.width, cameras.height):
-        return views
-    sx, sy = width / cameras.width, height / cameras.height
-    resized = dataclasses.replace(cameras, fx=cameras.fx * sx, cx=cameras.cx * sx,
-                                  fy=cameras.fy * sy, cy=cameras.cy * sy,
-                                  width=width, height=height)
-    return Views(resized, resize_rgba(views.images, width, height), list(views.names))
 
 
 def read_mesh(path: str | Path):

@@ -20,7 +20,12 @@ from diffrec.camera import capture_cameras
 from diffrec.errors import UserError
 from diffrec.io import read_image
 from diffrec.pipeline.colmap_capture import read_any_capture
-from diffrec.pipeline.views import Views, premultiplied_to_straight, resize_rgba
+from diffrec.pipeline.views import (
+    Views,
+    longest_side_size,
+    premultiplied_to_straight,
+    resize_rgba,
+)
 from diffrec.protocol.captures import CaptureError
 
 log = logging.getLogger(__name__)
@@ -118,8 +123,7 @@ def _target_size(size: tuple[int, int], resolution) -> tuple[int, int]:
     if isinstance(resolution, int):
         if resolution < 1:
             raise UserError(f"resolution must be a positive number of pixels, got {resolution}")
-        scale = resolution / max(size)
-        return max(1, round(size[0] * scale)), max(1, round(size[1] * scale))
+        return longest_side_size(*size, resolution)
     width, height = (int(v) for v in resolution)
     if width < 1 or height < 1:
         raise UserError(f"resolution must be positive (width, height), got {resolution}")

@@ -33,7 +33,7 @@ from diffrec.neural.material import NeuralMaterial
 from diffrec.pipeline.bake import bake_textures
 from diffrec.pipeline.frustum import check_views_see_box
 from diffrec.pipeline.geometry_models import ExplicitGeometry, IsosurfaceGeometry
-from diffrec.pipeline.inputs import Inputs, at_longest_side
+from diffrec.pipeline.inputs import Inputs
 from diffrec.pipeline.reporter import Reporter
 from diffrec.pipeline.sampler import ViewSampler
 from diffrec.pipeline.trainer import (
@@ -44,7 +44,7 @@ from diffrec.pipeline.trainer import (
     light_rotation,
 )
 from diffrec.pipeline.unwrap import with_uvs
-from diffrec.pipeline.views import Views
+from diffrec.pipeline.views import Views, at_longest_side
 from diffrec.protocol.settings import Settings
 from diffrec.render.material import NeuralSurface, TextureMaterial
 from diffrec.render.metrics import psnr, ssim
@@ -161,15 +161,15 @@ def _run_pass(ctx, run: Pass, train: Views, settings: Settings, reporter: Report
     return trainer
 
 
-def _surface_pass(ctx, settings: Settings, inputs: Inputs, light, reporter: Reporter
+def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Reporter
                   ) -> tuple[Mesh, TextureMaterial, PassTrainer, str]:
     """Pass 1 of reconstruct; returns the mesh with UVs and its baked TextureMaterial for
     pass 2, the pass's trainer and the name of the surface model that ran
     (``DMTetGeometry`` or ``FlexiCubesGeometry``)."""
     half = settings.mesh_scale / 2
     center = torch.tensor(settings.center)
-    check_views_see_box(inputs.train.cameras, (center - half).tolist(), (center + half).tolist(),
-                        inputs.train.names)
+    check_views_see_box(train.cameras, (center - half).tolist(), (center + half).tolist(),
+                        train.names)
     device = ctx.device
     geometry = IsosurfaceGeometry(settings.geometry, settings.dmtet_grid, settings.mesh_scale,
                                   settings.center, device, settings.sdf_regularizer, settings.seed)
@@ -182,7 +182,7 @@ def _surface_pass(ctx, settings: Settings, inputs: Inputs, light, reporter: Repo
                            grid=HashGridConfig(log2_hashmap_size=settings.hash_table_log2))
     first = Pass("pass1", 0, settings.iterations, settings.learning_rate[0], 0, geometry,
                  NeuralSurface(field), light, settings.light != "fixed")
-    trainer = _run_pass(ctx, first, inputs.train, settings, reporter)
+    trainer = _run_pass(ctx, first, train, settings, reporter)
 
     with torch.no_grad():
         mesh = geometry.mesh()
@@ -273,7 +273,7 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     surface_model = None
     if settings.mode == "reconstruct":
         mesh, material, first, surface_model = _surface_pass(
-            ctx, settings, Inputs(train, test, inputs.base_mesh, inputs.envmap), light, reporter)
+            ctx, settings, train, light, reporter)
         trainers.append(first)
         trainable, learning_rate = True, settings.learning_rate[1]
         warmup = settings.warmup_iterations

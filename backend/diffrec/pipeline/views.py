@@ -11,6 +11,7 @@ arrays a job carries), ``diffrec.pipeline.loading.load_dataset`` (capture folder
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -134,6 +135,28 @@ def resize_rgba(images: torch.Tensor, width: int, height: int) -> torch.Tensor:
 
 _IMAGE_DTYPES = ("float32", "float16", "uint8")
 _CAMERA_DTYPES = ("float32", "float64")
+
+
+def longest_side_size(width: int, height: int, longest_side: int) -> tuple[int, int]:
+    """``(width, height)`` scaled so that the longer side is ``longest_side`` pixels (aspect
+    kept, the other side rounded, at least 1)."""
+    scale = longest_side / max(width, height)
+    return max(1, round(width * scale)), max(1, round(height * scale))
+
+
+def at_longest_side(views: Views, longest_side: int) -> Views:
+    """``views`` resized so that their longer side is ``longest_side`` pixels
+    (``longest_side_size``, ``resize_rgba``'s filter), intrinsics scaled to match; the same
+    views when they already are that size."""
+    cameras = views.cameras
+    width, height = longest_side_size(cameras.width, cameras.height, longest_side)
+    if (width, height) == (cameras.width, cameras.height):
+        return views
+    sx, sy = width / cameras.width, height / cameras.height
+    resized = dataclasses.replace(cameras, fx=cameras.fx * sx, cx=cameras.cx * sx,
+                                  fy=cameras.fy * sy, cy=cameras.cy * sy,
+                                  width=width, height=height)
+    return Views(resized, resize_rgba(views.images, width, height), list(views.names))
 
 
 def from_arrays(
