@@ -16,7 +16,7 @@ from running import optimize_into
 from diffrec import raster
 from diffrec.camera import orbit_cameras
 from diffrec.commands.optimize import TerminalReporter
-from diffrec.errors import Cancelled
+from diffrec.errors import Cancelled, UserError
 from diffrec.io import Asset, Material, read_gltf
 from diffrec.light.equirect import equirect_pixel_directions
 from diffrec.mesh.primitives import uv_sphere
@@ -175,3 +175,23 @@ def test_a_stopped_run_resumes_to_the_same_result(tmp_path):
     hashes = [{entry.name: entry.sha256 for entry in manifest} for manifest in (a, b)]
     assert hashes[0]["mesh.glb"] == hashes[1]["mesh.glb"], "the asset identical to the bit"
     assert resumed["psnr_mean"] == pytest.approx(straight["psnr_mean"], abs=1e-6)
+
+
+def test_a_diverging_loss_stops_the_run_with_a_clear_error(tmp_path, monkeypatch):
+    """The loss is read from the device only at report time (no wait inside an iteration), so a
+    loss that turns NaN mid-pass is caught at the pass's next report, not silently kept."""
+    from diffrec.pipeline import trainer
+
+    calls = []
+
+    def diverging(render, target, kind, mask=None):
+        calls.append(None)
+        loss = (render - target).abs().mean()
+        return loss * float("nan") if len(calls) >= 3 else loss
+
+    monkeypatch.setattr(trainer, "image_loss", diverging)
+    mesh = uv_sphere(16, 8)
+    inputs = Inputs(scene(mesh, 4, seed=3), scene(mesh, 1, seed=4), mesh, sky())
+    with pytest.raises(UserError, match=r"the loss became nan by iteration 5 of pass 'pass2'"):
+        optimize_into(config(tmp_path, mode="materials", iterations=5), inputs)
+    assert len(calls) == 5, "the run went on to the report, then stopped"

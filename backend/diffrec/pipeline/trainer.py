@@ -15,6 +15,7 @@ All randomness comes from generators saved in checkpoints, so a resumed pass is 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass
 
@@ -150,7 +151,8 @@ class PassTrainer:
         self.iteration = state["iteration"]
 
     def step(self) -> dict:
-        """One iteration; returns its losses and the batch PSNR."""
+        """One iteration; returns its losses and the batch PSNR as 0-d tensors on the device
+        (see ``_checked``)."""
         run, settings, device = self.run, self.settings, self.ctx.device
         cameras, targets = next(self.sampler)
         cameras, targets = cameras.to(device), targets.to(device)
@@ -173,9 +175,6 @@ class PassTrainer:
         visibility = settings.visibility * out.buffers["ks"][..., 0].mean()
         white = settings.white_balance * run.light.white_balance_loss() if run.learn_light else 0.0
         total = color + alpha + geometry + albedo + visibility + white
-        if not torch.isfinite(total):
-            raise UserError(f"the loss became {total.item()} at iteration {self.iteration} of "
-                            f"pass {run.name!r}; try a lower learning rate")
 
         self.optimizer.zero_grad(set_to_none=True)
         total.backward()
@@ -186,8 +185,19 @@ class PassTrainer:
                 run.material.clamp_()
             run.light.clamp_()
         self._last_views = (out.color[0].detach(), target[0].detach(), mesh, cameras[0:1])
-        losses = {"total": total.item(), "color": color.item(), "alpha": alpha.item()}
-        return {"losses": losses, "psnr": psnr(out.color.detach(), target).mean().item()}
+        return {"losses": {"total": total.detach(), "color": color.detach(),
+                           "alpha": alpha.detach()},
+                "psnr": psnr(out.color.detach(), target).mean()}
+
+    def _checked(self, stats: dict) -> dict:
+        """``stats`` of the latest ``step`` as Python floats, read from the device only here
+        (at report time: a read waits for the device, so ``step`` itself never does). Raises
+        UserError when the loss is not finite."""
+        losses = {name: float(value) for name, value in stats["losses"].items()}
+        if not math.isfinite(losses["total"]):
+            raise UserError(f"the loss became {losses['total']} by iteration {self.iteration} "
+                            f"of pass {self.run.name!r}; try a lower learning rate")
+        return {"losses": losses, "psnr": float(stats["psnr"])}
 
     def resume(self) -> None:
         """Continue from the reporter's checkpoint of this pass, when one was made with the
@@ -218,8 +228,9 @@ class PassTrainer:
                 raise Cancelled(f"stopped at iteration {self.iteration} of {self.run.name}")
             stats = self.step()
             self.iteration += 1
-            elapsed = time.monotonic() - started
             if self.iteration % settings.log_every == 0 or self.iteration == self.run.iterations:
+                stats = self._checked(stats)
+                elapsed = time.monotonic() - started  # now that the device has caught up
                 remaining = self.run.iterations - self.iteration
                 eta = elapsed / (self.iteration - first) * remaining
                 self._report(stats, elapsed, eta)
