@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Time diffrec's two passes on one config: milliseconds per iteration of pass 1 (the surface)
+and pass 2 (mesh + textures), peak memory, whole-run wall time and held-out PSNR.
+
+Runs ``diffrec optimize``'s own path (the config read as ``--config`` reads it, targets made or
+loaded by ``load_inputs``) with the iterations per pass and the engines given, and prints one
+markdown row; ``--json`` appends the figures as one JSON line. Time per iteration is measured
+between progress reports after the first one, so start-up work (kernel compilation, caches)
+is left out; reports read the loss from the device, so each one waits for the work before it.
+
+    scripts/bench_passes.py CONFIG [--iterations 100] [--engine fast|torch] [--device cuda]
+                            [--out DIR] [--json FILE] [--profile FILE]
+
+``--engine fast`` asks for nvdiffrast and tiny-cuda-nn (an error names what is missing);
+``torch`` for the pure-torch engines. ``--profile FILE`` writes the torch profiler's table of
+the costliest operations over a tenth of each pass, from its middle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from diffrec import raster
+from diffrec.commands.optimize import TerminalReporter
+from diffrec.engines import NEURAL, RASTER
+from diffrec.pipeline.config import build_config, read_config_reading
+from diffrec.pipeline.inputs import load_inputs
+from diffrec.pipeline.outputs import write_result
+from diffrec.pipeline.reporter import Progress
+from diffrec.pipeline.run import optimize, resolve_device
+
+ENGINES = {"fast": {RASTER: RASTER.accelerated, NEURAL: NEURAL.accelerated},
+           "torch": {RASTER: "torch", NEURAL: "torch"}}
+
+
+class TimingReporter(TerminalReporter):
+    """Keeps each progress report's (iteration, elapsed seconds) per pass. With ``profile``
+    (a path), the torch profiler records each pass from its first report past the middle to
+    the next one and appends the costliest operations to that file."""
+
+    def __init__(self, out_dir: str, profile: Path | None = None):
+        super().__init__(out_dir, stream=None)
+        self.reports: dict[str, list[tuple[int, float]]] = {}
+        self.profile = profile
+        self._profiler = None
+        self._profiled: set[str] = set()
+
+    def progress(self, progress: Progress) -> None:
+        self.reports.setdefault(progress.pass_name, []).append(
+            (progress.iteration, progress.elapsed_s))
+        if self.profile is None:
+            return
+        if self._profiler is not None:
+            self._write_profile(progress)
+        elif (progress.pass_name not in self._profiled and progress.iteration < progress.iterations
+              and 2 * progress.iteration >= progress.iterations):
+            self._profiled.add(progress.pass_name)
+            self._profiler = _profiler()
+            self._profiler.start()
+            self._since = progress.iteration
+
+    def _write_profile(self, progress: Progress) -> None:
+        self._profiler.stop()
+        sort_key = "cuda_time_total" if torch.cuda.is_available() else "cpu_time_total"
+        table = self._profiler.key_averages().table(sort_by=sort_key, row_limit=30)
+        with self.profile.open("a") as out:
+            out.write(f"## {progress.pass_name}: iterations {self._since} to "
+                      f"{progress.iteration}\n\n{table}\n\n")
+        self._profiler = None
+
+    def ms_per_iteration(self, pass_name: str) -> float | None:
+        """Mean milliseconds per iteration after the pass's first report (None: too few)."""
+        reports = self.reports.get(pass_name, [])
+        if len(reports) < 2:
+            return None
+        (first, t0), (last, t1) = reports[0], reports[-1]
+        return 1000.0 * (t1 - t0) / (last - first)
+
+
+def _profiler():
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        activities.append(ProfilerActivity.CUDA)
+    return profile(activities=activities)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("config", help="a diffrec or reference-system (nvdiffrec) config file")
+    parser.add_argument("--iterations", type=int, default=100, help="iterations per pass")
+    parser.add_argument("--engine", choices=sorted(ENGINES), default="fast")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--out", default="out/bench_passes",
+                        help="the run's output folder (emptied first: no resuming)")
+    parser.add_argument("--json", type=Path, help="append the figures as a JSON line here")
+    parser.add_argument("--profile", type=Path, help="write the profiler's tables here")
+    args = parser.parse_args(argv)
+    if args.iterations < 20:
+        parser.error("--iterations must be at least 20 (reports every tenth of a pass)")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    for family, engine in ENGINES[args.engine].items():
+        os.environ[family.env_var] = engine
+    reading = read_config_reading(args.config)
+    config = build_config({**reading.settings, "log_every": args.iterations // 10},
+                          {"iterations": args.iterations, "device": args.device,
+                           "out_dir": args.out})
+    shutil.rmtree(config.out_dir, ignore_errors=True)  # a checkpoint there would be resumed
+    device = resolve_device(config.device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    reporter = TimingReporter(config.out_dir, args.profile)
+
+    started = time.monotonic()
+    inputs = load_inputs(config, raster.RasterContext(device))
+    result = optimize(config.settings, inputs, reporter, device=config.device)
+    write_result(Path(config.out_dir), result, export_obj=False)
+    wall = time.monotonic() - started
+
+    metrics = result.metrics
+    figures = {
+        "engine": args.engine, "raster": metrics["engine"], "neural": NEURAL.resolve(device),
+        "device": (torch.cuda.get_device_name(device) if device.type == "cuda"
+                   else f"{platform.machine()} CPU, {torch.get_num_threads()} threads"),
+        "torch": torch.__version__, "config": str(args.config), "iterations": args.iterations,
+        "batch": config.settings.batch, "train_res": config.settings.train_res,
+        "pass1_ms": reporter.ms_per_iteration("pass1"),
+        "pass2_ms": reporter.ms_per_iteration("pass2"),
+        "peak_memory_mb": metrics["peak_memory_mb"], "wall_s": wall,
+        "time_s": metrics["time_s"], "psnr": metrics["psnr_mean"],
+    }
+    print("| engine | device | pass 1 ms/it | pass 2 ms/it | peak MiB | wall s | PSNR dB |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print(f"| diffrec {args.engine} ({figures['raster']} + {figures['neural']}) | "
+          f"{figures['device']} | {_number(figures['pass1_ms'])} | "
+          f"{_number(figures['pass2_ms'])} | {_number(figures['peak_memory_mb'])} | "
+          f"{wall:.1f} | {_number(figures['psnr'], 2)} |")
+    if args.json:
+        with args.json.open("a") as out:
+            out.write(json.dumps(figures) + "\n")
+    return 0
+
+
+def _number(value, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
