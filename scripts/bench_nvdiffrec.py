@@ -10,7 +10,9 @@ its users need with today's packages, each checked to apply:
 - ``RasterizeCudaContext`` instead of ``RasterizeGLContext`` (no OpenGL on a headless box);
 - ``torch.cross(a, b, dim=-1)`` (the dim-less form is deprecated and guesses the dimension);
 - ``int`` for the ``np.int`` alias that NumPy 1.24 removed;
-- ``.hdr`` / ``.exr`` read with OpenCV (imageio needs a FreeImage download for them).
+- ``.hdr`` / ``.exr`` read with OpenCV (imageio needs a FreeImage download for them);
+- its CUDA plugin taken from ``cpp_extension.load``'s return value (torch 2.11 no longer
+  makes it importable by name).
 
 The tetrahedral grid nvdiffrec loads (``data/tets/<N>_tets.npz``) is written from diffrec's
 own grid generator, so both systems start from the same grid; its BRDF table
@@ -85,6 +87,11 @@ def prepare(source: Path, work: Path, grid: int) -> None:
         if "torch.cross(" in path.read_text():
             replace(path, r"torch\.cross\(([^()]*)\)", r"torch.cross(\1, dim=-1)", regex=True)
     replace(work / "render" / "material.py", ".astype(np.int)", ".astype(int)")
+    ops = work / "render" / "renderutils" / "ops.py"
+    replace(ops, "    torch.utils.cpp_extension.load(name='renderutils_plugin'",
+            "    plugin = torch.utils.cpp_extension.load(name='renderutils_plugin'")
+    replace(ops, "    import renderutils_plugin\n    _cached_plugin = renderutils_plugin",
+            "    _cached_plugin = plugin")
     replace(work / "render" / "util.py",
             "def load_image_raw(fn) -> np.ndarray:\n    return imageio.imread(fn)", HDR_READER)
     vertices, tets, _ = generate_bcc_grid(grid)

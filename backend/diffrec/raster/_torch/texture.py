@@ -10,7 +10,8 @@ coordinates at level 0 (``uv_da`` = (du/dX, du/dY, dv/dX, dv/dY) scaled by (w, w
 cube maps the derivatives of the face coordinates s, t obtained from the direction
 derivatives, scaled by the face size), the level is ``log2`` of the footprint's major axis,
 the largest singular value of ``J``, plus ``mip_level_bias``, clamped to [0, max level].
-"linear-mipmap-nearest" rounds it to the nearest level (half to even); "linear-mipmap-linear"
+"linear-mipmap-nearest" takes level ``floor(level)`` (nvdiffrast rounds down; measured against it
+on an H100); "linear-mipmap-linear"
 blends levels ``floor(level)`` and the next one by the fractional part, which is what carries
 gradients to ``uv_da`` and ``mip_level_bias``. Degenerate footprints (zero derivatives) give
 level 0 with zero gradient.
@@ -152,7 +153,7 @@ def texture(tex, uv, uv_da=None, mip_level_bias=None, mip=None, filter_mode="aut
         max_level = len(levels) - 1
         flevel = _mip_level(st_da, mip_level_bias, tex.shape[-3], tex.shape[-2], max_level)
         if mode == "linear-mipmap-nearest":
-            level = torch.round(flevel.detach()).to(torch.int64)
+            level = torch.floor(flevel.detach()).to(torch.int64)
             out = fetch(atlas, st, boundary_mode, level[:, None], face)[:, 0]
         else:
             level0 = torch.floor(flevel.detach())
