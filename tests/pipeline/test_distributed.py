@@ -93,15 +93,9 @@ def _one_step(world, settings, train, mesh, sky, out):
         torch.save({"grads": [p.grad for p in parameters], "stats": stats}, out)
 
 
-def test_two_ranks_take_the_gradient_of_the_whole_batch(tmp_path):
-    settings = Settings(mode="refine", preset="preview", batch=4, texture_res=16, light_res=32,
-                        light="learn-from-envmap", init_textures="random")
-    cameras = ring_cameras(6, 24, 24)
-    train, mesh = Views(cameras, render(cameras)), ball_asset().mesh
-    args = (settings, train, mesh, sky())
-    _one_step(distributed.SINGLE, *args, tmp_path / "one.pt")
-    distributed.spawn(_one_step, 2, "cpu", (*args, tmp_path / "two.pt"), timeout_s=60)
-    one, two = torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "two.pt")
+def test_two_ranks_take_the_gradient_of_the_whole_batch(runs):
+    runs, _ = runs
+    one, two = torch.load(runs / "step_one.pt"), torch.load(runs / "step_two.pt")
     assert len(one["grads"]) == len(two["grads"]) == 5  # positions, kd, ks, normal, light
     for a, b in zip(one["grads"], two["grads"], strict=True):
         scale = a.abs().max().item()
@@ -112,12 +106,11 @@ def test_two_ranks_take_the_gradient_of_the_whole_batch(tmp_path):
         assert two["stats"]["losses"][name] == pytest.approx(value, rel=1e-6), name
 
 
-def _config(folder, out: str):
-    """A materials job on the stand-in ball: 7 views of 24 pixels (one held out), a batch of
-    4, every kind of trained value (textures from random, the light from the HDRI)."""
+def _config(folder, views: Views, out: str):
+    """A materials job on the stand-in ball seen in ``views`` (one held out), a batch of 4,
+    every kind of trained value (textures from random, the light from the HDRI)."""
     ball, hdri = write_mesh_and_sky(folder)
-    cameras = ring_cameras(7, 24, 24)
-    write_nerf_folder(folder / "capture", cameras, render(cameras))
+    write_nerf_folder(folder / "capture", views.cameras, views.images)
     return build_config({
         "mode": "materials", "preset": "preview", "device": "cpu", "out_dir": str(folder / out),
         "dataset": str(folder / "capture"), "base_mesh": str(ball), "envmap": str(hdri),
@@ -126,21 +119,31 @@ def _config(folder, out: str):
         "light": "learn-from-envmap", "init_textures": "random"})
 
 
-def _rank_into_own_folder(world, config):
-    """What ``diffrec optimize --ranks 2`` runs in each rank, with a folder per rank."""
+def _both(world, step_arguments, step_out, config):
+    """``_one_step``, then what ``diffrec optimize --ranks 2`` runs in each rank, with an
+    ``out_dir`` per rank (one spawn for both: starting ranks is most of the time here)."""
+    _one_step(world, *step_arguments, step_out)
     optimize_rank(world, dataclasses.replace(config, out_dir=f"{config.out_dir}{world.rank}"),
                   quiet=True)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """A single-process run into ``one/`` and a 2-rank run into ``two0/`` and ``two1/``; the
-    folder and the settings."""
+    """In one process and over 2 ranks: ``_one_step`` into ``step_one.pt`` and
+    ``step_two.pt``, the job of ``_config`` into ``one/`` and ``two0/``, ``two1/``; returns
+    the folder and the job's settings."""
     folder = tmp_path_factory.mktemp("ranks")
-    config = _config(folder, "one")
+    cameras = ring_cameras(7, 24, 24)  # 24 pixels
+    views = Views(cameras, render(cameras))
+    config = _config(folder, views, "one")
+    step_arguments = (Settings(mode="refine", preset="preview", batch=4, texture_res=16,
+                               light_res=32, light="learn-from-envmap", init_textures="random"),
+                      views, ball_asset().mesh, sky())
+    _one_step(distributed.SINGLE, *step_arguments, folder / "step_one.pt")
     optimize_rank(distributed.SINGLE, config, quiet=True)
-    distributed.spawn(_rank_into_own_folder, 2, "cpu",
-                      (dataclasses.replace(config, out_dir=str(folder / "two")),), timeout_s=120)
+    two = dataclasses.replace(config, out_dir=str(folder / "two"))
+    distributed.spawn(_both, 2, "cpu", (step_arguments, folder / "step_two.pt", two),
+                      timeout_s=120)
     return folder, config.settings
 
 
