@@ -233,12 +233,15 @@ def optimize_rank(world, config: RunConfig, quiet: bool = False) -> None:
     """One rank's part of ``diffrec optimize`` (``world``: a ``distributed.World``; the whole
     run for ``distributed.SINGLE``): load the inputs, train on ``config.device`` (a rank of
     several: its own device), and on rank 0 alone report to the terminal, keep previews
-    and checkpoints in ``out_dir``, write the result there and print its summary."""
+    and checkpoints in ``out_dir``, write the result there and print its summary (the other
+    ranks log errors only)."""
     from diffrec import raster
     from diffrec.pipeline.inputs import load_inputs
     from diffrec.pipeline.outputs import write_result
     from diffrec.pipeline.run import optimize, resolve_device
 
+    if not world.is_main:
+        logging.getLogger("diffrec").setLevel(logging.ERROR)
     device = config.device if world.size == 1 else str(world.device)
     inputs = load_inputs(config, raster.RasterContext(resolve_device(device)))
     reporter = TerminalReporter(config.out_dir, config.settings.preview_res,
