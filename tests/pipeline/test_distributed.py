@@ -5,6 +5,7 @@ batch and seed ends (up to the order of floating-point sums), and only rank 0 ma
 """
 
 import dataclasses
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -21,13 +22,14 @@ from view_helpers import toy_views
 
 from diffrec import raster
 from diffrec.commands.optimize import optimize_rank, ranks_asked
-from diffrec.errors import UserError
+from diffrec.errors import Cancelled, UserError
 from diffrec.pipeline import distributed
 from diffrec.pipeline.checkpoints import CheckpointStore
 from diffrec.pipeline.config import build_config
 from diffrec.pipeline.geometry_models import ExplicitGeometry
+from diffrec.pipeline.inputs import load_inputs
 from diffrec.pipeline.reporter import Reporter
-from diffrec.pipeline.run import initial_textures, make_light
+from diffrec.pipeline.run import initial_textures, make_light, optimize
 from diffrec.pipeline.sampler import ViewSampler
 from diffrec.pipeline.trainer import Pass, PassTrainer
 from diffrec.pipeline.views import Views
@@ -121,19 +123,40 @@ def _config(folder, views: Views, out: str):
         "light": "learn-from-envmap", "init_textures": "random"})
 
 
-def _both(world, step_arguments, step_out, config):
-    """``_one_step``, then what ``diffrec optimize --ranks 2`` runs in each rank, with an
-    ``out_dir`` per rank (one spawn for both: starting ranks is most of the time here)."""
+class _StopsAtIterationThree(Reporter):
+    def __init__(self):
+        super().__init__()
+        self.polls = 0
+
+    def should_stop(self):
+        self.polls += 1  # once an iteration (the ball's own UVs: no unwrapping to poll)
+        return self.polls > 3
+
+
+def _stopped(world, config):
+    """The job again, rank 0's reporter asking to stop at iteration 3; each rank writes what
+    it raised into ``stopped<rank>.txt`` beside ``out_dir``."""
+    inputs = load_inputs(config, raster.RasterContext("cpu", impl="torch"))
+    try:
+        optimize(config.settings, inputs, _StopsAtIterationThree(), device="cpu", world=world)
+    except Cancelled as stopped:
+        (Path(config.out_dir).parent / f"stopped{world.rank}.txt").write_text(str(stopped))
+
+
+def _all(world, step_arguments, step_out, config):
+    """``_one_step``, what ``diffrec optimize --ranks 2`` runs in each rank (an ``out_dir``
+    per rank), then ``_stopped``: one spawn for all, starting ranks takes most of the time."""
     _one_step(world, *step_arguments, step_out)
     optimize_rank(world, dataclasses.replace(config, out_dir=f"{config.out_dir}{world.rank}"),
                   quiet=True)
+    _stopped(world, config)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """In one process and over 2 ranks: ``_one_step`` into ``step_one.pt`` and
-    ``step_two.pt``, the job of ``_config`` into ``one/`` and ``two0/``, ``two1/``; returns
-    the folder and the job's settings."""
+    ``step_two.pt``, the job of ``_config`` into ``one/`` and ``two0/``, ``two1/``; over 2
+    ranks ``_stopped``; returns the folder and the job's settings."""
     folder = tmp_path_factory.mktemp("ranks")
     cameras = ring_cameras(7, 24, 24)  # 24 pixels
     views = Views(cameras, render(cameras))
@@ -144,7 +167,7 @@ def runs(tmp_path_factory):
     _one_step(distributed.SINGLE, *step_arguments, folder / "step_one.pt")
     optimize_rank(distributed.SINGLE, config, quiet=True)
     two = dataclasses.replace(config, out_dir=str(folder / "two"))
-    distributed.spawn(_both, 2, "cpu", (step_arguments, folder / "step_two.pt", two),
+    distributed.spawn(_all, 2, "cpu", (step_arguments, folder / "step_two.pt", two),
                       timeout_s=120)
     return folder, config.settings
 
@@ -165,6 +188,12 @@ def test_two_ranks_end_where_one_process_ends(runs):
         assert (difference > CLOSE).float().mean() <= 0.01, name
     start = initial_textures(settings, "cpu").kd.data
     assert (trained["kd"] - start).abs().max() > 100 * TOLERANCE, "the textures trained"
+
+
+def test_a_stop_asked_of_rank_zero_stops_every_rank_at_the_same_iteration(runs):
+    runs, _ = runs
+    for rank in (0, 1):
+        assert (runs / f"stopped{rank}.txt").read_text() == "stopped at iteration 3 of pass2"
 
 
 def test_only_rank_zero_writes(runs):
