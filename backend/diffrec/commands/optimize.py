@@ -1,9 +1,15 @@
-"""``diffrec optimize``: run the reconstruction pipeline from a config file and flags."""
+"""``diffrec optimize``: run the reconstruction pipeline from a config file and flags.
+
+One process by default; ``--gpus N`` trains one job on N GPUs of this machine (one process
+each, data-parallel, ``pipeline.distributed``), ``--ranks N --device cpu`` the same in N CPU
+processes (gloo), and under ``torchrun`` each process it starts is one rank of the job.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -56,6 +62,16 @@ def add_arguments(parser) -> None:
                         help="write previews/PASS_ITERATION.png (render | target) every N "
                              "iterations")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
+    parallel = parser.add_mutually_exclusive_group()
+    parallel.add_argument("--gpus", type=int, metavar="N",
+                          help="train this job on N GPUs of this machine (cuda:0 .. cuda:N-1), "
+                               "one process each (NCCL): each renders batch / N views of every "
+                               "batch (--batch stays the whole batch, a multiple of N); same "
+                               "results as one process up to rounding. Under torchrun leave "
+                               "it out: each process torchrun starts is one rank")
+    parallel.add_argument("--ranks", type=int, metavar="N",
+                          help="the same data-parallel run in N processes on the CPU (gloo); "
+                               "needs --device cpu (to check a multi-GPU setup without GPUs)")
     parser.add_argument("--check", action="store_true",
                         help="print how each key of --config was understood and the settings "
                              "that would run, then exit without running")
@@ -155,13 +171,100 @@ def memory_line(config: RunConfig) -> str:
     return f"memory: fits this machine (device {config.device}, {memory / GIB:.1f} GiB)"
 
 
-def run(args) -> int:
-    # torch-heavy modules are imported only when a run starts
+def ranks_asked(args, config: RunConfig) -> tuple[int, str]:
+    """``(ranks, device type)`` that ``--gpus N`` ("cuda") or ``--ranks N`` ("cpu") ask for,
+    ``(1, "")`` for neither; refuses (UserError) what cannot run here: fewer CUDA devices than
+    ``--gpus``, ``--ranks`` without ``--device cpu``, a batch that does not split evenly."""
+    from diffrec.pipeline.sampler import rank_share
+
+    if args.gpus is not None:
+        count = _at_least_one("--gpus", args.gpus)
+        if config.device not in ("auto", "cuda"):
+            raise UserError(f"--gpus trains on cuda:0 .. cuda:{count - 1}, one per process: "
+                            f"leave out --device {config.device}")
+        import torch
+
+        seen = torch.cuda.device_count()
+        if seen < count:
+            raise UserError(f"--gpus {count} needs {count} CUDA devices and torch sees {seen} "
+                            f"here; to try a data-parallel run on the CPU, give --ranks {count} "
+                            "--device cpu")
+        kind = "cuda"
+    elif args.ranks is not None:
+        count = _at_least_one("--ranks", args.ranks)
+        if config.device != "cpu":
+            raise UserError("--ranks trains in processes on the CPU (gloo): give --device cpu "
+                            "too, or --gpus N to train on GPUs")
+        kind = "cpu"
+    else:
+        return 1, ""
+    rank_share(config.settings.batch, count)
+    return count, kind
+
+
+def _at_least_one(flag: str, count: int) -> int:
+    if count < 1:
+        raise UserError(f"{flag} must be at least 1, got {count}")
+    return count
+
+
+def launched_world(args, config: RunConfig):
+    """This process's ``distributed.World`` when a launcher (``torchrun``) started it as one
+    of several ranks (``WORLD_SIZE`` > 1), joined (NCCL on ``cuda:LOCAL_RANK``, or gloo with
+    ``--device cpu``); None otherwise."""
+    size = int(os.environ.get("WORLD_SIZE", "1"))
+    if size == 1:
+        return None
+    if args.gpus is not None or args.ranks is not None:
+        raise UserError(f"started by a launcher as one of {size} ranks (WORLD_SIZE): the "
+                        "launcher starts the ranks, leave out --gpus / --ranks")
+    import torch
+
+    from diffrec.pipeline import distributed
+
+    kind = "cpu" if config.device == "cpu" else "cuda"
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise UserError(f"started as one of {size} ranks but torch sees no CUDA device here: "
+                        "give --device cpu to train the ranks on the CPU (gloo)")
+    return distributed.from_environment(kind)
+
+
+def optimize_rank(world, config: RunConfig, quiet: bool = False) -> None:
+    """One rank's part of ``diffrec optimize`` (``world``: a ``distributed.World``; the whole
+    run for ``distributed.SINGLE``): load the inputs, train on ``config.device`` (a rank of
+    several: its own device), and on rank 0 alone report to the terminal, keep previews
+    and checkpoints in ``out_dir``, write the result there and print its summary (the other
+    ranks log errors only)."""
     from diffrec import raster
     from diffrec.pipeline.inputs import load_inputs
     from diffrec.pipeline.outputs import write_result
     from diffrec.pipeline.run import optimize, resolve_device
 
+    if not world.is_main:
+        logging.getLogger("diffrec").setLevel(logging.ERROR)
+    device = config.device if world.size == 1 else str(world.device)
+    inputs = load_inputs(config, raster.RasterContext(resolve_device(device)))
+    reporter = TerminalReporter(config.out_dir, config.settings.preview_res,
+                                None if quiet else sys.stderr)
+    result = optimize(config.settings, inputs, reporter, device=device, world=world)
+    if result is None:
+        return
+    write_result(Path(config.out_dir), result, export_obj=config.settings.export_obj)
+    summary = {key: result.metrics[key] for key in ("psnr_mean", "ssim_mean", "time_s")}
+    print(json.dumps({"out_dir": config.out_dir, **summary}, indent=2))
+
+
+def _spawned_rank(world, config: RunConfig, quiet: bool) -> None:
+    """``optimize_rank`` in a process of its own: a UserError is printed as a sentence and
+    ends the process with status 2 (``run`` then names the rank)."""
+    try:
+        optimize_rank(world, config, quiet)
+    except UserError as error:
+        print(f"diffrec: error: rank {world.rank}: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def run(args) -> int:
     reading = read_config_reading(args.config) if args.config else Reading()
     flags = settings_flags(args, ("device", "out_dir", "dataset", "ref_mesh", "preview_every"))
     config = build_config(reading.settings, flags)
@@ -169,12 +272,26 @@ def run(args) -> int:
         print(check_report(args.config, reading, config))
         return 0
     check_bounds(config.settings, device_memory_bytes(config.device))
-    ctx = raster.RasterContext(resolve_device(config.device))
-    inputs = load_inputs(config, ctx)
-    reporter = TerminalReporter(config.out_dir, config.settings.preview_res,
-                                None if args.quiet else sys.stderr)
-    result = optimize(config.settings, inputs, reporter, device=config.device)
-    write_result(Path(config.out_dir), result, export_obj=config.settings.export_obj)
-    summary = {key: result.metrics[key] for key in ("psnr_mean", "ssim_mean", "time_s")}
-    print(json.dumps({"out_dir": config.out_dir, **summary}, indent=2))
+    # torch-heavy modules are imported only when a run starts
+    from diffrec.pipeline import distributed
+
+    world = launched_world(args, config)
+    if world is not None:
+        try:
+            optimize_rank(world, config, args.quiet)
+        finally:
+            distributed.teardown(world)
+        return 0
+    ranks, kind = ranks_asked(args, config)
+    if ranks == 1:
+        optimize_rank(distributed.SINGLE, config, args.quiet)
+        return 0
+    import torch.multiprocessing as mp
+
+    try:
+        distributed.spawn(_spawned_rank, ranks, kind, (config, args.quiet))
+    except mp.ProcessExitedException as error:
+        if error.exit_code == 2:
+            raise UserError(f"rank {error.error_index} stopped on the error above") from None
+        raise
     return 0

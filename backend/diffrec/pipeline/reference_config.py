@@ -126,9 +126,8 @@ def _save_interval(value, data) -> tuple[dict, str]:
 
 def _multi_gpu(value, data) -> tuple[dict, str]:
     if _bool(value, "multi_gpu"):
-        raise Refused("multi_gpu (training one job on several GPUs with apex) is not available: "
-                      "a job trains on one device; run several jobs on one server "
-                      "(diffrec serve) to use several GPUs")
+        raise Refused("multi_gpu (training one job on several GPUs with apex) is not read from "
+                      "a config: give diffrec optimize --gpus N, or start it under torchrun")
     return {}, "one device per job, as asked"
 
 

@@ -30,6 +30,7 @@ from diffrec.light.envmap import EnvironmentLight
 from diffrec.mesh import Mesh
 from diffrec.neural import HashGridConfig
 from diffrec.neural.material import NeuralMaterial
+from diffrec.pipeline import distributed
 from diffrec.pipeline.bake import bake_textures
 from diffrec.pipeline.frustum import check_views_see_box
 from diffrec.pipeline.geometry_models import ExplicitGeometry, IsosurfaceGeometry
@@ -151,18 +152,19 @@ def _resampled(channel: torch.Tensor, size: int, like: torch.Tensor) -> torch.Te
     return image[..., :channels].contiguous()
 
 
-def _run_pass(ctx, run: Pass, train: Views, settings: Settings, reporter: Reporter
-              ) -> PassTrainer:
+def _run_pass(ctx, run: Pass, train: Views, settings: Settings, reporter: Reporter,
+              world: distributed.World) -> PassTrainer:
     """Train ``run`` (from its checkpoint when there is one); returns the finished trainer."""
-    sampler = ViewSampler(train, settings.batch, seed=settings.seed + run.index)
-    trainer = PassTrainer(ctx, run, sampler, settings, reporter)
+    sampler = ViewSampler(train, settings.batch, seed=settings.seed + run.index,
+                          rank=world.rank, ranks=world.size)
+    trainer = PassTrainer(ctx, run, sampler, settings, reporter, world)
     trainer.resume()
     trainer.train()
     return trainer
 
 
-def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Reporter
-                  ) -> tuple[Mesh, TextureMaterial, PassTrainer, str]:
+def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Reporter,
+                  world: distributed.World) -> tuple[Mesh, TextureMaterial, PassTrainer, str]:
     """Pass 1 of reconstruct; returns the mesh with UVs and its baked TextureMaterial for
     pass 2, the pass's trainer and the name of the surface model that ran
     (``DMTetGeometry`` or ``FlexiCubesGeometry``)."""
@@ -182,13 +184,13 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
                            grid=HashGridConfig(log2_hashmap_size=settings.hash_table_log2))
     first = Pass("pass1", 0, settings.iterations, settings.learning_rate[0], 0, geometry,
                  NeuralSurface(field), light, settings.light != "fixed")
-    trainer = _run_pass(ctx, first, train, settings, reporter)
+    trainer = _run_pass(ctx, first, train, settings, reporter, world)
 
     with torch.no_grad():
         mesh = geometry.mesh()
     vertices, triangles = clean_mesh(mesh.positions.detach(), mesh.triangles)
-    mesh = with_uvs(Mesh(vertices, triangles), settings, reporter.should_stop)
-    _stop_if_asked(reporter, "after unwrapping the surface")
+    mesh = _unwrapped(Mesh(vertices, triangles), settings, reporter, world)
+    _stop_if_asked(reporter, world, "after unwrapping the surface")
     textures = bake_textures(ctx, mesh, field.evaluate, settings.texture_res)
     if len(ranges["kd"][0]) == 4:  # layers > 1: pass 2 learns alpha, starting opaque
         textures["kd"] = torch.cat([textures["kd"], torch.ones_like(textures["kd"][..., :1])], -1)
@@ -197,9 +199,19 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
     return mesh, material, trainer, type(geometry.surface).__name__
 
 
-def _stop_if_asked(reporter: Reporter, where: str) -> None:
-    """Between stages that do not poll ``should_stop`` themselves (each takes seconds at most)."""
-    if reporter.should_stop():
+def _unwrapped(mesh: Mesh, settings: Settings, reporter: Reporter, world: distributed.World
+               ) -> Mesh:
+    """``with_uvs(mesh)`` unwrapped by rank 0 and shared, so that every rank trains the same
+    atlas (a stop asked during unwrapping ends rank 0 alone; its launcher ends the rest)."""
+    device = mesh.positions.device
+    return world.from_main(
+        lambda: with_uvs(mesh, settings, reporter.should_stop).to("cpu")).to(device)
+
+
+def _stop_if_asked(reporter: Reporter, world: distributed.World, where: str) -> None:
+    """Between stages that do not poll ``should_stop`` themselves (each takes seconds at most);
+    rank 0's reporter decides for every rank."""
+    if world.main_says(reporter.should_stop()):
         raise Cancelled(f"stopped {where}")
 
 
@@ -248,7 +260,8 @@ def peak_memory_mb(device: torch.device) -> float | None:
 
 
 def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = None, *,
-             device: str = "auto") -> Result:
+             device: str = "auto", world: distributed.World = distributed.SINGLE
+             ) -> Result | None:
     """Run ``settings`` end to end on ``inputs`` (target views resized to ``train_res``) on
     the torch ``device`` ("auto": CUDA, else MPS, else CPU); ``reporter`` receives progress,
     previews and log lines and keeps the checkpoints (each pass resumes from its own when it
@@ -258,8 +271,13 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
 
     Raises ``diffrec.errors.Cancelled`` when ``reporter.should_stop()`` says so (checkpoints
     kept): every iteration and between the stages around the passes.
+
+    ``world``: this process's rank among several training one job together
+    (``pipeline.distributed``; ``device`` then this rank's own), each called with the same
+    settings and inputs: ``settings.batch`` is the whole batch, split over the ranks. Only
+    rank 0 uses ``reporter`` and validates; it returns the Result, the other ranks None.
     """
-    reporter = reporter or Reporter()
+    reporter = distributed.main_only(world, reporter or Reporter())
     torch_device = resolve_device(device)
     torch.manual_seed(settings.seed)
     ctx = raster.RasterContext(torch_device)
@@ -273,31 +291,35 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     surface_model = None
     if settings.mode == "reconstruct":
         mesh, material, first, surface_model = _surface_pass(
-            ctx, settings, train, light, reporter)
+            ctx, settings, train, light, reporter, world)
         trainers.append(first)
         trainable, learning_rate = True, settings.learning_rate[1]
         warmup = settings.warmup_iterations
     else:
         if inputs.base_mesh is None:
             raise UserError(f"mode {settings.mode!r} needs a starting mesh (base_mesh)")
-        mesh = with_uvs(inputs.base_mesh.to(torch_device), settings, reporter.should_stop)
+        mesh = _unwrapped(inputs.base_mesh.to(torch_device), settings, reporter, world)
         material = initial_textures(settings, torch_device, inputs.base_material)
         trainable, learning_rate, warmup = settings.mode == "refine", settings.learning_rate[1], 0
     geometry = ExplicitGeometry(mesh, trainable, settings.laplace,
                                 settings.laplace_scale).to(torch_device)
     second = Pass("pass2", 1, settings.iterations, learning_rate, warmup, geometry, material,
                   light, settings.light != "fixed" and not settings.lock_light)
-    trainers.append(_run_pass(ctx, second, train, settings, reporter))
+    trainers.append(_run_pass(ctx, second, train, settings, reporter, world))
 
     with torch.no_grad():
         final_mesh = geometry.mesh()
     metrics: dict = {"views": [], "psnr_mean": None, "ssim_mean": None}
     validation = None
     if settings.validation:
-        _stop_if_asked(reporter, "before validating")
-        metrics, renders, targets = validate(ctx, final_mesh, material, light, test, settings)
-        validation = Validation(renders, targets)
-    _stop_if_asked(reporter, "before writing the outputs")
+        _stop_if_asked(reporter, world, "before validating")
+        if world.is_main:
+            metrics, renders, targets = validate(ctx, final_mesh, material, light, test,
+                                                 settings)
+            validation = Validation(renders, targets)
+    _stop_if_asked(reporter, world, "before writing the outputs")
+    if not world.is_main:
+        return None
     metrics.update({"mode": settings.mode, "preset": settings.preset,
                     "device": str(torch_device), "engine": ctx.engine,
                     "surface_model": surface_model, "iterations": settings.iterations,

@@ -10,6 +10,11 @@ Losses (``x`` render, ``y`` target, both composited over the same background, se
 the colour loss on pixels the target covers, MSE on coverage, plus the geometry's regulariser,
 albedo smoothness (ramped in over 500 iterations), visibility on ks.r and light white balance.
 All randomness comes from generators saved in checkpoints, so a resumed pass is exact.
+
+Over several ranks (``pipeline.distributed``) each renders its share of the batch; the colour
+loss, a mean over the covered pixels of the whole batch, is weighted by the rank's part of
+them, and the other image terms are means over equal shares; the gradients are averaged
+before the step, so every rank steps as one process with the whole batch would.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import torch
 
 from diffrec.errors import Cancelled, UserError
 from diffrec.pipeline.checkpoints import settings_fingerprint
+from diffrec.pipeline.distributed import SINGLE, World
 from diffrec.pipeline.reporter import Preview, Progress, Reporter
 from diffrec.protocol.settings import Settings
 from diffrec.render.losses import image_loss
@@ -36,16 +42,21 @@ CHECKER_CELLS = 8  # squares along the longer image side of the "checker" backgr
 
 
 def background_for(kind: str, targets: torch.Tensor,
-                   generator: torch.Generator | None = None) -> torch.Tensor:
+                   generator: torch.Generator | None = None,
+                   part: tuple[slice, int] | None = None) -> torch.Tensor:
     """What targets ``[B, H, W, 4]`` (straight alpha) and renders are composited over,
     broadcastable to ``[B, H, W, 3]``: "random" one uniform colour per image from
     ``generator`` (black without one, as validation judges), "white", "black", "checker"
-    (grey squares of 0.25 and 0.75), "reference" the targets' own colour (photos as taken)."""
+    (grey squares of 0.25 and 0.75), "reference" the targets' own colour (photos as taken).
+    ``part``: (rows, batch size) when ``targets`` are those rows of a larger batch (a rank's
+    share): "random" draws the whole batch's colours and keeps the rows, so that the
+    generator moves, and each view gets its colour, as in one process."""
     batch, height, width = targets.shape[:3]
     if kind == "random":
         if generator is None:
             return targets.new_zeros(3)
-        return torch.rand(batch, 1, 1, 3, generator=generator).to(targets)
+        rows, drawn = part or (slice(None), batch)
+        return torch.rand(drawn, 1, 1, 3, generator=generator)[rows].to(targets)
     if kind in ("white", "black"):
         return targets.new_full((3,), 1.0 if kind == "white" else 0.0)
     if kind == "checker":
@@ -102,11 +113,17 @@ class PassTrainer:
     at the end, tagged with the settings' fingerprint; ``resume`` starts from one made with
     the same settings. ``history`` holds each progress report's loss and PSNR; ``elapsed_s``
     the seconds ``train`` took.
+
+    ``world``: this rank's ``pipeline.distributed.World`` (a single process by default), the
+    sampler giving this rank's share of each batch; every rank must run the same trainer.
+    Losses and PSNR reported are the whole batch's; stops, checkpoints and previews are
+    rank 0's (give the other ranks a silent reporter: ``distributed.main_only``).
     """
 
-    def __init__(self, ctx, run: Pass, sampler, settings: Settings, reporter: Reporter):
+    def __init__(self, ctx, run: Pass, sampler, settings: Settings, reporter: Reporter,
+                 world: World = SINGLE):
         self.ctx, self.run, self.sampler, self.settings = ctx, run, sampler, settings
-        self.reporter = reporter
+        self.reporter, self.world = reporter, world
         self.iteration = 0
         self.history: list[dict] = []
         self.elapsed_s = 0.0
@@ -156,7 +173,8 @@ class PassTrainer:
         run, settings, device = self.run, self.settings, self.ctx.device
         cameras, targets = next(self.sampler)
         cameras, targets = cameras.to(device), targets.to(device)
-        background = background_for(settings.background, targets, self.generator)
+        background = background_for(settings.background, targets, self.generator,
+                                    (self.sampler.rows, self.sampler.batch_size))
         target_alpha = targets[..., 3:4]
         target = composite(targets, background)
 
@@ -166,7 +184,9 @@ class PassTrainer:
                           layers=settings.layers, background=background, buffers=("ks",),
                           light_rotation=light_rotation(cameras, settings))
         progress = self.iteration / max(run.iterations - 1, 1)
-        color = image_loss(out.color, target, settings.loss, mask=(target_alpha > 0))
+        covered = target_alpha > 0
+        color = image_loss(out.color, target, settings.loss, mask=covered)
+        color = color * self.world.batch_weight(covered.sum())
         alpha = (out.alpha - target_alpha).square().mean()
         geometry = run.geometry.regularizer(progress)
         ramp = min(1.0, self.iteration / ALBEDO_RAMP_ITERATIONS)
@@ -178,6 +198,10 @@ class PassTrainer:
 
         self.optimizer.zero_grad(set_to_none=True)
         total.backward()
+        stats = torch.stack([total.detach(), color.detach(), alpha.detach(),
+                             psnr(out.color.detach(), target).mean()])
+        parameters = [p for group in self.optimizer.param_groups for p in group["params"]]
+        stats = self.world.average_gradients(parameters, stats)  # the whole batch's
         self.optimizer.step()
         self.scheduler.step()
         with torch.no_grad():
@@ -185,9 +209,8 @@ class PassTrainer:
                 run.material.clamp_()
             run.light.clamp_()
         self._last_views = (out.color[0].detach(), target[0].detach(), mesh, cameras[0:1])
-        return {"losses": {"total": total.detach(), "color": color.detach(),
-                           "alpha": alpha.detach()},
-                "psnr": psnr(out.color.detach(), target).mean()}
+        return {"losses": {"total": stats[0], "color": stats[1], "alpha": stats[2]},
+                "psnr": stats[3]}
 
     def _checked(self, stats: dict) -> dict:
         """``stats`` of the latest ``step`` as Python floats, read from the device only here
@@ -201,17 +224,22 @@ class PassTrainer:
 
     def resume(self) -> None:
         """Continue from the reporter's checkpoint of this pass, when one was made with the
-        same settings (else start afresh, with a warning)."""
-        state = self.reporter.load_checkpoint(self.run.name)
+        same settings (else start afresh, with a warning); every rank resumes from rank 0's."""
+        state = self.world.from_main(self._own_checkpoint)
         if state is None:
-            return
-        if state.get("settings") != self._fingerprint:
-            log.warning("ignoring the checkpoint of %s: it was made with other settings",
-                        self.run.name)
             return
         self.load_state_dict(state)
         self.reporter.log(f"resumed {self.run.name} from its checkpoint at iteration "
                           f"{self.iteration}", resumed_from=self.iteration)
+
+    def _own_checkpoint(self) -> dict | None:
+        """The reporter's checkpoint of this pass if it was made with these settings."""
+        state = self.reporter.load_checkpoint(self.run.name)
+        if state is not None and state.get("settings") != self._fingerprint:
+            log.warning("ignoring the checkpoint of %s: it was made with other settings",
+                        self.run.name)
+            return None
+        return state
 
     def save(self) -> None:
         """Hand the current state to the reporter as this pass's checkpoint."""
@@ -223,7 +251,7 @@ class PassTrainer:
         started, first = time.monotonic(), self.iteration
         settings, reporter = self.settings, self.reporter
         while self.iteration < self.run.iterations:
-            if reporter.should_stop():
+            if self.world.main_says(reporter.should_stop()):
                 self.save()
                 raise Cancelled(f"stopped at iteration {self.iteration} of {self.run.name}")
             stats = self.step()
@@ -234,7 +262,8 @@ class PassTrainer:
                 remaining = self.run.iterations - self.iteration
                 eta = elapsed / (self.iteration - first) * remaining
                 self._report(stats, elapsed, eta)
-            if settings.preview_every and self.iteration % settings.preview_every == 0:
+            if (settings.preview_every and self.iteration % settings.preview_every == 0
+                    and self.world.is_main):
                 reporter.preview(self._preview())
             if (settings.checkpoint_every and self.iteration % settings.checkpoint_every == 0
                     and self.iteration < self.run.iterations):
