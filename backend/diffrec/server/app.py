@@ -36,6 +36,7 @@ from diffrec.protocol.message import Message, decode, encode
 from diffrec.protocol.schema import REQUESTS
 
 from .blobs import BlobStore
+from .executor import executor_factory
 from .jobs import JobTable
 from .quotas import DEFAULT_QUOTAS, Quotas
 from .registry import runners
@@ -53,11 +54,13 @@ class Server:
 
     ``curve`` forces CURVE on a loopback bind (it is always on for any other address);
     ``retention_s`` is how long finished jobs are kept; ``quotas`` bound what each client key
-    may hold.
+    may hold; ``cluster``: the Ray cluster that runs the jobs (``executor.executor_factory``),
+    None to run them here on ``device``.
     """
 
     def __init__(self, bind: str, data_dir: Path, device: str = "cpu", *, curve: bool = False,
-                 retention_s: float = 7 * 86400.0, quotas: Quotas = DEFAULT_QUOTAS):
+                 retention_s: float = 7 * 86400.0, quotas: Quotas = DEFAULT_QUOTAS,
+                 cluster: str | None = None):
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.device = device
@@ -77,7 +80,8 @@ class Server:
             self.security = secure(self.context, self.socket, bind, self.data_dir, curve)
             self.socket.bind(bind)
             self.endpoint = self.socket.last_endpoint.decode()
-            self.jobs = JobTable(JobStore(self.data_dir), self.blobs, runners(device), device,
+            self.jobs = JobTable(JobStore(self.data_dir), self.blobs, runners(device),
+                                 executor_factory(device, cluster, self.data_dir),
                                  self._event, lambda job_id: self.subscribers.pop(job_id, None),
                                  retention_s=retention_s, quotas=quotas)
         except BaseException:
