@@ -1,0 +1,146 @@
+"""``diffrec serve --cluster``: the gateway runs its jobs on a Ray cluster started by the test
+(a head node without CPUs and two one-CPU worker nodes on this machine, sharing its disk).
+
+Two jobs run at once (one per node) with progress, previews, cancel and fetch; the gateway is
+killed mid-job and a new one re-attaches to the job still running on the cluster; a node is
+killed mid-job and its job resumes from its checkpoint on the other node, its results
+byte-identical to an uninterrupted run's. Each wait is bounded; the cluster is shut down
+after the module.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from server_helpers import ServerProcess, fit_spec, resume_after_kill, target_images
+
+ray = pytest.importorskip("ray")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from diffrec.server.cluster import actor_name, namespace  # noqa: E402
+
+WAIT_S = 90.0
+SPEC = fit_spec(iterations=6000, checkpoint_every=500, preview_every=1000)
+"""About 3 s of work on one CPU, checkpointed every 500 iterations."""
+FAST_FAILURE_DETECTION = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 200,
+                          "health_check_failure_threshold": 3}
+"""A lost node is noticed within about a second (Ray's default takes tens of seconds)."""
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """The Ray cluster (this process is a driver of it, to find and kill the jobs' actors)."""
+    cluster = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 0, "_system_config": FAST_FAILURE_DETECTION})
+    try:
+        for _ in range(2):
+            cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address)
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+@pytest.fixture
+def gateway(cluster, start_server):
+    """gateway(data_dir=None, port=None) → a `diffrec serve --cluster` child, killed after
+    the test."""
+    return lambda **where: start_server("--cluster", cluster.address, **where)
+
+
+def until(condition, what: str, timeout: float = WAIT_S):
+    """Poll ``condition()`` until it returns something true (returned); fail after
+    ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    pytest.fail(f"still waiting after {timeout} s for {what}")
+
+
+def iteration(client, job: str) -> int:
+    """The last iteration ``job`` reported (0 before its first progress event)."""
+    return (client.status(job)["progress"] or {}).get("iteration", 0)
+
+
+def actor_node(server: ServerProcess, job: str) -> str:
+    """The Ray node id of the actor running ``job``."""
+    actor = ray.get_actor(actor_name(job), namespace=namespace(server.data_dir))
+    return ray.get(actor.where.remote(), timeout=WAIT_S)[1]
+
+
+def test_two_jobs_run_at_once_with_progress_cancel_and_fetch(gateway, connect, tmp_path):
+    server = gateway()
+    client = connect(server)
+    images = target_images()
+    for job in ("first", "second"):
+        assert client.submit(job, SPEC, {"images": images})["state"] == "queued"
+    until(lambda: all(iteration(client, job) > 0 for job in ("first", "second")),
+          "both jobs to report progress at once")
+    assert actor_node(server, "first") != actor_node(server, "second")
+    assert client.cancel("second")["state"] in ("cancelling", "cancelled")
+
+    events = []
+    final = client.wait("first", on_event=events.append)
+    assert final["kind"] == "done", final.fields
+    progress = [e["iteration"] for e in events if e["kind"] == "progress"]
+    assert progress[-1] == SPEC["iterations"] and progress == sorted(progress)
+    assert any(e["kind"] == "preview" for e in events)
+    assert client.wait("second")["kind"] == "cancelled"
+    assert client.status("second")["results"] == []
+
+    paths = client.fetch("first", tmp_path / "out")
+    assert [p.name for p in paths] == ["texture.npy", "render.npy", "metrics.json",
+                                      "manifest.json"]
+    np.testing.assert_allclose(np.load(paths[0]), images.mean(0), atol=2e-3)
+    assert until(lambda: client.ping()["queued"] == 0, "an empty queue") is True
+
+
+def test_a_restarted_gateway_reattaches_to_the_running_job(gateway, connect):
+    server = gateway()
+    client = connect(server)
+    client.submit("long", SPEC, {"images": target_images()})
+    until(lambda: iteration(client, "long") > SPEC["checkpoint_every"], "a checkpoint")
+    node = actor_node(server, "long")
+
+    again, final, resumed = resume_after_kill(server, client, connect, "long")
+    assert final["kind"] == "done", final.fields
+    assert resumed == []  # the same actor went on: it never started again from a checkpoint
+    status = again.status("long")
+    assert status["progress"]["iteration"] == SPEC["iterations"]
+    assert node in {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+
+
+def test_a_job_on_a_lost_node_resumes_elsewhere_byte_identical(cluster, gateway, connect):
+    server = gateway()
+    client = connect(server)
+    images = target_images(seed=5)
+    for job in ("reference", "interrupted"):
+        client.submit(job, SPEC, {"images": images})
+    until(lambda: iteration(client, "interrupted") > SPEC["checkpoint_every"], "a checkpoint")
+    lost = actor_node(server, "interrupted")
+    victim = next(node for node in cluster.worker_nodes if node.node_id == lost)
+    try:
+        cluster.remove_node(victim, allow_graceful=False)
+        events = []
+        final = client.wait("interrupted", on_event=events.append)
+        assert final["kind"] == "done", final.fields
+        assert client.wait("reference")["kind"] == "done"
+    finally:
+        cluster.add_node(num_cpus=1)  # as the module's cluster was
+    resumed = [e["resumed_from"] for e in events if e["kind"] == "log" and "resumed_from" in e]
+    assert resumed and resumed[0] >= SPEC["checkpoint_every"]
+    assert client.status("interrupted")["attempts"] == 2
+
+    reference = {f["name"]: f for f in client.status("reference")["results"]}
+    interrupted = {f["name"]: f for f in client.status("interrupted")["results"]}
+    assert interrupted == reference
+    for name in ("texture.npy", "render.npy"):
+        assert (server.job_dir("interrupted") / "results" / name).read_bytes() == \
+            (server.job_dir("reference") / "results" / name).read_bytes()
