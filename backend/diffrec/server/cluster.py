@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError
+from ray.exceptions import RayActorError
 
 from . import job_process
 from .executor import Executor, Report, Ticket
@@ -230,11 +230,10 @@ class RayExecutor(Executor):
                 self._end(job, None)
 
     def _answer(self, job: _Job) -> None:
+        """Apply the answer of ``job``'s poll, which has arrived."""
         job_id = job.ticket.job_id
         try:
-            events, started, verdict = ray.get(job.polling, timeout=0)
-        except GetTimeoutError:
-            return
+            events, started, verdict = ray.get(job.polling)
         except RayActorError as exc:
             self._died(job, exc)
             return
