@@ -5,12 +5,18 @@ Two jobs run at once (one per node) with progress, previews, cancel and fetch; t
 killed mid-job and a new one re-attaches to the job still running on the cluster; a node is
 killed mid-job and its job resumes from its checkpoint on the other node, its results
 byte-identical to an uninterrupted run's. Each wait is bounded; the cluster is shut down
-after the module.
+after the module. First, without a cluster: the job actor's own contract, and a smoke run of
+scripts/bench_cluster.py (which starts clusters of its own).
 """
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,7 +25,11 @@ from server_helpers import ServerProcess, fit_spec, resume_after_kill, target_im
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from diffrec.server.cluster import actor_name, namespace  # noqa: E402
+from diffrec.server.cluster import JobActor, actor_name, namespace  # noqa: E402
+from diffrec.server.job_process import JobOrder  # noqa: E402
+from diffrec.server.texture_fit import TextureFitRunner  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
 
 WAIT_S = 90.0
 SPEC = fit_spec(iterations=6000, checkpoint_every=500, preview_every=1000)
@@ -73,6 +83,54 @@ def actor_node(server: ServerProcess, job: str) -> str:
     """The Ray node id of the actor running ``job``."""
     actor = ray.get_actor(actor_name(job), namespace=namespace(server.data_dir))
     return ray.get(actor.where.remote(), timeout=WAIT_S)[1]
+
+
+def test_an_actor_buffers_numbered_events_and_drops_those_polled(tmp_path):
+    actor = JobActor()
+    assert actor.poll(0) == ([], False, None)
+    for index in range(3):
+        actor._emit("log", {"message": str(index)})
+    events, started, verdict = actor.poll(1)
+    assert [(number, fields["message"]) for number, _, fields, _ in events] == [(1, "1"), (2, "2")]
+    assert actor.poll(3)[0] == [] and actor.poll(0)[0] == []  # gone once acknowledged
+    assert (started, verdict) == (False, None)
+
+
+def test_an_actor_runs_a_job_and_stops_when_asked(tmp_path):
+    work, results = tmp_path / "job" / "checkpoint", tmp_path / "job" / "results"
+    work.mkdir(parents=True)
+    results.mkdir()
+    order = JobOrder("unit", TextureFitRunner(), fit_spec(iterations=10**6), JobOrder.portable(
+        {"images": target_images()}), work, results, "cpu")
+    actor = JobActor()
+    runner = threading.Thread(target=actor.run, args=(order,))
+    runner.start()
+    until(lambda: actor.poll(0)[0], "a progress event", timeout=30)
+    actor.stop()
+    runner.join(30)
+    events, started, verdict = actor.poll(0)
+    assert started and verdict == ("stopped", "", [])
+    assert events[0][1] == "progress" and events[0][2]["iterations"] == 10**6
+
+
+def test_an_actor_that_does_not_see_the_data_directory_says_so(tmp_path):
+    missing = tmp_path / "elsewhere" / "jobs" / "unit"
+    order = JobOrder("unit", TextureFitRunner(), fit_spec(), {}, missing / "checkpoint",
+                     missing / "results", "cpu")
+    actor = JobActor()
+    actor.run(order)
+    outcome, message, results = actor.poll(0)[2]
+    assert outcome == "failed" and results == []
+    assert str(tmp_path / "elsewhere") in message and "same path on every node" in message
+
+
+def test_the_cluster_benchmark_runs_and_reports_a_table():
+    out = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "bench_cluster.py"), "--workers", "2",
+         "--jobs", "2", "--iterations", "20"], capture_output=True, text=True, timeout=WAIT_S * 2,
+        check=True).stdout
+    assert re.search(r"^\| local executor \| 1 \| [\d.]+ \| [\d,]+ \| [\d.]+ \|$", out, re.M), out
+    assert re.search(r"^\| Ray \| 2 \| [\d.]+ \| [\d,]+ \| [\d.]+ \|$", out, re.M), out
 
 
 def test_two_jobs_run_at_once_with_progress_cancel_and_fetch(gateway, connect, tmp_path):
@@ -144,3 +202,4 @@ def test_a_job_on_a_lost_node_resumes_elsewhere_byte_identical(cluster, gateway,
     for name in ("texture.npy", "render.npy"):
         assert (server.job_dir("interrupted") / "results" / name).read_bytes() == \
             (server.job_dir("reference") / "results" / name).read_bytes()
+
