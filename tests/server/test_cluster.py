@@ -11,6 +11,7 @@ scripts/bench_cluster.py (which starts clusters of its own).
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from server_helpers import ServerProcess, fit_spec, resume_after_kill, target_images
+from server_helpers import ServerProcess, fit_spec, target_images
 
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
@@ -83,6 +84,15 @@ def actor_node(server: ServerProcess, job: str) -> str:
     """The Ray node id of the actor running ``job``."""
     actor = ray.get_actor(actor_name(job), namespace=namespace(server.data_dir))
     return ray.get(actor.where.remote(), timeout=WAIT_S)[1]
+
+
+def alive(server: ServerProcess, job: str) -> bool:
+    """Whether ``job``'s actor is there."""
+    try:
+        ray.get_actor(actor_name(job), namespace=namespace(server.data_dir))
+        return True
+    except ValueError:
+        return False
 
 
 def test_an_actor_buffers_numbered_events_and_drops_those_polled(tmp_path):
@@ -163,16 +173,27 @@ def test_two_jobs_run_at_once_with_progress_cancel_and_fetch(gateway, connect, t
 def test_a_restarted_gateway_reattaches_to_the_running_job(gateway, connect):
     server = gateway()
     client = connect(server)
-    client.submit("long", SPEC, {"images": target_images()})
+    for job in ("long", "dropped"):
+        client.submit(job, SPEC, {"images": target_images()})
     until(lambda: iteration(client, "long") > SPEC["checkpoint_every"], "a checkpoint")
+    until(lambda: iteration(client, "dropped") > 0, "the other job to run")
     node = actor_node(server, "long")
 
-    again, final, resumed = resume_after_kill(server, client, connect, "long")
+    server.kill()  # the gateway goes; the jobs run on
+    client.close()
+    state = server.job_dir("dropped") / "state.json"  # cancelled as the gateway went
+    state.write_text(json.dumps({**json.loads(state.read_text()), "stop": "cancel"}))
+    server.start()
+    again = connect(server)
+    events = []
+    final = again.wait("long", on_event=events.append)
     assert final["kind"] == "done", final.fields
-    assert resumed == []  # the same actor went on: it never started again from a checkpoint
-    status = again.status("long")
-    assert status["progress"]["iteration"] == SPEC["iterations"]
+    assert not [e for e in events if "resumed_from" in e]  # the same actor went on
+    assert again.status("long")["progress"]["iteration"] == SPEC["iterations"]
     assert node in {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+    assert again.status("dropped")["state"] == "cancelled"
+    until(lambda: not alive(server, "dropped"), "its actor to be killed, not left holding "
+                                                "its CPU", timeout=10)
 
 
 def test_a_job_on_a_lost_node_resumes_elsewhere_byte_identical(cluster, gateway, connect):

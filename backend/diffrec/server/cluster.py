@@ -22,7 +22,8 @@ stop flag through ``JobActor.stop``; an actor still running STOP_GRACE_S later i
 MAX_STARTS starts, and its runner resumes from the job's last checkpoint wherever Ray places
 it. ``close`` lets go of the actors without stopping them: a gateway that starts again finds
 each job still "running" in its records by its actor's name and re-attaches (the events
-buffered meanwhile arrive then); a job that ended meanwhile reports its verdict at once.
+buffered meanwhile arrive then); a job that ended meanwhile reports its verdict at once, and
+the actor of a job cancelled or deleted meanwhile is killed.
 """
 
 from __future__ import annotations
@@ -178,6 +179,16 @@ class RayExecutor(Executor):
                 job.stop_asked = time.monotonic()
         job.actor.stop.remote()
         return True
+
+    def recovered(self) -> None:
+        """Kill the actors of this namespace that no job is followed by (a job cancelled or
+        deleted while no gateway was there): they would hold their GPU for ever."""
+        with self._lock:
+            followed = {actor_name(job_id) for job_id in self._jobs}
+        for entry in ray.util.list_named_actors(all_namespaces=True):
+            if entry["namespace"] == self.namespace and entry["name"] not in followed:
+                log.info("killing the actor %s: its job is no longer to run", entry["name"])
+                ray.kill(ray.get_actor(entry["name"], namespace=self.namespace))
 
     def queued(self) -> int:
         with self._lock:

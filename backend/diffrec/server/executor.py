@@ -59,6 +59,11 @@ class Executor(ABC):
         whether it was running."""
 
     @abstractmethod
+    def recovered(self) -> None:
+        """Called once the table has enqueued every job of its records that is to run (at
+        start): the executor may let go of work it holds for any other job."""
+
+    @abstractmethod
     def queued(self) -> int:
         """How many jobs wait for room."""
 

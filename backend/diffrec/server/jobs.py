@@ -298,6 +298,7 @@ class JobTable:
                 self._enqueue(record)
             except ProtocolError as exc:
                 self._finish(record.id, "failed", f"cannot resume: {exc.message}", [])
+        self.worker.recovered()
 
     # -- stopping and ending ---------------------------------------------------------------
 

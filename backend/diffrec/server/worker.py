@@ -115,6 +115,9 @@ class Worker(Executor):
                 return True
         return False
 
+    def recovered(self) -> None:
+        """Nothing to let go of: a local job's process never outlives its server."""
+
     def queued(self) -> int:
         with self._cond:
             return len(self._queue)
