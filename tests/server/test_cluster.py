@@ -146,6 +146,8 @@ def test_the_cluster_benchmark_runs_and_reports_a_table():
 def test_two_jobs_run_at_once_with_progress_cancel_and_fetch(gateway, connect, tmp_path):
     server = gateway()
     client = connect(server)
+    ping = client.ping()
+    assert (ping["engine"], ping["device"]) == ("Ray cluster: 3 nodes, 0 GPUs, 2 CPUs", "cpu")
     images = target_images()
     for job in ("first", "second"):
         assert client.submit(job, SPEC, {"images": images})["state"] == "queued"

@@ -19,7 +19,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import torch
 import zmq
 
 from diffrec import __version__
@@ -210,12 +209,7 @@ class Server:
     # -- operations ------------------------------------------------------------------------
 
     def _op_ping(self, peer, owner, message) -> dict:
-        engine, free = "CPU", None
-        if self.device.startswith("cuda") and torch.cuda.is_available():
-            engine = torch.cuda.get_device_name(self.device)
-            free = torch.cuda.mem_get_info(self.device)[0]
-        return {"protocol": PROTOCOL_VERSION, "server": __version__, "engine": engine,
-                "device": self.device, "gpu_free_bytes": free,
+        return {"protocol": PROTOCOL_VERSION, "server": __version__, **self.jobs.worker.engine(),
                 "queued": self.jobs.worker.queued(), "chunk_bytes": CHUNK_BYTES,
                 "window_chunks": WINDOW_CHUNKS, "heartbeat_s": HEARTBEAT_S,
                 "tasks": sorted(self.jobs.runners)}

@@ -2,8 +2,8 @@
 
 The server stays the one gateway clients talk to (protocol, keys, quotas, job records); only
 the running moves. Each job runs in a detached Ray actor (``JobActor``) named ``job-<id>`` in
-a namespace of the server's data directory (``namespace``), asking for one GPU when the
-cluster has GPUs and one CPU otherwise, so Ray places it on whichever node has one free and
+a namespace of the server's data directory (``namespace``), asking for one CPU and, when the
+cluster has GPUs, one GPU, so Ray places it on whichever node has one free and
 runs as many at once as the cluster has room for (queued jobs wait in Ray's scheduler).
 
 **Shared filesystem.** Every node mounts the server's data directory at the same path. The
@@ -190,6 +190,14 @@ class RayExecutor(Executor):
                 log.info("killing the actor %s: its job is no longer to run", entry["name"])
                 ray.kill(ray.get_actor(entry["name"], namespace=self.namespace))
 
+    def engine(self) -> dict:
+        """The cluster's live nodes, GPUs and CPUs; the device its jobs get."""
+        resources = ray.cluster_resources()
+        nodes = sum(node["Alive"] for node in ray.nodes())
+        gpus, cpus = int(resources.get("GPU", 0)), int(resources.get("CPU", 0))
+        return {"engine": f"Ray cluster: {nodes} nodes, {gpus} GPUs, {cpus} CPUs",
+                "device": "cuda:0" if gpus else "cpu", "gpu_free_bytes": None}
+
     def queued(self) -> int:
         with self._lock:
             return sum(not job.started for job in self._jobs.values())
@@ -205,15 +213,15 @@ class RayExecutor(Executor):
     # -- following the actors --------------------------------------------------------------
 
     def _start(self, ticket: Ticket) -> ray.actor.ActorHandle:
-        """A new actor running ``ticket`` on a GPU of the cluster if it has any, else a CPU."""
+        """A new actor running ``ticket``: it asks for one CPU, and one GPU as well when the
+        cluster has GPUs (then CPU-only nodes take no jobs)."""
         gpu = ray.cluster_resources().get("GPU", 0) >= 1
         order = job_process.JobOrder(
             ticket.job_id, ticket.runner, ticket.spec, _absolute(ticket.inputs),
             ticket.work_dir.resolve(), ticket.results_dir.resolve(), "cuda:0" if gpu else "cpu")
         actor = RemoteJobActor.options(
             name=actor_name(ticket.job_id), namespace=self.namespace, lifetime="detached",
-            max_concurrency=3, max_restarts=0, num_cpus=0 if gpu else 1,
-            num_gpus=1 if gpu else 0).remote()
+            max_concurrency=3, max_restarts=0, num_cpus=1, num_gpus=1 if gpu else 0).remote()
         actor.run.remote(order)
         return actor
 

@@ -64,6 +64,11 @@ class Executor(ABC):
         start): the executor may let go of work it holds for any other job."""
 
     @abstractmethod
+    def engine(self) -> dict:
+        """What runs the jobs, as the ``ping`` reply says it: ``engine`` (a sentence),
+        ``device`` (the torch device jobs get) and ``gpu_free_bytes`` (int or None)."""
+
+    @abstractmethod
     def queued(self) -> int:
         """How many jobs wait for room."""
 

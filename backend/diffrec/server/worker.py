@@ -18,6 +18,8 @@ import time
 from collections import deque
 from pathlib import Path
 
+import torch
+
 from diffrec.protocol.schema import FILE_NAME_RE
 from diffrec.protocol.transfer import content_hash_file
 
@@ -117,6 +119,14 @@ class Worker(Executor):
 
     def recovered(self) -> None:
         """Nothing to let go of: a local job's process never outlives its server."""
+
+    def engine(self) -> dict:
+        """The CUDA device's name and free memory, or "CPU"."""
+        engine, free = "CPU", None
+        if self.device.startswith("cuda") and torch.cuda.is_available():
+            engine = torch.cuda.get_device_name(self.device)
+            free = torch.cuda.mem_get_info(self.device)[0]
+        return {"engine": engine, "device": self.device, "gpu_free_bytes": free}
 
     def queued(self) -> int:
         with self._cond:
