@@ -139,7 +139,8 @@ class RayExecutor(Executor):
             ray.init(address=address, namespace=self.namespace)
         self._report = report
         self._jobs: dict[str, _Job] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        """Held while a job's answer is applied, so that ``dequeue`` sees it started or not."""
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="diffrec-ray", daemon=True)
         self._thread.start()
@@ -188,7 +189,10 @@ class RayExecutor(Executor):
         for entry in ray.util.list_named_actors(all_namespaces=True):
             if entry["namespace"] == self.namespace and entry["name"] not in followed:
                 log.info("killing the actor %s: its job is no longer to run", entry["name"])
-                ray.kill(ray.get_actor(entry["name"], namespace=self.namespace))
+                try:
+                    ray.kill(ray.get_actor(entry["name"], namespace=self.namespace))
+                except ValueError:  # it ended meanwhile
+                    pass
 
     def engine(self) -> dict:
         """The cluster's live nodes, GPUs and CPUs; the device its jobs get."""
@@ -241,12 +245,16 @@ class RayExecutor(Executor):
         ready, _ = ray.wait([job.polling for job in jobs], num_returns=len(jobs), timeout=POLL_S)
         answered = set(ready)
         for job in jobs:
-            if job.polling in answered:
-                self._answer(job)
-            elif job.stop_asked is not None and time.monotonic() - job.stop_asked > STOP_GRACE_S:
-                log.info("job %s did not stop within %.1f s; killing its actor",
-                         job.ticket.job_id, STOP_GRACE_S)
-                self._end(job, None)
+            with self._lock:
+                if self._jobs.get(job.ticket.job_id) is not job:
+                    continue  # dequeued meanwhile: it reports nothing more
+                if job.polling in answered:
+                    self._answer(job)
+                elif (job.stop_asked is not None
+                      and time.monotonic() - job.stop_asked > STOP_GRACE_S):
+                    log.info("job %s did not stop within %.1f s; killing its actor",
+                             job.ticket.job_id, STOP_GRACE_S)
+                    self._end(job, None)
 
     def _answer(self, job: _Job) -> None:
         """Apply the answer of ``job``'s poll, which has arrived."""
@@ -271,8 +279,7 @@ class RayExecutor(Executor):
     def _end(self, job: _Job, verdict: tuple | None) -> None:
         """Report the job finished (cancelled if it was asked to stop) and kill its actor."""
         with self._lock:
-            if self._jobs.pop(job.ticket.job_id, None) is None:
-                return  # dequeued meanwhile
+            del self._jobs[job.ticket.job_id]
         ray.kill(job.actor)
         self._report(job.ticket.job_id, "finished",
                      conclude(job.ticket, verdict, job.stop_asked is not None), None)
