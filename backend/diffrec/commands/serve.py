@@ -26,6 +26,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--device", default=None,
                         help="torch device for jobs (default cuda:0 when CUDA is available, "
                              "else cpu)")
+    parser.add_argument("--cluster", default=None, metavar="ADDRESS",
+                        help="run the jobs on a Ray cluster instead of this machine: "
+                             "ray://HEAD:10001, HEAD:6379, auto (the cluster this machine "
+                             "belongs to) or local (a Ray started here); every node mounts "
+                             "--data-dir at the same path (needs `pip install "
+                             "'diffrec[cluster]'`)")
     parser.add_argument("--curve", action="store_true",
                         help="require CURVE encryption and the allow-list on loopback too")
     parser.add_argument("--retention-days", type=float, default=7.0,
@@ -73,15 +79,26 @@ def _device(name: str | None) -> str:
     return name
 
 
+def _check_ray() -> None:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise UserError("--cluster needs Ray: pip install 'diffrec[cluster]'") from None
+
+
 def run(args) -> int:
     from diffrec.server.app import Server
 
+    if args.cluster is not None:
+        _check_ray()
     server = Server(args.bind, data_dir(args), _device(args.device), curve=args.curve,
-                    retention_s=args.retention_days * 86400.0, quotas=quotas_from_args(args))
+                    retention_s=args.retention_days * 86400.0, quotas=quotas_from_args(args),
+                    cluster=args.cluster)
     stopping = []
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stopping.append(True))
-    print(f"diffrec {__version__} serving on {server.endpoint} (device {server.device}, "
+    where = f"Ray cluster {args.cluster}" if args.cluster else f"device {server.device}"
+    print(f"diffrec {__version__} serving on {server.endpoint} ({where}, "
           f"data {server.data_dir})", flush=True)
     if server.pairing:
         print(f"pairing string for clients: {server.pairing}", flush=True)

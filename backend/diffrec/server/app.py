@@ -19,7 +19,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import torch
 import zmq
 
 from diffrec import __version__
@@ -36,6 +35,7 @@ from diffrec.protocol.message import Message, decode, encode
 from diffrec.protocol.schema import REQUESTS
 
 from .blobs import BlobStore
+from .executor import executor_factory
 from .jobs import JobTable
 from .quotas import DEFAULT_QUOTAS, Quotas
 from .registry import runners
@@ -53,11 +53,13 @@ class Server:
 
     ``curve`` forces CURVE on a loopback bind (it is always on for any other address);
     ``retention_s`` is how long finished jobs are kept; ``quotas`` bound what each client key
-    may hold.
+    may hold; ``cluster``: the Ray cluster that runs the jobs (``executor.executor_factory``),
+    None to run them here on ``device``.
     """
 
     def __init__(self, bind: str, data_dir: Path, device: str = "cpu", *, curve: bool = False,
-                 retention_s: float = 7 * 86400.0, quotas: Quotas = DEFAULT_QUOTAS):
+                 retention_s: float = 7 * 86400.0, quotas: Quotas = DEFAULT_QUOTAS,
+                 cluster: str | None = None):
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.device = device
@@ -77,7 +79,8 @@ class Server:
             self.security = secure(self.context, self.socket, bind, self.data_dir, curve)
             self.socket.bind(bind)
             self.endpoint = self.socket.last_endpoint.decode()
-            self.jobs = JobTable(JobStore(self.data_dir), self.blobs, runners(device), device,
+            self.jobs = JobTable(JobStore(self.data_dir), self.blobs, runners(device),
+                                 executor_factory(device, cluster, self.data_dir),
                                  self._event, lambda job_id: self.subscribers.pop(job_id, None),
                                  retention_s=retention_s, quotas=quotas)
         except BaseException:
@@ -206,12 +209,7 @@ class Server:
     # -- operations ------------------------------------------------------------------------
 
     def _op_ping(self, peer, owner, message) -> dict:
-        engine, free = "CPU", None
-        if self.device.startswith("cuda") and torch.cuda.is_available():
-            engine = torch.cuda.get_device_name(self.device)
-            free = torch.cuda.mem_get_info(self.device)[0]
-        return {"protocol": PROTOCOL_VERSION, "server": __version__, "engine": engine,
-                "device": self.device, "gpu_free_bytes": free,
+        return {"protocol": PROTOCOL_VERSION, "server": __version__, **self.jobs.worker.engine(),
                 "queued": self.jobs.worker.queued(), "chunk_bytes": CHUNK_BYTES,
                 "window_chunks": WINDOW_CHUNKS, "heartbeat_s": HEARTBEAT_S,
                 "tasks": sorted(self.jobs.runners)}

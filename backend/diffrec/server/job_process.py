@@ -83,19 +83,18 @@ def failure_message(exc: BaseException, directory: Path, needed: int) -> str:
     return f"internal error ({type(exc).__name__}: {exc}); the server log has the details"
 
 
-def main(order: JobOrder, pipe, stop_flag) -> None:
-    """Run the job and send its events and verdict through ``pipe`` (the child's side)."""
+def execute(order: JobOrder, emit, stop_flag) -> tuple:
+    """Run the job in this process, sending its events through ``emit(kind, fields,
+    arrays)``; its verdict (outcome, message, results). Shared by this module's child process
+    and the cluster's job actors (``cluster``)."""
     from .worker import result_manifest
-
-    def emit(kind, fields, arrays=None):
-        pipe.send(("event", kind, fields, arrays))
 
     ctx = JobContext(order.job_id, order.spec, order.arrays(), order.work_dir,
                      order.results_dir, order.device, emit, stop_flag)
     try:
         order.runner.run(ctx)
-        verdict = (("stopped", "", []) if stop_flag.is_set()
-                   else ("done", "", result_manifest(order.results_dir)))
+        return (("stopped", "", []) if stop_flag.is_set()
+                else ("done", "", result_manifest(order.results_dir)))
     except Exception as exc:
         if not isinstance(exc, (JobFailed, OSError)):
             log.exception("job %s failed", order.job_id)
@@ -103,6 +102,14 @@ def main(order: JobOrder, pipe, stop_flag) -> None:
             needed = order.runner.output_bytes(order.spec, ctx.inputs)
         except Exception:  # only for the message: a failed estimate must not hide the failure
             needed = 0
-        verdict = ("failed", failure_message(exc, order.results_dir, needed), [])
-    pipe.send(("verdict", *verdict))
+        return ("failed", failure_message(exc, order.results_dir, needed), [])
+
+
+def main(order: JobOrder, pipe, stop_flag) -> None:
+    """Run the job and send its events and verdict through ``pipe`` (the child's side)."""
+
+    def emit(kind, fields, arrays=None):
+        pipe.send(("event", kind, fields, arrays))
+
+    pipe.send(("verdict", *execute(order, emit, stop_flag)))
     pipe.close()

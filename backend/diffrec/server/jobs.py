@@ -3,7 +3,8 @@
 A job is ``queued`` at submit, ``running`` once the worker starts it, and ends ``done``,
 ``failed`` or ``cancelled``; a job that was running when the server stopped is queued again
 and resumes from its checkpoint. ``JobTable`` keeps the records (``JobRecord``, one state
-file each in the ``JobStore``), hands jobs to the ``Worker``, applies the worker's reports,
+file each in the ``JobStore``), hands jobs to its executor (``executor``: the local
+``Worker`` or a Ray cluster), applies the executor's reports,
 keeps what an attaching client is replayed (recent log lines, the last progress and preview),
 and deletes jobs past retention. It sends events through the ``event`` function the transport
 gives it (``diffrec.server.app``), and only the server's main thread calls it.
@@ -29,10 +30,10 @@ from diffrec.protocol.message import Message
 from diffrec.protocol.schema import INPUTS
 
 from .blobs import BlobStore
+from .executor import Executor, Report, Ticket
 from .quotas import Quotas, exceeded
 from .runner import Runner
 from .store import TERMINAL, JobStore
-from .worker import Ticket, Worker
 
 log = logging.getLogger(__name__)
 MAX_JOBS_PER_OWNER = 1000
@@ -114,12 +115,13 @@ class JobTable:
 
     ``runners``: {task: Runner}; ``event``: the transport's event sender; ``forget(job_id)``:
     called when a job is removed (the transport drops its subscribers); ``retention_s``: how
-    long finished jobs are kept; ``quotas``: what each client key may hold.
+    long finished jobs are kept; ``quotas``: what each client key may hold; ``executor``:
+    ``make(report)`` for what runs the jobs (``executor.executor_factory``).
     """
 
     def __init__(self, store: JobStore, blobs: BlobStore, runners: dict[str, Runner],
-                 device: str, event: EventFn, forget: Callable[[str], None], *,
-                 retention_s: float, quotas: Quotas):
+                 executor: Callable[[Report], Executor], event: EventFn,
+                 forget: Callable[[str], None], *, retention_s: float, quotas: Quotas):
         self.store, self.blobs, self.runners = store, blobs, runners
         self.retention_s, self.quotas = retention_s, quotas
         self._event, self._forget = event, forget
@@ -138,12 +140,12 @@ class JobTable:
         self.unsaved: set[str] = set()
         """Jobs whose state file could not be written; tried again every heartbeat."""
         self._reports: queue.SimpleQueue = queue.SimpleQueue()
-        self.worker = Worker(device, lambda *report: self._reports.put(report))
+        self.worker = executor(lambda *report: self._reports.put(report))
         self.expire()
         self._recover()
 
     def close(self) -> None:
-        """Stop the worker (a running job stays resumable)."""
+        """Stop the executor (a running job stays resumable)."""
         self.worker.close()
 
     # -- records ---------------------------------------------------------------------------
@@ -296,6 +298,7 @@ class JobTable:
                 self._enqueue(record)
             except ProtocolError as exc:
                 self._finish(record.id, "failed", f"cannot resume: {exc.message}", [])
+        self.worker.recovered()
 
     # -- stopping and ending ---------------------------------------------------------------
 

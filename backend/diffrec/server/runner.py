@@ -2,7 +2,8 @@
 
 A runner is chosen by the job spec's ``task``. The server calls ``validate`` at submit time
 (errors reach the client as ``invalid_input``) and, in a child process of its own (see
-``job_process``; the runner is pickled to get there), ``run`` with a ``JobContext``. ``run``
+``job_process``, or a Ray actor on a cluster node, ``cluster``; the runner is pickled to get
+there), ``run`` with a ``JobContext``. ``run``
 writes its result files into ``ctx.results_dir`` and returns; it checks ``ctx.should_stop()``
 at least every few hundred milliseconds and returns early when it is set (the job was
 cancelled, deleted or the server is stopping; a run that has not returned half a second later

@@ -1,10 +1,5 @@
-"""The queue: one worker thread per device runs jobs one at a time, in submission order, each
-in a child process of its own (``job_process``).
-
-The worker never touches job records; it reports to the server's main thread through
-``report(job_id, kind, fields, arrays)`` (thread-safe), with kinds ``started``, ``progress``,
-``preview``, ``log`` and ``finished`` (fields ``outcome``: done|failed|cancelled, ``message``,
-``results``).
+"""The local executor (``executor``): one worker thread per device runs jobs one at a time, in
+submission order, each in a child process of its own (``job_process``).
 
 Stopping always wins: a job asked to stop (cancel, delete, or the server closing) gets
 STOP_GRACE_S to return by itself, then its process is killed. A job interrupted by ``close``
@@ -21,36 +16,21 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
+import torch
 
 from diffrec.protocol.schema import FILE_NAME_RE
 from diffrec.protocol.transfer import content_hash_file
 
 from . import job_process
-from .runner import Runner
+from .executor import Executor, Report, Ticket
 from .storage import DISK_RESERVE_BYTES, disk_full_message, free_bytes
 
 log = logging.getLogger(__name__)
-Report = Callable[[str, str, dict, "Mapping[str, np.ndarray] | None"], None]
 STOP_GRACE_S = 0.5
 """How long a job asked to stop may take to return by itself before its process is killed."""
 POLL_S = 0.05
-
-
-@dataclass
-class Ticket:
-    """A queued job: what its runner needs."""
-
-    job_id: str
-    runner: Runner
-    spec: Mapping
-    inputs: Mapping[str, np.ndarray]
-    work_dir: Path
-    results_dir: Path
 
 
 def result_manifest(results_dir: Path) -> list[dict]:
@@ -80,7 +60,28 @@ def discard(*directories: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
 
 
-class Worker:
+def no_room(ticket: Ticket) -> tuple | None:
+    """The verdict of a job whose output cannot fit on the disk, checked before it starts;
+    None when it fits (or its size is unknown)."""
+    needed = ticket.runner.output_bytes(ticket.spec, ticket.inputs)
+    if needed and needed + DISK_RESERVE_BYTES > free_bytes(ticket.results_dir):
+        return ("failed", disk_full_message(ticket.results_dir, needed), [])
+    return None
+
+
+def conclude(ticket: Ticket, verdict: tuple | None, stopped: bool) -> dict:
+    """The ``finished`` report's fields for a job that ended with ``verdict`` (outcome,
+    message, results; None: no verdict), ``stopped`` when it was asked to stop. A failed
+    job's partial files are discarded."""
+    outcome, message, results = verdict or ("failed", "", [])
+    if stopped:
+        outcome, message, results = "cancelled", "the job was cancelled", []
+    if outcome == "failed":
+        discard(ticket.results_dir, ticket.work_dir)
+    return {"outcome": outcome, "message": message, "results": results}
+
+
+class Worker(Executor):
     """Runs tickets one at a time on ``device``, from a daemon thread, each in a child process."""
 
     def __init__(self, device: str, report: Report):
@@ -115,6 +116,17 @@ class Worker:
                 self._current[1].set()
                 return True
         return False
+
+    def recovered(self) -> None:
+        """Nothing to let go of: a local job's process never outlives its server."""
+
+    def engine(self) -> dict:
+        """The CUDA device's name and free memory, or "CPU"."""
+        engine, free = "CPU", None
+        if self.device.startswith("cuda") and torch.cuda.is_available():
+            engine = torch.cuda.get_device_name(self.device)
+            free = torch.cuda.mem_get_info(self.device)[0]
+        return {"engine": engine, "device": self.device, "gpu_free_bytes": free}
 
     def queued(self) -> int:
         with self._cond:
@@ -154,20 +166,10 @@ class Worker:
     def _run(self, ticket: Ticket, stop: threading.Event) -> None:
         job_id = ticket.job_id
         self._report(job_id, "started", {}, None)
-        needed = ticket.runner.output_bytes(ticket.spec, ticket.inputs)
-        if needed and needed + DISK_RESERVE_BYTES > free_bytes(ticket.results_dir):
-            verdict = ("failed", disk_full_message(ticket.results_dir, needed), [])
-        else:
-            verdict = self._in_child(ticket, stop)
-        outcome, message, results = verdict or ("failed", "", [])
-        if stop.is_set():
-            if self._closing:
-                return  # no verdict: the job resumes when the server starts again
-            outcome, message, results = "cancelled", "the job was cancelled", []
-        if outcome == "failed":
-            discard(ticket.results_dir, ticket.work_dir)
-        self._report(job_id, "finished",
-                     {"outcome": outcome, "message": message, "results": results}, None)
+        verdict = no_room(ticket) or self._in_child(ticket, stop)
+        if stop.is_set() and self._closing:
+            return  # no verdict: the job resumes when the server starts again
+        self._report(job_id, "finished", conclude(ticket, verdict, stop.is_set()), None)
 
     def _in_child(self, ticket: Ticket, stop: threading.Event) -> tuple | None:
         """Run ``ticket`` in a child process, forwarding its events; its verdict (outcome,

@@ -1,0 +1,311 @@
+"""Jobs on a Ray cluster (``diffrec serve --cluster ADDRESS``): the ``RayExecutor``.
+
+The server stays the one gateway clients talk to (protocol, keys, quotas, job records); only
+the running moves. Each job runs in a detached Ray actor (``JobActor``) named ``job-<id>`` in
+a namespace of the server's data directory (``namespace``), asking for one CPU and, when the
+cluster has GPUs, one GPU, so Ray places it on whichever node has one free and
+runs as many at once as the cluster has room for (queued jobs wait in Ray's scheduler).
+
+**Shared filesystem.** Every node mounts the server's data directory at the same path. The
+actor memory-maps the job's input blobs from it, so the inputs never pass through the
+gateway's memory (nor Ray's object store: one read, by the node that needs them), and writes
+its checkpoints and results into the job's directory there. That is what lets a job whose node
+dies resume from its last checkpoint on any other node, and the gateway serve results exactly
+as it does for local jobs. An actor on a node without the directory fails its job saying so.
+
+**Events.** The actor keeps its runner's events in a buffer, numbered; one gateway thread
+polls every actor every POLL_S (one call in flight per actor), forwards the new events and,
+once a verdict is there, reports ``finished`` and kills the actor. Cancel sets the runner's
+stop flag through ``JobActor.stop``; an actor still running STOP_GRACE_S later is killed.
+
+**Failures.** An actor that dies (its process killed, its node lost) is created again, up to
+MAX_STARTS starts, and its runner resumes from the job's last checkpoint wherever Ray places
+it. ``close`` lets go of the actors without stopping them: a gateway that starts again finds
+each job still "running" in its records by its actor's name and re-attaches (the events
+buffered meanwhile arrive then); a job that ended meanwhile reports its verdict at once, and
+the actor of a job cancelled or deleted meanwhile is killed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import socket
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+import ray
+from ray.exceptions import RayActorError
+
+from . import job_process
+from .executor import Executor, Report, Ticket
+from .worker import conclude, no_room
+
+log = logging.getLogger(__name__)
+POLL_S = 0.1
+STOP_GRACE_S = 2.0
+"""How long a job asked to stop may take to return by itself before its actor is killed."""
+MAX_STARTS = 3
+"""Actors created for one job on one gateway before a job whose worker keeps dying fails."""
+EVENT_BUFFER = 1000
+"""Events an actor keeps for a gateway that is away (the oldest are dropped first)."""
+
+
+def namespace(data_dir: Path) -> str:
+    """The Ray namespace of the jobs of the server whose data directory is ``data_dir``."""
+    digest = hashlib.sha256(str(Path(data_dir).resolve()).encode()).hexdigest()
+    return f"diffrec-{digest[:16]}"
+
+
+def actor_name(job_id: str) -> str:
+    return f"job-{job_id}"
+
+
+class JobActor:
+    """One job in a Ray worker process (a threaded actor: ``poll`` and ``stop`` answer while
+    ``run`` works)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._events: deque[tuple] = deque(maxlen=EVENT_BUFFER)
+        self._next = 0
+        self._started = False
+        self._verdict: tuple | None = None
+        self._stop = threading.Event()
+
+    def run(self, order: job_process.JobOrder) -> None:
+        """Run the job; its verdict waits for ``poll``."""
+        with self._lock:
+            self._started = True
+        if order.work_dir.is_dir():
+            verdict = job_process.execute(order, self._emit, self._stop)
+        else:
+            verdict = ("failed", f"cluster node {socket.gethostname()} does not see the server's "
+                                 f"data directory {order.work_dir.parents[2]}: mount it at the "
+                                 "same path on every node (docs/guide.md, 'Running a cluster')",
+                       [])
+        with self._lock:
+            self._verdict = verdict
+
+    def _emit(self, kind: str, fields: dict, arrays=None) -> None:
+        with self._lock:
+            self._events.append((self._next, kind, fields, arrays))
+            self._next += 1
+
+    def poll(self, after: int) -> tuple[list[tuple], bool, tuple | None]:
+        """(the buffered events numbered ``after`` or later as (number, kind, fields, arrays),
+        whether the job started, its verdict or None); older events are dropped."""
+        with self._lock:
+            while self._events and self._events[0][0] < after:
+                self._events.popleft()
+            return list(self._events), self._started, self._verdict
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def where(self) -> tuple[int, str]:
+        """(the actor's process id, its Ray node id)."""
+        return os.getpid(), ray.get_runtime_context().get_node_id()
+
+
+RemoteJobActor = ray.remote(JobActor)
+
+
+@dataclass
+class _Job:
+    """A job this gateway follows."""
+
+    ticket: Ticket
+    actor: ray.actor.ActorHandle
+    starts: int = 1
+    seen: int = 0
+    started: bool = False
+    polling: ray.ObjectRef | None = None
+    stop_asked: float | None = None
+
+
+class RayExecutor(Executor):
+    """Runs tickets as Ray actors on the cluster at ``address`` (see the module docstring);
+    connects unless this process already is connected to Ray."""
+
+    def __init__(self, address: str, data_dir: Path, report: Report):
+        self.namespace = namespace(data_dir)
+        self._connected = not ray.is_initialized()
+        if self._connected:
+            ray.init(address=address, namespace=self.namespace)
+        self._report = report
+        self._jobs: dict[str, _Job] = {}
+        self._lock = threading.RLock()
+        """Held while a job's answer is applied, so that ``dequeue`` sees it started or not."""
+        self._closing = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="diffrec-ray", daemon=True)
+        self._thread.start()
+
+    # -- the Executor contract -------------------------------------------------------------
+
+    def enqueue(self, ticket: Ticket) -> None:
+        """Re-attach to the job's actor if it still runs, else start one (the job fails at
+        once if its output cannot fit on the shared disk)."""
+        try:
+            actor = ray.get_actor(actor_name(ticket.job_id), namespace=self.namespace)
+            log.info("job %s: re-attached to its running actor", ticket.job_id)
+        except ValueError:
+            verdict = no_room(ticket)
+            if verdict is not None:
+                self._report(ticket.job_id, "finished", conclude(ticket, verdict, False), None)
+                return
+            actor = self._start(ticket)
+        with self._lock:
+            self._jobs[ticket.job_id] = _Job(ticket, actor)
+
+    def dequeue(self, job_id: str) -> bool:
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None or job.started:
+                return False
+            del self._jobs[job_id]
+        ray.kill(job.actor)
+        return True
+
+    def stop(self, job_id: str) -> bool:
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None:
+                return False
+            if job.stop_asked is None:
+                job.stop_asked = time.monotonic()
+        job.actor.stop.remote()
+        return True
+
+    def recovered(self) -> None:
+        """Kill the actors of this namespace that no job is followed by (a job cancelled or
+        deleted while no gateway was there): they would hold their GPU for ever."""
+        with self._lock:
+            followed = {actor_name(job_id) for job_id in self._jobs}
+        for entry in ray.util.list_named_actors(all_namespaces=True):
+            if entry["namespace"] == self.namespace and entry["name"] not in followed:
+                log.info("killing the actor %s: its job is no longer to run", entry["name"])
+                try:
+                    ray.kill(ray.get_actor(entry["name"], namespace=self.namespace))
+                except ValueError:  # it ended meanwhile
+                    pass
+
+    def engine(self) -> dict:
+        """The cluster's live nodes, GPUs and CPUs; the device its jobs get."""
+        resources = ray.cluster_resources()
+        nodes = sum(node["Alive"] for node in ray.nodes())
+        gpus, cpus = int(resources.get("GPU", 0)), int(resources.get("CPU", 0))
+        return {"engine": f"Ray cluster: {nodes} nodes, {gpus} GPUs, {cpus} CPUs",
+                "device": "cuda:0" if gpus else "cpu", "gpu_free_bytes": None}
+
+    def queued(self) -> int:
+        with self._lock:
+            return sum(not job.started for job in self._jobs.values())
+
+    def close(self) -> None:
+        """Stop following the jobs, leaving their actors running (see the module docstring);
+        disconnect from Ray if this executor connected (a Ray it started ends with it)."""
+        self._closing.set()
+        self._thread.join(10)
+        if self._connected:
+            ray.shutdown()
+
+    # -- following the actors --------------------------------------------------------------
+
+    def _start(self, ticket: Ticket) -> ray.actor.ActorHandle:
+        """A new actor running ``ticket``: it asks for one CPU, and one GPU as well when the
+        cluster has GPUs (then CPU-only nodes take no jobs)."""
+        gpu = ray.cluster_resources().get("GPU", 0) >= 1
+        order = job_process.JobOrder(
+            ticket.job_id, ticket.runner, ticket.spec, _absolute(ticket.inputs),
+            ticket.work_dir.resolve(), ticket.results_dir.resolve(), "cuda:0" if gpu else "cpu")
+        actor = RemoteJobActor.options(
+            name=actor_name(ticket.job_id), namespace=self.namespace, lifetime="detached",
+            max_concurrency=3, max_restarts=0, num_cpus=1, num_gpus=1 if gpu else 0).remote()
+        actor.run.remote(order)
+        return actor
+
+    def _loop(self) -> None:
+        while not self._closing.wait(POLL_S):
+            try:
+                self._poll()
+            except Exception:  # the cluster unreachable for a moment: try again next round
+                log.exception("cannot poll the cluster's jobs")
+
+    def _poll(self) -> None:
+        with self._lock:
+            jobs = list(self._jobs.values())
+        for job in jobs:
+            if job.polling is None:
+                job.polling = job.actor.poll.remote(job.seen)
+        ready, _ = ray.wait([job.polling for job in jobs], num_returns=len(jobs), timeout=POLL_S)
+        answered = set(ready)
+        for job in jobs:
+            with self._lock:
+                if self._jobs.get(job.ticket.job_id) is not job:
+                    continue  # dequeued meanwhile: it reports nothing more
+                if job.polling in answered:
+                    self._answer(job)
+                elif (job.stop_asked is not None
+                      and time.monotonic() - job.stop_asked > STOP_GRACE_S):
+                    log.info("job %s did not stop within %.1f s; killing its actor",
+                             job.ticket.job_id, STOP_GRACE_S)
+                    self._end(job, None)
+
+    def _answer(self, job: _Job) -> None:
+        """Apply the answer of ``job``'s poll, which has arrived."""
+        job_id = job.ticket.job_id
+        try:
+            events, started, verdict = ray.get(job.polling)
+        except RayActorError as exc:
+            self._died(job, exc)
+            return
+        finally:
+            job.polling = None
+        if started and not job.started:
+            job.started = True
+            self._report(job_id, "started", {}, None)
+        for number, kind, fields, arrays in events:
+            if number >= job.seen:
+                self._report(job_id, kind, fields, arrays)
+                job.seen = number + 1
+        if verdict is not None:
+            self._end(job, verdict)
+
+    def _end(self, job: _Job, verdict: tuple | None) -> None:
+        """Report the job finished (cancelled if it was asked to stop) and kill its actor."""
+        with self._lock:
+            del self._jobs[job.ticket.job_id]
+        ray.kill(job.actor)
+        self._report(job.ticket.job_id, "finished",
+                     conclude(job.ticket, verdict, job.stop_asked is not None), None)
+
+    def _died(self, job: _Job, exc: RayActorError) -> None:
+        """The job's actor is gone: start it again from the checkpoint, or give up."""
+        job_id = job.ticket.job_id
+        if job.stop_asked is not None:
+            self._end(job, None)
+            return
+        if job.starts >= MAX_STARTS:
+            cause = f"its worker died {job.starts} times (last: {type(exc).__name__})"
+            self._end(job, ("failed", f"the job cannot run on this cluster: {cause}; the "
+                                      "server log has the details", []))
+            return
+        log.warning("job %s: its actor died (%s); starting it again", job_id, exc)
+        self._report(job_id, "log", {
+            "level": "warning",
+            "message": "the cluster worker running this job stopped; starting it again from "
+                       "its last checkpoint"}, None)
+        job.actor = self._start(job.ticket)
+        job.starts, job.seen, job.started = job.starts + 1, 0, False
+
+
+def _absolute(inputs) -> dict[str, tuple]:
+    """``JobOrder.portable(inputs)`` with absolute file paths (nodes have other working
+    directories)."""
+    return {name: (item[0], os.path.abspath(item[1]), *item[2:]) if item[0] == "file" else item
+            for name, item in job_process.JobOrder.portable(inputs).items()}

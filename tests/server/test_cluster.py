@@ -1,0 +1,245 @@
+"""``diffrec serve --cluster``: the gateway runs its jobs on a Ray cluster started by the test
+(a head node without CPUs and two one-CPU worker nodes on this machine, sharing its disk).
+
+Two jobs run at once (one per node) with progress, previews, cancel and fetch; the gateway is
+killed mid-job and a new one re-attaches to the job still running on the cluster; a node is
+killed mid-job and its job resumes from its checkpoint on the other node, its results
+byte-identical to an uninterrupted run's. Each wait is bounded; the cluster is shut down
+after the module. First, without that cluster: the job actor's own contract, a gateway with
+a Ray of its own (``--cluster local``), and a smoke run of scripts/bench_cluster.py (which
+starts clusters of its own).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from server_helpers import ServerProcess, fit_spec, target_images
+
+ray = pytest.importorskip("ray")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from diffrec.server.cluster import JobActor, actor_name, namespace  # noqa: E402
+from diffrec.server.job_process import JobOrder  # noqa: E402
+from diffrec.server.texture_fit import TextureFitRunner  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+
+WAIT_S = 90.0
+SPEC = fit_spec(iterations=6000, checkpoint_every=500, preview_every=1000)
+"""About 3 s of work on one CPU, checkpointed every 500 iterations."""
+FAST_FAILURE_DETECTION = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 200,
+                          "health_check_failure_threshold": 3}
+"""A lost node is noticed within about a second (Ray's default takes tens of seconds)."""
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """The Ray cluster (this process is a driver of it, to find and kill the jobs' actors)."""
+    cluster = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 0, "_system_config": FAST_FAILURE_DETECTION})
+    try:
+        for _ in range(2):
+            cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address)
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+@pytest.fixture
+def gateway(cluster, start_server):
+    """gateway(data_dir=None, port=None) → a `diffrec serve --cluster` child, killed after
+    the test."""
+    return lambda **where: start_server("--cluster", cluster.address, **where)
+
+
+def until(condition, what: str, timeout: float = WAIT_S):
+    """Poll ``condition()`` until it returns something true (returned); fail after
+    ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    pytest.fail(f"still waiting after {timeout} s for {what}")
+
+
+def iteration(client, job: str) -> int:
+    """The last iteration ``job`` reported (0 before its first progress event)."""
+    return (client.status(job)["progress"] or {}).get("iteration", 0)
+
+
+def actor_node(server: ServerProcess, job: str) -> str:
+    """The Ray node id of the actor running ``job``."""
+    actor = ray.get_actor(actor_name(job), namespace=namespace(server.data_dir))
+    return ray.get(actor.where.remote(), timeout=WAIT_S)[1]
+
+
+def alive(server: ServerProcess, job: str) -> bool:
+    """Whether ``job``'s actor is there."""
+    try:
+        ray.get_actor(actor_name(job), namespace=namespace(server.data_dir))
+        return True
+    except ValueError:
+        return False
+
+
+def test_an_actor_buffers_numbered_events_and_drops_those_polled(tmp_path):
+    actor = JobActor()
+    assert actor.poll(0) == ([], False, None)
+    for index in range(3):
+        actor._emit("log", {"message": str(index)})
+    events, started, verdict = actor.poll(1)
+    assert [(number, fields["message"]) for number, _, fields, _ in events] == [(1, "1"), (2, "2")]
+    assert actor.poll(3)[0] == [] and actor.poll(0)[0] == []  # gone once acknowledged
+    assert (started, verdict) == (False, None)
+
+
+def test_an_actor_runs_a_job_and_stops_when_asked(tmp_path):
+    work, results = tmp_path / "job" / "checkpoint", tmp_path / "job" / "results"
+    work.mkdir(parents=True)
+    results.mkdir()
+    order = JobOrder("unit", TextureFitRunner(), fit_spec(iterations=10**6), JobOrder.portable(
+        {"images": target_images()}), work, results, "cpu")
+    actor = JobActor()
+    runner = threading.Thread(target=actor.run, args=(order,))
+    runner.start()
+    until(lambda: actor.poll(0)[0], "a progress event", timeout=30)
+    actor.stop()
+    runner.join(30)
+    events, started, verdict = actor.poll(0)
+    assert started and verdict == ("stopped", "", [])
+    assert events[0][1] == "progress" and events[0][2]["iterations"] == 10**6
+
+
+def test_an_actor_that_does_not_see_the_data_directory_says_so(tmp_path):
+    missing = tmp_path / "elsewhere" / "jobs" / "unit"
+    order = JobOrder("unit", TextureFitRunner(), fit_spec(), {}, missing / "checkpoint",
+                     missing / "results", "cpu")
+    actor = JobActor()
+    actor.run(order)
+    outcome, message, results = actor.poll(0)[2]
+    assert outcome == "failed" and results == []
+    assert str(tmp_path / "elsewhere") in message and "same path on every node" in message
+
+
+def test_the_cluster_benchmark_runs_and_reports_a_table():
+    out = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "bench_cluster.py"), "--workers", "1",
+         "--jobs", "1", "--iterations", "20"], capture_output=True, text=True, timeout=WAIT_S * 2,
+        check=True).stdout
+    assert re.search(r"^\| local executor \| 1 \| [\d.]+ \| [\d,]+ \| [\d.]+ \|$", out, re.M), out
+    assert re.search(r"^\| Ray \| 1 \| [\d.]+ \| [\d,]+ \| [\d.]+ \|$", out, re.M), out
+
+
+def test_a_gateway_runs_jobs_on_a_ray_of_its_own_and_stops_it(start_server, connect):
+    server = start_server("--cluster", "local")
+    client = connect(server)
+    assert client.ping()["engine"].startswith("Ray cluster: 1 nodes")
+    client.submit("own", fit_spec(), {"images": target_images()})
+    assert client.wait("own")["kind"] == "done"
+    client.close()
+    ray_processes = subprocess.run(["ps", "-o", "pid=", "--ppid", str(server.process.pid)],
+                                   capture_output=True, text=True).stdout.split()
+    assert ray_processes  # the Ray the gateway started: its head node's processes
+    server.process.terminate()
+    assert server.process.wait(30) == 0
+    until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in ray_processes),
+          "the gateway's Ray to stop with it", timeout=15)
+    assert "Started a local Ray instance" in server.log.read_text()
+
+def test_two_jobs_run_at_once_with_progress_cancel_and_fetch(gateway, connect, tmp_path):
+    server = gateway()
+    client = connect(server)
+    ping = client.ping()
+    assert (ping["engine"], ping["device"]) == ("Ray cluster: 3 nodes, 0 GPUs, 2 CPUs", "cpu")
+    images = target_images()
+    for job in ("first", "second"):
+        assert client.submit(job, SPEC, {"images": images})["state"] == "queued"
+    until(lambda: all(iteration(client, job) > 0 for job in ("first", "second")),
+          "both jobs to report progress at once")
+    assert actor_node(server, "first") != actor_node(server, "second")
+    assert client.cancel("second")["state"] in ("cancelling", "cancelled")
+
+    events = []
+    final = client.wait("first", on_event=events.append)
+    assert final["kind"] == "done", final.fields
+    progress = [e["iteration"] for e in events if e["kind"] == "progress"]
+    assert progress[-1] == SPEC["iterations"] and progress == sorted(progress)
+    assert any(e["kind"] == "preview" for e in events)
+    assert client.wait("second")["kind"] == "cancelled"
+    assert client.status("second")["results"] == []
+
+    paths = client.fetch("first", tmp_path / "out")
+    assert [p.name for p in paths] == ["texture.npy", "render.npy", "metrics.json",
+                                      "manifest.json"]
+    np.testing.assert_allclose(np.load(paths[0]), images.mean(0), atol=2e-3)
+    assert until(lambda: client.ping()["queued"] == 0, "an empty queue") is True
+
+
+def test_a_restarted_gateway_reattaches_to_the_running_job(gateway, connect):
+    server = gateway()
+    client = connect(server)
+    for job in ("long", "dropped"):
+        client.submit(job, SPEC, {"images": target_images()})
+    until(lambda: iteration(client, "long") > SPEC["checkpoint_every"], "a checkpoint")
+    until(lambda: iteration(client, "dropped") > 0, "the other job to run")
+    node = actor_node(server, "long")
+
+    server.kill()  # the gateway goes; the jobs run on
+    client.close()
+    state = server.job_dir("dropped") / "state.json"  # cancelled as the gateway went
+    state.write_text(json.dumps({**json.loads(state.read_text()), "stop": "cancel"}))
+    server.start()
+    again = connect(server)
+    events = []
+    final = again.wait("long", on_event=events.append)
+    assert final["kind"] == "done", final.fields
+    assert not [e for e in events if "resumed_from" in e]  # the same actor went on
+    assert again.status("long")["progress"]["iteration"] == SPEC["iterations"]
+    assert node in {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+    assert again.status("dropped")["state"] == "cancelled"
+    until(lambda: not alive(server, "dropped"), "its actor to be killed, not left holding "
+                                                "its CPU", timeout=10)
+
+
+def test_a_job_on_a_lost_node_resumes_elsewhere_byte_identical(cluster, gateway, connect):
+    server = gateway()
+    client = connect(server)
+    images = target_images(seed=5)
+    for job in ("reference", "interrupted"):
+        client.submit(job, SPEC, {"images": images})
+    until(lambda: iteration(client, "interrupted") > SPEC["checkpoint_every"], "a checkpoint")
+    lost = actor_node(server, "interrupted")
+    victim = next(node for node in cluster.worker_nodes if node.node_id == lost)
+    try:
+        cluster.remove_node(victim, allow_graceful=False)
+        events = []
+        final = client.wait("interrupted", on_event=events.append)
+        assert final["kind"] == "done", final.fields
+        assert client.wait("reference")["kind"] == "done"
+    finally:
+        cluster.add_node(num_cpus=1)  # as the module's cluster was
+    resumed = [e["resumed_from"] for e in events if e["kind"] == "log" and "resumed_from" in e]
+    assert resumed and resumed[0] >= SPEC["checkpoint_every"]
+    assert client.status("interrupted")["attempts"] == 2
+
+    reference = {f["name"]: f for f in client.status("reference")["results"]}
+    interrupted = {f["name"]: f for f in client.status("interrupted")["results"]}
+    assert interrupted == reference
+    for name in ("texture.npy", "render.npy"):
+        assert (server.job_dir("interrupted") / "results" / name).read_bytes() == \
+            (server.job_dir("reference") / "results" / name).read_bytes()
+
