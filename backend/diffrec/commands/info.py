@@ -8,14 +8,18 @@ import platform
 import torch
 
 from diffrec import __version__
-from diffrec.engines import RASTER
+from diffrec.engines import NEURAL, RASTER
 
 NAME = "info"
-HELP = "show versions, devices and the rasterization engine that will be used"
+HELP = "show versions, devices and the engines that will be used (--check: test the CUDA path)"
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    parser.add_argument("--check", action="store_true",
+                        help="run the CUDA fast path (nvdiffrast, tiny-cuda-nn) once, each part "
+                             "in a child process, and say what fails and how to fix it; exit "
+                             "status 1 when anything fails")
 
 
 def collect() -> dict:
@@ -30,11 +34,20 @@ def collect() -> dict:
         "mps": bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()),
         "nvdiffrast": RASTER.module() is not None,
         "raster_engine": RASTER.resolve(device),
+        "tinycudann": NEURAL.module() is not None,
+        "neural_engine": NEURAL.resolve(device),
     }
     return info
 
 
 def run(args) -> int:
+    if args.check:
+        from diffrec.fast_path import check_fast_path
+
+        outcomes = check_fast_path()
+        for outcome in outcomes:
+            print(outcome.line(), flush=True)
+        return 0 if all(outcome.ok for outcome in outcomes) else 1
     info = collect()
     if args.json:
         print(json.dumps(info, indent=2))
