@@ -243,3 +243,15 @@ def test_a_job_on_a_lost_node_resumes_elsewhere_byte_identical(cluster, gateway,
         assert (server.job_dir("interrupted") / "results" / name).read_bytes() == \
             (server.job_dir("reference") / "results" / name).read_bytes()
 
+
+
+def test_a_job_actor_asks_for_one_gpu_or_cpu_per_rank():
+    from diffrec.server.cluster import job_ranks
+
+    def optimize(**settings):
+        return {"task": "optimize", "settings": settings}
+
+    assert job_ranks(optimize(ranks=4)) == 4
+    assert job_ranks(optimize(ranks="2")) == 2  # as the settings' coercion takes it
+    assert job_ranks(optimize(mode="refine")) == 1
+    assert job_ranks(SPEC) == 1  # fit_texture has no ranks

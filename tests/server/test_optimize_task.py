@@ -109,3 +109,30 @@ def test_an_optimize_job_resumes_from_its_checkpoint_after_the_server_is_killed(
     assert final["kind"] == "done", final.fields
     assert resumed and 5 <= resumed[0] < 40 and resumed[0] % 5 == 0, resumed
     assert again.status("survivor")["attempts"] == 2
+
+
+def test_a_job_on_two_ranks_streams_rank_zeros_events_and_matches_one_process(
+        server, connect, tmp_path):
+    """``ranks`` 2 on a CPU server: two gloo processes train the job data-parallel; the client
+    sees one stream of events (rank 0's) and gets the same asset as from one process, up to
+    the order of floating-point sums, which Adam amplifies where gradients are near its eps
+    (measured on 2 cores: held-out PSNR 12.565 against 12.570 dB)."""
+    spec, inputs = sphere_job()
+    spec["settings"].update(preview_every=0)
+    client = connect(server)
+    results = {}
+    for name, ranks in (("one", 1), ("two", 2)):
+        spec["settings"]["ranks"] = ranks
+        client.submit(name, spec, inputs)
+        events = []
+        final = client.wait(name, on_event=events.append)
+        assert final["kind"] == "done", final.fields
+        progress = [event["iteration"] for event in events if event["kind"] == "progress"]
+        assert progress == [5, 10], progress
+        client.fetch(name, tmp_path / name)
+        results[name] = json.loads((tmp_path / name / "metrics.json").read_text())
+    one, two = (read_gltf(tmp_path / name / "mesh.glb") for name in ("one", "two"))
+    moved = np.abs(one.mesh.positions.numpy() - two.mesh.positions.numpy()).max()
+    psnr = (results["one"]["psnr_mean"], results["two"]["psnr_mean"])
+    assert moved < 1e-3 and psnr[1] == pytest.approx(psnr[0], abs=0.02), (moved, psnr)
+

@@ -172,13 +172,18 @@ def memory_line(config: RunConfig) -> str:
 
 
 def ranks_asked(args, config: RunConfig) -> tuple[int, str]:
-    """``(ranks, device type)`` that ``--gpus N`` ("cuda") or ``--ranks N`` ("cpu") ask for,
-    ``(1, "")`` for neither; refuses (UserError) what cannot run here: fewer CUDA devices than
-    ``--gpus``, ``--ranks`` without ``--device cpu``, a batch that does not split evenly."""
+    """``(ranks, device type)`` that ``--gpus N`` ("cuda") or ``--ranks N`` ("cpu") ask for
+    (without either, the ``ranks`` setting: GPUs, or CPU processes with ``--device cpu``),
+    ``(1, "")`` for one process; refuses (UserError) what cannot run here: fewer CUDA devices
+    than ``--gpus``, ``--ranks`` without ``--device cpu``, a batch that does not split evenly."""
     from diffrec.pipeline.sampler import rank_share
 
-    if args.gpus is not None:
-        count = _at_least_one("--gpus", args.gpus)
+    gpus, ranks = args.gpus, args.ranks
+    if gpus is None and ranks is None and config.settings.ranks > 1:
+        gpus, ranks = ((None, config.settings.ranks) if config.device == "cpu"
+                       else (config.settings.ranks, None))
+    if gpus is not None:
+        count = _at_least_one("--gpus", gpus)
         if config.device not in ("auto", "cuda"):
             raise UserError(f"--gpus trains on cuda:0 .. cuda:{count - 1}, one per process: "
                             f"leave out --device {config.device}")
@@ -190,8 +195,8 @@ def ranks_asked(args, config: RunConfig) -> tuple[int, str]:
                             f"here; to try a data-parallel run on the CPU, give --ranks {count} "
                             "--device cpu")
         kind = "cuda"
-    elif args.ranks is not None:
-        count = _at_least_one("--ranks", args.ranks)
+    elif ranks is not None:
+        count = _at_least_one("--ranks", ranks)
         if config.device != "cpu":
             raise UserError("--ranks trains in processes on the CPU (gloo): give --device cpu "
                             "too, or --gpus N to train on GPUs")

@@ -131,6 +131,8 @@ class Settings:
     log_every: int = _setting(10, "iterations between progress reports", minimum=1)
     unwrap_timeout_s: float = _setting(120.0, "UV unwrapping time limit, seconds", minimum=0)
     export_obj: bool = _setting(False, "also write OBJ + MTL + PNG textures (nvdiffrec's format)")
+    ranks: int = _setting(1, "processes training the job data-parallel: one per GPU on a CUDA "
+                          "worker, CPU processes on a CPU worker", minimum=1, maximum=64)
 
     def __post_init__(self):
         for spec in dataclasses.fields(self):
@@ -163,9 +165,9 @@ class Settings:
 
 
 BOOKKEEPING = ("validation", "checkpoint_every", "preview_every", "preview_res", "display",
-               "log_every", "export_obj")
-"""Settings that change what a run reports, not what it learns (a checkpoint taken under
-other values of these still resumes)."""
+               "log_every", "export_obj", "ranks")
+"""Settings that change what a run reports or how it is spread, not what it learns (a
+checkpoint taken under other values of these still resumes)."""
 
 FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(Settings)}
 _HINTS.update(typing.get_type_hints(Settings))

@@ -61,6 +61,16 @@ def namespace(data_dir: Path) -> str:
     return f"diffrec-{digest[:16]}"
 
 
+def job_ranks(spec) -> int:
+    """The processes a job trains on: its ``ranks`` setting (checked at submit), else 1."""
+    settings = spec.get("settings") if isinstance(spec, dict) else None
+    try:
+        ranks = int(settings.get("ranks", 1)) if isinstance(settings, dict) else 1
+    except (TypeError, ValueError):
+        return 1
+    return max(ranks, 1)
+
+
 def actor_name(job_id: str) -> str:
     return f"job-{job_id}"
 
@@ -217,15 +227,18 @@ class RayExecutor(Executor):
     # -- following the actors --------------------------------------------------------------
 
     def _start(self, ticket: Ticket) -> ray.actor.ActorHandle:
-        """A new actor running ``ticket``: it asks for one CPU, and one GPU as well when the
-        cluster has GPUs (then CPU-only nodes take no jobs)."""
+        """A new actor running ``ticket``: it asks for one CPU per rank of the job (the
+        ``ranks`` setting, 1 unless given), and as many GPUs as well when the cluster has GPUs
+        (then CPU-only nodes take no jobs); the ranks share the actor's node."""
         gpu = ray.cluster_resources().get("GPU", 0) >= 1
+        ranks = job_ranks(ticket.spec)
         order = job_process.JobOrder(
             ticket.job_id, ticket.runner, ticket.spec, _absolute(ticket.inputs),
             ticket.work_dir.resolve(), ticket.results_dir.resolve(), "cuda:0" if gpu else "cpu")
         actor = RemoteJobActor.options(
             name=actor_name(ticket.job_id), namespace=self.namespace, lifetime="detached",
-            max_concurrency=3, max_restarts=0, num_cpus=1, num_gpus=1 if gpu else 0).remote()
+            max_concurrency=3, max_restarts=0, num_cpus=ranks,
+            num_gpus=ranks if gpu else 0).remote()
         actor.run.remote(order)
         return actor
 

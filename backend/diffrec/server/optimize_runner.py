@@ -17,7 +17,8 @@ the job.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -100,23 +101,30 @@ def _preview_arrays(preview: Preview) -> dict[str, np.ndarray]:
 
 
 class JobReporter(Reporter):
-    """A run's reports as the job's events; checkpoints in the job's work directory."""
+    """A run's reports as job events through ``emit(kind, fields, arrays=None)`` (the job's
+    ``ctx.emit``, or a queue to it from another process); ``should_stop`` polls for a stop;
+    checkpoints in ``checkpoints`` (the job's work directory)."""
 
-    def __init__(self, ctx: JobContext):
-        super().__init__(ctx.checkpoints)
-        self.ctx = ctx
+    def __init__(self, emit: Callable, should_stop: Callable[[], bool], checkpoints):
+        super().__init__(checkpoints)
+        self.emit = emit
+        self._should_stop = should_stop
+
+    @classmethod
+    def of(cls, ctx: JobContext) -> JobReporter:
+        return cls(ctx.emit, ctx.should_stop, ctx.checkpoints)
 
     def progress(self, progress: Progress) -> None:
-        self.ctx.emit("progress", progress.fields())
+        self.emit("progress", progress.fields())
 
     def preview(self, preview: Preview) -> None:
-        self.ctx.emit("preview", preview.fields(), _preview_arrays(preview))
+        self.emit("preview", preview.fields(), _preview_arrays(preview))
 
     def log(self, message: str, level: str = "info", **fields) -> None:
-        self.ctx.emit("log", {"level": level, "message": message, **fields})
+        self.emit("log", {"level": level, "message": message, **fields})
 
     def should_stop(self) -> bool:
-        return self.ctx.should_stop()
+        return self._should_stop()
 
 
 class OptimizeRunner(Runner):
@@ -162,19 +170,105 @@ class OptimizeRunner(Runner):
 
         settings = _settings(ctx.spec)
         _check_inputs(settings, ctx.inputs)
+        run_dir = ctx.work_dir / "run"
         try:
             views, base, envmap = from_job_arrays(ctx.inputs)
             held_out = max(1, min(settings.test_views, len(views) // 8))  # at most an eighth
             train, test = split_views(views, held_out, settings.seed)
-            result = optimize(settings, Inputs(train, test, base, envmap), JobReporter(ctx),
-                              device=ctx.device)
+            inputs = Inputs(train, test, base, envmap)
+            if settings.ranks > 1:
+                if not run_ranks(ctx, settings, inputs, run_dir):
+                    return  # stopped
+            else:
+                result = optimize(settings, inputs, JobReporter.of(ctx), device=ctx.device)
+                write_result(run_dir, result, export_obj=settings.export_obj)
         except Cancelled:
             return
         except UserError as error:
             raise JobFailed(str(error)) from None
-        run_dir = ctx.work_dir / "run"
-        write_result(run_dir, result, export_obj=settings.export_obj)
         _collect_results(run_dir, ctx.results_dir)
+
+
+RELAY_POLL_S = 0.2
+
+
+def run_ranks(ctx: JobContext, settings: Settings, inputs, run_dir: Path) -> bool:
+    """The job on ``settings.ranks`` processes (``pipeline.distributed``: NCCL on the worker's
+    GPUs ``cuda:0..``, gloo on a CPU worker), rank 0 writing the result into ``run_dir``.
+    Rank 0's events come back through a queue and go out as this job's; a stop asked of the
+    job reaches rank 0, which stops every rank. Returns False when stopped; raises JobFailed
+    (a rank's error, or too few GPUs)."""
+    import multiprocessing
+    import queue
+    import threading
+
+    import torch
+    import torch.multiprocessing as mp
+
+    from diffrec.pipeline import distributed
+
+    kind = "cuda" if str(ctx.device).startswith("cuda") else "cpu"
+    if kind == "cuda" and torch.cuda.device_count() < settings.ranks:
+        raise JobFailed(f"ranks {settings.ranks} needs {settings.ranks} GPUs and this worker "
+                        f"has {torch.cuda.device_count()}")
+    # the job's own process is a daemon of the worker (ended with the server), and daemons
+    # may not start processes; the ranks end with it all the same (_end_with_parent)
+    multiprocessing.current_process().daemon = False
+    spawn = mp.get_context("spawn")
+    events, stop, outcome = spawn.Queue(), spawn.Event(), {}
+
+    def ranks() -> None:
+        try:
+            distributed.spawn(_job_rank, settings.ranks, kind,
+                              (settings, inputs, run_dir, ctx.checkpoints, events, stop))
+        except Exception as error:  # a rank's failure: reported by the job below
+            outcome["error"] = error
+
+    runner = threading.Thread(target=ranks, name="ranks", daemon=True)
+    runner.start()
+    failure, stopped = None, False
+    while runner.is_alive() or not events.empty():
+        if ctx.should_stop():
+            stop.set()
+        try:
+            event, fields, arrays = events.get(timeout=RELAY_POLL_S)
+        except queue.Empty:
+            continue
+        if event == "failed":
+            failure = fields
+        elif event == "stopped":
+            stopped = True
+        else:
+            ctx.emit(event, fields, arrays)
+    runner.join()
+    if failure is not None or "error" in outcome:
+        raise JobFailed(failure or f"a rank of the job failed: {outcome['error']}")
+    return not stopped
+
+
+def _job_rank(world, settings: Settings, inputs, run_dir: Path, checkpoints, events, stop
+              ) -> None:
+    """One rank of a multi-rank job (in a process of its own): train, and on rank 0 report
+    through ``events`` and write the result. A UserError goes back as ("failed", message)."""
+    from diffrec.errors import UserError
+    from diffrec.pipeline.outputs import write_result
+    from diffrec.pipeline.run import optimize
+
+    def emit(kind, fields, arrays=None):
+        events.put((kind, fields, arrays))
+
+    _end_with_parent()
+    reporter = JobReporter(emit, stop.is_set, checkpoints)
+    try:
+        result = optimize(settings, inputs, reporter, device=str(world.device), world=world)
+    except Cancelled:
+        emit("stopped", None)
+        return
+    except UserError as error:
+        emit("failed", f"rank {world.rank}: {error}")
+        raise SystemExit(2) from None
+    if result is not None:
+        write_result(run_dir, result, export_obj=settings.export_obj)
 
 
 def _collect_results(run_dir: Path, results_dir: Path) -> None:
@@ -186,3 +280,19 @@ def _collect_results(run_dir: Path, results_dir: Path) -> None:
     for entry in read_manifest(run_dir):
         shutil.copy2(run_dir / entry.name, results_dir / entry.name)
     shutil.copy2(run_dir / MANIFEST_NAME, results_dir / MANIFEST_NAME)
+
+
+def _end_with_parent(poll_s: float = 1.0) -> None:
+    """End this process as soon as its parent (the job's process) is gone, killed or not, so
+    that no rank outlives its job."""
+    import os
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="end-with-parent", daemon=True).start()
