@@ -29,6 +29,7 @@ class DIFFREC_PT_main(bpy.types.Panel):
         column = layout.column()
         column.prop(settings, "iterations")
         column.prop(settings, "texture_resolution")
+        column.prop(settings, "gpus")
         layout.prop(settings, "light", expand=True)
         row = layout.row()
         row.prop(settings, "live_mesh")

@@ -102,6 +102,14 @@ class DiffrecSceneSettings(bpy.types.PropertyGroup):
         update=_apply_preset,
     )
     iterations: IntProperty(name="Iterations", default=2000, min=1, max=1_000_000)
+    gpus: IntProperty(
+        name="GPUs",
+        description="GPUs one job trains on together (data-parallel); the backend's machine "
+                    "needs that many",
+        default=1,
+        min=1,
+        max=64,
+    )
     texture_resolution: EnumProperty(
         name="Texture",
         items=[(str(s), f"{s} px", "") for s in (256, 512, 1024, 2048, 4096)],

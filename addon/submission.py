@@ -19,7 +19,8 @@ from . import export_scene, jobs, validate
 from .wire import protocol
 
 # the panel's choices a job is made of, read once when Optimize is pressed
-CHOICES = ("mode", "iterations", "texture_resolution", "train_resolution", "light", "preset")
+CHOICES = ("mode", "iterations", "texture_resolution", "train_resolution", "light", "preset",
+           "gpus")
 
 
 def training_size(scene, longest_side: int) -> tuple[int, int]:
@@ -61,6 +62,8 @@ def optimize_settings(settings, has_envmap: bool) -> dict:
     }
     if settings.preset != "CUSTOM":
         values["preset"] = settings.preset.lower()
+    if settings.gpus > 1:
+        values["ranks"] = settings.gpus
     return values
 
 

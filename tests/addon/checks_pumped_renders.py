@@ -96,6 +96,7 @@ class _Run:
 
 def check_one_view_per_tick_with_progress_then_the_job_is_sent():
     scene = _scene()
+    scene.diffrec.gpus = 2  # sent as the job's ranks
     pump = _Run(scene)
     try:
         settings = scene.diffrec
@@ -116,6 +117,7 @@ def check_one_view_per_tick_with_progress_then_the_job_is_sent():
         job, spec, arrays = pump.submitted[0]
         assert job == pump.run.job and spec["task"] == "optimize"
         assert spec["settings"]["light"] == "learn-from-envmap"
+        assert spec["settings"]["ranks"] == 2
         assert arrays["images"].shape == (VIEWS, 12, 16, 4), arrays["images"].shape
         assert arrays["cameras"].shape == (VIEWS, 4, 4) and arrays["intrinsics"].shape == (
             VIEWS, 6)
