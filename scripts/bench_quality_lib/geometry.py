@@ -2,10 +2,12 @@
 
 Both surfaces are sampled uniformly by area (``trimesh.sample.sample_surface``, fixed seed).
 Each sample's distance to the other surface is exact point-to-triangle: the candidate
-triangles are those of its ``CANDIDATES`` nearest samples on the other surface (brute force in
-chunks with torch: no SciPy or rtree in the environment), and the closest point on each is
-found in closed form. Distances are Euclidean, in world units, and reported as a fraction of
-the true mesh's bounding-box diagonal; a mesh compared with itself scores about 1e-5.
+triangles are those of its ``CANDIDATES`` nearest reference points on the other surface (that
+surface's samples and its triangles' centroids, so that every triangle, however small, has
+one; brute force in chunks with torch: no SciPy or rtree in the environment), and the closest
+point on each is found in closed form. Distances are Euclidean, in world units, and reported
+as a fraction of the true mesh's bounding-box diagonal; a mesh compared with itself scores
+about 1e-5.
 
 - ``chamfer_l1``: (mean distance result -> truth + mean distance truth -> result) / 2 / diagonal;
   ``accuracy`` and ``completeness`` are the two one-way means (a floater raises accuracy, a
@@ -26,7 +28,7 @@ import torch
 import trimesh
 
 SAMPLES = 10000  # points sampled on each surface
-CANDIDATES = 8  # nearest samples whose triangles are searched for the closest point
+CANDIDATES = 8  # nearest reference points whose triangles are searched for the closest point
 CHUNK = 1024
 
 
@@ -77,13 +79,15 @@ def closest_on_triangles(p: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
 def distances_to_surface(points: torch.Tensor, mesh: trimesh.Trimesh, samples: torch.Tensor,
                          sample_faces: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(distance [N], closest triangle [N]) from each of ``points`` to ``mesh``, searching
-    the triangles of the ``CANDIDATES`` nearest of ``samples`` (points on ``mesh`` lying on
-    ``sample_faces``)."""
+    the triangles of the ``CANDIDATES`` nearest reference points: ``samples`` (points on
+    ``mesh`` lying on ``sample_faces``) and the triangles' centroids."""
     corners = torch.from_numpy(np.asarray(mesh.triangles, np.float32))
+    references = torch.cat([samples, corners.mean(dim=1)])
+    reference_faces = torch.cat([sample_faces, torch.arange(len(corners))])
     distances, triangles = [], []
     for chunk in points.split(CHUNK):
-        nearest = torch.cdist(chunk, samples).topk(CANDIDATES, dim=1, largest=False).indices
-        faces = sample_faces[nearest]  # [n, K]
+        nearest = torch.cdist(chunk, references).topk(CANDIDATES, dim=1, largest=False).indices
+        faces = reference_faces[nearest]  # [n, K]
         a, b, c = corners[faces].unbind(-2)
         closest = closest_on_triangles(chunk[:, None].expand_as(a), a, b, c)
         d, best = (closest - chunk[:, None]).norm(dim=-1).min(dim=1)
