@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 COLUMNS = ("scene", "mode", "PSNR dB", "object PSNR dB", "SSIM", "IoU", "Chamfer-L1 %",
-           "normal cons.", "pieces / genus (true)", "triangles", "optimize s", "peak MiB")
+           "normal cons.", "pieces / genus (true)", "triangles", "optimize s", "CPU s",
+           "peak MiB")
 
 # issue 12's targets, on the preview preset (judged by Cycles, whole image over black)
 TARGETS = {
@@ -35,7 +36,7 @@ def row(record: dict) -> list[str]:
             f"{cycles['iou_mean']:.3f}", f"{100 * geometry['chamfer_l1']:.3f}",
             f"{geometry['normal_consistency']:.3f}", _topology(geometry),
             f"{geometry['triangles']:,}", f"{record['optimize']['wall_s']:.0f}",
-            f"{record['optimize']['peak_mib']:.0f}"]
+            f"{record['optimize']['cpu_s']:.0f}", f"{record['optimize']['peak_mib']:.0f}"]
 
 
 def markdown(records: list[dict]) -> str:
