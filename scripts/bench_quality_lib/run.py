@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -120,8 +121,9 @@ def _cuda(job: SceneJob) -> bool:
 
 
 def run_scene(job: SceneJob) -> dict:
-    """The whole scene; its record is also written to ``<out>/result.json``. A failed
-    ``diffrec optimize`` gives a record with ``error`` (the log's tail) and no scores."""
+    """The whole scene; its record is also written to ``<out>/result.json``. A previous
+    result in ``<out>/asset`` is removed first. A failed ``diffrec optimize`` gives a record
+    with ``error`` (the log's tail) and no scores."""
     from demo_lib import scene as demo_scene
 
     from . import dataset as datasets
@@ -137,6 +139,7 @@ def run_scene(job: SceneJob) -> dict:
     record.update(dataset=str(folder), dataset_built=built)
     record["time_s"]["dataset"] = round(time.monotonic() - started, 2)
     asset = job.out / "asset"
+    shutil.rmtree(asset, ignore_errors=True)  # a previous run's checkpoints would resume
     hdri = demo_scene.bundled_hdri(RECIPES[job.name]["hdri"])
     child = run_child(optimize_command(job, folder, hdri, asset), job.out / "optimize.log",
                       job.threads)
