@@ -11,9 +11,7 @@ gets it: mesh.glb, probe.hdr, the backend's metrics.json and validation images, 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import shutil
 import sys
 import time
@@ -27,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # demo_lib
 
 import bpy  # noqa: E402
 from demo_lib import backend, judge, report, scene  # noqa: E402
+from demo_lib.console import quiet_stdout  # noqa: E402
 
 from addon import export_scene  # noqa: E402
 
@@ -153,21 +152,6 @@ def fetch_result(endpoint: str, job: str, folder: Path) -> None:
 
     with Client(endpoint, timeout=60.0) as client:
         client.fetch(job, folder)
-
-
-@contextlib.contextmanager
-def quiet_stdout():
-    """Silence Blender's own prints (one 'Saved: ...' line per render) at the file level."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    with open(os.devnull, "w") as devnull:
-        os.dup2(devnull.fileno(), 1)
-    try:
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def save_blend(path: Path, obj, result) -> None:

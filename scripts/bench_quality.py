@@ -1,0 +1,143 @@
+"""diffrec's multi-scene quality benchmark (issue 12): procedural scenes built with the bpy
+wheel, targets rendered by Cycles in the NeRF-synthetic layout, ``diffrec optimize`` on each,
+the imported result judged by Cycles on held-out views (as ``scripts/demo`` judges) and its
+geometry measured against the true mesh.
+
+Run through ``scripts/bench_quality`` (which sets up the environment), or with the test
+environment's Python: ``python scripts/bench_quality.py --scenes ring,mug --res 64``.
+Outputs in ``--out``: ``bench_quality.json`` (settings, machine, every scene's record, the
+summary against issue 12's targets) and per scene ``<mode>/<scene>/`` (the result folder in
+``asset/``, ``optimize.log``, ``comparison.png``, ``result.json``). Scenes' targets are cached in
+``--cache`` by a content hash, so a rerun only optimizes and judges.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import datetime
+import json
+import multiprocessing
+import os
+import platform
+import shlex
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # the add-on's package, ``addon``
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # demo_lib, bench_quality_lib
+
+from bench_quality_lib import table  # noqa: E402
+from bench_quality_lib.recipes import RECIPES  # noqa: E402
+from bench_quality_lib.run import SceneJob, run_scene  # noqa: E402
+
+MODES = ("materials", "reconstruct")
+
+
+def _names(text: str, known, what: str) -> list[str]:
+    names = list(known) if text == "all" else [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown {what} {', '.join(unknown) or text!r}; "
+                                         f"choose from {', '.join(known)} or 'all'")
+    return names
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="scripts/bench_quality",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scenes", default="all", type=lambda t: _names(t, RECIPES, "scene"),
+                        help=f"comma-separated, or 'all' (default): {', '.join(RECIPES)}")
+    parser.add_argument("--mode", default="materials", type=lambda t: _names(t, MODES, "mode"),
+                        help="materials (default; the true mesh is the start), reconstruct, or "
+                             "both comma-separated")
+    parser.add_argument("--preset", choices=("preview", "standard", "high"), default="preview")
+    parser.add_argument("--res", type=int, default=128, help="image size in pixels (targets, "
+                                                             "training and judging; default 128)")
+    parser.add_argument("--views", type=int, default=24, help="training cameras (default 24)")
+    parser.add_argument("--holdout", type=int, default=8, help="held-out cameras (default 8)")
+    parser.add_argument("--samples", type=int, default=128, help="Cycles samples per pixel")
+    parser.add_argument("--iterations", type=int, help="iterations per pass (default: preset's)")
+    parser.add_argument("--jobs", type=int, default=1, help="scenes run at once (each optimize "
+                                                            "gets cores / jobs torch threads)")
+    parser.add_argument("--device", help="backend device (default: the backend's choice)")
+    parser.add_argument("--out", type=Path, default=Path("out/bench_quality"))
+    parser.add_argument("--cache", type=Path, default=Path("out/bench_quality_scenes"),
+                        help="where scenes' targets are kept between runs")
+    args = parser.parse_args(argv)
+    if args.res < 16 or args.views < 2 or args.holdout < 1 or args.jobs < 1:
+        parser.error("--res must be at least 16, --views at least 2, --holdout and --jobs at "
+                     "least 1")
+    return args
+
+
+def jobs_for(args) -> list[SceneJob]:
+    threads = max(1, (os.cpu_count() or 1) // args.jobs) if args.jobs > 1 else None
+    return [SceneJob(name, args.out / mode / name, args.cache, mode, args.preset, args.res,
+                     args.views, args.holdout, args.samples, args.iterations, args.device,
+                     threads)
+            for mode in args.mode for name in args.scenes]
+
+
+def run_all(jobs: list[SceneJob], workers: int) -> list[dict]:
+    """Each scene in a fresh process (bpy holds one session per process), ``workers`` at a
+    time; records in the order of ``jobs``. A scene that raises gives a record with
+    ``error``."""
+    context = multiprocessing.get_context("spawn")
+    records = {}
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context,
+                                                max_tasks_per_child=1) as pool:
+        futures = {pool.submit(run_scene, job): job for job in jobs}
+        for future in concurrent.futures.as_completed(futures):
+            job = futures[future]
+            try:
+                record = future.result()
+            except Exception as exc:
+                record = {"scene": job.name, "mode": job.mode, "error": repr(exc)}
+            records[job] = record
+            print(f"   {job.mode} {job.name}: " + ("FAILED " + record["error"][-300:]
+                                                   if "error" in record else
+                                                   " | ".join(table.row(record)[2:])),
+                  flush=True)
+    return [records[job] for job in jobs]
+
+
+def machine() -> dict:
+    import torch
+
+    return {"platform": platform.platform(), "cpus": os.cpu_count(),
+            "python": platform.python_version(), "torch": torch.__version__,
+            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    jobs = jobs_for(args)
+    started = datetime.datetime.now(datetime.UTC)
+    print(f"bench_quality: {len(args.scenes)} scenes x {', '.join(args.mode)}, preset "
+          f"{args.preset}, {args.res} px, {args.views} views + {args.holdout} held out, "
+          f"Cycles {args.samples} spp, {args.jobs} at a time", flush=True)
+    clock = time.monotonic()
+    records = run_all(jobs, args.jobs)
+    stats = table.summary(records)
+    report = {
+        "command": shlex.join(["scripts/bench_quality", *(argv or sys.argv[1:])]),
+        "date": started.strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(),
+        "settings": {key: (str(value) if isinstance(value, Path) else value)
+                     for key, value in vars(args).items()},
+        "total_s": round(time.monotonic() - clock, 1), "summary": stats, "scenes": records,
+    }
+    (args.out / "bench_quality.json").write_text(json.dumps(report, indent=2))
+    print()
+    print(table.markdown(records))
+    print()
+    print("\n".join(table.summary_lines(stats)))
+    print(f"\ntotal {report['total_s']:.0f} s; every figure in {args.out / 'bench_quality.json'}")
+    return 1 if any("error" in record for record in records) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The quality benchmark (scripts/bench_quality): scenes, targets, runs, metrics, table."""
