@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -122,15 +123,52 @@ def _ggx_operator(base_res: int, out_res: int, roughness: float, samples: int, d
     return index.to(device=device, dtype=torch.int32), weight.float().to(device)
 
 
+@functools.lru_cache(maxsize=16)
+def _ggx_matrices(base_res: int, out_res: int, roughness: float, samples: int, device: str,
+                  dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """The operator of ``_ggx_operator`` as a sparse CSR matrix ``[6 Ro^2, pyramid texels]``
+    (taps of one texel that hit the same source texel summed) and its transpose, for the
+    backward pass. (CSR: 2-3x faster products than COO on a CPU.)"""
+    index, weight = _ggx_operator(base_res, out_res, roughness, samples, device)
+    rows = torch.arange(len(index), device=index.device).repeat_interleave(index.shape[1])
+    texels = sum(6 * (base_res >> level) ** 2 for level in range(int(math.log2(base_res)) + 1))
+    matrix = torch.sparse_coo_tensor(torch.stack([rows, index.flatten().long()]),
+                                     weight.flatten().to(dtype), (len(index), texels),
+                                     check_invariants=True).coalesce()
+    with warnings.catch_warnings():  # "CSR support is in beta": products are all we use
+        warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta")
+        return matrix.to_sparse_csr(), matrix.t().coalesce().to_sparse_csr()
+
+
+class _SparseLinear(torch.autograd.Function):
+    """``matrix @ flat`` with the transpose given, so the backward is one more sparse product
+    (``embedding_bag``'s backward sorts every tap's index at each call instead)."""
+
+    @staticmethod
+    def forward(ctx, flat, matrix, transposed):
+        ctx.transposed = transposed
+        return matrix @ flat
+
+    @staticmethod
+    def backward(ctx, grad):
+        return ctx.transposed @ grad, None, None
+
+
 def ggx_prefilter(pyramid: list[torch.Tensor], out_res: int, roughness: float) -> torch.Tensor:
     """GGX-prefilter (split-sum, ``alpha = roughness^2``) the cube whose ``box_pyramid`` is
-    ``pyramid``, at output resolution ``out_res``; returns ``[6, out_res, out_res, C]``."""
+    ``pyramid``, at output resolution ``out_res``; returns ``[6, out_res, out_res, C]``.
+    A sparse matrix product on CPU and CUDA, a weighted gather elsewhere (MPS)."""
     base_res, channels = pyramid[0].shape[1], pyramid[0].shape[-1]
     flat = torch.cat([level.reshape(-1, channels) for level in pyramid])
     samples = samples_for_level(out_res)
     device = str(flat.device)
-    index, weight = _ggx_operator(base_res, out_res, float(roughness), samples, device)
-    out = apply_taps(flat, index, weight.to(flat.dtype))
+    if flat.device.type in ("cpu", "cuda"):
+        matrix, transposed = _ggx_matrices(base_res, out_res, float(roughness), samples, device,
+                                           flat.dtype)
+        out = _SparseLinear.apply(flat, matrix, transposed)
+    else:
+        index, weight = _ggx_operator(base_res, out_res, float(roughness), samples, device)
+        out = apply_taps(flat, index, weight.to(flat.dtype))
     return out.reshape(6, out_res, out_res, channels)
 
 
