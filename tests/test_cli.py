@@ -32,3 +32,21 @@ def test_user_error_is_a_sentence(capsys, monkeypatch):
     assert cli.main(["info"]) == 2
     err = capsys.readouterr().err
     assert err.strip() == "diffrec: error: the mesh file does not exist"
+
+
+def test_a_key_that_starts_with_a_dash_is_allowed_and_revoked_after_a_double_dash(
+        tmp_path, capsys):
+    """Z85 keys may start with "-" (one in 85), which argparse takes for an option: the help
+    and every printed instruction put "--" before the key, and that works."""
+    from zmq.utils import z85
+
+    key = z85.encode((63 * 85**4).to_bytes(4, "big") + bytes(28)).decode()
+    assert key.startswith("-") and len(key) == 40
+    data = str(tmp_path / "data")
+    assert cli.main(["keys", "allow", "--data-dir", data, "--comment", "dash", "--", key]) == 0
+    assert cli.main(["keys", "show", "--data-dir", data]) == 0
+    assert f"allowed: {key} dash" in capsys.readouterr().out
+    assert cli.main(["keys", "revoke", "--data-dir", data, "--", key]) == 0
+    assert capsys.readouterr().out == f"revoked {key}\n"
+    assert cli.main(["keys", "show", "--data-dir", data]) == 0
+    assert key not in capsys.readouterr().out

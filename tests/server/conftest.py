@@ -44,7 +44,8 @@ def secured(tmp_path_factory):
     assert cli.main(["keys", "init", "--data-dir", str(data), "--host", "127.0.0.1"]) == 0
     keys = {name: write_keypair(root / name, "client") for name in ("alice", "bob", "eve")}
     for name in ("alice", "bob"):
-        assert cli.main(["keys", "allow", keys[name][0], "--data-dir", str(data)]) == 0
+        # "--": a Z85 key may start with "-" (one in 85), which argparse takes for an option
+        assert cli.main(["keys", "allow", "--data-dir", str(data), "--", keys[name][0]]) == 0
     server = ServerProcess(data, "--curve")
     server_key = read_keypair(data / "keys", "server")[0]
     server.start(wait=False)

@@ -67,13 +67,13 @@ def test_another_key_cannot_see_fetch_or_cancel_your_job(secured):
 def test_a_revoked_key_gets_nothing(secured):
     server, server_key, keys = secured
     data = str(server.data_dir)
-    assert cli.main(["keys", "revoke", keys["bob"][0], "--data-dir", data]) == 0
+    assert cli.main(["keys", "revoke", "--data-dir", data, "--", keys["bob"][0]]) == 0
     try:
         with open_client(server, server_key, keys["bob"], **SILENCE) as bob:
             with pytest.raises(ServerUnavailable):
                 bob.ping()
     finally:
-        assert cli.main(["keys", "allow", keys["bob"][0], "--data-dir", data]) == 0
+        assert cli.main(["keys", "allow", "--data-dir", data, "--", keys["bob"][0]]) == 0
 
 
 def test_a_public_bind_without_keys_refuses_to_start(tmp_path):

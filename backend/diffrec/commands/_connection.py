@@ -48,7 +48,7 @@ def connect(args) -> Client:
         keypair = read_keypair(keys, "client")
     except FileNotFoundError:
         raise UserError(f"no client key pair in {keys}: run `diffrec keys client`, then have "
-                        "the server's owner run `diffrec keys allow YOUR_KEY`") from None
+                        "the server's owner run `diffrec keys allow -- YOUR_KEY`") from None
     try:
         return Client.from_pairing(args.server, keypair, timeout=args.timeout,
                                    retry_for=3 * args.timeout)

@@ -21,11 +21,13 @@ def add_arguments(parser) -> None:
     init.add_argument("--port", type=int, default=DEFAULT_PORT)
     client = actions.add_parser("client", help="create this machine's client key pair")
     client.add_argument("--force", action="store_true", help="replace an existing key pair")
-    allow = actions.add_parser("allow", help="allow a client public key")
-    allow.add_argument("key")
+    allow = actions.add_parser("allow", help="allow a client public key (one that starts with "
+                                              "'-': put -- before it)")
+    allow.add_argument("key", help="the client's public key (Z85, 40 characters)")
     allow.add_argument("--comment", default="", help="who the key belongs to")
-    revoke = actions.add_parser("revoke", help="remove a client public key from the allow-list")
-    revoke.add_argument("key")
+    revoke = actions.add_parser("revoke", help="remove a client public key from the allow-list "
+                                               "(one that starts with '-': put -- before it)")
+    revoke.add_argument("key", help="the client's public key (Z85, 40 characters)")
     show = actions.add_parser("show", help="show the keys and the allow-list")
     for action in (init, client, allow, revoke, show):
         add_data_dir(action)

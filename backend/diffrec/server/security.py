@@ -90,7 +90,7 @@ def refuse_plaintext(bind: str, data_dir: Path) -> UserError:
     return UserError(
         f"refusing to listen on {bind} without encryption: a non-loopback address needs CURVE "
         f"keys. Run `diffrec keys init --data-dir {data_dir}` to create the server key pair, "
-        f"`diffrec keys allow CLIENT_KEY --data-dir {data_dir}` for each client (a client's key "
+        f"`diffrec keys allow --data-dir {data_dir} -- CLIENT_KEY` for each client (a client's key "
         "comes from `diffrec keys client` on its machine, or from the Blender add-on's "
         "preferences), then start the server again. To stay on this machine, bind "
         "tcp://127.0.0.1:PORT."
@@ -134,7 +134,7 @@ def secure(context: zmq.Context, socket: zmq.Socket, bind: str, data_dir: Path,
     if curve:
         allow_list = AllowList(keys_dir(data_dir) / "authorized_keys")
         if not allow_list.entries():
-            log.warning("no client key is allowed yet: run `diffrec keys allow KEY`")
+            log.warning("no client key is allowed yet: run `diffrec keys allow -- KEY`")
         authenticator.configure_curve_callback(ZAP_DOMAIN.decode(), allow_list)
         socket.curve_server = True
         socket.curve_publickey = server_public.encode()
