@@ -83,6 +83,25 @@ class IsosurfaceGeometry(torch.nn.Module):
         self.register_buffer("center", torch.as_tensor(center, dtype=torch.float32, device=device))
         self.sdf_weight = sdf_weight
 
+    @torch.no_grad()
+    def start_from_hull(self, cameras, alpha: torch.Tensor) -> str:
+        """Replace the starting SDF by the views' visual hull (``pipeline.visual_hull``):
+        minus one grid cell inside, plus one outside. ``alpha [N, H, W]``: the masks. Keeps
+        the sphere when fewer than half the views show any background (no masks: photos
+        composited on their own background) or when the hull holds no grid vertex; returns
+        which start was taken ("visual-hull" or "sphere")."""
+        from diffrec.pipeline.visual_hull import outside_hull
+
+        if (alpha < 0.5).flatten(1).any(1).float().mean() < 0.5:
+            return "sphere"
+        points = self.surface.grid_vertices + self.center
+        outside = outside_hull(points, cameras.to(points.device), alpha.to(points.device))
+        if outside.all():
+            return "sphere"
+        cell = self.surface.scale / self.surface.grid_res
+        self.surface.sdf.copy_(torch.where(outside, cell, -cell).to(self.surface.sdf))
+        return "visual-hull"
+
     def mesh(self) -> Mesh:
         vertices, triangles = self.surface.extract()
         if len(triangles) == 0:

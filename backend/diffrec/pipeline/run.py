@@ -175,6 +175,11 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
     device = ctx.device
     geometry = IsosurfaceGeometry(settings.geometry, settings.dmtet_grid, settings.mesh_scale,
                                   settings.center, device, settings.sdf_regularizer, settings.seed)
+    if settings.surface_init == "visual-hull":
+        start = geometry.start_from_hull(train.cameras, train.images[..., 3])
+        if start != "visual-hull":
+            reporter.log("the masks outline no object (no background, or an empty hull): "
+                         "pass 1 starts from a sphere", level="warning")
     ranges = settings.material_ranges()
     field = NeuralMaterial((center - half).tolist(), (center + half).tolist(),
                            kd_min=ranges["kd"][0][:3], kd_max=ranges["kd"][1][:3],

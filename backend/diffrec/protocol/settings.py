@@ -24,6 +24,7 @@ from typing import Any
 MODES = ("materials", "refine", "reconstruct")
 LIGHT_MODES = ("learn", "fixed", "learn-from-envmap")
 GEOMETRIES = ("dmtet", "flexicubes")
+SURFACE_INITS = ("visual-hull", "sphere")
 LOSSES = ("logl1", "logl2", "mse", "l1", "smape", "relmse")
 INIT_TEXTURES = ("constant", "random", "base_mesh")
 BACKGROUNDS = ("random", "white", "black", "checker", "reference")
@@ -92,6 +93,8 @@ class Settings:
     laplace: str = _setting("relative", "Laplacian regulariser", **_choice(LAPLACE_MODES))
     laplace_scale: float = _setting(10000.0, "Laplacian weight", minimum=0)
     sdf_regularizer: float = _setting(0.2, "SDF sign-change weight", minimum=0)
+    surface_init: str = _setting("visual-hull", "pass 1's starting surface",
+                                 **_choice(SURFACE_INITS))
     # neural material (pass 1 of reconstruct): entries per hash-grid level, a power of two;
     # nvdiffrec's 19 is cheap on a GPU, while Adam's dense update of that many parameters
     # dominates a CPU step, so the preview preset uses a smaller table
