@@ -7,6 +7,7 @@ from diffrec.geometry.cleanup import (
     clean_mesh,
     remove_degenerate_triangles,
     remove_duplicate_triangles,
+    remove_small_pieces,
     remove_unreferenced_vertices,
     weld_vertices,
 )
@@ -167,3 +168,26 @@ def test_unreferenced_vertices_are_dropped():
     compact, triangles = remove_unreferenced_vertices(positions, torch.tensor([[1, 2, 4]]))
     assert triangles.tolist() == [[0, 1, 2]]
     torch.testing.assert_close(compact[triangles], positions[torch.tensor([[1, 2, 4]])])
+
+
+def test_small_pieces_are_dropped_and_the_rest_kept_whole():
+    """A unit cube, a floater a tenth its size (1 % of its area) and a second body half its
+    size (25 %): at 5 % the floater goes, the bodies stay, their vertices renumbered."""
+    big, small, half = cube(), cube(), cube()
+    parts = [(big.positions, big.triangles),
+             (small.positions * 0.1 + 3.0, small.triangles),
+             (half.positions * 0.5 - 3.0, half.triangles)]
+    vertices, triangles, offset = [], [], 0
+    for positions, tris in parts:
+        vertices.append(positions)
+        triangles.append(tris.long() + offset)
+        offset += len(positions)
+    vertices, triangles = torch.cat(vertices), torch.cat(triangles)
+    kept_vertices, kept_triangles = remove_small_pieces(vertices, triangles, 0.05)
+    expected = len(big.triangles) + len(half.triangles)
+    assert len(kept_triangles) == expected
+    assert len(kept_vertices) == len(big.positions) + len(half.positions)
+    assert (kept_vertices > 2).sum() == 0, "the floater around +3 is gone"
+    assert (kept_vertices < -2).all(-1).sum() == len(half.positions), "the body at -3 stays"
+    assert kept_triangles.max() == len(kept_vertices) - 1
+    assert len(remove_small_pieces(vertices, triangles, 0.0)[1]) == len(triangles)

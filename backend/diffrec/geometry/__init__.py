@@ -5,7 +5,8 @@
 - ``dmtet``: ``DMTetGeometry`` (trainable SDF + bounded deformation), the SDF sign-change
   regulariser and its weight schedule.
 - ``flexicubes``: FlexiCubes extraction on a cube grid and ``FlexiCubesGeometry``.
-- ``cleanup``: weld vertices, drop degenerate/duplicate triangles and unused vertices.
+- ``cleanup``: weld vertices, drop degenerate/duplicate triangles, unused vertices and small
+  disconnected pieces.
 
 The extraction functions live in their modules (``diffrec.geometry.marching_tets.marching_tets``,
 ``diffrec.geometry.flexicubes.flexicubes``); re-exporting them here would shadow the modules.
@@ -14,7 +15,7 @@ Meshes are ``(vertices float [V, 3], triangles int64 [T, 3])``; triangles are wo
 counter-clockwise seen from outside, where the SDF is ``>= 0``.
 """
 
-from diffrec.geometry.cleanup import clean_mesh
+from diffrec.geometry.cleanup import clean_mesh, remove_small_pieces
 from diffrec.geometry.dmtet import DMTetGeometry, sdf_regularizer_weight, sdf_sign_change_loss
 from diffrec.geometry.flexicubes import FlexiCubesGeometry
 from diffrec.geometry.tetgrid import TetGrid, tet_grid
@@ -24,6 +25,7 @@ __all__ = [
     "FlexiCubesGeometry",
     "TetGrid",
     "clean_mesh",
+    "remove_small_pieces",
     "sdf_regularizer_weight",
     "sdf_sign_change_loss",
     "tet_grid",

@@ -1,5 +1,5 @@
 """Mesh cleanup on plain tensors: weld vertices, drop degenerate and duplicate triangles,
-remove unreferenced vertices.
+remove unreferenced vertices, drop small disconnected pieces.
 
 Every function takes and returns ``vertices`` float ``[V, 3]`` and ``triangles`` int64
 ``[T, 3]`` on the same device. Kept vertices are gathered (``vertices[index]``), never
@@ -158,3 +158,23 @@ def clean_mesh(vertices: torch.Tensor, triangles: torch.Tensor, weld_tolerance: 
     vertices, triangles = remove_degenerate_triangles(vertices, triangles, min_area)
     vertices, triangles = remove_duplicate_triangles(vertices, triangles)
     return remove_unreferenced_vertices(vertices, triangles)
+
+
+def remove_small_pieces(vertices: torch.Tensor, triangles: torch.Tensor,
+                        min_fraction: float = 0.05):
+    """Drop the connected pieces (triangles sharing vertices) whose area is below
+    ``min_fraction`` of the largest piece's: floaters left by pass 1. Unreferenced vertices
+    are dropped too."""
+    check_mesh(vertices, triangles)
+    triangles = triangles.to(torch.int64)
+    if len(triangles) == 0:
+        return remove_unreferenced_vertices(vertices, triangles)
+    first = triangles[:, [0, 1, 2]].reshape(-1)
+    second = triangles[:, [1, 2, 0]].reshape(-1)
+    both = (torch.cat([first, second]), torch.cat([second, first]))
+    piece = _connected_labels(len(vertices), *both)[triangles[:, 0]]
+    with torch.no_grad():
+        area = torch.zeros(len(vertices), dtype=vertices.dtype, device=vertices.device)
+        area.index_add_(0, piece, triangle_areas(vertices, triangles))
+    keep = area[piece] >= min_fraction * area.max()
+    return remove_unreferenced_vertices(vertices, triangles[keep])

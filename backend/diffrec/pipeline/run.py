@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from diffrec import raster
 from diffrec.errors import Cancelled, UserError
-from diffrec.geometry import clean_mesh
+from diffrec.geometry import clean_mesh, remove_small_pieces
 from diffrec.io import Material
 from diffrec.light.envmap import EnvironmentLight
 from diffrec.mesh import Mesh
@@ -193,7 +193,8 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
 
     with torch.no_grad():
         mesh = geometry.mesh()
-    vertices, triangles = clean_mesh(mesh.positions.detach(), mesh.triangles)
+    vertices, triangles = remove_small_pieces(*clean_mesh(mesh.positions.detach(),
+                                                         mesh.triangles))
     mesh = _unwrapped(Mesh(vertices, triangles), settings, reporter, world)
     _stop_if_asked(reporter, world, "after unwrapping the surface")
     textures = bake_textures(ctx, mesh, field.evaluate, settings.texture_res)
