@@ -147,20 +147,20 @@ def check_a_corrupted_file_is_refused_and_nothing_imported():
     data = bytearray((folder / "mesh.glb").read_bytes())
     data[len(data) // 2] ^= 0xFF
     (folder / "mesh.glb").write_bytes(bytes(data))
-    try:
-        _import(folder)
-    except wire.protocol().ManifestError as error:
-        assert "mesh.glb does not match the manifest" in str(error), error
-    else:
-        raise AssertionError("a corrupted mesh.glb was imported")
+    _assert_refused(folder, "mesh.glb does not match the manifest", "a corrupted mesh.glb")
     assert not bpy.data.objects and not bpy.data.materials
     (folder / "manifest.json").unlink()
+    _assert_refused(folder, "incomplete", "a result without its manifest")
+
+
+def _assert_refused(folder: Path, reason: str, what: str) -> None:
+    """Importing ``folder`` raises ManifestError saying ``reason``."""
     try:
         _import(folder)
     except wire.protocol().ManifestError as error:
-        assert "incomplete" in str(error), error
+        assert reason in str(error), error
     else:
-        raise AssertionError("a result without its manifest was imported")
+        raise AssertionError(f"{what} was imported")
 
 
 def check_a_result_without_a_mesh_imports_nothing():
