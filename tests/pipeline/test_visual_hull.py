@@ -8,7 +8,7 @@ import torch
 from diffrec import raster
 from diffrec.camera import orbit_cameras
 from diffrec.mesh import Mesh
-from diffrec.pipeline.visual_hull import outside_hull
+from diffrec.pipeline.visual_hull import UNSEEN, hull_distance, signed_pixel_distance
 
 SIZE = 64
 
@@ -45,8 +45,9 @@ def test_the_hull_keeps_the_object_and_opens_its_hole():
     hole = torch.tensor([[0.0, 0.0, 0.0], [0.1, -0.1, 0.0]])
     around = torch.tensor([[0.0, 0.0, 0.6], [1.0, 0.0, 0.0], [0.6, 0.0, 0.4]])
     unseen = torch.tensor([[40.0, 0.0, 0.0]])  # in no image: no evidence of the object
-    outside = outside_hull(torch.cat([inside_tube, hole, around, unseen]), cameras, alpha)
-    assert outside.tolist() == [False] * 3 + [True] * 2 + [True] * 3 + [True]
+    distance = hull_distance(torch.cat([inside_tube, hole, around, unseen]), cameras, alpha)
+    assert (distance > 0).tolist() == [False] * 3 + [True] * 2 + [True] * 3 + [True]
+    assert distance[-1] == UNSEEN
 
 
 def test_a_flipped_mask_carves_the_object_away():
@@ -58,5 +59,38 @@ def test_a_flipped_mask_carves_the_object_away():
     cameras = orbit_cameras(24, 3.0, SIZE, seed=1, elevations_degrees=(-10, 30))
     alpha = masks(mesh, cameras)
     points = torch.tensor([[0.6, 0.0, 0.0], [-0.6, 0.0, 0.0], [0.0, 0.6, 0.0]]) + lift
-    assert not outside_hull(points, cameras, alpha).any()
-    assert outside_hull(points, cameras, alpha.flip(1)).any()
+    assert (hull_distance(points, cameras, alpha) < 0).all()
+    assert (hull_distance(points, cameras, alpha.flip(1)) > 0).any()
+
+
+def test_the_distance_is_the_distance_to_the_silhouette_near_the_outline():
+    """Off the torus's outer equator, radially, the hull's boundary is the torus itself
+    (every view's silhouette touches it there): the signed distance must match the offset to
+    a fraction of a pixel (a pixel spans about 0.05 here), inside and out, and grow with it."""
+    mesh = torus(rings=96, sides=32)
+    cameras = orbit_cameras(24, 3.0, SIZE, seed=1, elevations_degrees=(-20, 80))
+    alpha = masks(mesh, cameras)
+    offsets = torch.tensor([-0.08, -0.04, 0.0, 0.04, 0.08, 0.16])
+    angles = torch.tensor([0.3, 1.9, 4.1])
+    radius = 0.8 + offsets[:, None]
+    points = torch.stack([radius * torch.cos(angles), radius * torch.sin(angles),
+                          torch.zeros(len(offsets), len(angles))], -1).reshape(-1, 3)
+    distance = hull_distance(points, cameras, alpha).reshape(len(offsets), len(angles))
+    pixel = 3.0 / cameras.fx[0].item()  # world units a pixel spans at the object's distance
+    assert (distance - offsets[:, None]).abs().max() < 0.6 * pixel
+    assert (distance.diff(dim=0) > 0).all()
+
+
+def test_the_pixel_distance_follows_antialiased_edges():
+    """A vertical edge 10.3 pixels from the left: pixels left of it covered (alpha 1), the
+    edge pixel covered 0.3, the rest empty: each pixel centre's signed distance to x = 10.3,
+    and +-0.5 at a hard edge (no coverage between) beside it, on every row."""
+    alpha = torch.zeros(1, 8, 24)
+    alpha[..., :10] = 1.0
+    alpha[..., 10] = 0.3
+    alpha[..., 20:] = 1.0  # and a hard edge at x = 20
+    distance = signed_pixel_distance(alpha)[0]
+    columns = [7, 8, 9, 10, 11, 12, 13, 14, 16, 17, 18, 19, 20, 21]  # 15: as near either edge
+    expected = torch.tensor([-2.8, -1.8, -0.8, 0.2, 1.2, 2.2, 3.2, 4.2,
+                             3.5, 2.5, 1.5, 0.5, -0.5, -1.5])
+    assert torch.allclose(distance[:, columns], expected.expand(8, -1), atol=1e-5)

@@ -85,21 +85,21 @@ class IsosurfaceGeometry(torch.nn.Module):
 
     @torch.no_grad()
     def start_from_hull(self, cameras, alpha: torch.Tensor) -> str:
-        """Replace the starting SDF by the views' visual hull (``pipeline.visual_hull``):
-        minus one grid cell inside, plus one outside. ``alpha [N, H, W]``: the masks. Keeps
-        the sphere when fewer than half the views show any background (no masks: photos
-        composited on their own background) or when the hull holds no grid vertex; returns
-        which start was taken ("visual-hull" or "sphere")."""
-        from diffrec.pipeline.visual_hull import outside_hull
+        """Replace the starting SDF by the signed distance to the views' visual hull
+        (``pipeline.visual_hull``), clamped to two grid cells either side. ``alpha [N, H,
+        W]``: the masks. Keeps the sphere when fewer than half the views show any background
+        (no masks: photos composited on their own background) or when the hull holds no grid
+        vertex; returns which start was taken ("visual-hull" or "sphere")."""
+        from diffrec.pipeline.visual_hull import hull_distance
 
         if (alpha < 0.5).flatten(1).any(1).float().mean() < 0.5:
             return "sphere"
         points = self.surface.grid_vertices + self.center
-        outside = outside_hull(points, cameras.to(points.device), alpha.to(points.device))
-        if outside.all():
+        distance = hull_distance(points, cameras.to(points.device), alpha.to(points.device))
+        if (distance > 0).all():
             return "sphere"
-        cell = self.surface.scale / self.surface.grid_res
-        self.surface.sdf.copy_(torch.where(outside, cell, -cell).to(self.surface.sdf))
+        band = 2 * self.surface.scale / self.surface.grid_res
+        self.surface.sdf.copy_(distance.clamp(-band, band).to(self.surface.sdf))
         return "visual-hull"
 
     def mesh(self) -> Mesh:
