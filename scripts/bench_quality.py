@@ -60,6 +60,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--holdout", type=int, default=8, help="held-out cameras (default 8)")
     parser.add_argument("--samples", type=int, default=128, help="Cycles samples per pixel")
     parser.add_argument("--iterations", type=int, help="iterations per pass (default: preset's)")
+    parser.add_argument("--config", type=Path, help="a settings file (TOML or JSON) every "
+                        "scene's `diffrec optimize --config` reads: to compare settings on "
+                        "the suite (the flags above still win)")
     parser.add_argument("--jobs", type=int, default=1, help="scenes run at once (each optimize "
                                                             "gets cores / jobs torch threads)")
     parser.add_argument("--device", help="backend device (default: the backend's choice)")
@@ -77,7 +80,7 @@ def jobs_for(args) -> list[SceneJob]:
     threads = max(1, (os.cpu_count() or 1) // args.jobs) if args.jobs > 1 else None
     return [SceneJob(name, args.out / mode / name, args.cache, mode, args.preset, args.res,
                      args.views, args.holdout, args.samples, args.iterations, args.device,
-                     threads)
+                     threads, args.config and args.config.resolve())
             for mode in args.mode for name in args.scenes]
 
 

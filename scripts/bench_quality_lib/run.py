@@ -26,7 +26,8 @@ REPO = Path(__file__).resolve().parents[2]
 @dataclass(frozen=True)
 class SceneJob:
     """What to run for one scene. ``iterations`` None: the preset's; ``device`` None: the
-    backend's choice; ``threads`` None: torch's default in the optimize child."""
+    backend's choice; ``threads`` None: torch's default in the optimize child; ``config``: a
+    settings file passed to ``diffrec optimize --config`` (None: none)."""
 
     name: str
     out: Path
@@ -40,6 +41,7 @@ class SceneJob:
     iterations: int | None = None
     device: str | None = None
     threads: int | None = None
+    config: Path | None = None
 
 
 def optimize_command(job: SceneJob, dataset: Path, hdri: Path, asset: Path) -> list[str]:
@@ -54,6 +56,8 @@ def optimize_command(job: SceneJob, dataset: Path, hdri: Path, asset: Path) -> l
         command += ["--iterations", str(job.iterations)]
     if job.device:
         command += ["--device", job.device]
+    if job.config:
+        command += ["--config", str(job.config)]
     return command
 
 
@@ -132,7 +136,8 @@ def run_scene(job: SceneJob) -> dict:
     job.out.mkdir(parents=True, exist_ok=True)
     record = {"scene": job.name, "mode": job.mode, "preset": job.preset, "size": job.size,
               "views": job.views, "holdout": job.holdout, "iterations": job.iterations,
-              "recipe": RECIPES[job.name], "time_s": {}}
+              "recipe": RECIPES[job.name], "time_s": {},
+              "config": job.config.read_text() if job.config else None}
     started = time.monotonic()
     folder, built = datasets.ensure_dataset(job.cache, job.name, job.size, job.views,
                                             job.holdout, job.samples, use_gpu=_cuda(job))

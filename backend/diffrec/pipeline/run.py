@@ -175,6 +175,7 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
     device = ctx.device
     geometry = IsosurfaceGeometry(settings.geometry, settings.dmtet_grid, settings.mesh_scale,
                                   settings.center, device, settings.sdf_regularizer, settings.seed)
+    start = "sphere"
     if settings.surface_init == "visual-hull":
         start = geometry.start_from_hull(train.cameras, train.images[..., 3])
         if start != "visual-hull":
@@ -188,7 +189,8 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
                            device=device,
                            grid=HashGridConfig(log2_hashmap_size=settings.hash_table_log2))
     first = Pass("pass1", 0, settings.iterations, settings.learning_rate[0], 0, geometry,
-                 NeuralSurface(field), light, settings.light != "fixed")
+                 NeuralSurface(field), light, settings.light != "fixed",
+                 settings.surface_learning_rate if start == "visual-hull" else None)
     trainer = _run_pass(ctx, first, train, settings, reporter, world)
 
     with torch.no_grad():

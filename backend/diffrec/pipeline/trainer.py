@@ -85,7 +85,8 @@ def light_rotation(cameras, settings: Settings) -> torch.Tensor | None:
 @dataclass
 class Pass:
     """What one pass optimises. ``geometry``: a ``geometry_models`` module; ``material``: a
-    ``render.material`` module; ``light``: an ``EnvironmentLight`` (trained if ``learn_light``)."""
+    ``render.material`` module; ``light``: an ``EnvironmentLight`` (trained if
+    ``learn_light``). ``geometry_learning_rate``: the geometry's own rate (None: as the rest)."""
 
     name: str
     index: int
@@ -96,6 +97,7 @@ class Pass:
     material: torch.nn.Module
     light: torch.nn.Module
     learn_light: bool
+    geometry_learning_rate: float | None = None
 
 
 def learning_rate_factor(iteration: int, iterations: int, warmup: int) -> float:
@@ -130,16 +132,20 @@ class PassTrainer:
         self._fingerprint = settings_fingerprint(settings)
         self._last_views = None
         self.generator = torch.Generator().manual_seed(settings.seed * 7919 + run.index)
-        groups = [p for p in (*run.geometry.parameters(), *run.material.parameters())
-                  if p.requires_grad]
-        param_groups = [{"params": groups, "lr": run.learning_rate}]
+        geometry_rate = run.geometry_learning_rate
+        param_groups = [
+            {"params": [p for p in run.geometry.parameters() if p.requires_grad],
+             "lr": run.learning_rate if geometry_rate is None else geometry_rate},
+            {"params": [p for p in run.material.parameters() if p.requires_grad],
+             "lr": run.learning_rate}]
         if run.learn_light:
             run.light.base.requires_grad_(True)
             run.light.base.register_hook(lambda grad: grad * settings.light_gradient_scale)
             param_groups.append({"params": [run.light.base], "lr": run.learning_rate})
         else:
             run.light.base.requires_grad_(False)
-        if not any(group["params"] for group in param_groups):
+        param_groups = [group for group in param_groups if group["params"]]
+        if not param_groups:
             raise ValueError(f"pass {run.name!r} has nothing to optimise")
         self.optimizer = torch.optim.Adam(param_groups, betas=(0.9, 0.999))
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
