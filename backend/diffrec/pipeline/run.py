@@ -190,7 +190,7 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
                            grid=HashGridConfig(log2_hashmap_size=settings.hash_table_log2))
     first = Pass("pass1", 0, settings.iterations, settings.learning_rate[0], 0, geometry,
                  NeuralSurface(field), light, settings.light != "fixed",
-                 settings.surface_learning_rate if start == "visual-hull" else None)
+                 settings.surface_learning_rate[0] if start == "visual-hull" else None)
     trainer = _run_pass(ctx, first, train, settings, reporter, world)
 
     with torch.no_grad():
@@ -302,17 +302,18 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
             ctx, settings, train, light, reporter, world)
         trainers.append(first)
         trainable, learning_rate = True, settings.learning_rate[1]
-        warmup = settings.warmup_iterations
+        warmup, surface_rate = settings.warmup_iterations, settings.surface_learning_rate[1]
     else:
         if inputs.base_mesh is None:
             raise UserError(f"mode {settings.mode!r} needs a starting mesh (base_mesh)")
         mesh = _unwrapped(inputs.base_mesh.to(torch_device), settings, reporter, world)
         material = initial_textures(settings, torch_device, inputs.base_material)
         trainable, learning_rate, warmup = settings.mode == "refine", settings.learning_rate[1], 0
+        surface_rate = None
     geometry = ExplicitGeometry(mesh, trainable, settings.laplace,
                                 settings.laplace_scale).to(torch_device)
     second = Pass("pass2", 1, settings.iterations, learning_rate, warmup, geometry, material,
-                  light, settings.light != "fixed" and not settings.lock_light)
+                  light, settings.light != "fixed" and not settings.lock_light, surface_rate)
     trainers.append(_run_pass(ctx, second, train, settings, reporter, world))
 
     with torch.no_grad():

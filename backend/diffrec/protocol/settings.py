@@ -95,10 +95,12 @@ class Settings:
     sdf_regularizer: float = _setting(0.2, "SDF sign-change weight", minimum=0)
     surface_init: str = _setting("visual-hull", "pass 1's starting surface",
                                  **_choice(SURFACE_INITS))
-    # the hull is already close: large steps on its SDF undo it (docs/BENCHMARKS.md), while
-    # a sphere must travel to the object at the reference system's rate, learning_rate's first
-    surface_learning_rate: float = _setting(0.001, "pass 1's learning rate for a surface "
-                                            "started from the visual hull", minimum=0)
+    # reconstruct's surface starts close (the visual hull, then pass 1's result): large steps
+    # undo it (docs/BENCHMARKS.md); a sphere start (pass 1) and refine's given mesh move at
+    # learning_rate, as the reference system's do
+    surface_learning_rate: tuple[float, float] = _setting(
+        (0.001, 0.001), "reconstruct's surface, per pass (a visual-hull start; pass 2's mesh)",
+        length=2)
     # neural material (pass 1 of reconstruct): entries per hash-grid level, a power of two;
     # nvdiffrec's 19 is cheap on a GPU, while Adam's dense update of that many parameters
     # dominates a CPU step, so the preview preset uses a smaller table
