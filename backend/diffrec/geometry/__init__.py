@@ -5,6 +5,8 @@
 - ``dmtet``: ``DMTetGeometry`` (trainable SDF + bounded deformation), the SDF sign-change
   regulariser and its weight schedule.
 - ``flexicubes``: FlexiCubes extraction on a cube grid and ``FlexiCubesGeometry``.
+- ``large_steps``: ``LargeSteps``, vertex positions as ``u = (I + lambda L) x`` (Nicolet et
+  al. 2021) solved by preconditioned conjugate gradients, for pass 2 and refine.
 - ``cleanup``: weld vertices, drop degenerate/duplicate triangles, unused vertices and small
   disconnected pieces.
 
@@ -18,11 +20,14 @@ counter-clockwise seen from outside, where the SDF is ``>= 0``.
 from diffrec.geometry.cleanup import clean_mesh, remove_small_pieces
 from diffrec.geometry.dmtet import DMTetGeometry, sdf_regularizer_weight, sdf_sign_change_loss
 from diffrec.geometry.flexicubes import FlexiCubesGeometry
+from diffrec.geometry.large_steps import LargeSteps, SolveNotConverged
 from diffrec.geometry.tetgrid import TetGrid, tet_grid
 
 __all__ = [
     "DMTetGeometry",
     "FlexiCubesGeometry",
+    "LargeSteps",
+    "SolveNotConverged",
     "TetGrid",
     "clean_mesh",
     "remove_small_pieces",
