@@ -91,7 +91,7 @@ def _one_step(world, settings, train, mesh, sky, out):
     trainer.iteration = 100
     stats = trainer.step()
     if world.is_main:
-        parameters = [p for group in trainer.optimizer.param_groups for p in group["params"]]
+        parameters = trainer.parameters()
         losses = {name: float(value) for name, value in stats["losses"].items()}
         torch.save({"grads": [p.grad for p in parameters], "losses": losses,
                     "psnr": float(stats["psnr"])}, out)

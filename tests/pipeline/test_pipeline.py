@@ -153,11 +153,12 @@ def test_reconstruct_mode_finds_a_closed_surface_with_matching_silhouettes(tmp_p
     assert iou >= 0.95, iou
 
 
-def test_a_stopped_run_resumes_to_the_same_result(tmp_path):
+@pytest.mark.parametrize("large_steps", [0.0, 10.0])
+def test_a_stopped_run_resumes_to_the_same_result(tmp_path, large_steps):
     mesh = uv_sphere(16, 8)
     inputs = Inputs(scene(mesh, 6, seed=7), scene(mesh, 2, seed=8), mesh, sky())
     settings = {"mode": "refine", "iterations": 12, "checkpoint_every": 4, "light": "learn",
-                "laplace_scale": 100.0}
+                "laplace_scale": 100.0, "large_steps": large_steps}
     straight = optimize_into(config(tmp_path / "a", **settings), inputs)
 
     class StopAfterEight(TerminalReporter):

@@ -1,15 +1,21 @@
 """Trainable geometry for the optimisation passes, behind one interface.
 
 Each model is an ``nn.Module`` with ``mesh() -> Mesh`` (the current surface with vertex normals,
-and tangents when it has UVs) and ``regularizer(progress) -> scalar`` (``progress`` in [0, 1]
-through the pass).
+and tangents when it has UVs), ``regularizer(progress) -> scalar`` (``progress`` in [0, 1]
+through the pass) and ``uniform_adam``: whether its parameters are to be stepped by
+``pipeline.optimizers.UniformAdam`` rather than Adam.
 """
 
 from __future__ import annotations
 
 import torch
 
-from diffrec.geometry import DMTetGeometry, FlexiCubesGeometry, sdf_regularizer_weight
+from diffrec.geometry import (
+    DMTetGeometry,
+    FlexiCubesGeometry,
+    LargeSteps,
+    sdf_regularizer_weight,
+)
 from diffrec.mesh import Mesh
 from diffrec.mesh.normals import with_vertex_normals
 from diffrec.mesh.tangents import with_tangents
@@ -30,14 +36,20 @@ def uniform_laplacian(positions: torch.Tensor, edges: torch.Tensor) -> torch.Ten
 
 class ExplicitGeometry(torch.nn.Module):
     """A given mesh, fixed (``trainable=False``, materials mode) or with trainable vertex
-    offsets regularised by a Laplacian (refine mode, pass 2 of reconstruct).
+    positions (refine mode, pass 2 of reconstruct).
 
-    ``laplace``: "relative" penalises the Laplacian of the offsets (keeps the initial shape's
-    detail), "absolute" that of the positions (smooths); weight ``laplace_scale * (1 - t)``.
+    ``large_steps`` 0: the parameters are per-vertex offsets, stepped by Adam. ``> 0``: the
+    parameter is ``u = (I + large_steps L) x`` of the positions ``x``
+    (``geometry.large_steps``), stepped by ``UniformAdam`` (``uniform_adam``); the positions
+    are solved from it once per value of ``u``.
+
+    ``laplace``: "relative" penalises the Laplacian of the offsets from the given mesh (keeps
+    its detail), "absolute" that of the positions (smooths); weight
+    ``laplace_scale * (1 - t)``; in either parameterisation.
     """
 
     def __init__(self, mesh: Mesh, trainable: bool, laplace: str = "relative",
-                 laplace_scale: float = 10000.0):
+                 laplace_scale: float = 10000.0, large_steps: float = 0.0):
         super().__init__()
         mesh = with_vertex_normals(mesh.replace(normals=None, normal_triangles=None))
         if mesh.uvs is not None:
@@ -45,30 +57,48 @@ class ExplicitGeometry(torch.nn.Module):
         self._initial = mesh
         self.trainable = trainable
         self.laplace, self.laplace_scale = laplace, laplace_scale
+        self.uniform_adam = trainable and large_steps > 0
         self.register_buffer("initial_positions", mesh.positions.detach().clone())
         self.register_buffer("edges", unique_edges(mesh.triangles)[0])
-        self.offset = torch.nn.Parameter(torch.zeros_like(mesh.positions),
-                                         requires_grad=trainable)
+        if self.uniform_adam:
+            self.smoother = LargeSteps(mesh.positions.detach(), mesh.triangles, large_steps)
+            self.u = torch.nn.Parameter(self.smoother.parameterize(self.initial_positions))
+        else:
+            self.offset = torch.nn.Parameter(torch.zeros_like(mesh.positions),
+                                             requires_grad=trainable)
+        self._solved: tuple | None = None  # (which u, its version, grad mode; positions)
+
+    def positions(self) -> torch.Tensor:
+        """The current vertex positions [V, 3], scene units."""
+        if not self.uniform_adam:
+            return self.initial_positions + self.offset
+        key = (self.u.device, self.u.data_ptr(), self.u._version, torch.is_grad_enabled())
+        if self._solved is None or self._solved[0] != key:
+            self._solved = (key, self.smoother(self.u))
+        return self._solved[1]
 
     def mesh(self) -> Mesh:
+        base = self._initial.to(self.initial_positions.device)
         if not self.trainable:
-            return self._initial.to(self.offset.device)
-        base = self._initial.to(self.offset.device)
-        moved = base.replace(positions=self.initial_positions + self.offset, normals=None,
+            return base
+        moved = base.replace(positions=self.positions(), normals=None,
                              normal_triangles=None, tangents=None, tangent_triangles=None)
         moved = with_vertex_normals(moved)
         return with_tangents(moved) if moved.uvs is not None else moved
 
     def regularizer(self, progress: float) -> torch.Tensor:
         if not self.trainable or self.laplace_scale == 0:
-            return self.offset.new_zeros(())
-        field = self.offset if self.laplace == "relative" else self.initial_positions + self.offset
+            return self.initial_positions.new_zeros(())
+        positions = self.positions()
+        field = positions - self.initial_positions if self.laplace == "relative" else positions
         term = uniform_laplacian(field, self.edges).square().mean()
         return self.laplace_scale * (1.0 - progress) * term
 
 
 class IsosurfaceGeometry(torch.nn.Module):
     """DMTet or FlexiCubes over a cube of side ``scale`` centred at ``center`` (pass 1)."""
+
+    uniform_adam = False
 
     def __init__(self, kind: str, grid_res: int, scale: float, center, device,
                  sdf_weight: float = 0.2, seed: int = 0):

@@ -310,8 +310,8 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
         material = initial_textures(settings, torch_device, inputs.base_material)
         trainable, learning_rate, warmup = settings.mode == "refine", settings.learning_rate[1], 0
         surface_rate = None
-    geometry = ExplicitGeometry(mesh, trainable, settings.laplace,
-                                settings.laplace_scale).to(torch_device)
+    geometry = ExplicitGeometry(mesh, trainable, settings.laplace, settings.laplace_scale,
+                                settings.large_steps).to(torch_device)
     second = Pass("pass2", 1, settings.iterations, learning_rate, warmup, geometry, material,
                   light, settings.light != "fixed" and not settings.lock_light, surface_rate)
     trainers.append(_run_pass(ctx, second, train, settings, reporter, world))

@@ -1,6 +1,7 @@
 """One optimisation pass: render batches of views, compare with the targets, step Adam.
 
-The schedule follows the reference system: Adam (0.9, 0.999); the learning rate warms up
+The schedule follows the reference system: Adam (0.9, 0.999) (``UniformAdam`` for a geometry
+that asks for it, large steps, on the same schedule); the learning rate warms up
 linearly over ``warmup`` iterations (pass 2) and decays exponentially to a tenth over the pass
 (nvdiffrec's ``10^(-0.0002 it)`` over its 5000 iterations); after each step the material is
 clamped into range and the light to >= 0; the light's gradients are scaled up.
@@ -29,6 +30,7 @@ import torch
 from diffrec.errors import Cancelled, UserError
 from diffrec.pipeline.checkpoints import settings_fingerprint
 from diffrec.pipeline.distributed import SINGLE, World
+from diffrec.pipeline.optimizers import UniformAdam
 from diffrec.pipeline.reporter import Preview, Progress, Reporter
 from diffrec.protocol.settings import Settings
 from diffrec.render.losses import image_loss
@@ -132,32 +134,51 @@ class PassTrainer:
         self._fingerprint = settings_fingerprint(settings)
         self._last_views = None
         self.generator = torch.Generator().manual_seed(settings.seed * 7919 + run.index)
+        self.optimizers = self._optimizers(run, settings)
+        self.schedulers = [torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda it: learning_rate_factor(it, run.iterations, run.warmup))
+            for optimizer in self.optimizers]
+
+    @staticmethod
+    def _optimizers(run: Pass, settings: Settings) -> list[torch.optim.Optimizer]:
+        """Adam (0.9, 0.999) over what ``run`` trains, and, when the geometry asks for it
+        (``uniform_adam``), ``UniformAdam`` over the geometry's parameters instead."""
         geometry_rate = run.geometry_learning_rate
-        param_groups = [
-            {"params": [p for p in run.geometry.parameters() if p.requires_grad],
-             "lr": run.learning_rate if geometry_rate is None else geometry_rate},
-            {"params": [p for p in run.material.parameters() if p.requires_grad],
-             "lr": run.learning_rate}]
+        geometry = {"params": [p for p in run.geometry.parameters() if p.requires_grad],
+                    "lr": run.learning_rate if geometry_rate is None else geometry_rate}
+        param_groups = [{"params": [p for p in run.material.parameters() if p.requires_grad],
+                         "lr": run.learning_rate}]
         if run.learn_light:
             run.light.base.requires_grad_(True)
             run.light.base.register_hook(lambda grad: grad * settings.light_gradient_scale)
             param_groups.append({"params": [run.light.base], "lr": run.learning_rate})
         else:
             run.light.base.requires_grad_(False)
+        optimizers = []
+        if run.geometry.uniform_adam:
+            optimizers.append(UniformAdam([geometry], betas=(0.9, 0.999)))
+        else:
+            param_groups.insert(0, geometry)
         param_groups = [group for group in param_groups if group["params"]]
-        if not param_groups:
+        if param_groups:
+            optimizers.insert(0, torch.optim.Adam(param_groups, betas=(0.9, 0.999)))
+        if not optimizers:
             raise ValueError(f"pass {run.name!r} has nothing to optimise")
-        self.optimizer = torch.optim.Adam(param_groups, betas=(0.9, 0.999))
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda it: learning_rate_factor(it, run.iterations, run.warmup)
-        )
+        return optimizers
+
+    def parameters(self) -> list[torch.Tensor]:
+        """Every tensor the pass trains, in the optimisers' order."""
+        return [p for optimizer in self.optimizers for group in optimizer.param_groups
+                for p in group["params"]]
 
     def state_dict(self) -> dict:
         return {
             "pass": self.run.name, "iteration": self.iteration,
             "geometry": self.run.geometry.state_dict(), "material": self.run.material.state_dict(),
-            "light": self.run.light.state_dict(), "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(), "sampler": self.sampler.state_dict(),
+            "light": self.run.light.state_dict(),
+            "optimizers": [optimizer.state_dict() for optimizer in self.optimizers],
+            "schedulers": [scheduler.state_dict() for scheduler in self.schedulers],
+            "sampler": self.sampler.state_dict(),
             "generator": self.generator.get_state(),
         }
 
@@ -167,8 +188,10 @@ class PassTrainer:
         self.run.geometry.load_state_dict(state["geometry"])
         self.run.material.load_state_dict(state["material"])
         self.run.light.load_state_dict(state["light"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
+        for optimizer, saved in zip(self.optimizers, state["optimizers"], strict=True):
+            optimizer.load_state_dict(saved)
+        for scheduler, saved in zip(self.schedulers, state["schedulers"], strict=True):
+            scheduler.load_state_dict(saved)
         self.sampler.load_state_dict(state["sampler"])
         self.generator.set_state(state["generator"])
         self.iteration = state["iteration"]
@@ -202,14 +225,15 @@ class PassTrainer:
         white = settings.white_balance * run.light.white_balance_loss() if run.learn_light else 0.0
         total = color + alpha + geometry + albedo + visibility + white
 
-        self.optimizer.zero_grad(set_to_none=True)
+        for optimizer in self.optimizers:
+            optimizer.zero_grad(set_to_none=True)
         total.backward()
         stats = torch.stack([total.detach(), color.detach(), alpha.detach(),
                              psnr(out.color.detach(), target).mean()])
-        parameters = [p for group in self.optimizer.param_groups for p in group["params"]]
-        stats = self.world.average_gradients(parameters, stats)  # the whole batch's
-        self.optimizer.step()
-        self.scheduler.step()
+        stats = self.world.average_gradients(self.parameters(), stats)  # the whole batch's
+        for optimizer, scheduler in zip(self.optimizers, self.schedulers, strict=True):
+            optimizer.step()
+            scheduler.step()
         with torch.no_grad():
             if hasattr(run.material, "clamp_"):
                 run.material.clamp_()

@@ -92,6 +92,8 @@ class Settings:
     center: tuple[float, float, float] = _setting((0.0, 0.0, 0.0), "the grid's centre", length=3)
     laplace: str = _setting("relative", "Laplacian regulariser", **_choice(LAPLACE_MODES))
     laplace_scale: float = _setting(10000.0, "Laplacian weight", minimum=0)
+    large_steps: float = _setting(0.0, "pass 2's and refine's vertex smoothing lambda "
+                                  "(0: plain offsets)", minimum=0)
     sdf_regularizer: float = _setting(0.2, "SDF sign-change weight", minimum=0)
     surface_init: str = _setting("visual-hull", "pass 1's starting surface",
                                  **_choice(SURFACE_INITS))

@@ -1,0 +1,51 @@
+"""Optimisers beyond torch's own: ``UniformAdam`` for large-steps geometry."""
+
+from __future__ import annotations
+
+import torch
+
+
+class UniformAdam(torch.optim.Optimizer):
+    """Adam whose denominator is one number per parameter tensor: the largest ``sqrt(v_hat)``
+    over the whole tensor, not each entry's own (Nicolet et al. 2021, "Large Steps in Inverse
+    Rendering of Geometry"). A step is then the bias-corrected first moment times one scale,
+    so it keeps the smoothness of a gradient that the parameterisation smoothed
+    (``diffrec.geometry.large_steps``), and no entry moves by more than about ``lr``.
+
+    Per parameter ``p`` with gradient ``g`` at step ``t`` (from 1)::
+
+        m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2
+        p -= lr * (m / (1 - beta1^t)) / (max(sqrt(v / (1 - beta2^t))) + eps)
+
+    State (``exp_avg``, ``exp_avg_sq``, ``step``) goes through ``state_dict`` like torch's Adam.
+    """
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8):
+        if lr < 0 or eps < 0 or not all(0.0 <= beta < 1.0 for beta in betas):
+            raise ValueError(f"invalid UniformAdam settings lr={lr}, betas={betas}, eps={eps}")
+        super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["step"] = 0
+                    state["exp_avg"] = torch.zeros_like(p)
+                    state["exp_avg_sq"] = torch.zeros_like(p)
+                state["step"] += 1
+                step = state["step"]
+                state["exp_avg"].mul_(beta1).add_(p.grad, alpha=1 - beta1)
+                state["exp_avg_sq"].mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+                scale = (state["exp_avg_sq"] / (1 - beta2 ** step)).sqrt().max() + group["eps"]
+                p.sub_(state["exp_avg"] / ((1 - beta1 ** step) * scale), alpha=group["lr"])
+        return loss
