@@ -80,7 +80,7 @@ def test_a_solve_short_of_its_tolerance_raises_instead_of_returning_it():
         smoother(torch.randn(sphere.num_vertices, 3))
     nan = torch.randn(sphere.num_vertices, 3)
     nan[5, 1] = float("nan")
-    with pytest.raises(SolveNotConverged, match="non-finite residual at iteration 0"):
+    with pytest.raises(SolveNotConverged, match="non-finite residual by iteration 0"):
         smoother(nan)
 
 
@@ -113,3 +113,17 @@ def test_the_gradient_is_the_inverse_applied_to_the_incoming_gradient():
                        tolerance=1e-13)
     probe = torch.randn(8, 3, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(small, (probe,), eps=1e-6, atol=1e-7)
+
+
+def test_testing_convergence_every_few_iterations_only_adds_idle_ones():
+    sphere = uv_sphere(24, 12)
+    system = system_matrix(sphere.triangles, sphere.num_vertices, 10.0)
+    b = torch.randn(sphere.num_vertices, 3, generator=torch.Generator().manual_seed(5))
+    b[:, 2] *= 1e-3  # columns converge at different iterations
+    inverse_diagonal = 1 / torch.sparse_csr_tensor(*system, check_invariants=True).to_dense(
+    ).diagonal()
+    solve = (lambda v: csr_matvec(*system, v), b, torch.zeros_like(b), inverse_diagonal)
+    every, taken = conjugate_gradient(*solve, check_every=1)
+    coarse, idle = conjugate_gradient(*solve, check_every=8)
+    assert idle % 8 == 0 and taken <= idle < taken + 8
+    assert torch.equal(every, coarse), "a converged column stops moving"
