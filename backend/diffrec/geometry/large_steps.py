@@ -144,7 +144,9 @@ class LargeSteps(torch.nn.Module):
     ``weight`` the paper's lambda (>= 0). ``parameterize(x)`` gives ``u``; calling the module
     on ``u`` gives ``x`` differentiably. Each solve starts from the previous one's solution
     (the forward solve's from the positions, the backward's from the gradient it last
-    returned), kept as buffers so that a checkpoint (``state_dict``) resumes exactly.
+    returned), kept as buffers so that a checkpoint (``state_dict``) resumes exactly. (Over
+    several ranks each rank's backward solve starts from its own gradient while all resume
+    from rank 0's state: exact to the solver's tolerance only.)
     ``iterations``: the (forward, backward) solves' latest iteration counts.
     """
 
