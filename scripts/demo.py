@@ -34,15 +34,14 @@ REFINE_DECIMATION = 0.1  # refine starts from the mesh collapsed to 10 % of its 
 
 
 def defaults(cuda: bool, mode: str) -> dict:
-    """Sizes for a CPU (materials and refine within 10 minutes on two cores) or a CUDA machine.
-    On a CPU, reconstruct runs two passes and its first (DMTet + neural material) costs about
-    1 s an iteration at 128 px; 600 per pass reach silhouette IoU 0.96 on Suzanne in about
-    14 minutes, 400 reach 0.93 in 8 to 9."""
+    """Sizes for a CPU (each mode within 10 minutes on two cores) or a CUDA machine. On a CPU,
+    reconstruct runs the preview preset's 300 iterations a pass: its surface starts from the
+    views' visual hull, which longer runs no longer need to grow into (docs/BENCHMARKS.md)."""
     if cuda:
         return {"preset": "standard", "size": 512, "views": 64, "holdout": 8, "samples": 128,
                 "iterations": None}
     return {"preset": "preview", "size": 128, "views": 24, "holdout": 4, "samples": 128,
-            "iterations": 600 if mode == "reconstruct" else 800}
+            "iterations": None if mode == "reconstruct" else 800}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -65,8 +64,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                                                     "(default 4 / 8)")
     parser.add_argument("--samples", type=int, help="Cycles samples per pixel (default 128)")
     parser.add_argument("--iterations", type=int,
-                        help="iterations per pass (default on a CPU: 800, 600 for "
-                             "reconstruct; else the preset's)")
+                        help="iterations per pass (default on a CPU: 800, the preset's 300 "
+                             "for reconstruct; else the preset's)")
     parser.add_argument("--texture-res", type=int, help="texture size (default: preset)")
     parser.add_argument("--light", choices=("fixed", "learn"), default="fixed",
                         help="keep the HDRI as the light (default) or learn it")
