@@ -105,3 +105,26 @@ def test_the_trainer_steps_a_large_steps_geometry_with_uniform_adam():
     assert all(p is not smooth.u for p in adam) and len(adam) == 2  # the material's
     plain = ExplicitGeometry(sphere, True)
     assert [type(o) for o in trainer(plain).optimizers] == [torch.optim.Adam]
+
+
+def test_the_geometry_trains_at_its_own_rate_when_the_pass_gives_one():
+    """``Pass.geometry_learning_rate`` (reconstruct's ``surface_learning_rate``) reaches the
+    geometry's parameters alone, for plain offsets and large steps alike; None: the pass's."""
+    sphere = uv_sphere(8, 4)
+    material = torch.nn.Linear(2, 2)
+    light = torch.nn.Module()
+    light.base = torch.nn.Parameter(torch.zeros(3))
+
+    def rates(geometry, geometry_rate):
+        run = Pass("pass2", 1, 10, 0.01, 0, geometry, material, light, False, geometry_rate)
+        trainer = PassTrainer(None, run, None, Settings(), None)
+        return {id(p): group["lr"] for optimizer in trainer.optimizers
+                for group in optimizer.param_groups for p in group["params"]}
+
+    for geometry in (ExplicitGeometry(sphere, True), ExplicitGeometry(sphere, True,
+                                                                      large_steps=10.0)):
+        (moving,) = geometry.parameters()
+        given = rates(geometry, 0.001)
+        assert given[id(moving)] == 0.001
+        assert {given[id(p)] for p in material.parameters()} == {0.01}
+        assert rates(geometry, None)[id(moving)] == 0.01
