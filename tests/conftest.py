@@ -27,3 +27,14 @@ def pytest_collection_modifyitems(config, items):
 def _seed():
     """Every test starts from the same random state."""
     torch.manual_seed(0)
+
+
+@pytest.fixture
+def one_thread():
+    """torch on one thread for the test: tiny tensors (on a busy machine each multi-threaded
+    product waits for a core), and results that do not depend on how many threads a loaded
+    machine grants (the BLAS may take fewer under load, which changes the rounding)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -44,15 +44,6 @@ def test_the_positions_are_solved_once_per_value_of_u():
     assert geometry.positions() is not first
 
 
-@pytest.fixture
-def one_thread():
-    """Tiny tensors: on a busy machine each multi-threaded sparse product waits for a core."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def pulled(geometry, optimizer, target, seen, steps=25):
     """``geometry`` after ``steps`` steps pulling the ``seen`` vertices onto ``target``;
     returns (final loss / first loss, roughness: mean |Laplacian of the displacement| over

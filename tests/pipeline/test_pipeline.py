@@ -154,7 +154,7 @@ def test_reconstruct_mode_finds_a_closed_surface_with_matching_silhouettes(tmp_p
 
 
 @pytest.mark.parametrize("large_steps", [0.0, 10.0])
-def test_a_stopped_run_resumes_to_the_same_result(tmp_path, large_steps):
+def test_a_stopped_run_resumes_to_the_same_result(tmp_path, large_steps, one_thread):
     mesh = uv_sphere(16, 8)
     inputs = Inputs(scene(mesh, 6, seed=7), scene(mesh, 2, seed=8), mesh, sky())
     settings = {"mode": "refine", "iterations": 12, "checkpoint_every": 4, "light": "learn",
