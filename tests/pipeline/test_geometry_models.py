@@ -77,39 +77,39 @@ def test_a_loss_on_half_the_vertices_moves_a_large_steps_mesh_smoothly(one_threa
     assert smooth_rough < 0.3 * plain_rough, (smooth_rough, plain_rough)
 
 
-def test_the_trainer_steps_a_large_steps_geometry_with_uniform_adam():
-    sphere = uv_sphere(8, 4)
-    material = torch.nn.Linear(2, 2)
+MATERIAL = torch.nn.Linear(2, 2)  # a stand-in: two trainable tensors at the pass's rate
+
+
+def pass_trainer(geometry, geometry_rate=None) -> PassTrainer:
+    """A pass-2 trainer over ``geometry`` and ``MATERIAL`` at 0.01, the light held fixed
+    (only its optimisers are looked at)."""
     light = torch.nn.Module()
     light.base = torch.nn.Parameter(torch.zeros(3))
+    run = Pass("pass2", 1, 10, 0.01, 0, geometry, MATERIAL, light, False, geometry_rate)
+    return PassTrainer(None, run, None, Settings(), None)
 
-    def trainer(geometry):
-        run = Pass("pass2", 1, 10, 0.01, 0, geometry, material, light, False)
-        return PassTrainer(None, run, None, Settings(), None)
 
+def test_the_trainer_steps_a_large_steps_geometry_with_uniform_adam():
+    sphere = uv_sphere(8, 4)
     smooth = ExplicitGeometry(sphere, True, large_steps=10.0)
-    optimizers = trainer(smooth).optimizers
+    optimizers = pass_trainer(smooth).optimizers
     assert [type(o) for o in optimizers] == [torch.optim.Adam, UniformAdam]
     assert optimizers[1].param_groups[0]["params"] == [smooth.u]
     assert optimizers[1].param_groups[0]["lr"] == 0.01
     adam = [p for group in optimizers[0].param_groups for p in group["params"]]
     assert all(p is not smooth.u for p in adam) and len(adam) == 2  # the material's
     plain = ExplicitGeometry(sphere, True)
-    assert [type(o) for o in trainer(plain).optimizers] == [torch.optim.Adam]
+    assert [type(o) for o in pass_trainer(plain).optimizers] == [torch.optim.Adam]
 
 
 def test_the_geometry_trains_at_its_own_rate_when_the_pass_gives_one():
     """``Pass.geometry_learning_rate`` (reconstruct's ``surface_learning_rate``) reaches the
     geometry's parameters alone, for plain offsets and large steps alike; None: the pass's."""
     sphere = uv_sphere(8, 4)
-    material = torch.nn.Linear(2, 2)
-    light = torch.nn.Module()
-    light.base = torch.nn.Parameter(torch.zeros(3))
 
     def rates(geometry, geometry_rate):
-        run = Pass("pass2", 1, 10, 0.01, 0, geometry, material, light, False, geometry_rate)
-        trainer = PassTrainer(None, run, None, Settings(), None)
-        return {id(p): group["lr"] for optimizer in trainer.optimizers
+        return {id(p): group["lr"]
+                for optimizer in pass_trainer(geometry, geometry_rate).optimizers
                 for group in optimizer.param_groups for p in group["params"]}
 
     for geometry in (ExplicitGeometry(sphere, True), ExplicitGeometry(sphere, True,
@@ -117,5 +117,5 @@ def test_the_geometry_trains_at_its_own_rate_when_the_pass_gives_one():
         (moving,) = geometry.parameters()
         given = rates(geometry, 0.001)
         assert given[id(moving)] == 0.001
-        assert {given[id(p)] for p in material.parameters()} == {0.01}
+        assert {given[id(p)] for p in MATERIAL.parameters()} == {0.01}
         assert rates(geometry, None)[id(moving)] == 0.01
