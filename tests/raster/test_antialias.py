@@ -6,6 +6,7 @@ centre, the outside pixel gains ``(t - 1/2)`` of the inside colour when ``t > 1/
 inside pixel gains ``(1/2 - t)`` of the outside colour.
 """
 
+import importlib
 import math
 
 import numpy as np
@@ -140,6 +141,48 @@ def test_vertical_edge_gives_exact_box_coverage():
         out = _antialias(color, rast, pos[None], tri)[0, 8:24, :, 0]
         coverage = (edge_px - torch.arange(size, dtype=torch.float64)).clamp(0, 1)
         torch.testing.assert_close(out, coverage.expand_as(out), rtol=0, atol=1e-12)
+
+
+def _strip_mesh(inner_px, outer_px, size):
+    """A flat welded mesh in the screen plane: a large quad whose right edge is the vertical
+    line x = ``inner_px`` (pixel units) and, sharing that edge, a strip out to x =
+    ``outer_px``, the silhouette; both split into two triangles. Clip ``[V, 4]`` float64 and
+    int32 ``[T, 3]``."""
+    inner, outer = (2 * x / size - 1 for x in (inner_px, outer_px))
+    pos = _clip([[-3.0, -3.0], [inner, -3.0], [inner, 3.0], [-3.0, 3.0],
+                 [outer, -3.0], [outer, 3.0]], 1.0)
+    tri = torch.tensor([[0, 1, 2], [0, 2, 3], [1, 4, 5], [1, 5, 2]], dtype=torch.int32)
+    return pos, tri
+
+
+def test_silhouette_of_a_strip_between_pixel_centres_is_found_by_walking_the_mesh():
+    # The strip [19.6, 20.3] covers no pixel centre: the inside pixel's triangle (the quad's)
+    # leaves through the shared edge, which is no silhouette; the segment walks on into the
+    # strip and leaves through its outer edge. Each row shows the exact box coverage of the
+    # whole surface, clamp(20.3 - px, 0, 1), as for a single triangle with that edge.
+    size = 32
+    pos, tri = _strip_mesh(19.6, 20.3, size)
+    rast = _rasterize(pos[None], tri, size)
+    assert set(rast[0, ..., 3].unique().tolist()) == {0.0, 1.0, 2.0}, "the strip covers a centre"
+    color = (rast[..., 3:] > 0).to(torch.float64)
+    out = _antialias(color, rast, pos[None], tri)[0, 8:24, :, 0]
+    coverage = (20.3 - torch.arange(size, dtype=torch.float64)).clamp(0, 1)
+    torch.testing.assert_close(out, coverage.expand_as(out), rtol=0, atol=1e-12)
+
+
+def test_walked_silhouette_gradient_moves_the_silhouette_vertices_only():
+    size = 32
+    pos, tri = _strip_mesh(19.6, 20.3, size)
+    rast = _rasterize(pos[None], tri, size)
+    color = (rast[..., 3:] > 0).to(torch.float64)
+    pos_var = pos[None].clone().requires_grad_(True)
+    _antialias(color, rast, pos_var, tri).sum().backward()
+    grad_x = pos_var.grad[0, :, 0]
+    # coverage grows by one pixel per row in view (32 rows) per pixel the edge moves right:
+    # d coverage / d x_ndc = size / 2 per row, shared by the outer edge's two vertices
+    assert grad_x[:4].abs().max() == 0, "the quad's vertices moved the silhouette"
+    torch.testing.assert_close(grad_x[4:].sum(), torch.tensor(size * size / 2.0,
+                                                              dtype=torch.float64))
 
 
 def _expected_by_segment_intersection(verts_px, color, ids, front_id):
@@ -318,12 +361,14 @@ def test_pos_gradient_boost_scales_only_the_pos_gradient():
 def test_topology_hash_records_neighbours_boundaries_and_non_manifold_edges():
     # quad (0,1,2)+(0,2,3) and a fin (0,2,4) on the diagonal: edge (0,2) has three triangles
     tri = torch.tensor([[0, 1, 2], [0, 2, 3]], dtype=torch.int32)
-    partner = raster.antialias_construct_topology_hash(tri, ctx=CTX).partner
+    topology = raster.antialias_construct_topology_hash(tri, ctx=CTX)
     # edge k of a triangle is the one opposite its vertex k
-    assert partner.tolist() == [[-1, 3, -1], [-1, -1, 1]]
+    assert topology.partner.tolist() == [[-1, 3, -1], [-1, -1, 1]]
+    assert topology.neighbour.tolist() == [[-1, 1, -1], [-1, -1, 0]]
     fin = torch.tensor([[0, 1, 2], [0, 2, 3], [0, 2, 4]], dtype=torch.int32)
-    partner = raster.antialias_construct_topology_hash(fin, ctx=CTX).partner
-    assert partner.tolist() == [[-1, -2, -1], [-1, -1, -2], [-1, -1, -2]]
+    topology = raster.antialias_construct_topology_hash(fin, ctx=CTX)
+    assert topology.partner.tolist() == [[-1, -2, -1], [-1, -1, -2], [-1, -1, -2]]
+    assert topology.neighbour.tolist() == topology.partner.tolist()
 
 
 def test_topology_hash_reuse_gives_identical_results():
@@ -401,14 +446,18 @@ def test_bad_inputs_give_clear_errors():
 
 
 @pytest.mark.gpu
-def test_matches_nvdiffrast_on_a_sphere():
-    """Same rast (nvdiffrast's), same inputs: values and gradients agree.
+def test_matches_nvdiffrast_on_a_sphere(monkeypatch):
+    """Same rast (nvdiffrast's), same inputs: values and gradients agree, with the torch
+    engine's walk across front-facing neighbours off (nvdiffrast examines the inside pixel's
+    triangle alone; see ``diffrec.raster._torch.antialias``).
 
     Tolerances: float32 throughout; values within 1e-4 on at least 99.8% of the pixels (a
     pair exactly at a tie can resolve differently: 99.84% on the first run, on an H100); pos
     gradients within 2% relative (L2) and color gradients within 1e-4 on 99.9% of them.
     """
     dr = pytest.importorskip("nvdiffrast.torch")
+    monkeypatch.setattr(importlib.import_module("diffrec.raster._torch.antialias"),
+                        "WALK_STEPS", 0)
     device = torch.device("cuda")
     verts, tri = _uv_sphere(24, 48)
     pos = torch.stack([_perspective(verts, a) for a in (0.3, 1.2)]).float().to(device)

@@ -18,6 +18,13 @@ the *bottom* row (OpenGL); pixel ``(px, py)`` samples the centre ``x = 2(px + 0.
 the barycentrics are perspective-correct with vertex 0 at ``(u, v) = (1, 0)``, vertex 1 at
 ``(0, 1)`` and vertex 2 at ``(0, 0)``.
 
+One difference, on purpose: the torch ``antialias`` follows a pixel pair's segment across
+front-facing neighbours to the silhouette edge it leaves through, where nvdiffrast examines the
+inside pixel's triangle alone and leaves the pair aliased when that triangle's edges are no
+silhouettes (common along the silhouette of a finely tessellated smooth mesh, where it biased
+silhouettes outward; ``diffrec.raster._torch.antialias`` says by how much). Elsewhere the two
+give the same values and gradients.
+
 The engine comes from a ``RasterContext``: ``rasterize`` and ``DepthPeeler`` take it first,
 as nvdiffrast does; the other functions take it as the keyword ``ctx``, and without one use
 ``default_context`` of their tensors' device (one context per device, chosen once by
