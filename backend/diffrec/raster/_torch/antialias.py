@@ -244,9 +244,10 @@ def _pixel_centres(pix: torch.Tensor, height: int, width: int, dtype) -> torch.T
 def _blending_pairs(rast, xyw, tri64, partner, neighbour):
     """Decide, without autograd, which pairs blend and across which edge.
 
-    ``xyw``: ``[B', V, 3]`` with B' = B (instanced) or 1 (range mode). Returns flat ``inside``
-    and ``outside`` pixel indices and the crossed edge of the front triangle as row indices
-    ``[N, 2]`` into ``xyw.reshape(-1, 3)``.
+    ``xyw``: ``[B', V, 3]`` with B' = B (instanced) or 1 (range mode); ``partner`` and
+    ``neighbour``: the ``TopologyHash``'s. Returns flat ``inside`` and ``outside`` pixel
+    indices and the silhouette edge crossed (of the front triangle or of one the segment
+    walked into) as row indices ``[N, 2]`` into ``xyw.reshape(-1, 3)``.
     """
     batch_size, height, width, _ = rast.shape
     num_tris = tri64.shape[0]
@@ -296,14 +297,14 @@ def _blending_pairs(rast, xyw, tri64, partner, neighbour):
     blend = torch.zeros_like(front, dtype=torch.bool)
     walking = torch.arange(len(front), device=front.device)
     for _ in range(1 + WALK_STEPS):
-        coeffs = signed[front[walking]]
+        through = front[walking]
+        coeffs = signed[through]
         e_in, e_out = (coeffs * start[walking]).sum(-1), (coeffs * end[walking]).sum(-1)
         drop = e_in - e_out
         leaving = (e_out <= 0) & (drop > 0)  # e_out = 0: the tie rule put it outside
         t = torch.where(leaving, e_in / torch.where(leaving, drop, 1.0), torch.inf)
         t_exit, exit_edge = t.min(-1)
         exits = torch.isfinite(t_exit)
-        through = front[walking]
         at_silhouette = exits & silhouette[through, exit_edge]
         edge[walking] = exit_edge
         blend[walking] = at_silhouette
