@@ -32,9 +32,11 @@ PREVIEW_PANELS = ("latlong", "kd", "ks", "normal", "shading-only")
 LAPLACE_MODES = ("relative", "absolute")
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # CPU-friendly: a few minutes on two cores
+    # CPU-friendly: a few minutes on two cores. Grid 64 (not 32): thin parts (fins, legs,
+    # ears) need its finer cells and cost little more on a CPU, where rendering dominates
+    # (docs/BENCHMARKS.md)
     "preview": {"iterations": 300, "batch": 2, "train_res": 128, "texture_res": 256,
-                "dmtet_grid": 32, "light_res": 64, "views": 24, "test_views": 4,
+                "dmtet_grid": 64, "light_res": 64, "views": 24, "test_views": 4,
                 "hash_table_log2": 15},
     "standard": {"iterations": 2000, "batch": 4, "train_res": 512, "texture_res": 1024,
                  "dmtet_grid": 64, "light_res": 256, "views": 100, "test_views": 8},
