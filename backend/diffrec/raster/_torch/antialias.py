@@ -22,11 +22,10 @@ Why the walk: the triangles along the silhouette of a smooth, finely tessellated
 are seen nearly edge-on, so their projections are slivers that seldom cover a pixel centre;
 the triangle at the inside pixel is then an inner one whose edges are no silhouettes. Examined
 alone (as the paper describes the method; the GPU parity test compares with nvdiffrast with
-the walk off), most such pairs stay aliased: on a
-reconstructed surface at 128 px, 7 % of the object/background pairs blended, the image's
-coverage moved at a third of its true rate, and the unblended pairs were mostly those where
-the surface reaches past the midpoint into the outside pixel, so a coverage loss settled with
-the surface a quarter of a pixel too far out. With the walk 63 % blend and the coverage loss's
+the walk off), most such pairs stay aliased: on a reconstructed surface at 128 px, 7 % of the
+object/background pairs blended, the image's coverage moved at a third of its true rate, and
+the unblended pairs were mostly those where the surface reaches past the midpoint into the
+outside pixel, so a coverage loss settled with the surface a quarter of a pixel too far out. With the walk 63 % blend and the coverage loss's
 gradient vanishes where the loss is least (docs/BENCHMARKS.md). On meshes whose silhouette
 triangles cover the inside centres, nothing changes.
 
