@@ -25,9 +25,10 @@ alone (as the paper describes the method; the GPU parity test compares with nvdi
 the walk off), most such pairs stay aliased: on a reconstructed surface at 128 px, 7 % of the
 object/background pairs blended, the image's coverage moved at a third of its true rate, and
 the unblended pairs were mostly those where the surface reaches past the midpoint into the
-outside pixel, so a coverage loss settled with the surface a quarter of a pixel too far out. With the walk 63 % blend and the coverage loss's
-gradient vanishes where the loss is least (docs/BENCHMARKS.md). On meshes whose silhouette
-triangles cover the inside centres, nothing changes.
+outside pixel, so a coverage loss settled with the surface a quarter of a pixel too far out.
+With the walk 63 % blend and the coverage loss's gradient vanishes where the loss is least
+(docs/BENCHMARKS.md). On meshes whose silhouette triangles cover the inside centres, nothing
+changes.
 
 Silhouette. Edge ``(a, b)`` of the front triangle, with third vertex ``c``, is a silhouette
 when no other triangle shares it, when three or more triangles share it (non-manifold: treated
