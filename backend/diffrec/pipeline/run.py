@@ -92,6 +92,9 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
+FLAT_NORMAL = torch.tensor([0.0, 0.0, 1.0])  # tangent space: the surface's own normal
+
+
 def make_light(settings: Settings, envmap: torch.Tensor | None, device) -> EnvironmentLight:
     if settings.light == "learn" or envmap is None:
         if settings.light != "learn":
@@ -117,7 +120,7 @@ def initial_textures(settings: Settings, device, base_material: Material | None 
     mid_kd = [0.5, 0.5, 0.5, 1.0][:len(kd_low)]
     values = {"kd": torch.tensor(mid_kd).clamp(kd_low, kd_high).expand(size, size, -1),
               "ks": torch.tensor([0.0, 0.5, 0.0]).clamp(ks_low, ks_high).expand(size, size, 3),
-              "normal": torch.tensor([0.0, 0.0, 1.0]).expand(size, size, 3)}
+              "normal": FLAT_NORMAL.expand(size, size, 3)}
     if settings.init_textures == "random":
         generator = torch.Generator().manual_seed(settings.seed)
 
@@ -200,6 +203,9 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
     mesh = _unwrapped(Mesh(vertices, triangles), settings, reporter, world)
     _stop_if_asked(reporter, world, "after unwrapping the surface")
     textures = bake_textures(ctx, mesh, field.evaluate, settings.texture_res)
+    # pass 1's surface has no UVs, so no tangents: the field's normal channel was never used,
+    # hence never trained; pass 2's normal map starts flat instead (docs/BENCHMARKS.md)
+    textures["normal"] = FLAT_NORMAL.to(textures["normal"]).expand_as(textures["normal"]).clone()
     if len(ranges["kd"][0]) == 4:  # layers > 1: pass 2 learns alpha, starting opaque
         textures["kd"] = torch.cat([textures["kd"], torch.ones_like(textures["kd"][..., :1])], -1)
     baked = {name: Texture2D(textures[name], *ranges[name]) for name in ranges}
