@@ -1,11 +1,43 @@
 """Reaching the backend from Blender: ``connector`` (a protocol Client factory made from the
-preferences) and the connection operators (Test Connection, the client key pair)."""
+preferences), ``check`` (a ping within two seconds, before any work) and the connection
+operators (Test Connection, the client key pair)."""
 
 from __future__ import annotations
 
 import bpy
 
-from . import connection, preferences
+from . import connection, messages, preferences
+
+CHECK_BUDGET_S = 2.0
+"""How long ``check`` waits for the backend's answer before saying what is wrong."""
+
+
+def _target(context) -> tuple[connection.Endpoint, tuple[str, str] | None]:
+    """The endpoint of the preferences and, for a paired server, this computer's key pair.
+    Raises ValueError or ProtocolError('bad_pairing') for a mistyped endpoint, PermissionError
+    when Blender is offline and the endpoint is not on this computer."""
+    target = connection.endpoint(preferences.setting("endpoint", context) or "")
+    connection.check_online_access(target, bpy.app.online_access)
+    keypair = None
+    if target.server_key:
+        keypair = connection.client_keypair(preferences.user_directory())
+    return target, keypair
+
+
+def check(context) -> dict | None:
+    """The backend's ping reply within CHECK_BUDGET_S, or None when nothing listened and a
+    local backend was started now (Start a local backend; the job's connection waits for it).
+    Raises ``connection.Unreachable`` (and ``_target``'s errors) with a sentence to show."""
+    target, keypair = _target(context)
+    try:
+        return connection.reach(target, keypair, CHECK_BUDGET_S)
+    except connection.Unreachable:
+        if not (preferences.setting("auto_start", context) and target.is_loopback
+                and not connection.listening(target, 0.1)):
+            raise
+    connection.start_local_backend(preferences.setting("python", context), target.address,
+                                   preferences.user_directory() / "backend")
+    return None
 
 
 def connector(context):
@@ -13,25 +45,16 @@ def connector(context):
     here, on the main thread; the function itself never touches bpy (worker threads call it)."""
     from .wire import protocol
 
-    target = connection.endpoint(preferences.setting("endpoint", context) or "")
-    connection.check_online_access(target, bpy.app.online_access)
-    keypair = None
-    if target.server_key:
-        keypair = connection.client_keypair(preferences.user_directory())
+    target, keypair = _target(context)
     timeout = preferences.setting("timeout", context)
     auto_start = preferences.setting("auto_start", context) and target.is_loopback
     python = preferences.setting("python", context)
     data_dir = preferences.user_directory() / "backend"
 
     def connect():
-        client_class = protocol().Client
-        if auto_start:
-            try:
-                with client_class(target.address, timeout=1.0, retry_for=1.0) as probe:
-                    probe.ping()
-            except protocol().ServerUnavailable:
-                connection.start_local_backend(python, target.address, data_dir)
-        return client_class(
+        if auto_start and not connection.listening(target, 1.0):
+            connection.start_local_backend(python, target.address, data_dir)
+        return protocol().Client(
             target.address,
             server_key=target.server_key,
             client_keypair=keypair,
@@ -48,30 +71,12 @@ class DIFFREC_OT_test_connection(bpy.types.Operator):
     bl_idname = "diffrec.test_connection"
     bl_label = "Test Connection"
 
+    @messages.reported
     def execute(self, context):
-        from .wire import protocol
-
-        try:
-            with connector(context)() as client:
-                client.retry_for = client.timeout
-                reply = client.ping()
-        except protocol().ServerUnavailable as exc:
-            self.report(
-                {"ERROR"},
-                f"{exc}: the backend is not running, the port is refused, or the keys do not "
-                "match (a CURVE server answers nothing to an unknown key)",
-            )
-            return {"CANCELLED"}
-        except (ValueError, PermissionError, OSError) as exc:
-            self.report({"ERROR"}, str(exc))
-            return {"CANCELLED"}
-        if reply.get("protocol") != protocol().PROTOCOL_VERSION:
-            self.report(
-                {"ERROR"},
-                f"protocol version mismatch: server {reply.get('protocol')}, add-on "
-                f"{protocol().PROTOCOL_VERSION}; update the older side",
-            )
-            return {"CANCELLED"}
+        reply = check(context)
+        if reply is None:
+            self.report({"INFO"}, "Starting the local backend: test again in a minute.")
+            return {"FINISHED"}
         free = reply.get("gpu_free_bytes")
         memory = f", {free / 2**30:.1f} GiB free" if free else ""
         self.report(
@@ -88,6 +93,7 @@ class DIFFREC_OT_generate_keys(bpy.types.Operator):
     bl_idname = "diffrec.generate_keys"
     bl_label = "Generate Key Pair"
 
+    @messages.reported
     def execute(self, context):
         public, _ = connection.client_keypair(preferences.user_directory())
         self.report({"INFO"}, f"public key {public}")
@@ -100,6 +106,7 @@ class DIFFREC_OT_copy_public_key(bpy.types.Operator):
     bl_idname = "diffrec.copy_public_key"
     bl_label = "Copy Public Key"
 
+    @messages.reported
     def execute(self, context):
         public, _ = connection.client_keypair(preferences.user_directory())
         context.window_manager.clipboard = public

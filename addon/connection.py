@@ -1,10 +1,13 @@
 """Where the backend is and how to reach it, without bpy: endpoint parsing, the loopback
-rule for ``bpy.app.online_access``, the client key pair on disk, starting a local backend."""
+rule for ``bpy.app.online_access``, the client key pair on disk, starting a local backend, and
+``reach``: a ping within a short budget whose failure says what to do."""
 
 from __future__ import annotations
 
 import ipaddress
+import socket
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -25,6 +28,10 @@ class Endpoint:
     @property
     def host(self) -> str:
         return urlsplit(self.address).hostname or ""
+
+    @property
+    def port(self) -> int | None:
+        return urlsplit(self.address).port
 
     @property
     def is_loopback(self) -> bool:
@@ -66,13 +73,74 @@ def client_keypair(directory: Path) -> tuple[str, str]:
         return protocol().write_keypair(directory, KEY_NAME)
 
 
+_started: dict[str, subprocess.Popen] = {}
+
+
 def start_local_backend(python: str, address: str, data_dir: Path) -> subprocess.Popen:
-    """Start ``python -m diffrec serve`` on the loopback ``address``; the caller owns it."""
+    """Start ``python -m diffrec serve`` on the loopback ``address``, unless this session
+    already started one there that still runs (it may still be loading): that one is returned."""
+    running = _started.get(address)
+    if running is not None and running.poll() is None:
+        return running
     data_dir.mkdir(parents=True, exist_ok=True)
     log = open(data_dir / "serve.log", "ab")
-    return subprocess.Popen(
+    _started[address] = subprocess.Popen(
         [python, "-m", "diffrec", "serve", "--bind", address, "--data-dir", str(data_dir)],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
     )
+    return _started[address]
+
+
+class Unreachable(ConnectionError):
+    """The backend cannot be reached; the message is a sentence saying what to do."""
+
+
+def nothing_listening(target: Endpoint) -> str:
+    return (f"No diffrec backend answers at {target.address}: start it ('diffrec serve', or "
+            "tick 'Start a local backend' in the add-on's preferences) or correct the Backend "
+            "address in the add-on's preferences.")
+
+
+def silent(target: Endpoint) -> str:
+    if target.server_key:
+        return (f"The server at {target.host}:{target.port} does not answer this computer: ask "
+                "its operator to allow this computer's key ('diffrec keys allow', the key is in "
+                "the add-on's preferences) and check that the pairing string is the server's "
+                "current one.")
+    return (f"Something listens at {target.address} but does not answer as a diffrec backend: "
+            "check the address, or paste the server's pairing string if it is a remote, "
+            "paired server.")
+
+
+def listening(target: Endpoint, timeout_s: float) -> bool:
+    """Whether a TCP connection to the endpoint's port opens within ``timeout_s``."""
+    try:
+        with socket.create_connection((target.host, target.port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def reach(target: Endpoint, keypair: tuple[str, str] | None, budget_s: float = 2.0) -> dict:
+    """The backend's ping reply, within about ``budget_s`` seconds. Raises Unreachable with a
+    sentence: nothing listening (found at once by a TCP connect), a server silent to this key
+    (CURVE answers nothing to a key it does not allow), or an older or newer protocol."""
+    start = time.monotonic()
+    if not listening(target, budget_s / 2):
+        raise Unreachable(nothing_listening(target))
+    wait = max(0.2, budget_s - (time.monotonic() - start))
+    wire = protocol()
+    try:
+        with wire.Client(target.address, server_key=target.server_key,
+                         client_keypair=keypair, timeout=wait, retry_for=wait) as client:
+            reply = client.ping()
+    except wire.ServerUnavailable:
+        raise Unreachable(silent(target)) from None
+    if reply.get("protocol") != wire.PROTOCOL_VERSION:
+        raise Unreachable(
+            f"The backend speaks protocol {reply.get('protocol')} and this add-on "
+            f"{wire.PROTOCOL_VERSION}: update the older of the two."
+        )
+    return reply

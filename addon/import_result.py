@@ -1,5 +1,8 @@
 """A job's result folder into the scene: ``mesh.glb`` through Blender's own glTF importer,
-``probe.hdr`` as the world, both checked against the folder's ``manifest.json`` first.
+``probe.hdr`` as a world, both checked against the folder's ``manifest.json`` first. The
+object goes into the "diffrec results" collection, beside the original; the world is not made
+the scene's here (``worlds.adopt`` decides). The original object, its materials and images and
+the scene's world are never changed.
 
 The result format is docs/protocol.md's "Results" (``diffrec.protocol.manifest``, written by the
 backend's ``pipeline/outputs.py``). ``mesh.glb`` holds the mesh and a glTF metallic-roughness
@@ -17,15 +20,19 @@ Images stay packed in the .blend.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import bpy
 import numpy as np
+from mathutils import Vector
 
 from . import pixels, wire
 
 LINEAR = "Linear Rec.709"
 IMPORTED_ROLES = ("mesh", "light")
 """The manifest roles the add-on imports, hence all it fetches."""
+RESULTS = "diffrec results"
+"""The collection results are imported into."""
 
 
 def _linear_to_srgb(values: np.ndarray) -> np.ndarray:
@@ -55,23 +62,63 @@ def _node(nodes, idname: str):
     return next(node for node in nodes if node.bl_idname == idname)
 
 
-def import_result(context, folder: Path, name: str, use_world: bool = True):
+class Imported(NamedTuple):
+    """What ``import_result`` made: the object (None: the result has no mesh) and the world
+    of its learned light (None: no light, or not asked for), not made the scene's."""
+
+    object: bpy.types.Object | None
+    world: bpy.types.World | None
+
+
+def import_result(context, folder: Path, name: str, use_world: bool = True,
+                  beside: bpy.types.Object | None = None) -> Imported:
     """Import the result in ``folder`` as ``name``: the object (made the only selected and the
-    active one) and, if ``use_world`` and the result has a light, a world made the scene's.
-    Returns the object, or None when the result has no mesh (e.g. a ``fit_texture`` job).
-    Raises the protocol's ManifestError when the manifest is missing or the files it lists for
-    import do not match it (nothing is imported then)."""
+    active one, in the RESULTS collection, moved along X to stand beside ``beside`` when given)
+    and, if ``use_world`` and the result has a light, a world lit by it. Neither ``beside`` nor
+    the scene's world is changed. Raises the protocol's ManifestError when the manifest is
+    missing or the files it lists for import do not match it (nothing is imported then)."""
     manifest = wire.protocol().manifest
     folder = Path(folder)
     entries = manifest.select(manifest.read_manifest(folder), IMPORTED_ROLES)
     manifest.verify(folder, entries)
     paths = {entry.role: folder / entry.name for entry in entries}
     if "mesh" not in paths:
-        return None
+        return Imported(None, None)
     obj = import_glb(context, paths["mesh"], name)
-    if use_world and "light" in paths:
-        context.scene.world = build_world(name, paths["light"])
-    return obj
+    _into_results(context, obj)
+    if beside is not None:
+        place_beside(obj, beside)
+    world = build_world(name, paths["light"]) if use_world and "light" in paths else None
+    return Imported(obj, world)
+
+
+def _box_x(obj) -> tuple[float, float]:
+    """The object's extent along world X (its bounding box's corners, transformed)."""
+    matrix = obj.matrix_world
+    xs = [(matrix @ Vector(corner)).x for corner in obj.bound_box]
+    return min(xs), max(xs)
+
+
+def place_beside(obj: bpy.types.Object, original: bpy.types.Object) -> None:
+    """Move ``obj`` along X so that its bounding box starts a tenth of the original's width
+    (at least 0.1 m) past the original's: side by side, never overlapping."""
+    bpy.context.view_layer.update()  # matrix_world of a just-imported object
+    low = _box_x(obj)[0]
+    original_low, original_high = _box_x(original)
+    gap = max(0.1, 0.1 * (original_high - original_low))
+    obj.location.x += original_high + gap - low
+
+
+def _into_results(context, obj: bpy.types.Object) -> None:
+    """Move ``obj`` into the scene's RESULTS collection (made on first use)."""
+    collection = bpy.data.collections.get(RESULTS)
+    if collection is None:
+        collection = bpy.data.collections.new(RESULTS)
+    if collection.name not in context.scene.collection.children:
+        context.scene.collection.children.link(collection)
+    for other in list(obj.users_collection):
+        other.objects.unlink(obj)
+    collection.objects.link(obj)
 
 
 def save_glb_beside_blend(paths: list[Path], name: str) -> Path | None:

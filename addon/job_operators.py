@@ -1,9 +1,13 @@
-"""The job operators: Optimize (build, submit, follow, import), Re-attach and Cancel.
+"""The job operators: Optimize (check the backend, build, submit, follow, import), Re-attach
+and Cancel.
 
-In the interface each runs modally: a timer ticks its ``follow.JobRun`` (one target render or
-one batch of updates per tick, so Blender stays responsive from the first click) and ESC or
-the Cancel button stops it. In the background (``blender --background``, the bpy module: no
-event loop) the same run is ticked to its end inside ``execute``.
+Optimize and Re-attach first check that the backend answers (two seconds at most) and say
+what to do when it does not. Then each runs through ``pump``: a timer ticks its
+``follow.JobRun`` (one target render or one batch of updates per tick, so Blender stays
+responsive from the first click) and ESC or the Cancel button stops it; in the background
+(``blender --background``, the bpy module: no event loop) the same run is ticked to its end
+inside ``execute``. Optimize and Re-attach are undoable steps: undo removes what they imported.
+Every failure is reported as a sentence (``messages``).
 """
 
 from __future__ import annotations
@@ -13,51 +17,48 @@ import uuid
 import bpy
 from bpy.props import StringProperty
 
-from . import backend_link, follow, scene_updates, validate
+from . import backend_link, follow, messages, pump, scene_updates, validate
 from .submission import SubmissionBuilder
 
 
-def _blocking(context) -> bool:
-    """Whether no modal operator can tick here (no event loop or no window)."""
-    return bpy.app.background or context.window_manager is None or not context.window
+def _connect(context, report):
+    """``backend_link.connector`` once ``backend_link.check`` found the backend answering
+    (within two seconds; a sentence saying what to do is raised otherwise). Nothing is
+    rendered, exported or sent before this."""
+    connect = backend_link.connector(context)
+    if backend_link.check(context) is None:
+        report({"INFO"}, "diffrec: starting the local backend; the job is sent once it answers")
+    return connect
 
 
-class _FollowsJob:
-    """Shared by the operators that follow a job: blocking or modal."""
+class _FollowsJob(pump.Pumped):
+    """Shared by the operators that follow a job: its ``follow.JobRun`` ticked by ``pump``."""
 
-    _timer = None
     _run: follow.JobRun | None = None
 
-    def connector(self, context):
-        """``backend_link.connector`` from the preferences, or None once the reason it cannot
-        be made (a bad endpoint, offline, unreadable keys) is reported."""
-        try:
-            return backend_link.connector(context)
-        except (ValueError, PermissionError, OSError) as exc:
-            self.report({"ERROR"}, str(exc))
-            return None
-
     def follow(self, context, run: follow.JobRun):
-        if _blocking(context):
-            follow.follow_blocking(context, run)
-            return {"FINISHED"} if run.session is not None else {"CANCELLED"}
-        follow.running[run.job] = run
         self._run = run
-        self._timer = context.window_manager.event_timer_add(0.1, window=context.window)
-        context.window_manager.modal_handler_add(self)
-        return {"RUNNING_MODAL"}
+        if not pump.blocking(context):
+            follow.running[run.job] = run
+        return self.pump(context)
 
-    def modal(self, context, event):
-        if event.type == "ESC":
-            self._run.cancel()
-            context.scene.diffrec.status = "cancelling"
-        if event.type == "TIMER" and self._run.tick(context):
-            context.window_manager.event_timer_remove(self._timer)
-            follow.running.pop(self._run.job, None)
-            return {"FINISHED"} if self._run.session is not None else {"CANCELLED"}
-        if context.area:
-            context.area.tag_redraw()
-        return {"PASS_THROUGH"}
+    def step(self, context) -> bool:
+        return self._run.tick(context)
+
+    def stop(self, context) -> None:
+        self._run.cancel()
+        context.scene.diffrec.status = "cancelling"
+
+    def run_blocking(self, context) -> None:
+        follow.follow_blocking(context, self._run)
+
+    def finish(self, context) -> set:
+        follow.running.pop(self._run.job, None)
+        return {"FINISHED"} if self._run.session is not None else {"CANCELLED"}
+
+    def abandon(self, context) -> None:
+        self._run.cancel()
+        follow.running.pop(self._run.job, None)
 
 
 class DIFFREC_OT_optimize(_FollowsJob, bpy.types.Operator):
@@ -66,16 +67,16 @@ class DIFFREC_OT_optimize(_FollowsJob, bpy.types.Operator):
 
     bl_idname = "diffrec.optimize"
     bl_label = "Optimize"
+    bl_options = {"REGISTER", "UNDO"}  # noqa: RUF012  (Blender reads a set)
 
+    @messages.reported
     def execute(self, context):
         settings = context.scene.diffrec
         problems = validate.problems(context, settings)
         if problems:
             self.report({"ERROR"}, "\n".join(problems))
             return {"CANCELLED"}
-        connect = self.connector(context)
-        if connect is None:
-            return {"CANCELLED"}
+        connect = _connect(context, self.report)
         builder = SubmissionBuilder(context, settings)
         settings.progress, settings.status = 0.0, builder.text
         return self.follow(context, follow.JobRun(uuid.uuid4().hex, connect, self.report, builder))
@@ -86,9 +87,11 @@ class DIFFREC_OT_attach(_FollowsJob, bpy.types.Operator):
 
     bl_idname = "diffrec.attach"
     bl_label = "Re-attach and Fetch"
+    bl_options = {"REGISTER", "UNDO"}  # noqa: RUF012  (Blender reads a set)
 
     job_id: StringProperty(name="Job")
 
+    @messages.reported
     def execute(self, context):
         if scene_updates.job_entry(context.scene, self.job_id) is None:
             self.report({"ERROR"}, f"job {self.job_id!r} is not one of this file's jobs")
@@ -96,9 +99,7 @@ class DIFFREC_OT_attach(_FollowsJob, bpy.types.Operator):
         if self.job_id in follow.running:
             self.report({"INFO"}, "this job is already being followed")
             return {"CANCELLED"}
-        connect = self.connector(context)
-        if connect is None:
-            return {"CANCELLED"}
+        connect = _connect(context, self.report)
         return self.follow(context, follow.JobRun(self.job_id, connect, self.report))
 
 
@@ -110,6 +111,7 @@ class DIFFREC_OT_cancel(bpy.types.Operator):
 
     job_id: StringProperty(name="Job", description="Empty: every job this session follows")
 
+    @messages.reported
     def execute(self, context):
         for job, run in list(follow.running.items()):
             if self.job_id in ("", job):

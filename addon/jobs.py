@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from . import messages
+
 
 @dataclass
 class Submission:
@@ -100,7 +102,8 @@ class JobSession:
                     files = client.fetch(self.job, self.results_dir, only=self.only)
                     self._post("fetched", {"files": [str(path) for path in files]})
         except Exception as exc:  # reported to the user; the worker must not die silently
-            self._post("error", {"message": f"{type(exc).__name__}: {exc}"})
+            messages.log(exc)
+            self._post("error", {"message": messages.sentence(exc)})
 
     def _follow(self, client) -> str:
         """Stream events until the job ends; returns the final event's kind."""

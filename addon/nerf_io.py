@@ -1,5 +1,6 @@
 """Datasets in and out of the scene: File > Import of a NeRF-style or LLFF capture as cameras
-with their images, and the export of the scene's cameras as a rendered NeRF-style dataset."""
+with their images, and File > Export of the scene's cameras as a rendered NeRF-style dataset
+(one view rendered per tick, through ``pump``, like Optimize's targets)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import bpy
 from bpy.props import StringProperty
 from mathutils import Matrix
 
-from . import camera_model, export_scene, import_result, validate
+from . import camera_model, export_scene, import_result, messages, pump, validate
 from .wire import protocol
 
 
@@ -28,17 +29,14 @@ class DIFFREC_OT_import_nerf(bpy.types.Operator):
         context.window_manager.fileselect_add(self)
         return {"RUNNING_MODAL"}
 
+    @messages.reported
     def execute(self, context):
         path = Path(self.filepath)
         captures = protocol().captures
-        try:
-            data = (captures.read_llff(path.parent) if path.suffix.lower() == ".npy"
-                    else captures.read_nerf(path))
-            images = [bpy.data.images.load(str(frame.image), check_existing=True)
-                      for frame in data.frames]
-        except (OSError, ValueError, RuntimeError) as exc:
-            self.report({"ERROR"}, str(exc))  # bpy raises RuntimeError for a missing image
-            return {"CANCELLED"}
+        data = (captures.read_llff(path.parent) if path.suffix.lower() == ".npy"
+                else captures.read_nerf(path))
+        images = [bpy.data.images.load(str(frame.image), check_existing=True)
+                  for frame in data.frames]  # a missing image raises: reported as a sentence
         collection = bpy.data.collections.new(Path(self.filepath).parent.name or "dataset")
         context.scene.collection.children.link(collection)
         width, height = images[0].size if images[0].size[0] else (1, 1)
@@ -64,8 +62,40 @@ class DIFFREC_OT_import_nerf(bpy.types.Operator):
         return {"FINISHED"}
 
 
-class DIFFREC_OT_export_nerf(bpy.types.Operator):
-    """Render the scene's cameras and write them as a NeRF-style dataset folder"""
+class DatasetWriter:
+    """Writes ``cameras``' renders as a NeRF-style dataset in ``root`` in steps (main thread
+    only): one view rendered and saved as ``train/r_<i>.png`` per ``step``, then
+    ``transforms_train.json``; ``written`` lists the images so far."""
+
+    def __init__(self, scene, cameras: list, root: Path):
+        self.scene, self.cameras, self.root = scene, cameras, root
+        self.size = export_scene.render_size(scene)
+        self.written: list[Path] = []
+        (root / "train").mkdir(parents=True, exist_ok=True)
+
+    def step(self) -> bool:
+        """Render and save the next view, or write the transforms file; whether all is done."""
+        index = len(self.written)
+        if index < len(self.cameras):
+            image = export_scene.render_view(self.scene, self.cameras[index], self.size)
+            path = self.root / "train" / f"r_{index}.png"
+            png = import_result.new_image(f"nerf r_{index}", image, "sRGB", pack=False)
+            try:
+                png.filepath_raw, png.file_format = str(path), "PNG"
+                png.save()
+            finally:
+                bpy.data.images.remove(png)
+            self.written.append(path)
+            return False
+        poses, intrinsics = export_scene.export_cameras(self.cameras, self.scene, self.size)
+        protocol().captures.write_nerf(self.root / "transforms_train.json", self.written, poses,
+                                       *self.size, intrinsics[0, :4])
+        return True
+
+
+class DIFFREC_OT_export_nerf(pump.Pumped, bpy.types.Operator):
+    """Render the scene's cameras and write them as a NeRF-style dataset folder, one view per
+    tick (ESC stops it: the views written so far stay, without a transforms file)"""
 
     bl_idname = "diffrec.export_nerf"
     bl_label = "Export NeRF Dataset"
@@ -76,34 +106,39 @@ class DIFFREC_OT_export_nerf(bpy.types.Operator):
         context.window_manager.fileselect_add(self)
         return {"RUNNING_MODAL"}
 
+    @messages.reported
     def execute(self, context):
-        scene = context.scene
-        cameras = validate.target_cameras(context, scene.diffrec)
+        cameras = validate.target_cameras(context, context.scene.diffrec)
         if not cameras:
             self.report({"ERROR"}, validate.NO_CAMERAS)
             return {"CANCELLED"}
-        root = Path(bpy.path.abspath(self.directory))
-        (root / "train").mkdir(parents=True, exist_ok=True)
-        size = export_scene.render_size(scene)
-        images = export_scene.render_views(scene, cameras, size)
-        poses, intrinsics = export_scene.export_cameras(cameras, scene, size)
-        paths = []
-        for index, image in enumerate(images):
-            path = root / "train" / f"r_{index}.png"
-            png = import_result.new_image(f"nerf r_{index}", image, "sRGB", pack=False)
-            png.filepath_raw, png.file_format = str(path), "PNG"
-            png.save()
-            bpy.data.images.remove(png)
-            paths.append(path)
-        protocol().captures.write_nerf(root / "transforms_train.json", paths, poses, *size,
-                                       intrinsics[0, :4])
-        self.report({"INFO"}, f"wrote {len(paths)} views to {root}")
+        self._writer = DatasetWriter(context.scene, cameras,
+                                     Path(bpy.path.abspath(self.directory)))
+        self._stopped = False
+        return self.pump(context)
+
+    def step(self, context) -> bool:
+        return self._stopped or self._writer.step()
+
+    def stop(self, context) -> None:
+        self._stopped = True
+
+    def finish(self, context) -> set:
+        count, root = len(self._writer.written), self._writer.root
+        if self._stopped:
+            self.report({"INFO"}, f"stopped after {count} views: {root} has no transforms file")
+            return {"CANCELLED"}
+        self.report({"INFO"}, f"wrote {count} views to {root}")
         return {"FINISHED"}
 
 
 def import_nerf_menu(self, context):
     self.layout.operator(DIFFREC_OT_import_nerf.bl_idname,
                          text="Dataset: NeRF (.json) / LLFF (poses_bounds.npy)")
+
+
+def export_nerf_menu(self, context):
+    self.layout.operator(DIFFREC_OT_export_nerf.bl_idname, text="Dataset: NeRF (rendered cameras)")
 
 
 CLASSES = (DIFFREC_OT_import_nerf, DIFFREC_OT_export_nerf)
@@ -114,8 +149,10 @@ _register_classes, _unregister_classes = bpy.utils.register_classes_factory(CLAS
 def register() -> None:
     _register_classes()
     bpy.types.TOPBAR_MT_file_import.append(import_nerf_menu)
+    bpy.types.TOPBAR_MT_file_export.append(export_nerf_menu)
 
 
 def unregister() -> None:
+    bpy.types.TOPBAR_MT_file_export.remove(export_nerf_menu)
     bpy.types.TOPBAR_MT_file_import.remove(import_nerf_menu)
     _unregister_classes()

@@ -59,6 +59,12 @@ class DiffrecPreferences(bpy.types.AddonPreferences):
     timeout: bpy.props.FloatProperty(
         name="Timeout", description="Seconds to wait for an answer", default=10.0, min=1.0
     )
+    use_learned_world: BoolProperty(
+        name="Use the learned light",
+        description="Make a result's learned light the scene's world when it is imported (your "
+        "world stays in the file either way; Switch Light swaps them)",
+        default=False,
+    )
 
     def draw(self, context):
         layout = self.layout
@@ -69,6 +75,7 @@ class DiffrecPreferences(bpy.types.AddonPreferences):
         sub.active = self.auto_start
         sub.prop(self, "python", text="")
         layout.prop(self, "timeout")
+        layout.prop(self, "use_learned_world")
         box = layout.box()
         box.label(text="This computer's key (give it to 'diffrec keys allow' on the server):")
         public_file = user_directory() / f"{connection.KEY_NAME}.key"

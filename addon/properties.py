@@ -137,6 +137,9 @@ class DiffrecSceneSettings(bpy.types.PropertyGroup):
         description="Also save the result as a .glb file beside the .blend",
         default=False,
     )
+    # the two worlds Switch Light swaps (worlds.py); pointing at them keeps both in the file
+    artist_world: PointerProperty(name="Your World", type=bpy.types.World)
+    learned_world: PointerProperty(name="Learned Light", type=bpy.types.World)
 
 
 CLASSES = (DiffrecJob, DiffrecSceneSettings)

@@ -11,7 +11,7 @@ from pathlib import Path
 import bpy
 import numpy as np
 
-from . import import_result, jobs, pixels
+from . import import_result, jobs, messages, pixels, worlds
 
 PREVIEW_IMAGE = "diffrec preview"
 LIVE_MESH = "diffrec live mesh"
@@ -65,20 +65,27 @@ def remove_live_mesh() -> None:
 
 
 def _import_fetched(context, entry, paths: list[Path], report) -> None:
-    """Import the fetched result (when it holds a mesh) and save its GLB when asked."""
+    """Import the fetched result (when it holds a mesh) beside the object the job started
+    from, its learned light as a world of its own (``worlds.adopt``), and save its GLB when
+    asked. A failure is reported as a sentence and imports nothing."""
     if not paths:
         return
     settings = context.scene.diffrec
     name = f"{entry.object_name or 'diffrec'} optimised" if entry else "diffrec result"
+    original = bpy.data.objects.get(entry.object_name) if entry and entry.object_name else None
     try:
-        # a kept HDRI comes back only resampled: the scene's own world stays
-        obj = import_result.import_result(context, paths[0].parent, name,
-                                          use_world=settings.light == "LEARN")
-    except (ValueError, RuntimeError) as exc:  # the manifest's ManifestError is a ValueError
-        report({"ERROR"}, f"diffrec: the result cannot be imported: {exc}")
+        # a kept HDRI comes back only resampled: only a learned light makes a world
+        imported = import_result.import_result(context, paths[0].parent, name,
+                                               use_world=settings.light == "LEARN",
+                                               beside=original)
+    except Exception as exc:  # a bad manifest, an unreadable file: nothing was imported
+        messages.log(exc)
+        report({"ERROR"}, f"diffrec: the result cannot be imported. {messages.sentence(exc)}")
         return
-    if obj is None:
+    if imported.object is None:
         return
+    if imported.world is not None:
+        worlds.adopt(context, imported.world)
     remove_live_mesh()
     if not bpy.app.background:
         bpy.ops.ed.undo_push(message="diffrec: import result")

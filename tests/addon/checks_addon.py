@@ -16,7 +16,7 @@ from addon import export_scene, validate
 
 OPERATORS = (
     "optimize", "attach", "cancel", "test_connection", "generate_keys", "copy_public_key",
-    "import_nerf", "export_nerf",
+    "import_nerf", "export_nerf", "switch_world",
 )
 
 

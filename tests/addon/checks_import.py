@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # blender --python does not add 
 import harness  # noqa: I001  (puts the repository on sys.path)
 import bpy
 import numpy as np
+from mathutils import Vector
 
 from addon import import_result, wire
 
@@ -49,9 +50,13 @@ def _pixels(image) -> np.ndarray:
     return flat.reshape(height, width, 4)[::-1]  # rows top-down
 
 
-def _import(folder=None, use_world=True):
+def _imported(folder=None, use_world=True, beside=None):
     return import_result.import_result(bpy.context, folder or FOLDER / "result", "result",
-                                       use_world=use_world)
+                                       use_world=use_world, beside=beside)
+
+
+def _import(folder=None, use_world=True):
+    return _imported(folder, use_world).object
 
 
 def check_import_builds_the_object_where_the_backend_put_it():
@@ -120,10 +125,12 @@ def check_import_fades_the_material_by_occlusion():
     assert split.inputs["Color"].links[0].from_node.image.name == "result ks"
 
 
-def check_import_sets_the_world_from_the_probe():
+def check_import_makes_a_world_from_the_probe_and_leaves_the_scenes():
     probe = _expected()["probe"]
-    _import()
-    world = bpy.context.scene.world
+    mine = bpy.data.worlds.new("mine")
+    bpy.context.scene.world = mine
+    world = _imported().world
+    assert bpy.context.scene.world == mine, "the scene's world is the artist's to change"
     assert world.name == "result"
     env = next(n for n in world.node_tree.nodes if n.bl_idname == "ShaderNodeTexEnvironment")
     assert _linked(world.node_tree, "ShaderNodeTexEnvironment", "Color",
@@ -134,11 +141,28 @@ def check_import_sets_the_world_from_the_probe():
     assert np.allclose(_pixels(env.image)[..., :3], probe, rtol=1e-2, atol=1e-3)
 
 
-def check_import_keeps_the_world_when_asked():
-    world = bpy.data.worlds.new("mine")
-    bpy.context.scene.world = world
-    _import(use_world=False)
-    assert bpy.context.scene.world == world
+def check_import_makes_no_world_when_asked():
+    worlds = set(bpy.data.worlds)
+    assert _imported(use_world=False).world is None
+    assert set(bpy.data.worlds) == worlds
+
+
+def check_import_puts_the_result_beside_the_original_in_its_collection():
+    """Issue 24.2: the result sat exactly on the original. It now starts a tenth of the
+    original's width past its +X side, in 'diffrec results'; the original is untouched."""
+    bpy.ops.mesh.primitive_cube_add(size=3.0, location=(0.5, 0.0, 0.0))
+    original = bpy.context.active_object
+    before = (np.array(original.matrix_world), len(original.data.vertices),
+              [collection.name for collection in original.users_collection])
+    obj = _imported(beside=original).object
+    bpy.context.view_layer.update()
+    corners = np.array([list(obj.matrix_world @ Vector(c)) for c in obj.bound_box])
+    assert abs(corners[:, 0].min() - (2.0 + 0.3)) < 1e-4, corners[:, 0].min()
+    assert [c.name for c in obj.users_collection] == [import_result.RESULTS]
+    assert import_result.RESULTS in bpy.context.scene.collection.children
+    after = (np.array(original.matrix_world), len(original.data.vertices),
+             [collection.name for collection in original.users_collection])
+    assert np.array_equal(before[0], after[0]) and before[1:] == after[1:], (before, after)
 
 
 def check_a_corrupted_file_is_refused_and_nothing_imported():
@@ -167,7 +191,7 @@ def check_a_result_without_a_mesh_imports_nothing():
     folder = Path(tempfile.mkdtemp())
     (folder / "metrics.json").write_text("{}")
     wire.protocol().manifest.write_manifest(folder, {"metrics.json": "metrics"})
-    assert _import(folder) is None
+    assert _imported(folder) == (None, None)
     assert not bpy.data.objects
 
 
