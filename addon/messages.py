@@ -64,14 +64,16 @@ def sentence(exc: BaseException) -> str:
                             "and that this computer can reach it, then Re-attach the job")
     if isinstance(exc, wire.ProtocolError):
         return _protocol_sentence(exc)
+    if isinstance(exc, OSError) and exc.strerror and exc.filename:
+        return _capitalised(f"A file could not be used ({exc.filename}): "
+                            f"{exc.strerror.lower()}")
     if isinstance(exc, OSError) and exc.strerror:
-        where = f" ({exc.filename})" if exc.filename else ""
-        return _capitalised(f"A file could not be used{where}: {exc.strerror.lower()}")
+        return _capitalised(exc.strerror)
     text = str(exc).strip().removeprefix("Error: ").strip()
     if isinstance(exc, _WORDED) and text:
         return _capitalised(text)  # the add-on's and bpy's own errors are worded for people
-    return _capitalised(f"diffrec met an unexpected problem ({text or 'no details'}); the "
-                        "system console has the details for a bug report")
+    return _capitalised(f"The diffrec add-on met an unexpected problem ({text or 'no details'})"
+                        "; the system console has the details for a bug report")
 
 
 def log(exc: BaseException) -> None:
