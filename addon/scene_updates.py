@@ -67,7 +67,8 @@ def remove_live_mesh() -> None:
 def _import_fetched(context, entry, paths: list[Path], report) -> None:
     """Import the fetched result (when it holds a mesh) beside the object the job started
     from, its learned light as a world of its own (``worlds.adopt``), and save its GLB when
-    asked. A failure is reported as a sentence and imports nothing."""
+    asked. A failure is reported as a sentence and imports nothing. The operator that follows
+    the job (UNDO in its options) makes the import part of its undo step."""
     if not paths:
         return
     settings = context.scene.diffrec
@@ -86,9 +87,7 @@ def _import_fetched(context, entry, paths: list[Path], report) -> None:
         return
     if imported.world is not None:
         worlds.adopt(context, imported.world)
-    remove_live_mesh()
-    if not bpy.app.background:
-        bpy.ops.ed.undo_push(message="diffrec: import result")
+    remove_live_mesh()  # no undo push here: Optimize's or Re-attach's own step holds it all
     if entry is not None:
         entry.imported = True
     if settings.save_glb:

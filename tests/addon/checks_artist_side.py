@@ -296,17 +296,18 @@ def check_optimize_and_switch_light_are_undo_steps():
         result, error, _ = _press(bpy.ops.diffrec.optimize, "EXEC_DEFAULT", True)
         assert result == {"FINISHED"} and not error, (result, error)
         assert "ball optimised" in bpy.data.objects
-        assert bpy.ops.diffrec.switch_world("EXEC_DEFAULT", True) == {"FINISHED"}
-        assert bpy.context.scene.world.name == "ball optimised"
-        bpy.ops.ed.undo()
-        assert bpy.context.scene.world.name == "sky", "Switch Light undone"
-        assert "ball optimised" in bpy.data.objects
         bpy.ops.ed.undo()
         assert _artist_data() == before, (_artist_data(), before)
         assert import_result.RESULTS not in bpy.data.collections
         assert len(bpy.context.scene.diffrec.jobs) == 0
         bpy.ops.ed.redo()
         assert "ball optimised" in bpy.data.objects, "and redo brings it back"
+
+        assert bpy.ops.diffrec.switch_world("EXEC_DEFAULT", True) == {"FINISHED"}
+        assert bpy.context.scene.world.name == "ball optimised"
+        bpy.ops.ed.undo()
+        assert bpy.context.scene.world.name == "sky", "Switch Light undone"
+        assert "ball optimised" in bpy.data.objects, "one step at a time"
         assert "UNDO" in bpy.types.DIFFREC_OT_attach.bl_options  # Attach imports the same way
     finally:
         _disable()

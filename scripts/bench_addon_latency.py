@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""How long the artist waits after pressing Optimize (the bpy wheel, headless):
+
+    .venv/bin/python scripts/bench_addon_latency.py [--repeat 5]
+
+1. Server down (nothing listens on a free loopback port): from pressing Optimize to the
+   error sentence (the operator returns with it). Issue 24's target: 2 s at most.
+2. A local server (``diffrec serve --device cpu`` in a child process, started and answering
+   before the clock starts): from pressing Optimize on a small scene (a UV sphere, four
+   cameras, 64 px targets, Light = Learn, Materials, Preview) to the first progress event
+   applied to the scene; the job is then cancelled. The first run includes the server's first
+   job process (it imports the pipeline); the following ones reuse its fork server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "tests" / "addon"), str(REPO / "tests" / "server")]
+
+import addon_utils  # noqa: E402  (bpy's, importable once bpy is)
+import bpy  # noqa: E402
+import numpy as np  # noqa: E402
+import scenes  # noqa: E402
+from server_helpers import ServerProcess, free_port  # noqa: E402
+
+from addon import follow, scene_updates  # noqa: E402
+
+
+def small_scene(endpoint: str) -> None:
+    """A fresh scene: the selected sphere 'ball', four cameras, a sky world; the add-on on."""
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    addon_utils.enable("addon", default_set=True)
+    bpy.context.preferences.addons["addon"].preferences.endpoint = endpoint
+    scene = bpy.context.scene
+    scene.render.engine = "CYCLES"
+    scene.cycles.device, scene.cycles.samples = "CPU", 4
+    scene.render.resolution_x = scene.render.resolution_y = 64
+    bpy.ops.mesh.primitive_uv_sphere_add(segments=16, ring_count=8, radius=1.0)
+    scenes.cameras_around(scene, 4, radius=4.0, height=1.0)
+    scenes.sky_world(scene, np.linspace(1.5, 0.3, 16), width=32)
+    settings = scene.diffrec
+    settings.preset, settings.train_resolution = "PREVIEW", 64
+
+
+def press_optimize() -> tuple[float, str]:
+    """(seconds until the operator returned, its error text or '')."""
+    start = time.monotonic()
+    try:
+        bpy.ops.diffrec.optimize()
+        return time.monotonic() - start, ""
+    except RuntimeError as error:
+        return time.monotonic() - start, str(error).strip()
+
+
+def until_first_progress() -> float:
+    """Seconds from pressing Optimize to the first progress event; the job is then cancelled."""
+    seen: list[float] = []
+    apply = scene_updates.apply_update
+
+    def recording(context, job, update, report):
+        apply(context, job, update, report)
+        if update.kind == "progress" and not seen:
+            seen.append(time.monotonic())
+            follow.running[job].cancel()
+
+    scene_updates.apply_update = recording
+    try:
+        start = time.monotonic()
+        press_optimize()
+    finally:
+        scene_updates.apply_update = apply
+    if not seen:
+        raise SystemExit(f"no progress event: {bpy.context.scene.diffrec.status}")
+    return seen[0] - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    down = []
+    for _ in range(args.repeat):
+        small_scene(f"tcp://127.0.0.1:{free_port()}")
+        seconds, text = press_optimize()
+        down.append(seconds)
+    print(f"server down: to the error sentence {statistics.median(down):.3f} s median, "
+          f"{max(down):.3f} s max ({args.repeat} runs)\n  {text}")
+    with tempfile.TemporaryDirectory() as folder:
+        server = ServerProcess(Path(folder) / "data").start()
+        try:
+            runs = []
+            for _ in range(args.repeat):
+                small_scene(server.address)
+                runs.append(until_first_progress())
+        finally:
+            server.stop()
+    print("local server: to the first progress event " + ", ".join(f"{s:.2f}" for s in runs)
+          + f" s (first run, then {args.repeat - 1} more; median of those "
+          f"{statistics.median(runs[1:] or runs):.2f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
