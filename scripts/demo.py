@@ -122,6 +122,7 @@ def optimize_with_addon(args, subject, train, endpoint: str):
     addon_utils.enable("addon", default_set=True)
     preferences = bpy.context.preferences.addons["addon"].preferences
     preferences.endpoint, preferences.timeout = endpoint, 60.0
+    preferences.use_learned_world = args.light == "learn"  # judged under the light it learned
     settings = bpy.context.scene.diffrec
     settings.target_source, settings.cameras, settings.mode = "RENDER", "SELECTED", args.mode
     settings.preset = args.preset.upper()  # fills iterations, texture size and resolution
@@ -141,6 +142,7 @@ def optimize_with_addon(args, subject, train, endpoint: str):
     job = settings.jobs[-1]
     result = bpy.data.objects[f"{job.object_name or 'diffrec'} optimised"]
     result.name = "diffrec result"
+    result.location = (0.0, 0.0, 0.0)  # judged where the backend put it, not beside the object
     return job.job_id, result
 
 

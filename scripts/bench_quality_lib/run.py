@@ -99,7 +99,9 @@ def judge_result(job: SceneJob, dataset: Path, asset: Path) -> dict:
             raise RuntimeError(f"the add-on could not import {dataset}/transforms_test.json")
         cameras = sorted((o for o in bpy.data.objects if o not in before and o.type == "CAMERA"),
                          key=lambda camera: camera.name)
-        import_result.import_result(bpy.context, asset, "result")
+        world = import_result.import_result(bpy.context, asset, "result").world
+        if world is not None:  # judged under the light it learned
+            bl_scene.world = world
         results = export_scene.render_views(bl_scene, cameras, (job.size, job.size))
     targets = export_scene.camera_images(cameras)
     names = [camera.name for camera in cameras]

@@ -90,8 +90,8 @@ def render_variant(spec: dict, variant: str, out_dir: Path) -> None:
     try:
         scene = bpy.context.scene
         configure_cycles(scene, spec["size"], spec["samples"])
-        obj = import_result.import_result(bpy.context, Path(spec["result_dir"]), "result",
-                                          use_world=True)
+        obj, scene.world = import_result.import_result(bpy.context, Path(spec["result_dir"]),
+                                                       "result", use_world=True)
         assert bpy.ops.diffrec.import_nerf(filepath=spec["transforms"]) == {"FINISHED"}
         cameras = sorted((o for o in scene.objects if o.type == "CAMERA"), key=lambda o: o.name)
         size = (spec["size"], spec["size"])
