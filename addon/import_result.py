@@ -24,9 +24,8 @@ from typing import NamedTuple
 
 import bpy
 import numpy as np
-from mathutils import Vector
 
-from . import pixels, wire
+from . import pixels, validate, wire
 
 LINEAR = "Linear Rec.709"
 IMPORTED_ROLES = ("mesh", "light")
@@ -92,21 +91,14 @@ def import_result(context, folder: Path, name: str, use_world: bool = True,
     return Imported(obj, world)
 
 
-def _box_x(obj) -> tuple[float, float]:
-    """The object's extent along world X (its bounding box's corners, transformed)."""
-    matrix = obj.matrix_world
-    xs = [(matrix @ Vector(corner)).x for corner in obj.bound_box]
-    return min(xs), max(xs)
-
-
 def place_beside(obj: bpy.types.Object, original: bpy.types.Object) -> None:
     """Move ``obj`` along X so that its bounding box starts a tenth of the original's width
     (at least 0.1 m) past the original's: side by side, never overlapping."""
     bpy.context.view_layer.update()  # matrix_world of a just-imported object
-    low = _box_x(obj)[0]
-    original_low, original_high = _box_x(original)
-    gap = max(0.1, 0.1 * (original_high - original_low))
-    obj.location.x += original_high + gap - low
+    low = validate.world_box(obj)[:, 0].min()
+    original_x = validate.world_box(original)[:, 0]
+    gap = max(0.1, 0.1 * (original_x.max() - original_x.min()))
+    obj.location.x += original_x.max() + gap - low
 
 
 def _into_results(context, obj: bpy.types.Object) -> None:

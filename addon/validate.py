@@ -32,7 +32,8 @@ def _subject_problems(context, settings) -> list[str]:
     return []
 
 
-def _world_box(obj) -> np.ndarray:
+def world_box(obj) -> np.ndarray:
+    """The 8 corners of the object's bounding box in world coordinates, [8, 3] metres."""
     matrix = np.array([list(row) for row in obj.matrix_world])
     corners = np.array([list(corner) for corner in obj.bound_box], dtype=np.float64)
     return corners @ matrix[:3, :3].T + matrix[:3, 3]
@@ -48,7 +49,7 @@ def _camera_problems(context, settings, cameras) -> list[str]:
             continue
         if subject is not None and subject.type == "MESH":
             pose, intrinsics = export_scene.export_camera(camera, context.scene, size)
-            if not camera_model.sees_box(_world_box(subject), pose, intrinsics[:4], size):
+            if not camera_model.sees_box(world_box(subject), pose, intrinsics[:4], size):
                 problems.append(
                     f"Camera '{camera.name}' does not see '{subject.name}': aim it at the "
                     "object or leave it out."

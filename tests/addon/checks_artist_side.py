@@ -229,10 +229,13 @@ def check_a_server_down_is_one_sentence_within_two_seconds_before_any_render():
 
 def check_a_server_refusing_the_key_says_to_allow_it_before_any_render():
     """A CURVE server answers nothing to a key it does not allow: said as such in ~2 s."""
-    _scene("refusing")
+    scene = _scene("refusing")
+    entry = scene.diffrec.jobs.add()
+    entry.job_id = "an-earlier-job"
     before = _artist_data()
     try:
-        for press in (bpy.ops.diffrec.optimize, bpy.ops.diffrec.test_connection):
+        for press in (bpy.ops.diffrec.optimize, bpy.ops.diffrec.test_connection,
+                      lambda: bpy.ops.diffrec.attach(job_id=entry.job_id)):
             result, error, seconds = _press(press)
             assert result is None and seconds < 3.0, (result, seconds)
             _assert_sentence(error, "ask its operator to allow this computer's key")
