@@ -67,7 +67,7 @@ def remove_live_mesh() -> None:
 def _import_fetched(context, entry, paths: list[Path], report) -> None:
     """Import the fetched result (when it holds a mesh) beside the object the job started
     from, its learned light as a world of its own (``worlds.adopt``), and save its GLB when
-    asked. A failure is reported as a sentence and imports nothing. The operator that follows
+    asked. A failure is reported as a sentence. The operator that follows
     the job (UNDO in its options) makes the import part of its undo step."""
     if not paths:
         return
@@ -79,7 +79,7 @@ def _import_fetched(context, entry, paths: list[Path], report) -> None:
         imported = import_result.import_result(context, paths[0].parent, name,
                                                use_world=settings.light == "LEARN",
                                                beside=original)
-    except Exception as exc:  # a bad manifest, an unreadable file: nothing was imported
+    except Exception as exc:  # a bad manifest (checked before anything is imported), a bad file
         messages.log(exc)
         report({"ERROR"}, f"diffrec: the result cannot be imported. {messages.sentence(exc)}")
         return
