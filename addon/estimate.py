@@ -4,8 +4,9 @@
 settings and the scene (main thread, cheap enough for a panel's ``draw``). Time per iteration
 grows with the pixels an iteration renders (batch x training width x height); the seconds
 per iteration per megapixel are the server's own, measured on the artist's last job
-(``scene.diffrec.seconds_per_megapixel``), else CALIBRATION_S_PER_MEGAPIXEL, measured with
-scripts/bench_estimate.py (docs/BENCHMARKS.md, "Pre-submit estimate").
+(``scene.diffrec.seconds_per_megapixel``), else CALIBRATION_S_PER_MEGAPIXEL
+(docs/BENCHMARKS.md, "Pre-submit estimate": scripts/bench_estimate.py shows the time's
+proportion to the pixels).
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ import bpy
 
 from . import backend_link, import_result, jobs, preferences, scene_updates
 from .submission import SubmissionBuilder, training_size
+from .wire import protocol
 
 running: dict[str, JobRun] = {}
 _reattached: set[str] = set()
@@ -165,7 +166,7 @@ def reattach(context) -> list[str]:
         return []
     try:
         connect = backend_link.connector(context)
-    except (ValueError, PermissionError, OSError) as exc:
+    except (ValueError, PermissionError, OSError, protocol().ProtocolError) as exc:
         settings.status = f"jobs not re-attached: {exc}"
         return []
     for job in pending:
