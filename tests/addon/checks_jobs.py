@@ -168,6 +168,63 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+class _Layout:
+    """Stands in for a panel's UILayout (none exists headless): records the labels and the
+    operators drawn, and checks that each property drawn exists."""
+
+    def __init__(self, drawn):
+        self.drawn = drawn
+
+    def __getattr__(self, name):
+        if name in ("row", "column", "box"):
+            return lambda *args, **kwargs: self
+        return lambda *args, **kwargs: None
+
+    def prop(self, data, name, **_kwargs):
+        getattr(data, name)  # an AttributeError names a property that does not exist
+
+    def label(self, text="", **_kwargs):
+        self.drawn.append(text)
+
+    def progress(self, factor, text):
+        self.drawn.append(text)
+
+    def operator(self, idname, **_kwargs):
+        category, name = idname.split(".")
+        assert hasattr(getattr(bpy.ops, category), name), idname
+        self.drawn.append(idname)
+        return type("Properties", (), {})()
+
+
+def check_the_panels_draw_every_job_state_with_its_buttons():
+    from types import SimpleNamespace
+
+    import addon
+    from addon import panel
+
+    addon.register()
+    try:
+        scene = bpy.context.scene
+        bpy.ops.mesh.primitive_cube_add()
+        scenes.cameras_around(scene, 2, radius=4.0, height=1.0)
+        for state in ("submitting", "queued", "running", "done", "failed", "cancelled"):
+            entry = _new_entry(f"job-{state}", state=state, name=f"cube {state}")
+            entry.created = 1.0
+        scene.diffrec.jobs[-1].message = "the job was cancelled"
+        scene.diffrec.jobs[0].from_server = True
+        drawn = []
+        for panel_class in (panel.DIFFREC_PT_main, panel.DIFFREC_PT_jobs):
+            panel_class.draw(SimpleNamespace(layout=_Layout(drawn)), bpy.context)
+        assert "Others on the server" in drawn and "the job was cancelled" in drawn, drawn
+        assert any("triangles" in text for text in drawn), drawn  # the estimate
+        for button in ("diffrec.resume_job", "diffrec.attach", "diffrec.remove_job",
+                       "diffrec.refresh_jobs", "diffrec.clear_finished"):
+            assert button in drawn, (button, drawn)
+        assert any(text.startswith("cube running · running") for text in drawn), drawn
+    finally:
+        addon.unregister()
+
+
 # -- with a server ----------------------------------------------------------------------------
 
 
