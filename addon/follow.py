@@ -189,7 +189,8 @@ def tick_reattached(block: bool = False) -> float | None:
 
 @bpy.app.handlers.persistent
 def _on_load_post(*_args) -> None:
-    if reattach(bpy.context) and not bpy.app.background:  # timers never fire in background
+    if (reattach(bpy.context) and not bpy.app.background  # timers never fire in background
+            and not bpy.app.timers.is_registered(tick_reattached)):
         bpy.app.timers.register(tick_reattached, first_interval=0.1)
 
 
