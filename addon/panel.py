@@ -69,6 +69,10 @@ class DIFFREC_PT_main(bpy.types.Panel):
             layout.operator("diffrec.cancel", icon="CANCEL")
         if settings.status:
             layout.progress(factor=settings.progress / 100, text=settings.status)
+        latest = settings.jobs[-1] if settings.jobs else None
+        if (not following and latest is not None and latest.state == "done"
+                and follow.results_dir(latest.job_id).is_dir()):
+            layout.operator("diffrec.open_folder", icon="FILE_FOLDER").job_id = latest.job_id
         preview = scene_updates.panel_preview()
         if preview is not None and following:
             layout.template_icon(icon_value=preview.icon_id, scale=PREVIEW_SCALE)

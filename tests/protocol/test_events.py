@@ -31,6 +31,7 @@ def test_the_artist_reads_the_pass_of_all_passes_and_the_whole_jobs_time_left():
     only = Progress("pass2", 10, 20, psnr=30.0, eta_s=5.0, job_eta_s=5.0, pass_index=1)
     assert describe(only) == "10/20 · 30.0 dB · less than a minute left"
     assert only.fraction == 0.5
+    assert first.seconds_per_iteration == 90.0 / 180  # what its ETA was reckoned at
 
 
 def test_time_left_is_said_as_a_person_says_it():

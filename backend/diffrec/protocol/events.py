@@ -56,9 +56,8 @@ class Progress:
 
     @classmethod
     def from_fields(cls, fields: Mapping) -> Progress:
-        """A progress event read back; a server before protocol 4's ``passes`` (no
-        ``pass_number``, ``passes`` nor ``job_eta_s``) reads as one pass whose ETA is the
-        job's."""
+        """A progress event read back; one from a server that predates ``pass_number``,
+        ``passes`` and ``job_eta_s`` reads as one pass whose ETA is the job's."""
         eta = _number(fields.get("eta_s"))
         losses = fields.get("losses")
         return cls(
@@ -84,9 +83,12 @@ class Progress:
 
     @property
     def seconds_per_iteration(self) -> float | None:
-        """This pass's measured speed so far (None before the first iteration)."""
-        done = self.iteration
-        return self.elapsed_s / done if done > 0 and self.elapsed_s > 0 else None
+        """This pass's measured speed: what its ETA was reckoned at, or at its last iteration
+        the pass's mean (None when nothing tells)."""
+        left = self.iterations - self.iteration
+        if left > 0 and self.eta_s:
+            return self.eta_s / left
+        return self.elapsed_s / self.iteration if self.iteration and self.elapsed_s else None
 
 
 @dataclass(frozen=True)
