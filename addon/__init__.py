@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import importlib
 
-_MODULES = ("preferences", "properties", "backend_link", "job_operators", "nerf_io", "panel",
-            "worlds")
+_MODULES = ("preferences", "properties", "backend_link", "job_operators", "queue_operators",
+            "follow", "nerf_io", "panel", "worlds")
 
 
 def _modules():

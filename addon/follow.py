@@ -6,19 +6,29 @@ updates to the scene. ``tick`` does one piece of main-thread work and says wheth
 over: a modal operator calls it on each timer event; ``follow_blocking`` calls it in a loop
 where no event loop runs (``blender --background``, the bpy module). Runs in progress are in
 ``running``, by job id, for the panel and the Cancel operator.
+
+Reopening a .blend re-attaches to its jobs still queued or running (``reattach``, a
+``load_post`` handler): the same ``JobRun``s, ticked by a ``bpy.app.timers`` function
+(``tick_reattached``) instead of an operator.
 """
 
 from __future__ import annotations
 
 import queue
+import sys
+import time
 from pathlib import Path
 
 import bpy
 
-from . import import_result, jobs, preferences, scene_updates
-from .submission import SubmissionBuilder
+from . import backend_link, import_result, jobs, messages, preferences, scene_updates
+from .submission import SubmissionBuilder, training_size
 
 running: dict[str, JobRun] = {}
+_reattached: set[str] = set()
+"""The jobs of ``running`` that ``tick_reattached`` ticks (no operator follows them)."""
+FOLLOWABLE = ("submitted", "queued", "running", "cancelling")
+"""Job states worth re-attaching to: the job has not ended on the server."""
 
 # failures of a build step the user can act on: bad files, a failed render, a deleted camera
 BUILD_ERRORS = (ValueError, OSError, RuntimeError, ReferenceError)
@@ -101,8 +111,9 @@ class JobRun:
         try:
             complete = self.builder.step(context)
         except BUILD_ERRORS as exc:
-            settings.status, settings.progress = f"not sent: {exc}", 0.0
-            self.report({"ERROR"}, str(exc))
+            text = messages.sentence(exc)
+            settings.status, settings.progress = f"not sent: {text}", 0.0
+            self.report({"ERROR"}, text)
             return True
         if complete:
             self._submit(settings, self.builder.submission)
@@ -114,9 +125,12 @@ class JobRun:
         return False
 
     def _submit(self, settings, submission: jobs.Submission) -> None:
+        choices = self.builder.choices
         entry = settings.jobs.add()
-        entry.job_id, entry.state = self.job, "submitting"
-        entry.mode, entry.object_name = self.builder.choices.mode, self.builder.object_name
+        entry.job_id, entry.state, entry.created = self.job, "submitting", time.time()
+        entry.mode, entry.object_name = choices.mode, self.builder.object_name
+        width, height = training_size(self.builder.scene, choices.train_resolution)
+        entry.megapixels = choices.batch * width * height / 1e6
         settings.progress, settings.status = 0.0, "submitting"
         self.session = jobs.JobSession(self.connect, self.job, results_dir(self.job), submission,
                                        only=self.fetch_only)
@@ -133,3 +147,63 @@ def follow_blocking(context, run: JobRun) -> None:
             pass
     finally:
         running.pop(run.job, None)
+
+
+def _print_report(kinds, message: str) -> None:
+    """A report where no operator runs (a re-attached job): the console; the status line and
+    the job list show the rest."""
+    print(message, file=sys.stderr if "ERROR" in kinds else sys.stdout, flush=True)
+
+
+def reattach(context) -> list[str]:
+    """Follow again this scene's jobs that have not ended (FOLLOWABLE states), by the same
+    ``JobRun`` path as Attach; the jobs now followed. A backend that cannot be reached is put
+    in the status line, and the jobs stay as they are for Attach."""
+    settings = context.scene.diffrec
+    pending = [entry.job_id for entry in settings.jobs
+               if entry.state in FOLLOWABLE and entry.job_id not in running]
+    if not pending:
+        return []
+    try:
+        connect = backend_link.connector(context)
+    except Exception as exc:
+        messages.log(exc)
+        settings.status = f"jobs not re-attached: {messages.sentence(exc)}"
+        return []
+    for job in pending:
+        running[job] = JobRun(job, connect, _print_report)
+        _reattached.add(job)
+    settings.status = f"re-attached to {len(pending)} running job(s)"
+    return pending
+
+
+def tick_reattached(block: bool = False) -> float | None:
+    """Tick the re-attached runs once (``block``: each to its end); the ``bpy.app.timers``
+    interval until the next tick, None when none is left."""
+    for job in list(_reattached):
+        run = running.get(job)
+        if run is None or run.tick(bpy.context, block=block):
+            running.pop(job, None)
+            _reattached.discard(job)
+    return 0.2 if _reattached else None
+
+
+@bpy.app.handlers.persistent
+def _on_load_post(*_args) -> None:
+    if (reattach(bpy.context) and not bpy.app.background  # timers never fire in background
+            and not bpy.app.timers.is_registered(tick_reattached)):
+        bpy.app.timers.register(tick_reattached, first_interval=0.1)
+
+
+def register() -> None:
+    bpy.app.handlers.load_post.append(_on_load_post)
+
+
+def unregister() -> None:
+    if _on_load_post in bpy.app.handlers.load_post:
+        bpy.app.handlers.load_post.remove(_on_load_post)
+    if bpy.app.timers.is_registered(tick_reattached):
+        bpy.app.timers.unregister(tick_reattached)
+    for job in _reattached:  # no longer followed here; the jobs go on on the server
+        running.pop(job, None)
+    _reattached.clear()

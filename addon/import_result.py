@@ -34,11 +34,6 @@ RESULTS = "diffrec results"
 """The collection results are imported into."""
 
 
-def _linear_to_srgb(values: np.ndarray) -> np.ndarray:
-    values = np.clip(values, 0.0, 1.0)
-    return np.where(values <= 0.0031308, values * 12.92, 1.055 * values ** (1 / 2.4) - 0.055)
-
-
 def new_image(name: str, array: np.ndarray, colorspace: str, pack: bool = True):
     """An image from [H,W,3|4] (rows top-down; alpha kept), packed into the .blend unless
     ``pack`` is false. ``colorspace`` 'sRGB' stores 8-bit sRGB from linear values;
@@ -49,7 +44,7 @@ def new_image(name: str, array: np.ndarray, colorspace: str, pack: bool = True):
     image.colorspace_settings.name = colorspace  # before the pixels: setting it resets them
     data = pixels.rgba(np.asarray(array, np.float32)).copy()
     if colorspace == "sRGB":
-        data[..., :3] = _linear_to_srgb(data[..., :3])
+        data[..., :3] = pixels.linear_to_srgb(data[..., :3])
     image.pixels.foreach_set(pixels.to_blender_rows(data))
     if pack:
         image.pack()

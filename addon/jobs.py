@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from . import messages
+from .wire import protocol
 
 
 @dataclass
@@ -31,14 +32,17 @@ class Submission:
 class Update:
     """One message from the worker to the main thread.
 
-    kind: 'uploading' (fields done/total bytes), 'submitted' (the job's status), any event kind
-    of the protocol ('progress', 'preview', 'log', 'done', 'failed', 'cancelled'; fields and
-    arrays as sent), 'fetched' (fields['files']: local paths) or 'error' (fields['message']).
+    kind: 'uploading' (fields done/total bytes of all the uploads together), 'submitted' (the
+    job's status), any event kind of the protocol ('progress', 'preview', 'log', 'done',
+    'failed', 'cancelled'; fields and arrays as sent, and ``event`` the typed event of
+    ``diffrec.protocol.events``), 'fetched' (fields['files']: local paths) or 'error'
+    (fields['message']).
     """
 
     kind: str
     fields: dict = field(default_factory=dict)
     arrays: dict = field(default_factory=dict)
+    event: object | None = None
 
 
 FINAL = ("fetched", "failed", "cancelled", "error")
@@ -80,8 +84,9 @@ class JobSession:
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def _post(self, kind: str, fields: dict | None = None, arrays: dict | None = None) -> None:
-        self.updates.put(Update(kind, dict(fields or {}), dict(arrays or {})))
+    def _post(self, kind: str, fields: dict | None = None, arrays: dict | None = None,
+              event=None) -> None:
+        self.updates.put(Update(kind, dict(fields or {}), dict(arrays or {}), event))
 
     def run(self) -> None:
         """Submit (if there is a submission), follow the events, fetch the results. Never
@@ -118,23 +123,10 @@ class JobSession:
                     continue
                 fields = {k: v for k, v in event.fields.items() if k not in ("op", "arrays")}
                 arrays = {name: np.array(array) for name, array in event.arrays.items()}
-                self._post(event["kind"], fields, arrays)  # copies: frames are read-only views
+                typed = protocol().events.parse(event["kind"], fields)
+                self._post(event["kind"], fields, arrays, typed)  # copies: frames are views
                 if event["kind"] in ("done", "failed", "cancelled"):
                     return event["kind"]
                 if self._cancel.is_set() and not cancel_sent:
                     break
 
-
-def progress_text(fields: Mapping) -> tuple[str, float]:
-    """A one-line summary of a progress event and the fraction done of its pass."""
-    iteration, iterations = fields.get("iteration", 0), max(1, fields.get("iterations", 1))
-    parts = [f"{fields.get('pass', '')} {iteration}/{iterations}".strip()]
-    losses = fields.get("losses") or {}
-    if losses:  # the total when the task names one (optimize), else its only loss
-        parts.append(f"loss {losses.get('total', next(iter(losses.values()))):.4g}")
-    if fields.get("psnr") is not None:
-        parts.append(f"{fields['psnr']:.2f} dB")
-    if fields.get("eta_s") is not None:
-        minutes, seconds = divmod(int(fields["eta_s"]), 60)
-        parts.append(f"ETA {minutes}:{seconds:02d}")
-    return " · ".join(parts), iteration / iterations

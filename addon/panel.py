@@ -1,10 +1,30 @@
-"""View3D > Sidebar > diffrec: targets, mode and settings, Optimize/Cancel, progress, jobs."""
+"""View3D > Sidebar > diffrec: targets, mode and settings, what the job will cost, Optimize /
+Cancel, progress with the live preview, and the Jobs list."""
 
 from __future__ import annotations
 
 import bpy
 
-from . import follow
+from . import estimate, follow, queue_operators, scene_updates
+
+PREVIEW_SCALE = 8.0
+"""The live preview's size in the panel, in units of a button's height."""
+
+
+def _draw_estimate(layout, context, settings) -> None:
+    """The pre-submit estimate: sizes, upload, time, and warnings past the thresholds."""
+    try:
+        guess = estimate.for_scene(context, settings)
+    except (ValueError, RuntimeError, ReferenceError):  # a scene mid-edit: nothing to say
+        return
+    if guess is None:
+        return
+    box = layout.box()
+    column = box.column(align=True)
+    for line in guess.lines():
+        column.label(text=line)
+    for warning in guess.warnings():
+        column.label(text=warning, icon="ERROR")
 
 
 class DIFFREC_PT_main(bpy.types.Panel):
@@ -23,18 +43,24 @@ class DIFFREC_PT_main(bpy.types.Panel):
             layout.prop(settings, "dataset_path")
         else:
             layout.prop(settings, "cameras", expand=True)
-        layout.prop(settings, "train_resolution")
         layout.prop(settings, "mode")
         layout.prop(settings, "preset")
-        column = layout.column()
+        column = layout.column(align=True)  # every value here is sent as shown
         column.prop(settings, "iterations")
+        column.prop(settings, "batch")
+        column.prop(settings, "train_resolution")
         column.prop(settings, "texture_resolution")
-        column.prop(settings, "gpus")
+        column.prop(settings, "light_resolution")
+        if settings.mode == "reconstruct":
+            column.prop(settings, "grid")
+        layout.prop(settings, "gpus")
         layout.prop(settings, "light", expand=True)
         row = layout.row()
         row.prop(settings, "live_mesh")
         row.prop(settings, "save_glb")
         following = bool(follow.running)
+        if not following:
+            _draw_estimate(layout, context, settings)
         row = layout.row(align=True)
         row.scale_y = 1.4
         row.enabled = not following
@@ -43,6 +69,42 @@ class DIFFREC_PT_main(bpy.types.Panel):
             layout.operator("diffrec.cancel", icon="CANCEL")
         if settings.status:
             layout.progress(factor=settings.progress / 100, text=settings.status)
+        latest = settings.jobs[-1] if settings.jobs else None
+        if (not following and latest is not None and latest.state == "done"
+                and follow.results_dir(latest.job_id).is_dir()):
+            layout.operator("diffrec.open_folder", icon="FILE_FOLDER").job_id = latest.job_id
+        preview = scene_updates.panel_preview()
+        if preview is not None and following:
+            layout.template_icon(icon_value=preview.icon_id, scale=PREVIEW_SCALE)
+
+
+def _job_buttons(row, entry) -> None:
+    """The actions a job's state allows, as icon buttons."""
+    followed = entry.job_id in follow.running
+    done = entry.state == "done"
+    if followed:
+        row.operator("diffrec.cancel", text="", icon="CANCEL").job_id = entry.job_id
+    elif entry.state in follow.FOLLOWABLE or (done and not entry.imported):
+        icon = "IMPORT" if done else "LINKED"
+        row.operator("diffrec.attach", text="", icon=icon).job_id = entry.job_id
+    if entry.state in ("cancelled", "failed") and not followed:
+        icon = "PLAY" if entry.state == "cancelled" else "FILE_REFRESH"
+        row.operator("diffrec.resume_job", text="", icon=icon).job_id = entry.job_id
+    if done and follow.results_dir(entry.job_id).is_dir():
+        row.operator("diffrec.open_folder", text="", icon="FILE_FOLDER").job_id = entry.job_id
+    if not followed:
+        row.operator("diffrec.remove_job", text="", icon="X").job_id = entry.job_id
+
+
+def job_line(entry) -> str:
+    """A job's line in the list: object, state, progress, age."""
+    parts = [entry.object_name or entry.mode or entry.job_id[:8], entry.state]
+    if entry.state in ("running", "queued", "cancelling") and entry.progress:
+        parts.append(f"{entry.progress:.0f}%")
+    age = queue_operators.age(entry.created)
+    if age:
+        parts.append(age)
+    return " · ".join(parts)
 
 
 class DIFFREC_PT_jobs(bpy.types.Panel):
@@ -52,22 +114,37 @@ class DIFFREC_PT_jobs(bpy.types.Panel):
     bl_region_type = "UI"
     bl_category = "diffrec"
     bl_parent_id = "DIFFREC_PT_main"
-    bl_options = {"DEFAULT_CLOSED"}  # noqa: RUF012  (Blender reads a set)
 
     def draw(self, context):
+        layout = self.layout
         jobs = context.scene.diffrec.jobs
+        row = layout.row(align=True)
+        row.operator("diffrec.refresh_jobs", icon="FILE_REFRESH")
+        row.operator("diffrec.clear_finished", icon="TRASH")
         if not jobs:
-            self.layout.label(text="No jobs yet")
-        for entry in reversed(jobs):
-            row = self.layout.row(align=True)
-            row.label(text=f"{entry.object_name or entry.mode} · {entry.state}")
-            row.label(text=entry.job_id[:8])
-            if not entry.imported and entry.job_id not in follow.running:
-                op = row.operator("diffrec.attach", text="", icon="IMPORT")
-                op.job_id = entry.job_id
+            layout.label(text="No jobs yet")
+        for title, from_server in (("This file", False), ("Others on the server", True)):
+            entries = [entry for entry in reversed(jobs) if entry.from_server == from_server]
+            if entries and any(entry.from_server for entry in jobs):
+                layout.label(text=title)
+            for entry in entries:
+                row = layout.row(align=True)
+                row.label(text=job_line(entry))
+                _job_buttons(row, entry)
+                if entry.message and entry.state in ("failed", "cancelled"):
+                    layout.label(text=entry.message, icon="INFO")
 
 
 CLASSES = (DIFFREC_PT_main, DIFFREC_PT_jobs)
 
 
-register, unregister = bpy.utils.register_classes_factory(CLASSES)
+_register_classes, _unregister_classes = bpy.utils.register_classes_factory(CLASSES)
+
+
+def register() -> None:
+    _register_classes()
+
+
+def unregister() -> None:
+    _unregister_classes()
+    scene_updates.release_panel_preview()

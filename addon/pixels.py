@@ -45,3 +45,9 @@ def srgb_to_linear(values: np.ndarray) -> np.ndarray:
     """The sRGB transfer function, inverted (IEC 61966-2-1)."""
     values = np.asarray(values, dtype=np.float32)
     return np.where(values <= 0.04045, values / 12.92, ((values + 0.055) / 1.055) ** 2.4)
+
+
+def linear_to_srgb(values: np.ndarray) -> np.ndarray:
+    """The sRGB transfer function (IEC 61966-2-1) of linear values, clipped to [0, 1]."""
+    values = np.clip(values, 0.0, 1.0)
+    return np.where(values <= 0.0031308, values * 12.92, 1.055 * values ** (1 / 2.4) - 0.055)

@@ -20,7 +20,8 @@ from .wire import protocol
 
 # the panel's fields a preset fills -> the backend's setting names
 PRESET_FIELDS = {"iterations": "iterations", "texture_resolution": "texture_res",
-                 "train_resolution": "train_res"}
+                 "train_resolution": "train_res", "batch": "batch", "light_resolution": "light_res",
+                 "grid": "dmtet_grid"}
 
 
 def preset_values(preset: str) -> dict:
@@ -49,13 +50,32 @@ def _apply_preset(settings, _context) -> None:
 
 
 class DiffrecJob(bpy.types.PropertyGroup):
-    """A job submitted from this .blend."""
+    """A job submitted from this .blend, or one of the server's listed by Refresh."""
 
     job_id: StringProperty(name="Job")
     mode: StringProperty(name="Mode")
     state: StringProperty(name="State", default="submitted")
     object_name: StringProperty(name="Object", description="The object the job started from")
     imported: BoolProperty(name="Imported", default=False)
+    message: StringProperty(name="Message", description="Why the job failed or stopped")
+    progress: FloatProperty(name="Progress", subtype="PERCENTAGE", min=0, max=100)
+    created: FloatProperty(name="Created", description="When it was submitted (Unix seconds)")
+    megapixels: FloatProperty(
+        name="Megapixels",
+        description="Pixels one iteration renders (batch x training resolution), in millions: "
+                    "what the measured speed is per",
+        default=0.0,
+    )
+    on_server: BoolProperty(
+        name="On the server",
+        description="The server has the job (a submit that failed never reached it)",
+        default=False,
+    )
+    from_server: BoolProperty(
+        name="From the server",
+        description="Listed by the server, not submitted from this file",
+        default=False,
+    )
 
 
 class DiffrecSceneSettings(bpy.types.PropertyGroup):
@@ -101,7 +121,25 @@ class DiffrecSceneSettings(bpy.types.PropertyGroup):
         default="STANDARD",
         update=_apply_preset,
     )
-    iterations: IntProperty(name="Iterations", default=2000, min=1, max=1_000_000)
+    iterations: IntProperty(name="Iterations", description="Iterations per pass", default=2000,
+                            min=1, max=1_000_000)
+    batch: IntProperty(name="Batch", description="Views per iteration", default=4, min=1,
+                       max=64)
+    light_resolution: IntProperty(
+        name="Light",
+        description="Side of each face of the learned environment cube, in pixels",
+        default=256,
+        min=32,
+        max=2048,
+    )
+    grid: IntProperty(
+        name="Grid",
+        description="Reconstruct: resolution of the grid the surface is found in",
+        default=64,
+        min=8,
+        max=256,
+        step=2,
+    )
     gpus: IntProperty(
         name="GPUs",
         description="GPUs one job trains on together (data-parallel); the backend's machine "
@@ -127,6 +165,14 @@ class DiffrecSceneSettings(bpy.types.PropertyGroup):
     # what the followed job last reported: pass, iteration, loss, PSNR, ETA
     status: StringProperty(name="Status")
     progress: FloatProperty(name="Progress", subtype="PERCENTAGE", min=0, max=100)
+    seconds_per_megapixel: FloatProperty(
+        name="Measured speed",
+        description="Seconds per iteration per million pixels of a batch, as the server last "
+                    "measured (0: not measured yet, the estimate uses the documented "
+                    "calibration)",
+        default=0.0,
+        min=0.0,
+    )
     live_mesh: BoolProperty(
         name="Live mesh",
         description="Show the mesh being optimised in the viewport while the job runs",

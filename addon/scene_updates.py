@@ -1,7 +1,10 @@
 """What a followed job changes in the scene (main thread only): the status line and progress,
-the live preview image and mesh, the job list, and the imported result.
+the live preview (an image, and the panel's own preview icon), the live mesh, the job list,
+and the imported result.
 
-``apply_update`` applies one ``jobs.Update`` from the worker thread's queue.
+``apply_update`` applies one ``jobs.Update`` from the worker thread's queue; the job's
+events arrive typed (``diffrec.protocol.events``) and are described by the protocol's own
+``describe``, as the command line describes them.
 """
 
 from __future__ import annotations
@@ -9,12 +12,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import bpy
+import bpy.utils.previews
 import numpy as np
 
 from . import import_result, jobs, messages, pixels, worlds
+from .wire import protocol
 
 PREVIEW_IMAGE = "diffrec preview"
 LIVE_MESH = "diffrec live mesh"
+PANEL_PREVIEW = "live"
+PANEL_PREVIEW_SIDE = 256
+"""The panel's preview is scaled up (whole pixels) until its longer side reaches this."""
+_previews = None  # the panel preview's bpy.utils.previews collection, made on first use
 
 
 def job_entry(scene, job: str):
@@ -36,7 +45,37 @@ def update_preview(render: np.ndarray, target: np.ndarray) -> bpy.types.Image:
         image.colorspace_settings.name = import_result.LINEAR
     image.pixels.foreach_set(pixels.to_blender_rows(side_by_side))
     image.update()
+    update_panel_preview(side_by_side)
     return image
+
+
+def panel_preview():
+    """The panel's live preview (an ImagePreview; ``icon_id`` for ``template_icon``), or None
+    before the first preview arrives."""
+    return None if _previews is None else _previews.get(PANEL_PREVIEW)
+
+
+def update_panel_preview(image: np.ndarray):
+    """Show ``image`` ([H, W, 4] linear, rows top-down) in the panel: sRGB-encoded, scaled up by
+    a whole factor to about PANEL_PREVIEW_SIDE pixels on its longer side."""
+    global _previews
+    if _previews is None:
+        _previews = bpy.utils.previews.new()
+    preview = _previews.get(PANEL_PREVIEW) or _previews.new(PANEL_PREVIEW)
+    factor = max(1, PANEL_PREVIEW_SIDE // max(image.shape[:2]))
+    shown = np.repeat(np.repeat(image, factor, axis=0), factor, axis=1)
+    shown = np.concatenate([pixels.linear_to_srgb(shown[..., :3]), shown[..., 3:]], -1)
+    preview.image_size = (shown.shape[1], shown.shape[0])
+    preview.image_pixels_float.foreach_set(pixels.to_blender_rows(shown))
+    return preview
+
+
+def release_panel_preview() -> None:
+    """Free the panel preview's collection (the add-on's unregister)."""
+    global _previews
+    if _previews is not None:
+        bpy.utils.previews.remove(_previews)
+        _previews = None
 
 
 def update_live_mesh(context, vertices: np.ndarray, faces: np.ndarray) -> bpy.types.Object:
@@ -96,34 +135,75 @@ def _import_fetched(context, entry, paths: list[Path], report) -> None:
                "diffrec: save the .blend first to keep a GLB beside it")
 
 
+def learn_speed(settings, entry, progress) -> None:
+    """Keep the server's measured speed (seconds per iteration per megapixel of a batch) for
+    the panel's estimate (``estimate``), from a progress event of ``entry``'s job."""
+    per_iteration = progress.seconds_per_iteration
+    if entry is not None and entry.megapixels > 0 and per_iteration:
+        settings.seconds_per_megapixel = per_iteration / entry.megapixels
+
+
+def _final_state(entry, update) -> None:
+    """The job list's entry after a final update: a submit that never reached the server ends
+    as failed (it can be removed or retried); a followed job keeps the server's state."""
+    if update.kind == "error" and entry.state == "submitting":
+        entry.state = "failed"
+    if update.kind in ("failed", "cancelled", "error"):
+        entry.message = update.fields.get("message", "")
+
+
 def apply_update(context, job: str, update: jobs.Update, report) -> None:
     """Apply one update from the worker to the scene (main thread only). ``report`` is an
     operator's ``report(kinds, message)``."""
     settings = context.scene.diffrec
     entry = job_entry(context.scene, job)
-    if update.kind == "uploading":
-        settings.status = f"uploading {update.fields['done'] / max(1, update.fields['total']):.0%}"
+    event = update.event
+    if update.kind == "uploading":  # bytes of all the arrays together
+        fraction = update.fields["done"] / max(1, update.fields["total"])
+        settings.status, settings.progress = f"uploading {fraction:.0%}", 100 * fraction
     elif update.kind == "submitted":
         settings.status = f"submitted ({update.fields.get('state', 'queued')})"
+        settings.progress = 0.0
     elif update.kind == "progress":
-        settings.status, fraction = jobs.progress_text(update.fields)
-        if bpy.app.background and int(20 * fraction) != int(settings.progress / 5):
+        settings.status = protocol().events.describe(event)
+        if bpy.app.background and int(20 * event.fraction) != int(settings.progress / 5):
             print(f"diffrec: {settings.status}", flush=True)  # headless: a line per 5 %
-        settings.progress = 100 * fraction
+        settings.progress = 100 * event.fraction
+        learn_speed(settings, entry, event)
+        if entry is not None:
+            entry.progress = settings.progress
     elif update.kind == "preview" and {"render", "target"} <= update.arrays.keys():
         update_preview(update.arrays["render"], update.arrays["target"])
         if settings.live_mesh and {"vertices", "faces"} <= update.arrays.keys():
             update_live_mesh(context, update.arrays["vertices"], update.arrays["faces"])
+    elif update.kind == "log" and event.stage:  # what the job does between passes
+        settings.status = event.message
+        if bpy.app.background:
+            print(f"diffrec: {settings.status}", flush=True)
     elif update.kind == "log":
-        report({"INFO"}, update.fields.get("message", ""))
-    elif update.kind in ("done", "failed", "cancelled", "error"):
+        report({"INFO"}, event.message)
+    elif update.kind == "done":
+        settings.status = "finished: fetching the result"
+    elif update.kind == "cancelled":
+        settings.status = "cancelled: Resume in the Jobs list continues from its checkpoint"
+        report({"INFO"}, f"diffrec: {settings.status}")
+    elif update.kind in ("failed", "error"):
         settings.status = update.fields.get("message") or update.kind
-        report({"INFO" if update.kind == "done" else "ERROR"}, f"diffrec: {settings.status}")
+        report({"ERROR"}, f"diffrec: {settings.status}")
     elif update.kind == "fetched":
         paths = [Path(path) for path in update.fields["files"]]
-        _import_fetched(context, entry, paths, report)
-        settings.status = f"done: {len(paths)} files in {paths[0].parent if paths else '-'}"
-    if entry is not None and update.kind in ("submitted", "done", "failed", "cancelled"):
-        entry.state = update.fields.get("state", update.kind)
-    if entry is not None and update.kind == "fetched":
-        entry.state = "done"
+        folder = f"results/{job[:8]}…"  # the folder's short name; Open Folder shows it
+        if entry is not None and entry.imported:  # a second import would duplicate it
+            settings.status = f"done: already imported (files in {folder})"
+        else:
+            _import_fetched(context, entry, paths, report)
+            settings.status = f"done: files in {folder}"
+        settings.progress = 100.0
+    if entry is None:
+        return
+    if update.kind in ("submitted", "done", "failed", "cancelled"):
+        entry.state, entry.on_server = update.fields.get("state", update.kind), True
+    if update.kind in ("failed", "cancelled", "error"):
+        _final_state(entry, update)
+    if update.kind == "fetched":
+        entry.state, entry.progress = "done", 100.0

@@ -20,7 +20,7 @@ from .wire import protocol
 
 # the panel's choices a job is made of, read once when Optimize is pressed
 CHOICES = ("mode", "iterations", "texture_resolution", "train_resolution", "light", "preset",
-           "gpus")
+           "gpus", "batch", "light_resolution", "grid")
 
 
 def training_size(scene, longest_side: int) -> tuple[int, int]:
@@ -50,18 +50,22 @@ def dataset_targets(folder: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def optimize_settings(settings, has_envmap: bool) -> dict:
     """The panel's choices (``settings``: anything with the CHOICES attributes) as the backend's
-    ``optimize`` settings (docs/protocol.md)."""
+    ``optimize`` settings (docs/protocol.md): every value the panel shows is sent, so the
+    server runs what the panel says, and the preset is named ("custom" for Custom)."""
     values = {
         "mode": settings.mode,
+        "preset": settings.preset.lower(),
         "iterations": settings.iterations,
+        "batch": settings.batch,
         "texture_res": int(settings.texture_resolution),
         "train_res": settings.train_resolution,
+        "light_res": settings.light_resolution,
         "light": "fixed" if settings.light == "KEEP" else
                  "learn-from-envmap" if has_envmap else "learn",
         "preview_every": max(10, settings.iterations // 50),  # about 50 live previews
     }
-    if settings.preset != "CUSTOM":
-        values["preset"] = settings.preset.lower()
+    if settings.mode == "reconstruct":
+        values["dmtet_grid"] = settings.grid
     if settings.gpus > 1:
         values["ranks"] = settings.gpus
     return values
@@ -146,4 +150,5 @@ class SubmissionBuilder:
         if self.scene.world is not None:
             arrays["envmap"] = export_scene.export_world(self.scene)
         settings = optimize_settings(self.choices, "envmap" in arrays)
-        return jobs.Submission({"task": "optimize", "settings": settings}, arrays)
+        return jobs.Submission({"task": "optimize", "settings": settings,
+                                "label": self.object_name}, arrays)

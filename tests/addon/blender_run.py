@@ -47,3 +47,25 @@ def assert_check(script: str, name: str, tmp_dir: Path) -> None:
     if error is not None:
         pytest.fail(f"{script}::{name}\n{error}", pytrace=False)
 
+
+
+def results_beside_server(script: str, root: Path, server_helpers, timeout: float = 600) -> dict:
+    """{check name: None or traceback} from running ``script`` once under bpy beside a real
+    ``diffrec serve`` child process (``server_helpers.ServerProcess``, on a free loopback port)
+    whose address is in DIFFREC_SERVER, with a Blender user folder of its own under ``root``."""
+    import os
+
+    server = server_helpers.ServerProcess(root / "data").start()
+    try:
+        user = root / "blender-user"
+        user.mkdir()
+        env = {**os.environ, "DIFFREC_SERVER": server.address,
+               "BLENDER_USER_RESOURCES": str(user)}
+        output = root / f"{script}.json"
+        run = subprocess.run([sys.executable, str(HERE / script), "--", "--json", str(output)],
+                             capture_output=True, text=True, timeout=timeout, env=env)
+        if not output.exists():
+            raise AssertionError(f"{script} crashed:\n{run.stdout}\n{run.stderr}")
+        return json.loads(output.read_text())
+    finally:
+        server.stop()

@@ -215,19 +215,6 @@ def check_preview_image_shows_render_and_target():
     assert np.allclose(shown[0, 0], (1, 0, 0, 1)) and np.allclose(shown[:, 6:], 1)
 
 
-def check_progress_text_shows_pass_total_loss_psnr_and_eta():
-    from addon import jobs
-
-    optimize = {"pass": "dmtet", "iteration": 50, "iterations": 200, "psnr": 24.123,
-                "losses": {"color": 0.5, "total": 0.0123, "alpha": 0.25}, "eta_s": 125.0}
-    text, fraction = jobs.progress_text(optimize)
-    assert text == "dmtet 50/200 · loss 0.0123 · 24.12 dB · ETA 2:05", text
-    assert fraction == 0.25
-    text, _ = jobs.progress_text({"pass": "fit", "iteration": 1, "iterations": 4,
-                                  "losses": {"mse": 0.5}})
-    assert text == "fit 1/4 · loss 0.5", text
-
-
 def check_nerf_export_then_import_gives_the_same_cameras():
     scene, _cube, camera = _good_scene()
     scene.render.engine = "CYCLES"

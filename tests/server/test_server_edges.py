@@ -13,7 +13,7 @@ import torch
 from server_helpers import fit_spec, server_in_process, target_images
 
 from diffrec.pipeline.reporter import Preview
-from diffrec.protocol import Client
+from diffrec.protocol import Client, events
 from diffrec.protocol.limits import MAX_INLINE_BYTES, MAX_MESSAGE_CHARS
 from diffrec.server import jobs
 from diffrec.server.optimize_runner import _preview_arrays
@@ -73,8 +73,8 @@ def test_events_over_the_limits_are_cut_or_dropped_and_the_server_goes_on(tmp_pa
 
 def test_previews_leave_out_a_mesh_too_big_for_one_frame():
     image = torch.rand(16, 16, 3)
-    small = Preview("pass2", 1, 10, image, image, vertices=torch.rand(10, 3),
-                    faces=torch.randint(0, 10, (8, 3)))
+    small = Preview(events.Preview("pass2", 10, pass_index=1), image, image,
+                    vertices=torch.rand(10, 3), faces=torch.randint(0, 10, (8, 3)))
     arrays = _preview_arrays(small)
     assert np.array_equal(arrays["vertices"], small.vertices.numpy())
     assert np.array_equal(arrays["faces"], small.faces.numpy())

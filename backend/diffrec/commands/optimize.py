@@ -11,7 +11,6 @@ import json
 import logging
 import os
 import sys
-import time
 from pathlib import Path
 
 from diffrec.errors import UserError
@@ -20,6 +19,7 @@ from diffrec.pipeline.checkpoints import CheckpointStore
 from diffrec.pipeline.config import RunConfig, build_config, read_config_reading
 from diffrec.pipeline.reference_config import Reading
 from diffrec.pipeline.reporter import Preview, Progress, Reporter
+from diffrec.protocol import events
 from diffrec.protocol.settings import GEOMETRIES, LIGHT_MODES, MODES, PRESETS
 
 NAME = "optimize"
@@ -95,14 +95,12 @@ class TerminalReporter(Reporter):
     def progress(self, progress: Progress) -> None:
         if self.stream is None:
             return
-        done, total = progress.iteration, progress.iterations
-        filled = int(self.BAR_WIDTH * done / total)
-        eta = time.strftime("%M:%S", time.gmtime(progress.eta_s))
-        line = (f"{progress.pass_name} [{'#' * filled}{'.' * (self.BAR_WIDTH - filled)}] "
-                f"{done}/{total} loss {progress.losses['total']:.4f} "
-                f"psnr {progress.psnr:.2f} dB eta {eta}")
+        filled = int(self.BAR_WIDTH * progress.fraction)
+        line = (f"[{'#' * filled}{'.' * (self.BAR_WIDTH - filled)}] "
+                f"{events.describe(progress)} · loss {progress.losses['total']:.4f}")
         if self.stream.isatty():
-            self.stream.write("\r" + line + ("\n" if done == total else ""))
+            last = progress.iteration == progress.iterations
+            self.stream.write("\r\x1b[K" + line + ("\n" if last else ""))
         else:
             self.stream.write(line + "\n")
         self.stream.flush()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from diffrec.errors import UserError
-from diffrec.protocol import Message, ProtocolError, ServerUnavailable
+from diffrec.protocol import Message, ProtocolError, ServerUnavailable, events
 
 from ._connection import add_server_arguments, connect
 
@@ -21,7 +21,7 @@ def describe(job: dict) -> str:
     line = f"{job['job']}  {job['state']:<9}  {job['task']}"
     progress = job.get("progress")
     if progress and job["state"] == "running":
-        line += f"  {progress['iteration']}/{progress['iterations']}  {progress['psnr']:.2f} dB"
+        line += "  " + events.describe(events.Progress.from_fields(progress))
     if job.get("message"):
         line += f"  {job['message']}"
     return line
@@ -30,8 +30,7 @@ def describe(job: dict) -> str:
 def print_event(event: Message) -> None:
     kind = event["kind"]
     if kind == "progress":
-        print(f"{event['iteration']}/{event['iterations']}  psnr {event['psnr']:.2f} dB  "
-              f"eta {event['eta_s']:.0f} s", flush=True)
+        print(events.describe(events.Progress.from_fields(event.fields)), flush=True)
     elif kind in ("log", "failed", "cancelled"):
         print(f"{kind}: {event.get('message', '')}", flush=True)
     elif kind == "done":

@@ -1,7 +1,9 @@
 """How a run tells the world what it does: one typed reporter, from the trainer to the user.
 
-The trainer calls one ``Reporter``: ``progress`` every ``log_every`` iterations, ``preview``
-every ``preview_every``, ``log`` for sentences (a pass resumed), ``should_stop`` every
+The trainer calls one ``Reporter``: ``progress`` every ``log_every`` iterations (a
+``diffrec.protocol.events.Progress``, the event every hop forwards unchanged), ``preview``
+every ``preview_every``, ``log`` for sentences (a pass resumed; with ``stage``, what the run
+does between passes), ``should_stop`` every
 iteration and ``save_checkpoint`` / ``load_checkpoint`` for its state. The command line's
 progress line and the job server's events are subclasses; this base reports nothing, never
 stops and keeps checkpoints in ``checkpoints`` when given one (else none).
@@ -12,6 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from diffrec.protocol import events
+from diffrec.protocol.events import Progress
+
+__all__ = ["Preview", "Progress", "Reporter"]
+
 if TYPE_CHECKING:
     import torch
 
@@ -19,46 +26,30 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class Progress:
-    """One progress report: ``losses`` {total, color, alpha}, the batch ``psnr`` (dB),
-    seconds spent in this pass (``elapsed_s``) and still needed (``eta_s``)."""
-
-    pass_name: str
-    pass_index: int
-    iteration: int
-    iterations: int
-    losses: dict[str, float]
-    psnr: float
-    elapsed_s: float
-    eta_s: float
-
-    def fields(self) -> dict[str, Any]:
-        """The protocol's ``progress`` event fields (docs/protocol.md)."""
-        return {"pass": self.pass_name, "pass_index": self.pass_index,
-                "iteration": self.iteration, "iterations": self.iterations,
-                "losses": dict(self.losses), "psnr": self.psnr, "elapsed_s": self.elapsed_s,
-                "eta_s": self.eta_s}
-
-
-@dataclass(frozen=True)
 class Preview:
-    """The first view of the latest batch: ``render`` and ``target`` ``[H, W, 3]`` linear
-    (CPU); ``panels`` the ``display`` setting's extra images by name; ``vertices`` ``[V, 3]``
-    and ``faces`` ``[F, 3]`` the current mesh when the geometry moves (else None)."""
+    """The first view of the latest batch: ``event`` its fields (pass and iteration),
+    ``render`` and ``target`` ``[H, W, 3]`` linear (CPU); ``panels`` the ``display``
+    setting's extra images by name; ``vertices`` ``[V, 3]`` and ``faces`` ``[F, 3]`` the
+    current mesh when the geometry moves (else None)."""
 
-    pass_name: str
-    pass_index: int
-    iteration: int
+    event: events.Preview
     render: torch.Tensor
     target: torch.Tensor
     panels: dict[str, torch.Tensor] = field(default_factory=dict)
     vertices: torch.Tensor | None = None
     faces: torch.Tensor | None = None
 
+    @property
+    def pass_name(self) -> str:
+        return self.event.pass_name
+
+    @property
+    def iteration(self) -> int:
+        return self.event.iteration
+
     def fields(self) -> dict[str, Any]:
         """The protocol's ``preview`` event fields (the images travel as arrays)."""
-        return {"pass": self.pass_name, "pass_index": self.pass_index,
-                "iteration": self.iteration}
+        return self.event.fields()
 
 
 class Reporter:

@@ -44,7 +44,7 @@ from diffrec.pipeline.trainer import (
     composite,
     light_rotation,
 )
-from diffrec.pipeline.unwrap import with_uvs
+from diffrec.pipeline.unwrap import has_usable_uvs, with_uvs
 from diffrec.pipeline.views import Views, at_longest_side
 from diffrec.protocol.settings import Settings
 from diffrec.render.material import NeuralSurface, TextureMaterial
@@ -193,7 +193,8 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
                            grid=HashGridConfig(log2_hashmap_size=settings.hash_table_log2))
     first = Pass("pass1", 0, settings.iterations, settings.learning_rate[0], 0, geometry,
                  NeuralSurface(field), light, settings.light != "fixed",
-                 settings.surface_learning_rate[0] if start == "visual-hull" else None)
+                 settings.surface_learning_rate[0] if start == "visual-hull" else None,
+                 number=1, passes=2)
     trainer = _run_pass(ctx, first, train, settings, reporter, world)
 
     with torch.no_grad():
@@ -202,6 +203,7 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
                                                          mesh.triangles))
     mesh = _unwrapped(Mesh(vertices, triangles), settings, reporter, world)
     _stop_if_asked(reporter, world, "after unwrapping the surface")
+    reporter.log("baking textures…", stage="baking")
     textures = bake_textures(ctx, mesh, field.evaluate, settings.texture_res)
     # pass 1's surface has no UVs, so no tangents: the field's normal channel was never used,
     # hence never trained; pass 2's normal map starts flat instead (docs/BENCHMARKS.md)
@@ -218,6 +220,8 @@ def _unwrapped(mesh: Mesh, settings: Settings, reporter: Reporter, world: distri
     """``with_uvs(mesh)`` unwrapped by rank 0 and shared, so that every rank trains the same
     atlas (a stop asked during unwrapping ends rank 0 alone; its launcher ends the rest)."""
     device = mesh.positions.device
+    if not has_usable_uvs(mesh):
+        reporter.log("unwrapping the surface…", stage="unwrapping")
     return world.from_main(
         lambda: with_uvs(mesh, settings, reporter.should_stop).to("cpu")).to(device)
 
@@ -318,8 +322,10 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
         surface_rate = None
     geometry = ExplicitGeometry(mesh, trainable, settings.laplace, settings.laplace_scale,
                                 settings.large_steps).to(torch_device)
+    passes = 2 if settings.mode == "reconstruct" else 1
     second = Pass("pass2", 1, settings.iterations, learning_rate, warmup, geometry, material,
-                  light, settings.light != "fixed" and not settings.lock_light, surface_rate)
+                  light, settings.light != "fixed" and not settings.lock_light, surface_rate,
+                  number=passes, passes=passes)
     trainers.append(_run_pass(ctx, second, train, settings, reporter, world))
 
     with torch.no_grad():
@@ -328,6 +334,7 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     validation = None
     if settings.validation:
         _stop_if_asked(reporter, world, "before validating")
+        reporter.log("scoring the held-out views…", stage="validating")
         if world.is_main:
             metrics, renders, targets = validate(ctx, final_mesh, material, light, test,
                                                  settings)

@@ -32,6 +32,7 @@ from diffrec.pipeline.checkpoints import settings_fingerprint
 from diffrec.pipeline.distributed import SINGLE, World
 from diffrec.pipeline.optimizers import UniformAdam
 from diffrec.pipeline.reporter import Preview, Progress, Reporter
+from diffrec.protocol import events
 from diffrec.protocol.settings import Settings
 from diffrec.render.losses import image_loss
 from diffrec.render.metrics import display, psnr
@@ -88,7 +89,9 @@ def light_rotation(cameras, settings: Settings) -> torch.Tensor | None:
 class Pass:
     """What one pass optimises. ``geometry``: a ``geometry_models`` module; ``material``: a
     ``render.material`` module; ``light``: an ``EnvironmentLight`` (trained if
-    ``learn_light``). ``geometry_learning_rate``: the geometry's own rate (None: as the rest)."""
+    ``learn_light``). ``geometry_learning_rate``: the geometry's own rate (None: as the rest).
+    ``number`` of ``passes``: where this pass stands among the passes its job runs (1-based;
+    ``index`` is the pass's own, 0 for pass 1 and 1 for pass 2, which seeds it)."""
 
     name: str
     index: int
@@ -100,6 +103,8 @@ class Pass:
     light: torch.nn.Module
     learn_light: bool
     geometry_learning_rate: float | None = None
+    number: int = 1
+    passes: int = 1
 
 
 def learning_rate_factor(iteration: int, iterations: int, warmup: int) -> float:
@@ -289,9 +294,7 @@ class PassTrainer:
             if self.iteration % settings.log_every == 0 or self.iteration == self.run.iterations:
                 stats = self._checked(stats)
                 elapsed = time.monotonic() - started  # now that the device has caught up
-                remaining = self.run.iterations - self.iteration
-                eta = elapsed / (self.iteration - first) * remaining
-                self._report(stats, elapsed, eta)
+                self._report(stats, elapsed, elapsed / (self.iteration - first))
             if (settings.preview_every and self.iteration % settings.preview_every == 0
                     and self.world.is_main):
                 reporter.preview(self._preview())
@@ -301,19 +304,29 @@ class PassTrainer:
         self.elapsed_s = time.monotonic() - started
         self.save()
 
-    def _report(self, stats: dict, elapsed: float, eta: float) -> None:
-        self.history.append({"pass": self.run.name, "iteration": self.iteration,
+    def _report(self, stats: dict, elapsed: float, per_iteration: float) -> None:
+        """Report progress (``per_iteration``: seconds per iteration so far); the whole job's
+        ETA takes each pass still to come as long as this one (``iterations`` per pass) at
+        this pass's speed."""
+        run = self.run
+        self.history.append({"pass": run.name, "iteration": self.iteration,
                              "loss": stats["losses"]["total"], "psnr": stats["psnr"]})
-        self.reporter.progress(Progress(self.run.name, self.run.index, self.iteration,
-                                        self.run.iterations, stats["losses"], stats["psnr"],
-                                        elapsed, eta))
+        eta = (run.iterations - self.iteration) * per_iteration
+        later = (run.passes - run.number) * run.iterations * per_iteration
+        self.reporter.progress(Progress(
+            pass_name=run.name, pass_index=run.index, pass_number=run.number,
+            passes=run.passes, iteration=self.iteration, iterations=run.iterations,
+            losses=stats["losses"], psnr=stats["psnr"], elapsed_s=elapsed, eta_s=eta,
+            job_eta_s=eta + later))
 
     def _preview(self) -> Preview:
         render, target, mesh, camera = self._last_views
         panels = self._panels(mesh, camera, render.shape[:2]) if self.settings.display else {}
         moving = any(p.requires_grad for p in self.run.geometry.parameters())
-        return Preview(self.run.name, self.run.index, self.iteration, render.cpu(), target.cpu(),
-                       panels, mesh.positions.detach().cpu() if moving else None,
+        event = events.Preview(self.run.name, self.iteration, self.run.number, self.run.passes,
+                               self.run.index)
+        return Preview(event, render.cpu(), target.cpu(), panels,
+                       mesh.positions.detach().cpu() if moving else None,
                        mesh.triangles.cpu() if moving else None)
 
     @torch.no_grad()

@@ -1,14 +1,15 @@
 """The diffrec wire protocol (docs/protocol.md), one implementation for both sides.
 
 Depends on the standard library, numpy and pyzmq only, and imports nothing outside this
-package, so the Blender add-on can vendor it as is.
+package, so the Blender add-on can vendor it as is. The parts that need pyzmq (the client and
+the keys) load on first use, so ``events``, ``settings`` and the rest import without it.
 """
 
-from . import captures, manifest, settings
+from importlib import import_module
+
+from . import captures, events, manifest, settings
 from .arrays import DTYPES, ArraySpec
-from .client import TERMINAL_EVENTS, Client
 from .errors import ProtocolError, ServerError, ServerUnavailable
-from .keys import pairing_string, parse_pairing, read_keypair, write_keypair
 from .limits import PROTOCOL_VERSION
 from .manifest import ManifestError
 from .message import Message, decode, encode
@@ -31,6 +32,7 @@ __all__ = [
     "captures",
     "decode",
     "encode",
+    "events",
     "manifest",
     "pairing_string",
     "parse_pairing",
@@ -38,3 +40,13 @@ __all__ = [
     "settings",
     "write_keypair",
 ]
+
+_NEEDS_ZMQ = {"Client": "client", "TERMINAL_EVENTS": "client", "pairing_string": "keys",
+              "parse_pairing": "keys", "read_keypair": "keys", "write_keypair": "keys"}
+
+
+def __getattr__(name: str):
+    """The names that need pyzmq, imported when first asked for."""
+    if name not in _NEEDS_ZMQ:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f".{_NEEDS_ZMQ[name]}", __name__), name)

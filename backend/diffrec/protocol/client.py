@@ -212,6 +212,10 @@ class Client:
     def cancel(self, job: str) -> dict:
         return self.call("cancel", {"job": job})
 
+    def resume(self, job: str) -> dict:
+        """Queue a cancelled or failed job again (from its checkpoint when it kept one)."""
+        return self.call("resume", {"job": job})
+
     def delete(self, job: str) -> dict:
         self._attached.discard(job)
         return self.call("delete", {"job": job})
@@ -221,15 +225,21 @@ class Client:
     ) -> dict:
         """Submit a job. Arrays up to CHUNK_BYTES go inline; larger ones are uploaded as blobs
         first (skipped when the server has them). Resubmitting the same ``job`` id returns the
-        existing job (its reply has ``existing: true``)."""
+        existing job (its reply has ``existing: true``). ``on_progress(done, total)``: bytes of
+        all the uploads together, so the fraction only grows."""
         inline, inputs = {}, {}
+        arrays = {name: np.asarray(array) for name, array in arrays.items()}
+        total = sum(array.nbytes for array in arrays.values() if array.nbytes > CHUNK_BYTES)
+        before = 0  # bytes of the arrays already uploaded
         for name, array in arrays.items():
-            array = np.asarray(array)
             if array.nbytes <= CHUNK_BYTES:
                 inline[name] = array
-            else:
-                blob = self.upload(array, on_progress=on_progress)
-                inputs[name] = {"blob": blob, "dtype": array.dtype.name, "shape": list(array.shape)}
+                continue
+            overall = None if on_progress is None else partial(
+                lambda start, done, _size: on_progress(start + done, total), before)
+            blob = self.upload(array, on_progress=overall)
+            before += array.nbytes
+            inputs[name] = {"blob": blob, "dtype": array.dtype.name, "shape": list(array.shape)}
         return self.call("submit", {"job": job, "spec": dict(spec), "inputs": inputs}, inline)
 
     def upload(self, data, blob: str | None = None, on_progress: Progress | None = None) -> str:

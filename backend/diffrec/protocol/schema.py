@@ -129,6 +129,7 @@ REQUESTS: dict[str, Schema] = {
     "detach": _request(job=JOB),
     "cancel": _request(job=JOB),
     "delete": _request(job=JOB),
+    "resume": _request(job=JOB),
     "fetch": _request(job=JOB),
     "read": _request(
         job=JOB,

@@ -46,6 +46,9 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+CUSTOM = "custom"
+"""The preset that fills nothing: what a client sends when every size is its own choice."""
+
 _HINTS: dict[str, Any] = {}  # field name -> type, filled once Settings is defined
 
 
@@ -74,8 +77,9 @@ class Settings:
     values are pairs (pass 1, pass 2); single-pass modes (materials, refine) use the second."""
 
     mode: str = _setting("materials", "what is optimized", **_choice(MODES))
-    preset: str = _setting("standard", "the sizes and schedule below, unless given",
-                           **_choice(tuple(PRESETS)))
+    preset: str = _setting("standard", "the sizes and schedule below, unless given "
+                           "(custom: none, the given values over these defaults)",
+                           **_choice((*PRESETS, CUSTOM)))
     seed: int = _setting(0, "random seed")
     # sizes and schedule (preset values unless set)
     iterations: int = _setting(2000, "iterations per pass", minimum=1)
@@ -197,7 +201,7 @@ def parse_settings(values: Mapping[str, Any], apply_preset: bool = True) -> Sett
         raise SettingsError(unknown[0], f"unknown setting (known: {', '.join(FIELDS)})")
     preset = as_type("preset", str, values.get("preset", FIELDS["preset"].default))
     _check_field(FIELDS["preset"], preset)
-    base = PRESETS[preset] if apply_preset else {}
+    base = PRESETS.get(preset, {}) if apply_preset else {}
     return Settings(**{**base, **values})
 
 

@@ -247,6 +247,9 @@ class Server:
     def _op_cancel(self, peer, owner, message) -> dict:
         return self.jobs.cancel(owner, message["job"])
 
+    def _op_resume(self, peer, owner, message) -> dict:
+        return self.jobs.resume(owner, message["job"])
+
     def _op_delete(self, peer, owner, message) -> dict:
         return self.jobs.delete(owner, message["job"])
 

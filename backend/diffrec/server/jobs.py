@@ -41,6 +41,8 @@ LOG_REPLAY = 50
 BLOB_GRACE_S = 3600.0
 LIST_REPLY_BYTES = MAX_HEADER_BYTES // 2
 """A ``list`` reply carries statuses up to about this many bytes of JSON, then a ``cursor``."""
+MAX_LABEL_CHARS = 200
+"""A job's ``label`` (the spec's, for the client's listing) is at most this long."""
 TOMBSTONES = 10_000
 """Deleted job ids remembered, so that a repeated ``delete`` still answers ``deleted``."""
 
@@ -66,7 +68,8 @@ class JobRecord:
 
     ``inputs``: {name: {blob, dtype, shape}} in the blob store; ``results``: [{name, size,
     content_hash}] once done; ``stop``: "cancel" or "delete" once a client asked a queued or
-    running job to stop (None otherwise; absent from the file).
+    running job to stop (None otherwise; absent from the file); ``label``: what the client
+    calls the job (the spec's ``label``, kept apart from what the runner sees).
     """
 
     id: str
@@ -84,10 +87,12 @@ class JobRecord:
     message: str = ""
     results: list[dict] = field(default_factory=list)
     stop: str | None = None
+    label: str = ""
 
     PUBLIC = ("state", "task", "created", "updated", "finished", "attempts", "progress",
               "message", "results")
-    """The fields a client sees (``status``, ``list``, ``submit`` replies), besides ``job``."""
+    """The fields a client sees (``status``, ``list``, ``submit`` replies), besides ``job``
+    and ``label`` (when the job has one)."""
 
     @classmethod
     def from_dict(cls, data: Mapping) -> JobRecord:
@@ -103,7 +108,8 @@ class JobRecord:
         return data
 
     def public(self) -> dict:
-        return {"job": self.id, **{key: getattr(self, key) for key in self.PUBLIC}}
+        return {"job": self.id, **{key: getattr(self, key) for key in self.PUBLIC},
+                **({"label": self.label} if self.label else {})}
 
     def end_fields(self) -> dict:
         """The fields of the event that announces this finished job's end."""
@@ -223,7 +229,11 @@ class JobTable:
         if waiting >= self.quotas.queued_jobs:
             raise exceeded("queued_jobs", self.quotas.queued_jobs, waiting, 1,
                            "wait for your queued jobs to finish, or cancel some")
-        spec = message["spec"]
+        spec = dict(message["spec"])
+        label = spec.pop("label", "")
+        if not isinstance(label, str) or len(label) > MAX_LABEL_CHARS:
+            raise ProtocolError("invalid_input", "spec 'label' must be text of at most "
+                                                 f"{MAX_LABEL_CHARS} characters")
         task = spec.get("task")
         runner = self.runners.get(task) if isinstance(task, str) else None
         if runner is None:
@@ -239,7 +249,7 @@ class JobTable:
                               "shape": list(array.shape)}
         record = JobRecord(id=job_id, owner=owner, task=runner.task, spec=spec, inputs=manifest,
                            seq=max((r.seq for r in self.records.values()), default=0) + 1,
-                           created=time.time())
+                           created=time.time(), label=label)
         data = record.to_dict()
         self.store.create(data)
         record.updated = data["updated"]
@@ -310,6 +320,23 @@ class JobTable:
         elif record.state in ("queued", "running"):
             self._request_stop(record, "cancel")
             return {**record.public(), "state": "cancelling"}
+        return record.public()
+
+    def resume(self, owner: str, job_id: str) -> dict:
+        """Queue a cancelled or failed job again with the inputs it was submitted with; it
+        starts from its checkpoints when it has some (a cancelled job keeps them, a failed
+        one's were removed, so it starts over). The reply's fields; ProtocolError
+        ``not_ready`` for a job that has not ended, ``conflict`` for a done one."""
+        record = self.get(owner, job_id)
+        if record.state not in ("cancelled", "failed"):
+            code = "conflict" if record.state == "done" else "not_ready"
+            raise ProtocolError(code, f"job {job_id!r} is {record.state}: only a cancelled or "
+                                      "failed job can be resumed")
+        record.state, record.message, record.results = "queued", "", []
+        record.finished, record.stop, record.progress = None, None, None
+        self._save(record)
+        self.previews.pop(job_id, None)
+        self._enqueue(record)
         return record.public()
 
     def delete(self, owner: str, job_id: str) -> dict:

@@ -25,6 +25,7 @@ import numpy as np
 
 from diffrec.errors import Cancelled
 from diffrec.pipeline.reporter import Preview, Progress, Reporter
+from diffrec.protocol import events
 from diffrec.protocol.limits import MAX_INLINE_BYTES
 from diffrec.protocol.settings import Settings, SettingsError, parse_settings
 
@@ -121,7 +122,7 @@ class JobReporter(Reporter):
         self.emit("preview", preview.fields(), _preview_arrays(preview))
 
     def log(self, message: str, level: str = "info", **fields) -> None:
-        self.emit("log", {"level": level, "message": message, **fields})
+        self.emit("log", events.Log(message, level, **fields).fields())
 
     def should_stop(self) -> bool:
         return self._should_stop()

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from diffrec.protocol import events
 from diffrec.protocol.manifest import write_manifest
 
 from .runner import JobContext, JobFailed, Runner
@@ -117,12 +118,12 @@ class TextureFitRunner(Runner):
             if now - last_report >= PROGRESS_INTERVAL_S or done == total:
                 last_report = now
                 rate = (done - start) / max(now - began, 1e-9)
-                ctx.emit("progress", {
-                    "pass": "fit", "iteration": done, "iterations": total,
-                    "losses": {"mse": mse}, "psnr": _psnr(mse), "eta_s": (total - done) / rate,
-                })
+                eta = (total - done) / rate
+                ctx.emit("progress", events.Progress(
+                    pass_name="fit", iteration=done, iterations=total, losses={"mse": mse},
+                    psnr=_psnr(mse), elapsed_s=now - began, eta_s=eta, job_eta_s=eta).fields())
             if done % settings["preview_every"] == 0 or done == total:
-                ctx.emit("preview", {"iteration": done},
+                ctx.emit("preview", events.Preview("fit", done).fields(),
                          {"render": _preview(render.detach()), "target": _preview(targets[0])})
             if done % settings["checkpoint_every"] == 0 and done < total:
                 self._save(ctx, texture, optimizer, done)
@@ -144,8 +145,8 @@ class TextureFitRunner(Runner):
             texture.copy_(checkpoint["texture"])
         optimizer.load_state_dict(checkpoint["optimizer"])
         iteration = int(checkpoint["iteration"])
-        ctx.emit("log", {"level": "info", "resumed_from": iteration,
-                         "message": f"resumed from the checkpoint at iteration {iteration}"})
+        ctx.emit("log", events.Log(f"resumed from the checkpoint at iteration {iteration}",
+                                   resumed_from=iteration).fields())
         return iteration
 
     @staticmethod

@@ -1,0 +1,125 @@
+"""Know before you press: what an Optimize job will send and about how long it will take.
+
+``estimate`` is pure arithmetic on the job's sizes; ``for_scene`` reads them from the panel's
+settings and the scene (main thread, cheap enough for a panel's ``draw``). Time per iteration
+grows with the pixels an iteration renders (batch x training width x height); the seconds
+per iteration per megapixel are the server's own, measured on the artist's last job
+(``scene.diffrec.seconds_per_megapixel``), else CALIBRATION_S_PER_MEGAPIXEL
+(docs/BENCHMARKS.md, "Pre-submit estimate": scripts/bench_estimate.py shows the time's
+proportion to the pixels).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import export_scene, submission, validate
+
+CALIBRATION_S_PER_MEGAPIXEL = 3.0
+"""Seconds per iteration per megapixel of a batch on an idle 2-core CPU: 80 ms per iteration
+at 128 x 128, batch 2 (docs/BENCHMARKS.md, "Pre-submit estimate"), rounded up for a learned
+light. A GPU server is one to two orders of magnitude faster: its own measured speed
+replaces this after the first job."""
+MANY_TRIANGLES = 1_000_000
+"""Past this many triangles the panel warns: the upload and each iteration grow with them."""
+LONG_JOB_S = 3600.0
+"""Past this estimated time the panel warns."""
+DEFAULT_ENVMAP = (512, 256)
+"""The light sent when the world has no image of its own: baked at this size."""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """An Optimize job's sizes: ``triangles`` of the starting mesh (None: none sent),
+    ``views`` target images of ``width`` x ``height`` pixels (the training size),
+    ``upload_bytes`` all the arrays together, ``seconds`` the whole job's training time
+    (``measured``: from the server's own speed, else the calibration)."""
+
+    triangles: int | None
+    views: int
+    width: int
+    height: int
+    upload_bytes: int
+    seconds: float
+    measured: bool
+
+    def lines(self) -> list[str]:
+        """What the panel shows, one short line each."""
+        mesh = f"{self.triangles:,} triangles" if self.triangles is not None else "no mesh"
+        source = "at the server's speed" if self.measured else "calibrated on a 2-core CPU"
+        return [f"{mesh} · {self.views} views at {self.width}×{self.height}",
+                f"upload {_size(self.upload_bytes)} · {_duration(self.seconds)} ({source})"]
+
+    def warnings(self) -> list[str]:
+        """Sentences for what makes the job heavy (empty: nothing to warn of)."""
+        warnings = []
+        if self.triangles is not None and self.triangles > MANY_TRIANGLES:
+            warnings.append(f"{self.triangles:,} triangles: decimate the mesh first, or expect "
+                            "a long upload and slow iterations")
+        if self.seconds > LONG_JOB_S:
+            warnings.append(f"about {_duration(self.seconds)}: lower the iterations, batch or "
+                            "resolution, or choose a faster preset")
+        return warnings
+
+
+def _size(count: int) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= size:
+            return f"{count / size:.1f} {unit}"
+    return f"{count} B"
+
+
+def _duration(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    if minutes < 1:
+        return "under a minute"
+    if minutes < 60:
+        return f"about {minutes} min"
+    return f"about {minutes // 60} h {minutes % 60:02d} min"
+
+
+def estimate(*, triangles: int | None, vertices: int, views: int, width: int, height: int,
+             envmap: tuple[int, int] | None, batch: int, iterations: int, passes: int,
+             seconds_per_megapixel: float = 0.0) -> Estimate:
+    """The estimate of a job of these sizes (``envmap`` (width, height) or None: no light
+    sent; ``seconds_per_megapixel`` the measured speed, 0: use the calibration). The upload
+    counts float32 RGBA images, float32 vertices and int32 faces, a float32 RGB light."""
+    upload = views * width * height * 16 + vertices * 12 + (triangles or 0) * 12
+    if envmap is not None:
+        upload += envmap[0] * envmap[1] * 12
+    speed = seconds_per_megapixel or CALIBRATION_S_PER_MEGAPIXEL
+    seconds = iterations * passes * speed * batch * width * height / 1e6
+    return Estimate(triangles, views, width, height, upload, seconds,
+                    seconds_per_megapixel > 0)
+
+
+def _triangles(context, obj) -> tuple[int, int]:
+    """(triangles, vertices) of a mesh object as evaluated (modifiers applied), counting each
+    n-gon as n - 2 triangles, as the export triangulates it."""
+    mesh = obj.evaluated_get(context.evaluated_depsgraph_get()).data
+    return len(mesh.loops) - 2 * len(mesh.polygons), len(mesh.vertices)  # sum of (n - 2)
+
+
+def _envmap_size(scene) -> tuple[int, int] | None:
+    if scene.world is None:
+        return None
+    node = export_scene.environment_node(scene.world)
+    image = getattr(node, "image", None) if node is not None else None
+    return tuple(image.size) if image is not None and image.size[0] else DEFAULT_ENVMAP
+
+
+def for_scene(context, settings) -> Estimate | None:
+    """The estimate of pressing Optimize now; None when the targets are a dataset folder (its
+    size is known once read)."""
+    if settings.target_source == "DATASET":
+        return None
+    subject = context.active_object
+    sent = subject is not None and subject.type == "MESH" and subject.select_get()
+    triangles, vertices = _triangles(context, subject) if sent else (None, 0)
+    width, height = submission.training_size(context.scene, settings.train_resolution)
+    return estimate(triangles=triangles, vertices=vertices,
+                    views=len(validate.target_cameras(context, settings)), width=width,
+                    height=height, envmap=_envmap_size(context.scene), batch=settings.batch,
+                    iterations=settings.iterations,
+                    passes=2 if settings.mode == "reconstruct" else 1,
+                    seconds_per_megapixel=settings.seconds_per_megapixel)

@@ -1,0 +1,217 @@
+"""The Jobs list's operators: Refresh (the server's jobs too), Remove, Clear Finished, Resume /
+Retry, Open Folder. Import is ``diffrec.attach`` (job_operators).
+
+Each asks the server once, on the main thread, with the preferences' timeout; Resume then
+follows the job as Attach does (modal, or to its end in the background).
+"""
+
+from __future__ import annotations
+
+import time
+
+import bpy
+from bpy.props import StringProperty
+
+from . import backend_link, follow, messages, scene_updates
+from .job_operators import _FollowsJob
+from .wire import protocol
+
+FINISHED = ("done", "failed", "cancelled")
+
+
+def _ask(context, report, request):
+    """``request(client)`` on a new client of the preferences' backend; its answer, or None
+    once a failure is reported in one sentence (``messages.sentence``)."""
+    try:
+        with backend_link.connector(context)() as client:
+            return request(client)
+    except Exception as exc:
+        messages.log(exc)
+        report({"ERROR"}, f"diffrec: {messages.sentence(exc)}")
+        return None
+
+
+def _entry_or_report(operator, context):
+    entry = scene_updates.job_entry(context.scene, operator.job_id)
+    if entry is None:
+        operator.report({"ERROR"}, f"job {operator.job_id[:8]} is not in this file's list")
+    return entry
+
+
+def _delete_on_server(client, job: str) -> None:
+    """Delete ``job`` on the server; one the server does not know is already gone."""
+    try:
+        client.delete(job)
+    except protocol().ServerError as exc:
+        if exc.code != "not_found":
+            raise
+
+
+def apply_listing(settings, listed: list[dict]) -> None:
+    """Bring the Jobs list up to date with the server's listing of this key's jobs: states,
+    progress and messages of the file's jobs, and the server's other jobs added (marked
+    ``from_server``, named by their label)."""
+    events = protocol().events
+    for job in listed:
+        entry = next((e for e in settings.jobs if e.job_id == job["job"]), None)
+        if entry is None:
+            entry = settings.jobs.add()
+            entry.job_id, entry.from_server = job["job"], True
+            entry.object_name, entry.mode = job.get("label", ""), job.get("task", "")
+        entry.state, entry.message, entry.on_server = job["state"], job.get("message", ""), True
+        entry.created = job.get("created") or entry.created
+        if job.get("progress"):
+            entry.progress = 100 * events.Progress.from_fields(job["progress"]).fraction
+        if job["state"] == "done":
+            entry.progress = 100.0
+
+
+class DIFFREC_OT_refresh_jobs(bpy.types.Operator):
+    """Ask the server for your jobs: their states, and the jobs not submitted from this file"""
+
+    bl_idname = "diffrec.refresh_jobs"
+    bl_label = "Refresh"
+
+    @messages.reported
+    def execute(self, context):
+        listed = _ask(context, self.report, lambda client: client.list_jobs())
+        if listed is None:
+            return {"CANCELLED"}
+        apply_listing(context.scene.diffrec, listed)
+        return {"FINISHED"}
+
+
+class DIFFREC_OT_remove_job(bpy.types.Operator):
+    """Remove the job from the list and from the server (its result files there too)"""
+
+    bl_idname = "diffrec.remove_job"
+    bl_label = "Remove Job"
+    bl_options = {"UNDO"}  # noqa: RUF012  (Blender reads a set)
+
+    job_id: StringProperty(name="Job")
+
+    @messages.reported
+    def execute(self, context):
+        entry = _entry_or_report(self, context)
+        if entry is None:
+            return {"CANCELLED"}
+        if self.job_id in follow.running:
+            self.report({"ERROR"}, "diffrec: cancel the job before removing it")
+            return {"CANCELLED"}
+        if entry.on_server and _ask(context, self.report, lambda client: _delete_on_server(
+                client, self.job_id) or True) is None:
+            return {"CANCELLED"}
+        _remove_entries(context.scene.diffrec, {self.job_id})
+        return {"FINISHED"}
+
+
+def _remove_entries(settings, jobs: set[str]) -> None:
+    for index in reversed(range(len(settings.jobs))):
+        if settings.jobs[index].job_id in jobs:
+            settings.jobs.remove(index)
+
+
+class DIFFREC_OT_clear_finished(bpy.types.Operator):
+    """Remove every finished job (done, failed or cancelled) from the list and the server"""
+
+    bl_idname = "diffrec.clear_finished"
+    bl_label = "Clear Finished"
+    bl_options = {"UNDO"}  # noqa: RUF012  (Blender reads a set)
+
+    @messages.reported
+    def execute(self, context):
+        settings = context.scene.diffrec
+        finished = {entry.job_id for entry in settings.jobs if entry.state in FINISHED}
+        if not finished:
+            self.report({"INFO"}, "diffrec: no finished jobs")
+            return {"CANCELLED"}
+        on_server = [e.job_id for e in settings.jobs if e.job_id in finished and e.on_server]
+
+        def delete_all(client):
+            for job in on_server:
+                _delete_on_server(client, job)
+            return True
+
+        if on_server and _ask(context, self.report, delete_all) is None:
+            return {"CANCELLED"}
+        _remove_entries(settings, finished)
+        return {"FINISHED"}
+
+
+class DIFFREC_OT_resume_job(_FollowsJob, bpy.types.Operator):
+    """Run a cancelled or failed job again on the server, from its checkpoint when it kept one
+    (a cancelled job does), and follow it; a job that never reached the server is optimized
+    again from its object"""
+
+    bl_idname = "diffrec.resume_job"
+    bl_label = "Resume"
+
+    job_id: StringProperty(name="Job")
+
+    @messages.reported
+    def execute(self, context):
+        entry = _entry_or_report(self, context)
+        if entry is None:
+            return {"CANCELLED"}
+        if entry.state not in ("failed", "cancelled"):
+            self.report({"ERROR"}, f"diffrec: the job is {entry.state}; only a cancelled or "
+                                   "failed job can be resumed")
+            return {"CANCELLED"}
+        if not entry.on_server:
+            return self._optimize_again(context, entry)
+        connect = self.connector(context)
+        if connect is None or _ask(context, self.report,
+                                   lambda client: client.resume(self.job_id)) is None:
+            return {"CANCELLED"}
+        entry.state, entry.message = "queued", ""
+        return self.follow(context, follow.JobRun(self.job_id, connect, self.report))
+
+    def _optimize_again(self, context, entry):
+        """Select the job's object again and press Optimize for it (the entry is replaced)."""
+        subject = context.scene.objects.get(entry.object_name)
+        if subject is None:
+            self.report({"ERROR"}, f"diffrec: the object {entry.object_name!r} is gone; "
+                                   "select a mesh and press Optimize")
+            return {"CANCELLED"}
+        for obj in context.view_layer.objects:
+            obj.select_set(obj == subject)
+        context.view_layer.objects.active = subject
+        _remove_entries(context.scene.diffrec, {entry.job_id})
+        return bpy.ops.diffrec.optimize("INVOKE_DEFAULT")
+
+
+class DIFFREC_OT_open_folder(bpy.types.Operator):
+    """Open the folder the job's result files were fetched to"""
+
+    bl_idname = "diffrec.open_folder"
+    bl_label = "Open Folder"
+
+    job_id: StringProperty(name="Job")
+
+    @messages.reported
+    def execute(self, context):
+        folder = follow.results_dir(self.job_id)
+        if not folder.is_dir():
+            self.report({"ERROR"}, "diffrec: nothing fetched yet for this job; Import fetches it")
+            return {"CANCELLED"}
+        bpy.ops.wm.path_open(filepath=str(folder))
+        return {"FINISHED"}
+
+
+def age(created: float, now: float | None = None) -> str:
+    """How long ago a job was submitted, short: "just now", "5 min", "3 h", "2 d"."""
+    if not created:
+        return ""
+    seconds = max(0.0, (now or time.time()) - created)
+    if seconds < 60:
+        return "just now"
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit} ago"
+    return ""
+
+
+CLASSES = (DIFFREC_OT_refresh_jobs, DIFFREC_OT_remove_job, DIFFREC_OT_clear_finished,
+           DIFFREC_OT_resume_job, DIFFREC_OT_open_folder)
+
+register, unregister = bpy.utils.register_classes_factory(CLASSES)

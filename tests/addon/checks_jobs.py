@@ -1,0 +1,364 @@
+"""The artist's job queue and progress under bpy (see harness.py): progress sentences, the live
+preview in the panel, the pre-submit estimate, a failed submit, cancel and resume, reopening a
+file, Custom settings as the server runs them, and an import that is never doubled.
+
+The checks named ``check_live_*`` need DIFFREC_SERVER (tcp://127.0.0.1:PORT of a running
+``diffrec serve``, started by test_jobs.py); the others need no server.
+"""
+
+import json
+import os
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))  # blender --python does not add it
+import harness  # noqa: I001  (puts the repository on sys.path)
+import bpy
+import numpy as np
+import scenes
+
+from addon import estimate, export_scene, follow, jobs, scene_updates, submission
+from addon.wire import protocol
+
+REPORTS = []
+
+
+def _report(kinds, message):
+    REPORTS.append((sorted(kinds), message))
+
+
+def _enable(endpoint=None):
+    import addon_utils
+
+    addon_utils.enable("addon", default_set=True)
+    preferences = bpy.context.preferences.addons["addon"].preferences
+    preferences.endpoint = endpoint or os.environ["DIFFREC_SERVER"]
+    preferences.timeout = 5.0
+    REPORTS.clear()
+
+
+def _disable():
+    import addon_utils
+
+    addon_utils.disable("addon", default_set=True)
+
+
+def _update(kind, fields, arrays=None):
+    """An update as the job session posts it: the event typed as the protocol reads it."""
+    return jobs.Update(kind, fields, arrays or {}, protocol().events.parse(kind, fields))
+
+
+def _new_entry(job, state="submitting", name="ball"):
+    entry = bpy.context.scene.diffrec.jobs.add()
+    entry.job_id, entry.state, entry.object_name, entry.mode = job, state, name, "materials"
+    return entry
+
+
+# -- without a server --------------------------------------------------------------------------
+
+
+def check_progress_says_pass_of_passes_and_the_whole_jobs_time_left():
+    _enable("tcp://127.0.0.1:1")
+    try:
+        settings = bpy.context.scene.diffrec
+        fields = {"pass": "pass1", "pass_index": 0, "pass_number": 1, "passes": 2,
+                  "iteration": 120, "iterations": 300, "losses": {"total": 0.1}, "psnr": 27.43,
+                  "elapsed_s": 60.0, "eta_s": 90.0, "job_eta_s": 190.0}
+        scene_updates.apply_update(bpy.context, "j", _update("progress", fields), _report)
+        assert settings.status == "Pass 1 of 2 · 120/300 · 27.4 dB · about 3 min left", (
+            settings.status)
+        assert abs(settings.progress - 20.0) < 1e-4, settings.progress  # of the whole job
+        # a one-pass run never says "pass2"
+        fields.update({"pass": "pass2", "pass_index": 1, "pass_number": 1, "passes": 1,
+                       "iteration": 10, "iterations": 20, "psnr": 30.0, "job_eta_s": 30.0})
+        scene_updates.apply_update(bpy.context, "j", _update("progress", fields), _report)
+        assert settings.status == "10/20 · 30.0 dB · less than a minute left", settings.status
+        # the pause between passes says what the job does
+        stage = {"level": "info", "message": "unwrapping the surface…", "stage": "unwrapping"}
+        scene_updates.apply_update(bpy.context, "j", _update("log", stage), _report)
+        assert settings.status == "unwrapping the surface…" and not REPORTS, REPORTS
+    finally:
+        _disable()
+
+
+def check_uploading_shows_one_percentage():
+    _enable("tcp://127.0.0.1:1")
+    try:
+        settings = bpy.context.scene.diffrec
+        update = jobs.Update("uploading", {"done": 30, "total": 120})
+        scene_updates.apply_update(bpy.context, "j", update, _report)
+        assert settings.status == "uploading 25%" and settings.progress == 25.0
+    finally:
+        _disable()
+
+
+def check_the_live_preview_is_in_the_panel_at_a_readable_size():
+    render = np.zeros((18, 64, 3), np.float32)  # a wide, low preview, as a 64x18 job sends
+    render[0, 0] = 1.0
+    target = np.full((18, 64, 3), 0.5, np.float32)
+    scene_updates.update_preview(render, target)
+    preview = scene_updates.panel_preview()
+    assert preview is not None
+    width, height = preview.image_size
+    assert (width, height) == (128 * 2, 18 * 2), (width, height)  # scaled to ~256 px wide
+    shown = np.empty(width * height * 4, np.float32)
+    preview.image_pixels_float.foreach_get(shown)
+    shown = shown.reshape(height, width, 4)[::-1]  # rows top-down
+    assert np.allclose(shown[:2, :2, :3], 1.0, atol=0.01)  # the top-left pixel, doubled
+    assert np.allclose(shown[0, 128:, 0], 0.735, atol=0.01)  # linear 0.5 shown as sRGB
+    scene_updates.release_panel_preview()
+    assert scene_updates.panel_preview() is None
+
+
+def check_the_estimate_warns_of_a_million_triangles_and_of_hours():
+    scene = bpy.context.scene
+    bpy.ops.mesh.primitive_grid_add(x_subdivisions=810, y_subdivisions=810, size=2.0)
+    grid = bpy.context.active_object
+    grid.select_set(True)
+    scenes.cameras_around(scene, 8, radius=4.0, height=1.0)
+    import addon
+
+    addon.register()
+    try:
+        settings = scene.diffrec
+        settings.preset = "PREVIEW"
+        guess = estimate.for_scene(bpy.context, settings)
+        assert guess.triangles == 2 * 810 * 810 and guess.views == 8, guess
+        assert guess.upload_bytes > guess.triangles * 12, guess  # the faces alone
+        (warning,) = guess.warnings()
+        assert "1,312,200 triangles" in warning, warning
+        settings.preset = "HIGH"
+        assert any("lower the iterations" in w for w in
+                   estimate.for_scene(bpy.context, settings).warnings())
+        settings.seconds_per_megapixel = 1e-6  # the server measured a fast GPU
+        fast = estimate.for_scene(bpy.context, settings)
+        assert fast.measured and fast.seconds < 60 and len(fast.warnings()) == 1
+    finally:
+        addon.unregister()
+
+
+def check_a_submit_that_never_reaches_the_server_ends_failed_and_is_removed():
+    _enable("tcp://127.0.0.1:1")
+    try:
+        dead = f"tcp://127.0.0.1:{_free_port()}"
+        job = uuid.uuid4().hex
+        entry = _new_entry(job)
+
+        def connect():
+            return protocol().Client(dead, timeout=0.3, retry_for=0.3)
+
+        run = follow.JobRun(job, connect, _report, submission=jobs.Submission(
+            {"task": "fit_texture"}, {"images": np.zeros((2, 4, 4, 3), np.float32)}))
+        follow.follow_blocking(bpy.context, run)
+        assert entry.state == "failed" and entry.message, (entry.state, entry.message)
+        assert not entry.on_server
+        assert bpy.ops.diffrec.remove_job(job_id=job) == {"FINISHED"}
+        assert scene_updates.job_entry(bpy.context.scene, job) is None
+    finally:
+        _disable()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class _Layout:
+    """Stands in for a panel's UILayout (none exists headless): records the labels and the
+    operators drawn, and checks that each property drawn exists."""
+
+    def __init__(self, drawn):
+        self.drawn = drawn
+
+    def __getattr__(self, name):
+        if name in ("row", "column", "box"):
+            return lambda *args, **kwargs: self
+        return lambda *args, **kwargs: None
+
+    def prop(self, data, name, **_kwargs):
+        getattr(data, name)  # an AttributeError names a property that does not exist
+
+    def label(self, text="", **_kwargs):
+        self.drawn.append(text)
+
+    def progress(self, factor, text):
+        self.drawn.append(text)
+
+    def operator(self, idname, **_kwargs):
+        category, name = idname.split(".")
+        assert hasattr(getattr(bpy.ops, category), name), idname
+        self.drawn.append(idname)
+        return type("Properties", (), {})()
+
+
+def check_the_panels_draw_every_job_state_with_its_buttons():
+    from types import SimpleNamespace
+
+    import addon
+    from addon import panel
+
+    addon.register()
+    try:
+        scene = bpy.context.scene
+        bpy.ops.mesh.primitive_cube_add()
+        scenes.cameras_around(scene, 2, radius=4.0, height=1.0)
+        for state in ("submitting", "queued", "running", "done", "failed", "cancelled"):
+            entry = _new_entry(f"job-{state}", state=state, name=f"cube {state}")
+            entry.created = 1.0
+        scene.diffrec.jobs[-1].message = "the job was cancelled"
+        scene.diffrec.jobs[0].from_server = True
+        drawn = []
+        for panel_class in (panel.DIFFREC_PT_main, panel.DIFFREC_PT_jobs):
+            panel_class.draw(SimpleNamespace(layout=_Layout(drawn)), bpy.context)
+        assert "Others on the server" in drawn and "the job was cancelled" in drawn, drawn
+        assert any("triangles" in text for text in drawn), drawn  # the estimate
+        for button in ("diffrec.resume_job", "diffrec.attach", "diffrec.remove_job",
+                       "diffrec.refresh_jobs", "diffrec.clear_finished"):
+            assert button in drawn, (button, drawn)
+        assert any(text.startswith("cube running · running") for text in drawn), drawn
+    finally:
+        addon.unregister()
+
+
+# -- with a server ----------------------------------------------------------------------------
+
+
+def _fit_spec(iterations):
+    return {"task": "fit_texture", "iterations": iterations, "texture_size": 8,
+            "checkpoint_every": 100, "preview_every": 10**6}
+
+
+def _images():
+    return np.random.default_rng(0).uniform(0, 1, (2, 16, 16, 4)).astype(np.float32)
+
+
+def check_live_a_cancel_is_reported_as_such_and_resume_continues_from_the_checkpoint():
+    _enable()
+    original = scene_updates.apply_update
+    try:
+        job = uuid.uuid4().hex
+        entry = _new_entry(job)
+        run = follow.JobRun(job, protocol_connector(), _report, submission=jobs.Submission(
+            _fit_spec(4000), {"images": _images()}), fetch_only=None)
+
+        def cancelling(context, job_id, update, report):
+            original(context, job_id, update, report)
+            if update.kind == "progress" and update.event.iteration >= 300:
+                run.cancel()
+
+        scene_updates.apply_update = cancelling
+        follow.follow_blocking(bpy.context, run)
+        scene_updates.apply_update = original
+        assert entry.state == "cancelled", (entry.state, REPORTS)
+        assert not [r for r in REPORTS if "ERROR" in r[0]], REPORTS
+        assert any("INFO" in kinds and "cancelled" in text for kinds, text in REPORTS), REPORTS
+        logs = []
+
+        def recording(context, job_id, update, report):
+            original(context, job_id, update, report)
+            if update.kind == "log":
+                logs.append(update.event)
+
+        scene_updates.apply_update = recording
+        assert bpy.ops.diffrec.resume_job(job_id=job) == {"FINISHED"}, REPORTS
+        assert entry.state == "done", (entry.state, REPORTS)
+        resumed = [log.resumed_from for log in logs if log.resumed_from is not None]
+        assert resumed and resumed[0] >= 100, logs  # from the checkpoint, not from the start
+    finally:
+        scene_updates.apply_update = original
+        _disable()
+
+
+def protocol_connector():
+    from addon import backend_link
+
+    return backend_link.connector(bpy.context)
+
+
+def check_live_reopening_the_file_follows_its_running_jobs_again():
+    _enable()
+    folder = Path(tempfile.mkdtemp())
+    try:
+        job = uuid.uuid4().hex
+        with protocol_connector()() as client:
+            client.submit(job, _fit_spec(1500), {"images": _images()})
+        _new_entry(job, state="running")
+        bpy.ops.wm.save_as_mainfile(filepath=str(folder / "jobs.blend"))
+        follow.running.clear()
+        bpy.ops.wm.open_mainfile(filepath=str(folder / "jobs.blend"))
+        assert job in follow.running, "load_post re-attached the running job"
+        assert follow.tick_reattached(block=True) is None
+        entry = scene_updates.job_entry(bpy.context.scene, job)
+        assert entry.state == "done" and job not in follow.running, entry.state
+    finally:
+        _disable()
+
+
+def _custom_submission(context):
+    """A small materials job of a sphere seen by four cameras, with Custom settings."""
+    scene = context.scene
+    bpy.ops.mesh.primitive_uv_sphere_add(segments=12, ring_count=6, radius=1.0)
+    sphere = context.active_object
+    sphere.name = "ball"
+    cameras = scenes.cameras_around(scene, 4, radius=4.0, height=1.0)
+    settings = scene.diffrec
+    settings.mode, settings.preset, settings.light = "materials", "CUSTOM", "LEARN"
+    settings.iterations, settings.batch, settings.train_resolution = 3, 1, 24
+    settings.light_resolution, settings.texture_resolution = 32, "256"
+    size = submission.training_size(scene, 24)
+    rows = np.linspace(-1, 1, size[1])[:, None] ** 2 + np.linspace(-1, 1, size[0])[None] ** 2
+    images = np.zeros((4, size[1], size[0], 4), np.float32)
+    images[..., :3], images[..., 3] = 0.5, rows < 0.4
+    poses, intrinsics = export_scene.export_cameras(cameras, scene, size)
+    mesh = export_scene.export_mesh(sphere, context.evaluated_depsgraph_get())
+    values = submission.optimize_settings(settings, has_envmap=False)
+    return jobs.Submission({"task": "optimize", "settings": values, "label": "ball"},
+                           {"images": images, "cameras": poses.astype(np.float32),
+                            "intrinsics": intrinsics.astype(np.float32),
+                            "vertices": mesh.vertices, "faces": mesh.faces})
+
+
+def check_live_custom_runs_as_shown_and_a_second_import_adds_nothing():
+    _enable()
+    try:
+        context = bpy.context
+        job = uuid.uuid4().hex
+        entry = _new_entry(job)
+        run = follow.JobRun(job, protocol_connector(), _report,
+                            submission=_custom_submission(context), fetch_only=None)
+        follow.follow_blocking(context, run)
+        assert entry.state == "done" and entry.imported, (entry.state, REPORTS)
+        metrics = json.loads((follow.results_dir(job) / "metrics.json").read_text())
+        ran = metrics["settings"]
+        assert metrics["preset"] == "custom", metrics["preset"]
+        assert (ran["iterations"], ran["batch"], ran["train_res"], ran["light_res"],
+                ran["texture_res"]) == (3, 1, 24, 32, 256), ran
+        objects, worlds = len(bpy.data.objects), len(bpy.data.worlds)
+        assert bpy.ops.diffrec.attach(job_id=job) == {"FINISHED"}
+        assert (len(bpy.data.objects), len(bpy.data.worlds)) == (objects, worlds)
+        assert not [o.name for o in bpy.data.objects if o.name.endswith(".001")]
+        assert "already imported" in context.scene.diffrec.status, context.scene.diffrec.status
+    finally:
+        _disable()
+
+
+def check_live_refresh_lists_the_servers_other_jobs_by_label():
+    _enable()
+    try:
+        job = uuid.uuid4().hex
+        with protocol_connector()() as client:
+            client.submit(job, {**_fit_spec(5), "label": "Suzanne"}, {"images": _images()})
+        assert bpy.ops.diffrec.refresh_jobs() == {"FINISHED"}, REPORTS
+        entry = scene_updates.job_entry(bpy.context.scene, job)
+        assert entry is not None and entry.from_server and entry.object_name == "Suzanne"
+        assert entry.state in ("queued", "running", "done") and entry.created > 0
+    finally:
+        _disable()
+
+
+harness.main(globals())
