@@ -21,7 +21,7 @@ from . import backend_link, follow, messages, pump, scene_updates, validate
 from .submission import SubmissionBuilder
 
 
-def _connect(context, report):
+def checked_connector(context, report):
     """``backend_link.connector`` once ``backend_link.check`` found the backend answering
     (within two seconds; a sentence saying what to do is raised otherwise). Nothing is
     rendered, exported or sent before this."""
@@ -76,7 +76,7 @@ class DIFFREC_OT_optimize(_FollowsJob, bpy.types.Operator):
         if problems:
             self.report({"ERROR"}, "\n".join(problems))
             return {"CANCELLED"}
-        connect = _connect(context, self.report)
+        connect = checked_connector(context, self.report)
         builder = SubmissionBuilder(context, settings)
         settings.progress, settings.status = 0.0, builder.text
         return self.follow(context, follow.JobRun(uuid.uuid4().hex, connect, self.report, builder))
@@ -99,7 +99,7 @@ class DIFFREC_OT_attach(_FollowsJob, bpy.types.Operator):
         if self.job_id in follow.running:
             self.report({"INFO"}, "this job is already being followed")
             return {"CANCELLED"}
-        connect = _connect(context, self.report)
+        connect = checked_connector(context, self.report)
         return self.follow(context, follow.JobRun(self.job_id, connect, self.report))
 
 

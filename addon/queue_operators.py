@@ -13,7 +13,7 @@ import bpy
 from bpy.props import StringProperty
 
 from . import backend_link, follow, messages, scene_updates
-from .job_operators import _FollowsJob
+from .job_operators import _FollowsJob, checked_connector
 from .wire import protocol
 
 FINISHED = ("done", "failed", "cancelled")
@@ -159,9 +159,8 @@ class DIFFREC_OT_resume_job(_FollowsJob, bpy.types.Operator):
             return {"CANCELLED"}
         if not entry.on_server:
             return self._optimize_again(context, entry)
-        connect = self.connector(context)
-        if connect is None or _ask(context, self.report,
-                                   lambda client: client.resume(self.job_id)) is None:
+        connect = checked_connector(context, self.report)
+        if _ask(context, self.report, lambda client: client.resume(self.job_id)) is None:
             return {"CANCELLED"}
         entry.state, entry.message = "queued", ""
         return self.follow(context, follow.JobRun(self.job_id, connect, self.report))
