@@ -16,8 +16,9 @@ from pathlib import Path
 from unittest import mock
 
 import numpy as np
+import pytest
 
-from diffrec.protocol import Client
+from diffrec.protocol import Client, ServerError
 
 START_TIMEOUT_S = 60.0
 HASH_BLOCK_BYTES = 4 * 1024 * 1024  # docs/protocol.md, "Blobs"
@@ -136,3 +137,10 @@ def fit_spec(**overrides) -> dict:
 
 def target_images(count: int = 4, size: int = 16, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).random((count, size, size, 3), dtype=np.float32)
+
+
+def error_of(call) -> ServerError:
+    """The ServerError that ``call()`` raises (the test fails if it raises none)."""
+    with pytest.raises(ServerError) as info:
+        call()
+    return info.value

@@ -212,10 +212,6 @@ class RayExecutor(Executor):
         return {"engine": f"Ray cluster: {nodes} nodes, {gpus} GPUs, {cpus} CPUs",
                 "device": "cuda:0" if gpus else "cpu", "gpu_free_bytes": None}
 
-    def queued(self) -> int:
-        with self._lock:
-            return sum(not job.started for job in self._jobs.values())
-
     def close(self) -> None:
         """Stop following the jobs, leaving their actors running (see the module docstring);
         disconnect from Ray if this executor connected (a Ray it started ends with it)."""

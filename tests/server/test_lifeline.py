@@ -1,0 +1,137 @@
+"""Issue 26.2: a job's processes die with their server, a restarted server waits for any that
+still live before it runs their job again, and ``ranks`` is bounded at submit. Before, a
+SIGKILLed server left its job's process (a child of the fork server) and its ranks running."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from server_helpers import fit_spec, target_images
+
+from diffrec.server import lifeline
+from diffrec.server.executor import Ticket
+from diffrec.server.optimize_runner import OptimizeRunner
+from diffrec.server.runner import JobFailed
+from diffrec.server.texture_fit import TextureFitRunner
+from diffrec.server.worker import Worker
+
+GONE_WITHIN_S = 5.0
+
+
+def descendants(pid: int) -> set[int]:
+    """The processes below ``pid`` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def wait_gone(pids: set[int]) -> set[int]:
+    deadline = time.monotonic() + GONE_WITHIN_S
+    while time.monotonic() < deadline and any(alive(pid) for pid in pids):
+        time.sleep(0.1)
+    return {pid for pid in pids if alive(pid)}
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_a_killed_server_takes_its_running_job_with_it(start_server, connect):
+    server = start_server()
+    client = connect(server)
+    client.submit("long", fit_spec(iterations=1_000_000, checkpoint_every=100000),
+                  {"images": target_images()})
+    client.attach("long")
+    for event in client.events(idle_timeout=60):
+        if event["kind"] == "progress":
+            break
+    processes = descendants(server.process.pid)
+    assert processes  # the fork server and the job's process at least
+    server.kill()
+    assert not wait_gone(processes), "processes outlived their server"
+
+
+def test_a_process_dies_with_its_parent(tmp_path):
+    """What each rank of a multi-rank job does (``lifeline.die_with_parent``)."""
+    script = textwrap.dedent(f"""
+        import os, subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c",
+            "from diffrec.server import lifeline; import time; lifeline.die_with_parent(); "
+            "open({str(tmp_path / 'ready')!r}, 'w').close(); time.sleep(60)"])
+        print(child.pid, flush=True)
+        time.sleep(60)
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    assert not wait_gone({child})
+
+
+def test_a_job_waits_while_processes_of_its_earlier_run_live(tmp_path):
+    """A restarted server must not run a job twice at once: the worker waits for the lock
+    that every process of the job holds."""
+    work, results = tmp_path / "work", tmp_path / "results"
+    work.mkdir()
+    results.mkdir()
+    old_process = os.open(work / lifeline.LOCK_NAME, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(old_process, fcntl.LOCK_SH)
+    finished = threading.Event()
+    worker = Worker("cpu", lambda job, kind, *_: kind == "finished" and finished.set())
+    try:
+        worker.enqueue(Ticket("again", TextureFitRunner(), fit_spec(iterations=5),
+                              {"images": target_images()}, work, results))
+        assert not finished.wait(2.0)
+        os.close(old_process)  # the old process ends
+        assert finished.wait(60.0)
+    finally:
+        worker.close()
+
+
+def optimize_inputs(count: int = 4) -> dict[str, np.ndarray]:
+    cameras = np.tile(np.eye(4, dtype=np.float32), (count, 1, 1))
+    cameras[:, 2, 3] = 3.0
+    intrinsics = np.tile(np.array([20, 20, 8, 8, 0.1, 10], np.float32), (count, 1))
+    return {"images": np.zeros((count, 16, 16, 4), np.float32), "cameras": cameras,
+            "intrinsics": intrinsics}
+
+
+@pytest.mark.parametrize(("settings", "refusal"), [
+    ({"ranks": 64, "batch": 64}, "ranks 64 is more than this worker has room for"),
+    ({"ranks": 2, "batch": 3}, "a batch of 3 views does not split evenly over 2 ranks"),
+])
+def test_ranks_are_bounded_at_submit(settings, refusal, monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    spec = {"task": "optimize", "settings": {"mode": "reconstruct", "light": "learn",
+                                             "train_res": 16, **settings}}
+    with pytest.raises(JobFailed, match=refusal):
+        OptimizeRunner("cpu").validate(spec, optimize_inputs())
