@@ -144,3 +144,12 @@ def error_of(call) -> ServerError:
     with pytest.raises(ServerError) as info:
         call()
     return info.value
+
+
+def optimize_inputs(count: int = 4) -> dict[str, np.ndarray]:
+    """Valid ``optimize`` inputs: blank RGBA views from cameras 3 units up the Z axis."""
+    cameras = np.tile(np.eye(4, dtype=np.float32), (count, 1, 1))
+    cameras[:, 2, 3] = 3.0
+    intrinsics = np.tile(np.array([20, 20, 8, 8, 0.1, 10], np.float32), (count, 1))
+    return {"images": np.zeros((count, 16, 16, 4), np.float32), "cameras": cameras,
+            "intrinsics": intrinsics}

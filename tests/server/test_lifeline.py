@@ -14,9 +14,8 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
-from server_helpers import fit_spec, target_images
+from server_helpers import fit_spec, optimize_inputs, target_images
 
 from diffrec.server import lifeline
 from diffrec.server.executor import Ticket
@@ -115,14 +114,6 @@ def test_a_job_waits_while_processes_of_its_earlier_run_live(tmp_path):
         assert finished.wait(60.0)
     finally:
         worker.close()
-
-
-def optimize_inputs(count: int = 4) -> dict[str, np.ndarray]:
-    cameras = np.tile(np.eye(4, dtype=np.float32), (count, 1, 1))
-    cameras[:, 2, 3] = 3.0
-    intrinsics = np.tile(np.array([20, 20, 8, 8, 0.1, 10], np.float32), (count, 1))
-    return {"images": np.zeros((count, 16, 16, 4), np.float32), "cameras": cameras,
-            "intrinsics": intrinsics}
 
 
 @pytest.mark.parametrize(("settings", "refusal"), [

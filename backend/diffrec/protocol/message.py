@@ -103,11 +103,11 @@ def decode(frames: Sequence, schemas: Mapping[str, Schema]) -> Message:
             raise ProtocolError("bad_message", f"header is not UTF-8 JSON ({exc})") from None
         if not isinstance(header, dict):
             raise ProtocolError("bad_message", "header must be a JSON object")
+        rid = header.get("id", header.get("re"))
+        request_id = rid if type(rid) is int else None
         if json_depth(header) > MAX_JSON_DEPTH:
             raise ProtocolError("bad_message", f"header nests objects or lists more than "
                                 f"{MAX_JSON_DEPTH} deep")
-        rid = header.get("id", header.get("re"))
-        request_id = rid if type(rid) is int else None
         op = header.get("op")
         if not isinstance(op, str):
             raise ProtocolError("bad_message", "header needs a string 'op'")
