@@ -5,7 +5,7 @@ socket, for a bounded time, reusing one buffer."""
 
 from __future__ import annotations
 
-import socket
+import sys
 import time
 from pathlib import Path
 
@@ -16,6 +16,9 @@ from server_helpers import server_in_process
 from diffrec import cli
 from diffrec.protocol import Client, read_keypair, write_keypair
 from diffrec.protocol.limits import MAX_FRAME_BYTES, MIB, PEER_BUDGET_BYTES
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+from zmtp_peer import send_unfinished, zmtp_dealer
 
 FRAME = 4 * MIB
 FRAMES = 100  # 400 MiB per connection if nothing held it back
@@ -31,44 +34,6 @@ def rss_bytes(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
-def zmtp_dealer(address: str) -> socket.socket:
-    """A raw TCP connection that has greeted as a ZMTP 3.0 DEALER (NULL mechanism)."""
-    host, port = address.removeprefix("tcp://").rsplit(":", 1)
-    peer = socket.create_connection((host, int(port)), timeout=5)
-    greeting = b"\xff" + bytes(8) + b"\x7f" + bytes([3, 0]) + b"NULL".ljust(20, b"\0")
-    peer.sendall(greeting + bytes(32))
-    ready = b"\x05READY" + b"\x0bSocket-Type" + (6).to_bytes(4, "big") + b"DEALER"
-    peer.sendall(bytes([0x04, len(ready)]) + ready)
-    return peer
-
-
-def send_unfinished(peers: list[socket.socket], deadline: float) -> None:
-    """Frames of FRAME bytes, MORE set, round robin over ``peers`` without blocking, until
-    each has sent FRAMES or the deadline."""
-    frame = memoryview(bytes([0x03]) + FRAME.to_bytes(8, "big") + bytes(FRAME))
-    state = {peer: [FRAMES, 0] for peer in peers}  # frames left, offset in the current one
-    for peer in peers:
-        peer.setblocking(False)
-    while state and time.monotonic() < deadline:
-        progressed = False
-        for peer, (left, offset) in list(state.items()):
-            try:
-                offset += peer.send(frame[offset:])
-            except BlockingIOError:
-                continue  # held back: the server reads no more from this peer
-            except OSError:
-                del state[peer]  # the server closed it
-                continue
-            progressed = True
-            if offset == len(frame):
-                left, offset = left - 1, 0
-            state[peer] = [left, offset]
-            if not left:
-                del state[peer]
-        if not progressed:
-            time.sleep(0.05)
-
-
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
 def test_unfinished_messages_cost_at_most_the_budget_per_connection(start_server, connect):
     server = start_server()
@@ -77,7 +42,7 @@ def test_unfinished_messages_cost_at_most_the_budget_per_connection(start_server
     before = rss_bytes(server.process.pid)
     peers = [zmtp_dealer(server.address) for _ in range(CONNECTIONS)]
     try:
-        send_unfinished(peers, time.monotonic() + SEND_FOR_S)
+        send_unfinished(peers, FRAMES, FRAME, time.monotonic() + SEND_FOR_S)
         time.sleep(1.0)  # let the transport take what it will
         grown = rss_bytes(server.process.pid) - before
         assert client.ping()["protocol"]  # others are served meanwhile
