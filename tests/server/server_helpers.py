@@ -146,10 +146,18 @@ def error_of(call) -> ServerError:
     return info.value
 
 
-def optimize_inputs(count: int = 4) -> dict[str, np.ndarray]:
-    """Valid ``optimize`` inputs: blank RGBA views from cameras 3 units up the Z axis."""
-    cameras = np.tile(np.eye(4, dtype=np.float32), (count, 1, 1))
-    cameras[:, 2, 3] = 3.0
-    intrinsics = np.tile(np.array([20, 20, 8, 8, 0.1, 10], np.float32), (count, 1))
-    return {"images": np.zeros((count, 16, 16, 4), np.float32), "cameras": cameras,
-            "intrinsics": intrinsics}
+def optimize_inputs(count: int = 4, size: int = 16) -> dict[str, np.ndarray]:
+    """Valid ``optimize`` inputs: a grey disc seen by ``count`` cameras around the origin."""
+    from diffrec.camera import look_at
+
+    angles = np.arange(count) * 2 * np.pi / count
+    eyes = np.stack([3 * np.cos(angles), 3 * np.sin(angles), np.full(count, 0.5)], -1)
+    cameras = look_at(eyes, (0.0, 0.0, 0.0)).numpy().astype(np.float32)
+    focal = size / (2 * np.tan(np.radians(20)))
+    intrinsics = np.tile(np.array([focal, focal, size / 2, size / 2, 0.1, 10], np.float32),
+                         (count, 1))
+    rows, cols = np.mgrid[:size, :size] + 0.5 - size / 2
+    disc = (np.hypot(rows, cols) < size / 4).astype(np.float32)
+    images = np.zeros((count, size, size, 4), np.float32)
+    images[..., :3], images[..., 3] = 0.5 * disc[..., None], disc
+    return {"images": images, "cameras": cameras, "intrinsics": intrinsics}

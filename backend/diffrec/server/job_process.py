@@ -108,8 +108,8 @@ def execute(order: JobOrder, emit, stop_flag) -> tuple:
 
 def main(order: JobOrder, pipe, stop_flag) -> None:
     """Run the job and send its events and verdict through ``pipe`` (the child's side); the
-    process ends with its parent, the fork server, which ends with the server."""
-    lifeline.die_with_parent()
+    process ends as soon as the server's side is closed."""
+    lifeline.end_with_reader(pipe)
     lifeline.hold(order.work_dir)
 
     def emit(kind, fields, arrays=None):

@@ -1,7 +1,11 @@
 """A job's processes live no longer than their server, and a job never runs twice at once.
 
-- ``die_with_parent``: a job's process (a child of the fork server, which exits when the
-  server does) and each rank of a multi-rank job (a child of the job's process) call it
+- ``end_with_reader``: a job's process leads a process group of its own (its ranks join it),
+  watches the pipe its events go to the server through, and kills the group as soon as the
+  server's end is closed (the server ended, killed or not). Its parent is the fork server,
+  which cannot tell: every process it starts holds the fd whose closing would tell it the
+  server has gone, so it outlives the server as long as they do.
+- ``die_with_parent``: each rank of a multi-rank job (a child of the job's process) calls it
   first; the kernel kills the process when its parent ends (Linux ``PR_SET_PDEATHSIG``),
   elsewhere a thread polls the parent and ends the process within ``POLL_S``. A server killed
   by SIGKILL therefore takes its jobs and their ranks with it.
@@ -17,6 +21,7 @@ import ctypes
 import fcntl
 import logging
 import os
+import select
 import signal
 import sys
 import threading
@@ -31,9 +36,9 @@ PR_SET_PDEATHSIG = 1
 _held: list[int] = []  # the lock's descriptors, open for this process's life
 
 
-def die_with_parent() -> None:
-    """End this process as soon as its parent ends, killed or not."""
-    parent = os.getppid()
+def die_with_parent(parent: int) -> None:
+    """End this process as soon as its parent, process ``parent``, ends, killed or not (even
+    if it ended before this call)."""
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
@@ -47,6 +52,21 @@ def die_with_parent() -> None:
         threading.Thread(target=watch, name="die-with-parent", daemon=True).start()
     if os.getppid() != parent:  # the parent ended before the kernel was told
         os._exit(1)
+
+
+def end_with_reader(connection) -> None:
+    """Make this process lead a new process group, which its children join, and kill that
+    group (SIGKILL) as soon as the reading end of ``connection``, the writing end of a
+    one-way pipe (``multiprocessing.Pipe(duplex=False)``), is closed everywhere."""
+    os.setpgid(0, 0)
+    poller = select.poll()
+    poller.register(connection.fileno(), select.POLLERR | select.POLLHUP)
+
+    def watch() -> None:
+        poller.poll()
+        os.killpg(0, signal.SIGKILL)
+
+    threading.Thread(target=watch, name="end-with-reader", daemon=True).start()
 
 
 def hold(work_dir: Path) -> None:

@@ -16,6 +16,7 @@ the job.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -233,7 +234,8 @@ def run_ranks(ctx: JobContext, settings: Settings, inputs, run_dir: Path) -> boo
     def ranks() -> None:
         try:
             distributed.spawn(_job_rank, settings.ranks, kind,
-                              (settings, inputs, run_dir, ctx.checkpoints, events, stop))
+                              (settings, inputs, run_dir, ctx.checkpoints, events, stop,
+                               os.getpid()))
         except Exception as error:  # a rank's failure: reported by the job below
             outcome["error"] = error
 
@@ -259,10 +261,11 @@ def run_ranks(ctx: JobContext, settings: Settings, inputs, run_dir: Path) -> boo
     return not stopped
 
 
-def _job_rank(world, settings: Settings, inputs, run_dir: Path, checkpoints, events, stop
-              ) -> None:
-    """One rank of a multi-rank job (in a process of its own): train, and on rank 0 report
-    through ``events`` and write the result. A UserError goes back as ("failed", message)."""
+def _job_rank(world, settings: Settings, inputs, run_dir: Path, checkpoints, events, stop,
+              job_pid: int) -> None:
+    """One rank of a multi-rank job (in a process of its own, a child of the job's process
+    ``job_pid``, and ending with it): train, and on rank 0 report through ``events`` and
+    write the result. A UserError goes back as ("failed", message)."""
     from diffrec.errors import UserError
     from diffrec.pipeline.outputs import write_result
     from diffrec.pipeline.run import optimize
@@ -270,7 +273,7 @@ def _job_rank(world, settings: Settings, inputs, run_dir: Path, checkpoints, eve
     def emit(kind, fields, arrays=None):
         events.put((kind, fields, arrays))
 
-    lifeline.die_with_parent()
+    lifeline.die_with_parent(job_pid)
     lifeline.hold(checkpoints.directory)
     reporter = JobReporter(emit, stop.is_set, checkpoints)
     try:

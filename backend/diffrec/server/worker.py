@@ -11,7 +11,9 @@ A job that fails has its partial files (results and checkpoints) removed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import shutil
 import signal
 import threading
@@ -201,8 +203,10 @@ class Worker(Executor):
                     child_stop.set()
                     stop_asked = time.monotonic()
                 if stop_asked is not None and time.monotonic() - stop_asked > STOP_GRACE_S:
-                    log.info("job %s did not stop within %.1f s; killing its process",
+                    log.info("job %s did not stop within %.1f s; killing its processes",
                              ticket.job_id, STOP_GRACE_S)
+                    with contextlib.suppress(ProcessLookupError):  # its group: it and its ranks
+                        os.killpg(process.pid, signal.SIGKILL)
                     process.kill()
                     break
                 if not receiver.poll(POLL_S):
