@@ -36,7 +36,7 @@ def add_arguments(parser) -> None:
                         help="require CURVE encryption and the allow-list on loopback too")
     parser.add_argument("--retention-days", type=float, default=7.0,
                         help="delete finished jobs this many days after they end (default 7)")
-    quotas = parser.add_argument_group("quotas per client key")
+    quotas = parser.add_argument_group("quotas per client key, bounds per job")
     for name, kind, what in QUOTA_FLAGS:
         default = getattr(DEFAULT_QUOTAS, name)
         quotas.add_argument(f"--max-{name.replace('_', '-')}", dest=f"max_{name}", type=kind,
