@@ -293,16 +293,20 @@ class JobTable:
         """Hand waiting jobs to the executor: owners take turns (round robin, one job each
         per turn), each with at most ``quotas.running_jobs`` handed at once."""
         handed = Counter(self.records[job_id].owner for job_id in self.handed)
-        for owner in list(self.waiting):
-            queue_ = self.waiting[owner]
-            while queue_ and handed[owner] < self.quotas.running_jobs:
+        turns = True
+        while turns:
+            turns = False
+            for owner in list(self.waiting):
+                if handed[owner] >= self.quotas.running_jobs:
+                    continue
+                queue_ = self.waiting.pop(owner)
                 ticket = queue_.popleft()
                 self.handed.add(ticket.job_id)
                 handed[owner] += 1
                 self.worker.enqueue(ticket)
-            del self.waiting[owner]
-            if queue_:  # the owner's turn is over: to the back of the line
-                self.waiting[owner] = queue_
+                turns = True
+                if queue_:  # the owner's turn is over: to the back of the line
+                    self.waiting[owner] = queue_
 
     def _unqueue(self, job_id: str) -> bool:
         """Take a job that has not started out of the queues; whether it was waiting."""
@@ -324,8 +328,9 @@ class JobTable:
         return sum(r.owner == owner and r.state == "queued" for r in self.records.values())
 
     def _recover(self) -> None:
-        """Queued jobs stay queued; a job that was running resumes from its checkpoint."""
-        for record in sorted(self.records.values(), key=lambda r: r.seq):
+        """Queued jobs stay queued; a job that was running resumes from its checkpoint, handed
+        to the executor before its owner's queued jobs (a cluster re-attaches to it)."""
+        for record in sorted(self.records.values(), key=lambda r: (r.state != "running", r.seq)):
             if record.state not in ("queued", "running"):
                 continue
             if record.stop == "delete":  # asked for before the server stopped
