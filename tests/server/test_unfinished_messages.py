@@ -5,7 +5,10 @@ socket, for a bounded time, reusing one buffer."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -16,6 +19,7 @@ from server_helpers import server_in_process
 from diffrec import cli
 from diffrec.protocol import Client, read_keypair, write_keypair
 from diffrec.protocol.limits import MAX_FRAME_BYTES, MIB, PEER_BUDGET_BYTES
+from diffrec.server import gate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 from zmtp_peer import send_unfinished, zmtp_dealer
@@ -74,3 +78,15 @@ def test_finished_messages_leave_no_balance(tmp_path, curve):
         while server.gate.held_bytes() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert server.gate.held_bytes() == 0
+
+
+def test_a_killed_servers_gate_folder_is_removed_by_the_next(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f"{gate.FOLDER_PREFIX}{dead.pid}-abc"
+    live = tmp_path / f"{gate.FOLDER_PREFIX}{os.getpid()}-def"
+    for folder in (stale, live):
+        folder.mkdir()
+    gate.remove_stale_folders()
+    assert not stale.exists() and live.exists()

@@ -30,6 +30,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import zmq
 
@@ -53,6 +54,8 @@ GREETING_KEPT = 32
 CURVE_OVERHEAD = 33
 """A CURVE data frame's bytes besides the frame it carries: the command name, the nonce and
 the box's MAC and flags."""
+FOLDER_PREFIX = "diffrec-gate-"
+"""The private folders are ``FOLDER_PREFIX<server pid>-<random>`` in the temporary folder."""
 READ_BYTES = 256 * 1024
 POLL_S = 0.05
 
@@ -124,7 +127,8 @@ class Gate:
     def __init__(self, host: str, port: int, peer_budget: int = PEER_BUDGET_BYTES,
                  total_budget: int = TOTAL_BUDGET_BYTES, idle_s: float = GATE_IDLE_S):
         self.peer_budget, self.total_budget, self.idle_s = peer_budget, total_budget, idle_s
-        self.folder = tempfile.mkdtemp(prefix="diffrec-gate-")  # mode 0700
+        remove_stale_folders()
+        self.folder = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-")  # mode 0700
         self.upstream = f"ipc://{self.folder}/router"
         family, kind, proto, _, address = socket.getaddrinfo(
             None if host in ("*", "") else host, port, type=socket.SOCK_STREAM,
@@ -318,6 +322,20 @@ class Gate:
             end.close()
         with contextlib.suppress(OSError):
             os.unlink(os.path.join(self.folder, link.name))
+
+
+def remove_stale_folders() -> None:
+    """Remove the private folders of gates whose server is gone (killed, so it could not)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{FOLDER_PREFIX}*-*"):
+        pid = folder.name[len(FOLDER_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or folder.stat().st_uid != os.getuid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except PermissionError:
+            pass  # a live process of another user has this pid
 
 
 def open_gate(bind: str) -> Gate | None:
