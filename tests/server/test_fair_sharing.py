@@ -12,8 +12,9 @@ from conftest import curve_server
 from server_helpers import error_of, fit_spec, open_client, target_images
 
 WALL_TIME_S = 8.0
-START_SLACK_S = 12.0
-"""B's job must start within one A job's wall time and this (process start, polling)."""
+START_SLACK_S = 30.0
+"""B's job must start within one A job's wall time and this (process starts on a loaded
+2-core machine, polling)."""
 
 
 @pytest.fixture(scope="module")

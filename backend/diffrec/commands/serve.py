@@ -59,7 +59,8 @@ QUOTA_FLAGS = (
                                  "suffixes"),
     ("stored_bytes", byte_size, "bytes of uploaded and submitted inputs held"),
     ("queued_jobs", int, "jobs queued or running at once"),
-    ("running_jobs", int, "jobs handed to the worker at once; keys take turns"),
+    ("running_jobs", int, "jobs handed to the worker at once, 0: 1 on this machine, no limit "
+                          "on a cluster; keys take turns"),
     ("iterations", int, "iterations one job may ask for (per pass)"),
     ("wall_time_s", float, "seconds one job may run before it fails"),
 )

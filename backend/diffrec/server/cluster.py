@@ -32,6 +32,7 @@ import hashlib
 import logging
 import os
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -141,6 +142,9 @@ class _Job:
 class RayExecutor(Executor):
     """Runs tickets as Ray actors on the cluster at ``address`` (see the module docstring);
     connects unless this process already is connected to Ray."""
+
+    running_per_key = sys.maxsize
+    """As many as the cluster has room for: keys still take turns as jobs are handed out."""
 
     def __init__(self, address: str, data_dir: Path, report: Report):
         self.namespace = namespace(data_dir)

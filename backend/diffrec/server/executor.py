@@ -47,6 +47,10 @@ class Ticket:
 class Executor(ABC):
     """Runs tickets and reports on them (see the module docstring). Thread-safe."""
 
+    running_per_key: int = 1
+    """Jobs of one client key the table hands it at once unless the server says otherwise
+    (``Quotas.running_jobs``)."""
+
     @abstractmethod
     def enqueue(self, ticket: Ticket) -> None:
         """Run ``ticket`` when there is room."""

@@ -291,13 +291,15 @@ class JobTable:
 
     def _dispatch(self) -> None:
         """Hand waiting jobs to the executor: owners take turns (round robin, one job each
-        per turn), each with at most ``quotas.running_jobs`` handed at once."""
+        per turn), each with at most ``quotas.running_jobs`` (or the executor's own share)
+        handed at once."""
         handed = Counter(self.records[job_id].owner for job_id in self.handed)
+        limit = self.quotas.running_jobs or self.worker.running_per_key
         turns = True
         while turns:
             turns = False
             for owner in list(self.waiting):
-                if handed[owner] >= self.quotas.running_jobs:
+                if handed[owner] >= limit:
                     continue
                 queue_ = self.waiting.pop(owner)
                 ticket = queue_.popleft()

@@ -26,9 +26,10 @@ class Quotas:
     """Complete blobs held (uploaded, or inline inputs of submitted jobs), summed."""
     queued_jobs: int = 100
     """Jobs queued or running at once."""
-    running_jobs: int = 1
+    running_jobs: int = 0
     """Jobs handed to the executor at once (running, or next in its queue); a key's other
-    jobs wait, and keys take turns (round robin) as jobs end."""
+    jobs wait, and keys take turns (round robin) as jobs end. 0: the executor's own share
+    (``Executor.running_per_key``: 1 on the local worker, no limit on a cluster)."""
     iterations: int = 1_000_000
     """Iterations one job may ask for (per pass); more is refused at submit."""
     wall_time_s: float = 24 * 3600.0
