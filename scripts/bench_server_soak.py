@@ -13,11 +13,20 @@ checks that no job and no finished upload was lost and that every job that ended
 results byte-identical to its reference run. It prints requests/s, p50/p99 latency (a request
 caught by a restart waits for the new server: that is in the tail), the server's RSS before
 and after, and exits 1 if any check failed.
+
+Then two figures of issue 26. Misbehaving peers: ``--misbehaving`` raw ZMTP connections send
+4 MiB frames with MORE set and never the last one for ``--misbehaving-seconds`` while a
+normal client pings; it prints the server's RSS before and at its peak, and the pings' p99.
+Fairness: a second server (CURVE, keys A and B, ``--max-wall-time-s --wall-time``) gets
+``--long-jobs`` jobs of 10^6 iterations from key A, then a 5-iteration job from key B; it
+prints how long B's job took to start.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import random
 import statistics
 import subprocess
@@ -29,8 +38,10 @@ from pathlib import Path
 
 import numpy as np
 from bench_transfer import free_port
+from zmtp_peer import send_unfinished, zmtp_dealer
 
-from diffrec.protocol import Client, ServerError, ServerUnavailable
+from diffrec import cli
+from diffrec.protocol import Client, ServerError, ServerUnavailable, read_keypair, write_keypair
 from diffrec.protocol.limits import MIB
 
 VARIANTS = 4
@@ -65,8 +76,9 @@ class TimedClient(Client):
 class ServerUnderTest:
     """``diffrec serve`` in a child process that can be killed and started again."""
 
-    def __init__(self, data_dir: Path):
+    def __init__(self, data_dir: Path, *extra: str):
         self.data_dir = data_dir
+        self.extra = extra
         self.address = f"tcp://127.0.0.1:{free_port()}"
         self.process: subprocess.Popen | None = None
         self.restarts = 0
@@ -74,7 +86,7 @@ class ServerUnderTest:
     def start(self) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "diffrec", "serve", "--bind", self.address, "--data-dir",
-             str(self.data_dir), "--device", "cpu", "--max-queued-jobs", "1000"],
+             str(self.data_dir), "--device", "cpu", "--max-queued-jobs", "1000", *self.extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def kill_and_restart(self) -> None:
@@ -220,6 +232,58 @@ def references(client: Client, out: Path) -> dict[int, dict[str, bytes]]:
     return refs
 
 
+def misbehaving_phase(server: ServerUnderTest, connections: int,
+                      seconds: float) -> tuple[float, float, float]:
+    """(RSS before in MiB, peak RSS in MiB, ping p99 in ms) while ``connections`` raw peers
+    send unfinished messages of up to 100 frames of 4 MiB each for ``seconds``."""
+    rss_before, peak, pings = server.rss_mib(), 0.0, []
+    peers = [zmtp_dealer(server.address) for _ in range(connections)]
+    sender = threading.Thread(target=send_unfinished,
+                              args=(peers, 100, 4 * MIB, time.monotonic() + seconds))
+    sender.start()
+    with Client(server.address, timeout=10.0, retry_for=30.0) as client:
+        while sender.is_alive():
+            began = time.perf_counter()
+            client.ping()
+            pings.append(time.perf_counter() - began)
+            peak = max(peak, server.rss_mib())
+            time.sleep(0.1)
+    for peer in peers:
+        peer.close()
+    pings.sort()
+    return rss_before, peak, pings[int(0.99 * (len(pings) - 1))] * 1000
+
+
+def fairness_phase(root: Path, long_jobs: int, wall_time_s: float) -> float:
+    """Seconds from key B's submit of a 5-iteration job until it ran, on a CURVE server where
+    key A had submitted ``long_jobs`` jobs of 10^6 iterations just before."""
+    data = root / "fair"
+    keys = {name: write_keypair(root / name, "client") for name in ("a", "b")}
+    with contextlib.redirect_stdout(io.StringIO()):  # the keys' own messages
+        cli.main(["keys", "init", "--data-dir", str(data), "--host", "127.0.0.1"])
+        for public, _ in keys.values():
+            cli.main(["keys", "allow", "--data-dir", str(data), "--", public])
+    server = ServerUnderTest(data, "--curve", "--max-wall-time-s", str(wall_time_s))
+    server.start()
+    server_key = read_keypair(data / "keys", "server")[0]
+    images = {"images": variant_images(0)}
+    long_spec = {**job_spec(), "iterations": 1_000_000, "checkpoint_every": 100_000}
+    try:
+        with Client(server.address, timeout=10.0, retry_for=60.0, server_key=server_key,
+                    client_keypair=keys["a"]) as a, \
+                Client(server.address, timeout=10.0, retry_for=60.0, server_key=server_key,
+                       client_keypair=keys["b"]) as b:
+            for index in range(long_jobs):
+                a.submit(f"long-{index}", long_spec, images)
+            submitted = time.monotonic()
+            b.submit("small", {**job_spec(), "iterations": 5}, images)
+            while b.status("small")["state"] == "queued":
+                time.sleep(0.1)
+            return time.monotonic() - submitted
+    finally:
+        server.stop()
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=50)
@@ -227,6 +291,12 @@ def main(argv=None) -> int:
     parser.add_argument("--kills", type=int, default=3, help="SIGKILL + restart this often")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tmp", default=None, help="where the server's data goes")
+    parser.add_argument("--misbehaving", type=int, default=4,
+                        help="raw connections holding unfinished messages at the end")
+    parser.add_argument("--misbehaving-seconds", type=float, default=10.0)
+    parser.add_argument("--long-jobs", type=int, default=3, help="key A's jobs (fairness)")
+    parser.add_argument("--wall-time", type=float, default=10.0,
+                        help="the fairness server's --max-wall-time-s")
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory(dir=args.tmp) as temp:
@@ -254,8 +324,10 @@ def main(argv=None) -> int:
                 problems = soak.final_check(client, wait_s=120.0)
                 client.ping()
             rss_after = server.rss_mib()
+            misbehaving = misbehaving_phase(server, args.misbehaving, args.misbehaving_seconds)
         finally:
             server.stop()
+        waited = fairness_phase(Path(temp), args.long_jobs, args.wall_time)
     latencies = sorted(soak.latencies)
     counts = soak.counts
     if counts["mismatched"]:
@@ -271,6 +343,12 @@ def main(argv=None) -> int:
           f"{counts['deleted']}; uploads {counts['uploads']}")
     print(f"server RSS {rss_before:.0f} MiB before, {rss_after:.0f} MiB after (the process "
           f"after the last restart)")
+    print(f"misbehaving: {args.misbehaving} connections holding unfinished messages for "
+          f"{args.misbehaving_seconds:g} s: server RSS {misbehaving[0]:.0f} MiB before, peak "
+          f"{misbehaving[1]:.0f} MiB; ping p99 {misbehaving[2]:.0f} ms meanwhile")
+    print(f"fairness: key B's 5-iteration job started {waited:.1f} s after its submit, key A "
+          f"holding {args.long_jobs} jobs of 10^6 iterations (wall-time limit "
+          f"{args.wall_time:g} s)")
     for sample in soak.error_samples:
         print(f"  error: {sample}")
     for problem in problems:

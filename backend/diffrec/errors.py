@@ -7,3 +7,10 @@ class UserError(Exception):
 
 class Cancelled(Exception):
     """A run was asked to stop (``should_stop``); its last checkpoint holds its state."""
+
+
+def one_line(error: BaseException, limit: int = 200) -> str:
+    """``error``'s message on one line (a library's multi-line text joined), at most ``limit``
+    characters: for sentences that quote another library's complaint."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text if len(text) <= limit else text[:limit - 1] + "…"

@@ -35,21 +35,27 @@ def server(tmp_path_factory) -> ServerProcess:
     server.kill()
 
 
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory):
-    """A CURVE server on loopback (--curve) with clients 'alice' and 'bob' allowed:
-    (server, its public key, {name: key pair}); 'eve' has a key pair but is not allowed."""
-    root = tmp_path_factory.mktemp("secure")
+def curve_server(root: Path, *extra: str) -> tuple[ServerProcess, str, dict]:
+    """A started CURVE server on loopback (--curve, and ``extra`` flags) with clients 'alice'
+    and 'bob' allowed: (server, its public key, {name: key pair}); 'eve' has a key pair but
+    is not allowed."""
     data = root / "data"
     assert cli.main(["keys", "init", "--data-dir", str(data), "--host", "127.0.0.1"]) == 0
     keys = {name: write_keypair(root / name, "client") for name in ("alice", "bob", "eve")}
     for name in ("alice", "bob"):
         # "--": a Z85 key may start with "-" (one in 85), which argparse takes for an option
         assert cli.main(["keys", "allow", "--data-dir", str(data), "--", keys[name][0]]) == 0
-    server = ServerProcess(data, "--curve")
+    server = ServerProcess(data, "--curve", *extra)
     server_key = read_keypair(data / "keys", "server")[0]
     server.start(wait=False)
     server.wait_ready(server_key=server_key, client_keypair=keys["alice"])
+    return server, server_key, keys
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory):
+    """``curve_server`` shared by a module's tests."""
+    server, server_key, keys = curve_server(tmp_path_factory.mktemp("secure"))
     yield server, server_key, keys
     server.kill()
 

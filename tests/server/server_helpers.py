@@ -16,8 +16,9 @@ from pathlib import Path
 from unittest import mock
 
 import numpy as np
+import pytest
 
-from diffrec.protocol import Client
+from diffrec.protocol import Client, ServerError
 
 START_TIMEOUT_S = 60.0
 HASH_BLOCK_BYTES = 4 * 1024 * 1024  # docs/protocol.md, "Blobs"
@@ -136,3 +137,27 @@ def fit_spec(**overrides) -> dict:
 
 def target_images(count: int = 4, size: int = 16, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).random((count, size, size, 3), dtype=np.float32)
+
+
+def error_of(call) -> ServerError:
+    """The ServerError that ``call()`` raises (the test fails if it raises none)."""
+    with pytest.raises(ServerError) as info:
+        call()
+    return info.value
+
+
+def optimize_inputs(count: int = 4, size: int = 16) -> dict[str, np.ndarray]:
+    """Valid ``optimize`` inputs: a grey disc seen by ``count`` cameras around the origin."""
+    from diffrec.camera import look_at
+
+    angles = np.arange(count) * 2 * np.pi / count
+    eyes = np.stack([3 * np.cos(angles), 3 * np.sin(angles), np.full(count, 0.5)], -1)
+    cameras = look_at(eyes, (0.0, 0.0, 0.0)).numpy().astype(np.float32)
+    focal = size / (2 * np.tan(np.radians(20)))
+    intrinsics = np.tile(np.array([focal, focal, size / 2, size / 2, 0.1, 10], np.float32),
+                         (count, 1))
+    rows, cols = np.mgrid[:size, :size] + 0.5 - size / 2
+    disc = (np.hypot(rows, cols) < size / 4).astype(np.float32)
+    images = np.zeros((count, size, size, 4), np.float32)
+    images[..., :3], images[..., 3] = 0.5 * disc[..., None], disc
+    return {"images": images, "cameras": cameras, "intrinsics": intrinsics}

@@ -14,8 +14,10 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_server_soak.py
 def test_soak_smoke_run_loses_nothing(tmp_path):
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "--clients", "3", "--seconds", "3", "--kills", "1",
-         "--tmp", str(tmp_path)],
+         "--tmp", str(tmp_path), "--misbehaving", "1", "--misbehaving-seconds", "2",
+         "--long-jobs", "2", "--wall-time", "5"],
         capture_output=True, text=True, timeout=180, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 SIGKILL + restart" in done.stdout and "errors 0" in done.stdout
     assert "lost 0, problems 0" in done.stdout
+    assert "misbehaving: 1 connections" in done.stdout and "fairness: key B's" in done.stdout

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from server_helpers import (
     blob_path,
+    error_of,
     fit_spec,
     open_client,
     reference_content_hash,
@@ -22,7 +23,7 @@ from server_helpers import (
     target_images,
 )
 
-from diffrec.protocol import Client, ServerError
+from diffrec.protocol import Client
 from diffrec.protocol.limits import CHUNK_BYTES, MIB
 from diffrec.protocol.transfer import ResumableFile
 from diffrec.server import blobs as blob_module
@@ -43,12 +44,6 @@ def send_chunks(client: Client, payload: bytes, blob: str, count: int) -> dict:
         ack = client.call("chunk", {"blob": blob, "size": len(payload), "offset": start},
                           {"data": data})
     return ack
-
-
-def error_of(call) -> ServerError:
-    with pytest.raises(ServerError) as info:
-        call()
-    return info.value
 
 
 def test_another_key_cannot_truncate_or_resume_an_unfinished_upload(secured):

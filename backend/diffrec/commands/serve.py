@@ -36,13 +36,13 @@ def add_arguments(parser) -> None:
                         help="require CURVE encryption and the allow-list on loopback too")
     parser.add_argument("--retention-days", type=float, default=7.0,
                         help="delete finished jobs this many days after they end (default 7)")
-    quotas = parser.add_argument_group("quotas per client key")
+    quotas = parser.add_argument_group("quotas per client key, bounds per job")
     for name, kind, what in QUOTA_FLAGS:
         default = getattr(DEFAULT_QUOTAS, name)
         quotas.add_argument(f"--max-{name.replace('_', '-')}", dest=f"max_{name}", type=kind,
-                            default=default, metavar="N" if kind is int else "SIZE",
+                            default=default, metavar=_METAVARS.get(kind, "SIZE"),
                             help=f"{what} (default {default:,}"
-                                 f"{' bytes' if kind is not int else ''})")
+                                 f"{' bytes' if kind is byte_size else ''})")
 
 
 def byte_size(text: str) -> int:
@@ -59,8 +59,15 @@ QUOTA_FLAGS = (
                                  "suffixes"),
     ("stored_bytes", byte_size, "bytes of uploaded and submitted inputs held"),
     ("queued_jobs", int, "jobs queued or running at once"),
+    ("running_jobs", int, "jobs handed to the worker at once, 0: 1 on this machine, no limit "
+                          "on a cluster; keys take turns"),
+    ("iterations", int, "iterations one job may ask for (per pass)"),
+    ("wall_time_s", float, "seconds one job may run before it fails"),
 )
 """(Quotas field, flag type, help) for each ``--max-...`` flag."""
+
+
+_METAVARS = {int: "N", float: "SECONDS"}
 
 
 def quotas_from_args(args) -> Quotas:

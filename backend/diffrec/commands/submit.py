@@ -19,6 +19,7 @@ import numpy as np
 
 from diffrec.errors import UserError
 from diffrec.protocol import ProtocolError, ServerUnavailable
+from diffrec.protocol.captures import CaptureError, inside
 from diffrec.protocol.settings import FIELDS
 
 from ._connection import add_server_arguments, connect
@@ -61,12 +62,18 @@ def load_job(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
         raise UserError(f"cannot read the job file {path}: {exc}") from None
     if not isinstance(config, dict) or not isinstance(config.get("spec"), dict):
         raise UserError(f"{path} must be a JSON object with a 'spec' object")
+    inputs = config.get("inputs", {})
+    if not isinstance(inputs, dict) or not all(isinstance(v, str) for v in inputs.values()):
+        raise UserError(f"{path}: 'inputs' must map input names to .npy paths relative to it")
     arrays = {}
-    for name, relative in config.get("inputs", {}).items():
+    for name, relative in inputs.items():
         try:
-            arrays[name] = np.load(path.parent / relative, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise UserError(f"input {name!r}: cannot load {relative}: {exc}") from None
+            arrays[name] = np.load(inside(path.parent, relative, f"{path}, input {name!r}"),
+                                   allow_pickle=False)
+        except CaptureError as exc:
+            raise UserError(str(exc)) from None
+        except (OSError, ValueError, EOFError) as exc:
+            raise UserError(f"{path}, input {name!r}: cannot load {relative}: {exc}") from None
     return config["spec"], arrays
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import struct
 from pathlib import Path
 
 import cv2
@@ -21,7 +22,7 @@ import numpy as np
 import pygltflib as gl
 import torch
 
-from diffrec.errors import UserError
+from diffrec.errors import UserError, one_line
 from diffrec.geometry.cleanup import weld_vertices
 from diffrec.io.images import decode_image
 from diffrec.io.material import Asset, Material, decode_normal_map, yup_to_blender
@@ -45,7 +46,18 @@ def read_gltf(path: str | Path, weld: bool = True) -> Asset:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"glTF file not found: {path}")
+    try:
+        return _read(path, weld)
+    except (ValueError, LookupError, TypeError, AttributeError, struct.error, OSError) as error:
+        raise UserError(f"cannot read the glTF file {path}: {one_line(error)}; is the file "
+                        "whole, and glTF 2.0?") from None
+
+
+def _read(path: Path, weld: bool) -> Asset:
+    """``read_gltf`` on an existing file; a malformed one raises what its parser raises."""
     gltf = gl.GLTF2().load(str(path))
+    if gltf is None:
+        raise ValueError("not a glTF file")
     reader = _Reader(gltf, path)
     parts = [
         reader.primitive(primitive, matrix)

@@ -26,7 +26,7 @@ import numpy as np
 import OpenEXR
 
 from diffrec.color import linear_to_srgb, srgb_to_linear
-from diffrec.errors import UserError
+from diffrec.errors import UserError, one_line
 
 INTEGER_SUFFIXES = (".png", ".jpg", ".jpeg")
 FLOAT_SUFFIXES = (".exr", ".hdr")
@@ -42,9 +42,13 @@ def read_image(path: str | Path, *, data: bool = False) -> np.ndarray:
     suffix = _suffix(path)
     if not path.is_file():
         raise UserError(f"image file not found: {path}")
-    if suffix == ".exr":
-        return _read_exr(path)
-    return decode_image(path.read_bytes(), data=data, name=str(path))
+    try:
+        if suffix == ".exr":
+            return _read_exr(path)
+        return decode_image(path.read_bytes(), data=data, name=str(path))
+    except (cv2.error, RuntimeError, ValueError, OSError) as error:  # the decoders' complaints
+        raise UserError(f"cannot read the image {path}: {one_line(error)}; is the file whole, "
+                        f"and a {suffix[1:].upper()} image?") from None
 
 
 def write_image(path: str | Path, image, *, data: bool = False, bit_depth: int = 8) -> None:
@@ -73,7 +77,8 @@ def write_image(path: str | Path, image, *, data: bool = False, bit_depth: int =
 
 def decode_image(buffer: bytes, *, data: bool = False, name: str = "image") -> np.ndarray:
     """Decode PNG / JPEG / HDR bytes (as embedded in a GLB) like ``read_image`` reads a file."""
-    raw = cv2.imdecode(np.frombuffer(buffer, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
+    raw = (cv2.imdecode(np.frombuffer(buffer, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
+           if len(buffer) else None)
     if raw is None:
         raise UserError(f"cannot decode {name}: not a PNG, JPEG or Radiance HDR image")
     raw = raw[..., None] if raw.ndim == 2 else raw

@@ -72,3 +72,26 @@ def check_bounds(config, memory_bytes: int, triangles: int | None = None) -> Non
         name, (_, advice) = max(parts.items(), key=lambda item: item[1][0])
         raise UserError(f"these settings would need about {total / GIB:.1f} GiB of memory "
                         f"together and {have}: {advice} (the largest part is {name})")
+
+
+def device_ranks(device: str) -> int:
+    """How many ranks a job may have on ``device`` (a torch device string): one per GPU on
+    CUDA, one per CPU core otherwise."""
+    import torch
+
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return torch.cuda.device_count()
+    return os.cpu_count() or 1
+
+
+def check_ranks(config, ranks_available: int) -> None:
+    """Raise UserError if ``config.ranks`` is over ``ranks_available`` (``device_ranks``) or
+    its batch does not split evenly over them; checked before any rank starts."""
+    from diffrec.pipeline.sampler import rank_share
+
+    if config.ranks > ranks_available:
+        raise UserError(f"ranks {config.ranks} is more than this worker has room for "
+                        f"({ranks_available}: one per GPU, or per CPU core without one): "
+                        f"lower ranks to {ranks_available} or fewer")
+    if config.ranks > 1:
+        rank_share(config.batch, config.ranks)

@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-from diffrec.errors import UserError
+from diffrec.errors import UserError, one_line
 from diffrec.protocol.captures import (
     IMAGE_SUFFIXES,
     LLFF_DEPTH_MARGIN,
@@ -56,6 +56,7 @@ from diffrec.protocol.captures import (
     choose_image_folder,
     detect_layout,
     find_masks,
+    inside,
     nearest_point_to_lines,
     read_capture,
 )
@@ -135,7 +136,8 @@ def read_colmap(folder: str | Path, *, longest_side: int | None = None,
                    key=lambda image: image.name)
     unposed = len(reconstruction.images) - len(posed)
     if not posed:
-        raise CaptureError(f"the COLMAP model in {model} has no registered images")
+        raise CaptureError(f"the COLMAP model in {model} has no registered images (its "
+                           f"images{_model_suffix(model)} lists none with a pose)")
     if unposed:
         log.warning("%d of %d images of the COLMAP model in %s have no pose; leaving them out",
                     unposed, len(reconstruction.images), model)
@@ -190,8 +192,10 @@ def read_model(model: Path):
             # no points: an empty text file, or a binary one holding the count 0 (uint64)
             (Path(scratch) / f"points3D{suffix}").write_bytes(bytes(8 if suffix == ".bin" else 0))
             read(scratch)
-    except (ValueError, RuntimeError) as error:
-        raise CaptureError(f"cannot read the COLMAP model in {model}: {error}") from None
+    except (ValueError, RuntimeError, LookupError) as error:
+        files = ", ".join(p.name for p in sorted(model.glob(f"*{suffix}")))
+        raise CaptureError(f"cannot read the COLMAP model in {model} ({files}): "
+                           f"{one_line(error)}; export it from COLMAP again") from None
     return reconstruction
 
 
@@ -249,13 +253,14 @@ def _image_paths(image_folder: Path, names: list[str], model: Path) -> list[Path
                            f"model in {model})")
     paths, missing = [], []
     for name in names:
-        path = image_folder / name
+        where = f"image {name!r} of the COLMAP model in {model}"
+        path = inside(image_folder, name, where)
         if not path.is_file():
             path = next((path.with_suffix(suffix) for suffix in IMAGE_SUFFIXES
                          if path.with_suffix(suffix).is_file()), path)
         if not path.is_file():
             missing.append(name)
-        paths.append(path)
+        paths.append(inside(image_folder, path.relative_to(image_folder), where))
     if missing:
         shown = ", ".join(missing[:_NAMED]) + (", ..." if len(missing) > _NAMED else "")
         raise CaptureError(f"{len(missing)} of {len(names)} images of the COLMAP model in "

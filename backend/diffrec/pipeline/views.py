@@ -133,7 +133,7 @@ def resize_rgba(images: torch.Tensor, width: int, height: int) -> torch.Tensor:
     return premultiplied_to_straight(resized).contiguous()
 
 
-_IMAGE_DTYPES = ("float32", "float16", "uint8")
+_IMAGE_DTYPES = ("float32", "float16", "float64", "uint8", "uint16")
 _CAMERA_DTYPES = ("float32", "float64")
 
 
@@ -171,8 +171,8 @@ def from_arrays(
 
     ``camera_to_world`` ``[N, 4, 4]`` and ``intrinsics`` ``[N, 4]`` (fx, fy, cx, cy in pixels,
     wire convention): float32 or float64. ``images`` ``[N, H, W, 4]`` RGBA, straight alpha,
-    rows top-down: float32 / float16 scene-linear (alpha in [0, 1]) or uint8 (colour sRGB,
-    decoded to linear; alpha / 255). ``near`` / ``far``: scalars or ``[N]``.
+    rows top-down: float16 / 32 / 64 scene-linear (alpha in [0, 1]) or uint8 / uint16 (colour
+    sRGB, decoded to linear; alpha / 255 or / 65535). ``near`` / ``far``: scalars or ``[N]``.
     """
     c2w = _checked_tensor("camera_to_world", camera_to_world, _CAMERA_DTYPES, (None, 4, 4))
     intrinsics = _checked_tensor("intrinsics", intrinsics, _CAMERA_DTYPES, (None, 4))
@@ -185,8 +185,8 @@ def from_arrays(
     if len(set(counts.values())) > 1:
         listed = ", ".join(f"{count} {name}" for name, count in counts.items())
         raise UserError(f"view counts do not match ({listed}): send one of each per view")
-    if images.dtype == torch.uint8:
-        scaled = images.float() / 255.0
+    if images.dtype in (torch.uint8, torch.uint16):
+        scaled = images.float() / (255.0 if images.dtype == torch.uint8 else 65535.0)
         images = torch.cat([srgb_to_linear(scaled[..., :3]), scaled[..., 3:]], -1)
     images = images.float()
     if not torch.isfinite(images).all():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,13 +84,15 @@ def from_frame(dtype: np.dtype, shape: tuple[int, ...], buffer) -> np.ndarray:
 @dataclass(frozen=True)
 class ArraySpec:
     """What an array must look like: allowed dtypes, ndim, fixed trailing dims (None = any),
-    finite values, a non-empty first axis."""
+    finite values, a non-empty first axis, and ``values(array)``: what is wrong with the
+    values (a phrase), None when they make sense."""
 
     dtypes: tuple[str, ...]
     ndim: int
     trailing: tuple[int | tuple[int, ...] | None, ...] = ()
     finite: bool = False
     nonempty: bool = True
+    values: Callable[[np.ndarray], str | None] | None = None
 
     def check_layout(self, name: str, dtype: str, shape: tuple[int, ...]) -> None:
         """Check dtype and shape alone (before any array is built from a frame)."""
@@ -113,3 +116,6 @@ class ArraySpec:
         self.check_layout(name, wire_dtype(array), array.shape)
         if self.finite and array.dtype.kind == "f" and not np.isfinite(array).all():
             raise ProtocolError("invalid_input", f"array {name!r} contains NaN or infinite values")
+        why = self.values(array) if self.values else None
+        if why:
+            raise ProtocolError("invalid_input", f"array {name!r}: {why}")

@@ -49,10 +49,24 @@ _DOWNSCALED = re.compile(r"images_(\d+)$")
 # LLFF camera axes (down, right, backwards) -> OpenGL (right, up, backwards)
 _LLFF_TO_OPENGL = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
 LLFF_DEPTH_MARGIN = 2.0  # near / far are the LLFF bounds divided / multiplied by this
+ROTATION_TOLERANCE = 1e-2  # largest |R Rᵀ - I| entry of a camera's rotation as read
 
 
 class CaptureError(ValueError):
     """A capture folder or file that cannot be read; the message says why and what to do."""
+
+
+def inside(folder: Path, name: str | Path, where: str) -> Path:
+    """``folder / name``, which must stay inside ``folder`` once resolved: no absolute path,
+    no ``..`` and no symbolic link leading out of it (a dataset names only its own files);
+    CaptureError naming ``where`` and the entry otherwise."""
+    path = Path(folder) / name
+    root = Path(folder).resolve()
+    if Path(name).is_absolute() or not path.resolve().is_relative_to(root):
+        raise CaptureError(f"{where}: {str(name)!r} leads outside {folder}: a dataset may only "
+                           "name files inside its own folder (a relative path, without '..' or "
+                           "links out of it)")
+    return path
 
 
 @dataclass(frozen=True)
@@ -208,7 +222,7 @@ def read_nerf(path: str | Path, *, near: float = 0.1, far: float = 1000.0) -> Ca
             raise CaptureError(f"{where}: each frame needs a 'file_path' string")
         where += f" ({entry['file_path']})"
         matrix = _matrix(entry.get("transform_matrix"), where)
-        image = _find_image(path.parent, entry["file_path"])
+        image = _find_image(path.parent, entry["file_path"], where)
         if image is None:
             missing.append(entry["file_path"])
         pinhole = nerf_pinhole({**transforms, **entry}, where)
@@ -255,11 +269,12 @@ def nerf_pinhole(keys, where: str) -> Pinhole:
     return Pinhole(**values)
 
 
-def _find_image(folder: Path, file_path: str) -> Path | None:
-    bare = folder / file_path
+def _find_image(folder: Path, file_path: str, where: str) -> Path | None:
+    bare = inside(folder, file_path, where)
     candidates = [bare] if bare.suffix.lower() in IMAGE_SUFFIXES else []
     candidates += [bare.with_name(bare.name + suffix) for suffix in IMAGE_SUFFIXES]
-    return next((c for c in candidates if c.is_file()), None)
+    found = next((c for c in candidates if c.is_file()), None)
+    return found and inside(folder, found.relative_to(folder), where)
 
 
 def write_nerf(path: str | Path, images: list[Path], camera_to_world: np.ndarray,
@@ -314,8 +329,9 @@ def read_llff(folder: str | Path, *, longest_side: int | None = None,
 def _poses_bounds(path: Path) -> np.ndarray:
     try:
         table = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as error:
-        raise CaptureError(f"cannot read {path}: {error}") from None
+    except (OSError, ValueError, EOFError) as error:
+        raise CaptureError(f"cannot read {path} (is it a whole .npy file?): "
+                           f"{' '.join(str(error).split())}") from None
     if table.ndim != 2 or table.shape[1] != 17 or len(table) == 0 or table.dtype.kind != "f":
         raise CaptureError(f"{path} must hold a float array [N, 17] (a 3x5 pose with height, "
                            f"width, focal, then near and far per image), got {table.dtype} "
@@ -327,6 +343,12 @@ def _poses_bounds(path: Path) -> np.ndarray:
     if (hwf <= 0).any() or (bounds[:, 0] <= 0).any() or (bounds[:, 1] <= bounds[:, 0]).any():
         raise CaptureError(f"{path}: heights, widths and focal lengths must be positive and "
                            "each near depth positive and below its far depth")
+    rotations = table[:, :15].reshape(-1, 3, 5)[:, :, :3]
+    skew = np.abs(rotations @ rotations.transpose(0, 2, 1) - np.eye(3)).max(axis=(1, 2))
+    if (skew > ROTATION_TOLERANCE).any():
+        raise CaptureError(f"{path}: row {int(np.argmax(skew))}'s pose has no rotation in its "
+                           "first three columns (they must be orthonormal): fix or drop that "
+                           "row and its image")
     return table
 
 
@@ -350,10 +372,12 @@ def choose_image_folder(folder: Path, longest_side: int | None, full_size: float
 
 
 def image_files(folder: Path) -> list[Path]:
-    """The image files of ``folder`` (not its subfolders), sorted by name."""
+    """The image files of ``folder`` (not its subfolders), sorted by name; none may be a link
+    leading out of the folder's parent (the capture)."""
     if not folder.is_dir():
         raise CaptureError(f"image folder not found: {folder}")
-    return sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    return sorted(inside(folder.parent, p.relative_to(folder.parent), f"image folder {folder}")
+                  for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
 
 
 def find_masks(folder: Path, images: list[Path]) -> list[Path] | None:
@@ -379,7 +403,7 @@ def nearest_point_to_lines(origins: np.ndarray, directions: np.ndarray) -> np.nd
     d = directions / np.linalg.norm(directions, axis=-1, keepdims=True)
     projectors = np.eye(3) - d[:, :, None] * d[:, None, :]
     system, right = projectors.sum(0), (projectors @ origins[:, :, None]).sum(0)[:, 0]
-    if np.linalg.cond(system) > 1e8:
+    if not np.isfinite(system).all() or np.linalg.cond(system) > 1e8:
         return None
     return np.linalg.solve(system, right)
 

@@ -17,6 +17,8 @@ WINDOW_CHUNKS = 8
 """Credit: how many chunks a sender may have in flight before the receiver acknowledges."""
 
 MAX_HEADER_BYTES = 64 * KIB
+MAX_JSON_DEPTH = 32
+"""Deepest nesting of objects and lists in a header (a spec needs a few levels)."""
 MAX_MESSAGE_CHARS = 4096
 """Longest ``message`` a server sends in an event (longer ones are cut, ending in "…")."""
 MAX_ARRAYS = 64
@@ -27,6 +29,18 @@ MAX_INLINE_BYTES = CHUNK_BYTES
 
 MAX_FRAME_BYTES = CHUNK_BYTES + MAX_HEADER_BYTES
 """The socket's ZMQ_MAXMSGSIZE (per frame): a peer sending a bigger frame is disconnected."""
+
+PEER_BUDGET_BYTES = (WINDOW_CHUNKS + 2) * MAX_FRAME_BYTES
+"""Bytes of one connection's messages the server's transport holds at most before it reads
+no more from it (beyond one more frame): the frames of messages not yet read, finished or
+not. A client within its window of chunks never reaches it."""
+
+TOTAL_BUDGET_BYTES = 1 * GIB
+"""The same, for all connections together."""
+
+GATE_IDLE_S = 60.0
+"""A connection with an unfinished message that neither sends nor is served this long is
+closed (its frames freed)."""
 
 MAX_BLOB_BYTES = 64 * GIB
 MAX_NDIM = 6

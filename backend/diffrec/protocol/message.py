@@ -15,7 +15,7 @@ import numpy as np
 
 from .arrays import check_descriptor, from_frame, to_wire
 from .errors import ProtocolError
-from .limits import MAX_ARRAYS, MAX_HEADER_BYTES, MAX_INLINE_BYTES
+from .limits import MAX_ARRAYS, MAX_HEADER_BYTES, MAX_INLINE_BYTES, MAX_JSON_DEPTH
 from .schema import Schema
 
 
@@ -75,6 +75,17 @@ def _finite_float(text: str) -> float:
     return value
 
 
+def json_depth(value) -> int:
+    """How deep ``value`` (decoded JSON) nests objects and lists (a scalar: 0), found without
+    recursion."""
+    depth, level = 0, [value]
+    while level:
+        level = [item for node in level if isinstance(node, dict | list)
+                 for item in (node.values() if isinstance(node, dict) else node)]
+        depth += 1
+    return depth - 1
+
+
 def decode(frames: Sequence, schemas: Mapping[str, Schema]) -> Message:
     """Validate and decode ``frames`` (bytes or zmq.Frame). Any fault raises ProtocolError;
     its ``request_id`` attribute holds the header's ``id`` (or ``re``) when one was readable."""
@@ -94,6 +105,9 @@ def decode(frames: Sequence, schemas: Mapping[str, Schema]) -> Message:
             raise ProtocolError("bad_message", "header must be a JSON object")
         rid = header.get("id", header.get("re"))
         request_id = rid if type(rid) is int else None
+        if json_depth(header) > MAX_JSON_DEPTH:
+            raise ProtocolError("bad_message", f"header nests objects or lists more than "
+                                f"{MAX_JSON_DEPTH} deep")
         op = header.get("op")
         if not isinstance(op, str):
             raise ProtocolError("bad_message", "header needs a string 'op'")

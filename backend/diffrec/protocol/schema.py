@@ -12,6 +12,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .arrays import DTYPES, ArraySpec, shape_problem
 from .errors import ProtocolError
 from .limits import CHUNK_BYTES, MAX_ARRAYS, MAX_BLOB_BYTES
@@ -153,14 +155,52 @@ SERVER_MESSAGES: dict[str, Schema] = {
     "heartbeat": Schema({"time": Field((int, float))}, strict=False),
 }
 
+def _alpha_range(images) -> str | None:
+    """Float images' alpha must lie in [0, 1] (integer images' always does)."""
+    if images.dtype.kind != "f" or images.shape[-1] != 4:
+        return None
+    low, high = float(images[..., 3].min()), float(images[..., 3].max())
+    if low < 0 or high > 1:
+        return f"alpha must lie in [0, 1], found {low:.4g} .. {high:.4g}"
+    return None
+
+
+def _camera_matrices(cameras) -> str | None:
+    """Each matrix must be affine (last row 0 0 0 1) with an invertible 3x3 part."""
+    matrices = np.asarray(cameras, dtype=np.float64)
+    affine = np.abs(matrices[:, 3] - (0, 0, 0, 1)).max(axis=-1) < 1e-6
+    scale = np.abs(np.linalg.det(matrices[:, :3, :3]))
+    bad = np.flatnonzero(~affine | (scale < 1e-9))
+    if bad.size:
+        return (f"camera {bad[0]} is not a camera-to-world matrix (its last row must be "
+                "0 0 0 1 and its 3x3 part a rotation, which is invertible)")
+    return None
+
+
+def _camera_intrinsics(intrinsics) -> str | None:
+    """fx, fy > 0 (pixels); 0 < near < far."""
+    values = np.asarray(intrinsics, dtype=np.float64)
+    bad = np.flatnonzero((values[:, :2] <= 0).any(axis=-1) | (values[:, 4] <= 0)
+                         | (values[:, 5] <= values[:, 4]))
+    if bad.size:
+        fx, fy, _, _, near, far = values[bad[0]]
+        return (f"camera {bad[0]} has fx {fx:g}, fy {fy:g}, near {near:g}, far {far:g}: focal "
+                "lengths must be positive and 0 < near < far")
+    return None
+
+
 _FLOATS = ("float16", "float32", "float64")
 INPUTS: dict[str, ArraySpec] = {
-    # target images (N, H, W, 3|4): scene-linear RGB(A), straight alpha, rows top-down
-    "images": ArraySpec(("uint8", "uint16", *_FLOATS), 4, (None, None, (3, 4)), finite=True),
+    # target images (N, H, W, 3|4): straight alpha, rows top-down; float: scene-linear, alpha
+    # in [0, 1]; uint8 / uint16: sRGB-encoded colour, linear alpha
+    "images": ArraySpec(("uint8", "uint16", *_FLOATS), 4, (None, None, (3, 4)), finite=True,
+                        values=_alpha_range),
     # camera-to-world matrices (N, 4, 4), Blender's convention
-    "cameras": ArraySpec(("float32", "float64"), 3, (4, 4), finite=True),
+    "cameras": ArraySpec(("float32", "float64"), 3, (4, 4), finite=True,
+                         values=_camera_matrices),
     # per camera fx, fy, cx, cy (pixels), near, far
-    "intrinsics": ArraySpec(("float32", "float64"), 2, (6,), finite=True),
+    "intrinsics": ArraySpec(("float32", "float64"), 2, (6,), finite=True,
+                            values=_camera_intrinsics),
     "vertices": ArraySpec(("float32", "float64"), 2, (3,), finite=True),
     "faces": ArraySpec(("int32", "int64"), 2, (3,)),
     # texture coordinates (U, 2), origin bottom-left, indexed per triangle corner by uv_faces

@@ -36,6 +36,7 @@ from diffrec.protocol.schema import REQUESTS
 
 from .blobs import BlobStore
 from .executor import executor_factory
+from .gate import Gate, open_gate
 from .jobs import JobTable
 from .quotas import DEFAULT_QUOTAS, Quotas
 from .registry import runners
@@ -70,6 +71,7 @@ class Server:
         self.socket.maxmsgsize = MAX_FRAME_BYTES
         self.socket.router_mandatory = 1
         self.security: Security | None = None
+        self.gate: Gate | None = None
         self.subscribers: defaultdict[str, set[bytes]] = defaultdict(set)
         self.last_seen: dict[bytes, float] = {}
         self._handlers: dict[str, Callable[[bytes, str, Message], dict | None]] = {
@@ -77,8 +79,9 @@ class Server:
         }
         try:
             self.security = secure(self.context, self.socket, bind, self.data_dir, curve)
-            self.socket.bind(bind)
-            self.endpoint = self.socket.last_endpoint.decode()
+            self.gate = open_gate(bind)
+            self.socket.bind(self.gate.upstream if self.gate else bind)
+            self.endpoint = self.gate.endpoint if self.gate else self.socket.last_endpoint.decode()
             self.jobs = JobTable(JobStore(self.data_dir), self.blobs, runners(device),
                                  executor_factory(device, cluster, self.data_dir),
                                  self._event, lambda job_id: self.subscribers.pop(job_id, None),
@@ -102,6 +105,8 @@ class Server:
                         frames = self.socket.recv_multipart(zmq.NOBLOCK, copy=False)
                     except zmq.Again:
                         break
+                    if self.gate:
+                        self.gate.consumed(frames)
                     self._handle(frames)
             self.jobs.drain_reports()
             now = time.monotonic()
@@ -120,6 +125,8 @@ class Server:
         self.blobs.close()
         if self.security:
             self.security.close()
+        if self.gate:
+            self.gate.close()
         self.socket.close(linger=0)
         self.context.term()
 
@@ -210,7 +217,7 @@ class Server:
 
     def _op_ping(self, peer, owner, message) -> dict:
         return {"protocol": PROTOCOL_VERSION, "server": __version__, **self.jobs.worker.engine(),
-                "queued": self.jobs.worker.queued(), "chunk_bytes": CHUNK_BYTES,
+                "queued": self.jobs.queued(owner), "chunk_bytes": CHUNK_BYTES,
                 "window_chunks": WINDOW_CHUNKS, "heartbeat_s": HEARTBEAT_S,
                 "tasks": sorted(self.jobs.runners)}
 

@@ -32,6 +32,7 @@ import hashlib
 import logging
 import os
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -142,6 +143,9 @@ class RayExecutor(Executor):
     """Runs tickets as Ray actors on the cluster at ``address`` (see the module docstring);
     connects unless this process already is connected to Ray."""
 
+    running_per_key = sys.maxsize
+    """As many as the cluster has room for: keys still take turns as jobs are handed out."""
+
     def __init__(self, address: str, data_dir: Path, report: Report):
         self.namespace = namespace(data_dir)
         self._connected = not ray.is_initialized()
@@ -211,10 +215,6 @@ class RayExecutor(Executor):
         gpus, cpus = int(resources.get("GPU", 0)), int(resources.get("CPU", 0))
         return {"engine": f"Ray cluster: {nodes} nodes, {gpus} GPUs, {cpus} CPUs",
                 "device": "cuda:0" if gpus else "cpu", "gpu_free_bytes": None}
-
-    def queued(self) -> int:
-        with self._lock:
-            return sum(not job.started for job in self._jobs.values())
 
     def close(self) -> None:
         """Stop following the jobs, leaving their actors running (see the module docstring);

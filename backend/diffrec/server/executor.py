@@ -32,7 +32,8 @@ Report = Callable[[str, str, dict, "Mapping[str, np.ndarray] | None"], None]
 @dataclass
 class Ticket:
     """A queued job: what its runner needs. ``inputs`` are memory-mapped blob files (or small
-    arrays), so that only their paths travel to the job's process."""
+    arrays), so that only their paths travel to the job's process. ``wall_time_s``: how long
+    the job may run before it is stopped, as failed (None: no limit)."""
 
     job_id: str
     runner: Runner
@@ -40,10 +41,15 @@ class Ticket:
     inputs: Mapping[str, np.ndarray]
     work_dir: Path
     results_dir: Path
+    wall_time_s: float | None = None
 
 
 class Executor(ABC):
     """Runs tickets and reports on them (see the module docstring). Thread-safe."""
+
+    running_per_key: int = 1
+    """Jobs of one client key the table hands it at once unless the server says otherwise
+    (``Quotas.running_jobs``)."""
 
     @abstractmethod
     def enqueue(self, ticket: Ticket) -> None:
@@ -67,10 +73,6 @@ class Executor(ABC):
     def engine(self) -> dict:
         """What runs the jobs, as the ``ping`` reply says it: ``engine`` (a sentence),
         ``device`` (the torch device jobs get) and ``gpu_free_bytes`` (int or None)."""
-
-    @abstractmethod
-    def queued(self) -> int:
-        """How many jobs wait for room."""
 
     @abstractmethod
     def close(self) -> None:

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
+from . import lifeline
 from .runner import JobContext, JobFailed, Runner
-from .storage import FULL_ERRNOS, disk_full_message, read_only_message
+from .storage import disk_full_message, is_full, read_only_message
 
 log = logging.getLogger(__name__)
 PRELOAD = ["torch", "diffrec.server.texture_fit", "diffrec.server.optimize_runner"]
@@ -76,7 +77,7 @@ def failure_message(exc: BaseException, directory: Path, needed: int) -> str:
     if isinstance(exc, torch.cuda.OutOfMemoryError):
         return ("the GPU ran out of memory: lower the image or texture resolution, or free the "
                 "GPU of other work, then submit again")
-    if isinstance(exc, OSError) and exc.errno in FULL_ERRNOS:
+    if isinstance(exc, OSError) and is_full(exc, directory):
         return disk_full_message(directory, needed or None)
     if isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES):
         return read_only_message(directory)
@@ -106,7 +107,10 @@ def execute(order: JobOrder, emit, stop_flag) -> tuple:
 
 
 def main(order: JobOrder, pipe, stop_flag) -> None:
-    """Run the job and send its events and verdict through ``pipe`` (the child's side)."""
+    """Run the job and send its events and verdict through ``pipe`` (the child's side); the
+    process ends as soon as the server's side is closed."""
+    lifeline.end_with_reader(pipe)
+    lifeline.hold(order.work_dir)
 
     def emit(kind, fields, arrays=None):
         pipe.send(("event", kind, fields, arrays))

@@ -4,7 +4,9 @@ A job is ``queued`` at submit, ``running`` once the worker starts it, and ends `
 ``failed`` or ``cancelled``; a job that was running when the server stopped is queued again
 and resumes from its checkpoint. ``JobTable`` keeps the records (``JobRecord``, one state
 file each in the ``JobStore``), hands jobs to its executor (``executor``: the local
-``Worker`` or a Ray cluster), applies the executor's reports,
+``Worker`` or a Ray cluster) with keys taking turns, each key with at most
+``Quotas.running_jobs`` handed at once (so that one key's long queue never starves another
+key), applies the executor's reports,
 keeps what an attaching client is replayed (recent log lines, the last progress and preview),
 and deletes jobs past retention. It sends events through the ``event`` function the transport
 gives it (``diffrec.server.app``), and only the server's main thread calls it.
@@ -17,7 +19,7 @@ import json
 import logging
 import queue
 import time
-from collections import OrderedDict, defaultdict, deque
+from collections import Counter, OrderedDict, defaultdict, deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -31,7 +33,7 @@ from diffrec.protocol.schema import INPUTS
 
 from .blobs import BlobStore
 from .executor import Executor, Report, Ticket
-from .quotas import Quotas, exceeded
+from .quotas import Quotas, exceeded, over_bound
 from .runner import Runner
 from .store import TERMINAL, JobStore
 
@@ -145,6 +147,10 @@ class JobTable:
         self.tombstones: OrderedDict[tuple[str, str], None] = OrderedDict()
         self.unsaved: set[str] = set()
         """Jobs whose state file could not be written; tried again every heartbeat."""
+        self.waiting: OrderedDict[str, deque[Ticket]] = OrderedDict()
+        """Queued jobs not yet handed to the executor, per owner; owners in turn order."""
+        self.handed: set[str] = set()
+        """Jobs handed to the executor (running, or in its queue) that have not ended."""
         self._reports: queue.SimpleQueue = queue.SimpleQueue()
         self.worker = executor(lambda *report: self._reports.put(report))
         self.expire()
@@ -241,6 +247,9 @@ class JobTable:
                                 f"spec 'task' must be one of {sorted(self.runners)}")
         inputs = self._submitted_inputs(owner, message)
         runner.validate(spec, {name: array for name, (_, array) in inputs.items()})
+        if runner.iterations(spec) > self.quotas.iterations:
+            raise over_bound("iterations", runner.iterations(spec), self.quotas.iterations,
+                             "lower iterations, or split the work into several jobs")
         manifest = {}
         for name, (ref, array) in inputs.items():
             blob = ref["blob"] if ref else self.blobs.put(
@@ -281,15 +290,59 @@ class JobTable:
         return inputs
 
     def _enqueue(self, record: JobRecord) -> None:
+        """Queue ``record`` behind its owner's waiting jobs, and hand out what may run."""
         inputs = {name: self.blobs.load(record.owner, ref["blob"], ref["dtype"], ref["shape"])
                   for name, ref in record.inputs.items()}
-        self.worker.enqueue(Ticket(record.id, self.runners[record.task], record.spec, inputs,
-                                   self.store.checkpoint_dir(record.id),
-                                   self.store.results_dir(record.id)))
+        ticket = Ticket(record.id, self.runners[record.task], record.spec, inputs,
+                        self.store.checkpoint_dir(record.id), self.store.results_dir(record.id),
+                        self.quotas.wall_time_s)
+        self.waiting.setdefault(record.owner, deque()).append(ticket)
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        """Hand waiting jobs to the executor: owners take turns (round robin, one job each
+        per turn), each with at most ``quotas.running_jobs`` (or the executor's own share)
+        handed at once."""
+        handed = Counter(self.records[job_id].owner for job_id in self.handed)
+        limit = self.quotas.running_jobs or self.worker.running_per_key
+        turns = True
+        while turns:
+            turns = False
+            for owner in list(self.waiting):
+                if handed[owner] >= limit:
+                    continue
+                queue_ = self.waiting.pop(owner)
+                ticket = queue_.popleft()
+                self.handed.add(ticket.job_id)
+                handed[owner] += 1
+                self.worker.enqueue(ticket)
+                turns = True
+                if queue_:  # the owner's turn is over: to the back of the line
+                    self.waiting[owner] = queue_
+
+    def _unqueue(self, job_id: str) -> bool:
+        """Take a job that has not started out of the queues; whether it was waiting."""
+        owner = self.records[job_id].owner
+        for ticket in self.waiting.get(owner, ()):
+            if ticket.job_id == job_id:
+                self.waiting[owner].remove(ticket)
+                if not self.waiting[owner]:
+                    del self.waiting[owner]
+                return True
+        if job_id in self.handed and self.worker.dequeue(job_id):
+            self.handed.discard(job_id)
+            self._dispatch()
+            return True
+        return False
+
+    def queued(self, owner: str) -> int:
+        """How many of ``owner``'s jobs wait to start."""
+        return sum(r.owner == owner and r.state == "queued" for r in self.records.values())
 
     def _recover(self) -> None:
-        """Queued jobs stay queued; a job that was running resumes from its checkpoint."""
-        for record in sorted(self.records.values(), key=lambda r: r.seq):
+        """Queued jobs stay queued; a job that was running resumes from its checkpoint, handed
+        to the executor before its owner's queued jobs (a cluster re-attaches to it)."""
+        for record in sorted(self.records.values(), key=lambda r: (r.state != "running", r.seq)):
             if record.state not in ("queued", "running"):
                 continue
             if record.stop == "delete":  # asked for before the server stopped
@@ -315,7 +368,7 @@ class JobTable:
     def cancel(self, owner: str, job_id: str) -> dict:
         """Cancel a queued job at once, or ask a running one to stop; the reply's fields."""
         record = self.get(owner, job_id)
-        if record.state == "queued" and self.worker.dequeue(job_id):
+        if record.state == "queued" and self._unqueue(job_id):
             self._finish(job_id, "cancelled", "the job was cancelled", [])
         elif record.state in ("queued", "running"):
             self._request_stop(record, "cancel")
@@ -346,7 +399,7 @@ class JobTable:
         record = self.get(owner, job_id)
         if record.state in TERMINAL:
             self._remove(job_id)
-        elif self.worker.dequeue(job_id):
+        elif self._unqueue(job_id):
             self._event(job_id, "cancelled", {"message": "the job was deleted"})
             self._remove(job_id)
         else:
@@ -368,6 +421,9 @@ class JobTable:
         self._event(job_id, outcome, record.end_fields())
         if record.stop == "delete":
             self._remove(job_id)
+        if job_id in self.handed:
+            self.handed.discard(job_id)
+            self._dispatch()
 
     def _remove(self, job_id: str) -> None:
         record = self.records.pop(job_id, None)

@@ -16,8 +16,8 @@ the job.
 
 from __future__ import annotations
 
+import os
 import shutil
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -29,6 +29,7 @@ from diffrec.protocol import events
 from diffrec.protocol.limits import MAX_INLINE_BYTES
 from diffrec.protocol.settings import Settings, SettingsError, parse_settings
 
+from . import lifeline
 from .runner import JobContext, JobFailed, Runner
 
 PREVIEW_SIZE = 128
@@ -38,6 +39,10 @@ OUTPUT_TRIANGLE_BYTES = 256
 
 def _settings(spec: Mapping) -> Settings:
     """The spec's settings, typed and checked (``JobFailed`` naming a bad field)."""
+    unknown = sorted(set(spec) - {"task", "settings"})
+    if unknown:
+        raise JobFailed(f"unknown spec key(s) {', '.join(map(repr, unknown))}: an optimize "
+                        "spec holds 'task' and 'settings' only")
     values = spec.get("settings") or {}
     if not isinstance(values, Mapping):
         raise JobFailed("spec 'settings' must be an object of diffrec optimize settings")
@@ -138,15 +143,24 @@ class OptimizeRunner(Runner):
 
     def validate(self, spec: Mapping, inputs: Mapping[str, np.ndarray]) -> None:
         from diffrec.errors import UserError
-        from diffrec.pipeline.bounds import check_bounds, device_memory_bytes
+        from diffrec.pipeline.bounds import (
+            check_bounds,
+            check_ranks,
+            device_memory_bytes,
+            device_ranks,
+        )
 
         settings = _settings(spec)
         _check_inputs(settings, inputs)
         triangles = len(inputs["faces"]) if "faces" in inputs else None
         try:
+            check_ranks(settings, device_ranks(self.device))
             check_bounds(settings, device_memory_bytes(self.device), triangles)
         except UserError as error:
             raise JobFailed(str(error)) from None
+
+    def iterations(self, spec: Mapping) -> int:
+        return _settings(spec).iterations
 
     def output_bytes(self, spec: Mapping, inputs: Mapping[str, np.ndarray]) -> int:
         """An upper estimate: per texel, kd, ks and the normal map in the GLB and, with
@@ -212,8 +226,8 @@ def run_ranks(ctx: JobContext, settings: Settings, inputs, run_dir: Path) -> boo
     if kind == "cuda" and torch.cuda.device_count() < settings.ranks:
         raise JobFailed(f"ranks {settings.ranks} needs {settings.ranks} GPUs and this worker "
                         f"has {torch.cuda.device_count()}")
-    # the job's own process is a daemon of the worker (ended with the server), and daemons
-    # may not start processes; the ranks end with it all the same (_end_with_parent)
+    # the job's own process is a daemon of the worker, and daemons may not start processes;
+    # the ranks end with it all the same (lifeline.die_with_parent)
     multiprocessing.current_process().daemon = False
     spawn = mp.get_context("spawn")
     events, stop, outcome = spawn.Queue(), spawn.Event(), {}
@@ -221,7 +235,8 @@ def run_ranks(ctx: JobContext, settings: Settings, inputs, run_dir: Path) -> boo
     def ranks() -> None:
         try:
             distributed.spawn(_job_rank, settings.ranks, kind,
-                              (settings, inputs, run_dir, ctx.checkpoints, events, stop))
+                              (settings, inputs, run_dir, ctx.checkpoints, events, stop,
+                               os.getpid()))
         except Exception as error:  # a rank's failure: reported by the job below
             outcome["error"] = error
 
@@ -247,10 +262,11 @@ def run_ranks(ctx: JobContext, settings: Settings, inputs, run_dir: Path) -> boo
     return not stopped
 
 
-def _job_rank(world, settings: Settings, inputs, run_dir: Path, checkpoints, events, stop
-              ) -> None:
-    """One rank of a multi-rank job (in a process of its own): train, and on rank 0 report
-    through ``events`` and write the result. A UserError goes back as ("failed", message)."""
+def _job_rank(world, settings: Settings, inputs, run_dir: Path, checkpoints, events, stop,
+              job_pid: int) -> None:
+    """One rank of a multi-rank job (in a process of its own, a child of the job's process
+    ``job_pid``, and ending with it): train, and on rank 0 report through ``events`` and
+    write the result. A UserError goes back as ("failed", message)."""
     from diffrec.errors import UserError
     from diffrec.pipeline.outputs import write_result
     from diffrec.pipeline.run import optimize
@@ -258,7 +274,8 @@ def _job_rank(world, settings: Settings, inputs, run_dir: Path, checkpoints, eve
     def emit(kind, fields, arrays=None):
         events.put((kind, fields, arrays))
 
-    _end_with_parent()
+    lifeline.die_with_parent(job_pid)
+    lifeline.hold(checkpoints.directory)
     reporter = JobReporter(emit, stop.is_set, checkpoints)
     try:
         result = optimize(settings, inputs, reporter, device=str(world.device), world=world)
@@ -282,18 +299,3 @@ def _collect_results(run_dir: Path, results_dir: Path) -> None:
         shutil.copy2(run_dir / entry.name, results_dir / entry.name)
     shutil.copy2(run_dir / MANIFEST_NAME, results_dir / MANIFEST_NAME)
 
-
-def _end_with_parent(poll_s: float = 1.0) -> None:
-    """End this process as soon as its parent (the job's process) is gone, killed or not, so
-    that no rank outlives its job."""
-    import os
-    import threading
-
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(poll_s)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="end-with-parent", daemon=True).start()

@@ -76,6 +76,11 @@ class Runner(ABC):
     def run(self, ctx: JobContext) -> None:
         """Do the work; write results into ``ctx.results_dir``."""
 
+    def iterations(self, spec: Mapping) -> int:
+        """The iterations (per pass) a job of ``spec`` asks for, which the server bounds
+        (``Quotas.iterations``); ``spec`` has passed ``validate``. 0: not counted."""
+        return 0
+
     def output_bytes(self, spec: Mapping, inputs: Mapping[str, np.ndarray]) -> int:
         """About how many bytes a run writes (checkpoints and results), at most; the worker
         fails a job at once when they do not fit on the disk. 0: unknown."""

@@ -31,6 +31,11 @@ def free_bytes(path: Path) -> int:
 def disk_full_message(path: Path, needed: int | None = None) -> str:
     """"the server's disk is full: N bytes free, M needed; ...", for the disk holding ``path``."""
     need = f", {needed} needed" if needed is not None else ""
+    total = shutil.disk_usage(path).total
+    if total < 2 * DISK_RESERVE_BYTES:
+        return (f"the server's disk is too small: it holds {total} bytes in all, and the server "
+                f"keeps {DISK_RESERVE_BYTES} free for job states and checkpoints{need}; its "
+                "operator must give it a data directory on a larger disk")
     return (f"the server's disk is full: {free_bytes(path)} bytes free{need}; its operator "
             "must free space in its data directory (or lower the job's sizes), then try again")
 
@@ -42,10 +47,18 @@ def check_free(path: Path, needed: int) -> None:
         raise ProtocolError("disk_full", disk_full_message(path, needed))
 
 
+def is_full(exc: OSError, path: Path) -> bool:
+    """Whether writing under ``path`` failed with ``exc`` for want of space: a full-disk
+    errno, or none at all (numpy's writers drop it) on a disk with less than
+    DISK_RESERVE_BYTES free."""
+    return exc.errno in FULL_ERRNOS or (exc.errno is None
+                                        and free_bytes(path) < DISK_RESERVE_BYTES)
+
+
 def storage_error(exc: OSError, path: Path) -> ProtocolError | None:
     """The error a client gets when writing under ``path`` failed with ``exc``: ``disk_full``
     or ``read_only``; None for other failures (those are the server's own)."""
-    if exc.errno in FULL_ERRNOS:
+    if is_full(exc, path):
         return ProtocolError("disk_full", disk_full_message(path))
     if exc.errno in READ_ONLY_ERRNOS:
         return ProtocolError("read_only", read_only_message(path))

@@ -80,6 +80,9 @@ class TextureFitRunner(Runner):
         if inputs["images"].dtype.kind != "f":
             raise JobFailed("fit_texture needs float images (scene-linear)")
 
+    def iterations(self, spec: Mapping) -> int:
+        return _settings(spec)["iterations"]
+
     def output_bytes(self, spec: Mapping, inputs: Mapping[str, np.ndarray]) -> int:
         """texture.npy, render.npy and metrics, and two checkpoints (the old one stays until
         the new one is in place) of the texture and Adam's two moments; float32."""

@@ -1,5 +1,6 @@
 """The local executor (``executor``): one worker thread per device runs jobs one at a time, in
-submission order, each in a child process of its own (``job_process``).
+the order the job table hands them over (keys taking turns), each in a child process of its
+own (``job_process``), for at most its ticket's wall time.
 
 Stopping always wins: a job asked to stop (cancel, delete, or the server closing) gets
 STOP_GRACE_S to return by itself, then its process is killed. A job interrupted by ``close``
@@ -10,7 +11,9 @@ A job that fails has its partial files (results and checkpoints) removed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import shutil
 import signal
 import threading
@@ -23,7 +26,7 @@ import torch
 from diffrec.protocol.schema import FILE_NAME_RE
 from diffrec.protocol.transfer import content_hash_file
 
-from . import job_process
+from . import job_process, lifeline
 from .executor import Executor, Report, Ticket
 from .storage import DISK_RESERVE_BYTES, disk_full_message, free_bytes
 
@@ -51,6 +54,13 @@ def death_message(exitcode: int | None) -> str:
                 "grid sizes, then submit again")
     return f"the job's process ended unexpectedly (exit code {exitcode}); the server log has " \
            "the details"
+
+
+def overtime_message(wall_time_s: float) -> str:
+    """A sentence for a job stopped at the server's wall-time limit."""
+    return (f"the job ran past this server's limit of {wall_time_s:g} s per job and was "
+            "stopped: lower its iterations or sizes (its operator sets the limit with diffrec "
+            "serve --max-wall-time-s)")
 
 
 def discard(*directories: Path) -> None:
@@ -118,7 +128,8 @@ class Worker(Executor):
         return False
 
     def recovered(self) -> None:
-        """Nothing to let go of: a local job's process never outlives its server."""
+        """Nothing to let go of: a local job's processes never outlive their server
+        (``lifeline``)."""
 
     def engine(self) -> dict:
         """The CUDA device's name and free memory, or "CPU"."""
@@ -127,10 +138,6 @@ class Worker(Executor):
             engine = torch.cuda.get_device_name(self.device)
             free = torch.cuda.mem_get_info(self.device)[0]
         return {"engine": engine, "device": self.device, "gpu_free_bytes": free}
-
-    def queued(self) -> int:
-        with self._cond:
-            return len(self._queue)
 
     def close(self, timeout: float = 10.0) -> None:
         """Stop the running job without a verdict (it resumes on restart) and end the thread;
@@ -166,7 +173,9 @@ class Worker(Executor):
     def _run(self, ticket: Ticket, stop: threading.Event) -> None:
         job_id = ticket.job_id
         self._report(job_id, "started", {}, None)
-        verdict = no_room(ticket) or self._in_child(ticket, stop)
+        verdict = no_room(ticket) or (
+            self._in_child(ticket, stop)
+            if lifeline.wait_for_release(ticket.work_dir, stop.is_set, job_id) else None)
         if stop.is_set() and self._closing:
             return  # no verdict: the job resumes when the server starts again
         self._report(job_id, "finished", conclude(ticket, verdict, stop.is_set()), None)
@@ -184,15 +193,20 @@ class Worker(Executor):
                                   name=f"diffrec-job-{ticket.job_id}", daemon=True)
         process.start()
         sender.close()
-        verdict, stop_asked = None, None
+        verdict, stop_asked, overtime = None, None, False
+        deadline = time.monotonic() + (ticket.wall_time_s or float("inf"))
         try:
             while True:
-                if stop.is_set() and stop_asked is None:
+                if stop_asked is None and time.monotonic() > deadline:
+                    overtime = True
+                if (stop.is_set() or overtime) and stop_asked is None:
                     child_stop.set()
                     stop_asked = time.monotonic()
                 if stop_asked is not None and time.monotonic() - stop_asked > STOP_GRACE_S:
-                    log.info("job %s did not stop within %.1f s; killing its process",
+                    log.info("job %s did not stop within %.1f s; killing its processes",
                              ticket.job_id, STOP_GRACE_S)
+                    with contextlib.suppress(ProcessLookupError):  # its group: it and its ranks
+                        os.killpg(process.pid, signal.SIGKILL)
                     process.kill()
                     break
                 if not receiver.poll(POLL_S):
@@ -208,6 +222,8 @@ class Worker(Executor):
         finally:
             receiver.close()
             process.join()
+        if overtime and not stop.is_set():
+            verdict = ("failed", overtime_message(ticket.wall_time_s), [])
         if verdict is None and not stop.is_set():
             verdict = ("failed", death_message(process.exitcode), [])
         return verdict
