@@ -117,3 +117,12 @@ def test_a_job_out_of_gpu_memory_fails_alone_with_a_clear_message(tmp_path):
         assert client.wait("before")["kind"] == "done"
         assert client.wait("after")["kind"] == "done"
         assert [job["state"] for job in client.list_jobs()] == ["done", "failed", "done"]
+
+
+def test_an_unexpected_failure_is_worded_without_a_class_name(tmp_path):
+    """Issue 24: the failed event reaches the artist; it says what happened, not the class."""
+    from diffrec.server.job_process import failure_message
+
+    message = failure_message(KeyError("albedo texture"), tmp_path, 0)
+    assert "albedo texture" in message and "server log" in message
+    assert "KeyError" not in message and "internal error (" not in message

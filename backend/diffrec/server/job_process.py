@@ -81,7 +81,15 @@ def failure_message(exc: BaseException, directory: Path, needed: int) -> str:
         return disk_full_message(directory, needed or None)
     if isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES):
         return read_only_message(directory)
-    return f"internal error ({type(exc).__name__}: {exc}); the server log has the details"
+    return unexpected_failure(exc)
+
+
+def unexpected_failure(exc: BaseException) -> str:
+    """The sentence for a failure no rule above words: what it said, without the class name
+    (the server log holds the traceback)."""
+    said = str(exc).strip() or "no details"
+    return (f"the job stopped on an unexpected problem in the server ({said}); the server log "
+            "has the details for a bug report")
 
 
 def execute(order: JobOrder, emit, stop_flag) -> tuple:

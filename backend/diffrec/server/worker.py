@@ -165,8 +165,7 @@ class Worker(Executor):
                 log.exception("job %s: the worker failed", ticket.job_id)
                 self._report(ticket.job_id, "finished", {
                     "outcome": "failed", "results": [],
-                    "message": f"internal error ({type(exc).__name__}: {exc}); the server log "
-                               "has the details"}, None)
+                    "message": job_process.unexpected_failure(exc)}, None)
             with self._cond:
                 self._current = None
 
