@@ -74,7 +74,8 @@ def add_arguments(parser) -> None:
                                "needs --device cpu (to check a multi-GPU setup without GPUs)")
     parser.add_argument("--check", action="store_true",
                         help="print how each key of --config was understood and the settings "
-                             "that would run, then exit without running")
+                             "that would run, then exit without running (status 1 when a "
+                             "file it names is missing)")
 
 
 class TerminalReporter(Reporter):
@@ -137,7 +138,7 @@ class TerminalReporter(Reporter):
 
 def check_report(path: str | None, reading: Reading, config: RunConfig) -> str:
     """What ``--check`` prints: each key of the file and what it became, where the targets
-    come from, and the settings that would run (JSON)."""
+    come from, the files that are missing, and the settings that would run (JSON)."""
     from diffrec.pipeline.colmap_capture import capture_layout
 
     lines = []
@@ -148,16 +149,31 @@ def check_report(path: str | None, reading: Reading, config: RunConfig) -> str:
     sources = config.sources
     if sources.dataset:
         found = {"nerf": "a NeRF-style folder", "llff": "an LLFF capture",
-                 "colmap": "a COLMAP model",
-                 None: "NOT FOUND: no transforms_train.json, poses_bounds.npy or COLMAP "
-                       "model there"}[capture_layout(sources.dataset)]
+                 "colmap": "a COLMAP model", None: "see below"}[capture_layout(sources.dataset)]
         lines.append(f"targets: the images of {sources.dataset} ({found})")
     elif sources.ref_mesh:
-        found = "" if Path(sources.ref_mesh).exists() else " (NOT FOUND)"
-        lines.append(f"targets: {config.settings.views} renders of {sources.ref_mesh}{found} "
+        lines.append(f"targets: {config.settings.views} renders of {sources.ref_mesh} "
                      f"under {sources.envmap}")
+    lines += [f"NOT FOUND: {problem}" for problem in missing_files(config)]
     lines += [memory_line(config), "settings:", json.dumps(config.to_dict(), indent=2)]
     return "\n".join(lines)
+
+
+def missing_files(config: RunConfig) -> list[str]:
+    """One sentence per file or folder the run would read and cannot find (relative paths
+    from the working directory)."""
+    from diffrec.pipeline.colmap_capture import capture_layout
+
+    sources, missing = config.sources, []
+    if sources.dataset and capture_layout(sources.dataset) is None:
+        missing.append(f"dataset {sources.dataset}: "
+                       + ("no transforms_train.json, poses_bounds.npy or COLMAP model there"
+                          if Path(sources.dataset).is_dir() else "no such folder"))
+    for key in ("ref_mesh", "base_mesh", "envmap", "ref_material"):
+        value = getattr(sources, key)
+        if value and not Path(value).exists():
+            missing.append(f"{key} {value}: no such file")
+    return missing
 
 
 def memory_line(config: RunConfig) -> str:
@@ -275,7 +291,7 @@ def run(args) -> int:
     config = build_config(reading.settings, flags)
     if args.check:
         print(check_report(args.config, reading, config))
-        return 0
+        return 1 if missing_files(config) else 0
     check_bounds(config.settings, device_memory_bytes(config.device))
     # torch-heavy modules are imported only when a run starts
     from diffrec.pipeline import distributed

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from diffrec import raster
 from diffrec.errors import Cancelled, UserError
 from diffrec.geometry import clean_mesh, remove_small_pieces
+from diffrec.geometry.simplify import simplify
 from diffrec.io import Material
 from diffrec.light.envmap import EnvironmentLight
 from diffrec.mesh import Mesh
@@ -167,10 +168,12 @@ def _run_pass(ctx, run: Pass, train: Views, settings: Settings, reporter: Report
 
 
 def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Reporter,
-                  world: distributed.World) -> tuple[Mesh, TextureMaterial, PassTrainer, str]:
+                  world: distributed.World
+                  ) -> tuple[Mesh, TextureMaterial, PassTrainer, str, dict]:
     """Pass 1 of reconstruct; returns the mesh with UVs and its baked TextureMaterial for
-    pass 2, the pass's trainer and the name of the surface model that ran
-    (``DMTetGeometry`` or ``FlexiCubesGeometry``)."""
+    pass 2, the pass's trainer, the name of the surface model that ran
+    (``DMTetGeometry`` or ``FlexiCubesGeometry``) and how the mesh was unwrapped
+    (``_unwrapped``)."""
     half = settings.mesh_scale / 2
     center = torch.tensor(settings.center)
     check_views_see_box(train.cameras, (center - half).tolist(), (center + half).tolist(),
@@ -200,7 +203,10 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
         mesh = geometry.mesh()
     vertices, triangles = remove_small_pieces(*clean_mesh(mesh.positions.detach(),
                                                          mesh.triangles))
-    mesh = _unwrapped(Mesh(vertices, triangles), settings, reporter, world)
+    extracted = len(triangles)
+    vertices, triangles = simplify(vertices, triangles, settings.max_triangles)
+    mesh, unwrapping = _unwrapped(Mesh(vertices, triangles), settings, reporter, world)
+    unwrapping.update(triangles=len(triangles), extracted_triangles=extracted)
     _stop_if_asked(reporter, world, "after unwrapping the surface")
     textures = bake_textures(ctx, mesh, field.evaluate, settings.texture_res)
     # pass 1's surface has no UVs, so no tangents: the field's normal channel was never used,
@@ -210,16 +216,22 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
         textures["kd"] = torch.cat([textures["kd"], torch.ones_like(textures["kd"][..., :1])], -1)
     baked = {name: Texture2D(textures[name], *ranges[name]) for name in ranges}
     material = TextureMaterial(baked["kd"], baked["ks"], baked["normal"]).to(device)
-    return mesh, material, trainer, type(geometry.surface).__name__
+    return mesh, material, trainer, type(geometry.surface).__name__, unwrapping
 
 
 def _unwrapped(mesh: Mesh, settings: Settings, reporter: Reporter, world: distributed.World
-               ) -> Mesh:
+               ) -> tuple[Mesh, dict]:
     """``with_uvs(mesh)`` unwrapped by rank 0 and shared, so that every rank trains the same
-    atlas (a stop asked during unwrapping ends rank 0 alone; its launcher ends the rest)."""
-    device = mesh.positions.device
-    return world.from_main(
-        lambda: with_uvs(mesh, settings, reporter.should_stop).to("cpu")).to(device)
+    atlas (a stop asked during unwrapping ends rank 0 alone; its launcher ends the rest); a
+    fallback layout is reported as a warning."""
+    def on_main() -> tuple[Mesh, dict]:
+        unwrapped, how = with_uvs(mesh, settings, reporter.should_stop)
+        if how["warning"]:
+            reporter.log(how["warning"], level="warning")
+        return unwrapped.to("cpu"), how
+
+    unwrapped, how = world.from_main(on_main)
+    return unwrapped.to(mesh.positions.device), how
 
 
 def _stop_if_asked(reporter: Reporter, world: distributed.World, where: str) -> None:
@@ -304,7 +316,7 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
 
     surface_model = None
     if settings.mode == "reconstruct":
-        mesh, material, first, surface_model = _surface_pass(
+        mesh, material, first, surface_model, unwrapping = _surface_pass(
             ctx, settings, train, light, reporter, world)
         trainers.append(first)
         trainable, learning_rate = True, settings.learning_rate[1]
@@ -312,7 +324,8 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     else:
         if inputs.base_mesh is None:
             raise UserError(f"mode {settings.mode!r} needs a starting mesh (base_mesh)")
-        mesh = _unwrapped(inputs.base_mesh.to(torch_device), settings, reporter, world)
+        mesh, unwrapping = _unwrapped(inputs.base_mesh.to(torch_device), settings, reporter,
+                                      world)
         material = initial_textures(settings, torch_device, inputs.base_material)
         trainable, learning_rate, warmup = settings.mode == "refine", settings.learning_rate[1], 0
         surface_rate = None
@@ -338,6 +351,8 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     metrics.update({"mode": settings.mode, "preset": settings.preset,
                     "device": str(torch_device), "engine": ctx.engine,
                     "surface_model": surface_model, "iterations": settings.iterations,
+                    "unwrap": {k: v for k, v in unwrapping.items() if k != "warning"},
+                    "warnings": [w for w in (unwrapping["warning"],) if w],
                     "time_s": {t.run.name: t.elapsed_s for t in trainers},
                     "peak_memory_mb": peak_memory_mb(torch_device),
                     "settings": settings.to_dict(),

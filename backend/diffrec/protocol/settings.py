@@ -143,6 +143,8 @@ class Settings:
                                         choices=PREVIEW_PANELS)
     log_every: int = _setting(10, "iterations between progress reports", minimum=1)
     unwrap_timeout_s: float = _setting(120.0, "UV unwrapping time limit, seconds", minimum=0)
+    max_triangles: int = _setting(20000, "reconstruct: pass 1's surface is simplified to at most "
+                                  "this many triangles before unwrapping (0: never)", minimum=0)
     export_obj: bool = _setting(False, "also write OBJ + MTL + PNG textures (nvdiffrec's format)")
     ranks: int = _setting(1, "processes training the job data-parallel: one per GPU on a CUDA "
                           "worker, CPU processes on a CPU worker", minimum=1, maximum=64)
