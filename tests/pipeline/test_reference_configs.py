@@ -13,10 +13,11 @@ import json
 import pytest
 import stand_ins
 
-from diffrec import cli
+from diffrec import cli, raster
 from diffrec.errors import UserError
 from diffrec.io import read_gltf
 from diffrec.pipeline.config import build_config, read_config_file, read_config_reading
+from diffrec.pipeline.inputs import load_inputs
 
 TINY = {"iter": 3, "save_interval": 2, "texture_res": [32, 32], "train_res": [32, 32],
         "batch": 2, "dmtet_grid": 8}
@@ -184,3 +185,14 @@ def test_check_fails_naming_each_missing_file(data, capsys):
     printed = capsys.readouterr().out
     assert "NOT FOUND: ref_mesh data/cow.obj" in printed
     assert "NOT FOUND: envmap data/irrmaps/studio.hdr" in printed
+
+
+def test_a_small_capture_keeps_nearly_every_view_for_training(data, capsys):
+    """The LLFF stand-in has 12 images: one is held out (at most one in 8), not test_views' 8
+    (which left 4 to train on); ``--check`` says so."""
+    config = write_config(data, "nerd_gold")
+    assert cli.main(["optimize", "--config", config, "--check"]) == 0
+    assert "validation: 1 of the capture's 12 views held out" in capsys.readouterr().out
+    run = build_config(read_config_file(config), {"device": "cpu"})
+    inputs = load_inputs(run, raster.RasterContext("cpu"))
+    assert (len(inputs.train), len(inputs.test)) == (11, 1)

@@ -155,8 +155,35 @@ def check_report(path: str | None, reading: Reading, config: RunConfig) -> str:
         lines.append(f"targets: {config.settings.views} renders of {sources.ref_mesh} "
                      f"under {sources.envmap}")
     lines += [f"NOT FOUND: {problem}" for problem in missing_files(config)]
-    lines += [memory_line(config), "settings:", json.dumps(config.to_dict(), indent=2)]
+    lines += [validation_line(config), memory_line(config), "settings:",
+              json.dumps(config.to_dict(), indent=2)]
     return "\n".join(lines)
+
+
+def validation_line(config: RunConfig) -> str:
+    """Which views the run holds out for validation, and how many it trains on."""
+    from diffrec.pipeline.colmap_capture import read_any_capture
+    from diffrec.pipeline.views import HELD_OUT_SHARE, held_out_count
+    from diffrec.protocol.captures import CaptureError
+
+    settings, dataset = config.settings, config.sources.dataset
+    if not settings.validation:
+        return "validation: none (every view trains)"
+    if not dataset:
+        return (f"validation: {settings.test_views} more renders from other cameras; "
+                f"training on {settings.views}")
+    try:
+        count = len(read_any_capture(dataset, "train").frames)
+    except CaptureError:
+        return "validation: unknown (the capture cannot be read)"
+    try:
+        held = len(read_any_capture(dataset, "test").frames)
+        return f"validation: the {held} views of the test split; training on all {count}"
+    except CaptureError:
+        held = held_out_count(count, settings.test_views)
+    return (f"validation: {held} of the capture's {count} views held out (test_views "
+            f"{settings.test_views}, at most one in {HELD_OUT_SHARE}); training on "
+            f"{count - held}")
 
 
 def missing_files(config: RunConfig) -> list[str]:
