@@ -31,9 +31,9 @@ def surface(grid: int, seed: int = 0) -> Mesh:
     geometry = DMTetGeometry(grid, 2.1)
     with torch.no_grad():
         points = geometry.grid_vertices
-        bumps = 0.06 * torch.sin(9 * points).prod(-1)
+        bumps = 0.09 * torch.sin(13 * points).prod(-1)
         noise = 0.002 * torch.randn(len(points), generator=torch.Generator().manual_seed(seed))
-        geometry.sdf.copy_(points.norm(dim=-1) - 0.7 + bumps + noise)
+        geometry.sdf.copy_(points.norm(dim=-1) - 0.82 + bumps + noise)
         vertices, triangles = geometry.extract()
     return Mesh(*remove_small_pieces(*clean_mesh(vertices, triangles)))
 

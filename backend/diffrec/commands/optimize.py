@@ -18,7 +18,7 @@ from diffrec.errors import UserError
 from diffrec.pipeline.bounds import GIB, check_bounds, device_memory_bytes
 from diffrec.pipeline.checkpoints import CheckpointStore
 from diffrec.pipeline.config import RunConfig, build_config, read_config_reading
-from diffrec.pipeline.reference_config import Reading
+from diffrec.pipeline.reference_config import Reading, departures
 from diffrec.pipeline.reporter import Preview, Progress, Reporter
 from diffrec.protocol.settings import GEOMETRIES, LIGHT_MODES, MODES, PRESETS
 
@@ -39,10 +39,12 @@ def add_settings_arguments(parser) -> None:
     parser.add_argument("--train-res", dest="train_res", type=int)
     parser.add_argument("--texture-res", dest="texture_res", type=int)
     parser.add_argument("--seed", type=int)
+    parser.add_argument("--schedule", choices=("diffrec", "nvdiffrec"),
+                        help="training schedule (nvdiffrec configs: nvdiffrec's)")
 
 
 SETTINGS_FLAGS = ("mode", "preset", "base_mesh", "envmap", "light", "geometry", "iterations",
-                  "batch", "train_res", "texture_res", "seed")
+                  "batch", "train_res", "texture_res", "seed", "schedule")
 
 
 def settings_flags(args, extra: tuple[str, ...] = ()) -> dict:
@@ -155,8 +157,11 @@ def check_report(path: str | None, reading: Reading, config: RunConfig) -> str:
         lines.append(f"targets: {config.settings.views} renders of {sources.ref_mesh} "
                      f"under {sources.envmap}")
     lines += [f"NOT FOUND: {problem}" for problem in missing_files(config)]
-    lines += [validation_line(config), memory_line(config), "settings:",
-              json.dumps(config.to_dict(), indent=2)]
+    lines.append(validation_line(config))
+    if reading.reference or config.settings.schedule == "nvdiffrec":
+        lines += ["departures from nvdiffrec's behaviour:",
+                  *(f"  - {line}" for line in departures(config.settings))]
+    lines += [memory_line(config), "settings:", json.dumps(config.to_dict(), indent=2)]
     return "\n".join(lines)
 
 
@@ -315,7 +320,7 @@ def _spawned_rank(world, config: RunConfig, quiet: bool) -> None:
 def run(args) -> int:
     reading = read_config_reading(args.config) if args.config else Reading()
     flags = settings_flags(args, ("device", "out_dir", "dataset", "ref_mesh", "preview_every"))
-    config = build_config(reading.settings, flags)
+    config = build_config(reading.values(PRESETS.get(args.preset)), flags)
     if args.check:
         print(check_report(args.config, reading, config))
         return 1 if missing_files(config) else 0

@@ -90,7 +90,7 @@ def _check_light(settings: Settings, sources: Sources) -> None:
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
     """Read a JSON or TOML config file into a dict of settings (reference keys translated)."""
-    return read_config_reading(path).settings
+    return read_config_reading(path).values()
 
 
 def read_config_reading(path: str | Path) -> Reading:

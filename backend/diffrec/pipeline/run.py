@@ -174,7 +174,7 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
     pass 2, the pass's trainer, the name of the surface model that ran
     (``DMTetGeometry`` or ``FlexiCubesGeometry``) and how the mesh was unwrapped
     (``_unwrapped``)."""
-    half = settings.mesh_scale / 2
+    half, nvdiffrec = settings.mesh_scale / 2, settings.schedule == "nvdiffrec"
     center = torch.tensor(settings.center)
     check_views_see_box(train.cameras, (center - half).tolist(), (center + half).tolist(),
                         train.names)
@@ -196,7 +196,8 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
                            grid=HashGridConfig(log2_hashmap_size=settings.hash_table_log2))
     first = Pass("pass1", 0, settings.iterations, settings.learning_rate[0], 0, geometry,
                  NeuralSurface(field), light, settings.light != "fixed",
-                 settings.surface_learning_rate[0] if start == "visual-hull" else None)
+                 settings.surface_learning_rate[0] if start == "visual-hull" and not
+                 nvdiffrec else None)
     trainer = _run_pass(ctx, first, train, settings, reporter, world)
 
     with torch.no_grad():
@@ -304,6 +305,7 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     rank 0 uses ``reporter`` and validates; it returns the Result, the other ranks None.
     """
     reporter = distributed.main_only(world, reporter or Reporter())
+    nvdiffrec = settings.schedule == "nvdiffrec"  # its warm-up and geometry rate (trainer)
     torch_device = resolve_device(device)
     torch.manual_seed(settings.seed)
     ctx = raster.RasterContext(torch_device)
@@ -320,14 +322,16 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
             ctx, settings, train, light, reporter, world)
         trainers.append(first)
         trainable, learning_rate = True, settings.learning_rate[1]
-        warmup, surface_rate = settings.warmup_iterations, settings.surface_learning_rate[1]
+        warmup = settings.warmup_iterations
+        surface_rate = None if nvdiffrec else settings.surface_learning_rate[1]
     else:
         if inputs.base_mesh is None:
             raise UserError(f"mode {settings.mode!r} needs a starting mesh (base_mesh)")
         mesh, unwrapping = _unwrapped(inputs.base_mesh.to(torch_device), settings, reporter,
                                       world)
         material = initial_textures(settings, torch_device, inputs.base_material)
-        trainable, learning_rate, warmup = settings.mode == "refine", settings.learning_rate[1], 0
+        trainable, learning_rate = settings.mode == "refine", settings.learning_rate[1]
+        warmup = settings.warmup_iterations if nvdiffrec else 0
         surface_rate = None
     geometry = ExplicitGeometry(mesh, trainable, settings.laplace, settings.laplace_scale,
                                 settings.large_steps).to(torch_device)

@@ -88,6 +88,12 @@ class Settings:
     test_views: int = _setting(8, "held-out views for validation", minimum=0)
     learning_rate: tuple[float, float] = _setting((0.03, 0.01), "per pass", length=2)
     warmup_iterations: int = _setting(100, "learning-rate warm-up", minimum=0)
+    # "nvdiffrec": its rules, so that a comparison sees the same training: the decay
+    # 10^(-0.0002 it) whatever the pass length, the warm-up in every mesh pass (materials and
+    # refine too), per-pixel noise behind the training targets, the geometry at
+    # learning_rate (docs/guide.md, "Coming from nvdiffrec")
+    schedule: str = _setting("diffrec", "training schedule: diffrec's or nvdiffrec's",
+                             **_choice(("diffrec", "nvdiffrec")))
     # geometry
     geometry: str = _setting("dmtet", "surface extraction", **_choice(GEOMETRIES))
     mesh_scale: float = _setting(2.1, "side of the grid's cube, scene units")
