@@ -68,13 +68,15 @@ def run_in_child(worker: UnwrapWorker, positions: np.ndarray, triangles: np.ndar
     """
     with tempfile.TemporaryDirectory(prefix="diffrec-unwrap-") as folder:
         request, answer = Path(folder, "request.pickle"), Path(folder, "result.npz")
+        errors = Path(folder, "stderr.txt")  # a file, not a pipe: the child never blocks on it
         request.write_bytes(pickle.dumps((worker, positions, triangles, options)))
         # the child finds what this process finds (a worker from a test module included)
         environment = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        process = subprocess.Popen(
-            [sys.executable, "-m", "diffrec.pipeline.unwrap_child", str(request), str(answer),
-             str(os.getpid())], env=environment, stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        with errors.open("wb") as stderr:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "diffrec.pipeline.unwrap_child", str(request),
+                 str(answer), str(os.getpid())], env=environment, stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=stderr)
         try:
             deadline = time.monotonic() + timeout_s
             while True:
@@ -90,9 +92,9 @@ def run_in_child(worker: UnwrapWorker, positions: np.ndarray, triangles: np.ndar
         finally:
             if process.poll() is None:
                 process.kill()
-            _, errors = process.communicate()
+            process.wait()
         if not answer.exists():
-            last = errors.decode(errors="replace").strip().splitlines()[-1:] or [""]
+            last = errors.read_text(errors="replace").strip().splitlines()[-1:] or [""]
             raise UnwrapFailed(f"the process died with exit code {process.returncode}"
                                + (f" ({last[0]})" if last[0] else ""))
         with np.load(answer, allow_pickle=False) as result:
