@@ -5,8 +5,9 @@ noise on the SDF, as training leaves it) at each ``--grids`` value, then the sam
 the pipeline (weld, drop slivers and floaters). For each surface, each of ``--budgets``
 (0: unwrap the whole surface) is simplified to and unwrapped as ``reconstruct`` does
 (``geometry.simplify``, then ``pipeline.unwrap.with_uvs``) and it prints the triangles, the
-seconds, the method that made the layout and the texel use: the fraction of the
-``--texture-res``² texture that the charts cover.
+seconds (wall clock, and the CPU seconds of the unwrap's child process, which a loaded
+machine inflates less), the method that made the layout and the texel use: the fraction of
+the ``--texture-res``² texture that the charts cover. Unix only (``resource``).
 
     .venv/bin/python scripts/bench_unwrap.py --grids 64 128 --budgets 0 30000
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import resource
 import time
 
 import torch
@@ -46,20 +48,23 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=120.0)
     args = parser.parse_args()
     ctx = RasterContext("cpu")
-    print("grid  triangles  budget  unwrapped  method         seconds  texel_use")
+    print("grid  triangles  budget  unwrapped  method         seconds  cpu_s  texel_use")
     for grid in args.grids:
         mesh = surface(grid)
         for budget in args.budgets:
             settings = dataclasses.replace(Settings(), texture_res=args.texture_res,
                                            unwrap_timeout_s=args.timeout)
             start = time.perf_counter()
+            children = resource.getrusage(resource.RUSAGE_CHILDREN)
             unwrapped, how = with_uvs(Mesh(*simplify(mesh.positions, mesh.triangles, budget)),
                                       settings)
             seconds = time.perf_counter() - start
+            done = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = done.ru_utime + done.ru_stime - children.ru_utime - children.ru_stime
             covered, _ = uv_overlap(ctx, unwrapped.uvs, unwrapped.uv_triangles,
                                     args.texture_res)
             print(f"{grid:4d}  {mesh.num_triangles:9d}  {budget:6d}  "
-                  f"{unwrapped.num_triangles:9d}  {how['method']:13s}  {seconds:7.1f}  "
+                  f"{unwrapped.num_triangles:9d}  {how['method']:13s}  {seconds:7.1f}  {cpu:5.1f}  "
                   f"{covered / args.texture_res ** 2:9.3f}", flush=True)
 
 

@@ -19,7 +19,14 @@ from typing import Any
 
 from diffrec.errors import UserError
 from diffrec.pipeline.reference_config import Reading, translate
-from diffrec.protocol.settings import FIELDS, Settings, SettingsError, as_type, parse_settings
+from diffrec.protocol.settings import (
+    FIELDS,
+    PRESETS,
+    Settings,
+    SettingsError,
+    as_type,
+    parse_settings,
+)
 
 
 @dataclass(frozen=True)
@@ -88,9 +95,11 @@ def _check_light(settings: Settings, sources: Sources) -> None:
         raise UserError("light 'learn-from-envmap' needs an envmap")
 
 
-def read_config_file(path: str | Path) -> dict[str, Any]:
-    """Read a JSON or TOML config file into a dict of settings (reference keys translated)."""
-    return read_config_reading(path).values()
+def read_config_file(path: str | Path, preset: str | None = None) -> dict[str, Any]:
+    """Read a JSON or TOML config file into a dict of settings (reference keys translated;
+    ``preset``: one given on the command line, whose sizes win over the reference system's
+    defaults, ``Reading.values``)."""
+    return read_config_reading(path).values(PRESETS.get(preset))
 
 
 def read_config_reading(path: str | Path) -> Reading:
