@@ -305,7 +305,7 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     rank 0 uses ``reporter`` and validates; it returns the Result, the other ranks None.
     """
     reporter = distributed.main_only(world, reporter or Reporter())
-    nvdiffrec = settings.schedule == "nvdiffrec"  # its warm-up and geometry rate (trainer)
+    nvdiffrec = settings.schedule == "nvdiffrec"  # warm-up in every mesh pass, one rate
     torch_device = resolve_device(device)
     torch.manual_seed(settings.seed)
     ctx = raster.RasterContext(torch_device)
@@ -356,7 +356,7 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
                     "device": str(torch_device), "engine": ctx.engine,
                     "surface_model": surface_model, "iterations": settings.iterations,
                     "unwrap": {k: v for k, v in unwrapping.items() if k != "warning"},
-                    "warnings": [w for w in (unwrapping["warning"],) if w],
+                    "warnings": [unwrapping["warning"]] if unwrapping["warning"] else [],
                     "time_s": {t.run.name: t.elapsed_s for t in trainers},
                     "peak_memory_mb": peak_memory_mb(torch_device),
                     "settings": settings.to_dict(),
