@@ -399,3 +399,17 @@ def test_uvs_slightly_outside_the_square_are_kept_as_they_wrap():
     assert uv_layout_problems(shifted, ctx=CPU) == []
     settings = SimpleNamespace(unwrap_timeout_s=60.0, texture_res=64)
     assert with_uvs(shifted, settings)[0] is shifted
+
+
+@pytest.mark.slow
+def test_the_unwrap_works_in_a_ray_worker():
+    """A cluster job runs in a Ray worker process: the unwrap's child starts there too."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        cube = primitives.cube()
+        task = ray.remote(lambda: unwrap(cube.positions, cube.triangles,
+                                         resolution_hint=64).method)
+        assert ray.get(task.remote(), timeout=180) == "xatlas"
+    finally:
+        ray.shutdown()
