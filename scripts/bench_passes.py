@@ -116,7 +116,7 @@ def main(argv=None) -> int:
     for family, engine in ENGINES[args.engine].items():
         os.environ[family.env_var] = engine
     reading = read_config_reading(args.config)
-    config = build_config({**reading.settings, "log_every": args.iterations // 10},
+    config = build_config({**reading.values(), "log_every": args.iterations // 10},
                           {"iterations": args.iterations, "device": args.device,
                            "out_dir": args.out})
     shutil.rmtree(config.out_dir, ignore_errors=True)  # a checkpoint there would be resumed

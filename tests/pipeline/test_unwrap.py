@@ -1,5 +1,6 @@
 """UV unwrapping: the real xatlas layout, the grid fallback, every failure path of the child
-process (crash, hang, exception, invalid output), and the usable-UV check."""
+process (crash, hang, exception, invalid output), the unwrap from a daemonic process (a server
+job's), and the usable-UV check."""
 
 import logging
 import math
@@ -7,6 +8,7 @@ import multiprocessing
 import os
 import signal
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -32,7 +34,7 @@ from diffrec.pipeline.unwrap import (
 CPU = raster.RasterContext("cpu", impl="torch")
 
 
-# Workers for the child process; module level so that "spawn" can import them by name.
+# Workers for the child process; module level so that the child can import them by name.
 def segfault_worker(positions, triangles, options):
     os.kill(os.getpid(), signal.SIGSEGV)
 
@@ -119,12 +121,21 @@ def signed_areas(corners):
 
 # --- the real xatlas ----------------------------------------------------------------------------
 
+def child_pids() -> set[int]:
+    """This process's live child processes (Linux's /proc; empty elsewhere)."""
+    pids = set()
+    for children in Path("/proc", str(os.getpid()), "task").glob("*/children"):
+        pids.update(int(pid) for pid in children.read_text().split())
+    return pids
+
+
 def test_xatlas_layout_covers_every_triangle_in_padded_charts_without_overlap(caplog):
     mesh = noisy_sphere()
     with caplog.at_level(logging.WARNING):
-        uvs, uv_triangles = unwrap(mesh.positions, mesh.triangles, resolution_hint=256,
-                                   padding_texels=4)
+        layout = unwrap(mesh.positions, mesh.triangles, resolution_hint=256, padding_texels=4)
     assert not caplog.records, "xatlas failed and the fallback ran"
+    assert (layout.method, layout.warning) == ("xatlas", None)
+    uvs, uv_triangles = layout.uvs, layout.uv_triangles
     assert uvs.dtype == torch.float32 and uv_triangles.dtype == torch.int64
     assert uv_triangles.shape == mesh.triangles.shape
     assert len(uvs) < 3 * mesh.num_triangles  # charts share UV vertices: not the grid fallback
@@ -190,11 +201,12 @@ def test_grid_unwrap_has_no_rasterized_overlap():
 
 def _assert_fell_back(mesh, result, caplog, reason):
     expected_uvs, expected_triangles = grid_unwrap(mesh.num_triangles, resolution=64)
-    np.testing.assert_array_equal(result[0].numpy(), expected_uvs)
-    np.testing.assert_array_equal(result[1].numpy(), expected_triangles)
+    np.testing.assert_array_equal(result.uvs.numpy(), expected_uvs)
+    np.testing.assert_array_equal(result.uv_triangles.numpy(), expected_triangles)
+    assert result.method == "grid fallback" and reason in result.warning
     messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any("fallback" in m and reason in m for m in messages), messages
-    assert not multiprocessing.active_children()
+    assert not child_pids()
 
 
 def test_crash_falls_back(caplog):
@@ -222,7 +234,7 @@ def test_a_stop_request_kills_the_unwrap_at_once_instead_of_falling_back():
         unwrap(mesh.positions, mesh.triangles, resolution_hint=64, timeout_s=60.0,
                worker=hanging_worker, should_stop=lambda: time.perf_counter() > asked)
     assert time.perf_counter() - asked < 1.0  # within a second of being asked
-    assert not multiprocessing.active_children()
+    assert not child_pids()
 
 
 def test_missing_xatlas_falls_back(caplog):
@@ -244,9 +256,9 @@ def test_invalid_layout_falls_back(caplog):
 def test_a_valid_layout_from_the_child_is_returned_as_is(caplog):
     mesh = primitives.cube()
     with caplog.at_level(logging.WARNING):
-        uvs, uv_triangles = unwrap(mesh.positions, mesh.triangles, resolution_hint=256,
-                                   worker=grid_worker)
-    assert not caplog.records
+        layout = unwrap(mesh.positions, mesh.triangles, resolution_hint=256, worker=grid_worker)
+    assert not caplog.records and layout.method == "xatlas"
+    uvs, uv_triangles = layout.uvs, layout.uv_triangles
     expected_uvs, expected_triangles = grid_unwrap(mesh.num_triangles, resolution=256)
     np.testing.assert_array_equal(uvs.numpy(), expected_uvs)
     np.testing.assert_array_equal(uv_triangles.numpy(), expected_triangles)
@@ -336,6 +348,9 @@ def test_bad_layouts_are_not_usable():
                                                                    ctx=CPU))
     assert "outside [0, 1]" in " ".join(uv_layout_problems(_with_uvs(plane, plane.uvs * 1.5),
                                                            ctx=CPU))
+    tiled = torch.cat([plane.uvs[:, :1] * 1.2 - 0.1, plane.uvs[:, 1:]], -1)  # u wraps onto itself
+    assert "more than one triangle" in " ".join(uv_layout_problems(_with_uvs(plane, tiled),
+                                                                   ctx=CPU))
     collapsed = torch.full_like(plane.uvs, 0.5)
     assert "no UV area" in " ".join(uv_layout_problems(_with_uvs(plane, collapsed), ctx=CPU))
     assert uv_layout_problems(primitives.cube(), ctx=CPU) == ["the mesh has no UVs"]
@@ -346,12 +361,55 @@ def test_bad_layouts_are_not_usable():
 def test_with_uvs_keeps_good_uvs_and_replaces_bad_ones():
     settings = SimpleNamespace(unwrap_timeout_s=60.0, texture_res=64)
     plane = primitives.plane(4)
-    assert with_uvs(plane, settings) is plane
+    assert with_uvs(plane, settings) == (plane, {"method": "own UVs", "time_s": 0.0,
+                                                  "warning": None})
     collapsed = primitives.cube().replace(uvs=torch.zeros(8, 2),
                                           uv_triangles=primitives.cube().triangles)
     cube = with_tangents(with_vertex_normals(collapsed))  # tangents of UVs about to go
-    unwrapped = with_uvs(cube, settings, worker=grid_worker)
+    unwrapped, how = with_uvs(cube, settings, worker=grid_worker)
+    assert how["method"] == "xatlas" and how["warning"] is None
     assert unwrapped.tangents is None and unwrapped.uvs.dtype == cube.positions.dtype
     expected_uvs, _ = grid_unwrap(cube.num_triangles, resolution=64)
     np.testing.assert_array_equal(unwrapped.uvs.numpy(), expected_uvs)
     assert unwrapped.positions is cube.positions and has_usable_uvs(unwrapped, ctx=CPU)
+
+
+def _unwrap_method_in(result_queue):
+    cube = primitives.cube()
+    result_queue.put(unwrap(cube.positions, cube.triangles, resolution_hint=64).method)
+
+
+def test_the_unwrap_works_from_a_daemonic_process():
+    """A server job runs in a daemonic ``multiprocessing`` process, which may not start
+    ``multiprocessing`` children: the unwrap's child must start all the same (issue 25)."""
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    job = context.Process(target=_unwrap_method_in, args=(results,), daemon=True)
+    job.start()
+    try:
+        assert results.get(timeout=120) == "xatlas"
+    finally:
+        job.join(10)
+
+
+def test_uvs_slightly_outside_the_square_are_kept_as_they_wrap():
+    """Spot's UVs span [-0.052, 1]: the texture wraps, so they are used, not replaced."""
+    plane = primitives.plane(4)
+    shifted = _with_uvs(plane, plane.uvs * 0.9 - 0.05)
+    assert uv_layout_problems(shifted, ctx=CPU) == []
+    settings = SimpleNamespace(unwrap_timeout_s=60.0, texture_res=64)
+    assert with_uvs(shifted, settings)[0] is shifted
+
+
+@pytest.mark.slow
+def test_the_unwrap_works_in_a_ray_worker():
+    """A cluster job runs in a Ray worker process: the unwrap's child starts there too."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        cube = primitives.cube()
+        task = ray.remote(lambda: unwrap(cube.positions, cube.triangles,
+                                         resolution_hint=64).method)
+        assert ray.get(task.remote(), timeout=180) == "xatlas"
+    finally:
+        ray.shutdown()

@@ -136,3 +136,37 @@ def test_a_job_on_two_ranks_streams_rank_zeros_events_and_matches_one_process(
     psnr = (results["one"]["psnr_mean"], results["two"]["psnr_mean"])
     assert moved < 1e-3 and psnr[1] == pytest.approx(psnr[0], abs=0.02), (moved, psnr)
 
+
+
+def test_a_server_job_unwraps_with_xatlas_as_the_command_line_does(server, connect, tmp_path):
+    """A job runs in a daemonic process of the server, which may not start ``multiprocessing``
+    children; its unwrap must still be xatlas's, not the grid fallback (issue 25): the same
+    layout and the same held-out PSNR (within 0.2 dB) as the same job run in this process, as
+    ``diffrec optimize`` runs it."""
+    from diffrec.pipeline.inputs import Inputs
+    from diffrec.pipeline.job_arrays import from_job_arrays
+    from diffrec.pipeline.run import optimize
+    from diffrec.pipeline.views import held_out_count, split_views
+    from diffrec.protocol.settings import parse_settings
+
+    spec, inputs = sphere_job()
+    spec["settings"].update(preview_every=0)
+    client = connect(server)
+    client.submit("unwrapped", spec, inputs)
+    final = client.wait("unwrapped")
+    assert final["kind"] == "done", final.fields
+    client.fetch("unwrapped", tmp_path / "server")
+    served = json.loads((tmp_path / "server" / "metrics.json").read_text())
+    assert served["unwrap"]["method"] == "xatlas" and served["warnings"] == [], served["unwrap"]
+
+    settings = parse_settings(spec["settings"])
+    views, base, envmap = from_job_arrays(inputs)
+    train, test = split_views(views, held_out_count(len(views), settings.test_views),
+                              settings.seed)
+    here = optimize(settings, Inputs(train, test, base, envmap), device="cpu")
+    assert here.metrics["unwrap"]["method"] == "xatlas"
+    assert served["psnr_mean"] == pytest.approx(here.metrics["psnr_mean"], abs=0.2)
+    mesh = read_gltf(tmp_path / "server" / "mesh.glb").mesh
+    served_corners = mesh.uvs[mesh.uv_triangles].numpy()
+    here_corners = here.mesh.uvs[here.mesh.uv_triangles].numpy()
+    np.testing.assert_allclose(served_corners, here_corners, atol=1e-5)

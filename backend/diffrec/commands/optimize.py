@@ -17,7 +17,7 @@ from diffrec.errors import UserError
 from diffrec.pipeline.bounds import GIB, check_bounds, device_memory_bytes
 from diffrec.pipeline.checkpoints import CheckpointStore
 from diffrec.pipeline.config import RunConfig, build_config, read_config_reading
-from diffrec.pipeline.reference_config import Reading
+from diffrec.pipeline.reference_config import Reading, departures
 from diffrec.pipeline.reporter import Preview, Progress, Reporter
 from diffrec.protocol import events
 from diffrec.protocol.settings import GEOMETRIES, LIGHT_MODES, MODES, PRESETS
@@ -39,10 +39,12 @@ def add_settings_arguments(parser) -> None:
     parser.add_argument("--train-res", dest="train_res", type=int)
     parser.add_argument("--texture-res", dest="texture_res", type=int)
     parser.add_argument("--seed", type=int)
+    parser.add_argument("--schedule", choices=("diffrec", "nvdiffrec"),
+                        help="training schedule (nvdiffrec configs: nvdiffrec's)")
 
 
 SETTINGS_FLAGS = ("mode", "preset", "base_mesh", "envmap", "light", "geometry", "iterations",
-                  "batch", "train_res", "texture_res", "seed")
+                  "batch", "train_res", "texture_res", "seed", "schedule")
 
 
 def settings_flags(args, extra: tuple[str, ...] = ()) -> dict:
@@ -74,7 +76,8 @@ def add_arguments(parser) -> None:
                                "needs --device cpu (to check a multi-GPU setup without GPUs)")
     parser.add_argument("--check", action="store_true",
                         help="print how each key of --config was understood and the settings "
-                             "that would run, then exit without running")
+                             "that would run, then exit without running (status 1 when a "
+                             "file it names is missing)")
 
 
 class TerminalReporter(Reporter):
@@ -135,7 +138,7 @@ class TerminalReporter(Reporter):
 
 def check_report(path: str | None, reading: Reading, config: RunConfig) -> str:
     """What ``--check`` prints: each key of the file and what it became, where the targets
-    come from, and the settings that would run (JSON)."""
+    come from, the files that are missing, and the settings that would run (JSON)."""
     from diffrec.pipeline.colmap_capture import capture_layout
 
     lines = []
@@ -146,16 +149,61 @@ def check_report(path: str | None, reading: Reading, config: RunConfig) -> str:
     sources = config.sources
     if sources.dataset:
         found = {"nerf": "a NeRF-style folder", "llff": "an LLFF capture",
-                 "colmap": "a COLMAP model",
-                 None: "NOT FOUND: no transforms_train.json, poses_bounds.npy or COLMAP "
-                       "model there"}[capture_layout(sources.dataset)]
+                 "colmap": "a COLMAP model", None: "see below"}[capture_layout(sources.dataset)]
         lines.append(f"targets: the images of {sources.dataset} ({found})")
     elif sources.ref_mesh:
-        found = "" if Path(sources.ref_mesh).exists() else " (NOT FOUND)"
-        lines.append(f"targets: {config.settings.views} renders of {sources.ref_mesh}{found} "
+        lines.append(f"targets: {config.settings.views} renders of {sources.ref_mesh} "
                      f"under {sources.envmap}")
+    lines += [f"NOT FOUND: {problem}" for problem in missing_files(config)]
+    lines.append(validation_line(config))
+    if reading.reference or config.settings.schedule == "nvdiffrec":
+        lines += ["departures from nvdiffrec's behaviour:",
+                  *(f"  - {line}" for line in departures(config.settings))]
     lines += [memory_line(config), "settings:", json.dumps(config.to_dict(), indent=2)]
     return "\n".join(lines)
+
+
+def validation_line(config: RunConfig) -> str:
+    """Which views the run holds out for validation, and how many it trains on."""
+    from diffrec.pipeline.colmap_capture import read_any_capture
+    from diffrec.pipeline.views import HELD_OUT_SHARE, held_out_count
+    from diffrec.protocol.captures import CaptureError
+
+    settings, dataset = config.settings, config.sources.dataset
+    if not settings.validation:
+        return "validation: none (every view trains)"
+    if not dataset:
+        return (f"validation: {settings.test_views} more renders from other cameras; "
+                f"training on {settings.views}")
+    try:
+        count = len(read_any_capture(dataset, "train").frames)
+    except CaptureError:
+        return "validation: unknown (the capture cannot be read)"
+    try:
+        held = len(read_any_capture(dataset, "test").frames)
+        return f"validation: the {held} views of the test split; training on all {count}"
+    except CaptureError:
+        held = held_out_count(count, settings.test_views)
+    return (f"validation: {held} of the capture's {count} views held out (test_views "
+            f"{settings.test_views}, at most one in {HELD_OUT_SHARE}); training on "
+            f"{count - held}")
+
+
+def missing_files(config: RunConfig) -> list[str]:
+    """One sentence per file or folder the run would read and cannot find (relative paths
+    from the working directory)."""
+    from diffrec.pipeline.colmap_capture import capture_layout
+
+    sources, missing = config.sources, []
+    if sources.dataset and capture_layout(sources.dataset) is None:
+        missing.append(f"dataset {sources.dataset}: "
+                       + ("no transforms_train.json, poses_bounds.npy or COLMAP model there"
+                          if Path(sources.dataset).is_dir() else "no such folder"))
+    for key in ("ref_mesh", "base_mesh", "envmap", "ref_material"):
+        value = getattr(sources, key)
+        if value and not Path(value).exists():
+            missing.append(f"{key} {value}: no such file")
+    return missing
 
 
 def memory_line(config: RunConfig) -> str:
@@ -270,10 +318,10 @@ def _spawned_rank(world, config: RunConfig, quiet: bool) -> None:
 def run(args) -> int:
     reading = read_config_reading(args.config) if args.config else Reading()
     flags = settings_flags(args, ("device", "out_dir", "dataset", "ref_mesh", "preview_every"))
-    config = build_config(reading.settings, flags)
+    config = build_config(reading.values(PRESETS.get(args.preset)), flags)
     if args.check:
         print(check_report(args.config, reading, config))
-        return 0
+        return 1 if missing_files(config) else 0
     check_bounds(config.settings, device_memory_bytes(config.device))
     # torch-heavy modules are imported only when a run starts
     from diffrec.pipeline import distributed

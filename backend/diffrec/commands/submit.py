@@ -120,7 +120,8 @@ def load_submission(source: Path, flags: dict | None = None) -> tuple[dict, dict
             raise UserError(f"{given}: settings flags apply to a dataset folder or a settings "
                             f"file, not to the job file {source}, whose spec holds its settings")
         return load_job(source)
-    file_values = {"dataset": str(source)} if kind == "dataset" else read_config_file(source)
+    file_values = ({"dataset": str(source)} if kind == "dataset"
+                   else read_config_file(source, flags.get("preset")))
     return optimize_job({**file_values, **flags}, str(source))
 
 

@@ -19,7 +19,14 @@ from typing import Any
 
 from diffrec.errors import UserError
 from diffrec.pipeline.reference_config import Reading, translate
-from diffrec.protocol.settings import FIELDS, Settings, SettingsError, as_type, parse_settings
+from diffrec.protocol.settings import (
+    FIELDS,
+    PRESETS,
+    Settings,
+    SettingsError,
+    as_type,
+    parse_settings,
+)
 
 
 @dataclass(frozen=True)
@@ -88,9 +95,11 @@ def _check_light(settings: Settings, sources: Sources) -> None:
         raise UserError("light 'learn-from-envmap' needs an envmap")
 
 
-def read_config_file(path: str | Path) -> dict[str, Any]:
-    """Read a JSON or TOML config file into a dict of settings (reference keys translated)."""
-    return read_config_reading(path).settings
+def read_config_file(path: str | Path, preset: str | None = None) -> dict[str, Any]:
+    """Read a JSON or TOML config file into a dict of settings (reference keys translated;
+    ``preset``: one given on the command line, whose sizes win over the reference system's
+    defaults, ``Reading.values``)."""
+    return read_config_reading(path).values(PRESETS.get(preset))
 
 
 def read_config_reading(path: str | Path) -> Reading:
@@ -105,12 +114,35 @@ def read_config_reading(path: str | Path) -> Reading:
         raise UserError(f"cannot read config {path}: {error}") from None
     if not isinstance(data, dict):
         raise UserError(f"config {path} must hold a table / object of settings")
-    # relative paths in a config file are relative to the file
-    for key in ("dataset", "ref_mesh", "base_mesh", "envmap", "out_dir", "mtl_override",
-                "ref_material"):
-        if isinstance(data.get(key), str) and not Path(data[key]).is_absolute():
-            data[key] = str(path.parent / data[key])
-    return translate(data, set(CONFIG_KEYS))
+    found = {key: _resolved(data[key], path.parent) for key in INPUT_PATH_KEYS
+             if isinstance(data.get(key), str)}
+    data.update({key: value for key, (value, _) in found.items()})
+    reading = translate(data, set(CONFIG_KEYS))
+    out_dir = data.get("out_dir")
+    if not reading.reference and isinstance(out_dir, str) and not Path(out_dir).is_absolute():
+        reading.settings["out_dir"] = str(path.parent / out_dir)  # diffrec's own: the file's
+    reading.lines += [f"(path) {key} {data[key]}: {where}" for key, (_, where) in found.items()
+                      if where]
+    return reading
+
+
+# the files a config names: relative ones are looked for in the working directory first
+INPUT_PATH_KEYS = ("dataset", "ref_mesh", "base_mesh", "envmap", "mtl_override", "ref_material")
+
+
+def _resolved(value: str, config_folder: Path) -> tuple[str, str]:
+    """A relative path from a config file, as nvdiffrec reads it (relative to the working
+    directory), else relative to the config's folder where it is there: ``(path, which)``,
+    ``which`` empty for an absolute path."""
+    if Path(value).is_absolute():
+        return value, ""
+    if Path(value).exists():
+        return value, f"found in the working directory ({Path.cwd()})"
+    beside = config_folder / value
+    if beside.exists():
+        return str(beside), f"found beside the config file ({beside})"
+    return value, (f"NOT FOUND in the working directory ({Path.cwd()}) nor beside the config "
+                   f"file ({config_folder})")
 
 
 def build_config(file_values: dict[str, Any] | None = None,

@@ -8,7 +8,10 @@ instead; nothing is dropped silently. Keys that are diffrec's own settings pass 
 A file is read as the reference system's when it has any key only that system uses (``iter``,
 ``lock_pos``, ``random_textures``...); then its defaults for the keys it leaves out apply where
 they differ from ours and change the run: without ``base_mesh`` the run reconstructs, with one
-it refines the mesh (``lock_pos`` false) or only the materials (``lock_pos`` true).
+it refines the mesh (``lock_pos`` false) or only the materials (``lock_pos`` true); it trains
+on nvdiffrec's ``schedule`` (unless the file gives ``schedule: diffrec``) with its light
+resolution and starting surface (``Reading.defaults``: a ``--preset`` given on the command
+line overrides the sizes among them). ``departures`` lists what a run still does otherwise.
 """
 
 from __future__ import annotations
@@ -37,6 +40,13 @@ class Reading:
     settings: dict[str, Any] = field(default_factory=dict)
     lines: list[str] = field(default_factory=list)
     reference: bool = False
+    defaults: dict[str, Any] = field(default_factory=dict)
+
+    def values(self, preset: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The settings to run: ``defaults`` (those a ``preset`` given on the command line
+        sets left out), then the file's own."""
+        defaults = {k: v for k, v in self.defaults.items() if k not in (preset or {})}
+        return {**defaults, **self.settings}
 
 
 def _as_list(value, key: str, lengths: tuple[int, ...]) -> tuple[float, ...]:
@@ -179,7 +189,8 @@ KEYS: dict[str, Callable] = {
     "ref_mesh": _ref_mesh,
     "base_mesh": _plain("base_mesh", str, "the starting mesh"),
     "envmap": _plain("envmap", str, "the HDRI"),
-    "out_dir": _plain("out_dir", str, "relative to the config file"),
+    "out_dir": _plain("out_dir", lambda value: str(Path("out", value)),
+                      "out/<out_dir> under the working directory, where nvdiffrec writes"),
     "iter": _plain("iterations", int, "per pass"),
     "batch": _plain("batch", int),
     "spp": _plain("spp", int),
@@ -274,6 +285,7 @@ def translate(data: dict[str, Any], own_settings: set[str]) -> Reading:
         raise UserError("this config cannot be run as it is:\n  - " + "\n  - ".join(refused))
     if reading.reference:
         _reference_mode(reading, data)
+        _reference_schedule(reading, data)
         if "export_obj" not in reading.settings:
             reading.settings["export_obj"] = True
             reading.lines.append("(no export_obj) -> export_obj = true (the reference system "
@@ -295,4 +307,67 @@ def _reference_mode(reading: Reading, data: dict) -> None:
                              "from scratch, then refined)")
 
 
-__all__ = ["KEYS", "Reading", "Refused", "translate"]
+NVDIFFREC_LIGHT_RES = 512  # its probe_res default
+
+
+def _reference_schedule(reading: Reading, data: dict) -> None:
+    """nvdiffrec's schedule, light resolution and starting surface where the file is silent."""
+    if reading.settings.get("schedule", "nvdiffrec") != "nvdiffrec":
+        return
+    defaults = {"schedule": "nvdiffrec", "surface_init": "sphere"}
+    if "schedule" not in data:
+        reading.lines.append("(no schedule) -> schedule = 'nvdiffrec' (its learning-rate decay, "
+                             "warm-up, noise background and geometry rate; give schedule: "
+                             "diffrec for diffrec's)")
+    if "probe_res" not in data and "light_res" not in data:
+        defaults["light_res"] = NVDIFFREC_LIGHT_RES
+        reading.lines.append(f"(no probe_res) -> light_res = {NVDIFFREC_LIGHT_RES} (nvdiffrec's "
+                             "default; a --preset sets its own)")
+    if "surface_init" not in data:
+        reading.lines.append("(no surface_init) -> surface_init = 'sphere' (nvdiffrec starts "
+                             "from a random SDF, not a visual hull)")
+    reading.defaults.update({k: v for k, v in defaults.items() if k not in data})
+
+
+def departures(settings) -> list[str]:
+    """Where a run of ``settings`` (``diffrec.protocol.settings.Settings``) departs from what
+    nvdiffrec does, one sentence each, saying why."""
+    found = []
+    if settings.schedule != "nvdiffrec":
+        found += ["learning rate decays to 0.1 over each pass, whatever its length (nvdiffrec: "
+                  "10^(-0.0002 it), 0.66 at 1000 iterations); schedule: nvdiffrec for its",
+                  f"training background {settings.background!r} (nvdiffrec: per-pixel noise); "
+                  "schedule: nvdiffrec for its"]
+        if settings.mode == "reconstruct":
+            found.append(f"geometry moves at surface_learning_rate {settings.surface_learning_rate}"
+                         " from a visual-hull start (nvdiffrec: at learning_rate); schedule: "
+                         "nvdiffrec for its")
+        else:
+            found.append("no learning-rate warm-up in a single-pass run (nvdiffrec: 100 "
+                         "iterations); schedule: nvdiffrec for its")
+    if settings.light_res != NVDIFFREC_LIGHT_RES:
+        found.append(f"light cube faces of {settings.light_res} texels (nvdiffrec: "
+                     f"{NVDIFFREC_LIGHT_RES}): the preset's size, for speed")
+    if settings.mode == "reconstruct":
+        if settings.surface_init == "visual-hull":
+            found.append("pass 1 starts from the visual hull of the masks (nvdiffrec: a random "
+                         "SDF): fewer iterations to a surface")
+        if settings.max_triangles:
+            found.append(f"pass 1's surface is simplified to at most {settings.max_triangles} "
+                         "triangles before unwrapping (nvdiffrec unwraps it whole): xatlas "
+                         "takes minutes on larger surfaces on a CPU")
+        found.append("pass 2's normal map starts flat (nvdiffrec bakes pass 1's untrained "
+                     "normal channel)")
+        if settings.hash_table_log2 != 19:
+            found.append(f"hash-grid tables of 2^{settings.hash_table_log2} entries (nvdiffrec: "
+                         "2^19): the preset's size, for speed on a CPU")
+    if settings.large_steps:
+        found.append(f"vertex steps smoothed (large_steps {settings.large_steps}; nvdiffrec: "
+                     "plain offsets)")
+    if settings.validation:
+        found.append("validation on held-out views (at most one in 8 of a capture without a "
+                     "test split), which then do not train (nvdiffrec trains on every image)")
+    return found
+
+
+__all__ = ["KEYS", "Reading", "Refused", "departures", "translate"]

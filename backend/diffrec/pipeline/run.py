@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from diffrec import raster
 from diffrec.errors import Cancelled, UserError
 from diffrec.geometry import clean_mesh, remove_small_pieces
+from diffrec.geometry.simplify import simplify
 from diffrec.io import Material
 from diffrec.light.envmap import EnvironmentLight
 from diffrec.mesh import Mesh
@@ -167,11 +168,13 @@ def _run_pass(ctx, run: Pass, train: Views, settings: Settings, reporter: Report
 
 
 def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Reporter,
-                  world: distributed.World) -> tuple[Mesh, TextureMaterial, PassTrainer, str]:
+                  world: distributed.World
+                  ) -> tuple[Mesh, TextureMaterial, PassTrainer, str, dict]:
     """Pass 1 of reconstruct; returns the mesh with UVs and its baked TextureMaterial for
-    pass 2, the pass's trainer and the name of the surface model that ran
-    (``DMTetGeometry`` or ``FlexiCubesGeometry``)."""
-    half = settings.mesh_scale / 2
+    pass 2, the pass's trainer, the name of the surface model that ran
+    (``DMTetGeometry`` or ``FlexiCubesGeometry``) and how the mesh was unwrapped
+    (``_unwrapped``)."""
+    half, nvdiffrec = settings.mesh_scale / 2, settings.schedule == "nvdiffrec"
     center = torch.tensor(settings.center)
     check_views_see_box(train.cameras, (center - half).tolist(), (center + half).tolist(),
                         train.names)
@@ -193,15 +196,18 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
                            grid=HashGridConfig(log2_hashmap_size=settings.hash_table_log2))
     first = Pass("pass1", 0, settings.iterations, settings.learning_rate[0], 0, geometry,
                  NeuralSurface(field), light, settings.light != "fixed",
-                 settings.surface_learning_rate[0] if start == "visual-hull" else None,
-                 number=1, passes=2)
+                 settings.surface_learning_rate[0] if start == "visual-hull" and not
+                 nvdiffrec else None, number=1, passes=2)
     trainer = _run_pass(ctx, first, train, settings, reporter, world)
 
     with torch.no_grad():
         mesh = geometry.mesh()
     vertices, triangles = remove_small_pieces(*clean_mesh(mesh.positions.detach(),
                                                          mesh.triangles))
-    mesh = _unwrapped(Mesh(vertices, triangles), settings, reporter, world)
+    extracted = len(triangles)
+    vertices, triangles = simplify(vertices, triangles, settings.max_triangles)
+    mesh, unwrapping = _unwrapped(Mesh(vertices, triangles), settings, reporter, world)
+    unwrapping.update(triangles=len(triangles), extracted_triangles=extracted)
     _stop_if_asked(reporter, world, "after unwrapping the surface")
     reporter.log("baking textures…", stage="baking")
     textures = bake_textures(ctx, mesh, field.evaluate, settings.texture_res)
@@ -212,18 +218,25 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
         textures["kd"] = torch.cat([textures["kd"], torch.ones_like(textures["kd"][..., :1])], -1)
     baked = {name: Texture2D(textures[name], *ranges[name]) for name in ranges}
     material = TextureMaterial(baked["kd"], baked["ks"], baked["normal"]).to(device)
-    return mesh, material, trainer, type(geometry.surface).__name__
+    return mesh, material, trainer, type(geometry.surface).__name__, unwrapping
 
 
 def _unwrapped(mesh: Mesh, settings: Settings, reporter: Reporter, world: distributed.World
-               ) -> Mesh:
+               ) -> tuple[Mesh, dict]:
     """``with_uvs(mesh)`` unwrapped by rank 0 and shared, so that every rank trains the same
-    atlas (a stop asked during unwrapping ends rank 0 alone; its launcher ends the rest)."""
-    device = mesh.positions.device
+    atlas (a stop asked during unwrapping ends rank 0 alone; its launcher ends the rest); a
+    fallback layout is reported as a warning."""
     if not has_usable_uvs(mesh):
         reporter.log("unwrapping the surface…", stage="unwrapping")
-    return world.from_main(
-        lambda: with_uvs(mesh, settings, reporter.should_stop).to("cpu")).to(device)
+
+    def on_main() -> tuple[Mesh, dict]:
+        unwrapped, how = with_uvs(mesh, settings, reporter.should_stop)
+        if how["warning"]:
+            reporter.log(how["warning"], level="warning")
+        return unwrapped.to("cpu"), how
+
+    unwrapped, how = world.from_main(on_main)
+    return unwrapped.to(mesh.positions.device), how
 
 
 def _stop_if_asked(reporter: Reporter, world: distributed.World, where: str) -> None:
@@ -296,6 +309,7 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     rank 0 uses ``reporter`` and validates; it returns the Result, the other ranks None.
     """
     reporter = distributed.main_only(world, reporter or Reporter())
+    nvdiffrec = settings.schedule == "nvdiffrec"  # warm-up in every mesh pass, one rate
     torch_device = resolve_device(device)
     torch.manual_seed(settings.seed)
     ctx = raster.RasterContext(torch_device)
@@ -308,17 +322,20 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
 
     surface_model = None
     if settings.mode == "reconstruct":
-        mesh, material, first, surface_model = _surface_pass(
+        mesh, material, first, surface_model, unwrapping = _surface_pass(
             ctx, settings, train, light, reporter, world)
         trainers.append(first)
         trainable, learning_rate = True, settings.learning_rate[1]
-        warmup, surface_rate = settings.warmup_iterations, settings.surface_learning_rate[1]
+        warmup = settings.warmup_iterations
+        surface_rate = None if nvdiffrec else settings.surface_learning_rate[1]
     else:
         if inputs.base_mesh is None:
             raise UserError(f"mode {settings.mode!r} needs a starting mesh (base_mesh)")
-        mesh = _unwrapped(inputs.base_mesh.to(torch_device), settings, reporter, world)
+        mesh, unwrapping = _unwrapped(inputs.base_mesh.to(torch_device), settings, reporter,
+                                      world)
         material = initial_textures(settings, torch_device, inputs.base_material)
-        trainable, learning_rate, warmup = settings.mode == "refine", settings.learning_rate[1], 0
+        trainable, learning_rate = settings.mode == "refine", settings.learning_rate[1]
+        warmup = settings.warmup_iterations if nvdiffrec else 0
         surface_rate = None
     geometry = ExplicitGeometry(mesh, trainable, settings.laplace, settings.laplace_scale,
                                 settings.large_steps).to(torch_device)
@@ -345,6 +362,8 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     metrics.update({"mode": settings.mode, "preset": settings.preset,
                     "device": str(torch_device), "engine": ctx.engine,
                     "surface_model": surface_model, "iterations": settings.iterations,
+                    "unwrap": {k: v for k, v in unwrapping.items() if k != "warning"},
+                    "warnings": [unwrapping["warning"]] if unwrapping["warning"] else [],
                     "time_s": {t.run.name: t.elapsed_s for t in trainers},
                     "peak_memory_mb": peak_memory_mb(torch_device),
                     "settings": settings.to_dict(),

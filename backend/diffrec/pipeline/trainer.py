@@ -3,8 +3,11 @@
 The schedule follows the reference system: Adam (0.9, 0.999) (``UniformAdam`` for a geometry
 that asks for it, large steps, on the same schedule); the learning rate warms up
 linearly over ``warmup`` iterations (pass 2) and decays exponentially to a tenth over the pass
-(nvdiffrec's ``10^(-0.0002 it)`` over its 5000 iterations); after each step the material is
-clamped into range and the light to >= 0; the light's gradients are scaled up.
+(nvdiffrec's ``10^(-0.0002 it)`` over its 5000 iterations, rescaled to the pass; with
+``schedule`` "nvdiffrec", its own formula whatever the pass length); after each step the
+material is clamped into range and the light to >= 0; the light's gradients are scaled up.
+With ``schedule`` "nvdiffrec" the training targets are composited over per-pixel noise, as
+nvdiffrec trains (``background`` then applies to validation only).
 
 Losses (``x`` render, ``y`` target, both composited over the same background, see
 ``background_for``):
@@ -50,16 +53,20 @@ def background_for(kind: str, targets: torch.Tensor,
     """What targets ``[B, H, W, 4]`` (straight alpha) and renders are composited over,
     broadcastable to ``[B, H, W, 3]``: "random" one uniform colour per image from
     ``generator`` (black without one, as validation judges), "white", "black", "checker"
-    (grey squares of 0.25 and 0.75), "reference" the targets' own colour (photos as taken).
+    (grey squares of 0.25 and 0.75), "reference" the targets' own colour (photos as taken),
+    "noise" a uniform colour per pixel from ``generator`` (nvdiffrec's training).
     ``part``: (rows, batch size) when ``targets`` are those rows of a larger batch (a rank's
-    share): "random" draws the whole batch's colours and keeps the rows, so that the
-    generator moves, and each view gets its colour, as in one process."""
+    share): "random" and "noise" draw for the whole batch and keep the rows, so that the
+    generator moves, and each view gets its colours, as in one process."""
     batch, height, width = targets.shape[:3]
     if kind == "random":
         if generator is None:
             return targets.new_zeros(3)
         rows, drawn = part or (slice(None), batch)
         return torch.rand(drawn, 1, 1, 3, generator=generator)[rows].to(targets)
+    if kind == "noise":
+        rows, drawn = part or (slice(None), batch)
+        return torch.rand(drawn, height, width, 3, generator=generator)[rows].to(targets)
     if kind in ("white", "black"):
         return targets.new_full((3,), 1.0 if kind == "white" else 0.0)
     if kind == "checker":
@@ -107,8 +114,15 @@ class Pass:
     passes: int = 1
 
 
-def learning_rate_factor(iteration: int, iterations: int, warmup: int) -> float:
-    """Warm-up ramp times the decay to 0.1 at the end of the pass."""
+def learning_rate_factor(iteration: int, iterations: int, warmup: int,
+                         schedule: str = "diffrec") -> float:
+    """The learning rate's factor at ``iteration``: "diffrec", a warm-up ramp times the decay
+    to 0.1 at the end of the pass; "nvdiffrec", its ``it / warmup`` during the warm-up, then
+    ``10^(-0.0002 (it - warmup))`` (0.66 at 1000 iterations, 0.1 at 5000)."""
+    if schedule == "nvdiffrec":
+        if iteration < warmup:
+            return iteration / warmup
+        return 10.0 ** (-0.0002 * (iteration - warmup))
     ramp = min(1.0, (iteration + 1) / warmup) if warmup > 0 else 1.0
     return ramp * 10.0 ** (-iteration / max(iterations, 1))
 
@@ -141,7 +155,8 @@ class PassTrainer:
         self.generator = torch.Generator().manual_seed(settings.seed * 7919 + run.index)
         self.optimizers = self._optimizers(run, settings)
         self.schedulers = [torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda it: learning_rate_factor(it, run.iterations, run.warmup))
+            optimizer, lambda it: learning_rate_factor(it, run.iterations, run.warmup,
+                                                       settings.schedule))
             for optimizer in self.optimizers]
 
     @staticmethod
@@ -207,7 +222,8 @@ class PassTrainer:
         run, settings, device = self.run, self.settings, self.ctx.device
         cameras, targets = next(self.sampler)
         cameras, targets = cameras.to(device), targets.to(device)
-        background = background_for(settings.background, targets, self.generator,
+        kind = "noise" if settings.schedule == "nvdiffrec" else settings.background
+        background = background_for(kind, targets, self.generator,
                                     (self.sampler.rows, self.sampler.batch_size))
         target_alpha = targets[..., 3:4]
         target = composite(targets, background)

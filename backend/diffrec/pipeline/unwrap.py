@@ -1,10 +1,10 @@
 """UV unwrapping: xatlas in a child process with a hard time limit, and a fallback that never fails.
 
 xatlas can crash (a smooth icosphere segfaults it) or run for many minutes (a noisy 82k-triangle
-sphere took 607 s), so it never runs in this process: ``unwrap`` starts a "spawn" child, waits at
-most ``timeout_s`` for its answer, kills it if it is late, and checks what it returns. On any
-failure (crash, time-out, xatlas missing or raising, an invalid layout) it logs a warning and
-uses ``grid_unwrap``, a layout that cannot fail.
+sphere took 607 s), so it never runs in this process: ``unwrap`` starts a child process
+(``pipeline.unwrap_child``), waits at most ``timeout_s`` for its answer, kills it if it is
+late, and checks what it returns. On any failure (crash, time-out, xatlas missing or raising,
+an invalid layout) it logs a warning and uses ``grid_unwrap``, a layout that cannot fail.
 
 ``has_usable_uvs`` / ``uv_layout_problems`` decide whether a user's own UVs are good enough to
 bake into, and ``with_uvs`` keeps them when they are (and unwraps otherwise).
@@ -16,9 +16,15 @@ from __future__ import annotations
 
 import logging
 import math
-import multiprocessing
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -27,12 +33,16 @@ from diffrec import raster
 from diffrec.errors import Cancelled
 from diffrec.geometry.cleanup import check_mesh
 from diffrec.mesh import Mesh
+from diffrec.pipeline.unwrap_child import UnwrapFailed, xatlas_worker
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PADDING_TEXELS = 4
 STOP_POLL_S = 0.2  # how often a waiting unwrap checks whether it should stop
-UV_RANGE_TOLERANCE = 1e-3  # UVs this far outside [0, 1] still count as inside (then clamped)
+UV_RANGE_TOLERANCE = 1e-3  # xatlas's UVs this far outside [0, 1] count as inside (clamped)
+# a user's UVs this far outside [0, 1] are kept: textures wrap (repeat), so a chart that
+# crosses an edge continues on the opposite one (Spot's span [-0.052, 1])
+UV_WRAP_MARGIN = 0.25
 DEGENERATE_RELATIVE_AREA = 1e-8  # a triangle this much smaller than the mean is degenerate
 # slivers packed below a texel come out of xatlas with zero UV area; they sample one texel,
 # which is harmless, so a layout (ours or the user's) is only refused when more are flat
@@ -44,76 +54,53 @@ MAX_FLAT_UV_FRACTION = 0.01
 UnwrapWorker = Callable[[np.ndarray, np.ndarray, dict], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 
-class UnwrapFailed(RuntimeError):
-    """xatlas gave no usable layout (the message says why); ``unwrap`` falls back on it."""
-
-
-def xatlas_worker(positions: np.ndarray, triangles: np.ndarray, options: dict):
-    """Run xatlas on one mesh, one atlas of about ``options["resolution"]`` texels a side with
-    ``options["padding"]`` texels around each chart. Meant for the child process."""
-    import xatlas  # imported here: a missing package is one more failure the parent survives
-
-    atlas = xatlas.Atlas()
-    atlas.add_mesh(positions, triangles)
-    pack = xatlas.PackOptions()
-    pack.resolution = int(options["resolution"])
-    pack.padding = int(options["padding"])
-    pack.bilinear = True
-    atlas.generate(pack_options=pack)
-    if atlas.atlas_count != 1:
-        raise UnwrapFailed(f"xatlas made {atlas.atlas_count} atlases, expected one")
-    return atlas[0]
-
-
-def _child_main(worker: UnwrapWorker, connection, positions, triangles, options) -> None:
-    """Child process body: send ("ok", result) or ("error", message) back to the parent."""
-    try:
-        message = ("ok", tuple(np.asarray(a) for a in worker(positions, triangles, options)))
-    except BaseException as exc:  # everything goes back to the parent as text
-        message = ("error", f"{type(exc).__name__}: {exc}")
-    connection.send(message)
-    connection.close()
-
-
 def run_in_child(worker: UnwrapWorker, positions: np.ndarray, triangles: np.ndarray,
                  options: dict, timeout_s: float, should_stop: Callable[[], bool] = lambda: False):
-    """Run ``worker`` in a fresh "spawn" process and return its result.
+    """Run ``worker`` in a fresh Python process (``pipeline.unwrap_child``) and return its
+    result.
 
-    Raises ``UnwrapFailed`` when the child raises, dies (e.g. a segfault: negative exit code)
-    or has not answered after ``timeout_s`` seconds (counted from the start, process start-up
-    included); a late child is killed. Raises ``Cancelled`` within ``STOP_POLL_S`` of
-    ``should_stop()`` turning true. The child is always gone when this returns.
+    The process is started with ``subprocess``, which works from any process, a daemonic
+    ``multiprocessing`` child included (a server job's). Raises ``UnwrapFailed`` when the
+    child raises, dies (e.g. a segfault: negative exit code) or has not answered after
+    ``timeout_s`` seconds (counted from the start, process start-up included); a late child is
+    killed. Raises ``Cancelled`` within ``STOP_POLL_S`` of ``should_stop()`` turning true. The
+    child is always gone when this returns.
     """
-    context = multiprocessing.get_context("spawn")
-    reader, writer = context.Pipe(duplex=False)
-    process = context.Process(
-        target=_child_main, args=(worker, writer, positions, triangles, options), daemon=True
-    )
-    try:
-        process.start()
-        writer.close()  # the child holds the only writer now: its death means EOF here
-        deadline = time.monotonic() + timeout_s
-        while not reader.poll(min(STOP_POLL_S, max(0.0, deadline - time.monotonic()))):
-            if should_stop():
-                raise Cancelled("stopped while unwrapping")
-            if time.monotonic() >= deadline:
-                raise UnwrapFailed(f"no answer within {timeout_s:g} s (process killed)")
+    with tempfile.TemporaryDirectory(prefix="diffrec-unwrap-") as folder:
+        request, answer = Path(folder, "request.pickle"), Path(folder, "result.npz")
+        errors = Path(folder, "stderr.txt")  # a file, not a pipe: the child never blocks on it
+        request.write_bytes(pickle.dumps((worker, positions, triangles, options)))
+        # the child finds what this process finds (a worker from a test module included)
+        environment = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        with errors.open("wb") as stderr:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "diffrec.pipeline.unwrap_child", str(request),
+                 str(answer), str(os.getpid())], env=environment, stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=stderr)
         try:
-            status, payload = reader.recv()
-        except EOFError:
-            process.join(5.0)
-            raise UnwrapFailed(f"the process died with exit code {process.exitcode}") from None
-    finally:
-        writer.close()
-        if process.pid is not None:  # started
-            if process.is_alive():
+            deadline = time.monotonic() + timeout_s
+            while True:
+                try:
+                    process.wait(min(STOP_POLL_S, max(0.0, deadline - time.monotonic())))
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                if should_stop():
+                    raise Cancelled("stopped while unwrapping")
+                if time.monotonic() >= deadline:
+                    raise UnwrapFailed(f"no answer within {timeout_s:g} s (process killed)")
+        finally:
+            if process.poll() is None:
                 process.kill()
-            process.join()
-            process.close()
-        reader.close()
-    if status != "ok":
-        raise UnwrapFailed(payload)
-    return payload
+            process.wait()
+        if not answer.exists():
+            last = errors.read_text(errors="replace").strip().splitlines()[-1:] or [""]
+            raise UnwrapFailed(f"the process died with exit code {process.returncode}"
+                               + (f" ({last[0]})" if last[0] else ""))
+        with np.load(answer, allow_pickle=False) as result:
+            if "error" in result:
+                raise UnwrapFailed(str(result["error"]))
+            return result["vmapping"], result["indices"], result["uvs"]
 
 
 def triangle_areas(corners: np.ndarray) -> np.ndarray:
@@ -208,15 +195,26 @@ def _check_geometry(positions: torch.Tensor, triangles: torch.Tensor) -> None:
     check_mesh(positions, triangles)
 
 
+@dataclass(frozen=True)
+class Layout:
+    """A UV layout: ``uvs`` float32 [U, 2] in [0, 1], ``uv_triangles`` int64 [T, 3] (corner
+    ``(t, k)`` uses ``uvs[uv_triangles[t, k]]``), the ``method`` that made it ("xatlas" or
+    "grid fallback") and, for the fallback, ``warning``: why, in one sentence."""
+
+    uvs: torch.Tensor
+    uv_triangles: torch.Tensor
+    method: str
+    warning: str | None = None
+
+
 def unwrap(positions: torch.Tensor, triangles: torch.Tensor, *, timeout_s: float = 60.0,
            resolution_hint: int = 1024, padding_texels: float = DEFAULT_PADDING_TEXELS,
            worker: UnwrapWorker = xatlas_worker,
-           should_stop: Callable[[], bool] = lambda: False):
-    """UV layout for a mesh: ``(uvs float32 [U, 2] in [0, 1], uv_triangles int64 [T, 3])`` on
-    ``positions``' device, corner ``(t, k)`` using ``uvs[uv_triangles[t, k]]``.
+           should_stop: Callable[[], bool] = lambda: False) -> Layout:
+    """A ``Layout`` for a mesh, on ``positions``' device.
 
     xatlas (``worker``) runs in a child process for at most ``timeout_s`` seconds (process
-    start-up, about 1.5 s, included) and packs one atlas of about ``resolution_hint`` texels a
+    start-up, about 0.2 s, included) and packs one atlas of about ``resolution_hint`` texels a
     side. ``padding_texels`` is the gap to keep between charts: xatlas gets half of it as
     padding around each chart, and its bilinear option adds about 1.5 texels (a gap of 5.8
     atlas texels measured for 4). xatlas's atlas is only near ``resolution_hint`` (e.g. 305 x
@@ -230,6 +228,7 @@ def unwrap(positions: torch.Tensor, triangles: torch.Tensor, *, timeout_s: float
     triangles_np = triangles.detach().cpu().numpy().astype(np.uint32)
     options = {"resolution": int(resolution_hint), "padding": math.ceil(padding_texels / 2)}
     start = time.perf_counter()
+    method, warning = "xatlas", None
     try:
         result = run_in_child(worker, positions_np, triangles_np, options, timeout_s,
                               should_stop)
@@ -239,20 +238,27 @@ def unwrap(positions: torch.Tensor, triangles: torch.Tensor, *, timeout_s: float
     except Cancelled:
         raise
     except Exception as exc:  # any failure at all: the fallback below cannot fail
-        log.warning("xatlas unwrap failed (%s); using the grid fallback layout", exc)
+        method = "grid fallback"
+        warning = (f"xatlas unwrap failed ({exc}); using the grid fallback layout (every "
+                   "triangle in a cell of its own: fewer texels per triangle)")
+        log.warning("%s", warning)
         uvs, uv_triangles = grid_unwrap(len(triangles_np), resolution=int(resolution_hint),
                                         padding_texels=padding_texels)
     device = positions.device
-    return torch.from_numpy(uvs).to(device), torch.from_numpy(uv_triangles).to(device)
+    return Layout(torch.from_numpy(uvs).to(device), torch.from_numpy(uv_triangles).to(device),
+                  method, warning)
 
 
 def uv_overlap(ctx: raster.RasterContext, uvs: torch.Tensor, uv_triangles: torch.Tensor,
                resolution: int) -> tuple[int, int]:
     """Rasterize a UV layout at ``resolution``² texels: ``(covered, overlapped)`` texel counts,
     overlapped = covered by more than one triangle (found by peeling a second layer; every
-    triangle gets its own depth, so coincident triangles peel apart on every engine)."""
+    triangle gets its own depth, so coincident triangles peel apart on every engine). UVs
+    wrap: each triangle is moved by whole tiles to put its centroid in [0, 1)² (what sticks out
+    of the square then is not counted)."""
     count = uv_triangles.shape[0]
-    corners = uvs[uv_triangles].reshape(-1, 2).float()
+    corners = uvs[uv_triangles].float()
+    corners = (corners - corners.mean(1, keepdim=True).floor()).reshape(-1, 2)
     depth = ((torch.arange(count, device=uvs.device) + 0.5) / count * 2 - 1).repeat_interleave(3)
     clip = torch.cat([corners * 2 - 1, depth[:, None], torch.ones_like(depth[:, None])], -1)
     tri = torch.arange(3 * count, dtype=torch.int32, device=uvs.device).reshape(-1, 3)
@@ -268,7 +274,7 @@ def uv_layout_problems(mesh: Mesh, *, ctx: raster.RasterContext | None = None,
                        max_overlap: float = 0.01) -> list[str]:
     """Reasons why ``mesh``'s UVs are not fit to bake into (empty list: they are fine).
 
-    Checks: UVs present; inside [0, 1] (within ``UV_RANGE_TOLERANCE``); at most
+    Checks: UVs present; inside [0, 1] within ``UV_WRAP_MARGIN`` (textures wrap); at most
     ``max_degenerate`` of the (non-degenerate in 3D) triangles with zero UV area; at most
     ``max_overlap`` of the covered texels, at ``resolution``², covered twice.
     """
@@ -276,9 +282,9 @@ def uv_layout_problems(mesh: Mesh, *, ctx: raster.RasterContext | None = None,
         return ["the mesh has no UVs"]
     uvs = mesh.uvs.detach()
     problems = []
-    if uvs.min() < -UV_RANGE_TOLERANCE or uvs.max() > 1 + UV_RANGE_TOLERANCE:
+    if uvs.min() < -UV_WRAP_MARGIN or uvs.max() > 1 + UV_WRAP_MARGIN:
         problems.append(f"UVs span [{float(uvs.min()):.3g}, {float(uvs.max()):.3g}], "
-                        "outside [0, 1]")
+                        f"more than {UV_WRAP_MARGIN:g} outside [0, 1]")
     uv_corners = uvs[mesh.uv_triangles].cpu().numpy()
     solid = ~_degenerate(triangle_areas(mesh.corner_positions().detach().cpu().numpy()))
     flat = _degenerate(triangle_areas(uv_corners)) & solid
@@ -302,20 +308,25 @@ def has_usable_uvs(mesh: Mesh, **kwargs) -> bool:
 
 
 def with_uvs(mesh: Mesh, settings, should_stop: Callable[[], bool] = lambda: False, *,
-             worker: UnwrapWorker = xatlas_worker) -> Mesh:
-    """``mesh`` itself if its UVs are usable (``has_usable_uvs``), else a copy with a fresh
-    ``unwrap`` (xatlas, or the fallback) on the mesh's device and dtype; tangents, which follow
-    the UVs, are dropped (the geometry recomputes them).
+             worker: UnwrapWorker = xatlas_worker) -> tuple[Mesh, dict]:
+    """``(mesh, how)``: ``mesh`` itself if its UVs are usable (``has_usable_uvs``), else a copy
+    with a fresh ``unwrap`` (xatlas, or the fallback) on the mesh's device and dtype; tangents,
+    which follow the UVs, are dropped (the geometry recomputes them). ``how`` is what the
+    metrics keep: ``method`` ("own UVs", "xatlas", "grid fallback"), ``time_s``, ``warning``
+    (None unless the fallback was used).
 
     ``settings``: the optimisation's settings; ``unwrap_timeout_s`` bounds xatlas and
     ``texture_res`` (texels a side) sizes its atlas. ``should_stop()`` turning true raises
     ``Cancelled``; ``worker`` replaces xatlas (tests).
     """
+    start = time.perf_counter()
     if has_usable_uvs(mesh):
-        return mesh
-    uvs, uv_triangles = unwrap(mesh.positions, mesh.triangles,
-                               timeout_s=settings.unwrap_timeout_s,
-                               resolution_hint=settings.texture_res, worker=worker,
-                               should_stop=should_stop)
-    return mesh.replace(uvs=uvs.to(mesh.positions.dtype), uv_triangles=uv_triangles,
-                        tangents=None, tangent_triangles=None)
+        return mesh, {"method": "own UVs", "time_s": 0.0, "warning": None}
+    layout = unwrap(mesh.positions, mesh.triangles, timeout_s=settings.unwrap_timeout_s,
+                    resolution_hint=settings.texture_res, worker=worker,
+                    should_stop=should_stop)
+    unwrapped = mesh.replace(uvs=layout.uvs.to(mesh.positions.dtype),
+                             uv_triangles=layout.uv_triangles, tangents=None,
+                             tangent_triangles=None)
+    return unwrapped, {"method": layout.method, "time_s": round(time.perf_counter() - start, 3),
+                       "warning": layout.warning}

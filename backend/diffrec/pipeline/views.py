@@ -85,6 +85,16 @@ def _index_tensor(indices, count: int) -> torch.Tensor:
     return indices % count
 
 
+HELD_OUT_SHARE = 8  # at most one view in 8 is held out (NeRF's and nvdiffrec's LLFF rule)
+
+
+def held_out_count(count: int, test_views: int) -> int:
+    """How many of a capture's ``count`` views (one split) validation holds out:
+    ``test_views``, but at most one in ``HELD_OUT_SHARE`` (at least one), so that a small
+    capture keeps nearly all its views for training (10 views: 9 train, 1 held out)."""
+    return max(1, min(test_views, count // HELD_OUT_SHARE))
+
+
 def split_views(views: Views, holdout: int | float, seed: int = 0) -> tuple[Views, Views]:
     """``(train, test)``: ``holdout`` views (an int count, or a fraction in (0, 1) of them,
     rounded, at least one) chosen at random from ``seed`` go to test; both keep dataset

@@ -92,6 +92,12 @@ class Settings:
     test_views: int = _setting(8, "held-out views for validation", minimum=0)
     learning_rate: tuple[float, float] = _setting((0.03, 0.01), "per pass", length=2)
     warmup_iterations: int = _setting(100, "learning-rate warm-up", minimum=0)
+    # "nvdiffrec": its rules, so that a comparison sees the same training: the decay
+    # 10^(-0.0002 it) whatever the pass length, the warm-up in every mesh pass (materials and
+    # refine too), per-pixel noise behind the training targets, the geometry at
+    # learning_rate (docs/guide.md, "Coming from nvdiffrec")
+    schedule: str = _setting("diffrec", "training schedule: diffrec's or nvdiffrec's",
+                             **_choice(("diffrec", "nvdiffrec")))
     # geometry
     geometry: str = _setting("dmtet", "surface extraction", **_choice(GEOMETRIES))
     mesh_scale: float = _setting(2.1, "side of the grid's cube, scene units")
@@ -147,6 +153,8 @@ class Settings:
                                         choices=PREVIEW_PANELS)
     log_every: int = _setting(10, "iterations between progress reports", minimum=1)
     unwrap_timeout_s: float = _setting(120.0, "UV unwrapping time limit, seconds", minimum=0)
+    max_triangles: int = _setting(20000, "reconstruct: pass 1's surface is simplified to at most "
+                                  "this many triangles before unwrapping (0: never)", minimum=0)
     export_obj: bool = _setting(False, "also write OBJ + MTL + PNG textures (nvdiffrec's format)")
     ranks: int = _setting(1, "processes training the job data-parallel: one per GPU on a CUDA "
                           "worker, CPU processes on a CPU worker", minimum=1, maximum=64)

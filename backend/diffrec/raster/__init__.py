@@ -25,9 +25,16 @@ silhouettes (common along the silhouette of a finely tessellated smooth mesh, wh
 silhouettes outward; ``diffrec.raster._torch.antialias`` says by how much). Elsewhere the two
 give the same values and gradients.
 
-The engine comes from a ``RasterContext``: ``rasterize`` and ``DepthPeeler`` take it first,
-as nvdiffrast does; the other functions take it as the keyword ``ctx``, and without one use
-``default_context`` of their tensors' device (one context per device, chosen once by
+nvdiffrast scripts run unchanged but for the import line (``import diffrec.raster as dr``):
+``RasterizeCudaContext(device=None)`` and ``RasterizeGLContext(output_db=True,
+mode="automatic", device=None)`` both give a ``RasterContext`` on the best engine for the
+device (nvdiffrast on CUDA when it is installed, else the torch engine, the CPU included),
+the context is the ``glctx`` argument, and ``get_log_level`` / ``set_log_level`` take
+nvdiffrast's levels (0 info, 1 warning, 2 error, 3 fatal) for this module's log.
+
+The engine comes from a ``RasterContext``: ``rasterize`` and ``DepthPeeler`` take it first
+(``glctx``), as nvdiffrast does; the other functions take it as the keyword ``ctx``, and
+without one use ``default_context`` of their tensors' device (one context per device, chosen once by
 ``$DIFFREC_RASTER`` and the device; see ``diffrec.engines``). Pass the context you rasterized
 with so that every operation of a render runs on the same engine.
 """
@@ -47,11 +54,15 @@ __all__ = [
     "DepthPeeler",
     "EngineUnavailableError",
     "RasterContext",
+    "RasterizeCudaContext",
+    "RasterizeGLContext",
     "antialias",
     "antialias_construct_topology_hash",
     "default_context",
+    "get_log_level",
     "interpolate",
     "rasterize",
+    "set_log_level",
     "texture",
     "texture_construct_mip",
 ]
@@ -69,6 +80,8 @@ class RasterContext:
     picks nvdiffrast on CUDA when it imports, torch otherwise (``diffrec.engines.RASTER``).
     Raises EngineUnavailableError when nvdiffrast is asked for and cannot run on ``device``.
     """
+
+    output_db = True  # rasterize returns rast_db (nvdiffrast's RasterizeGLContext option)
 
     def __init__(self, device: torch.device | str | None = None, impl: str = "auto"):
         if device is None:
@@ -91,6 +104,45 @@ class RasterContext:
         return f"RasterContext(device={str(self.device)!r}, engine={self.engine!r})"
 
 
+class RasterizeCudaContext(RasterContext):
+    """nvdiffrast's name for its CUDA context: here a ``RasterContext`` on the best engine for
+    ``device`` (default: the current CUDA device, else the CPU)."""
+
+    def __init__(self, device: torch.device | str | None = None):
+        super().__init__(device)
+
+
+class RasterizeGLContext(RasterContext):
+    """nvdiffrast's name for its OpenGL context: here a ``RasterContext`` on the best engine
+    for ``device`` (no OpenGL needed). ``output_db`` False: ``rasterize`` returns an empty
+    ``rast_db``, as nvdiffrast's does; ``mode`` ("automatic" or "manual") has no effect."""
+
+    def __init__(self, output_db: bool = True, mode: str = "automatic",
+                 device: torch.device | str | None = None):
+        if mode not in ("automatic", "manual"):
+            raise ValueError(f"mode must be 'automatic' or 'manual', got {mode!r}")
+        super().__init__(device)
+        self.output_db = bool(output_db)
+
+
+# nvdiffrast's log levels (Torch's C++ convention) and this module's logging levels
+_LOG_LEVELS = (logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL)
+
+
+def get_log_level() -> int:
+    """This module's log level on nvdiffrast's scale: 0 info, 1 warning, 2 error, 3 fatal."""
+    level = log.getEffectiveLevel()
+    return next((i for i, known in enumerate(_LOG_LEVELS) if level <= known), 3)
+
+
+def set_log_level(level: int) -> None:
+    """Set this module's log level on nvdiffrast's scale (0 info, 1 warning, 2 error, 3
+    fatal; nvdiffrast's default is 1)."""
+    if level not in range(len(_LOG_LEVELS)):
+        raise ValueError(f"log level must be 0, 1, 2 or 3, got {level!r}")
+    log.setLevel(_LOG_LEVELS[level])
+
+
 @functools.cache
 def _default_context(device: torch.device) -> RasterContext:
     return RasterContext(device)
@@ -109,8 +161,10 @@ def _engine(ctx: RasterContext | None, tensor: torch.Tensor) -> str:
     return (ctx if ctx is not None else default_context(tensor.device)).engine
 
 
-def rasterize(ctx: RasterContext, pos, tri, resolution, ranges=None, grad_db: bool = True):
-    """Rasterize triangles; return ``(rast, rast_db)``, both ``[B, H, W, 4]`` float32.
+def rasterize(glctx: RasterContext, pos, tri, resolution, ranges=None, grad_db: bool = True):
+    """Rasterize triangles with context ``glctx``; return ``(rast, rast_db)``, both
+    ``[B, H, W, 4]`` float32 (``rast_db`` ``[B, H, W, 0]`` when the context's ``output_db`` is
+    False).
 
     ``pos``: clip-space vertices, ``[B, V, 4]`` (instanced mode) or ``[V, 4]`` with ``ranges``
     (int32 ``[B, 2]`` of (first triangle, triangle count), on the CPU; range mode).
@@ -118,19 +172,22 @@ def rasterize(ctx: RasterContext, pos, tri, resolution, ranges=None, grad_db: bo
     ``rast`` = (u, v, z/w, triangle_id + 1); ``rast_db`` = (du/dX, du/dY, dv/dX, dv/dY) in
     pixels. Gradients reach ``pos`` through u and v (and through ``rast_db`` if ``grad_db``).
     """
-    if ctx.engine == "nvdiffrast":
-        return RASTER.module().rasterize(ctx.native, pos, tri, resolution, ranges, grad_db)
-    return _torch.rasterize(pos, tri, resolution, ranges=ranges, grad_db=grad_db)
+    if glctx.engine == "nvdiffrast":
+        rast, rast_db = RASTER.module().rasterize(glctx.native, pos, tri, resolution, ranges,
+                                                  grad_db)
+    else:
+        rast, rast_db = _torch.rasterize(pos, tri, resolution, ranges=ranges, grad_db=grad_db)
+    return rast, (rast_db if glctx.output_db else rast_db[..., :0])
 
 
 class DepthPeeler:
     """Context manager that peels depth layers: each ``rasterize_next_layer()`` returns the
     next-nearest surface per pixel as ``(rast, rast_db)``, the same layout as ``rasterize``."""
 
-    def __init__(self, ctx: RasterContext, pos, tri, resolution, ranges=None, grad_db=True):
-        if ctx.engine == "nvdiffrast":
+    def __init__(self, glctx: RasterContext, pos, tri, resolution, ranges=None, grad_db=True):
+        if glctx.engine == "nvdiffrast":
             self._peeler = RASTER.module().DepthPeeler(
-                ctx.native, pos, tri, resolution, ranges, grad_db
+                glctx.native, pos, tri, resolution, ranges, grad_db
             )
         else:
             self._peeler = _torch.DepthPeeler(pos, tri, resolution, ranges=ranges, grad_db=grad_db)

@@ -181,15 +181,15 @@ class OptimizeRunner(Runner):
         from diffrec.pipeline.job_arrays import from_job_arrays
         from diffrec.pipeline.outputs import write_result
         from diffrec.pipeline.run import optimize
-        from diffrec.pipeline.views import split_views
+        from diffrec.pipeline.views import held_out_count, split_views
 
         settings = _settings(ctx.spec)
         _check_inputs(settings, ctx.inputs)
         run_dir = ctx.work_dir / "run"
         try:
             views, base, envmap = from_job_arrays(ctx.inputs)
-            held_out = max(1, min(settings.test_views, len(views) // 8))  # at most an eighth
-            train, test = split_views(views, held_out, settings.seed)
+            train, test = split_views(views, held_out_count(len(views), settings.test_views),
+                                      settings.seed)
             inputs = Inputs(train, test, base, envmap)
             if settings.ranks > 1:
                 if not run_ranks(ctx, settings, inputs, run_dir):

@@ -1,0 +1,86 @@
+"""``schedule: nvdiffrec``: its learning-rate decay and warm-up, per-pixel noise behind the
+training targets, the geometry at ``learning_rate``; set for nvdiffrec's configs (light 512
+unless a preset is asked for), overridable, and ``--check`` lists what still departs."""
+
+import json
+
+import pytest
+import stand_ins
+import torch
+
+from diffrec import cli
+from diffrec.pipeline import run as run_module
+from diffrec.pipeline.config import build_config, read_config_file
+from diffrec.pipeline.inputs import Inputs
+from diffrec.pipeline.trainer import background_for, learning_rate_factor
+from diffrec.pipeline.views import Views
+from diffrec.protocol.settings import parse_settings
+
+NVDIFFREC_CONFIG = {"ref_mesh": "data/ball.obj", "envmap": "data/sky.hdr", "iter": 1000,
+                    "random_textures": True, "out_dir": "ball"}
+
+
+def test_nvdiffrecs_decay_does_not_depend_on_the_pass_length():
+    assert learning_rate_factor(50, 1000, 100, "nvdiffrec") == pytest.approx(0.5)
+    assert learning_rate_factor(1000, 1000, 100, "nvdiffrec") == pytest.approx(10 ** -0.18)
+    assert learning_rate_factor(1000, 1000, 100, "nvdiffrec") == pytest.approx(0.66, abs=0.01)
+    assert learning_rate_factor(5100, 5000, 100, "nvdiffrec") == pytest.approx(0.1)
+    assert learning_rate_factor(999, 1000, 100) == pytest.approx(0.1, rel=0.01), "diffrec's"
+
+
+def test_the_noise_background_differs_per_pixel_and_per_view():
+    targets = torch.zeros(2, 4, 5, 4)
+    noise = background_for("noise", targets, torch.Generator().manual_seed(0))
+    assert noise.shape == (2, 4, 5, 3)
+    assert noise[0].std((0, 1)).min() > 0.1 and (noise[0] - noise[1]).abs().mean() > 0.1
+
+
+def _passes(monkeypatch, settings: dict) -> list:
+    """The ``Pass`` objects a materials run of ``settings`` trains (the run itself goes on)."""
+    seen = []
+    real = run_module.PassTrainer
+
+    def spy(ctx, run, *args, **kwargs):
+        seen.append(run)
+        return real(ctx, run, *args, **kwargs)
+
+    monkeypatch.setattr(run_module, "PassTrainer", spy)
+    cameras = stand_ins.ring_cameras(2, 16, 16)
+    views = Views(cameras, stand_ins.render(cameras))
+    run_module.optimize(parse_settings({"mode": "materials", "iterations": 2, "batch": 2,
+                                        "texture_res": 8, "light_res": 32, "train_res": 16,
+                                        "checkpoint_every": 0, "validation": False,
+                                        **settings}),
+                        Inputs(views, None, stand_ins.ball_asset().mesh), device="cpu")
+    return seen
+
+
+def test_a_materials_run_warms_up_under_nvdiffrecs_schedule_only(monkeypatch):
+    assert [p.warmup for p in _passes(monkeypatch, {"schedule": "nvdiffrec"})] == [100]
+    assert [p.warmup for p in _passes(monkeypatch, {})] == [0]
+
+
+def test_nvdiffrec_configs_get_its_schedule_light_and_start(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    stand_ins.write_mesh_and_sky(tmp_path / "data")
+    (tmp_path / "configs").mkdir()
+    config = tmp_path / "configs" / "ball.json"
+    config.write_text(json.dumps(NVDIFFREC_CONFIG))
+    settings = build_config(read_config_file(config)).settings
+    assert (settings.schedule, settings.light_res, settings.surface_init) == (
+        "nvdiffrec", 512, "sphere")
+    config.write_text(json.dumps({**NVDIFFREC_CONFIG, "schedule": "diffrec"}))
+    settings = build_config(read_config_file(config)).settings
+    assert (settings.schedule, settings.light_res, settings.surface_init) == (
+        "diffrec", 256, "visual-hull"), "schedule: diffrec keeps diffrec's own"
+
+    config.write_text(json.dumps(NVDIFFREC_CONFIG))
+    assert cli.main(["optimize", "--config", "configs/ball.json", "--preset", "preview",
+                     "--check"]) == 0
+    printed = capsys.readouterr().out
+    departures = printed.split("departures from nvdiffrec's behaviour:")[1].split("memory:")[0]
+    assert "light cube faces of 64 texels (nvdiffrec: 512)" in departures, "the preset's size"
+    assert "learning rate decays" not in departures and "visual hull" not in departures
+    assert "simplified to at most 20000 triangles" in departures
+    shown = json.loads(printed[printed.index("{"):])
+    assert (shown["light_res"], shown["iterations"], shown["schedule"]) == (64, 1000, "nvdiffrec")
