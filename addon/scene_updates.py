@@ -180,8 +180,8 @@ def apply_update(context, job: str, update: jobs.Update, report) -> None:
         settings.status = event.message
         if bpy.app.background:
             print(f"diffrec: {settings.status}", flush=True)
-    elif update.kind == "log":
-        report({"INFO"}, event.message)
+    elif update.kind == "log":  # a warning (e.g. the unwrap's fallback layout) stands out
+        report({"WARNING" if event.level == "warning" else "INFO"}, event.message)
     elif update.kind == "done":
         settings.status = "finished: fetching the result"
     elif update.kind == "cancelled":

@@ -79,6 +79,10 @@ def check_progress_says_pass_of_passes_and_the_whole_jobs_time_left():
         stage = {"level": "info", "message": "unwrapping the surface…", "stage": "unwrapping"}
         scene_updates.apply_update(bpy.context, "j", _update("log", stage), _report)
         assert settings.status == "unwrapping the surface…" and not REPORTS, REPORTS
+        # a warning (the unwrap's fallback layout) is reported as one
+        warning = {"level": "warning", "message": "the unwrap fell back to a grid layout"}
+        scene_updates.apply_update(bpy.context, "j", _update("log", warning), _report)
+        assert REPORTS[-1][0] == ["WARNING"], REPORTS
     finally:
         _disable()
 
