@@ -6,8 +6,6 @@ import argparse
 import re
 import signal
 
-import torch
-
 from diffrec import __version__
 from diffrec.errors import UserError
 from diffrec.server.quotas import DEFAULT_QUOTAS, Quotas
@@ -68,6 +66,8 @@ def quotas_from_args(args) -> Quotas:
 
 
 def _device(name: str | None) -> str:
+    import torch
+
     if name is None:
         return "cuda:0" if torch.cuda.is_available() else "cpu"
     try:
