@@ -83,22 +83,31 @@ class DIFFREC_OT_export_nerf(bpy.types.Operator):
             self.report({"ERROR"}, validate.NO_CAMERAS)
             return {"CANCELLED"}
         root = Path(bpy.path.abspath(self.directory))
-        (root / "train").mkdir(parents=True, exist_ok=True)
         size = export_scene.render_size(scene)
         images = export_scene.render_views(scene, cameras, size)
         poses, intrinsics = export_scene.export_cameras(cameras, scene, size)
-        paths = []
-        for index, image in enumerate(images):
-            path = root / "train" / f"r_{index}.png"
-            png = import_result.new_image(f"nerf r_{index}", image, "sRGB", pack=False)
-            png.filepath_raw, png.file_format = str(path), "PNG"
-            png.save()
-            bpy.data.images.remove(png)
-            paths.append(path)
-        protocol().captures.write_nerf(root / "transforms_train.json", paths, poses, *size,
-                                       intrinsics[0, :4])
+        paths = write_dataset(root, "train", images, poses, intrinsics)
         self.report({"INFO"}, f"wrote {len(paths)} views to {root}")
         return {"FINISHED"}
+
+
+def write_dataset(root: Path, split: str, images, poses, intrinsics) -> list[Path]:
+    """One split of a NeRF-style dataset: ``root/split/r_N.png`` (8-bit sRGB with alpha, from
+    linear [N,H,W,4] ``images``) and ``root/transforms_<split>.json`` (``poses`` [N,4,4]
+    camera-to-world, the first row of ``intrinsics`` [N,6] for all). Returns the PNG paths."""
+    (root / split).mkdir(parents=True, exist_ok=True)
+    paths = []
+    for index, image in enumerate(images):
+        path = root / split / f"r_{index}.png"
+        png = import_result.new_image(f"nerf r_{index}", image, "sRGB", pack=False)
+        png.filepath_raw, png.file_format = str(path), "PNG"
+        png.save()
+        bpy.data.images.remove(png)
+        paths.append(path)
+    height, width = images.shape[1:3]
+    protocol().captures.write_nerf(root / f"transforms_{split}.json", paths, poses, width,
+                                   height, intrinsics[0, :4])
+    return paths
 
 
 def import_nerf_menu(self, context):
