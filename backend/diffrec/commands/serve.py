@@ -96,7 +96,7 @@ def run(args) -> int:
                     cluster=args.cluster)
     stopping = []
     for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stopping.append(True))
+        signal.signal(signum, lambda number, _: stopping.append(signal.Signals(number).name))
     where = f"Ray cluster {args.cluster}" if args.cluster else f"device {server.device}"
     print(f"diffrec {__version__} serving on {server.endpoint} ({where}, "
           f"data {server.data_dir})", flush=True)
@@ -106,4 +106,7 @@ def run(args) -> int:
         server.serve_forever(lambda: bool(stopping))
     finally:
         server.close()
+        why = f" on {stopping[0]}" if stopping else ""
+        print(f"diffrec serve stopped{why}: unfinished jobs resume when it starts again "
+              f"with --data-dir {server.data_dir}", flush=True)
     return 0

@@ -21,6 +21,7 @@ from typing import Any
 
 from diffrec.errors import UserError
 from diffrec.pipeline.colmap_capture import capture_layout
+from diffrec.protocol.close_names import setting_hint
 from diffrec.protocol.settings import BACKGROUNDS
 
 DISPLAY_PANELS = {"kd": "kd", "ks": "ks", "normal": "normal", "white": "shading-only"}
@@ -260,8 +261,8 @@ def translate(data: dict[str, Any], own_settings: set[str]) -> Reading:
             elif key in own_settings:
                 settings, note = {key: value}, "diffrec setting"
             else:
-                raise Refused(f"unknown setting {key!r}: see `diffrec optimize --help` and the "
-                              "guide's table of settings")
+                raise Refused(f"unknown setting {key!r}: "
+                              f"{setting_hint(key, [*KEYS, *own_settings])}")
         except Refused as refusal:
             refused.append(str(refusal))
             continue

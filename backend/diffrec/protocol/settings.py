@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .close_names import setting_hint
+
 MODES = ("materials", "refine", "reconstruct")
 LIGHT_MODES = ("learn", "fixed", "learn-from-envmap")
 GEOMETRIES = ("dmtet", "flexicubes")
@@ -200,7 +202,7 @@ def parse_settings(values: Mapping[str, Any], apply_preset: bool = True) -> Sett
         raise SettingsError(None, "settings must be an object of name: value")
     unknown = sorted(str(name) for name in values if name not in FIELDS)
     if unknown:
-        raise SettingsError(unknown[0], f"unknown setting (known: {', '.join(FIELDS)})")
+        raise SettingsError(unknown[0], f"unknown setting; {setting_hint(unknown[0], FIELDS)}")
     preset = as_type("preset", str, values.get("preset", FIELDS["preset"].default))
     _check_field(FIELDS["preset"], preset)
     base = PRESETS[preset] if apply_preset else {}
