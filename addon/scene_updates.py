@@ -101,8 +101,9 @@ def apply_update(context, job: str, update: jobs.Update, report) -> None:
         settings.status = f"submitted ({update.fields.get('state', 'queued')})"
     elif update.kind == "progress":
         settings.status, fraction = jobs.progress_text(update.fields)
-        if bpy.app.background and int(20 * fraction) != int(settings.progress / 5):
-            print(f"diffrec: {settings.status}", flush=True)  # headless: a line per 5 %
+        if bpy.app.background and (settings.progress == 0  # headless: the first, then per 5 %
+                                   or int(20 * fraction) != int(settings.progress / 5)):
+            print(f"diffrec: {settings.status}", flush=True)
         settings.progress = 100 * fraction
     elif update.kind == "preview" and {"render", "target"} <= update.arrays.keys():
         update_preview(update.arrays["render"], update.arrays["target"])
