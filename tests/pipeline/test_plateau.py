@@ -81,19 +81,23 @@ class Sampler:
 
 
 class ScriptedTrainer(PassTrainer):
-    """A trainer whose steps return ``rising_then_flat`` instead of rendering."""
+    """A trainer whose steps return ``curve(iteration)`` as the PSNR instead of rendering."""
+
+    curve = staticmethod(rising_then_flat)
 
     def step(self):
         zero = torch.tensor(0.0)
         return {"losses": {"total": zero, "color": zero, "alpha": zero},
-                "psnr": torch.tensor(rising_then_flat(self.iteration))}
+                "psnr": torch.tensor(self.curve(self.iteration))}
 
 
-def scripted(settings, reporter) -> ScriptedTrainer:
+def scripted(settings, reporter, iterations=1000, curve=rising_then_flat) -> ScriptedTrainer:
     light = torch.nn.Module()
     light.base = torch.nn.Parameter(torch.zeros(3))
-    run = Pass("pass2", 1, 1000, 0.01, 0, Frozen(), torch.nn.Linear(2, 2), light, False)
-    return ScriptedTrainer(None, run, Sampler(), settings, reporter)
+    run = Pass("pass2", 1, iterations, 0.01, 0, Frozen(), torch.nn.Linear(2, 2), light, False)
+    trainer = ScriptedTrainer(None, run, Sampler(), settings, reporter)
+    trainer.curve = curve
+    return trainer
 
 
 def test_the_trainer_stops_a_converged_pass_and_a_resumed_one_stays_stopped():
@@ -111,6 +115,16 @@ def test_the_trainer_stops_a_converged_pass_and_a_resumed_one_stays_stopped():
     again.resume()
     again.train()
     assert again.iteration == trainer.iteration  # not trained on from the checkpoint
+
+
+def test_a_pass_flat_only_at_its_last_iteration_is_not_said_to_stop_early():
+    settings = parse_settings({"preset": "preview", "plateau_window": 50, "log_every": 10,
+                              "checkpoint_every": 0})
+    reporter = Recorder()
+    trainer = scripted(settings, reporter, iterations=100, curve=lambda iteration: 25.0)
+    trainer.train()  # two windows are in, and flat, first at iteration 100: the end anyway
+    assert trainer.iteration == 100 and not trainer.stopped_early
+    assert reporter.lines == []
 
 
 def test_without_the_rule_the_pass_runs_all_its_iterations():

@@ -305,7 +305,8 @@ class PassTrainer:
             if (settings.checkpoint_every and self.iteration % settings.checkpoint_every == 0
                     and self.iteration < self.run.iterations):
                 self.save()
-            if self.iteration % settings.log_every == 0 and self.plateau.flat():
+            if (self.iteration % settings.log_every == 0 and self.iteration < self.run.iterations
+                    and self.plateau.flat()):
                 reporter.log(f"{self.run.name} stopped at iteration {self.iteration} of "
                              f"{self.run.iterations}: training PSNR rose "
                              f"{self.plateau.gain_db:.3f} dB over its last "
