@@ -66,8 +66,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                                                     "(default 4 / 8)")
     parser.add_argument("--samples", type=int, help="Cycles samples per pixel (default 128)")
     parser.add_argument("--iterations", type=int,
-                        help="iterations per pass (default on a CPU: 800, the preset's 300 "
-                             "for reconstruct; else the preset's)")
+                        help="iterations per pass at most (default on a CPU: 800, the "
+                             "preset's 300 for reconstruct; else the preset's); the preview "
+                             "preset ends a pass earlier once its PSNR levels off")
     parser.add_argument("--texture-res", type=int, help="texture size (default: preset)")
     parser.add_argument("--light", choices=("fixed", "learn"), default="fixed",
                         help="keep the HDRI as the light (default) or learn it")
