@@ -20,3 +20,25 @@ def test_status_with_no_jobs_and_serve_stopping_each_print_a_line(tmp_path, caps
     last = server.log.read_text().strip().splitlines()[-1]
     assert last == (f"diffrec serve stopped on SIGTERM: unfinished jobs resume when it starts "
                     f"again with --data-dir {tmp_path / 'data'}")
+
+
+def test_serve_stops_quietly_when_nobody_reads_its_output_any_more(tmp_path):
+    """The demo's backend: its output is a pipe; if the reader is gone first, the last line
+    is dropped, with no traceback and exit status 0."""
+    import signal
+    import subprocess
+    import sys
+
+    server = subprocess.Popen([sys.executable, "-m", "diffrec", "serve", "--bind",
+                               "tcp://127.0.0.1:*", "--data-dir", str(tmp_path)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert "serving on tcp://127.0.0.1:" in server.stdout.readline()
+        server.stdout.close()
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(60) == 0
+        assert server.stderr.read() == ""
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()

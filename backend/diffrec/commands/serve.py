@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import signal
+import sys
 
 from diffrec import __version__
 from diffrec.errors import UserError
@@ -107,6 +109,14 @@ def run(args) -> int:
     finally:
         server.close()
         why = f" on {stopping[0]}" if stopping else ""
-        print(f"diffrec serve stopped{why}: unfinished jobs resume when it starts again "
-              f"with --data-dir {server.data_dir}", flush=True)
+        _say(f"diffrec serve stopped{why}: unfinished jobs resume when it starts again with "
+             f"--data-dir {server.data_dir}")
     return 0
+
+
+def _say(line: str) -> None:
+    """Print ``line``; when nobody reads our output any more (a closed pipe), drop it."""
+    try:
+        print(line, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
