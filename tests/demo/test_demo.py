@@ -89,5 +89,5 @@ def test_demo_log_is_ours_and_the_server_data_is_gone(demo_out):
     out, stdout = demo_out
     for noise in ("| Saved: '", "module changed on disk"):
         assert noise not in stdout
-    assert "serving on tcp://127.0.0.1:" in (out / "serve.log").read_text()
+    assert (out / "serve.log").is_file()  # the backend's stderr: empty when all went well
     assert not (out / "server").exists()
