@@ -7,7 +7,7 @@ Outputs in ``--out``: ``demo.blend``, ``asset/`` (the job's whole result as ``di
 gets it: mesh.glb, probe.hdr, the backend's metrics.json and validation images, manifest.json),
 ``dataset/`` (the targets as a NeRF-style dataset: the training views the add-on rendered and
 the held-out views, for ``diffrec optimize --dataset``), ``comparison.png``, ``curves.png``,
-``metrics.json`` and ``serve.log`` (the local backend's log; its job data is deleted).
+``metrics.json`` and ``serve.log`` (the local backend's stderr; its job data is deleted).
 """
 
 from __future__ import annotations
