@@ -77,14 +77,8 @@ class DatasetWriter:
         """Render and save the next view, or write the transforms file; whether all is done."""
         index = len(self.written)
         if index < len(self.cameras):
-            image = export_scene.render_view(self.scene, self.cameras[index], self.size)
             path = self.root / "train" / f"r_{index}.png"
-            png = import_result.new_image(f"nerf r_{index}", image, "sRGB", pack=False)
-            try:
-                png.filepath_raw, png.file_format = str(path), "PNG"
-                png.save()
-            finally:
-                bpy.data.images.remove(png)
+            save_png(export_scene.render_view(self.scene, self.cameras[index], self.size), path)
             self.written.append(path)
             return False
         poses, intrinsics = export_scene.export_cameras(self.cameras, self.scene, self.size)
@@ -130,6 +124,31 @@ class DIFFREC_OT_export_nerf(pump.Pumped, bpy.types.Operator):
             return {"CANCELLED"}
         self.report({"INFO"}, f"wrote {count} views to {root}")
         return {"FINISHED"}
+
+
+def save_png(image, path: Path) -> None:
+    """``image`` (linear [H,W,3|4], rows top-down) saved as an 8-bit sRGB PNG at ``path``."""
+    png = import_result.new_image(f"nerf {path.stem}", image, "sRGB", pack=False)
+    try:
+        png.filepath_raw, png.file_format = str(path), "PNG"
+        png.save()
+    finally:
+        bpy.data.images.remove(png)
+
+
+def write_dataset(root: Path, split: str, images, poses, intrinsics) -> list[Path]:
+    """One split of a NeRF-style dataset at once: ``root/split/r_N.png`` (8-bit sRGB with
+    alpha, from linear [N,H,W,4] ``images``) and ``root/transforms_<split>.json`` (``poses``
+    [N,4,4] camera-to-world, the first row of ``intrinsics`` [N,6] for all). Returns the PNG
+    paths. (File > Export writes one view per tick instead: ``DatasetWriter``.)"""
+    (root / split).mkdir(parents=True, exist_ok=True)
+    paths = [root / split / f"r_{index}.png" for index in range(len(images))]
+    for image, path in zip(images, paths, strict=True):
+        save_png(image, path)
+    height, width = images.shape[1:3]
+    protocol().captures.write_nerf(root / f"transforms_{split}.json", paths, poses, width,
+                                   height, intrinsics[0, :4])
+    return paths
 
 
 def import_nerf_menu(self, context):

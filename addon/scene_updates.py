@@ -166,8 +166,9 @@ def apply_update(context, job: str, update: jobs.Update, report) -> None:
         settings.progress = 0.0
     elif update.kind == "progress":
         settings.status = protocol().events.describe(event)
-        if bpy.app.background and int(20 * event.fraction) != int(settings.progress / 5):
-            print(f"diffrec: {settings.status}", flush=True)  # headless: a line per 5 %
+        if bpy.app.background and (settings.progress == 0  # headless: the first, then per 5 %
+                                   or int(20 * event.fraction) != int(settings.progress / 5)):
+            print(f"diffrec: {settings.status}", flush=True)
         settings.progress = 100 * event.fraction
         learn_speed(settings, entry, event)
         if entry is not None:

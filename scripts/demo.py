@@ -5,7 +5,9 @@ Run through ``scripts/demo`` (which sets up the environment), or with the test e
 Python: ``python scripts/demo.py --out out/demo``. See ``--help`` for the options.
 Outputs in ``--out``: ``demo.blend``, ``asset/`` (the job's whole result as ``diffrec fetch``
 gets it: mesh.glb, probe.hdr, the backend's metrics.json and validation images, manifest.json),
-``comparison.png``, ``curves.png``, ``metrics.json``.
+``dataset/`` (the targets as a NeRF-style dataset: the training views the add-on rendered and
+the held-out views, for ``diffrec optimize --dataset``), ``comparison.png``, ``curves.png``,
+``metrics.json`` and ``serve.log`` (the local backend's stderr; its job data is deleted).
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ sys.path.insert(0, str(REPO))  # the add-on's package, ``addon``
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # demo_lib
 
 import bpy  # noqa: E402
-from demo_lib import backend, judge, report, scene  # noqa: E402
-from demo_lib.console import quiet_stdout  # noqa: E402
+from demo_lib import backend, dataset, judge, report, scene  # noqa: E402
+from demo_lib.console import quiet_stdout, without_lines  # noqa: E402
 
 from addon import export_scene  # noqa: E402
 
@@ -64,8 +66,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                                                     "(default 4 / 8)")
     parser.add_argument("--samples", type=int, help="Cycles samples per pixel (default 128)")
     parser.add_argument("--iterations", type=int,
-                        help="iterations per pass (default on a CPU: 800, the preset's 300 "
-                             "for reconstruct; else the preset's)")
+                        help="iterations per pass at most (default on a CPU: 800, the "
+                             "preset's 300 for reconstruct; else the preset's); the preview "
+                             "preset ends a pass earlier once its PSNR levels off")
     parser.add_argument("--texture-res", type=int, help="texture size (default: preset)")
     parser.add_argument("--light", choices=("fixed", "learn"), default="fixed",
                         help="keep the HDRI as the light (default) or learn it")
@@ -117,8 +120,13 @@ def optimize_with_addon(args, subject, train, endpoint: str):
     """Press Optimize, as an artist would: the add-on renders the training cameras, sends the
     job to the backend, follows it (the blocking path Blender takes in background mode) and
     imports the result. Returns (job id, imported object)."""
+    import os
+
     import addon_utils
 
+    import addon
+
+    addon.__time__ = os.path.getmtime(addon.__file__)  # imported here already: no reload
     addon_utils.enable("addon", default_set=True)
     preferences = bpy.context.preferences.addons["addon"].preferences
     preferences.endpoint, preferences.timeout = endpoint, 60.0
@@ -191,11 +199,16 @@ def main(argv=None) -> int:
     subject = {"materials": obj, "reconstruct": None}.get(args.mode)
     if args.mode == "refine":
         subject = scene.decimated_copy(obj, REFINE_DECIMATION)
-    with backend.LocalBackend(out / "server", device=args.device) as server:
+    with (backend.LocalBackend(out / "server", out / "serve.log", device=args.device) as server,
+          dataset.keep_targets() as targets, without_lines()):
         print(f"   backend {server.endpoint} (log {server.log_path})", flush=True)
         job, result = optimize_with_addon(args, subject, train, server.endpoint)
         fetch_result(server.endpoint, job, asset_dir)
+    shutil.rmtree(out / "server")  # the job's copy of its inputs and results: in asset/
     t = clock.stage("optimize", t)
+    with quiet_stdout():
+        dataset.write(out / "dataset", targets[-1], bl_scene, held_out, held_out_images)
+    t = clock.stage("dataset", t)
 
     print("== judging the imported result with Cycles on held-out views", flush=True)
     with quiet_stdout():
@@ -232,8 +245,11 @@ def main(argv=None) -> int:
     print(f"total time {clock.times['total']:.0f} s")
     for label, path in (("scene", "demo.blend"), ("asset (glTF)", "asset/mesh.glb"),
                         ("light", "asset/probe.hdr"), ("comparison", "comparison.png"),
-                        ("curves", "curves.png"), ("metrics", "metrics.json")):
+                        ("curves", "curves.png"), ("metrics", "metrics.json"),
+                        ("dataset", "dataset/")):
         print(f"  {label:13} {out / path}")
+    print(f"\nnext, the surface from the images alone: .venv/bin/diffrec optimize --mode "
+          f"reconstruct --dataset {out / 'dataset'} --preset preview")
     return 0
 
 

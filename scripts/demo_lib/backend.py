@@ -13,15 +13,16 @@ START_TIMEOUT_S = 120.0
 
 
 class LocalBackend:
-    """``diffrec serve`` on ``tcp://127.0.0.1:<random port>`` with its data in ``data_dir``;
-    a context manager that stops the server (SIGTERM, then kill) on exit."""
+    """``diffrec serve`` on ``tcp://127.0.0.1:<random port>`` with its data in ``data_dir``
+    and its output in ``log_path``; a context manager that stops the server (SIGTERM, then
+    kill) on exit."""
 
-    def __init__(self, data_dir: Path, device: str | None = None):
+    def __init__(self, data_dir: Path, log_path: Path, device: str | None = None):
         command = [sys.executable, "-m", "diffrec", "serve", "--bind", "tcp://127.0.0.1:*",
                    "--data-dir", str(data_dir)]
         if device:
             command += ["--device", device]
-        self.log_path = Path(data_dir) / "serve.log"
+        self.log_path = Path(log_path)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE,
                                         stderr=open(self.log_path, "w"), text=True)

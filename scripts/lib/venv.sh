@@ -19,10 +19,22 @@ ensure_venv() {
     want="$want $extras $torch_req"
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         echo "== installing $torch_req and diffrec${extras:+[$extras]} into $VENV"
-        "$VENV/bin/python" -m pip install -q --upgrade pip
-        "$VENV/bin/python" -m pip install -q "$torch_req"
-        "$VENV/bin/python" -m pip install -q -e "$root/backend${extras:+[$extras]}"
+        pip_quietly install --upgrade pip
+        pip_quietly install "$torch_req"
+        pip_quietly install -e "$root/backend${extras:+[$extras]}"
         echo "$want" >"$stamp"
     fi
     export PATH="$VENV/bin:$PATH"
+}
+
+# pip in $VENV, its output (warnings, setuptools' deprecation boxes) shown only if it fails
+pip_quietly() {
+    local log
+    log=$(mktemp)
+    if ! "$VENV/bin/python" -m pip "$@" -q >"$log" 2>&1; then
+        cat "$log" >&2
+        rm -f "$log"
+        return 1
+    fi
+    rm -f "$log"
 }

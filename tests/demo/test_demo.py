@@ -67,3 +67,27 @@ def test_demo_numbers_are_sane(demo_out):
         "psnr_mean"]  # the background flatters the whole-image figure, never the reverse
     assert f"PSNR {cycles['psnr_mean']:.2f} dB" in stdout
     assert metrics["time_s"]["total"] > 0
+
+
+def test_demo_keeps_its_dataset_and_says_what_to_try_on_it(demo_out):
+    from diffrec.cli import build_parser
+    from diffrec.protocol.captures import read_capture
+
+    out, stdout = demo_out
+    train, test = read_capture(out / "dataset"), read_capture(out / "dataset", "test")
+    assert (len(train.frames), len(test.frames)) == (8, 2)
+    assert read_image(train.frames[0].image).shape == (48, 48, 4)
+    next_line = next(line for line in stdout.splitlines() if line.startswith("next"))
+    command = next_line.split(": ", 1)[1].split()
+    assert command[:2] == [".venv/bin/diffrec", "optimize"]
+    args = build_parser().parse_args(command[1:])
+    assert (args.mode, args.dataset, args.preset) == ("reconstruct", str(out / "dataset"),
+                                                      "preview")
+
+
+def test_demo_log_is_ours_and_the_server_data_is_gone(demo_out):
+    out, stdout = demo_out
+    for noise in ("| Saved: '", "module changed on disk"):
+        assert noise not in stdout
+    assert (out / "serve.log").is_file()  # the backend's stderr: empty when all went well
+    assert not (out / "server").exists()

@@ -69,6 +69,7 @@ def test_nvdiffrec_configs_get_its_schedule_light_and_start(tmp_path, monkeypatc
     settings = build_config(read_config_file(config)).settings
     assert (settings.schedule, settings.light_res, settings.surface_init) == (
         "nvdiffrec", 512, "sphere")
+    assert settings.plateau_window == 0, "every pass runs its iterations, as nvdiffrec's"
     config.write_text(json.dumps({**NVDIFFREC_CONFIG, "schedule": "diffrec"}))
     settings = build_config(read_config_file(config)).settings
     assert (settings.schedule, settings.light_res, settings.surface_init) == (
@@ -82,5 +83,7 @@ def test_nvdiffrec_configs_get_its_schedule_light_and_start(tmp_path, monkeypatc
     assert "light cube faces of 64 texels (nvdiffrec: 512)" in departures, "the preset's size"
     assert "learning rate decays" not in departures and "visual hull" not in departures
     assert "simplified to at most 20000 triangles" in departures
+    assert "stops early" in departures, "a --preset brings its stopping rule, said as such"
     shown = json.loads(printed[printed.index("{"):])
     assert (shown["light_res"], shown["iterations"], shown["schedule"]) == (64, 1000, "nvdiffrec")
+    assert shown["plateau_window"] == 100

@@ -5,10 +5,7 @@ from __future__ import annotations
 import json
 import platform
 
-import torch
-
 from diffrec import __version__
-from diffrec.engines import NEURAL, RASTER
 
 NAME = "info"
 HELP = "show versions, devices and the engines that will be used (--check: test the CUDA path)"
@@ -24,6 +21,10 @@ def add_arguments(parser) -> None:
 
 def collect() -> dict:
     """Versions, the default device and the engine chosen for it."""
+    import torch
+
+    from diffrec.engines import NEURAL, RASTER
+
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     info = {
         "diffrec": __version__,

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import signal
-
-import torch
+import sys
 
 from diffrec import __version__
 from diffrec.errors import UserError
@@ -75,6 +75,8 @@ def quotas_from_args(args) -> Quotas:
 
 
 def _device(name: str | None) -> str:
+    import torch
+
     if name is None:
         return "cuda:0" if torch.cuda.is_available() else "cpu"
     try:
@@ -103,7 +105,7 @@ def run(args) -> int:
                     cluster=args.cluster)
     stopping = []
     for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stopping.append(True))
+        signal.signal(signum, lambda number, _: stopping.append(signal.Signals(number).name))
     where = f"Ray cluster {args.cluster}" if args.cluster else f"device {server.device}"
     print(f"diffrec {__version__} serving on {server.endpoint} ({where}, "
           f"data {server.data_dir})", flush=True)
@@ -113,4 +115,15 @@ def run(args) -> int:
         server.serve_forever(lambda: bool(stopping))
     finally:
         server.close()
+        why = f" on {stopping[0]}" if stopping else ""
+        _say(f"diffrec serve stopped{why}: unfinished jobs resume when it starts again with "
+             f"--data-dir {server.data_dir}")
     return 0
+
+
+def _say(line: str) -> None:
+    """Print ``line``; when nobody reads our output any more (a closed pipe), drop it."""
+    try:
+        print(line, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit

@@ -43,6 +43,8 @@ def run(args) -> int:
             jobs = [client.status(args.job)] if args.job else client.list_jobs()
         except (ProtocolError, ServerUnavailable) as exc:
             raise UserError(str(exc)) from None
+    if not jobs:
+        print(f"no jobs of yours on {args.server} (diffrec submit sends one)")
     for job in jobs:
         print(describe(job))
     return 0

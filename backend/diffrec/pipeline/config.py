@@ -19,6 +19,7 @@ from typing import Any
 
 from diffrec.errors import UserError
 from diffrec.pipeline.reference_config import Reading, translate
+from diffrec.protocol.close_names import setting_hint
 from diffrec.protocol.settings import (
     FIELDS,
     PRESETS,
@@ -153,7 +154,8 @@ def build_config(file_values: dict[str, Any] | None = None,
                                         if v is not None}}
     unknown = sorted(set(values) - set(CONFIG_KEYS))
     if unknown:
-        raise UserError(f"unknown setting(s): {', '.join(unknown)}")
+        raise UserError("\n".join(f"unknown setting {name!r}: {setting_hint(name, CONFIG_KEYS)}"
+                                   for name in unknown))
     try:
         settings = parse_settings({k: v for k, v in values.items() if k in FIELDS})
         sources = _sources({k: v for k, v in values.items() if k in SOURCE_KEYS})

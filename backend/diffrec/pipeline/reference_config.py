@@ -24,6 +24,7 @@ from typing import Any
 
 from diffrec.errors import UserError
 from diffrec.pipeline.colmap_capture import capture_layout
+from diffrec.protocol.close_names import setting_hint
 from diffrec.protocol.settings import BACKGROUNDS
 
 DISPLAY_PANELS = {"kd": "kd", "ks": "ks", "normal": "normal", "white": "shading-only"}
@@ -271,8 +272,8 @@ def translate(data: dict[str, Any], own_settings: set[str]) -> Reading:
             elif key in own_settings:
                 settings, note = {key: value}, "diffrec setting"
             else:
-                raise Refused(f"unknown setting {key!r}: see `diffrec optimize --help` and the "
-                              "guide's table of settings")
+                raise Refused(f"unknown setting {key!r}: "
+                              f"{setting_hint(key, [*KEYS, *own_settings])}")
         except Refused as refusal:
             refused.append(str(refusal))
             continue
@@ -314,7 +315,7 @@ def _reference_schedule(reading: Reading, data: dict) -> None:
     """nvdiffrec's schedule, light resolution and starting surface where the file is silent."""
     if reading.settings.get("schedule", "nvdiffrec") != "nvdiffrec":
         return
-    defaults = {"schedule": "nvdiffrec", "surface_init": "sphere"}
+    defaults = {"schedule": "nvdiffrec", "surface_init": "sphere", "plateau_window": 0}
     if "schedule" not in data:
         reading.lines.append("(no schedule) -> schedule = 'nvdiffrec' (its learning-rate decay, "
                              "warm-up, noise background and geometry rate; give schedule: "
@@ -326,6 +327,9 @@ def _reference_schedule(reading: Reading, data: dict) -> None:
     if "surface_init" not in data:
         reading.lines.append("(no surface_init) -> surface_init = 'sphere' (nvdiffrec starts "
                              "from a random SDF, not a visual hull)")
+    if "plateau_window" not in data:
+        reading.lines.append("(no plateau_window) -> plateau_window = 0 (every pass runs its "
+                             "iterations, as nvdiffrec's do)")
     reading.defaults.update({k: v for k, v in defaults.items() if k not in data})
 
 
@@ -345,6 +349,10 @@ def departures(settings) -> list[str]:
         else:
             found.append("no learning-rate warm-up in a single-pass run (nvdiffrec: 100 "
                          "iterations); schedule: nvdiffrec for its")
+    if settings.plateau_window:
+        found.append(f"a pass stops early once its training PSNR gains less than "
+                     f"{settings.plateau_db} dB over {settings.plateau_window} iterations "
+                     "(nvdiffrec runs every iteration): plateau_window 0 for its")
     if settings.light_res != NVDIFFREC_LIGHT_RES:
         found.append(f"light cube faces of {settings.light_res} texels (nvdiffrec: "
                      f"{NVDIFFREC_LIGHT_RES}): the preset's size, for speed")

@@ -34,6 +34,7 @@ from diffrec.errors import Cancelled, UserError
 from diffrec.pipeline.checkpoints import settings_fingerprint
 from diffrec.pipeline.distributed import SINGLE, World
 from diffrec.pipeline.optimizers import UniformAdam
+from diffrec.pipeline.plateau import Plateau
 from diffrec.pipeline.reporter import Preview, Progress, Reporter
 from diffrec.protocol import events
 from diffrec.protocol.settings import Settings
@@ -135,7 +136,8 @@ class PassTrainer:
     ``state_dict``) go to the reporter every ``checkpoint_every`` iterations, on a stop and
     at the end, tagged with the settings' fingerprint; ``resume`` starts from one made with
     the same settings. ``history`` holds each progress report's loss and PSNR; ``elapsed_s``
-    the seconds ``train`` took.
+    the seconds ``train`` took. A pass whose training PSNR has stopped rising ends early
+    (``pipeline.plateau``, ``settings.plateau_window``; ``stopped_early``).
 
     ``world``: this rank's ``pipeline.distributed.World`` (a single process by default), the
     sampler giving this rank's share of each batch; every rank must run the same trainer.
@@ -152,6 +154,8 @@ class PassTrainer:
         self.elapsed_s = 0.0
         self._fingerprint = settings_fingerprint(settings)
         self._last_views = None
+        self.plateau = Plateau(settings.plateau_window, settings.plateau_db)
+        self.stopped_early = False  # by the plateau rule; a resumed pass stays stopped
         self.generator = torch.Generator().manual_seed(settings.seed * 7919 + run.index)
         self.optimizers = self._optimizers(run, settings)
         self.schedulers = [torch.optim.lr_scheduler.LambdaLR(
@@ -200,6 +204,7 @@ class PassTrainer:
             "schedulers": [scheduler.state_dict() for scheduler in self.schedulers],
             "sampler": self.sampler.state_dict(),
             "generator": self.generator.get_state(),
+            "stopped_early": self.stopped_early,
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -215,6 +220,7 @@ class PassTrainer:
         self.sampler.load_state_dict(state["sampler"])
         self.generator.set_state(state["generator"])
         self.iteration = state["iteration"]
+        self.stopped_early = state.get("stopped_early", False)
 
     def step(self) -> dict:
         """One iteration; returns its losses and the batch PSNR as 0-d tensors on the device
@@ -301,11 +307,12 @@ class PassTrainer:
         """Run the remaining iterations, reporting progress and checkpointing."""
         started, first = time.monotonic(), self.iteration
         settings, reporter = self.settings, self.reporter
-        while self.iteration < self.run.iterations:
+        while self.iteration < self.run.iterations and not self.stopped_early:
             if self.world.main_says(reporter.should_stop()):
                 self.save()
                 raise Cancelled(f"stopped at iteration {self.iteration} of {self.run.name}")
             stats = self.step()
+            self.plateau.add(stats["psnr"])
             self.iteration += 1
             if self.iteration % settings.log_every == 0 or self.iteration == self.run.iterations:
                 stats = self._checked(stats)
@@ -317,6 +324,14 @@ class PassTrainer:
             if (settings.checkpoint_every and self.iteration % settings.checkpoint_every == 0
                     and self.iteration < self.run.iterations):
                 self.save()
+            if (self.iteration % settings.log_every == 0 and self.iteration < self.run.iterations
+                    and self.plateau.flat()):
+                reporter.log(f"{self.run.name} stopped at iteration {self.iteration} of "
+                             f"{self.run.iterations}: training PSNR rose "
+                             f"{self.plateau.gain_db:.3f} dB over its last "
+                             f"{settings.plateau_window} iterations (plateau_db "
+                             f"{settings.plateau_db})")
+                self.stopped_early = True
         self.elapsed_s = time.monotonic() - started
         self.save()
 

@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .close_names import setting_hint
+
 MODES = ("materials", "refine", "reconstruct")
 LIGHT_MODES = ("learn", "fixed", "learn-from-envmap")
 GEOMETRIES = ("dmtet", "flexicubes")
@@ -37,7 +39,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # (docs/BENCHMARKS.md)
     "preview": {"iterations": 300, "batch": 2, "train_res": 128, "texture_res": 256,
                 "dmtet_grid": 64, "light_res": 64, "views": 24, "test_views": 4,
-                "hash_table_log2": 15},
+                "hash_table_log2": 15, "plateau_window": 100},
     "standard": {"iterations": 2000, "batch": 4, "train_res": 512, "texture_res": 1024,
                  "dmtet_grid": 64, "light_res": 256, "views": 100, "test_views": 8},
     # the reference system's paper settings (its NeRF-synthetic images are 800 pixels wide)
@@ -144,6 +146,12 @@ class Settings:
     layers: int = _setting(1, "depth-peeled layers", minimum=1)
     spp: int = _setting(1, "samples per pixel (supersampling factor)", minimum=1)
     background: str = _setting("random", "compositing background", **_choice(BACKGROUNDS))
+    # stopping: a pass ends early once its training PSNR, averaged over plateau_window
+    # iterations, gains less than plateau_db on the window before (diffrec.pipeline.plateau)
+    plateau_window: int = _setting(0, "iterations per window of the plateau stopping rule "
+                                   "(0: every pass runs all its iterations)", minimum=0)
+    plateau_db: float = _setting(0.1, "a pass stops when its training PSNR gains less than "
+                                 "this over its last plateau_window iterations, dB", minimum=0)
     # bookkeeping: changes what is reported, not what is learned
     validation: bool = _setting(True, "render and score the held-out views at the end")
     checkpoint_every: int = _setting(250, "iterations between checkpoints (0: none)", minimum=0)
@@ -206,7 +214,7 @@ def parse_settings(values: Mapping[str, Any], apply_preset: bool = True) -> Sett
         raise SettingsError(None, "settings must be an object of name: value")
     unknown = sorted(str(name) for name in values if name not in FIELDS)
     if unknown:
-        raise SettingsError(unknown[0], f"unknown setting (known: {', '.join(FIELDS)})")
+        raise SettingsError(unknown[0], f"unknown setting; {setting_hint(unknown[0], FIELDS)}")
     preset = as_type("preset", str, values.get("preset", FIELDS["preset"].default))
     _check_field(FIELDS["preset"], preset)
     base = PRESETS.get(preset, {}) if apply_preset else {}

@@ -1,0 +1,136 @@
+"""The plateau stopping rule (issue 31): a pass ends once its training PSNR, averaged over a
+window, stops rising; off unless asked for (on in the ``preview`` preset)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from diffrec.pipeline.plateau import Plateau
+from diffrec.pipeline.reporter import Reporter
+from diffrec.pipeline.trainer import Pass, PassTrainer
+from diffrec.protocol.settings import PRESETS, parse_settings
+
+
+def rising_then_flat(iteration: int) -> float:
+    """A PSNR curve (dB) that climbs 20 dB over about 100 iterations, then levels off,
+    with a +-1 dB wobble from batch to batch."""
+    return 30.0 - 20.0 * math.exp(-iteration / 30.0) + (1.0 if iteration % 2 else -1.0)
+
+
+def test_flat_only_once_the_newer_window_gains_less_than_the_threshold():
+    plateau = Plateau(window=20, min_gain_db=0.1)
+    decisions = []
+    for iteration in range(400):
+        plateau.add(torch.tensor(rising_then_flat(iteration)))
+        decisions.append(plateau.flat())
+    first = decisions.index(True)
+    assert not any(decisions[:40])  # two windows are needed
+    assert 100 < first < 300  # not while it climbs; soon after it levels off
+    assert plateau.gain_db < 0.1
+
+
+def test_a_window_of_zero_never_stops():
+    plateau = Plateau(window=0, min_gain_db=1.0)
+    for _ in range(50):
+        plateau.add(torch.tensor(20.0))
+    assert not plateau.flat() and len(plateau.values) == 0
+
+
+def test_on_in_the_preview_preset_only():
+    assert parse_settings({"preset": "preview"}).plateau_window > 0
+    for preset in ("standard", "high"):
+        assert parse_settings({"preset": preset}).plateau_window == 0
+    assert parse_settings({"preset": "preview", "plateau_window": 0}).plateau_window == 0
+    assert "plateau_window" in PRESETS["preview"]
+
+
+class Recorder(Reporter):
+    """Keeps log lines, progress iterations and the last checkpoint."""
+
+    def __init__(self):
+        super().__init__()
+        self.lines, self.iterations, self.saved = [], [], {}
+
+    def log(self, message, level="info", **fields):
+        self.lines.append(message)
+
+    def progress(self, progress):
+        self.iterations.append(progress.iteration)
+
+    def save_checkpoint(self, stage, state):
+        self.saved[stage] = state
+
+    def load_checkpoint(self, stage):
+        return self.saved.get(stage)
+
+
+class Frozen(torch.nn.Module):
+    """A geometry stand-in with nothing to train."""
+
+    uniform_adam = False
+
+
+class Sampler:
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, state):
+        pass
+
+
+class ScriptedTrainer(PassTrainer):
+    """A trainer whose steps return ``curve(iteration)`` as the PSNR instead of rendering."""
+
+    curve = staticmethod(rising_then_flat)
+
+    def step(self):
+        zero = torch.tensor(0.0)
+        return {"losses": {"total": zero, "color": zero, "alpha": zero},
+                "psnr": torch.tensor(self.curve(self.iteration))}
+
+
+def scripted(settings, reporter, iterations=1000, curve=rising_then_flat) -> ScriptedTrainer:
+    light = torch.nn.Module()
+    light.base = torch.nn.Parameter(torch.zeros(3))
+    run = Pass("pass2", 1, iterations, 0.01, 0, Frozen(), torch.nn.Linear(2, 2), light, False)
+    trainer = ScriptedTrainer(None, run, Sampler(), settings, reporter)
+    trainer.curve = curve
+    return trainer
+
+
+def test_the_trainer_stops_a_converged_pass_and_a_resumed_one_stays_stopped():
+    settings = parse_settings({"preset": "preview", "plateau_window": 50, "log_every": 10,
+                               "checkpoint_every": 0})
+    reporter = Recorder()
+    trainer = scripted(settings, reporter)
+    trainer.train()
+    assert trainer.stopped_early and 200 <= trainer.iteration < 1000
+    assert trainer.iteration % 10 == 0 and reporter.iterations[-1] == trainer.iteration
+    assert reporter.lines == [f"pass2 stopped at iteration {trainer.iteration} of 1000: "
+                              f"training PSNR rose {trainer.plateau.gain_db:.3f} dB over its "
+                              f"last 50 iterations (plateau_db 0.1)"]
+    again = scripted(settings, reporter)
+    again.resume()
+    again.train()
+    assert again.iteration == trainer.iteration  # not trained on from the checkpoint
+
+
+def test_a_pass_flat_only_at_its_last_iteration_is_not_said_to_stop_early():
+    settings = parse_settings({"preset": "preview", "plateau_window": 50, "log_every": 10,
+                              "checkpoint_every": 0})
+    reporter = Recorder()
+    trainer = scripted(settings, reporter, iterations=100, curve=lambda iteration: 25.0)
+    trainer.train()  # two windows are in, and flat, first at iteration 100: the end anyway
+    assert trainer.iteration == 100 and not trainer.stopped_early
+    assert reporter.lines == []
+
+
+def test_without_the_rule_the_pass_runs_all_its_iterations():
+    settings = parse_settings({"preset": "standard", "log_every": 10, "checkpoint_every": 0})
+    reporter = Recorder()
+    trainer = scripted(settings, reporter)
+    trainer.train()
+    assert not trainer.stopped_early and trainer.iteration == 1000
+    assert not any("stopped" in line for line in reporter.lines)
