@@ -22,6 +22,7 @@ import ctypes
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -140,6 +141,11 @@ def main() -> int:
     parser.add_argument("wheels", nargs="+", type=Path)
     parser.add_argument("--libstdcxx", type=Path, help="the C++ runtime to check against")
     args = parser.parse_args()
+    missing = [tool for tool in ("objdump", "nm", "ldd") if not shutil.which(tool)]
+    if missing:
+        print(f"check_wheel_linkage: {', '.join(missing)} not found; install binutils.",
+              file=sys.stderr)
+        return 2
     runtime = (args.libstdcxx or loaded_libstdcxx()).resolve()
     problems = []
     for wheel in args.wheels:
