@@ -1,13 +1,14 @@
-"""Check the C++ runtime linkage of a CUDA extension wheel before GPU time is spent on it.
+"""Check the linkage of a CUDA extension wheel before GPU time is spent on it.
 
 For every shared library in each wheel: the libraries it needs (``objdump -p``), where they
-resolve on this machine (``ldd``), the newest GLIBCXX, CXXABI and GLIBC versions it asks for, and
-the functions it defines itself (``nm -D``) that libstdc++ also exports. A strong definition of
-such a function means C++ runtime code was linked into the extension (a static libstdc++, or a
-toolchain's non-shared part of it) and conflicts with the runtime the process loads: the cause
-of tiny-cuda-nn's crash on the GPU machine (docs/BENCHMARKS.md, "GPU machine"). Weak ones are
-inline template code every C++ library carries. Exit status 1 when a library defines a strong
-one or asks for a version the runtime lacks.
+resolve on this machine (``ldd``), the newest GLIBCXX, CXXABI and GLIBC versions it asks for,
+the functions it defines itself (``nm -D``) that libstdc++ also exports, and the CUDA driver
+functions it calls. A strong definition of a libstdc++ function means C++ runtime code was
+linked into the extension (a static libstdc++, or a toolchain's non-shared part of it) and
+conflicts with the runtime the process loads: the cause of tiny-cuda-nn's crash on the GPU
+machine (docs/BENCHMARKS.md, "GPU machine"); weak ones are inline template code every C++
+library carries. Exit status 1 when a library defines a strong one, asks for a version the
+runtime lacks, or calls the driver without needing libcuda.so.1 (its import would fail).
 
     python scripts/check_wheel_linkage.py WHEEL... [--libstdcxx PATH]
 
@@ -98,6 +99,8 @@ def check_library(library: Path, name: str, runtime: Path, runtime_symbols: dict
     inside = {symbol: kind for symbol, kind in defined_symbols(library).items()
               if symbol in runtime_symbols}
     strong = sorted(symbol for symbol, kind in inside.items() if kind in STRONG_TYPES)
+    driver_calls = re.findall(r"^\s+U (cu[A-Z]\w*)$",
+                              run("nm", "-D", "--undefined-only", str(library)), re.M)
     print(f"{name} ({library.stat().st_size / 1e6:.1f} MB)")
     print(f"  NEEDED: {' '.join(needed)}")
     for lib in ("libstdc++.so.6", "libgcc_s.so.1"):
@@ -114,6 +117,10 @@ def check_library(library: Path, name: str, runtime: Path, runtime_symbols: dict
         problems.append(f"{name} carries {len(strong)} libstdc++ functions of its own ({shown}).")
     if "libstdc++.so.6" not in needed and inside:
         problems.append(f"{name} uses C++ without loading libstdc++.so.6: it is linked in.")
+    if driver_calls and "libcuda.so.1" not in needed:
+        problems.append(f"{name} calls the CUDA driver ({driver_calls[0]} and "
+                        f"{len(driver_calls) - 1} more) without needing libcuda.so.1, so its "
+                        "import fails; link it against a libcuda stub.")
     for family, version in asked.items():
         if family in provided and version > provided[family]:
             problems.append(f"{name} needs {fmt({family: version})}, newer than {runtime} has.")

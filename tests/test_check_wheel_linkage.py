@@ -1,6 +1,6 @@
 """scripts/check_wheel_linkage.py tells an extension that uses the process's C++ runtime from one
-that carries its own (tiny-cuda-nn's crash on the GPU machine), on two tiny libraries built
-here with the system g++: the same code linked dynamically and with -static-libstdc++."""
+that carries its own (tiny-cuda-nn's crash on the GPU machine), and one calling the CUDA driver
+without needing it, on tiny libraries built here with the system g++."""
 
 from __future__ import annotations
 
@@ -26,10 +26,10 @@ pytestmark = pytest.mark.skipif(
     reason="needs g++ and binutils")
 
 
-def wheel_with(tmp_path: Path, name: str, *flags: str) -> Path:
-    """A wheel holding one shared library compiled from SOURCE with the given link flags."""
+def wheel_with(tmp_path: Path, name: str, *flags: str, code: str = SOURCE) -> Path:
+    """A wheel holding one shared library compiled from code with the given link flags."""
     source = tmp_path / "describe.cpp"
-    source.write_text(SOURCE)
+    source.write_text(code)
     library = tmp_path / f"{name}.so"
     subprocess.run(["g++", "-O1", "-shared", "-fPIC", *flags, str(source), "-o", str(library)],
                    check=True)
@@ -57,3 +57,11 @@ def test_static_libstdcxx_is_refused_with_sentences(tmp_path):
     assert "carries" in done.stderr and "libstdc++ functions of its own" in done.stderr
     assert "without loading libstdc++.so.6" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_driver_calls_without_libcuda_are_refused(tmp_path):
+    code = SOURCE + 'extern "C" int cuInit(unsigned);\n'
+    code += 'extern "C" int start() { return cuInit(0); }\n'
+    done = check(wheel_with(tmp_path, "driver", code=code))
+    assert done.returncode == 1
+    assert "calls the CUDA driver (cuInit and 0 more) without needing libcuda.so.1" in done.stderr
