@@ -3,7 +3,7 @@ preview in the panel, the pre-submit estimate, a failed submit, cancel and resum
 file, Custom settings as the server runs them, and an import that is never doubled.
 
 The checks named ``check_live_*`` need DIFFREC_SERVER (tcp://127.0.0.1:PORT of a running
-``diffrec serve``, started by test_jobs.py); the others need no server.
+``diffrec serve``, started by test_job_queue.py); the others need no server.
 """
 
 import json
