@@ -8,7 +8,8 @@ environment's Python: ``python scripts/bench_quality.py --scenes ring,mug --res 
 Outputs in ``--out``: ``bench_quality.json`` (settings, machine, every scene's record, the
 summary against issue 12's targets) and per scene ``<mode>/<scene>/`` (the result folder in
 ``asset/``, ``optimize.log``, ``comparison.png``, ``result.json``). Scenes' targets are cached in
-``--cache`` by a content hash, so a rerun only optimizes and judges.
+``--cache`` by a content hash, so a rerun only optimizes and judges. ``--relight`` adds the
+relit judging of ``bench_quality_lib.relight`` (its targets cached beside the scene's).
 """
 
 from __future__ import annotations
@@ -66,6 +67,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=1, help="scenes run at once (each optimize "
                                                             "gets cores / jobs torch threads)")
     parser.add_argument("--device", help="backend device (default: the backend's choice)")
+    parser.add_argument("--relight", action="store_true",
+                        help="also judge each result under two other HDRIs and a sun, and its "
+                             "base colour against the true albedo (targets cached)")
     parser.add_argument("--out", type=Path, default=Path("out/bench_quality"))
     parser.add_argument("--cache", type=Path, default=Path("out/bench_quality_scenes"),
                         help="where scenes' targets are kept between runs")
@@ -80,7 +84,7 @@ def jobs_for(args) -> list[SceneJob]:
     threads = max(1, (os.cpu_count() or 1) // args.jobs) if args.jobs > 1 else None
     return [SceneJob(name, args.out / mode / name, args.cache, mode, args.preset, args.res,
                      args.views, args.holdout, args.samples, args.iterations, args.device,
-                     threads, args.config and args.config.resolve())
+                     threads, args.config and args.config.resolve(), args.relight)
             for mode in args.mode for name in args.scenes]
 
 
@@ -136,6 +140,9 @@ def main(argv=None) -> int:
     (args.out / "bench_quality.json").write_text(json.dumps(report, indent=2))
     print()
     print(table.markdown(records))
+    if args.relight:
+        print()
+        print(table.relit_markdown(records))
     print()
     print("\n".join(table.summary_lines(stats)))
     print(f"\ntotal {report['total_s']:.0f} s; every figure in {args.out / 'bench_quality.json'}")

@@ -6,7 +6,8 @@ Judging: a factory-fresh Cycles scene; the held-out cameras come in through the 
 import (``diffrec.import_nerf``, each with its target image), the result through the add-on's
 import (``mesh.glb`` by Blender's glTF importer, checked against the manifest, ``probe.hdr`` as
 the world); Cycles renders each held-out camera and ``demo_lib.judge`` scores the renders
-against the targets, as ``scripts/demo`` does.
+against the targets, as ``scripts/demo`` does. With ``relight``, the same scene is then
+rendered under lights the result was not fitted under and as base colour (``relight``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ REPO = Path(__file__).resolve().parents[2]
 class SceneJob:
     """What to run for one scene. ``iterations`` None: the preset's; ``device`` None: the
     backend's choice; ``threads`` None: torch's default in the optimize child; ``config``: a
-    settings file passed to ``diffrec optimize --config`` (None: none)."""
+    settings file passed to ``diffrec optimize --config`` (None: none); ``relight``: also
+    judge the result under other lights and its base colour (``relight``)."""
 
     name: str
     out: Path
@@ -42,6 +44,7 @@ class SceneJob:
     device: str | None = None
     threads: int | None = None
     config: Path | None = None
+    relight: bool = False
 
 
 def optimize_command(job: SceneJob, dataset: Path, hdri: Path, asset: Path) -> list[str]:
@@ -79,29 +82,51 @@ def run_child(command: list[str], log: Path, threads: int | None) -> dict:
             "peak_mib": round(usage.ru_maxrss / 1024, 1)}  # ru_maxrss is in KiB on Linux
 
 
-def judge_result(job: SceneJob, dataset: Path, asset: Path) -> dict:
-    """Cycles renders of the imported result from the held-out cameras, scored against the
-    targets; writes ``comparison.png`` beside the asset."""
+def held_out_cameras(dataset: Path) -> list:
+    """The held-out cameras, each with its target image, brought into the current scene by the
+    add-on's NeRF import (``transforms_test.json``), sorted by name."""
     import addon_utils
     import bpy
-    from demo_lib import judge, report
-    from demo_lib import scene as demo_scene
     from demo_lib.console import quiet_stdout
 
-    from addon import export_scene, import_result
-
-    bl_scene = demo_scene.empty_scene(job.size, job.samples, use_gpu=_cuda(job))
     addon_utils.enable("addon", default_set=True)
     before = set(bpy.data.objects)
     with quiet_stdout():
         imported = bpy.ops.diffrec.import_nerf(filepath=str(dataset / "transforms_test.json"))
-        if imported != {"FINISHED"}:
-            raise RuntimeError(f"the add-on could not import {dataset}/transforms_test.json")
-        cameras = sorted((o for o in bpy.data.objects if o not in before and o.type == "CAMERA"),
-                         key=lambda camera: camera.name)
+    if imported != {"FINISHED"}:
+        raise RuntimeError(f"the add-on could not import {dataset}/transforms_test.json")
+    return sorted((o for o in bpy.data.objects if o not in before and o.type == "CAMERA"),
+                  key=lambda camera: camera.name)
+
+
+def judging_scene(job: SceneJob, dataset: Path, asset: Path) -> tuple:
+    """A factory-fresh Cycles scene with the held-out cameras and the imported result:
+    (scene, cameras, the result's learned world or None; not made the scene's)."""
+    import bpy
+    from demo_lib import scene as demo_scene
+    from demo_lib.console import quiet_stdout
+
+    from addon import import_result
+
+    bl_scene = demo_scene.empty_scene(job.size, job.samples, use_gpu=_cuda(job))
+    cameras = held_out_cameras(dataset)
+    with quiet_stdout():
         world = import_result.import_result(bpy.context, asset, "result").world
-        if world is not None:  # judged under the light it learned
-            bl_scene.world = world
+    return bl_scene, cameras, world
+
+
+def judge_result(job: SceneJob, bl_scene, cameras, world) -> dict:
+    """Cycles renders of the imported result from the held-out cameras under ``world`` (the
+    light it learned; None: the scene's), scored against the targets; writes
+    ``comparison.png`` beside the asset."""
+    from demo_lib import judge, report
+    from demo_lib.console import quiet_stdout
+
+    from addon import export_scene
+
+    if world is not None:  # judged under the light it learned
+        bl_scene.world = world
+    with quiet_stdout():
         results = export_scene.render_views(bl_scene, cameras, (job.size, job.size))
     targets = export_scene.camera_images(cameras)
     names = [camera.name for camera in cameras]
@@ -133,6 +158,8 @@ def run_scene(job: SceneJob) -> dict:
     from demo_lib import scene as demo_scene
 
     from . import dataset as datasets
+    from . import relight
+    from .lights import relight_lights
     from .recipes import RECIPES
 
     job.out.mkdir(parents=True, exist_ok=True)
@@ -145,6 +172,11 @@ def run_scene(job: SceneJob) -> dict:
                                             job.holdout, job.samples, use_gpu=_cuda(job))
     record.update(dataset=str(folder), dataset_built=built)
     record["time_s"]["dataset"] = round(time.monotonic() - started, 2)
+    if job.relight:
+        started = time.monotonic()
+        relit_targets, record["relit_built"] = relight.ensure_targets(
+            folder, job.name, job.size, job.samples, use_gpu=_cuda(job))
+        record["time_s"]["relit_targets"] = round(time.monotonic() - started, 2)
     asset = job.out / "asset"
     shutil.rmtree(asset, ignore_errors=True)  # a previous run's checkpoints would resume
     hdri = demo_scene.bundled_hdri(RECIPES[job.name]["hdri"])
@@ -156,8 +188,14 @@ def run_scene(job: SceneJob) -> dict:
         record["error"] = (job.out / "optimize.log").read_text()[-2000:]
     else:
         started = time.monotonic()
-        record["cycles"] = judge_result(job, folder, asset)
+        bl_scene, cameras, world = judging_scene(job, folder, asset)
+        record["cycles"] = judge_result(job, bl_scene, cameras, world)
         record["time_s"]["judge"] = round(time.monotonic() - started, 2)
+        if job.relight:
+            started = time.monotonic()
+            record["relit"] = relight.judge(bl_scene, cameras, relight_lights(job.name),
+                                            relit_targets, job.size)
+            record["time_s"]["relight"] = round(time.monotonic() - started, 2)
         started = time.monotonic()
         record["geometry"] = measure_geometry(folder, asset)
         record["time_s"]["geometry"] = round(time.monotonic() - started, 2)

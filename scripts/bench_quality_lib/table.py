@@ -1,5 +1,6 @@
 """The benchmark's summary: one Markdown table over the scenes' records (as ``run.run_scene``
-returns them), the means, and issue 12's targets checked against them."""
+returns them), the means, and issue 12's targets checked against them; with relit records
+(``--relight``), a second table and issue 25's relighting targets."""
 
 from __future__ import annotations
 
@@ -15,6 +16,24 @@ TARGETS = {
                     "seconds_max": 300.0},
     "materials": {"psnr_mean": 30.0, "seconds_max": 120.0},
 }
+
+# issue 25's relighting targets: mean over the two other HDRIs, no scene's HDRI mean more than
+# this far below its fitted-light PSNR, mean under the sun (dB, whole image over black)
+RELIT_TARGETS = {"relit_hdri_psnr_mean": 28.0, "relit_drop_max": 3.0,
+                 "relit_sun_psnr_mean": 25.0}
+RELIT_COLUMNS = ("scene", "mode", "fitted PSNR dB", "relit 1: PSNR / SSIM",
+                 "relit 2: PSNR / SSIM", "sun: PSNR / SSIM", "HDRI drop dB",
+                 "albedo RMSE raw / fitted", "albedo rel.", "albedo scale R G B")
+
+
+def relit_figures(record: dict) -> dict:
+    """A relit record's headline: mean PSNR over its HDRIs, ``drop`` = fitted-light PSNR
+    minus that, mean PSNR under its sun(s)."""
+    lights = record["relit"]["lights"].values()
+    hdri = [light["psnr_mean"] for light in lights if light["light"]["kind"] == "hdri"]
+    sun = [light["psnr_mean"] for light in lights if light["light"]["kind"] == "sun"]
+    return {"hdri_psnr": float(np.mean(hdri)), "sun_psnr": float(np.mean(sun)),
+            "drop": record["cycles"]["psnr_mean"] - float(np.mean(hdri))}
 
 
 def _topology(geometry: dict) -> str:
@@ -45,10 +64,41 @@ def markdown(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def relit_row(record: dict) -> list[str]:
+    if "relit" not in record:
+        return [record["scene"], record["mode"], "-", *[""] * (len(RELIT_COLUMNS) - 3)]
+    lights, albedo = record["relit"]["lights"].values(), record["relit"]["albedo"]
+    cells = [f"{light['light']['name']} {light['psnr_mean']:.2f} / {light['ssim_mean']:.3f}"
+             for light in lights]
+    return [record["scene"], record["mode"], f"{record['cycles']['psnr_mean']:.2f}", *cells,
+            f"{relit_figures(record)['drop']:.2f}",
+            f"{albedo['rmse_raw']:.4f} / {albedo['rmse']:.4f}", f"{albedo['relative']:.3f}",
+            " ".join(f"{value:.2f}" for value in albedo["scale"])]
+
+
+def relit_markdown(records: list[dict]) -> str:
+    lines = ["| " + " | ".join(RELIT_COLUMNS) + " |", "|" + " --- |" * len(RELIT_COLUMNS)]
+    lines += ["| " + " | ".join(relit_row(record)) + " |" for record in records
+              if "error" not in record]
+    return "\n".join(lines)
+
+
+def _relit_stats(done: list[dict]) -> dict:
+    figures = [relit_figures(record) for record in done if "relit" in record]
+    if not figures:
+        return {}
+    return {"relit_hdri_psnr_mean": float(np.mean([f["hdri_psnr"] for f in figures])),
+            "relit_drop_max": float(max(f["drop"] for f in figures)),
+            "relit_sun_psnr_mean": float(np.mean([f["sun_psnr"] for f in figures])),
+            "albedo_relative_mean": float(np.mean([r["relit"]["albedo"]["relative"]
+                                                   for r in done if "relit" in r]))}
+
+
 def summary(records: list[dict]) -> dict:
     """Per mode: scene count, failures, mean / min PSNR, min IoU, max Chamfer-L1, max optimize
-    seconds, scenes whose topology differs from the truth, and each target of ``TARGETS``
-    as {target, value, met}."""
+    seconds, scenes whose topology differs from the truth, with relit records the relit
+    means (``_relit_stats``), and each target of ``TARGETS`` (and ``RELIT_TARGETS``) as
+    {target, value, met}."""
     out = {}
     for mode in dict.fromkeys(record["mode"] for record in records):
         done = [r for r in records if r["mode"] == mode and "error" not in r]
@@ -64,11 +114,14 @@ def summary(records: list[dict]) -> dict:
                 seconds_max=float(max(r["optimize"]["wall_s"] for r in done)),
                 topology_differs=[r["scene"] for r in done if r["geometry"]["result_topology"]
                                   != r["geometry"]["true_topology"]])
+            relit = _relit_stats(done)
+            stats.update(relit)
+            targets = {**TARGETS.get(mode, {}), **(RELIT_TARGETS if relit else {})}
             stats["targets"] = {
                 key: {"target": target, "value": stats[key],
                       "met": stats[key] <= target if key.endswith("_max") else
                       stats[key] >= target}
-                for key, target in TARGETS.get(mode, {}).items()}
+                for key, target in targets.items()}
         out[mode] = stats
     return out
 

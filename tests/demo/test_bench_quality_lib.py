@@ -1,6 +1,6 @@
 """The quality benchmark's measurements without Blender: geometry against a true mesh
-(closest points, Chamfer-L1, normal consistency, topology) and the summary against issue 12's
-targets."""
+(closest points, Chamfer-L1, normal consistency, topology), the summary against issue 12's
+targets, and relighting's (issue 25) lights, base-colour error and relit summary."""
 
 import sys
 from pathlib import Path
@@ -12,7 +12,8 @@ import torch
 trimesh = pytest.importorskip("trimesh")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
-from bench_quality_lib import geometry, table  # noqa: E402
+from bench_quality_lib import albedo, geometry, lights, table  # noqa: E402
+from bench_quality_lib.recipes import RECIPES  # noqa: E402
 
 
 def test_closest_point_on_triangles_is_the_nearest_of_the_whole_triangle():
@@ -90,3 +91,84 @@ def test_summary_checks_each_target_and_names_what_differs():
     assert len(lines) == 5 and "failed" in lines[-1] and "| 1 / 0 (1 / 1) |" in lines[2]
     assert any("iou_min: 0.960 against 0.97: MISSED" in line
                for line in table.summary_lines({"reconstruct": stats}))
+
+
+def _albedo_renders(seed=0, size=24):
+    """A [2, size, size, 4] base-colour render: random colours inside a disc, alpha 1 there."""
+    generator = np.random.default_rng(seed)
+    image = np.zeros((2, size, size, 4), np.float32)
+    y, x = np.mgrid[:size, :size] - (size - 1) / 2
+    inside = np.hypot(x, y) < size / 3
+    image[:, inside, :3] = generator.uniform(0.02, 0.9, (2, int(inside.sum()), 3))
+    image[:, inside, 3] = 1.0
+    return image
+
+
+def test_albedo_error_of_the_truth_is_zero_and_a_known_scale_is_recovered():
+    truth = _albedo_renders()
+    same = albedo.albedo_error(truth, truth)
+    assert same["rmse"] < 1e-7 and same["rmse_raw"] < 1e-7
+    assert same["scale"] == pytest.approx([1, 1, 1])
+    dimmer = truth.copy()
+    dimmer[..., :3] /= np.array([2.0, 0.5, 1.25], np.float32)  # darker red, brighter green
+    found = albedo.albedo_error(dimmer, truth)
+    assert found["scale"] == pytest.approx([2.0, 0.5, 1.25], rel=1e-5)
+    assert found["rmse"] < 1e-6 < 0.05 < found["rmse_raw"]
+
+
+def test_albedo_error_counts_object_pixels_of_both_and_sees_a_baked_shadow():
+    truth = _albedo_renders()
+    result = truth.copy()
+    outside = truth[..., 3] == 0
+    result[0][outside[0]] = (3.0, 3.0, 3.0, 1.0)  # covered in the result only: ignored
+    result[1][outside[1]] = (5.0, 5.0, 5.0, 0.0)  # colour under zero alpha: ignored
+    assert albedo.albedo_error(result, truth)["rmse"] < 1e-7
+    shadowed = truth.copy()
+    shadowed[..., 12:, :, :3] *= 0.3  # half the object darkened: no one scale undoes it
+    error = albedo.albedo_error(shadowed, truth)
+    assert error["relative"] > 0.2 and all(s > 1.0 for s in error["scale"])
+    with pytest.raises(ValueError, match="no pixel in common"):
+        albedo.albedo_error(truth, np.zeros_like(truth))
+
+
+def test_each_scene_is_relit_under_two_other_suite_hdris_and_the_sun():
+    relit_by = {}
+    for scene, recipe in RECIPES.items():
+        chosen = lights.relight_lights(scene)
+        hdris = [light["hdri"] for light in chosen if light["kind"] == "hdri"]
+        assert len(set(hdris)) == 2 and recipe["hdri"] not in hdris
+        assert [light["kind"] for light in chosen] == ["hdri", "hdri", "sun"]
+        assert len({light["name"] for light in chosen}) == 3
+        for hdri in hdris:
+            relit_by.setdefault(hdri, []).append(scene)
+    assert sorted(relit_by) == sorted(lights.suite_hdris())
+    assert {len(scenes) for scenes in relit_by.values()} == {2}
+
+
+def _relit(record, hdri_psnr, sun_psnr, relative=0.1):
+    record["relit"] = {
+        "lights": {name: {"light": {"name": name, "kind": kind}, "psnr_mean": psnr,
+                          "ssim_mean": 0.9}
+                   for name, kind, psnr in (("a", "hdri", hdri_psnr[0]),
+                                            ("b", "hdri", hdri_psnr[1]),
+                                            ("sun", "sun", sun_psnr))},
+        "albedo": {"rmse": 0.01, "rmse_raw": 0.02, "relative": relative,
+                   "scale": [1.1, 1.0, 0.9]}}
+    return record
+
+
+def test_relit_summary_checks_issue_25s_targets():
+    records = [_relit(_record("mug", "materials", 31.0), (29.0, 27.0), 26.0),
+               _relit(_record("bowl", "materials", 30.0), (30.0, 31.0), 22.0, 0.3)]
+    stats = table.summary(records)["materials"]
+    assert stats["relit_hdri_psnr_mean"] == pytest.approx(29.25)
+    assert stats["relit_drop_max"] == pytest.approx(3.0)  # the mug: 31 - mean(29, 27)
+    assert stats["albedo_relative_mean"] == pytest.approx(0.2)
+    met = {key: value["met"] for key, value in stats["targets"].items()}
+    assert met["relit_hdri_psnr_mean"] and met["relit_drop_max"]
+    assert not met["relit_sun_psnr_mean"]  # 24 dB mean against 25
+    lines = table.relit_markdown(records).splitlines()
+    assert len(lines) == 4 and "| mug | materials | 31.00 | a 29.00 / 0.900 |" in lines[2]
+    assert "| 0.0200 / 0.0100 | 0.300 | 1.10 1.00 0.90 |" in lines[3]
+    assert "relit_hdri_psnr_mean" not in table.summary([_record("mug", "materials", 31.0)])[
+        "materials"]["targets"]

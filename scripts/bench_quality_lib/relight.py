@@ -1,0 +1,145 @@
+"""Relighting (issue 25): a scene and a result judged under lights they were not fitted under.
+
+Targets: the true scene (``scenes.build``) rendered by Cycles from the held-out cameras under
+each of ``lights.relight_lights`` and, as its true albedo, with every material's base colour
+shown as emission; cached in ``<dataset>/relit-<key>/targets.npz`` (float32 ``[N, H, W, 4]``,
+linear, straight alpha, one array per light name and ``albedo``), the key hashing the dataset's
+folder name (its own content key), the lights and this code. Judging: the imported result's
+``mesh.glb`` (its textures; its learned probe is not used) rendered the same way, scored per
+light by ``demo_lib.judge.score`` and its base colour by ``albedo.albedo_error``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+
+import bpy
+import numpy as np
+from demo_lib import scene as demo_scene
+from demo_lib.console import quiet_stdout
+
+from addon import export_scene
+
+from . import lights as relight_lights
+
+SUN_OBJECT = "relight sun"
+ALBEDO_SAMPLES = 64  # emission only, cheap: samples just antialias the edges
+
+
+def _black_world(bl_scene) -> None:
+    world = bpy.data.worlds.new("relight black")
+    bl_scene.world = world
+    world.use_nodes = True
+    nodes, links = world.node_tree.nodes, world.node_tree.links
+    nodes.clear()
+    background = nodes.new("ShaderNodeBackground")
+    background.inputs["Color"].default_value = (0.0, 0.0, 0.0, 1.0)
+    links.new(background.outputs["Background"], nodes.new("ShaderNodeOutputWorld").inputs[0])
+
+
+def use_light(bl_scene, light: dict) -> None:
+    """Light ``bl_scene`` by ``light`` alone: its HDRI as the world, or the sun over a black
+    world (a previous sun is removed either way)."""
+    old = bpy.data.objects.get(SUN_OBJECT)
+    if old is not None:
+        bpy.data.objects.remove(old)
+    if light["kind"] == "hdri":
+        demo_scene.set_world(bl_scene, demo_scene.bundled_hdri(light["hdri"]))
+        return
+    _black_world(bl_scene)
+    data = bpy.data.lights.new(SUN_OBJECT, "SUN")
+    data.energy, data.angle = light["strength"], math.radians(light["angle"])
+    sun = bpy.data.objects.new(SUN_OBJECT, data)
+    # a sun shines along its -Z: tilt it from straight down to the light's elevation
+    sun.rotation_euler = (math.radians(90.0 - light["elevation"]), 0.0,
+                          math.radians(light["azimuth"]))
+    bl_scene.collection.objects.link(sun)
+    bpy.context.view_layer.update()
+
+
+def show_base_colour(material) -> None:
+    """Replace ``material``'s surface by an emission of its Principled BSDF's base colour
+    (whatever feeds that input), so a render shows the linear base colour, unlit."""
+    tree = material.node_tree
+    bsdf = next((node for node in tree.nodes if node.bl_idname == "ShaderNodeBsdfPrincipled"),
+                None)
+    if bsdf is None:
+        raise ValueError(f"material {material.name!r} has no Principled BSDF")
+    emission = tree.nodes.new("ShaderNodeEmission")
+    base = bsdf.inputs["Base Color"]
+    if base.is_linked:
+        tree.links.new(base.links[0].from_socket, emission.inputs["Color"])
+    else:
+        emission.inputs["Color"].default_value = base.default_value
+    for output in (n for n in tree.nodes if n.bl_idname == "ShaderNodeOutputMaterial"):
+        tree.links.new(emission.outputs["Emission"], output.inputs["Surface"])
+
+
+def render_relit(bl_scene, cameras, lights: list[dict], size: int) -> dict[str, np.ndarray]:
+    """{light name: renders [N, H, W, 4]} for each light, then ``albedo``: the base colour of
+    every material in the scene (changed for good: call this last)."""
+    renders = {}
+    with quiet_stdout():
+        for light in lights:
+            use_light(bl_scene, light)
+            renders[light["name"]] = export_scene.render_views(bl_scene, cameras, (size, size))
+        materials = {slot.material for obj in bl_scene.objects if obj.type == "MESH"
+                     for slot in obj.material_slots if slot.material is not None}
+        for material in materials:
+            show_base_colour(material)
+        samples, bl_scene.cycles.samples = bl_scene.cycles.samples, ALBEDO_SAMPLES
+        renders["albedo"] = export_scene.render_views(bl_scene, cameras, (size, size))
+        bl_scene.cycles.samples = samples
+    return renders
+
+
+def targets_key(dataset: Path, lights: list[dict]) -> str:
+    """16 hex digits of SHA-256 over the dataset's folder name, the lights and this code."""
+    digest = hashlib.sha256(json.dumps({"dataset": Path(dataset).name, "lights": lights},
+                                       sort_keys=True).encode())
+    for module in (relight_lights, export_scene):
+        digest.update(Path(module.__file__).read_bytes())
+    digest.update(Path(__file__).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def ensure_targets(dataset: Path, name: str, size: int, samples: int,
+                   use_gpu: bool = False) -> tuple[dict[str, np.ndarray], bool]:
+    """(scene ``name``'s relit targets and true albedo, whether they were rendered now rather
+    than found beside its ``dataset``). Leaves the bpy session with the true scene in it."""
+    from . import scenes
+    from .run import held_out_cameras
+
+    lights = relight_lights.relight_lights(name)
+    path = Path(dataset) / f"relit-{targets_key(dataset, lights)}" / "targets.npz"
+    if path.is_file():
+        with np.load(path) as stored:
+            return dict(stored), False
+    bl_scene, _ = scenes.build(name, size, samples, use_gpu=use_gpu)
+    renders = render_relit(bl_scene, held_out_cameras(dataset), lights, size)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial.npz")
+    np.savez(partial, **renders)
+    partial.replace(path)  # whole or absent
+    return renders, True
+
+
+def judge(bl_scene, cameras, lights: list[dict], targets: dict[str, np.ndarray],
+          size: int) -> dict:
+    """The scene's result (the only mesh in ``bl_scene``) rendered under each light and as
+    base colour: {light name: ``judge.score`` + the light}, and ``albedo``: the error against
+    the true albedo. The result's materials are changed for good."""
+    from demo_lib import judge as scoring
+
+    from .albedo import albedo_error
+
+    renders = render_relit(bl_scene, cameras, lights, size)
+    names = [camera.name for camera in cameras]
+    scores = {light["name"]: {"light": light,
+                              **scoring.score(renders[light["name"]], targets[light["name"]],
+                                              names)}
+              for light in lights}
+    return {"lights": scores, "albedo": albedo_error(renders["albedo"], targets["albedo"])}

@@ -1,0 +1,49 @@
+"""Run by ``test_bench_quality_relight.py`` in a child Python with the bpy wheel: the ``box``
+scene's relit targets built at a tiny size, found again in the cache, and the true scene
+itself judged against them. Prints one JSON object of figures on its last line.
+
+Usage: python relight_truth.py CACHE_DIR
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
+
+from bench_quality_lib import dataset, relight, scenes  # noqa: E402
+from bench_quality_lib.lights import relight_lights  # noqa: E402
+from bench_quality_lib.run import held_out_cameras  # noqa: E402
+from demo_lib import judge  # noqa: E402
+
+SCENE, SIZE, SAMPLES = "box", 32, 8
+
+
+def main(cache: Path) -> dict:
+    folder, _ = dataset.ensure_dataset(cache, SCENE, SIZE, 2, 2, SAMPLES)
+    targets, built = relight.ensure_targets(folder, SCENE, SIZE, SAMPLES)
+    again, built_again = relight.ensure_targets(folder, SCENE, SIZE, SAMPLES)
+    lights = relight_lights(SCENE)
+    names = [light["name"] for light in lights]
+    bl_scene, _ = scenes.build(SCENE, SIZE, SAMPLES)
+    truth = relight.judge(bl_scene, held_out_cameras(folder), lights, targets, SIZE)
+    albedo = targets["albedo"]
+    covered = albedo[..., 3] > judge.COVERED
+    return {
+        "built": built, "built_again": built_again,
+        "same_again": all(np.array_equal(targets[key], again[key]) for key in targets),
+        "keys": sorted(targets),
+        "truth_psnr": {name: truth["lights"][name]["psnr_mean"] for name in names},
+        "truth_albedo": truth["albedo"],
+        # how alike two different lights' targets are: low when the lights really differ
+        "between_lights_psnr": judge.score(targets[names[0]], targets[names[2]],
+                                           ["a", "b"])["psnr_mean"],
+        "albedo_pixels": albedo[covered][:, :3].tolist(),
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(Path(sys.argv[1]))))

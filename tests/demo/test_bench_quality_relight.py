@@ -1,0 +1,55 @@
+"""The quality benchmark's relighting (issue 25) on the true scene, at a tiny size: the
+``box``'s targets under its two other HDRIs and the sun are rendered once and then found in
+the cache; the true albedo render shows the recipe's two checker colours, unlit; the true
+scene judged against its own relit targets reproduces them under every light and has no
+base-colour error (Cycles with the same seed renders the same image, so any difference in
+how the lights or the base colour are set up between targets and judging shows). Runs
+``relight_truth.py`` in a child Python (bpy)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.blender
+SCRIPT = Path(__file__).with_name("relight_truth.py")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+
+from bench_quality_lib.lights import relight_lights  # noqa: E402
+from bench_quality_lib.recipes import RECIPES  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def figures(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("relight")
+    done = subprocess.run([sys.executable, str(SCRIPT), str(cache)], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_relit_targets_are_rendered_once_then_cached(figures):
+    assert figures["built"] and not figures["built_again"] and figures["same_again"]
+    names = [light["name"] for light in relight_lights("box")]
+    assert figures["keys"] == sorted(["albedo", *names])
+
+
+def test_the_true_albedo_is_the_recipes_colours_unlit(figures):
+    pixels = np.asarray(figures["albedo_pixels"])
+    white, ink = (colour[0] for colour in RECIPES["box"]["material"]["colors"])  # greys
+    assert np.ptp(pixels, axis=1).max() < 1e-3  # grey, as both colours are: no light's tint
+    assert pixels.min() > ink - 1e-3 and pixels.max() < white + 1e-3  # no highlight
+    low, high = np.percentile(pixels[:, 0], [2, 98])
+    assert low == pytest.approx(ink, abs=0.005) and high == pytest.approx(white, abs=0.005)
+
+
+def test_the_truth_relit_reproduces_its_targets_and_has_no_albedo_error(figures):
+    for name, psnr in figures["truth_psnr"].items():
+        assert psnr > 60.0, (name, psnr)
+    assert figures["between_lights_psnr"] < 25.0  # the lights do differ
+    albedo = figures["truth_albedo"]
+    assert albedo["relative"] < 1e-3 and albedo["rmse_raw"] < 1e-3
+    assert albedo["scale"] == pytest.approx([1, 1, 1], abs=1e-3)
