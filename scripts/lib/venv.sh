@@ -1,6 +1,8 @@
 # Shared by the scripts: create or reuse the virtual environment and install diffrec into it.
 # Usage: source scripts/lib/venv.sh; ensure_venv [EXTRAS]   (sets VENV)
-# Reinstalls only when backend/pyproject.toml or this file changed since the last install.
+# Reinstalls only when backend/pyproject.toml, this file or the torch requirement changed since
+# the last install, or when EXTRAS names one not installed yet; extras installed earlier (by
+# another script) stay, so scripts/test and scripts/demo do not reinstall in turn.
 
 ensure_venv() {
     local extras=${1:-}
@@ -13,18 +15,34 @@ ensure_venv() {
         echo "== creating $VENV"
         "$python" -m venv "$VENV"
     fi
-    local stamp="$VENV/.diffrec-installed"
-    local want
-    want=$(cat "$root/backend/pyproject.toml" "${BASH_SOURCE[0]}" | sha256sum | cut -c1-16)
-    want="$want $extras $torch_req"
-    if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    local stamp="$VENV/.diffrec-installed" hash have_hash="" have_extras="" have_torch=""
+    hash=$(cat "$root/backend/pyproject.toml" "${BASH_SOURCE[0]}" | sha256sum | cut -c1-16)
+    if [ -f "$stamp" ]; then
+        IFS='|' read -r have_hash have_extras have_torch <"$stamp"
+    fi
+    if [ "$have_hash|$have_torch" != "$hash|$torch_req" ] ||
+        ! extras_include "$have_extras" "$extras"; then
+        extras=$(extras_union "$have_extras" "$extras")
         echo "== installing $torch_req and diffrec${extras:+[$extras]} into $VENV"
         pip_quietly install --upgrade pip
         pip_quietly install "$torch_req"
         pip_quietly install -e "$root/backend${extras:+[$extras]}"
-        echo "$want" >"$stamp"
+        echo "$hash|$extras|$torch_req" >"$stamp"
     fi
     export PATH="$VENV/bin:$PATH"
+}
+
+# whether the comma-separated extras $1 include every one of $2
+extras_include() {
+    local name
+    for name in ${2//,/ }; do
+        [[ ",$1," == *",$name,"* ]] || return 1
+    done
+}
+
+# the comma-separated extras of $1 and $2 together, each once, sorted
+extras_union() {
+    printf '%s\n' ${1//,/ } ${2//,/ } | sort -u | paste -sd, -
 }
 
 # pip in $VENV, its output (warnings, setuptools' deprecation boxes) shown only if it fails
