@@ -111,8 +111,9 @@ def test_nearest_point_to_lines_finds_their_crossing():
 
 @pytest.mark.slow
 def test_materials_run_on_an_llff_capture_reaches_its_psnr(tmp_path):
-    """24 views of the ball (4 held out); the true sphere as base mesh, the true sky as light:
-    only the textures are learnt. Measured 37.1 dB after 120 iterations (threshold 33 dB)."""
+    """24 views of the ball (3 held out: one in 8); the true sphere as base mesh, the true sky
+    as light: only the textures are learnt. Measured 37.1 dB after 120 iterations (threshold
+    33 dB)."""
     cameras = stand_ins.ring_cameras(24, 48, 36)
     stand_ins.write_llff_capture(tmp_path / "llff", cameras, stand_ins.render(cameras))
     mesh, hdri = stand_ins.write_mesh_and_sky(tmp_path)
@@ -124,5 +125,5 @@ def test_materials_run_on_an_llff_capture_reaches_its_psnr(tmp_path):
                        "--quiet"])
     assert status == 0
     metrics = json.loads((out / "metrics.json").read_text())
-    assert len(metrics["views"]) == 4, "the preview preset holds out test_views = 4"
+    assert len(metrics["views"]) == 3, "test_views = 4, but at most one view in 8 held out"
     assert metrics["psnr_mean"] > 33.0, metrics["psnr_mean"]

@@ -168,8 +168,8 @@ def test_pass_two_starts_from_a_flat_normal_map_and_the_baked_colours():
                                "light": "fixed", "light_res": 32, "checkpoint_every": 0})
     views = scene(uv_sphere(16, 8, radius=0.8), 8, seed=3, size=32)
     light = make_light(settings, sky(), "cpu")
-    _, material, _, _ = _surface_pass(CTX, settings, views, light, Reporter(),
-                                      distributed.SINGLE)
+    _, material, _, _, _ = _surface_pass(CTX, settings, views, light, Reporter(),
+                                         distributed.SINGLE)
     normal = material.normal.data.detach()
     assert torch.equal(normal, torch.tensor([0.0, 0.0, 1.0]).expand_as(normal))
     kd = material.kd.data.detach()

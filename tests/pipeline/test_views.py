@@ -57,9 +57,10 @@ def test_from_arrays_rejects_bad_input():
     nan_matrix = camera_matrices(2).numpy()
     nan_matrix[0, 0, 0] = np.inf
     cases = {
-        "images must be float32 or float16 or uint8, got float64": {
-            "images": images.astype(np.float64)},
-        "images must be float32 or float16 or uint8, got >f4": {"images": images.astype(">f4")},
+        "images must be float32 or float16 or float64 or uint8 or uint16, got int32": {
+            "images": images.astype(np.int32)},
+        "images must be float32 or float16 or float64 or uint8 or uint16, got >f4": {
+            "images": images.astype(">f4")},
         "camera_to_world must be float32 or float64, got int64": {
             "camera_to_world": np.zeros((2, 4, 4), dtype=np.int64)},
         "images must be [N, *, *, 4], got [2, 16, 24, 3]": {"images": images[..., :3]},
