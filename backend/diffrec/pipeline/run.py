@@ -139,7 +139,7 @@ def initial_textures(settings: Settings, device, base_material: Material | None 
     textures = [Texture2D(values[name], *ranges[name]) for name in ("kd", "ks", "normal")]
     for texture in textures:
         texture.clamp_()  # a base mesh's material may lie outside the ranges
-    return TextureMaterial(*textures).to(device)
+    return TextureMaterial(*textures, mip_bias=settings.texture_mip_bias).to(device)
 
 
 def _resampled(channel: torch.Tensor, size: int, like: torch.Tensor) -> torch.Tensor:
@@ -217,7 +217,8 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
     if len(ranges["kd"][0]) == 4:  # layers > 1: pass 2 learns alpha, starting opaque
         textures["kd"] = torch.cat([textures["kd"], torch.ones_like(textures["kd"][..., :1])], -1)
     baked = {name: Texture2D(textures[name], *ranges[name]) for name in ranges}
-    material = TextureMaterial(baked["kd"], baked["ks"], baked["normal"]).to(device)
+    material = TextureMaterial(baked["kd"], baked["ks"], baked["normal"],
+                               mip_bias=settings.texture_mip_bias).to(device)
     return mesh, material, trainer, type(geometry.surface).__name__, unwrapping
 
 

@@ -88,6 +88,9 @@ class Settings:
     batch: int = _setting(4, "views per iteration", minimum=1)
     train_res: int = _setting(512, "longest side of training images, pixels", minimum=8)
     texture_res: int = _setting(1024, "texture side, texels", minimum=4)
+    texture_mip_bias: float = _setting(0.0, "added to the textures' mip level when training "
+                                       "and validating, levels (negative: sharper; -16: "
+                                       "the full-resolution texture only)")
     dmtet_grid: int = _setting(64, "tetrahedral grid resolution (even)", minimum=4)
     light_res: int = _setting(256, "environment cube face side (power of two)", minimum=32)
     views: int = _setting(100, "reference renders of a ref_mesh", minimum=1)
