@@ -11,20 +11,10 @@ from __future__ import annotations
 import argparse
 import math
 
-import torch
-
 from diffrec.io import read_obj
-from diffrec.pipeline.unwrap import unwrap
+from diffrec.pipeline.unwrap import triangle_areas, unwrap
 
 FIELD_OF_VIEW = 0.6325722506985587  # radians: bench_quality's 55 mm lens on a 36 mm sensor
-
-
-def triangle_areas(points: torch.Tensor, triangles: torch.Tensor) -> torch.Tensor:
-    """[T] areas of ``triangles`` over ``points`` ([V, 2] or [V, 3])."""
-    if points.shape[1] == 2:
-        points = torch.nn.functional.pad(points, (0, 1))
-    a, b, c = (points[triangles[:, k]] for k in range(3))
-    return 0.5 * torch.linalg.cross(b - a, c - a).norm(dim=-1)
 
 
 def main(argv=None) -> None:
@@ -36,11 +26,11 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     mesh = read_obj(args.mesh).mesh
     positions, triangles = mesh.positions.float(), mesh.triangles
-    surface = float(triangle_areas(positions, triangles).sum())
+    surface = float(triangle_areas(positions[triangles].numpy()).sum())
     pixels_per_unit = args.res / (2 * args.distance * math.tan(FIELD_OF_VIEW / 2))
     for size in map(int, args.sizes.split(",")):
         layout = unwrap(positions, triangles, resolution_hint=size)
-        used = float(triangle_areas(layout.uvs, layout.uv_triangles).sum())
+        used = float(triangle_areas(layout.uvs[layout.uv_triangles].numpy()).sum())
         density = math.sqrt(used * size * size / surface)
         print(f"texture {size}: utilisation {used:.3f}, {density:.0f} texels/unit, "
               f"{pixels_per_unit:.0f} px/unit at {args.res} px, mip level "
