@@ -1,13 +1,19 @@
 """Running the pipeline in tests as ``diffrec optimize`` does: checkpoints and outputs in the
-config's ``out_dir``."""
+config's ``out_dir``; the settings and sky of the small runs."""
 
 from pathlib import Path
 
+import torch
+
 from diffrec.commands.optimize import TerminalReporter
-from diffrec.pipeline.config import RunConfig
+from diffrec.light.equirect import equirect_pixel_directions
+from diffrec.pipeline.config import RunConfig, build_config
 from diffrec.pipeline.inputs import Inputs
 from diffrec.pipeline.outputs import write_result
 from diffrec.pipeline.run import optimize
+
+SIZE = 48
+"""Training resolution of the small runs (px)."""
 
 
 def optimize_into(config: RunConfig, inputs: Inputs, reporter=None) -> dict:
@@ -18,3 +24,19 @@ def optimize_into(config: RunConfig, inputs: Inputs, reporter=None) -> dict:
     result = optimize(config.settings, inputs, reporter, device=config.device)
     write_result(Path(config.out_dir), result, export_obj=config.settings.export_obj)
     return result.metrics
+
+
+def sky(height=32, width=64):
+    """A smooth HDR sky: bright overhead and towards +X, dim below (linear RGB)."""
+    d = equirect_pixel_directions(height, width).float()
+    return (0.6 + 0.5 * d[..., 2:3] + 0.4 * d[..., 0:1]).clamp(min=0.1) * torch.tensor(
+        [1.0, 0.95, 0.9])
+
+
+def config(tmp_path, **values):
+    """A preview run on the CPU at ``SIZE`` px under a fixed light, into ``tmp_path / "out"``;
+    ``values`` override any setting."""
+    settings = {"preset": "preview", "device": "cpu", "out_dir": str(tmp_path / "out"),
+                "train_res": SIZE, "texture_res": 32, "light_res": 32, "batch": 4,
+                "light": "fixed", "log_every": 1000, "checkpoint_every": 0, **values}
+    return build_config(settings)

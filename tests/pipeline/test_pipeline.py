@@ -11,30 +11,20 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from running import optimize_into
+from running import SIZE, config, optimize_into, sky
 
 from diffrec import raster
 from diffrec.camera import orbit_cameras
 from diffrec.commands.optimize import TerminalReporter
 from diffrec.errors import Cancelled, UserError
 from diffrec.io import Asset, Material, read_gltf
-from diffrec.light.equirect import equirect_pixel_directions
 from diffrec.mesh.primitives import uv_sphere
-from diffrec.pipeline.config import build_config
 from diffrec.pipeline.inputs import Inputs
 from diffrec.pipeline.reference_views import render_reference_views
 from diffrec.protocol.manifest import read_manifest, verify
 
 pytestmark = pytest.mark.slow
 CTX = raster.RasterContext("cpu", impl="torch")
-SIZE = 48
-
-
-def sky(height=32, width=64):
-    """A smooth HDR sky: bright overhead and towards +X, dim below (linear RGB)."""
-    d = equirect_pixel_directions(height, width).float()
-    return (0.6 + 0.5 * d[..., 2:3] + 0.4 * d[..., 0:1]).clamp(min=0.1) * torch.tensor(
-        [1.0, 0.95, 0.9])
 
 
 def albedo(size=32):
@@ -49,13 +39,6 @@ def scene(mesh, count, seed, kd=None, size=SIZE):
                   torch.zeros(mesh.num_triangles, dtype=torch.long))
     cameras = orbit_cameras(count, 3.2, size, seed=seed, elevations_degrees=(-20, 50))
     return render_reference_views(CTX, asset, sky(), cameras, spp=2)
-
-
-def config(tmp_path, **values):
-    settings = {"preset": "preview", "device": "cpu", "out_dir": str(tmp_path / "out"),
-                "train_res": SIZE, "texture_res": 32, "light_res": 32, "batch": 4,
-                "light": "fixed", "log_every": 1000, "checkpoint_every": 0, **values}
-    return build_config(settings)
 
 
 def test_materials_mode_recovers_a_known_albedo(tmp_path):

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from server_helpers import ServerProcess, fit_spec, target_images
+from helpers.servers import ServerProcess, fit_spec, target_images
 
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 import pytest
-from server_helpers import (
+from helpers.servers import (
     blob_path,
     error_of,
     fit_spec,

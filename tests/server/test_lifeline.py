@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from server_helpers import fit_spec, optimize_inputs, target_images
+from helpers.servers import fit_spec, optimize_inputs, target_images
 
 from diffrec.server import lifeline
 from diffrec.server.executor import Ticket

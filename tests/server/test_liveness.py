@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import zmq
-from server_helpers import fit_spec, server_in_process, target_images
+from helpers.servers import fit_spec, server_in_process, target_images
 
 from diffrec.protocol import PROTOCOL_VERSION, Client, ServerUnavailable
 from diffrec.protocol import client as client_module

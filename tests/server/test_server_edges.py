@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 import torch
-from server_helpers import fit_spec, server_in_process, target_images
+from helpers.servers import fit_spec, server_in_process, target_images
 
 from diffrec.pipeline.reporter import Preview
 from diffrec.protocol import Client, events

@@ -6,7 +6,7 @@ from __future__ import annotations
 import typing
 
 import pytest
-from test_bounds import optimize_inputs
+from helpers.servers import smallest_materials_inputs
 
 from diffrec.errors import UserError
 from diffrec.pipeline.config import build_config
@@ -45,20 +45,20 @@ def test_the_server_answers_invalid_input_naming_each_wrongly_typed_field(server
     for name in FIELDS:
         spec = {"task": "optimize", "settings": {"mode": "materials", name: wrong_value(name)}}
         with pytest.raises(ServerError) as info:
-            client.submit(f"typed-{name.replace('_', '-')}", spec, optimize_inputs())
+            client.submit(f"typed-{name.replace('_', '-')}", spec, smallest_materials_inputs())
         if info.value.code != "invalid_input" or f"setting {name}:" not in info.value.message:
             unnamed.append((name, info.value.code, info.value.message))
     assert unnamed == []
     spec = {"task": "optimize", "settings": {"mode": "materials", "iteratons": 3}}
     with pytest.raises(ServerError, match="iteratons: unknown setting") as info:
-        client.submit("typed-unknown", spec, optimize_inputs())
+        client.submit("typed-unknown", spec, smallest_materials_inputs())
     assert info.value.code == "invalid_input"
 
 
 def test_a_fixed_light_without_an_envmap_input_is_refused_at_submit(server, connect):
     spec = {"task": "optimize", "settings": {"mode": "materials", "light": "fixed"}}
     with pytest.raises(ServerError, match="envmap") as info:
-        connect(server).submit("fixed-without-envmap", spec, optimize_inputs())
+        connect(server).submit("fixed-without-envmap", spec, smallest_materials_inputs())
     assert info.value.code == "invalid_input"
 
 
