@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import bpy
 import numpy as np
 
-from . import export_scene, jobs, validate
+from . import export_scene, job_session, validate
 from .wire import protocol
 
 # the panel's choices a job is made of, read once when Optimize is pressed
@@ -91,7 +91,7 @@ class SubmissionBuilder:
         self.subject = (subject if subject is not None and subject.type == "MESH"
                         and subject.select_get() else None)
         self.done = 0
-        self.submission: jobs.Submission | None = None
+        self.submission: job_session.Submission | None = None
         self._views: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._targets: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
@@ -139,7 +139,7 @@ class SubmissionBuilder:
                                                                           strict=True))
         return images, poses.astype(np.float32), intrinsics.astype(np.float32)
 
-    def _finish(self, context) -> jobs.Submission:
+    def _finish(self, context) -> job_session.Submission:
         images, poses, intrinsics = self._targets
         arrays = {"images": images, "cameras": poses, "intrinsics": intrinsics}
         if self.subject is not None:
@@ -150,5 +150,5 @@ class SubmissionBuilder:
         if self.scene.world is not None:
             arrays["envmap"] = export_scene.export_world(self.scene)
         settings = optimize_settings(self.choices, "envmap" in arrays)
-        return jobs.Submission({"task": "optimize", "settings": settings,
+        return job_session.Submission({"task": "optimize", "settings": settings,
                                 "label": self.object_name}, arrays)
