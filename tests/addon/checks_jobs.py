@@ -19,7 +19,15 @@ import bpy
 import numpy as np
 import scenes
 
-from addon import estimate, export_scene, follow, job_session, scene_updates, submission
+from addon import (
+    estimate,
+    export_scene,
+    follow,
+    job_session,
+    panel_fields,
+    scene_updates,
+    submission,
+)
 from addon.wire import protocol
 
 REPORTS = []
@@ -320,11 +328,11 @@ def _custom_submission(context):
     images[..., :3], images[..., 3] = 0.5, rows < 0.4
     poses, intrinsics = export_scene.export_cameras(cameras, scene, size)
     mesh = export_scene.export_mesh(sphere, context.evaluated_depsgraph_get())
-    values = submission.optimize_settings(settings, has_envmap=False)
+    values = panel_fields.optimize_settings(settings, has_envmap=False)
     return job_session.Submission({"task": "optimize", "settings": values, "label": "ball"},
-                           {"images": images, "cameras": poses.astype(np.float32),
-                            "intrinsics": intrinsics.astype(np.float32),
-                            "vertices": mesh.vertices, "faces": mesh.faces})
+                                  {"images": images, "cameras": poses.astype(np.float32),
+                                   "intrinsics": intrinsics.astype(np.float32),
+                                   "vertices": mesh.vertices, "faces": mesh.faces})
 
 
 def check_live_custom_runs_as_shown_and_a_second_import_adds_nothing():

@@ -1,7 +1,10 @@
 """The ``optimize`` task's settings: one typed, validating schema and one preset table.
 
-Standard library only, like the rest of this package, so the add-on (which vendors it) reads
-the same presets and field names as the backend. ``parse_settings`` turns a JSON-like mapping
+The single source of the presets and defaults: the backend's runs, the server and the
+add-on's panel (which vendors this package: its preset menu and field defaults are read from
+here) all take them from this module. Standard library only (this package as a whole needs
+numpy, and pyzmq for its client), so the add-on imports it without the rest of the backend.
+``parse_settings`` turns a JSON-like mapping
 (a config file, command-line flags, a job spec from the wire) into a frozen ``Settings``:
 defaults < the preset's values < the given values. Coercion is lossless only: ``"100"`` or
 ``100.0`` become the integer 100, while ``2.5`` for an integer, ``true`` for a number or
@@ -47,6 +50,17 @@ PRESETS: dict[str, dict[str, Any]] = {
              "dmtet_grid": 128, "light_res": 512, "views": 200, "test_views": 16},
 }
 
+PRESET_NOTES: dict[str, str] = {
+    "preview": "Few iterations, small textures: minutes on a CPU",
+    "standard": "The defaults: between Preview and High",
+    "high": "As the published results (the reference system's paper settings)",
+}
+"""A sentence per preset, for menus and listings (the add-on's preset menu)."""
+
+DEFAULT_PRESET = "standard"
+"""The preset a run without one uses; ``Settings``' defaults are its values."""
+_DEFAULT_SIZES = PRESETS[DEFAULT_PRESET]
+
 
 CUSTOM = "custom"
 """The preset that fills nothing: what a client sends when every size is its own choice."""
@@ -79,19 +93,23 @@ class Settings:
     values are pairs (pass 1, pass 2); single-pass modes (materials, refine) use the second."""
 
     mode: str = _setting("materials", "what is optimized", **_choice(MODES))
-    preset: str = _setting("standard", "the sizes and schedule below, unless given "
+    preset: str = _setting(DEFAULT_PRESET, "the sizes and schedule below, unless given "
                            "(custom: none, the given values over these defaults)",
                            **_choice((*PRESETS, CUSTOM)))
     seed: int = _setting(0, "random seed")
     # sizes and schedule (preset values unless set)
-    iterations: int = _setting(2000, "iterations per pass", minimum=1)
-    batch: int = _setting(4, "views per iteration", minimum=1)
-    train_res: int = _setting(512, "longest side of training images, pixels", minimum=8)
-    texture_res: int = _setting(1024, "texture side, texels", minimum=4)
-    dmtet_grid: int = _setting(64, "tetrahedral grid resolution (even)", minimum=4)
-    light_res: int = _setting(256, "environment cube face side (power of two)", minimum=32)
-    views: int = _setting(100, "reference renders of a ref_mesh", minimum=1)
-    test_views: int = _setting(8, "held-out views for validation", minimum=0)
+    iterations: int = _setting(_DEFAULT_SIZES["iterations"], "iterations per pass", minimum=1)
+    batch: int = _setting(_DEFAULT_SIZES["batch"], "views per iteration", minimum=1)
+    train_res: int = _setting(_DEFAULT_SIZES["train_res"],
+                              "longest side of training images, pixels", minimum=8)
+    texture_res: int = _setting(_DEFAULT_SIZES["texture_res"], "texture side, texels", minimum=4)
+    dmtet_grid: int = _setting(_DEFAULT_SIZES["dmtet_grid"],
+                               "tetrahedral grid resolution (even)", minimum=4)
+    light_res: int = _setting(_DEFAULT_SIZES["light_res"],
+                              "environment cube face side (power of two)", minimum=32)
+    views: int = _setting(_DEFAULT_SIZES["views"], "reference renders of a ref_mesh", minimum=1)
+    test_views: int = _setting(_DEFAULT_SIZES["test_views"], "held-out views for validation",
+                               minimum=0)
     learning_rate: tuple[float, float] = _setting((0.03, 0.01), "per pass", length=2)
     warmup_iterations: int = _setting(100, "learning-rate warm-up", minimum=0)
     # "nvdiffrec": its rules, so that a comparison sees the same training: the decay
