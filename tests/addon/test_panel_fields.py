@@ -71,3 +71,16 @@ def test_the_submitted_settings_are_what_the_panel_shows():
 def test_the_grid_goes_with_reconstruct_and_the_gpus_when_several():
     sent = panel_fields.optimize_settings(_panel(mode="materials", gpus=2, light="KEEP"), False)
     assert "dmtet_grid" not in sent and sent["ranks"] == 2 and sent["light"] == "fixed"
+
+
+def test_the_guides_preset_row_states_the_backends_values():
+    from pathlib import Path
+
+    guide = (Path(__file__).parents[2] / "docs" / "guide.md").read_text()
+    sizes = {name: [table[key] for key in ("iterations", "batch", "train_res", "texture_res",
+                                            "light_res")] for name, table in PRESETS.items()}
+    preview, standard, high = (sizes[name] for name in ("preview", "standard", "high"))
+    assert ("*Preview* ({} iterations, batch {}, {} px images, {} px textures, {} px light"
+            .format(*preview)) in guide
+    assert "*Standard* ({}, {}, {}, {}, {})".format(*standard) in guide
+    assert "*High* ({}, {}, {}, {}, {}:".format(*high) in guide
