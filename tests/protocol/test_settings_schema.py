@@ -14,6 +14,7 @@ from diffrec.protocol import ServerError
 from diffrec.protocol.settings import (
     FIELDS,
     PRESETS,
+    SECTIONS,
     Settings,
     SettingsError,
     parse_settings,
@@ -105,8 +106,15 @@ def test_the_schema_describes_every_field():
     assert schema["iterations"]["type"] == "integer" and schema["iterations"]["minimum"] == 1
     assert schema["preview_res"]["type"] == "integer or null"
     assert schema["learning_rate"] == {"type": "list of number", "default": [0.03, 0.01],
-                                       "help": "per pass", "length": 2}
+                                       "section": "schedule", "help": "per pass", "length": 2}
     assert schema["mode"]["choices"] == ["materials", "refine", "reconstruct"]
+
+
+def test_every_setting_is_in_a_section_and_the_settings_stay_flat():
+    assert {name: spec.metadata["section"] in SECTIONS for name, spec in FIELDS.items()} == {
+        name: True for name in FIELDS}
+    assert set(SECTIONS) == {spec.metadata["section"] for spec in FIELDS.values()}
+    assert list(Settings().to_dict()) == list(FIELDS)  # no nesting on the wire or in files
 
 
 def test_the_command_line_turns_mistakes_into_user_errors_and_keeps_sources_apart():
@@ -138,3 +146,8 @@ def test_the_protocol_document_lists_every_setting_as_the_schema_says():
         row = (f"| `{name}` | {entry['type']} | `{json.dumps(entry['default'])}` | "
                f"{'; '.join(allowed)} | {entry['help']} |")
         assert row in text, f"docs/protocol.md's settings table is out of date at {name}"
+        section = entry["section"]
+        start = text.index(f"**{section}**: {SECTIONS[section]}.")
+        ends = [text.find(f"\n**{other}**: ", start + 1) for other in SECTIONS]
+        end = min([at for at in ends if at > start] or [text.index("**`fit_texture`**")])
+        assert row in text[start:end], f"docs/protocol.md lists {name} outside {section}"

@@ -37,21 +37,6 @@ OUTPUT_FIXED_BYTES = 64 * 2**20
 OUTPUT_TRIANGLE_BYTES = 256
 
 
-def _settings(spec: Mapping) -> Settings:
-    """The spec's settings, typed and checked (``JobFailed`` naming a bad field)."""
-    unknown = sorted(set(spec) - {"task", "settings"})
-    if unknown:
-        raise JobFailed(f"unknown spec key(s) {', '.join(map(repr, unknown))}: an optimize "
-                        "spec holds 'task' and 'settings' only")
-    values = spec.get("settings") or {}
-    if not isinstance(values, Mapping):
-        raise JobFailed("spec 'settings' must be an object of diffrec optimize settings")
-    try:
-        return parse_settings(values)
-    except SettingsError as error:
-        raise JobFailed(f"setting {error}") from None
-
-
 def _check_inputs(settings: Settings, inputs: Mapping[str, np.ndarray]) -> None:
     missing = [name for name in ("images", "cameras", "intrinsics") if name not in inputs]
     if settings.mode != "reconstruct":
@@ -141,7 +126,23 @@ class OptimizeRunner(Runner):
     def __init__(self, device: str = "cpu"):
         self.device = device
 
-    def validate(self, spec: Mapping, inputs: Mapping[str, np.ndarray]) -> None:
+    def parse(self, spec: Mapping) -> Settings:
+        """The spec's settings, typed and checked (``JobFailed`` naming a bad field)."""
+        unknown = sorted(set(spec) - {"task", "settings"})
+        if unknown:
+            raise JobFailed(f"unknown spec key(s) {', '.join(map(repr, unknown))}: an optimize "
+                            "spec holds 'task' and 'settings' only")
+        values = spec.get("settings") or {}
+        if not isinstance(values, Mapping):
+            raise JobFailed("spec 'settings' must be an object of diffrec optimize settings")
+        try:
+            return parse_settings(values)
+        except SettingsError as error:
+            raise JobFailed(f"setting {error}") from None
+
+    def check_inputs(self, settings: Settings, inputs: Mapping[str, np.ndarray]) -> None:
+        """The inputs the settings need, consistent with each other, and a job that fits
+        this server's device (its memory and GPUs)."""
         from diffrec.errors import UserError
         from diffrec.pipeline.bounds import (
             check_bounds,
@@ -150,7 +151,6 @@ class OptimizeRunner(Runner):
             device_ranks,
         )
 
-        settings = _settings(spec)
         _check_inputs(settings, inputs)
         triangles = len(inputs["faces"]) if "faces" in inputs else None
         try:
@@ -159,16 +159,18 @@ class OptimizeRunner(Runner):
         except UserError as error:
             raise JobFailed(str(error)) from None
 
-    def iterations(self, spec: Mapping) -> int:
-        return _settings(spec).iterations
+    def iterations(self, settings: Settings) -> int:
+        return settings.iterations
 
-    def output_bytes(self, spec: Mapping, inputs: Mapping[str, np.ndarray]) -> int:
+    def processes(self, settings: Settings) -> int:
+        return settings.ranks
+
+    def output_bytes(self, settings: Settings, inputs: Mapping[str, np.ndarray]) -> int:
         """An upper estimate: per texel, kd, ks and the normal map in the GLB and, with
         ``export_obj``, as PNGs (48 B, generously) plus two checkpoints of them with Adam's
         moments (216 B); the light probe and its checkpoints (OUTPUT_FIXED_BYTES); the mesh
         files (OUTPUT_TRIANGLE_BYTES per triangle, a reconstructed surface taken as 2 per grid
         cell); the validation images."""
-        settings = _settings(spec)
         triangles = (len(inputs["faces"]) if "faces" in inputs and settings.mode != "reconstruct"
                      else 2 * settings.dmtet_grid ** 2)
         _, height, width, _ = inputs["images"].shape
@@ -183,8 +185,7 @@ class OptimizeRunner(Runner):
         from diffrec.pipeline.run import optimize
         from diffrec.pipeline.views import held_out_count, split_views
 
-        settings = _settings(ctx.spec)
-        _check_inputs(settings, ctx.inputs)
+        settings = ctx.settings
         run_dir = ctx.work_dir / "run"
         try:
             views, base, envmap = from_job_arrays(ctx.inputs)
