@@ -31,12 +31,13 @@ import torch
 
 from diffrec import raster
 from diffrec.commands.optimize import TerminalReporter
+from diffrec.devices import resolve_device
 from diffrec.engines import NEURAL, RASTER
 from diffrec.pipeline.config import build_config, read_config_reading
 from diffrec.pipeline.inputs import load_inputs
 from diffrec.pipeline.outputs import write_result
 from diffrec.pipeline.reporter import Progress
-from diffrec.pipeline.run import optimize, resolve_device
+from diffrec.pipeline.run import optimize
 
 ENGINES = {"fast": {RASTER: RASTER.accelerated, NEURAL: NEURAL.accelerated},
            "torch": {RASTER: "torch", NEURAL: "torch"}}

@@ -287,9 +287,10 @@ def optimize_rank(world, config: RunConfig, quiet: bool = False) -> None:
     and checkpoints in ``out_dir``, write the result there and print its summary (the other
     ranks log errors only)."""
     from diffrec import raster
+    from diffrec.devices import resolve_device
     from diffrec.pipeline.inputs import load_inputs
     from diffrec.pipeline.outputs import write_result
-    from diffrec.pipeline.run import optimize, resolve_device
+    from diffrec.pipeline.run import optimize
 
     if not world.is_main:
         logging.getLogger("diffrec").setLevel(logging.ERROR)

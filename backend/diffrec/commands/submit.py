@@ -131,10 +131,10 @@ def optimize_job(values: dict, origin: str = "the settings file"
     ``origin``, for messages): the targets, base mesh and envmap loaded as ``diffrec optimize``
     loads them, as arrays; the settings without those the server chooses itself."""
     from diffrec import raster
+    from diffrec.devices import resolve_device
     from diffrec.pipeline.config import build_config
     from diffrec.pipeline.inputs import load_inputs
     from diffrec.pipeline.job_arrays import to_job_arrays
-    from diffrec.pipeline.run import resolve_device
 
     config = build_config(values)
     settings, sources = config.settings, config.sources

@@ -35,12 +35,14 @@ limits)."""
 
 
 def device_memory_bytes(device: str) -> int:
-    """Memory of ``device`` (a torch device string, or "auto"): a CUDA device's total memory,
-    else this machine's physical memory."""
+    """Memory of ``device`` (a torch device string, or "auto": ``diffrec.devices``' rule): a
+    CUDA device's total memory, else this machine's physical memory (MPS shares it)."""
     import torch
 
+    from diffrec.devices import default_device
+
     if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+        device = str(default_device())
     if device.startswith("cuda") and torch.cuda.is_available():
         return torch.cuda.get_device_properties(torch.device(device)).total_memory
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

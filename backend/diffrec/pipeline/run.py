@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from diffrec import raster
+from diffrec.devices import resolve_device
 from diffrec.errors import Cancelled, UserError
 from diffrec.geometry import clean_mesh, remove_small_pieces
 from diffrec.geometry.simplify import simplify
@@ -75,22 +76,6 @@ class Result:
     light: EnvironmentLight
     metrics: dict
     validation: Validation | None
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError as error:
-        raise UserError(f"unknown device {name!r}: {error}") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise UserError(f"device {name!r} asked for, but torch sees no CUDA device here")
-    return device
 
 
 FLAT_NORMAL = torch.tensor([0.0, 0.0, 1.0])  # tangent space: the surface's own normal

@@ -46,6 +46,7 @@ import logging
 
 import torch
 
+from diffrec.devices import default_device
 from diffrec.engines import RASTER, EngineUnavailableError
 from diffrec.raster import _torch
 
@@ -75,7 +76,8 @@ ENGINES = RASTER.engines
 class RasterContext:
     """Holds the engine choice (and nvdiffrast's CUDA context when that engine is used).
 
-    ``device``: where the tensors live (default: CUDA if available, else CPU).
+    ``device``: where the tensors live (default: ``diffrec.devices.default_device``, CUDA, else
+    MPS, else the CPU).
     ``impl``: "auto", "torch" or "nvdiffrast"; "auto" defers to ``$DIFFREC_RASTER`` and then
     picks nvdiffrast on CUDA when it imports, torch otherwise (``diffrec.engines.RASTER``).
     Raises EngineUnavailableError when nvdiffrast is asked for and cannot run on ``device``.
@@ -84,9 +86,7 @@ class RasterContext:
     output_db = True  # rasterize returns rast_db (nvdiffrast's RasterizeGLContext option)
 
     def __init__(self, device: torch.device | str | None = None, impl: str = "auto"):
-        if device is None:
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        self.device = torch.device(device)
+        self.device = default_device() if device is None else torch.device(device)
         self.engine = RASTER.resolve(self.device, impl)
         self._native = None
         log.info("%s engine on %s", self.engine, self.device)
@@ -106,7 +106,7 @@ class RasterContext:
 
 class RasterizeCudaContext(RasterContext):
     """nvdiffrast's name for its CUDA context: here a ``RasterContext`` on the best engine for
-    ``device`` (default: the current CUDA device, else the CPU)."""
+    ``device`` (default: the current CUDA device, else as ``RasterContext``)."""
 
     def __init__(self, device: torch.device | str | None = None):
         super().__init__(device)
