@@ -9,6 +9,7 @@ parses without it).
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 from diffrec.errors import UserError
@@ -16,7 +17,7 @@ from diffrec.errors import UserError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["default_device", "mps_available", "resolve_device"]
+__all__ = ["default_device", "mps_available", "peak_memory_mb", "resolve_device"]
 
 
 def mps_available() -> bool:
@@ -56,3 +57,18 @@ def resolve_device(name: str | torch.device | None = "auto") -> torch.device:
     if device.type == "mps" and not mps_available():
         raise UserError(f"device {str(name)!r} asked for, but torch cannot use MPS here")
     return device
+
+
+def peak_memory_mb(device: torch.device) -> float | None:
+    """Peak GPU memory allocated by torch on ``device``, or the process's peak resident memory
+    elsewhere (None where the platform cannot say)."""
+    import torch
+
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    try:
+        import resource  # Unix only
+    except ImportError:
+        return None
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / 2**20 if sys.platform == "darwin" else rss / 1024  # bytes on macOS, else KiB

@@ -3,7 +3,7 @@ config's ``out_dir``."""
 
 from pathlib import Path
 
-from diffrec.commands.optimize import TerminalReporter
+from diffrec.commands.optimize import TerminalReporter, checkpoint_store
 from diffrec.pipeline.config import RunConfig
 from diffrec.pipeline.inputs import Inputs
 from diffrec.pipeline.outputs import write_result
@@ -15,6 +15,7 @@ def optimize_into(config: RunConfig, inputs: Inputs, reporter=None) -> dict:
     ``config.out_dir``; return the metrics. ``reporter``: a silent ``TerminalReporter`` of
     ``out_dir`` unless given."""
     reporter = reporter or TerminalReporter(config.out_dir, stream=None)
-    result = optimize(config.settings, inputs, reporter, device=config.device)
+    result = optimize(config.settings, inputs, reporter,
+                      checkpoints=checkpoint_store(config.out_dir), device=config.device)
     write_result(Path(config.out_dir), result, export_obj=config.settings.export_obj)
     return result.metrics

@@ -80,7 +80,7 @@ def load_job(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
 def source_kind(path: Path) -> str:
     """"job" (a job file, or a folder with job.json), "dataset" (a NeRF-style folder, an
     LLFF capture or a COLMAP model) or "config" (a settings file)."""
-    from diffrec.pipeline.colmap_capture import capture_layout
+    from diffrec.pipeline.captures import capture_layout
 
     if path.is_dir():
         if (path / "job.json").is_file():
