@@ -115,16 +115,20 @@ class TerminalReporter(Reporter):
         import torch.nn.functional as F
 
         from diffrec.io import write_image
+        from diffrec.protocol.images import longest_side_size
         from diffrec.render.metrics import display
 
         images = [display(preview.render[None])[0], display(preview.target[None])[0],
                   *preview.panels.values()]
-        height = preview.render.shape[0]
+        render_height = preview.render.shape[0]
         scaled = []
         for image in images:
-            scale = (self.preview_size / max(image.shape[:2]) if self.preview_size
-                     else height / image.shape[0])
-            size = (max(1, round(image.shape[0] * scale)), max(1, round(image.shape[1] * scale)))
+            height, width = image.shape[:2]
+            if self.preview_size:
+                width, height = longest_side_size(width, height, self.preview_size)
+            else:  # the render's height
+                width, height = max(1, round(width * render_height / height)), render_height
+            size = (height, width)
             chw = image.permute(2, 0, 1)[None].float()
             scaled.append(F.interpolate(chw, size=size, mode="bilinear", antialias=True,
                                         align_corners=False)[0].permute(1, 2, 0))

@@ -19,6 +19,8 @@ FLAT_NORMAL = torch.tensor([0.0, 0.0, 1.0])  # tangent space: the surface's own 
 
 
 def make_light(settings: Settings, envmap: torch.Tensor | None, device) -> EnvironmentLight:
+    """The light a run starts with on ``device``: grey 0.5 to learn (``light`` "learn"), else
+    the HDRI ``envmap`` (equirect ``[H, W, 3]`` linear; UserError without one)."""
     if settings.light == "learn" or envmap is None:
         if settings.light != "learn":
             raise UserError(f"light {settings.light!r} needs an envmap (the HDRI)")

@@ -85,10 +85,13 @@ def _small(image) -> np.ndarray:
     """An ``[h, w, 3]`` tensor as float32 numpy, at most PREVIEW_SIZE pixels on a side."""
     import torch.nn.functional as F
 
-    scale = PREVIEW_SIZE / max(image.shape[:2])
-    if scale >= 1:
+    from diffrec.protocol.images import longest_side_size
+
+    height, width = image.shape[:2]
+    if max(height, width) <= PREVIEW_SIZE:
         return image.float().numpy()
-    size = (max(1, round(image.shape[0] * scale)), max(1, round(image.shape[1] * scale)))
+    width, height = longest_side_size(width, height, PREVIEW_SIZE)
+    size = (height, width)
     chw = image.permute(2, 0, 1)[None].float()
     return F.interpolate(chw, size=size, mode="area")[0].permute(1, 2, 0).numpy()
 
