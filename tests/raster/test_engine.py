@@ -95,9 +95,9 @@ def test_every_operation_needs_its_context():
         call(ctx=ctx)
         with pytest.raises(TypeError, match="ctx"):
             call()
-        with pytest.raises(TypeError, match=f"{name} needs ctx=, the RasterContext"):
+        with pytest.raises(TypeError, match=f"{name} needs the RasterContext to run on"):
             call(ctx=None)
-    with pytest.raises(TypeError, match="rasterize needs ctx="):
+    with pytest.raises(TypeError, match="rasterize needs the RasterContext"):
         raster.rasterize(None, pos, tri, (8, 8))
-    with pytest.raises(TypeError, match="DepthPeeler needs ctx="):
+    with pytest.raises(TypeError, match="DepthPeeler needs the RasterContext"):
         raster.DepthPeeler("cpu", pos, tri, (8, 8))

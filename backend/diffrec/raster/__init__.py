@@ -146,9 +146,9 @@ def _engine(ctx: RasterContext, operation: str) -> str:
     """``ctx``'s engine; TypeError when ``ctx`` is no ``RasterContext`` (an operation never
     picks an engine of its own)."""
     if not isinstance(ctx, RasterContext):
-        raise TypeError(f"{operation} needs ctx=, the RasterContext the image was rasterized "
-                        f"with (nvdiffrast's {operation} takes none: add ctx=glctx), got "
-                        f"{type(ctx).__name__}")
+        raise TypeError(f"{operation} needs the RasterContext to run on (the one the image "
+                        f"was rasterized with), got {type(ctx).__name__}; ported nvdiffrast "
+                        "code passes ctx=glctx to interpolate, texture and antialias")
     return ctx.engine
 
 
