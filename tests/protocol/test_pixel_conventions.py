@@ -64,3 +64,13 @@ def test_views_resize_to_the_protocols_size():
     resized = at_longest_side(wide, 45)
     assert (resized.cameras.width, resized.cameras.height) == images.longest_side_size(30, 20, 45)
     assert tuple(resized.images.shape[1:3]) == (30, 45)
+
+
+def test_the_add_on_reaches_them_through_its_protocol_package():
+    """The add-on loads the protocol as a package of its own (``addon.wire``, no torch)."""
+    from addon.wire import protocol
+
+    wire = protocol()
+    assert wire.images.longest_side_size(1920, 1080, 512) == (512, 288)
+    x = np.linspace(0.0, 1.0, 11)
+    np.testing.assert_array_equal(wire.images.linear_to_srgb(x), images.linear_to_srgb(x))
