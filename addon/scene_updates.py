@@ -64,7 +64,8 @@ def update_panel_preview(image: np.ndarray):
     preview = _previews.get(PANEL_PREVIEW) or _previews.new(PANEL_PREVIEW)
     factor = max(1, PANEL_PREVIEW_SIDE // max(image.shape[:2]))
     shown = np.repeat(np.repeat(image, factor, axis=0), factor, axis=1)
-    shown = np.concatenate([pixels.linear_to_srgb(shown[..., :3]), shown[..., 3:]], -1)
+    encoded = protocol().images.linear_to_srgb(np.clip(shown[..., :3], 0.0, 1.0))
+    shown = np.concatenate([encoded, shown[..., 3:]], -1)
     preview.image_size = (shown.shape[1], shown.shape[0])
     preview.image_pixels_float.foreach_set(pixels.to_blender_rows(shown))
     return preview

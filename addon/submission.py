@@ -23,10 +23,9 @@ CHOICES = (*panel_fields.FIELD_SETTINGS, "light")
 
 
 def training_size(scene, longest_side: int) -> tuple[int, int]:
-    """The scene's render aspect with its longest side ``longest_side`` pixels."""
-    width, height = export_scene.render_size(scene)
-    scale = longest_side / max(width, height)
-    return max(1, round(width * scale)), max(1, round(height * scale))
+    """The scene's render aspect with its longest side ``longest_side`` pixels (the rule the
+    backend resizes targets by, ``diffrec.protocol.images.longest_side_size``)."""
+    return protocol().images.longest_side_size(*export_scene.render_size(scene), longest_side)
 
 
 def dataset_targets(folder: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

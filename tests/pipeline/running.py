@@ -5,7 +5,7 @@ from pathlib import Path
 
 import torch
 
-from diffrec.commands.optimize import TerminalReporter
+from diffrec.commands.optimize import TerminalReporter, checkpoint_store
 from diffrec.light.equirect import equirect_pixel_directions
 from diffrec.pipeline.config import RunConfig, build_config
 from diffrec.pipeline.inputs import Inputs
@@ -21,7 +21,8 @@ def optimize_into(config: RunConfig, inputs: Inputs, reporter=None) -> dict:
     ``config.out_dir``; return the metrics. ``reporter``: a silent ``TerminalReporter`` of
     ``out_dir`` unless given."""
     reporter = reporter or TerminalReporter(config.out_dir, stream=None)
-    result = optimize(config.settings, inputs, reporter, device=config.device)
+    result = optimize(config.settings, inputs, reporter,
+                      checkpoints=checkpoint_store(config.out_dir), device=config.device)
     write_result(Path(config.out_dir), result, export_obj=config.settings.export_obj)
     return result.metrics
 

@@ -14,7 +14,8 @@ from diffrec import cli
 from diffrec.camera import Cameras
 from diffrec.commands.submit import source_kind
 from diffrec.errors import UserError
-from diffrec.pipeline.colmap_capture import capture_layout, detect_colmap, read_colmap
+from diffrec.pipeline.captures import capture_layout
+from diffrec.pipeline.colmap_capture import detect_colmap, read_colmap
 from diffrec.pipeline.config import build_config, read_config_file
 from diffrec.pipeline.loading import load_dataset
 

@@ -142,8 +142,9 @@ def test_pass_two_starts_from_a_flat_normal_map_and_the_baked_colours():
     channel's arbitrary output (which cost the quality suite's blob 4.5 dB), while kd and ks
     are the field's, baked."""
     from diffrec.pipeline import distributed
+    from diffrec.pipeline.initial_state import make_light
     from diffrec.pipeline.reporter import Reporter
-    from diffrec.pipeline.run import _surface_pass, make_light
+    from diffrec.pipeline.run import _surface_pass
     from diffrec.protocol.settings import parse_settings
 
     settings = parse_settings({"preset": "preview", "mode": "reconstruct", "iterations": 3,
@@ -151,7 +152,7 @@ def test_pass_two_starts_from_a_flat_normal_map_and_the_baked_colours():
                                "light": "fixed", "light_res": 32, "checkpoint_every": 0})
     views = scene(uv_sphere(16, 8, radius=0.8), 8, seed=3, size=32)
     light = make_light(settings, sky(), "cpu")
-    _, material, _, _, _ = _surface_pass(CTX, settings, views, light, Reporter(),
+    _, material, _, _, _ = _surface_pass(CTX, settings, views, light, Reporter(), None,
                                          distributed.SINGLE)
     normal = material.normal.data.detach()
     assert torch.equal(normal, torch.tensor([0.0, 0.0, 1.0]).expand_as(normal))

@@ -47,11 +47,10 @@ def test_on_in_the_preview_preset_only():
 
 
 class Recorder(Reporter):
-    """Keeps log lines, progress iterations and the last checkpoint."""
+    """Keeps log lines and progress iterations."""
 
     def __init__(self):
-        super().__init__()
-        self.lines, self.iterations, self.saved = [], [], {}
+        self.lines, self.iterations = [], []
 
     def log(self, message, level="info", **fields):
         self.lines.append(message)
@@ -59,11 +58,15 @@ class Recorder(Reporter):
     def progress(self, progress):
         self.iterations.append(progress.iteration)
 
-    def save_checkpoint(self, stage, state):
-        self.saved[stage] = state
 
-    def load_checkpoint(self, stage):
-        return self.saved.get(stage)
+class Checkpoints(dict):
+    """A ``CheckpointStore`` in memory: the last state of each stage."""
+
+    def save(self, stage, state):
+        self[stage] = state
+
+    def load(self, stage):
+        return self.get(stage)
 
 
 class Frozen(torch.nn.Module):
@@ -91,11 +94,14 @@ class ScriptedTrainer(PassTrainer):
                 "psnr": torch.tensor(self.curve(self.iteration))}
 
 
-def scripted(settings, reporter, iterations=1000, curve=rising_then_flat) -> ScriptedTrainer:
+def scripted(settings, reporter, iterations=1000, curve=rising_then_flat,
+             checkpoints=None) -> ScriptedTrainer:
     light = torch.nn.Module()
     light.base = torch.nn.Parameter(torch.zeros(3))
-    run = Pass("pass2", 1, iterations, 0.01, 0, Frozen(), torch.nn.Linear(2, 2), light, False)
-    trainer = ScriptedTrainer(None, run, Sampler(), settings, reporter)
+    run = Pass(name="pass2", index=1, iterations=iterations, learning_rate=0.01, warmup=0,
+               geometry=Frozen(), material=torch.nn.Linear(2, 2), light=light, learn_light=False)
+    trainer = ScriptedTrainer(None, run, Sampler(), settings, reporter,
+                              checkpoints=checkpoints)
     trainer.curve = curve
     return trainer
 
@@ -103,15 +109,15 @@ def scripted(settings, reporter, iterations=1000, curve=rising_then_flat) -> Scr
 def test_the_trainer_stops_a_converged_pass_and_a_resumed_one_stays_stopped():
     settings = parse_settings({"preset": "preview", "plateau_window": 50, "log_every": 10,
                                "checkpoint_every": 0})
-    reporter = Recorder()
-    trainer = scripted(settings, reporter)
+    reporter, checkpoints = Recorder(), Checkpoints()
+    trainer = scripted(settings, reporter, checkpoints=checkpoints)
     trainer.train()
     assert trainer.stopped_early and 200 <= trainer.iteration < 1000
     assert trainer.iteration % 10 == 0 and reporter.iterations[-1] == trainer.iteration
     assert reporter.lines == [f"pass2 stopped at iteration {trainer.iteration} of 1000: "
                               f"training PSNR rose {trainer.plateau.gain_db:.3f} dB over its "
                               f"last 50 iterations (plateau_db 0.1)"]
-    again = scripted(settings, reporter)
+    again = scripted(settings, reporter, checkpoints=checkpoints)
     again.resume()
     again.train()
     assert again.iteration == trainer.iteration  # not trained on from the checkpoint

@@ -125,9 +125,9 @@ class EnvironmentLight(torch.nn.Module):
         if self.diffuse_map is None:
             raise RuntimeError("call build_mips() before looking up the light")
 
-    def diffuse(self, normal: torch.Tensor, *, ctx=None) -> torch.Tensor:
+    def diffuse(self, normal: torch.Tensor, *, ctx) -> torch.Tensor:
         """Irradiance / pi for unit normals ``[..., 3]`` -> ``[..., 3]``, looked up with
-        ``ctx``'s engine (a ``RasterContext``; None: the device's default context)."""
+        ``ctx``'s engine (a ``RasterContext``, required)."""
         self._require_mips()
         shape = normal.shape
         uv = normal.reshape(1, -1, 1, 3).contiguous()
@@ -135,7 +135,7 @@ class EnvironmentLight(torch.nn.Module):
                       ctx=ctx)
         return out.reshape(*shape[:-1], 3)
 
-    def specular(self, reflect: torch.Tensor, roughness: torch.Tensor, *, ctx=None
+    def specular(self, reflect: torch.Tensor, roughness: torch.Tensor, *, ctx
                  ) -> torch.Tensor:
         """Prefiltered radiance for reflection directions ``[..., 3]`` and roughness
         ``[..., 1]`` -> ``[..., 3]``, looked up with ``ctx``'s engine (as ``diffuse``)."""

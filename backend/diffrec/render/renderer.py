@@ -49,10 +49,10 @@ class RotatedLight:
     def _turn(self, directions: torch.Tensor) -> torch.Tensor:
         return torch.einsum("bij,b...j->b...i", self.rotation, directions)
 
-    def diffuse(self, normal: torch.Tensor, *, ctx=None) -> torch.Tensor:
+    def diffuse(self, normal: torch.Tensor, *, ctx) -> torch.Tensor:
         return self.light.diffuse(self._turn(normal), ctx=ctx)
 
-    def specular(self, reflect: torch.Tensor, roughness: torch.Tensor, *, ctx=None
+    def specular(self, reflect: torch.Tensor, roughness: torch.Tensor, *, ctx
                  ) -> torch.Tensor:
         return self.light.specular(self._turn(reflect), roughness, ctx=ctx)
 
@@ -67,10 +67,8 @@ def _background(background, batch: int, height: int, width: int, like: torch.Ten
     if background is None:
         return torch.zeros((), dtype=like.dtype, device=like.device)
     if isinstance(background, str):
-        if background != "random":
-            raise ValueError(f"background must be None, 'random', a colour or images, "
-                             f"not {background!r}")
-        return torch.rand(batch, 1, 1, 3, dtype=like.dtype, device=like.device)
+        raise ValueError(f"background must be None, a colour or images, not {background!r} "
+                         "(diffrec.render.backgrounds.background_for makes the named kinds)")
     bg = torch.as_tensor(background, dtype=like.dtype, device=like.device)
     if bg.shape in ((3,), (batch, 1, 1, 3), (batch, height, width, 3)):
         return bg
@@ -106,8 +104,8 @@ def render_mesh(
     "shading-only"); ``spp``: samples per pixel along each axis (renders at ``spp`` times the
     size and box-filters down); ``layers``: depth-peeled layers composited front to back (for
     kd with alpha); ``background``: None (black), an RGB colour [3], one colour per image
-    [B, 1, 1, 3], images [B, H, W, 3] or
-    "random" (one uniform random colour per image, from torch's global generator);
+    [B, 1, 1, 3] or images [B, H, W, 3] (the settings' named kinds, "random" among them, come
+    from ``diffrec.render.backgrounds.background_for``);
     ``mode``: "pbr", "kd", "ks", "normal" or "shading-only"; ``buffers``: names from
     ``BUFFERS`` to return as well. ``topology_hash`` may be passed to reuse the antialias
     topology of a mesh whose triangles do not change. ``light_rotation`` ``[B, 3, 3]``: the

@@ -70,10 +70,13 @@ def _small(image) -> np.ndarray:
     """An ``[h, w, 3]`` tensor as float32 numpy, at most PREVIEW_SIZE pixels on a side."""
     import torch.nn.functional as F
 
-    scale = PREVIEW_SIZE / max(image.shape[:2])
-    if scale >= 1:
+    from diffrec.protocol.images import longest_side_size
+
+    height, width = image.shape[:2]
+    if max(height, width) <= PREVIEW_SIZE:
         return image.float().numpy()
-    size = (max(1, round(image.shape[0] * scale)), max(1, round(image.shape[1] * scale)))
+    width, height = longest_side_size(width, height, PREVIEW_SIZE)
+    size = (height, width)
     chw = image.permute(2, 0, 1)[None].float()
     return F.interpolate(chw, size=size, mode="area")[0].permute(1, 2, 0).numpy()
 
@@ -93,17 +96,16 @@ def _preview_arrays(preview: Preview) -> dict[str, np.ndarray]:
 
 class JobReporter(Reporter):
     """A run's reports as job events through ``emit(kind, fields, arrays=None)`` (the job's
-    ``ctx.emit``, or a queue to it from another process); ``should_stop`` polls for a stop;
-    checkpoints in ``checkpoints`` (the job's work directory)."""
+    ``ctx.emit``, or a queue to it from another process); ``should_stop`` polls for a stop.
+    The run's checkpoints go to the job's ``ctx.checkpoints`` (its work directory)."""
 
-    def __init__(self, emit: Callable, should_stop: Callable[[], bool], checkpoints):
-        super().__init__(checkpoints)
+    def __init__(self, emit: Callable, should_stop: Callable[[], bool]):
         self.emit = emit
         self._should_stop = should_stop
 
     @classmethod
     def of(cls, ctx: JobContext) -> JobReporter:
-        return cls(ctx.emit, ctx.should_stop, ctx.checkpoints)
+        return cls(ctx.emit, ctx.should_stop)
 
     def progress(self, progress: Progress) -> None:
         self.emit("progress", progress.fields())
@@ -183,20 +185,20 @@ class OptimizeRunner(Runner):
         from diffrec.pipeline.job_arrays import from_job_arrays
         from diffrec.pipeline.outputs import write_result
         from diffrec.pipeline.run import optimize
-        from diffrec.pipeline.views import held_out_count, split_views
+        from diffrec.pipeline.views import hold_out_views
 
         settings = ctx.settings
         run_dir = ctx.work_dir / "run"
         try:
             views, base, envmap = from_job_arrays(ctx.inputs)
-            train, test = split_views(views, held_out_count(len(views), settings.test_views),
-                                      settings.seed)
+            train, test = hold_out_views(views, settings.test_views, settings.seed)
             inputs = Inputs(train, test, base, envmap)
             if settings.ranks > 1:
                 if not run_ranks(ctx, settings, inputs, run_dir):
                     return  # stopped
             else:
-                result = optimize(settings, inputs, JobReporter.of(ctx), device=ctx.device)
+                result = optimize(settings, inputs, JobReporter.of(ctx),
+                                  checkpoints=ctx.checkpoints, device=ctx.device)
                 write_result(run_dir, result, export_obj=settings.export_obj)
         except Cancelled:
             return
@@ -277,9 +279,10 @@ def _job_rank(world, settings: Settings, inputs, run_dir: Path, checkpoints, eve
 
     lifeline.die_with_parent(job_pid)
     lifeline.hold(checkpoints.directory)
-    reporter = JobReporter(emit, stop.is_set, checkpoints)
+    reporter = JobReporter(emit, stop.is_set)
     try:
-        result = optimize(settings, inputs, reporter, device=str(world.device), world=world)
+        result = optimize(settings, inputs, reporter, checkpoints=checkpoints,
+                          device=str(world.device), world=world)
     except Cancelled:
         emit("stopped", None)
         return
