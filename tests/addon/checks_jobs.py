@@ -168,6 +168,13 @@ def check_a_submit_that_never_reaches_the_server_ends_failed_and_is_removed():
         assert not entry.on_server
         assert bpy.ops.diffrec.remove_job(job_id=job) == {"FINISHED"}
         assert scene_updates.job_entry(bpy.context.scene, job) is None
+        for operator in (bpy.ops.diffrec.remove_job, bpy.ops.diffrec.resume_job):
+            try:  # an entry that is gone: reported, nothing done
+                operator(job_id=job)
+            except RuntimeError as exc:
+                assert "is not in this file's list" in str(exc), exc
+            else:
+                raise AssertionError(f"{operator} ran on a job not in the list")
     finally:
         _disable()
 

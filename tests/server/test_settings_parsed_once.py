@@ -25,7 +25,7 @@ class InThisProcess(Executor):
         self._report(ticket.job_id, "started", {}, None)
         order = job_process.JobOrder(ticket.job_id, ticket.runner, ticket.settings,
                                      job_process.JobOrder.portable(ticket.inputs),
-                                     ticket.work_dir, ticket.results_dir, "cpu")
+                                     ticket.state_dir, ticket.results_dir, "cpu")
         verdict = no_room(ticket) or job_process.execute(order, lambda *event: None,
                                                          mock.Mock(is_set=lambda: False))
         self._report(ticket.job_id, "finished", conclude(ticket, verdict, False), None)

@@ -81,11 +81,11 @@ class JobActor:
         """Run the job; its verdict waits for ``poll``."""
         with self._lock:
             self._started = True
-        if order.work_dir.is_dir():
+        if order.state_dir.is_dir():
             verdict = job_process.execute(order, self._emit, self._stop)
         else:
             verdict = ("failed", f"cluster node {socket.gethostname()} does not see the server's "
-                                 f"data directory {order.work_dir.parents[2]}: mount it at the "
+                                 f"data directory {order.state_dir.parents[2]}: mount it at the "
                                  "same path on every node (docs/guide.md, 'Running a cluster')",
                        [])
         with self._lock:
@@ -224,7 +224,7 @@ class RayExecutor(Executor):
         ranks = ticket.runner.processes(ticket.settings)
         order = job_process.JobOrder(
             ticket.job_id, ticket.runner, ticket.settings, _absolute(ticket.inputs),
-            ticket.work_dir.resolve(), ticket.results_dir.resolve(), "cuda:0" if gpu else "cpu")
+            ticket.state_dir.resolve(), ticket.results_dir.resolve(), "cuda:0" if gpu else "cpu")
         actor = RemoteJobActor.options(
             name=actor_name(ticket.job_id), namespace=self.namespace, lifetime="detached",
             max_concurrency=3, max_restarts=0, num_cpus=ranks,

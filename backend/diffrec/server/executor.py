@@ -44,14 +44,15 @@ Report = Callable[[str, str, dict, "Mapping[str, np.ndarray] | None"], None]
 class Ticket:
     """A queued job: what its runner needs. ``settings``: what ``runner.parse`` made of the
     job's spec; ``inputs`` are memory-mapped blob files (or small arrays), so that only their
-    paths travel to the job's process. ``wall_time_s``: how long the job may run before it is
+    paths travel to the job's process. ``state_dir``: the job's folder of checkpoints, run
+    folder and lock (see ``JobContext``). ``wall_time_s``: how long the job may run before it is
     stopped, as failed (None: no limit)."""
 
     job_id: str
     runner: Runner
     settings: Any
     inputs: Mapping[str, np.ndarray]
-    work_dir: Path
+    state_dir: Path
     results_dir: Path
     wall_time_s: float | None = None
 
@@ -126,5 +127,5 @@ def conclude(ticket: Ticket, verdict: tuple | None, stopped: bool) -> dict:
     if stopped:
         outcome, message, results = "cancelled", "the job was cancelled", []
     if outcome == "failed":
-        discard(ticket.results_dir, ticket.work_dir)
+        discard(ticket.results_dir, ticket.state_dir)
     return {"outcome": outcome, "message": message, "results": results}

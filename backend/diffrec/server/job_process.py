@@ -41,7 +41,7 @@ class JobOrder:
     runner: Runner
     settings: Any
     inputs: dict[str, tuple]
-    work_dir: Path
+    state_dir: Path
     results_dir: Path
     device: str
 
@@ -98,7 +98,7 @@ def execute(order: JobOrder, emit, stop_flag) -> tuple:
     """Run the job in this process, sending its events through ``emit(kind, fields,
     arrays)``; its verdict (outcome, message, results). Shared by this module's child process
     and the cluster's job actors (``cluster``)."""
-    ctx = JobContext(order.job_id, order.settings, order.arrays(), order.work_dir,
+    ctx = JobContext(order.job_id, order.settings, order.arrays(), order.state_dir,
                      order.results_dir, order.device, emit, stop_flag)
     try:
         order.runner.run(ctx)
@@ -118,7 +118,7 @@ def main(order: JobOrder, pipe, stop_flag) -> None:
     """Run the job and send its events and verdict through ``pipe`` (the child's side); the
     process ends as soon as the server's side is closed."""
     lifeline.end_with_reader(pipe)
-    lifeline.hold(order.work_dir)
+    lifeline.hold(order.state_dir)
 
     def emit(kind, fields, arrays=None):
         pipe.send(("event", kind, fields, arrays))

@@ -10,7 +10,7 @@ files, the device and the output folder are the server's business). Inputs: ``im
 
 Results: the result folder of ``pipeline.outputs`` as the run wrote it (``mesh.glb``,
 ``probe.hdr``, ``validation_view_NN.png``, ``metrics.json``) and its ``manifest.json``, copied
-last. The run's own checkpoints live in the job's work directory, so a killed server resumes
+last. The run's own checkpoints live in the job's state folder, so a killed server resumes
 the job.
 """
 
@@ -97,7 +97,7 @@ def _preview_arrays(preview: Preview) -> dict[str, np.ndarray]:
 class JobReporter(Reporter):
     """A run's reports as job events through ``emit(kind, fields, arrays=None)`` (the job's
     ``ctx.emit``, or a queue to it from another process); ``should_stop`` polls for a stop.
-    The run's checkpoints go to the job's ``ctx.checkpoints`` (its work directory)."""
+    The run's checkpoints go to the job's ``ctx.checkpoints`` (in its state folder)."""
 
     def __init__(self, emit: Callable, should_stop: Callable[[], bool]):
         self.emit = emit
@@ -188,7 +188,7 @@ class OptimizeRunner(Runner):
         from diffrec.pipeline.views import hold_out_views
 
         settings = ctx.settings
-        run_dir = ctx.work_dir / "run"
+        run_dir = ctx.state_dir / "run"
         try:
             views, base, envmap = from_job_arrays(ctx.inputs)
             train, test = hold_out_views(views, settings.test_views, settings.seed)

@@ -10,7 +10,7 @@ writes its result files into ``ctx.results_dir`` and returns; it checks ``ctx.sh
 at least every few hundred milliseconds and returns early when it is set (the job was
 cancelled, deleted or the server is stopping; a run that has not returned half a second later
 is killed); it keeps checkpoints in ``ctx.checkpoints`` (a ``CheckpointStore`` in the job's
-work directory) and starts from them when there are some, so a job resumes after a server
+state folder) and starts from them when there are some, so a job resumes after a server
 crash. It raises
 ``JobFailed`` with a sentence the user can act on; any other exception fails the job alone
 with an "internal error" message (or, for a full disk, a sentence saying so).
@@ -41,12 +41,14 @@ class JobFailed(Exception):
 class JobContext:
     """Everything a runner gets. ``settings``: what its ``parse`` made of the job's spec;
     ``inputs`` are read-only arrays (copy before modifying or handing to torch); ``device`` is
-    a torch device string such as ``cuda:0`` or ``cpu``."""
+    a torch device string such as ``cuda:0`` or ``cpu``; ``state_dir`` is the job's own folder
+    (``JobStore.checkpoint_dir``): its checkpoints, the ``run/`` folder a run writes its result
+    into before it is copied to ``results_dir``, and the ``lifeline`` lock."""
 
     job_id: str
     settings: Any
     inputs: Mapping[str, np.ndarray]
-    work_dir: Path
+    state_dir: Path
     results_dir: Path
     device: str
     emit_fn: EmitFn
@@ -63,8 +65,8 @@ class JobContext:
 
     @property
     def checkpoints(self) -> CheckpointStore:
-        """The job's checkpoints, one file per stage in its work directory."""
-        return CheckpointStore(self.work_dir)
+        """The job's checkpoints, one file per stage in its state folder."""
+        return CheckpointStore(self.state_dir)
 
 
 class Runner(ABC):

@@ -131,7 +131,7 @@ class Worker(Executor):
         self._report(job_id, "started", {}, None)
         verdict = no_room(ticket) or (
             self._in_child(ticket, stop)
-            if lifeline.wait_for_release(ticket.work_dir, stop.is_set, job_id) else None)
+            if lifeline.wait_for_release(ticket.state_dir, stop.is_set, job_id) else None)
         if stop.is_set() and self._closing:
             return  # no verdict: the job resumes when the server starts again
         self._report(job_id, "finished", conclude(ticket, verdict, stop.is_set()), None)
@@ -144,7 +144,7 @@ class Worker(Executor):
         child_stop = context.Event()
         order = job_process.JobOrder(ticket.job_id, ticket.runner, ticket.settings,
                                      job_process.JobOrder.portable(ticket.inputs),
-                                     ticket.work_dir, ticket.results_dir, self.device)
+                                     ticket.state_dir, ticket.results_dir, self.device)
         process = context.Process(target=job_process.main, args=(order, sender, child_stop),
                                   name=f"diffrec-job-{ticket.job_id}", daemon=True)
         process.start()
