@@ -383,7 +383,8 @@ class PassTrainer:
             else:
                 out = render_mesh(self.ctx, mesh, self.run.material, camera, self.run.light,
                                   mode=name, light_rotation=light_rotation(camera,
-                                                                           self.settings))
+                                                                           self.settings),
+                                  visibility=self._visibility(mesh))
                 image = out.color[0] if name in ("ks", "normal") else display(out.color)[0]
             panels[name] = image.cpu()
         return panels

@@ -136,11 +136,12 @@ class ShadowedLight:
     directions of that layer and return ``[B, H, W, 3]``; uncovered pixels get 0."""
 
     def __init__(self, light, covered: torch.Tensor, visibility: torch.Tensor):
-        self.light, self.covered, self.visibility = light, covered, visibility
+        self.light, self.covered = light, covered
         self.resolution = _resolution_of(visibility.shape[-1])
         directions, solid_angles = _directions(self.resolution)
         self.directions = directions.to(visibility)
         self.solid_angles = solid_angles.to(visibility)
+        self.seen = visibility * self.solid_angles  # V_k O_k, [P, K]
         self.per_image = covered.flatten(1).sum(1).tolist()
 
     def _scatter(self, values: torch.Tensor) -> torch.Tensor:
@@ -150,24 +151,22 @@ class ShadowedLight:
 
     def diffuse(self, normal: torch.Tensor, *, ctx=None) -> torch.Tensor:
         """Irradiance / pi through the visibility, ``[B, H, W, 3]``."""
-        n = normal[self.covered]
-        cosine = (n @ self.directions.T).clamp_min(0) * self.solid_angles  # [P, K]
+        cosine = (normal[self.covered] @ self.directions.T).clamp_min(0)  # [P, K]
         radiance = self.light.radiance(self.directions, self.resolution, ctx=ctx)
         if radiance.ndim == 2:
             radiance = radiance.expand(len(self.per_image), -1, -1)
-        weighted = (cosine * self.visibility).split(self.per_image)
+        weighted = (cosine * self.seen).split(self.per_image)
         lit = torch.cat([w @ radiance[b] for b, w in enumerate(weighted)])
-        return self._scatter(lit / cosine.sum(-1, keepdim=True).clamp_min(1e-12))
+        total = (cosine @ self.solid_angles)[:, None]
+        return self._scatter(lit / total.clamp_min(1e-12))
 
     def specular(self, reflect: torch.Tensor, roughness: torch.Tensor, *, ctx=None
                  ) -> torch.Tensor:
         """The light's prefiltered specular times the visible fraction of the reflection
         lobe, ``[B, H, W, 3]``."""
-        unshadowed = self.light.specular(reflect, roughness, ctx=ctx)
-        r = reflect[self.covered].detach()
-        exponent = lobe_exponent(roughness[self.covered].detach())  # [P, 1]
-        cosine = (r @ self.directions.T).clamp_min(1e-6)
-        lobe = torch.exp(exponent * cosine.log()) * (cosine > 1e-6) * self.solid_angles
-        fraction = (lobe * self.visibility).sum(-1, keepdim=True) / lobe.sum(
-            -1, keepdim=True).clamp_min(1e-12)
-        return unshadowed * self._scatter(fraction)
+        with torch.no_grad():
+            exponent = lobe_exponent(roughness[self.covered]).clamp_min(1e-2)  # [P, 1]
+            lobe = (reflect[self.covered] @ self.directions.T).clamp_min(0).pow(exponent)
+            visible = (lobe * self.seen).sum(-1, keepdim=True)
+            fraction = visible / (lobe @ self.solid_angles)[:, None].clamp_min(1e-12)
+        return self.light.specular(reflect, roughness, ctx=ctx) * self._scatter(fraction)
