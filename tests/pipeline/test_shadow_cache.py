@@ -57,3 +57,34 @@ def test_a_moving_mesh_is_recast_every_n_iterations_and_carried_in_between(casts
 def test_refresh_must_be_positive():
     with pytest.raises(ValueError, match="at least 1"):
         VisibilityCache(0)
+
+
+def test_a_materials_run_casts_once_for_training_and_once_for_validation(tmp_path, monkeypatch):
+    """On a convex sphere nothing is shadowed: the run with self-shadowing scores as the run
+    without it, and the rays were cast for the fixed mesh once, plus once for validation."""
+    from running import optimize_into
+    from test_pipeline import config, scene, sky
+
+    from diffrec.mesh.primitives import uv_sphere
+    from diffrec.pipeline import run as pipeline_run
+    from diffrec.pipeline.inputs import Inputs
+
+    counted = []
+
+    def counting(original):
+        def cast(positions, triangles):
+            counted.append(len(positions))
+            return original(positions, triangles, engine="brute-force")
+        return cast
+
+    monkeypatch.setattr(shadows, "vertex_visibility", counting(shadows.vertex_visibility))
+    monkeypatch.setattr(pipeline_run, "vertex_visibility", counting(pipeline_run.vertex_visibility))
+    mesh = uv_sphere(16, 8)
+    inputs = Inputs(scene(mesh, 8, seed=1), scene(mesh, 2, seed=2), mesh, sky())
+    scores = {}
+    for on in (False, True):
+        metrics = optimize_into(config(tmp_path / str(on), mode="materials", iterations=10,
+                                       self_shadowing=on), inputs)
+        scores[on] = metrics["psnr_mean"]
+    assert counted == [len(mesh.positions)] * 2
+    assert scores[True] == pytest.approx(scores[False], abs=0.3)
