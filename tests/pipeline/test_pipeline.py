@@ -11,34 +11,18 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from running import SIZE, config, optimize_into, sky
+from running import albedo, config, optimize_into, scene, sky
 
 from diffrec import raster
-from diffrec.camera import orbit_cameras
 from diffrec.commands.optimize import TerminalReporter
 from diffrec.errors import Cancelled, UserError
-from diffrec.io import Asset, Material, read_gltf
+from diffrec.io import read_gltf
 from diffrec.mesh.primitives import uv_sphere
 from diffrec.pipeline.inputs import Inputs
-from diffrec.pipeline.reference_views import render_reference_views
 from diffrec.protocol.manifest import read_manifest, verify
 
 pytestmark = pytest.mark.slow
 CTX = raster.RasterContext("cpu", impl="torch")
-
-
-def albedo(size=32):
-    """Truth texture: red rises with u, green with v, a little blue."""
-    v, u = torch.meshgrid(torch.linspace(1, 0, size), torch.linspace(0, 1, size), indexing="ij")
-    return torch.stack([0.15 + 0.7 * u, 0.15 + 0.7 * v, torch.full_like(u, 0.3)], -1)
-
-
-def scene(mesh, count, seed, kd=None, size=SIZE):
-    asset = Asset(mesh, [Material(kd=(albedo() if kd is None else kd).numpy(),
-                                  ks=torch.tensor([0.0, 0.6, 0.0]).numpy())],
-                  torch.zeros(mesh.num_triangles, dtype=torch.long))
-    cameras = orbit_cameras(count, 3.2, size, seed=seed, elevations_degrees=(-20, 50))
-    return render_reference_views(CTX, asset, sky(), cameras, spp=2)
 
 
 def test_materials_mode_recovers_a_known_albedo(tmp_path):

@@ -3,16 +3,14 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from render_scenes import constant_material, front_camera, interior, sphere
 
 from diffrec import raster
-from diffrec.camera import Cameras, look_at, orbit_cameras
+from diffrec.camera import orbit_cameras
 from diffrec.light.brdf_lut import brdf_lut
 from diffrec.light.envmap import EnvironmentLight
 from diffrec.light.equirect import equirect_pixel_directions
 from diffrec.mesh import Mesh
-from diffrec.mesh.normals import with_vertex_normals
-from diffrec.mesh.primitives import uv_sphere
-from diffrec.mesh.tangents import with_tangents
 from diffrec.render.backgrounds import background_for
 from diffrec.render.losses import image_loss
 from diffrec.render.material import TextureMaterial
@@ -21,28 +19,6 @@ from diffrec.render.texture2d import Texture2D
 from diffrec.shading.bsdf import lookup_brdf_lut
 
 CTX = raster.RasterContext("cpu", impl="torch")
-
-
-def sphere(segments=48, rings=24):
-    return with_tangents(with_vertex_normals(uv_sphere(segments, rings)))
-
-
-def constant_material(kd=(1.0, 1.0, 1.0), ks=(0.0, 0.5, 0.0)):
-    return TextureMaterial(Texture2D.constant(kd), Texture2D.constant(ks))
-
-
-def front_camera(size=48, distance=4.0):
-    """A camera on -Y looking at the origin: image right = world +X, image up = world +Z."""
-    focal = size * 1.2
-    return Cameras(look_at([[0.0, -distance, 0.0]], (0, 0, 0)).float(), fx=focal, fy=focal,
-                   cx=size / 2, cy=size / 2, width=size, height=size)
-
-
-def interior(out, erode=2):
-    """Pixels fully covered, away from silhouettes: [B, H, W] bool."""
-    covered = (out.alpha[..., 0] > 0.999).float()[:, None]
-    kept = -F.max_pool2d(-covered, 2 * erode + 1, stride=1, padding=erode)
-    return kept[:, 0] > 0.5
 
 
 def test_image_rows_are_top_down_and_columns_left_to_right():

@@ -13,6 +13,7 @@ from diffrec.protocol.settings import Settings
 from diffrec.render.backgrounds import background_for, composite
 from diffrec.render.metrics import psnr, ssim
 from diffrec.render.renderer import render_mesh
+from diffrec.render.shadowing import vertex_visibility
 
 __all__ = ["VALIDATION_SPP", "Validation", "score_views"]
 
@@ -35,6 +36,8 @@ def score_views(ctx, mesh, material, light, views: Views, settings: Settings
     both over ``settings.background`` (black for "random"). Returns the scores, the renders
     and the composited targets (``[N, H, W, 3]``, CPU)."""
     light.build_mips()
+    visibility = (vertex_visibility(mesh.positions, mesh.triangles).to(ctx.device)
+                  if settings.self_shadowing else None)
     renders, shown_targets, scores = [], [], []
     with torch.no_grad():
         for start in range(0, len(views), max(settings.batch, 1)):
@@ -44,7 +47,8 @@ def score_views(ctx, mesh, material, light, views: Views, settings: Settings
             out = render_mesh(ctx, mesh, material, cameras, light,
                               spp=max(settings.spp, VALIDATION_SPP), layers=settings.layers,
                               background=background,
-                              light_rotation=light_rotation(cameras, settings))
+                              light_rotation=light_rotation(cameras, settings),
+                              visibility=visibility)
             target = composite(targets, background)
             scores += list(zip(psnr(out.color, target).tolist(), ssim(out.color, target).tolist(),
                                strict=True))

@@ -36,6 +36,7 @@ from diffrec.pipeline.distributed import SINGLE, World
 from diffrec.pipeline.optimizers import UniformAdam
 from diffrec.pipeline.plateau import Plateau
 from diffrec.pipeline.reporter import Preview, Progress, Reporter
+from diffrec.pipeline.shadows import VisibilityCache
 from diffrec.protocol import events
 from diffrec.protocol.settings import Settings
 from diffrec.render.backgrounds import background_for, composite
@@ -122,6 +123,8 @@ class PassTrainer:
         self.stopped_early = False  # by the plateau rule; a resumed pass stays stopped
         self.generator = torch.Generator().manual_seed(settings.seed * 7919 + run.index)
         self.optimizers = self._optimizers(run, settings)
+        self.shadows = (VisibilityCache(settings.self_shadowing_every)
+                        if settings.self_shadowing else None)
         self.schedulers = [torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda it: learning_rate_factor(it, run.iterations, run.warmup,
                                                        settings.schedule))
@@ -153,6 +156,13 @@ class PassTrainer:
         if not optimizers:
             raise ValueError(f"pass {run.name!r} has nothing to optimise")
         return optimizers
+
+    def _visibility(self, mesh) -> torch.Tensor | None:
+        """The self-shadowing table for ``mesh`` (None unless ``settings.self_shadowing``)."""
+        if self.shadows is None:
+            return None
+        moving = any(p.requires_grad for p in self.run.geometry.parameters())
+        return self.shadows.table(mesh.positions, mesh.triangles, self.iteration, moving)
 
     def parameters(self) -> list[torch.Tensor]:
         """Every tensor the pass trains, in the optimisers' order."""
@@ -202,7 +212,8 @@ class PassTrainer:
         mesh = run.geometry.mesh()
         out = render_mesh(self.ctx, mesh, run.material, cameras, run.light, spp=settings.spp,
                           layers=settings.layers, background=background, buffers=("ks",),
-                          light_rotation=light_rotation(cameras, settings))
+                          light_rotation=light_rotation(cameras, settings),
+                          visibility=self._visibility(mesh))
         progress = self.iteration / max(run.iterations - 1, 1)
         covered = target_alpha > 0
         color = image_loss(out.color, target, settings.loss, mask=covered)
@@ -337,7 +348,8 @@ class PassTrainer:
             else:
                 out = render_mesh(self.ctx, mesh, self.run.material, camera, self.run.light,
                                   mode=name, light_rotation=light_rotation(camera,
-                                                                           self.settings))
+                                                                           self.settings),
+                                  visibility=self._visibility(mesh))
                 image = out.color[0] if name in ("ks", "normal") else display(out.color)[0]
             panels[name] = image.cpu()
         return panels

@@ -182,6 +182,10 @@ class Settings:
     albedo_smoothness: float = _material(0.03, "albedo smoothness weight", minimum=0)
     visibility: float = _light(0.001, "occlusion regulariser weight", minimum=0)
     white_balance: float = _light(0.005, "light white-balance weight", minimum=0)
+    self_shadowing: bool = _light(False, "the object shadows its own environment light "
+                                  "(rays cast with Embree: the visibility extra)")
+    self_shadowing_every: int = _light(100, "iterations between recasting the shadow rays "
+                                       "while the geometry moves", minimum=1)
     # rendering and loss; background: what targets and renders are composited over in
     # training ("random": a colour per image) and validation ("random": black)
     loss: str = _rendering("logl1", "image loss", **_choice(LOSSES))
