@@ -150,7 +150,7 @@ class Settings:
     # iterations, gains less than plateau_db on the window before (diffrec.pipeline.plateau)
     plateau_window: int = _setting(0, "iterations per window of the plateau stopping rule "
                                    "(0: every pass runs all its iterations)", minimum=0)
-    plateau_db: float = _setting(0.1, "a pass stops when its training PSNR gains less than "
+    plateau_db: float = _setting(0.3, "a pass stops when its training PSNR gains less than "
                                  "this over its last plateau_window iterations, dB", minimum=0)
     # bookkeeping: changes what is reported, not what is learned
     validation: bool = _setting(True, "render and score the held-out views at the end")
