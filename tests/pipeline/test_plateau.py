@@ -69,15 +69,15 @@ def test_batch_noise_neither_stops_a_rising_pass_nor_keeps_a_flat_one_going():
 
 
 def test_the_preview_rule_stops_recorded_800_iteration_passes_where_they_level_off():
-    """Three passes recorded with the rule off (tests/pipeline/plateau_curves.json, issue
-    31): each gains 2.3 to 4.3 dB from its first 100 iterations to its second, then under
-    0.6 dB a window from iteration 300 and under 0.2 dB from 500."""
+    """Four passes recorded with the rule off (tests/pipeline/plateau_curves.json, issue
+    31): each climbs 2.3 to 13 dB from its first 100 iterations to its second, then levels
+    off at its own pace, gaining under 0.2 dB a window by iteration 500."""
     curves = json.loads((Path(__file__).with_name("plateau_curves.json")).read_text())
     settings = parse_settings({"preset": "preview"})
-    for name in ("demo", "ring", "mug"):
+    for name in ("demo", "ring", "mug", "bowl"):
         curve = curves[name]
         stop = first_stop(curve, settings.plateau_window, settings.plateau_db)
-        assert stop is not None and 300 <= stop <= 400, (name, stop)
+        assert stop is not None and 300 <= stop <= 450, (name, stop)
         end, at_stop = sum(curve[-100:]) / 100, sum(curve[stop - 100:stop]) / 100
         assert 0 < end - at_stop < 1.0, name  # what running on to 800 would still have gained
 

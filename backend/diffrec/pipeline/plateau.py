@@ -7,7 +7,7 @@ over the ``window`` before them and says the pass has converged when the gain is
 views a batch drew does not decide (a batch's PSNR wobbles by about 1 dB, a 100-batch mean by
 about 0.1). Off when ``window`` is 0 (the settings' default, and every preset but
 ``preview``: 100 iterations and the default 0.3 dB, which ends the demo's and the quality
-suite's 800-iteration CPU passes at 320 to 360, where their curves have levelled off; docs/
+suite's 800-iteration CPU passes at 320 to 420, where their curves have levelled off; docs/
 BENCHMARKS.md). A resumed pass starts its windows afresh.
 """
 
