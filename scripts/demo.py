@@ -69,7 +69,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="iterations per pass at most (default on a CPU: 800, the "
                              "preset's 300 for reconstruct; else the preset's); the preview "
                              "preset ends a pass earlier once its PSNR levels off (its "
-                             "stopping rule, docs/guide.md: about 320 of the 800 here)")
+                             "stopping rule, docs/guide.md: Suzanne's materials pass stops at 320 "
+                             "of 800)")
     parser.add_argument("--texture-res", type=int, help="texture size (default: preset)")
     parser.add_argument("--light", choices=("fixed", "learn"), default="fixed",
                         help="keep the HDRI as the light (default) or learn it")
