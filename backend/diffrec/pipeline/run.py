@@ -237,6 +237,9 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
                     "unwrap": {k: v for k, v in unwrapping.items() if k != "warning"},
                     "warnings": [unwrapping["warning"]] if unwrapping["warning"] else [],
                     "time_s": {t.run.name: t.elapsed_s for t in trainers},
+                    "stopped_early": {t.run.name: {"iteration": t.iteration,
+                                                   "why": t.stopped_early}
+                                      for t in trainers if t.stopped_early},
                     "peak_memory_mb": peak_memory_mb(torch_device),
                     "settings": settings.to_dict(),
                     "history": [entry for t in trainers for entry in t.history]})

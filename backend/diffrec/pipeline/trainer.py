@@ -101,7 +101,8 @@ class PassTrainer:
     fingerprint; ``resume`` starts from one made with the same settings. ``history`` holds
     each progress report's loss and PSNR; ``elapsed_s`` the seconds ``train`` took. A pass
     whose training PSNR has stopped rising ends early (``pipeline.plateau``,
-    ``settings.plateau_window``; ``stopped_early``).
+    ``settings.plateau_window``; ``stopped_early`` says why,
+    else None).
 
     ``world``: this rank's ``pipeline.distributed.World`` (a single process by default), the
     sampler giving this rank's share of each batch; every rank must run the same trainer.
@@ -120,7 +121,8 @@ class PassTrainer:
         self._fingerprint = settings_fingerprint(settings)
         self._last_views = None
         self.plateau = Plateau(settings.plateau_window, settings.plateau_db)
-        self.stopped_early = False  # by the plateau rule; a resumed pass stays stopped
+        self.stopped_early: str | None = None  # why the plateau rule ended the pass, if it did;
+        # a resumed pass stays stopped
         self.generator = torch.Generator().manual_seed(settings.seed * 7919 + run.index)
         self.optimizers = self._optimizers(run, settings)
         self.shadows = (VisibilityCache(settings.self_shadowing_every)
@@ -194,7 +196,7 @@ class PassTrainer:
         self.sampler.load_state_dict(state["sampler"])
         self.generator.set_state(state["generator"])
         self.iteration = state["iteration"]
-        self.stopped_early = state.get("stopped_early", False)
+        self.stopped_early = state.get("stopped_early")
 
     def step(self) -> dict:
         """One iteration; returns its losses and the batch PSNR as 0-d tensors on the device
@@ -302,12 +304,9 @@ class PassTrainer:
                 self.save()
             if (self.iteration % settings.log_every == 0 and self.iteration < self.run.iterations
                     and self.plateau.flat()):
+                self.stopped_early = self.plateau.why()
                 reporter.log(f"{self.run.name} stopped at iteration {self.iteration} of "
-                             f"{self.run.iterations}: training PSNR rose "
-                             f"{self.plateau.gain_db:.3f} dB over its last "
-                             f"{settings.plateau_window} iterations (plateau_db "
-                             f"{settings.plateau_db})")
-                self.stopped_early = True
+                             f"{self.run.iterations}: {self.stopped_early}")
         self.elapsed_s = time.monotonic() - started
         self.save()
 

@@ -196,7 +196,7 @@ class Settings:
     # iterations, gains less than plateau_db on the window before (diffrec.pipeline.plateau)
     plateau_window: int = _schedule(0, "iterations per window of the plateau stopping rule "
                                     "(0: every pass runs all its iterations)", minimum=0)
-    plateau_db: float = _schedule(0.1, "a pass stops when its training PSNR gains less than "
+    plateau_db: float = _schedule(0.3, "a pass stops when its training PSNR gains less than "
                                   "this over its last plateau_window iterations, dB", minimum=0)
     validation: bool = _bookkeeping(True, "render and score the held-out views at the end")
     checkpoint_every: int = _bookkeeping(250, "iterations between checkpoints (0: none)", minimum=0)
