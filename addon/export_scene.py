@@ -19,6 +19,7 @@ import bpy
 import numpy as np
 
 from . import camera_model, pixels
+from .wire import protocol
 
 
 @dataclass
@@ -122,7 +123,7 @@ def image_array(image: bpy.types.Image) -> np.ndarray:
     image.pixels.foreach_get(flat)
     array = pixels.rgba(pixels.from_blender_rows(flat, width, height, image.channels))
     if not image.is_float and image.colorspace_settings.name == "sRGB":
-        array[..., :3] = pixels.srgb_to_linear(array[..., :3])
+        array[..., :3] = protocol().images.srgb_to_linear(array[..., :3])
     return array
 
 
@@ -190,7 +191,8 @@ def render_view(scene, camera, size: tuple[int, int], transparent: bool = True) 
         scene.camera = camera
         scene.render.filepath = str(Path(directory) / "view.exr")
         bpy.ops.render.render(write_still=True, scene=scene.name)
-        return pixels.unpremultiply(load_image_array(Path(scene.render.filepath)))
+        rendered = load_image_array(Path(scene.render.filepath))
+        return protocol().images.premultiplied_to_straight(rendered)
 
 
 def render_views(scene, cameras, size: tuple[int, int], transparent: bool = True):

@@ -1,11 +1,11 @@
 """Jobs of this Blender session, pumped from the main thread.
 
 A ``JobRun`` is one job: its submission built step by step (Optimize: one target render per
-step), then its ``jobs.JobSession`` (network work on a worker thread) followed by applying its
-updates to the scene. ``tick`` does one piece of main-thread work and says whether the run is
-over: a modal operator calls it on each timer event; ``follow_blocking`` calls it in a loop
-where no event loop runs (``blender --background``, the bpy module). Runs in progress are in
-``running``, by job id, for the panel and the Cancel operator.
+step), then its ``job_session.JobSession`` (network work on a worker thread) followed by
+applying its updates to the scene. ``tick`` does one piece of main-thread work and says
+whether the run is over: a modal operator calls it on each timer event; ``follow_blocking``
+calls it in a loop where no event loop runs (``blender --background``, the bpy module).
+Runs in progress are in ``running``, by job id, for the panel and the Cancel operator.
 
 Reopening a .blend re-attaches to its jobs still queued or running (``reattach``, a
 ``load_post`` handler): the same ``JobRun``s, ticked by a ``bpy.app.timers`` function
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import bpy
 
-from . import backend_link, import_result, jobs, messages, preferences, scene_updates
+from . import backend_link, import_result, job_session, messages, preferences, scene_updates
 from .submission import SubmissionBuilder, training_size
 
 running: dict[str, JobRun] = {}
@@ -39,7 +39,7 @@ def results_dir(job: str) -> Path:
     return preferences.user_directory() / "results" / job
 
 
-def _drain(context, session: jobs.JobSession, report, block: bool) -> bool:
+def _drain(context, session: job_session.JobSession, report, block: bool) -> bool:
     """Apply queued updates; whether the session reached its end. ``block`` waits for it."""
     while True:
         try:
@@ -49,7 +49,7 @@ def _drain(context, session: jobs.JobSession, report, block: bool) -> bool:
                 continue
             return not session.alive and session.updates.empty()
         scene_updates.apply_update(context, session.job, update, report)
-        if update.kind in jobs.FINAL:
+        if update.kind in job_session.FINAL:
             return True
 
 
@@ -72,7 +72,7 @@ class JobRun:
         connect,
         report,
         builder: SubmissionBuilder | None = None,
-        submission: jobs.Submission | None = None,
+        submission: job_session.Submission | None = None,
         fetch_only: tuple[str, ...] | None = import_result.IMPORTED_ROLES,
     ):
         self.job = job
@@ -81,10 +81,10 @@ class JobRun:
         self.report = report
         self.builder = builder
         self.cancelled = False
-        self.session: jobs.JobSession | None = None
+        self.session: job_session.JobSession | None = None
         if builder is None:
-            self.session = jobs.JobSession(connect, job, results_dir(job), submission,
-                                          only=fetch_only)
+            self.session = job_session.JobSession(connect, job, results_dir(job), submission,
+                                                  only=fetch_only)
         self._started = False
 
     def cancel(self) -> None:
@@ -124,7 +124,7 @@ class JobRun:
             print(f"diffrec: {settings.status}", flush=True)
         return False
 
-    def _submit(self, settings, submission: jobs.Submission) -> None:
+    def _submit(self, settings, submission: job_session.Submission) -> None:
         choices = self.builder.choices
         entry = settings.jobs.add()
         entry.job_id, entry.state, entry.created = self.job, "submitting", time.time()
@@ -132,8 +132,8 @@ class JobRun:
         width, height = training_size(self.builder.scene, choices.train_resolution)
         entry.megapixels = choices.batch * width * height / 1e6
         settings.progress, settings.status = 0.0, "submitting"
-        self.session = jobs.JobSession(self.connect, self.job, results_dir(self.job), submission,
-                                       only=self.fetch_only)
+        self.session = job_session.JobSession(self.connect, self.job, results_dir(self.job),
+                                              submission, only=self.fetch_only)
         self.session.start()  # now: a cancel from here on reaches the server
         self._started = True
 

@@ -44,7 +44,7 @@ def new_image(name: str, array: np.ndarray, colorspace: str, pack: bool = True):
     image.colorspace_settings.name = colorspace  # before the pixels: setting it resets them
     data = pixels.rgba(np.asarray(array, np.float32)).copy()
     if colorspace == "sRGB":
-        data[..., :3] = pixels.linear_to_srgb(data[..., :3])
+        data[..., :3] = wire.protocol().images.linear_to_srgb(np.clip(data[..., :3], 0.0, 1.0))
     image.pixels.foreach_set(pixels.to_blender_rows(data))
     if pack:
         image.pack()

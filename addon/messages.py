@@ -3,7 +3,7 @@ tracebacks (those go to the system console, for a bug report).
 
 ``sentence(exc)`` words an exception; ``reported`` wraps an operator method so that whatever
 it raises ends as an ERROR report and ``{'CANCELLED'}``. Without bpy: the job worker thread
-(``jobs.JobSession``) words its failures here too.
+(``job_session.JobSession``) words its failures here too.
 """
 
 from __future__ import annotations

@@ -3,8 +3,6 @@ reopened file can re-attach to its jobs."""
 
 from __future__ import annotations
 
-import sys
-
 import bpy
 from bpy.props import (
     BoolProperty,
@@ -16,36 +14,30 @@ from bpy.props import (
     StringProperty,
 )
 
+from . import panel_fields
+from .panel_fields import default
 from .wire import protocol
 
-# the panel's fields a preset fills -> the backend's setting names
-PRESET_FIELDS = {"iterations": "iterations", "texture_resolution": "texture_res",
-                 "train_resolution": "train_res", "batch": "batch", "light_resolution": "light_res",
-                 "grid": "dmtet_grid"}
+MODE_TEXT = {
+    "materials": ("Materials", "Keep the mesh, bake its appearance into PBR textures"),
+    "refine": ("Refine", "Optimise the mesh's vertices and the textures together"),
+    "reconstruct": ("Reconstruct", "Find the surface from scratch, then refine"),
+}
+"""The mode menu's words, per mode of the backend's ``settings.MODES``."""
+TEXTURE_SIZES = (256, 512, 1024, 2048, 4096)
+"""The texture menu's sizes, texels (every preset's among them)."""
 
-
-def preset_values(preset: str) -> dict:
-    """The panel's values for ``preset`` (an enum identifier of ``preset``, not CUSTOM), read
-    from the backend's own table, ``diffrec.protocol.settings.PRESETS``. Raises ImportError
-    when the protocol package cannot load (it needs pyzmq)."""
-    table = protocol().settings.PRESETS[preset.lower()]
-    values = {name: table[key] for name, key in PRESET_FIELDS.items()}
-    values["texture_resolution"] = str(values["texture_resolution"])  # an enum identifier
-    return values
+# the menus, made once (bpy evaluates the properties' annotations, which must be plain names)
+_MODE_ITEMS = [(mode, *MODE_TEXT[mode]) for mode in protocol().settings.MODES]
+_PRESET_ITEMS = panel_fields.preset_items()
+_TEXTURE_ITEMS = [(str(size), f"{size} px", "") for size in TEXTURE_SIZES]
 
 
 def _apply_preset(settings, _context) -> None:
-    """The ``preset`` update: fill the fields the preset sets. An update callback cannot
-    report to the user, so a failure to read the table is put in the status line."""
-    if settings.preset == "CUSTOM":
+    """The ``preset`` update: fill the fields the preset sets."""
+    if settings.preset == panel_fields.CUSTOM:
         return
-    try:
-        values = preset_values(settings.preset)
-    except ImportError as exc:
-        settings.status = f"preset not applied, the diffrec protocol did not load: {exc}"
-        print(f"diffrec: {settings.status}", file=sys.stderr)
-        return
-    for name, value in values.items():
+    for name, value in panel_fields.preset_values(settings.preset).items():
         setattr(settings, name, value)
 
 
@@ -97,45 +89,36 @@ class DiffrecSceneSettings(bpy.types.PropertyGroup):
     train_resolution: IntProperty(
         name="Resolution",
         description="Longest side of the training images, in pixels",
-        default=512,
+        default=default("train_resolution"),
         min=16,
         max=4096,
     )
     mode: EnumProperty(
         name="Mode",
-        items=[
-            ("materials", "Materials", "Keep the mesh, bake its appearance into PBR textures"),
-            ("refine", "Refine", "Optimise the mesh's vertices and the textures together"),
-            ("reconstruct", "Reconstruct", "Find the surface from scratch, then refine"),
-        ],
-        default="materials",
+        items=_MODE_ITEMS,
+        default=default("mode"),
     )
     preset: EnumProperty(
         name="Preset",
-        items=[
-            ("PREVIEW", "Preview", "Few iterations, small textures: minutes on a CPU"),
-            ("STANDARD", "Standard", ""),
-            ("HIGH", "High", "As the published results"),
-            ("CUSTOM", "Custom", "Your own settings"),
-        ],
-        default="STANDARD",
+        items=_PRESET_ITEMS,
+        default=default("preset"),
         update=_apply_preset,
     )
-    iterations: IntProperty(name="Iterations", description="Iterations per pass", default=2000,
-                            min=1, max=1_000_000)
-    batch: IntProperty(name="Batch", description="Views per iteration", default=4, min=1,
-                       max=64)
+    iterations: IntProperty(name="Iterations", description="Iterations per pass",
+                            default=default("iterations"), min=1, max=1_000_000)
+    batch: IntProperty(name="Batch", description="Views per iteration",
+                       default=default("batch"), min=1, max=64)
     light_resolution: IntProperty(
         name="Light",
         description="Side of each face of the learned environment cube, in pixels",
-        default=256,
+        default=default("light_resolution"),
         min=32,
         max=2048,
     )
     grid: IntProperty(
         name="Grid",
         description="Reconstruct: resolution of the grid the surface is found in",
-        default=64,
+        default=default("grid"),
         min=8,
         max=256,
         step=2,
@@ -144,14 +127,14 @@ class DiffrecSceneSettings(bpy.types.PropertyGroup):
         name="GPUs",
         description="GPUs one job trains on together (data-parallel); the backend's machine "
                     "needs that many",
-        default=1,
+        default=default("gpus"),
         min=1,
         max=64,
     )
     texture_resolution: EnumProperty(
         name="Texture",
-        items=[(str(s), f"{s} px", "") for s in (256, 512, 1024, 2048, 4096)],
-        default="1024",
+        items=_TEXTURE_ITEMS,
+        default=default("texture_resolution"),
     )
     light: EnumProperty(
         name="Light",

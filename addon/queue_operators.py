@@ -31,11 +31,19 @@ def _ask(context, report, request):
         return None
 
 
-def _entry_or_report(operator, context):
-    entry = scene_updates.job_entry(context.scene, operator.job_id)
-    if entry is None:
-        operator.report({"ERROR"}, f"job {operator.job_id[:8]} is not in this file's list")
-    return entry
+class _OnListedJob:
+    """An operator on the Jobs list's entry ``job_id``: ``execute`` finds the entry (a job
+    not in this file's list is reported, and cancels) and hands it to ``on_entry``."""
+
+    job_id: StringProperty(name="Job")
+
+    @messages.reported
+    def execute(self, context):
+        entry = scene_updates.job_entry(context.scene, self.job_id)
+        if entry is None:
+            self.report({"ERROR"}, f"job {self.job_id[:8]} is not in this file's list")
+            return {"CANCELLED"}
+        return self.on_entry(context, entry)
 
 
 def _delete_on_server(client, job: str) -> None:
@@ -81,20 +89,14 @@ class DIFFREC_OT_refresh_jobs(bpy.types.Operator):
         return {"FINISHED"}
 
 
-class DIFFREC_OT_remove_job(bpy.types.Operator):
+class DIFFREC_OT_remove_job(_OnListedJob, bpy.types.Operator):
     """Remove the job from the list and from the server (its result files there too)"""
 
     bl_idname = "diffrec.remove_job"
     bl_label = "Remove Job"
     bl_options = {"UNDO"}  # noqa: RUF012  (Blender reads a set)
 
-    job_id: StringProperty(name="Job")
-
-    @messages.reported
-    def execute(self, context):
-        entry = _entry_or_report(self, context)
-        if entry is None:
-            return {"CANCELLED"}
+    def on_entry(self, context, entry):
         if self.job_id in follow.running:
             self.report({"ERROR"}, "diffrec: cancel the job before removing it")
             return {"CANCELLED"}
@@ -138,7 +140,7 @@ class DIFFREC_OT_clear_finished(bpy.types.Operator):
         return {"FINISHED"}
 
 
-class DIFFREC_OT_resume_job(_FollowsJob, bpy.types.Operator):
+class DIFFREC_OT_resume_job(_OnListedJob, _FollowsJob, bpy.types.Operator):
     """Run a cancelled or failed job again on the server, from its checkpoint when it kept one
     (a cancelled job does), and follow it; a job that never reached the server is optimized
     again from its object"""
@@ -146,13 +148,7 @@ class DIFFREC_OT_resume_job(_FollowsJob, bpy.types.Operator):
     bl_idname = "diffrec.resume_job"
     bl_label = "Resume"
 
-    job_id: StringProperty(name="Job")
-
-    @messages.reported
-    def execute(self, context):
-        entry = _entry_or_report(self, context)
-        if entry is None:
-            return {"CANCELLED"}
+    def on_entry(self, context, entry):
         if entry.state not in ("failed", "cancelled"):
             self.report({"ERROR"}, f"diffrec: the job is {entry.state}; only a cancelled or "
                                    "failed job can be resumed")

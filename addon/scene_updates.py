@@ -2,7 +2,7 @@
 the live preview (an image, and the panel's own preview icon), the live mesh, the job list,
 and the imported result.
 
-``apply_update`` applies one ``jobs.Update`` from the worker thread's queue; the job's
+``apply_update`` applies one ``job_session.Update`` from the worker thread's queue; the job's
 events arrive typed (``diffrec.protocol.events``) and are described by the protocol's own
 ``describe``, as the command line describes them.
 """
@@ -15,7 +15,7 @@ import bpy
 import bpy.utils.previews
 import numpy as np
 
-from . import import_result, jobs, messages, pixels, worlds
+from . import import_result, job_session, messages, pixels, worlds
 from .wire import protocol
 
 PREVIEW_IMAGE = "diffrec preview"
@@ -64,7 +64,8 @@ def update_panel_preview(image: np.ndarray):
     preview = _previews.get(PANEL_PREVIEW) or _previews.new(PANEL_PREVIEW)
     factor = max(1, PANEL_PREVIEW_SIDE // max(image.shape[:2]))
     shown = np.repeat(np.repeat(image, factor, axis=0), factor, axis=1)
-    shown = np.concatenate([pixels.linear_to_srgb(shown[..., :3]), shown[..., 3:]], -1)
+    encoded = protocol().images.linear_to_srgb(np.clip(shown[..., :3], 0.0, 1.0))
+    shown = np.concatenate([encoded, shown[..., 3:]], -1)
     preview.image_size = (shown.shape[1], shown.shape[0])
     preview.image_pixels_float.foreach_set(pixels.to_blender_rows(shown))
     return preview
@@ -152,7 +153,7 @@ def _final_state(entry, update) -> None:
         entry.message = update.fields.get("message", "")
 
 
-def apply_update(context, job: str, update: jobs.Update, report) -> None:
+def apply_update(context, job: str, update: job_session.Update, report) -> None:
     """Apply one update from the worker to the scene (main thread only). ``report`` is an
     operator's ``report(kinds, message)``."""
     settings = context.scene.diffrec

@@ -15,19 +15,17 @@ from types import SimpleNamespace
 import bpy
 import numpy as np
 
-from . import export_scene, jobs, validate
+from . import export_scene, job_session, panel_fields, validate
 from .wire import protocol
 
-# the panel's choices a job is made of, read once when Optimize is pressed
-CHOICES = ("mode", "iterations", "texture_resolution", "train_resolution", "light", "preset",
-           "gpus", "batch", "light_resolution", "grid")
+CHOICES = (*panel_fields.FIELD_SETTINGS, "light")
+"""The panel's choices a job is made of, read once when Optimize is pressed."""
 
 
 def training_size(scene, longest_side: int) -> tuple[int, int]:
-    """The scene's render aspect with its longest side ``longest_side`` pixels."""
-    width, height = export_scene.render_size(scene)
-    scale = longest_side / max(width, height)
-    return max(1, round(width * scale)), max(1, round(height * scale))
+    """The scene's render aspect with its longest side ``longest_side`` pixels (the rule the
+    backend resizes targets by, ``diffrec.protocol.images.longest_side_size``)."""
+    return protocol().images.longest_side_size(*export_scene.render_size(scene), longest_side)
 
 
 def dataset_targets(folder: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -46,29 +44,6 @@ def dataset_targets(folder: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     depths = [(frame.near, frame.far) for frame in capture.frames]
     intrinsics = np.concatenate([capture.intrinsics(width, height), depths], -1)
     return images, capture.camera_to_world().astype(np.float32), intrinsics.astype(np.float32)
-
-
-def optimize_settings(settings, has_envmap: bool) -> dict:
-    """The panel's choices (``settings``: anything with the CHOICES attributes) as the backend's
-    ``optimize`` settings (docs/protocol.md): every value the panel shows is sent, so the
-    server runs what the panel says, and the preset is named ("custom" for Custom)."""
-    values = {
-        "mode": settings.mode,
-        "preset": settings.preset.lower(),
-        "iterations": settings.iterations,
-        "batch": settings.batch,
-        "texture_res": int(settings.texture_resolution),
-        "train_res": settings.train_resolution,
-        "light_res": settings.light_resolution,
-        "light": "fixed" if settings.light == "KEEP" else
-                 "learn-from-envmap" if has_envmap else "learn",
-        "preview_every": max(10, settings.iterations // 50),  # about 50 live previews
-    }
-    if settings.mode == "reconstruct":
-        values["dmtet_grid"] = settings.grid
-    if settings.gpus > 1:
-        values["ranks"] = settings.gpus
-    return values
 
 
 class SubmissionBuilder:
@@ -91,7 +66,7 @@ class SubmissionBuilder:
         self.subject = (subject if subject is not None and subject.type == "MESH"
                         and subject.select_get() else None)
         self.done = 0
-        self.submission: jobs.Submission | None = None
+        self.submission: job_session.Submission | None = None
         self._views: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._targets: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
@@ -139,7 +114,7 @@ class SubmissionBuilder:
                                                                           strict=True))
         return images, poses.astype(np.float32), intrinsics.astype(np.float32)
 
-    def _finish(self, context) -> jobs.Submission:
+    def _finish(self, context) -> job_session.Submission:
         images, poses, intrinsics = self._targets
         arrays = {"images": images, "cameras": poses, "intrinsics": intrinsics}
         if self.subject is not None:
@@ -149,6 +124,6 @@ class SubmissionBuilder:
                 arrays.update(uvs=mesh.uvs, uv_faces=mesh.uv_faces)
         if self.scene.world is not None:
             arrays["envmap"] = export_scene.export_world(self.scene)
-        settings = optimize_settings(self.choices, "envmap" in arrays)
-        return jobs.Submission({"task": "optimize", "settings": settings,
+        settings = panel_fields.optimize_settings(self.choices, "envmap" in arrays)
+        return job_session.Submission({"task": "optimize", "settings": settings,
                                 "label": self.object_name}, arrays)

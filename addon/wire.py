@@ -19,9 +19,10 @@ _loading = threading.Lock()
 
 @functools.cache
 def protocol():
-    """The protocol package (imported on first use: it needs pyzmq, and raises ImportError
-    without it). Safe from any thread: the first call may come from a job's worker thread
-    while the main thread reads the presets, so one thread loads it while the other waits."""
+    """The protocol package, imported on first use (numpy only; its client and keys load
+    pyzmq when first used). Safe from any thread: the first call may come from a job's worker
+    thread while the main thread reads the presets, so one thread loads it while the other
+    waits."""
     with _loading:
         return _load()
 

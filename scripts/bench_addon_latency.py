@@ -22,12 +22,12 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests" / "addon"), str(REPO / "tests" / "server")]
+sys.path[:0] = [str(REPO), str(REPO / "tests" / "addon"), str(REPO / "tests")]
 
 import bpy  # noqa: E402
 import numpy as np  # noqa: E402
 import scenes  # noqa: E402
-from server_helpers import ServerProcess, free_port  # noqa: E402
+from helpers.servers import ServerProcess, free_port  # noqa: E402
 
 from addon import follow, scene_updates  # noqa: E402
 

@@ -30,13 +30,14 @@ from pathlib import Path
 import torch
 
 from diffrec import raster
-from diffrec.commands.optimize import TerminalReporter
+from diffrec.commands.optimize import TerminalReporter, checkpoint_store
+from diffrec.devices import resolve_device
 from diffrec.engines import NEURAL, RASTER
 from diffrec.pipeline.config import build_config, read_config_reading
 from diffrec.pipeline.inputs import load_inputs
 from diffrec.pipeline.outputs import write_result
 from diffrec.pipeline.reporter import Progress
-from diffrec.pipeline.run import optimize, resolve_device
+from diffrec.pipeline.run import optimize
 
 ENGINES = {"fast": {RASTER: RASTER.accelerated, NEURAL: NEURAL.accelerated},
            "torch": {RASTER: "torch", NEURAL: "torch"}}
@@ -127,7 +128,8 @@ def main(argv=None) -> int:
 
     started = time.monotonic()
     inputs = load_inputs(config, raster.RasterContext(device))
-    result = optimize(config.settings, inputs, reporter, device=config.device)
+    result = optimize(config.settings, inputs, reporter,
+                      checkpoints=checkpoint_store(config.out_dir), device=config.device)
     write_result(Path(config.out_dir), result, export_obj=False)
     wall = time.monotonic() - started
 

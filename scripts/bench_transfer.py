@@ -29,8 +29,8 @@ from diffrec.protocol.limits import CHUNK_BYTES, MIB, WINDOW_CHUNKS
 from diffrec.protocol.manifest import write_manifest
 from diffrec.protocol.transfer import HASH_THREADS, content_hash
 from diffrec.server.blobs import namespace
+from diffrec.server.executor import result_files
 from diffrec.server.store import JobStore
-from diffrec.server.worker import result_manifest
 
 
 def free_port() -> int:
@@ -48,7 +48,7 @@ def finished_job(data_dir: Path, payload: np.ndarray) -> None:
     store.create(record)
     payload.tofile(store.results_dir("bench") / "payload.bin")
     write_manifest(store.results_dir("bench"), {"payload.bin": "data"})
-    record["results"] = result_manifest(store.results_dir("bench"))
+    record["results"] = result_files(store.results_dir("bench"))
     store.save(record)
 
 

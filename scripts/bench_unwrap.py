@@ -56,8 +56,8 @@ def main() -> None:
                                            unwrap_timeout_s=args.timeout)
             start = time.perf_counter()
             children = resource.getrusage(resource.RUSAGE_CHILDREN)
-            unwrapped, how = with_uvs(Mesh(*simplify(mesh.positions, mesh.triangles, budget)),
-                                      settings)
+            unwrapped, how = with_uvs(ctx, Mesh(*simplify(mesh.positions, mesh.triangles,
+                                                          budget)), settings)
             seconds = time.perf_counter() - start
             done = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu = done.ru_utime + done.ru_stime - children.ru_utime - children.ru_stime

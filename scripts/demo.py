@@ -68,7 +68,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--iterations", type=int,
                         help="iterations per pass at most (default on a CPU: 800, the "
                              "preset's 300 for reconstruct; else the preset's); the preview "
-                             "preset ends a pass earlier once its PSNR levels off")
+                             "preset ends a pass earlier once its PSNR levels off (its "
+                             "stopping rule, docs/guide.md: Suzanne's materials pass stops at 320 "
+                             "of 800)")
     parser.add_argument("--texture-res", type=int, help="texture size (default: preset)")
     parser.add_argument("--light", choices=("fixed", "learn"), default="fixed",
                         help="keep the HDRI as the light (default) or learn it")
@@ -205,6 +207,10 @@ def main(argv=None) -> int:
         job, result = optimize_with_addon(args, subject, train, server.endpoint)
         fetch_result(server.endpoint, job, asset_dir)
     shutil.rmtree(out / "server")  # the job's copy of its inputs and results: in asset/
+    backend_metrics = json.loads((asset_dir / "metrics.json").read_text())
+    for name, stop in backend_metrics["stopped_early"].items():
+        print(f"   {name} stopped at {stop['iteration']}/{backend_metrics['iterations']}: "
+              f"{stop['why']}", flush=True)
     t = clock.stage("optimize", t)
     with quiet_stdout():
         dataset.write(out / "dataset", targets[-1], bl_scene, held_out, held_out_images)
@@ -219,7 +225,6 @@ def main(argv=None) -> int:
     names = [camera.name for camera in held_out]
     scores = judge.score(result_images, held_out_images, names)
     report.write_comparison(out / "comparison.png", result_images, held_out_images, names)
-    backend_metrics = json.loads((asset_dir / "metrics.json").read_text())
     report.write_curves(out / "curves.png", backend_metrics["history"])
     with quiet_stdout():
         save_blend(out / "demo.blend", obj, result)
@@ -233,7 +238,7 @@ def main(argv=None) -> int:
         "cycles": scores,
         "backend_validation": {key: backend_metrics.get(key)
                                for key in ("psnr_mean", "ssim_mean", "device", "engine",
-                                           "iterations")},
+                                           "iterations", "stopped_early")},
         "triangles": {"result": len(result.data.polygons)},
         "time_s": clock.times,
     }

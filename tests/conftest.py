@@ -3,12 +3,20 @@
 - ``gpu``: needs CUDA (and usually nvdiffrast / tinycudann); skipped without it.
 - ``blender``: needs ``bpy`` (the bpy wheel or ``blender --background``); skipped without it.
 - ``slow``: longer CPU tests; run by default, deselect with ``-m "not slow"``.
+
+The folders mirror the code (``test_layout.py`` checks it): ``tests/<package>/`` tests
+``backend/diffrec/<package>/``, the modules at the package root (``camera.py``, ``cli.py``,
+``rows.py``...) are tested here at the top, ``addon/`` tests the add-on and ``scripts/`` the
+scripts. Helpers shared by several folders live in ``helpers/`` (the server fixtures among them,
+loaded below for every folder); conftest.py files hold fixtures.
 """
 
 import importlib.util
 
 import pytest
 import torch
+
+pytest_plugins = ["helpers.server_fixtures"]
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,43 +1,45 @@
-"""sRGB transfer curve (IEC 61966-2-1), exact piecewise form, for numpy arrays and torch tensors.
+"""The image conventions of ``diffrec.protocol.images`` for torch tensors as well as numpy
+arrays: the sRGB curve (IEC 61966-2-1, exact piecewise form, unclamped) and premultiplied to
+straight alpha.
 
-``linear_to_srgb``: ``12.92 x`` for ``x <= 0.0031308``, else ``1.055 x^(1/2.4) - 0.055``.
-``srgb_to_linear``: ``c / 12.92`` for ``c <= 0.04045``, else ``((c + 0.055) / 1.055)^2.4``.
-
-Values are not clamped: negatives follow the linear segment and values above 1 follow the
-power segment (HDR values pass through). Torch versions are differentiable everywhere with
-finite gradients (the power branch only ever sees inputs above its threshold).
-Both functions return the same kind of array they are given (numpy in, numpy out).
+numpy in, numpy out: arrays go to the protocol's functions (the one source the add-on shares);
+tensors take the same formulas with the same thresholds, differentiable everywhere with finite
+gradients (the power branch only ever sees inputs above its threshold).
 """
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
-LINEAR_THRESHOLD = 0.0031308
-SRGB_THRESHOLD = 0.04045
+from diffrec.protocol import images
+from diffrec.protocol.images import LINEAR_THRESHOLD, SRGB_THRESHOLD
+
+__all__ = ["LINEAR_THRESHOLD", "SRGB_THRESHOLD", "linear_to_srgb", "premultiplied_to_straight",
+           "srgb_to_linear"]
 
 
 def linear_to_srgb(x):
     """Encode scene-linear values with the sRGB curve; any shape."""
-    if isinstance(x, torch.Tensor):
-        power = 1.055 * torch.clamp(x, min=LINEAR_THRESHOLD) ** (1.0 / 2.4) - 0.055
-        return torch.where(x <= LINEAR_THRESHOLD, 12.92 * x, power)
-    x = _float_array(x)
-    power = 1.055 * np.maximum(x, LINEAR_THRESHOLD) ** (1.0 / 2.4) - 0.055
-    return np.where(x <= LINEAR_THRESHOLD, 12.92 * x, power).astype(x.dtype, copy=False)
+    if not isinstance(x, torch.Tensor):
+        return images.linear_to_srgb(x)
+    power = 1.055 * torch.clamp(x, min=LINEAR_THRESHOLD) ** (1.0 / 2.4) - 0.055
+    return torch.where(x <= LINEAR_THRESHOLD, 12.92 * x, power)
 
 
 def srgb_to_linear(c):
     """Decode sRGB-encoded values to scene-linear; any shape."""
-    if isinstance(c, torch.Tensor):
-        power = ((torch.clamp(c, min=SRGB_THRESHOLD) + 0.055) / 1.055) ** 2.4
-        return torch.where(c <= SRGB_THRESHOLD, c / 12.92, power)
-    c = _float_array(c)
-    power = ((np.maximum(c, SRGB_THRESHOLD) + 0.055) / 1.055) ** 2.4
-    return np.where(c <= SRGB_THRESHOLD, c / 12.92, power).astype(c.dtype, copy=False)
+    if not isinstance(c, torch.Tensor):
+        return images.srgb_to_linear(c)
+    power = ((torch.clamp(c, min=SRGB_THRESHOLD) + 0.055) / 1.055) ** 2.4
+    return torch.where(c <= SRGB_THRESHOLD, c / 12.92, power)
 
 
-def _float_array(a) -> np.ndarray:
-    a = np.asarray(a)
-    return a if np.issubdtype(a.dtype, np.floating) else a.astype(np.float64)
+def premultiplied_to_straight(rgba):
+    """Premultiplied ``[..., 4]`` RGBA -> straight alpha: colour / alpha where alpha > 0,
+    colour unchanged where alpha is 0. (Blender's EXR renders load premultiplied.)"""
+    if not isinstance(rgba, torch.Tensor):
+        return images.premultiplied_to_straight(rgba)
+    alpha = rgba[..., 3:]
+    covered = alpha > 0
+    colour = torch.where(covered, rgba[..., :3] / torch.where(covered, alpha, 1.0), rgba[..., :3])
+    return torch.cat([colour, alpha], -1)

@@ -1,5 +1,5 @@
 """Servers the artist-side checks (checks_artist_side.py) press Optimize against, each a real
-``diffrec.server`` in a thread of the pytest process (``server_helpers.server_in_process``):
+``diffrec.server`` in a thread of the pytest process (``helpers.servers.server_in_process``):
 one whose ``optimize`` task hands back a prepared result at once, one whose jobs fail, one
 whose disk is full, one that speaks CURVE to keys it allows (Blender's is not), and a port
 where nothing listens. The runners live here so that the job processes can unpickle them."""
@@ -49,7 +49,7 @@ def free_bytes_but_full(real):
 @contextlib.contextmanager
 def artist_servers(root: Path, result: Path, monkeypatch):
     """{name: endpoint} of the servers (see the module), running until the block ends."""
-    from server_helpers import free_port, server_in_process
+    from helpers.servers import free_port, server_in_process
 
     from diffrec import cli
 

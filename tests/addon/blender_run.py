@@ -49,13 +49,13 @@ def assert_check(script: str, name: str, tmp_dir: Path) -> None:
 
 
 
-def results_beside_server(script: str, root: Path, server_helpers, timeout: float = 600) -> dict:
+def results_beside_server(script: str, root: Path, servers, timeout: float = 600) -> dict:
     """{check name: None or traceback} from running ``script`` once under bpy beside a real
-    ``diffrec serve`` child process (``server_helpers.ServerProcess``, on a free loopback port)
+    ``diffrec serve`` child process (``servers.ServerProcess``, on a free loopback port)
     whose address is in DIFFREC_SERVER, with a Blender user folder of its own under ``root``."""
     import os
 
-    server = server_helpers.ServerProcess(root / "data").start()
+    server = servers.ServerProcess(root / "data").start()
     try:
         user = root / "blender-user"
         user.mkdir()

@@ -68,25 +68,30 @@ def check_presets_are_the_backends():
         addon.unregister()
 
 
-def check_a_preset_without_the_protocol_says_so():
-    """Without pyzmq the protocol package cannot load: the preset leaves the values as they
-    were and the status line says why (an update callback cannot report otherwise)."""
-    from addon import properties
-
-    def missing():
-        raise ImportError("No module named 'zmq'")
+def check_menus_and_defaults_are_the_backends():
+    """The registered properties' preset and mode menus and their defaults are those of the
+    backend's settings (read here through the backend package, not the add-on's wire)."""
+    from diffrec.protocol.settings import MODES, PRESET_NOTES, PRESETS, Settings
 
     addon.register()
-    loaded, properties.protocol = properties.protocol, missing
     try:
-        settings = bpy.context.scene.diffrec
-        settings.iterations = 7
-        settings.preset = "HIGH"
-        assert settings.iterations == 7
-        assert "preset not applied" in settings.status and "zmq" in settings.status, (
-            settings.status)
+        props = bpy.context.scene.diffrec.bl_rna.properties
+        presets = [(item.identifier, item.description) for item in props["preset"].enum_items]
+        assert presets == [*((name.upper(), PRESET_NOTES[name]) for name in PRESETS),
+                           ("CUSTOM", "Your own settings")], presets
+        assert [item.identifier for item in props["mode"].enum_items] == list(MODES)
+        defaults = Settings()
+        assert props["preset"].default == defaults.preset.upper()
+        assert props["mode"].default == defaults.mode
+        assert props["texture_resolution"].default == str(defaults.texture_res)
+        assert {name: props[name].default for name in ("iterations", "batch", "train_resolution",
+                                                       "light_resolution", "grid", "gpus")} == {
+            "iterations": defaults.iterations, "batch": defaults.batch,
+            "train_resolution": defaults.train_res, "light_resolution": defaults.light_res,
+            "grid": defaults.dmtet_grid, "gpus": defaults.ranks}
+        sizes = {item.identifier for item in props["texture_resolution"].enum_items}
+        assert {str(values["texture_res"]) for values in PRESETS.values()} <= sizes
     finally:
-        properties.protocol = loaded
         addon.unregister()
 
 

@@ -19,7 +19,15 @@ import bpy
 import numpy as np
 import scenes
 
-from addon import estimate, export_scene, follow, jobs, scene_updates, submission
+from addon import (
+    estimate,
+    export_scene,
+    follow,
+    job_session,
+    panel_fields,
+    scene_updates,
+    submission,
+)
 from addon.wire import protocol
 
 REPORTS = []
@@ -47,7 +55,7 @@ def _disable():
 
 def _update(kind, fields, arrays=None):
     """An update as the job session posts it: the event typed as the protocol reads it."""
-    return jobs.Update(kind, fields, arrays or {}, protocol().events.parse(kind, fields))
+    return job_session.Update(kind, fields, arrays or {}, protocol().events.parse(kind, fields))
 
 
 def _new_entry(job, state="submitting", name="ball"):
@@ -91,7 +99,7 @@ def check_uploading_shows_one_percentage():
     _enable("tcp://127.0.0.1:1")
     try:
         settings = bpy.context.scene.diffrec
-        update = jobs.Update("uploading", {"done": 30, "total": 120})
+        update = job_session.Update("uploading", {"done": 30, "total": 120})
         scene_updates.apply_update(bpy.context, "j", update, _report)
         assert settings.status == "uploading 25%" and settings.progress == 25.0
     finally:
@@ -153,13 +161,20 @@ def check_a_submit_that_never_reaches_the_server_ends_failed_and_is_removed():
         def connect():
             return protocol().Client(dead, timeout=0.3, retry_for=0.3)
 
-        run = follow.JobRun(job, connect, _report, submission=jobs.Submission(
+        run = follow.JobRun(job, connect, _report, submission=job_session.Submission(
             {"task": "fit_texture"}, {"images": np.zeros((2, 4, 4, 3), np.float32)}))
         follow.follow_blocking(bpy.context, run)
         assert entry.state == "failed" and entry.message, (entry.state, entry.message)
         assert not entry.on_server
         assert bpy.ops.diffrec.remove_job(job_id=job) == {"FINISHED"}
         assert scene_updates.job_entry(bpy.context.scene, job) is None
+        for operator in (bpy.ops.diffrec.remove_job, bpy.ops.diffrec.resume_job):
+            try:  # an entry that is gone: reported, nothing done
+                operator(job_id=job)
+            except RuntimeError as exc:
+                assert "is not in this file's list" in str(exc), exc
+            else:
+                raise AssertionError(f"{operator} ran on a job not in the list")
     finally:
         _disable()
 
@@ -247,7 +262,7 @@ def check_live_a_cancel_is_reported_as_such_and_resume_continues_from_the_checkp
     try:
         job = uuid.uuid4().hex
         entry = _new_entry(job)
-        run = follow.JobRun(job, protocol_connector(), _report, submission=jobs.Submission(
+        run = follow.JobRun(job, protocol_connector(), _report, submission=job_session.Submission(
             _fit_spec(4000), {"images": _images()}), fetch_only=None)
 
         def cancelling(context, job_id, update, report):
@@ -320,11 +335,11 @@ def _custom_submission(context):
     images[..., :3], images[..., 3] = 0.5, rows < 0.4
     poses, intrinsics = export_scene.export_cameras(cameras, scene, size)
     mesh = export_scene.export_mesh(sphere, context.evaluated_depsgraph_get())
-    values = submission.optimize_settings(settings, has_envmap=False)
-    return jobs.Submission({"task": "optimize", "settings": values, "label": "ball"},
-                           {"images": images, "cameras": poses.astype(np.float32),
-                            "intrinsics": intrinsics.astype(np.float32),
-                            "vertices": mesh.vertices, "faces": mesh.faces})
+    values = panel_fields.optimize_settings(settings, has_envmap=False)
+    return job_session.Submission({"task": "optimize", "settings": values, "label": "ball"},
+                                  {"images": images, "cameras": poses.astype(np.float32),
+                                   "intrinsics": intrinsics.astype(np.float32),
+                                   "vertices": mesh.vertices, "faces": mesh.faces})
 
 
 def check_live_custom_runs_as_shown_and_a_second_import_adds_nothing():

@@ -17,7 +17,7 @@ import bpy
 import numpy as np
 import scenes
 
-from addon import backend_link, follow, jobs, scene_updates
+from addon import backend_link, follow, job_session, scene_updates
 
 REPORTS = []
 
@@ -53,7 +53,7 @@ def check_submit_follow_fetch_and_reattach():
         entry = scene.diffrec.jobs.add()
         entry.job_id, entry.mode = job, "fit_texture"
         run = follow.JobRun(job, backend_link.connector(bpy.context), _report,
-                            submission=jobs.Submission(spec, {"images": images}),
+                            submission=job_session.Submission(spec, {"images": images}),
                             fetch_only=None)  # every file, as diffrec fetch gets them
         seen = []
         original = scene_updates.apply_update

@@ -23,12 +23,12 @@ import math
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "render"))  # for cycles_reference
+sys.path.insert(0, str(Path(__file__).parents[1]))  # for helpers.cycles_reference
 sys.path.insert(0, str(Path(__file__).parent))  # blender --python does not add it
 import harness  # noqa: F401, I001  (puts the repository on sys.path)
 import bpy
 import numpy as np
-from cycles_reference import configure_cycles
+from helpers.cycles_reference import configure_cycles
 
 import addon
 from addon import export_scene, import_result

@@ -3,20 +3,15 @@ artist_servers.py): the artist's world, objects, materials and images are never 
 lost; every failure is one sentence, fast; Optimize is one undo step; Export NeRF Dataset is
 in File > Export and renders one view per tick."""
 
-import sys
-
 import pytest
-from blender_run import HERE, assert_check, check_names
-from test_import_result import result_folder  # noqa: F401  (a fixture: the backend's result)
-
-sys.path.insert(0, str(HERE.parent / "server"))
 from artist_servers import artist_servers
+from blender_run import assert_check, check_names
 
 SCRIPT = "checks_artist_side.py"
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory, result_folder):  # noqa: F811
+def servers(tmp_path_factory, result_folder):
     with pytest.MonkeyPatch.context() as monkeypatch, \
             artist_servers(tmp_path_factory.mktemp("artist-servers"),
                            result_folder / "result", monkeypatch) as endpoints:

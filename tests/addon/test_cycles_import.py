@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import torch
 from blender_run import HERE
+from helpers.cycles_compare import bundled_hdri, masked_psnr, pattern_textures
 
 from diffrec import raster
 from diffrec.camera import orbit_cameras
@@ -33,9 +34,6 @@ from diffrec.pipeline.run import Result
 from diffrec.render.material import TextureMaterial
 from diffrec.render.renderer import render_mesh
 from diffrec.render.texture2d import Texture2D
-
-sys.path.insert(0, str(HERE.parent / "render"))
-from cycles_compare import bundled_hdri, masked_psnr, pattern_textures
 
 pytestmark = [pytest.mark.blender, pytest.mark.slow]
 

@@ -22,7 +22,7 @@ import bpy
 import addon
 addon.register()
 assert hasattr(bpy.types, "DIFFREC_OT_optimize")
-from addon import wire, jobs, follow, job_operators, submission
+from addon import wire, job_session, follow, job_operators, submission
 protocol = wire.protocol()  # the wire protocol loads without the backend package
 assert protocol.__name__ == "diffrec_protocol"
 addon.unregister()

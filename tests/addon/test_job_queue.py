@@ -1,20 +1,17 @@
 """The artist's job queue and progress (checks_jobs.py) under the bpy wheel, against a real
 ``diffrec serve`` child process on a free loopback port."""
 
-import sys
-
 import pytest
-from blender_run import HERE, check_names, results_beside_server
+from blender_run import check_names, results_beside_server
 
-sys.path.insert(0, str(HERE.parent / "server"))
-server_helpers = pytest.importorskip("server_helpers")
+servers = pytest.importorskip("helpers.servers")
 SCRIPT = "checks_jobs.py"
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     """{check: None or traceback} from one run of the script beside one server."""
-    return results_beside_server(SCRIPT, tmp_path_factory.mktemp("jobs"), server_helpers)
+    return results_beside_server(SCRIPT, tmp_path_factory.mktemp("jobs"), servers)
 
 
 @pytest.mark.blender

@@ -6,10 +6,13 @@ import math
 import pytest
 import torch
 
+from diffrec import raster
 from diffrec.light import EnvironmentLight
 from diffrec.light.cube import texel_directions, texel_solid_angles
 from diffrec.light.equirect import equirect_pixel_directions
 from diffrec.light.prefilter import box_pyramid, cosine_convolve, ggx_prefilter
+
+CTX = raster.RasterContext("cpu", impl="torch")
 
 
 def unit(n, dtype=torch.float32):
@@ -23,8 +26,8 @@ def test_constant_environment_stays_constant_at_every_level():
     for level in [*light.specular_levels, light.diffuse_map]:
         assert torch.allclose(level, torch.full_like(level, 0.7), atol=1e-5)
     n = unit(50)
-    assert torch.allclose(light.diffuse(n), torch.full((50, 3), 0.7), atol=1e-5)
-    spec = light.specular(n, torch.rand(50, 1))
+    assert torch.allclose(light.diffuse(n, ctx=CTX), torch.full((50, 3), 0.7), atol=1e-5)
+    spec = light.specular(n, torch.rand(50, 1), ctx=CTX)
     assert torch.allclose(spec, torch.full((50, 3), 0.7), atol=1e-5)
 
 
@@ -104,7 +107,7 @@ def test_light_gets_gradients_through_lookups():
     light = EnvironmentLight(16, init=0.5, min_resolution=4)
     light.build_mips()
     n = unit(64)
-    loss = light.diffuse(n).sum() + light.specular(n, torch.rand(64, 1)).sum()
+    loss = light.diffuse(n, ctx=CTX).sum() + light.specular(n, torch.rand(64, 1), ctx=CTX).sum()
     loss.backward()
     grad = light.base.grad
     assert torch.isfinite(grad).all() and grad.abs().sum() > 0
@@ -120,7 +123,7 @@ def test_gradcheck_lookups_in_float64():
         del light.base  # put b itself (not a detached copy) into the graph
         light.base = b
         light.build_mips()
-        return light.diffuse(n), light.specular(n, roughness)
+        return light.diffuse(n, ctx=CTX), light.specular(n, roughness, ctx=CTX)
 
     assert torch.autograd.gradcheck(lookups, (base,), fast_mode=True)
 
@@ -147,4 +150,4 @@ def test_bad_configuration_is_rejected():
     with pytest.raises(ValueError, match="NaN"):
         EnvironmentLight(base=torch.full((6, 8, 8, 3), float("nan")), min_resolution=4)
     with pytest.raises(RuntimeError, match="build_mips"):
-        EnvironmentLight(8, min_resolution=4).diffuse(unit(2))
+        EnvironmentLight(8, min_resolution=4).diffuse(unit(2), ctx=CTX)

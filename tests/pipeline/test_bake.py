@@ -74,7 +74,7 @@ def test_sampling_the_baked_texture_at_the_uvs_reproduces_the_field(make_mesh, r
     # at their mean position, within one diagonal step (sqrt 2 texels) of the texel itself.
     tolerance = KD_GRADIENT * world_per_texel(mesh, resolution) * 2**0.5
     for name, texture in textures.items():
-        sampled = Texture2D(texture, trainable=False).sample(corner_uv)[0, 0]
+        sampled = Texture2D(texture, trainable=False).sample(corner_uv, ctx=CPU)[0, 0]
         error = (sampled - expected[name]).abs()
         assert error.max() <= tolerance, (name, float(error.max()), tolerance)
 

@@ -2,19 +2,20 @@
 of the rendered ball, reprojection of known points within 0.1 px, masks, refusals."""
 
 import json
-import math
 import sys
 
 import numpy as np
 import pytest
 import stand_ins
 import torch
+from view_helpers import quaternion
 
 from diffrec import cli
 from diffrec.camera import Cameras
 from diffrec.commands.submit import source_kind
 from diffrec.errors import UserError
-from diffrec.pipeline.colmap_capture import capture_layout, detect_colmap, read_colmap
+from diffrec.pipeline.captures import capture_layout
+from diffrec.pipeline.colmap_capture import detect_colmap, read_colmap
 from diffrec.pipeline.config import build_config, read_config_file
 from diffrec.pipeline.loading import load_dataset
 
@@ -44,16 +45,6 @@ def true_cameras() -> Cameras:
     cx = [width / 2 + 2.5] * 4 + [width / 2] * 2 + [width / 2 - 1.0] * 2
     cy = [height / 2 - 1.5] * 4 + [height / 2] * 2 + [height / 2 + 1.0] * 2
     return Cameras(ring.camera_to_world, fx, focal, cx, cy, width, height)
-
-
-def quaternion(rotation: np.ndarray) -> np.ndarray:
-    """Hamilton ``(w, x, y, z)`` of a rotation matrix, w >= 0."""
-    m = rotation
-    w = math.sqrt(max(0.0, 1 + m[0, 0] + m[1, 1] + m[2, 2])) / 2
-    x = math.copysign(math.sqrt(max(0.0, 1 + m[0, 0] - m[1, 1] - m[2, 2])) / 2, m[2, 1] - m[1, 2])
-    y = math.copysign(math.sqrt(max(0.0, 1 - m[0, 0] + m[1, 1] - m[2, 2])) / 2, m[0, 2] - m[2, 0])
-    z = math.copysign(math.sqrt(max(0.0, 1 - m[0, 0] - m[1, 1] + m[2, 2])) / 2, m[1, 0] - m[0, 1])
-    return np.array([w, x, y, z])
 
 
 def camera_lines(cameras: Cameras, distortion: float = 0.0) -> list[str]:

@@ -27,9 +27,10 @@ from diffrec.pipeline import distributed
 from diffrec.pipeline.checkpoints import CheckpointStore
 from diffrec.pipeline.config import build_config
 from diffrec.pipeline.geometry_models import ExplicitGeometry
+from diffrec.pipeline.initial_state import initial_textures, make_light
 from diffrec.pipeline.inputs import load_inputs
 from diffrec.pipeline.reporter import Reporter
-from diffrec.pipeline.run import initial_textures, make_light, optimize
+from diffrec.pipeline.run import optimize
 from diffrec.pipeline.sampler import ViewSampler
 from diffrec.pipeline.trainer import Pass, PassTrainer
 from diffrec.pipeline.views import Views
@@ -84,8 +85,9 @@ def _one_step(world, settings, train, mesh, sky, out):
     reported losses into ``out``."""
     ctx = raster.RasterContext("cpu", impl="torch")
     geometry = ExplicitGeometry(mesh, True, "absolute", settings.laplace_scale)
-    run = Pass("pass2", 1, 300, 0.01, 0, geometry, initial_textures(settings, "cpu"),
-               make_light(settings, sky, "cpu"), True)
+    run = Pass(name="pass2", index=1, iterations=300, learning_rate=0.01, warmup=0,
+               geometry=geometry, material=initial_textures(settings, "cpu"),
+               light=make_light(settings, sky, "cpu"), learn_light=True)
     sampler = ViewSampler(train, settings.batch, seed=5, rank=world.rank, ranks=world.size)
     trainer = PassTrainer(ctx, run, sampler, settings, Reporter(), world)
     trainer.iteration = 100

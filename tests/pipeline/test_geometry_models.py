@@ -80,12 +80,14 @@ def test_a_loss_on_half_the_vertices_moves_a_large_steps_mesh_smoothly(one_threa
 MATERIAL = torch.nn.Linear(2, 2)  # a stand-in: two trainable tensors at the pass's rate
 
 
-def pass_trainer(geometry, geometry_rate=None) -> PassTrainer:
+def pass_trainer(geometry, surface_rate=None) -> PassTrainer:
     """A pass-2 trainer over ``geometry`` and ``MATERIAL`` at 0.01, the light held fixed
     (only its optimisers are looked at)."""
     light = torch.nn.Module()
     light.base = torch.nn.Parameter(torch.zeros(3))
-    run = Pass("pass2", 1, 10, 0.01, 0, geometry, MATERIAL, light, False, geometry_rate)
+    run = Pass(name="pass2", index=1, iterations=10, learning_rate=0.01, warmup=0,
+               geometry=geometry, material=MATERIAL, light=light, learn_light=False,
+               surface_learning_rate=surface_rate)
     return PassTrainer(None, run, None, Settings(), None)
 
 
@@ -103,13 +105,13 @@ def test_the_trainer_steps_a_large_steps_geometry_with_uniform_adam():
 
 
 def test_the_geometry_trains_at_its_own_rate_when_the_pass_gives_one():
-    """``Pass.geometry_learning_rate`` (reconstruct's ``surface_learning_rate``) reaches the
+    """``Pass.surface_learning_rate`` (the setting of that name) reaches the
     geometry's parameters alone, for plain offsets and large steps alike; None: the pass's."""
     sphere = uv_sphere(8, 4)
 
-    def rates(geometry, geometry_rate):
+    def rates(geometry, surface_rate):
         return {id(p): group["lr"]
-                for optimizer in pass_trainer(geometry, geometry_rate).optimizers
+                for optimizer in pass_trainer(geometry, surface_rate).optimizers
                 for group in optimizer.param_groups for p in group["params"]}
 
     for geometry in (ExplicitGeometry(sphere, True), ExplicitGeometry(sphere, True,

@@ -10,7 +10,7 @@ import shutil
 
 import numpy as np
 import pytest
-from test_colmap import quaternion
+from view_helpers import quaternion
 
 from diffrec import cli
 from diffrec.camera import look_at

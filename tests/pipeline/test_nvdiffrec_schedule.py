@@ -12,9 +12,10 @@ from diffrec import cli
 from diffrec.pipeline import run as run_module
 from diffrec.pipeline.config import build_config, read_config_file
 from diffrec.pipeline.inputs import Inputs
-from diffrec.pipeline.trainer import background_for, learning_rate_factor
+from diffrec.pipeline.trainer import learning_rate_factor
 from diffrec.pipeline.views import Views
 from diffrec.protocol.settings import parse_settings
+from diffrec.render.backgrounds import background_for
 
 NVDIFFREC_CONFIG = {"ref_mesh": "data/ball.obj", "envmap": "data/sky.hdr", "iter": 1000,
                     "random_textures": True, "out_dir": "ball"}

@@ -14,7 +14,8 @@ from diffrec.mesh.normals import with_vertex_normals
 from diffrec.mesh.primitives import uv_sphere
 from diffrec.mesh.tangents import with_tangents
 from diffrec.pipeline import outputs
-from diffrec.pipeline.run import Result, Validation
+from diffrec.pipeline.run import Result
+from diffrec.pipeline.scoring import Validation
 from diffrec.protocol.manifest import MANIFEST_NAME, ManifestError, read_manifest, verify
 from diffrec.render.material import TextureMaterial
 from diffrec.render.texture2d import Texture2D

@@ -11,51 +11,18 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from running import optimize_into
+from running import albedo, config, optimize_into, scene, sky
 
 from diffrec import raster
-from diffrec.camera import orbit_cameras
 from diffrec.commands.optimize import TerminalReporter
 from diffrec.errors import Cancelled, UserError
-from diffrec.io import Asset, Material, read_gltf
-from diffrec.light.equirect import equirect_pixel_directions
+from diffrec.io import read_gltf
 from diffrec.mesh.primitives import uv_sphere
-from diffrec.pipeline.config import build_config
 from diffrec.pipeline.inputs import Inputs
-from diffrec.pipeline.reference_views import render_reference_views
 from diffrec.protocol.manifest import read_manifest, verify
 
 pytestmark = pytest.mark.slow
 CTX = raster.RasterContext("cpu", impl="torch")
-SIZE = 48
-
-
-def sky(height=32, width=64):
-    """A smooth HDR sky: bright overhead and towards +X, dim below (linear RGB)."""
-    d = equirect_pixel_directions(height, width).float()
-    return (0.6 + 0.5 * d[..., 2:3] + 0.4 * d[..., 0:1]).clamp(min=0.1) * torch.tensor(
-        [1.0, 0.95, 0.9])
-
-
-def albedo(size=32):
-    """Truth texture: red rises with u, green with v, a little blue."""
-    v, u = torch.meshgrid(torch.linspace(1, 0, size), torch.linspace(0, 1, size), indexing="ij")
-    return torch.stack([0.15 + 0.7 * u, 0.15 + 0.7 * v, torch.full_like(u, 0.3)], -1)
-
-
-def scene(mesh, count, seed, kd=None, size=SIZE):
-    asset = Asset(mesh, [Material(kd=(albedo() if kd is None else kd).numpy(),
-                                  ks=torch.tensor([0.0, 0.6, 0.0]).numpy())],
-                  torch.zeros(mesh.num_triangles, dtype=torch.long))
-    cameras = orbit_cameras(count, 3.2, size, seed=seed, elevations_degrees=(-20, 50))
-    return render_reference_views(CTX, asset, sky(), cameras, spp=2)
-
-
-def config(tmp_path, **values):
-    settings = {"preset": "preview", "device": "cpu", "out_dir": str(tmp_path / "out"),
-                "train_res": SIZE, "texture_res": 32, "light_res": 32, "batch": 4,
-                "light": "fixed", "log_every": 1000, "checkpoint_every": 0, **values}
-    return build_config(settings)
 
 
 def test_materials_mode_recovers_a_known_albedo(tmp_path):
@@ -159,8 +126,9 @@ def test_pass_two_starts_from_a_flat_normal_map_and_the_baked_colours():
     channel's arbitrary output (which cost the quality suite's blob 4.5 dB), while kd and ks
     are the field's, baked."""
     from diffrec.pipeline import distributed
+    from diffrec.pipeline.initial_state import make_light
     from diffrec.pipeline.reporter import Reporter
-    from diffrec.pipeline.run import _surface_pass, make_light
+    from diffrec.pipeline.run import _surface_pass
     from diffrec.protocol.settings import parse_settings
 
     settings = parse_settings({"preset": "preview", "mode": "reconstruct", "iterations": 3,
@@ -168,7 +136,7 @@ def test_pass_two_starts_from_a_flat_normal_map_and_the_baked_colours():
                                "light": "fixed", "light_res": 32, "checkpoint_every": 0})
     views = scene(uv_sphere(16, 8, radius=0.8), 8, seed=3, size=32)
     light = make_light(settings, sky(), "cpu")
-    _, material, _, _, _ = _surface_pass(CTX, settings, views, light, Reporter(),
+    _, material, _, _, _ = _surface_pass(CTX, settings, views, light, Reporter(), None,
                                          distributed.SINGLE)
     normal = material.normal.data.detach()
     assert torch.equal(normal, torch.tensor([0.0, 0.0, 1.0]).expand_as(normal))

@@ -3,7 +3,9 @@ window, stops rising; off unless asked for (on in the ``preview`` preset)."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import torch
 
@@ -31,6 +33,55 @@ def test_flat_only_once_the_newer_window_gains_less_than_the_threshold():
     assert plateau.gain_db < 0.1
 
 
+def first_stop(curve, window: int, min_gain_db: float, every: int = 10) -> int | None:
+    """The iteration at which a pass fed ``curve`` (dB per iteration) stops, checked every
+    ``every`` iterations as the trainer checks at its progress reports; None: it ran out."""
+    plateau = Plateau(window, min_gain_db)
+    for iteration, psnr in enumerate(curve, start=1):
+        plateau.add(torch.tensor(psnr))
+        if iteration % every == 0 and iteration < len(curve) and plateau.flat():
+            return iteration
+    return None
+
+
+def test_the_threshold_is_the_gain_of_one_window_mean_on_the_one_before():
+    # on a straight line the newer window's mean is exactly slope x window above the older's
+    window, slope = 50, 0.004  # dB per iteration: 0.2 dB a window
+    line = [20.0 + slope * iteration for iteration in range(400)]
+    assert first_stop(line, window, min_gain_db=0.25) == 2 * window  # flat once two are in
+    assert first_stop(line, window, min_gain_db=0.15) is None
+    plateau = Plateau(window, 0.25)
+    for psnr in line[:2 * window]:
+        plateau.add(torch.tensor(psnr))
+    assert plateau.flat()  # the batches are float32: equal to float32's precision
+    assert math.isclose(plateau.gain_db, slope * window, rel_tol=1e-6)
+
+
+def test_batch_noise_neither_stops_a_rising_pass_nor_keeps_a_flat_one_going():
+    noise = torch.Generator().manual_seed(0)
+    wobble = torch.randn(1200, generator=noise, dtype=torch.float64)  # +-1 dB from batch to batch
+    rising = [30.0 + 0.01 * iteration + float(wobble[iteration]) for iteration in range(1200)]
+    flat = [40.0 + float(wobble[iteration]) for iteration in range(1200)]
+    settings = parse_settings({"preset": "preview"})
+    window, min_gain_db = settings.plateau_window, settings.plateau_db
+    assert first_stop(rising, window, min_gain_db) is None  # 1 dB a window
+    assert first_stop(flat, window, min_gain_db) == 2 * window  # at the first look
+
+
+def test_the_preview_rule_stops_recorded_800_iteration_passes_where_they_level_off():
+    """Four passes recorded with the rule off (tests/pipeline/plateau_curves.json, issue
+    31): each climbs 2.3 to 13 dB from its first 100 iterations to its second, then levels
+    off at its own pace, gaining under 0.2 dB a window by iteration 500."""
+    curves = json.loads((Path(__file__).with_name("plateau_curves.json")).read_text())
+    settings = parse_settings({"preset": "preview"})
+    for name in ("demo", "ring", "mug", "bowl"):
+        curve = curves[name]
+        stop = first_stop(curve, settings.plateau_window, settings.plateau_db)
+        assert stop is not None and 300 <= stop <= 450, (name, stop)
+        end, at_stop = sum(curve[-100:]) / 100, sum(curve[stop - 100:stop]) / 100
+        assert 0 < end - at_stop < 1.0, name  # what running on to 800 would still have gained
+
+
 def test_a_window_of_zero_never_stops():
     plateau = Plateau(window=0, min_gain_db=1.0)
     for _ in range(50):
@@ -47,11 +98,10 @@ def test_on_in_the_preview_preset_only():
 
 
 class Recorder(Reporter):
-    """Keeps log lines, progress iterations and the last checkpoint."""
+    """Keeps log lines and progress iterations."""
 
     def __init__(self):
-        super().__init__()
-        self.lines, self.iterations, self.saved = [], [], {}
+        self.lines, self.iterations = [], []
 
     def log(self, message, level="info", **fields):
         self.lines.append(message)
@@ -59,11 +109,15 @@ class Recorder(Reporter):
     def progress(self, progress):
         self.iterations.append(progress.iteration)
 
-    def save_checkpoint(self, stage, state):
-        self.saved[stage] = state
 
-    def load_checkpoint(self, stage):
-        return self.saved.get(stage)
+class Checkpoints(dict):
+    """A ``CheckpointStore`` in memory: the last state of each stage."""
+
+    def save(self, stage, state):
+        self[stage] = state
+
+    def load(self, stage):
+        return self.get(stage)
 
 
 class Frozen(torch.nn.Module):
@@ -91,11 +145,14 @@ class ScriptedTrainer(PassTrainer):
                 "psnr": torch.tensor(self.curve(self.iteration))}
 
 
-def scripted(settings, reporter, iterations=1000, curve=rising_then_flat) -> ScriptedTrainer:
+def scripted(settings, reporter, iterations=1000, curve=rising_then_flat,
+             checkpoints=None) -> ScriptedTrainer:
     light = torch.nn.Module()
     light.base = torch.nn.Parameter(torch.zeros(3))
-    run = Pass("pass2", 1, iterations, 0.01, 0, Frozen(), torch.nn.Linear(2, 2), light, False)
-    trainer = ScriptedTrainer(None, run, Sampler(), settings, reporter)
+    run = Pass(name="pass2", index=1, iterations=iterations, learning_rate=0.01, warmup=0,
+               geometry=Frozen(), material=torch.nn.Linear(2, 2), light=light, learn_light=False)
+    trainer = ScriptedTrainer(None, run, Sampler(), settings, reporter,
+                              checkpoints=checkpoints)
     trainer.curve = curve
     return trainer
 
@@ -103,15 +160,15 @@ def scripted(settings, reporter, iterations=1000, curve=rising_then_flat) -> Scr
 def test_the_trainer_stops_a_converged_pass_and_a_resumed_one_stays_stopped():
     settings = parse_settings({"preset": "preview", "plateau_window": 50, "log_every": 10,
                                "checkpoint_every": 0})
-    reporter = Recorder()
-    trainer = scripted(settings, reporter)
+    reporter, checkpoints = Recorder(), Checkpoints()
+    trainer = scripted(settings, reporter, checkpoints=checkpoints)
     trainer.train()
     assert trainer.stopped_early and 200 <= trainer.iteration < 1000
     assert trainer.iteration % 10 == 0 and reporter.iterations[-1] == trainer.iteration
     assert reporter.lines == [f"pass2 stopped at iteration {trainer.iteration} of 1000: "
                               f"training PSNR rose {trainer.plateau.gain_db:.3f} dB over its "
-                              f"last 50 iterations (plateau_db 0.1)"]
-    again = scripted(settings, reporter)
+                              f"last 50 iterations (plateau_db 0.3)"]
+    again = scripted(settings, reporter, checkpoints=checkpoints)
     again.resume()
     again.train()
     assert again.iteration == trainer.iteration  # not trained on from the checkpoint

@@ -2,7 +2,7 @@
 runs, the whole job's time left, and what it does between passes."""
 
 import torch
-from test_pipeline import config, sky
+from running import config, sky
 
 from diffrec.camera import orbit_cameras
 from diffrec.mesh.primitives import uv_sphere

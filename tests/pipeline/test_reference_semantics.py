@@ -16,11 +16,13 @@ from diffrec.light.envmap import EnvironmentLight
 from diffrec.mesh.normals import with_vertex_normals
 from diffrec.mesh.primitives import uv_sphere
 from diffrec.pipeline.config import build_config
+from diffrec.pipeline.initial_state import initial_textures
 from diffrec.pipeline.inputs import Inputs, load_inputs
-from diffrec.pipeline.run import initial_textures, optimize
-from diffrec.pipeline.trainer import background_for, composite, light_rotation
+from diffrec.pipeline.run import optimize
+from diffrec.pipeline.trainer import light_rotation
 from diffrec.pipeline.views import Views, at_longest_side
 from diffrec.protocol.settings import parse_settings
+from diffrec.render.backgrounds import background_for, composite
 from diffrec.render.material import TextureMaterial
 from diffrec.render.renderer import render_mesh
 from diffrec.render.texture2d import Texture2D

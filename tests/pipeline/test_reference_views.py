@@ -29,7 +29,7 @@ def test_reference_render_of_a_textured_sphere_under_white_light():
                                    chunk=1)
     assert views.images[1, 16, 16, 3] == 1 and views.images[1, 10, 16, 3] == 0, "far view"
     image = views.images[0]
-    a, b = lookup_brdf_lut(brdf_lut(), torch.ones(1), torch.full((1,), 0.6))
+    a, b = lookup_brdf_lut(brdf_lut(), torch.ones(1), torch.full((1,), 0.6), ctx=ctx)
     specular = (0.04 * a + b).item()  # white furnace: diffuse kd + split-sum specular
     assert image[16, 16, 3].item() == pytest.approx(1.0, abs=1e-6)
     assert image[0, 0].tolist() == [0.0, 0.0, 0.0, 0.0]

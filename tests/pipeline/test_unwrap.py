@@ -339,46 +339,43 @@ def _with_uvs(mesh, uvs, uv_triangles=None):
 
 def test_clean_layouts_are_usable():
     plane = primitives.plane(4)
-    assert has_usable_uvs(plane, ctx=CPU)
-    assert has_usable_uvs(primitives.uv_sphere(16, 8), ctx=CPU)
+    assert has_usable_uvs(CPU, plane)
+    assert has_usable_uvs(CPU, primitives.uv_sphere(16, 8))
     sphere = primitives.uv_sphere(8, 4)
     uvs, uv_triangles = grid_unwrap(sphere.num_triangles)
-    assert has_usable_uvs(_with_uvs(sphere, torch.from_numpy(uvs), torch.from_numpy(uv_triangles)),
-                          ctx=CPU)
+    assert has_usable_uvs(CPU, _with_uvs(sphere, torch.from_numpy(uvs),
+                                         torch.from_numpy(uv_triangles)))
 
 
 def test_bad_layouts_are_not_usable():
     plane = primitives.plane(4)
     folded = plane.uvs.clone()
     folded[:, 0] = (2 * folded[:, 0] - 1).abs()  # both halves on the same texels
-    assert "more than one triangle" in " ".join(uv_layout_problems(_with_uvs(plane, folded),
-                                                                   ctx=CPU))
-    assert "outside [0, 1]" in " ".join(uv_layout_problems(_with_uvs(plane, plane.uvs * 1.5),
-                                                           ctx=CPU))
+    assert "more than one triangle" in " ".join(uv_layout_problems(CPU, _with_uvs(plane, folded)))
+    assert "outside [0, 1]" in " ".join(uv_layout_problems(CPU, _with_uvs(plane, plane.uvs * 1.5)))
     tiled = torch.cat([plane.uvs[:, :1] * 1.2 - 0.1, plane.uvs[:, 1:]], -1)  # u wraps onto itself
-    assert "more than one triangle" in " ".join(uv_layout_problems(_with_uvs(plane, tiled),
-                                                                   ctx=CPU))
+    assert "more than one triangle" in " ".join(uv_layout_problems(CPU, _with_uvs(plane, tiled)))
     collapsed = torch.full_like(plane.uvs, 0.5)
-    assert "no UV area" in " ".join(uv_layout_problems(_with_uvs(plane, collapsed), ctx=CPU))
-    assert uv_layout_problems(primitives.cube(), ctx=CPU) == ["the mesh has no UVs"]
+    assert "no UV area" in " ".join(uv_layout_problems(CPU, _with_uvs(plane, collapsed)))
+    assert uv_layout_problems(CPU, primitives.cube()) == ["the mesh has no UVs"]
     for bad in (_with_uvs(plane, folded), _with_uvs(plane, plane.uvs * 1.5), primitives.cube()):
-        assert not has_usable_uvs(bad, ctx=CPU)
+        assert not has_usable_uvs(CPU, bad)
 
 
 def test_with_uvs_keeps_good_uvs_and_replaces_bad_ones():
     settings = SimpleNamespace(unwrap_timeout_s=60.0, texture_res=64)
     plane = primitives.plane(4)
-    assert with_uvs(plane, settings) == (plane, {"method": "own UVs", "time_s": 0.0,
-                                                  "warning": None})
+    assert with_uvs(CPU, plane, settings) == (plane, {"method": "own UVs", "time_s": 0.0,
+                                                       "warning": None})
     collapsed = primitives.cube().replace(uvs=torch.zeros(8, 2),
                                           uv_triangles=primitives.cube().triangles)
     cube = with_tangents(with_vertex_normals(collapsed))  # tangents of UVs about to go
-    unwrapped, how = with_uvs(cube, settings, worker=grid_worker)
+    unwrapped, how = with_uvs(CPU, cube, settings, worker=grid_worker)
     assert how["method"] == "xatlas" and how["warning"] is None
     assert unwrapped.tangents is None and unwrapped.uvs.dtype == cube.positions.dtype
     expected_uvs, _ = grid_unwrap(cube.num_triangles, resolution=64)
     np.testing.assert_array_equal(unwrapped.uvs.numpy(), expected_uvs)
-    assert unwrapped.positions is cube.positions and has_usable_uvs(unwrapped, ctx=CPU)
+    assert unwrapped.positions is cube.positions and has_usable_uvs(CPU, unwrapped)
 
 
 def _unwrap_method_in(result_queue):
@@ -403,9 +400,9 @@ def test_uvs_slightly_outside_the_square_are_kept_as_they_wrap():
     """Spot's UVs span [-0.052, 1]: the texture wraps, so they are used, not replaced."""
     plane = primitives.plane(4)
     shifted = _with_uvs(plane, plane.uvs * 0.9 - 0.05)
-    assert uv_layout_problems(shifted, ctx=CPU) == []
+    assert uv_layout_problems(CPU, shifted) == []
     settings = SimpleNamespace(unwrap_timeout_s=60.0, texture_res=64)
-    assert with_uvs(shifted, settings)[0] is shifted
+    assert with_uvs(CPU, shifted, settings)[0] is shifted
 
 
 @pytest.mark.slow

@@ -7,8 +7,9 @@ import torch
 from view_helpers import HEIGHT, WIDTH, camera_matrices, linear_of_codes, random_codes, toy_views
 
 from diffrec.camera import orbit_cameras
+from diffrec.color import premultiplied_to_straight
 from diffrec.errors import UserError
-from diffrec.pipeline.views import Views, from_arrays, premultiplied_to_straight, split_views
+from diffrec.pipeline.views import Views, from_arrays, split_views
 
 # ---------------------------------------------------------------- in-memory arrays
 

@@ -1,7 +1,9 @@
-"""Cameras and views shared by the view tests (loading, views, frustum, references, sampler)."""
+"""Cameras and views shared by the view tests (loading, views, frustum, references, sampler),
+and rotations as COLMAP writes them (the COLMAP and malformed-input tests)."""
 
 import math
 
+import numpy as np
 import torch
 
 from diffrec.camera import Cameras, look_at, orbit_cameras
@@ -43,3 +45,13 @@ def random_codes(count, channels=4, seed=0):
 def linear_of_codes(codes):
     encoded = codes.double() / 255
     return torch.cat([srgb_to_linear(encoded[..., :3]), encoded[..., 3:]], -1).float()
+
+
+def quaternion(rotation: np.ndarray) -> np.ndarray:
+    """Hamilton ``(w, x, y, z)`` of a rotation matrix, w >= 0."""
+    m = rotation
+    w = math.sqrt(max(0.0, 1 + m[0, 0] + m[1, 1] + m[2, 2])) / 2
+    x = math.copysign(math.sqrt(max(0.0, 1 + m[0, 0] - m[1, 1] - m[2, 2])) / 2, m[2, 1] - m[1, 2])
+    y = math.copysign(math.sqrt(max(0.0, 1 - m[0, 0] + m[1, 1] - m[2, 2])) / 2, m[0, 2] - m[2, 0])
+    z = math.copysign(math.sqrt(max(0.0, 1 - m[0, 0] - m[1, 1] + m[2, 2])) / 2, m[1, 0] - m[0, 1])
+    return np.array([w, x, y, z])

@@ -52,7 +52,7 @@ def test_one_resolver_for_both_families(monkeypatch):
 
 def test_operations_take_the_engine_from_the_context(monkeypatch):
     """interpolate / texture / antialias follow the context they are given, not the
-    environment; without one they use the device's default context."""
+    environment."""
     pos = torch.tensor([[[-0.8, -0.8, 0.5, 1], [0.8, -0.8, 0.5, 1], [0, 0.8, 0.5, 1]]])
     tri = torch.tensor([[0, 1, 2]], dtype=torch.int32)
     ctx = raster.RasterContext("cpu", impl="torch")
@@ -73,6 +73,31 @@ def test_operations_take_the_engine_from_the_context(monkeypatch):
     assert raster.interpolate(torch.eye(3)[None], rast, tri, ctx=native) == "interpolate"
     assert raster.texture(color, torch.rand(1, 4, 4, 2), ctx=native) == "texture"
     assert raster.antialias(color, rast, pos, tri, ctx=native) == "antialias"
-    monkeypatch.delenv(RASTER.env_var)
-    assert raster.default_context("cpu") is raster.default_context(torch.device("cpu"))
-    assert raster.default_context("cpu").engine == "torch"
+
+
+def test_every_operation_needs_its_context():
+    """No operation picks an engine of its own: without a RasterContext each raises
+    TypeError naming the missing ``ctx``."""
+    pos = torch.tensor([[[-0.8, -0.8, 0.5, 1], [0.8, -0.8, 0.5, 1], [0, 0.8, 0.5, 1]]])
+    tri = torch.tensor([[0, 1, 2]], dtype=torch.int32)
+    ctx = raster.RasterContext("cpu", impl="torch")
+    rast, _ = raster.rasterize(ctx, pos, tri, (8, 8))
+    color = torch.rand(1, 8, 8, 3)
+    calls = {
+        "interpolate": lambda **kw: raster.interpolate(torch.eye(3)[None], rast, tri, **kw),
+        "texture": lambda **kw: raster.texture(color, torch.rand(1, 4, 4, 2), **kw),
+        "texture_construct_mip": lambda **kw: raster.texture_construct_mip(color, **kw),
+        "antialias": lambda **kw: raster.antialias(color, rast, pos, tri, **kw),
+        "antialias_construct_topology_hash":
+            lambda **kw: raster.antialias_construct_topology_hash(tri, **kw),
+    }
+    for name, call in calls.items():
+        call(ctx=ctx)
+        with pytest.raises(TypeError, match="ctx"):
+            call()
+        with pytest.raises(TypeError, match=f"{name} needs the RasterContext to run on"):
+            call(ctx=None)
+    with pytest.raises(TypeError, match="rasterize needs the RasterContext"):
+        raster.rasterize(None, pos, tri, (8, 8))
+    with pytest.raises(TypeError, match="DepthPeeler needs the RasterContext"):
+        raster.DepthPeeler("cpu", pos, tri, (8, 8))

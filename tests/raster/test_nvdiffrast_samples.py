@@ -1,5 +1,7 @@
-"""nvdiffrast users' scripts run through ``import diffrec.raster as dr``: ports, written here,
-of the calls nvdiffrast's own samples make (triangle, cube, pose), with nvdiffrast's names
+"""nvdiffrast users' scripts run through ``import diffrec.raster as dr`` (their interpolate,
+texture and antialias calls given ``ctx=glctx``, which nvdiffrast's do not take): ports,
+written here, of the calls nvdiffrast's own samples make (triangle, cube, pose), with
+nvdiffrast's names
 (``RasterizeCudaContext``, ``RasterizeGLContext``, the ``glctx`` keyword, the log level
 functions). Tiny images and few iterations: they run in seconds on the CPU."""
 
@@ -58,8 +60,8 @@ def render(glctx, mvp, positions, tri, colors, resolution: int) -> torch.Tensor:
     """The samples' render: rasterize, interpolate the vertex colours, antialias."""
     pos = clip_space(mvp, positions)
     rast, _ = dr.rasterize(glctx, pos, tri, resolution=[resolution, resolution])
-    color, _ = dr.interpolate(colors[None], rast, tri)
-    return dr.antialias(color, rast, pos, tri)
+    color, _ = dr.interpolate(colors[None], rast, tri, ctx=glctx)
+    return dr.antialias(color, rast, pos, tri, ctx=glctx)
 
 
 def test_triangle_sample_is_exact_and_takes_nvdiffrasts_names():
@@ -69,7 +71,7 @@ def test_triangle_sample_is_exact_and_takes_nvdiffrasts_names():
     col = torch.tensor([[[1, 0, 0], [0, 1, 0], [0, 0, 1]]], dtype=torch.float32, device=DEVICE)
     tri = torch.tensor([[0, 1, 2]], dtype=torch.int32, device=DEVICE)
     rast, _ = dr.rasterize(glctx=glctx, pos=pos, tri=tri, resolution=[16, 16])
-    out, _ = dr.interpolate(col, rast, tri)
+    out, _ = dr.interpolate(col, rast, tri, ctx=glctx)
     centres = (torch.arange(16, dtype=torch.float32, device=DEVICE) + 0.5) / 8 - 1
     y, x = torch.meshgrid(centres, centres, indexing="ij")  # row 0 at the bottom (OpenGL)
     w1, w2 = (x + 0.8) / 1.6, (y + 0.8) / 1.6

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from cycles_compare import bundled_hdri, masked_psnr, pattern_textures
+from helpers.cycles_compare import bundled_hdri, masked_psnr, pattern_textures
 
 from diffrec import raster
 from diffrec.camera import orbit_cameras
@@ -69,7 +69,7 @@ def scene(tmp_path_factory):
                 "cameras": cams.camera_to_world.tolist(), "fx": float(cams.fx[0]), "size": SIZE,
                 "samples": SAMPLES, "out_dir": str(out_dir)}
         (out_dir / "scene.json").write_text(json.dumps(spec))
-        script = Path(__file__).with_name("cycles_reference.py")
+        script = Path(__file__).parents[1] / "helpers" / "cycles_reference.py"
         subprocess.run([sys.executable, str(script), str(out_dir / "scene.json")], check=True,
                        capture_output=True, timeout=600)
         views = [read_image(out_dir / f"view_{i:02d}.exr") for i in range(VIEWS)]

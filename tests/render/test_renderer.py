@@ -3,16 +3,15 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from render_scenes import constant_material, front_camera, interior, sphere
 
 from diffrec import raster
-from diffrec.camera import Cameras, look_at, orbit_cameras
+from diffrec.camera import orbit_cameras
 from diffrec.light.brdf_lut import brdf_lut
 from diffrec.light.envmap import EnvironmentLight
 from diffrec.light.equirect import equirect_pixel_directions
 from diffrec.mesh import Mesh
-from diffrec.mesh.normals import with_vertex_normals
-from diffrec.mesh.primitives import uv_sphere
-from diffrec.mesh.tangents import with_tangents
+from diffrec.render.backgrounds import background_for
 from diffrec.render.losses import image_loss
 from diffrec.render.material import TextureMaterial
 from diffrec.render.renderer import render_mesh, render_uv
@@ -20,28 +19,6 @@ from diffrec.render.texture2d import Texture2D
 from diffrec.shading.bsdf import lookup_brdf_lut
 
 CTX = raster.RasterContext("cpu", impl="torch")
-
-
-def sphere(segments=48, rings=24):
-    return with_tangents(with_vertex_normals(uv_sphere(segments, rings)))
-
-
-def constant_material(kd=(1.0, 1.0, 1.0), ks=(0.0, 0.5, 0.0)):
-    return TextureMaterial(Texture2D.constant(kd), Texture2D.constant(ks))
-
-
-def front_camera(size=48, distance=4.0):
-    """A camera on -Y looking at the origin: image right = world +X, image up = world +Z."""
-    focal = size * 1.2
-    return Cameras(look_at([[0.0, -distance, 0.0]], (0, 0, 0)).float(), fx=focal, fy=focal,
-                   cx=size / 2, cy=size / 2, width=size, height=size)
-
-
-def interior(out, erode=2):
-    """Pixels fully covered, away from silhouettes: [B, H, W] bool."""
-    covered = (out.alpha[..., 0] > 0.999).float()[:, None]
-    kept = -F.max_pool2d(-covered, 2 * erode + 1, stride=1, padding=erode)
-    return kept[:, 0] > 0.5
 
 
 def test_image_rows_are_top_down_and_columns_left_to_right():
@@ -88,7 +65,7 @@ def test_white_furnace_pbr_adds_the_split_sum_specular(roughness):
                       buffers=("normal", "position"))
     view = F.normalize(cams.centers()[:, None, None] - out.buffers["position"], dim=-1)
     n_dot_v = (out.buffers["normal"] * view).sum(-1, keepdim=True).clamp(1e-4, 1)
-    a, b = lookup_brdf_lut(brdf_lut(), n_dot_v, torch.full_like(n_dot_v, roughness))
+    a, b = lookup_brdf_lut(brdf_lut(), n_dot_v, torch.full_like(n_dot_v, roughness), ctx=CTX)
     expected = 1.0 + 0.04 * a + b  # diffuse 1 (kd = 1, m = 0) + specular f0 A + B
     inside = interior(out)
     torch.testing.assert_close(out.color[inside], expected.expand_as(out.color)[inside],
@@ -107,7 +84,8 @@ def test_mirror_sphere_reflects_the_expected_directions():
     v = F.normalize(cams.centers()[:, None, None] - out.buffers["position"], dim=-1)
     n_dot_v = (n * v).sum(-1, keepdim=True)
     reflect = F.normalize(2 * n_dot_v * n - v, dim=-1)
-    a, b = lookup_brdf_lut(brdf_lut(), n_dot_v.clamp(1e-4, 1), torch.zeros_like(n_dot_v))
+    a, b = lookup_brdf_lut(brdf_lut(), n_dot_v.clamp(1e-4, 1), torch.zeros_like(n_dot_v),
+                           ctx=CTX)
     expected = (1.0 + reflect) / 2 * (a + b)  # metallic, kd = 1: spec_col = 1
     sel = interior(out) & (n_dot_v[..., 0] > 0.4)
     error = (out.color - expected).abs()[sel]
@@ -189,8 +167,10 @@ def test_every_trainable_quantity_gets_a_gradient_that_matches_finite_difference
 
 
 def test_random_background_is_one_colour_per_image_and_reported():
+    targets = torch.zeros(3, 24, 24, 4)
+    random = background_for("random", targets, torch.Generator().manual_seed(0))
     out = render_mesh(CTX, sphere(), constant_material(), orbit_cameras(3, 4.0, 24), mode="kd",
-                      background="random")
+                      background=random)
     assert out.background.shape == (3, 1, 1, 3)
     corner = out.color[:, 0, 0]  # background only
     torch.testing.assert_close(corner, out.background[:, 0, 0])
@@ -203,7 +183,7 @@ def test_bad_arguments_are_explained():
     with pytest.raises(ValueError, match="unknown buffers"):
         render_mesh(CTX, sphere(), constant_material(), front_camera(), mode="kd",
                     buffers=("depth",))
-    for background in ((1.0, 0.0), "white"):
+    for background in ((1.0, 0.0), "white", "random"):
         with pytest.raises(ValueError, match="background"):
             render_mesh(CTX, sphere(), constant_material(), front_camera(), mode="kd",
                         background=background)
@@ -211,8 +191,8 @@ def test_bad_arguments_are_explained():
 
 def test_a_render_takes_every_engine_choice_from_its_context(monkeypatch):
     """Rasterize, interpolate, antialias and every texture lookup (material textures, the
-    light, the BRDF table) run on the render's context: none falls back to the device's
-    default one (which could be another engine on a CUDA machine)."""
+    light, the BRDF table) run on the render's context: each asks that context for its engine
+    (none can fall back to another, which could be another engine on a CUDA machine)."""
     gen = torch.Generator().manual_seed(0)
     normal_map = F.normalize(torch.rand(8, 8, 3, generator=gen) + torch.tensor([0, 0, 2.0]),
                              dim=-1)
@@ -229,11 +209,14 @@ def test_a_render_takes_every_engine_choice_from_its_context(monkeypatch):
                             layers=2, light_rotation=turn).color
                 for mode in ("pbr", "shading-only")]
 
-    expected = renders()
+    asked = []
+    engine = raster._engine
 
-    def no_default(device):
-        raise AssertionError(f"an operation left the render's context for {device}'s default")
+    def recording(ctx, operation):
+        asked.append((ctx, operation))
+        return engine(ctx, operation)
 
-    monkeypatch.setattr(raster, "default_context", no_default)
-    for got, want in zip(renders(), expected, strict=True):
-        torch.testing.assert_close(got, want, atol=0, rtol=0)
+    monkeypatch.setattr(raster, "_engine", recording)
+    renders()
+    assert {ctx for ctx, _ in asked} == {CTX}
+    assert {"DepthPeeler", "interpolate", "texture", "antialias"} <= {op for _, op in asked}

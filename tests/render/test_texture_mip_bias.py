@@ -5,12 +5,14 @@ checker's own texels; -0.5 reads half way between the two levels."""
 
 import torch
 
+from diffrec import raster
 from diffrec.protocol.settings import parse_settings
 from diffrec.render.gbuffer import GBuffer
 from diffrec.render.material import TextureMaterial
 from diffrec.render.texture2d import Texture2D
 
 SIZE = 8
+CTX = raster.RasterContext("cpu", impl="torch")
 
 
 def _checker() -> torch.Tensor:
@@ -28,7 +30,7 @@ def _gbuffer(footprint_texels: float) -> GBuffer:
     zeros = torch.zeros(1, SIZE, SIZE, 3)
     return GBuffer(rast=torch.zeros(1, SIZE, SIZE, 4), mask=torch.ones(1, SIZE, SIZE, 1),
                    position=zeros, normal=zeros, face_normal=zeros, view=zeros, uv=uv,
-                   uv_da=uv_da)
+                   uv_da=uv_da, ctx=CTX)
 
 
 def _kd(mip_bias: float) -> torch.Tensor:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from server_helpers import ServerProcess, fit_spec, target_images
+from helpers.servers import ServerProcess, fit_spec, target_images
 
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
@@ -111,8 +111,9 @@ def test_an_actor_runs_a_job_and_stops_when_asked(tmp_path):
     work, results = tmp_path / "job" / "checkpoint", tmp_path / "job" / "results"
     work.mkdir(parents=True)
     results.mkdir()
-    order = JobOrder("unit", TextureFitRunner(), fit_spec(iterations=10**6), JobOrder.portable(
-        {"images": target_images()}), work, results, "cpu")
+    fit = TextureFitRunner()
+    order = JobOrder("unit", fit, fit.parse(fit_spec(iterations=10**6)),
+                     JobOrder.portable({"images": target_images()}), work, results, "cpu")
     actor = JobActor()
     runner = threading.Thread(target=actor.run, args=(order,))
     runner.start()
@@ -126,7 +127,8 @@ def test_an_actor_runs_a_job_and_stops_when_asked(tmp_path):
 
 def test_an_actor_that_does_not_see_the_data_directory_says_so(tmp_path):
     missing = tmp_path / "elsewhere" / "jobs" / "unit"
-    order = JobOrder("unit", TextureFitRunner(), fit_spec(), {}, missing / "checkpoint",
+    fit = TextureFitRunner()
+    order = JobOrder("unit", fit, fit.parse(fit_spec()), {}, missing / "checkpoint",
                      missing / "results", "cpu")
     actor = JobActor()
     actor.run(order)
@@ -246,12 +248,15 @@ def test_a_job_on_a_lost_node_resumes_elsewhere_byte_identical(cluster, gateway,
 
 
 def test_a_job_actor_asks_for_one_gpu_or_cpu_per_rank():
-    from diffrec.server.cluster import job_ranks
+    from diffrec.server.optimize_runner import OptimizeRunner
+
+    def processes(runner, spec):
+        return runner.processes(runner.parse(spec))
 
     def optimize(**settings):
         return {"task": "optimize", "settings": settings}
 
-    assert job_ranks(optimize(ranks=4)) == 4
-    assert job_ranks(optimize(ranks="2")) == 2  # as the settings' coercion takes it
-    assert job_ranks(optimize(mode="refine")) == 1
-    assert job_ranks(SPEC) == 1  # fit_texture has no ranks
+    assert processes(OptimizeRunner(), optimize(ranks=4)) == 4
+    assert processes(OptimizeRunner(), optimize(ranks="2")) == 2  # the settings' coercion
+    assert processes(OptimizeRunner(), optimize(mode="refine")) == 1
+    assert processes(TextureFitRunner(), SPEC) == 1  # fit_texture has no ranks

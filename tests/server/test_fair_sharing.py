@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import curve_server
-from server_helpers import error_of, fit_spec, open_client, target_images
+from helpers.server_fixtures import curve_server
+from helpers.servers import error_of, fit_spec, open_client, target_images
 
 WALL_TIME_S = 8.0
 START_SLACK_S = 30.0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from server_helpers import (
+from helpers.servers import (
     blob_path,
     fit_spec,
     reference_content_hash,

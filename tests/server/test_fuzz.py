@@ -8,9 +8,9 @@ import os
 import time
 
 import zmq
+from helpers.servers import fit_spec, target_images
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from server_helpers import fit_spec, target_images
 
 from diffrec.protocol import PROTOCOL_VERSION, REQUESTS, SERVER_MESSAGES, decode
 from diffrec.protocol.limits import MAX_FRAME_BYTES

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 import pytest
-from server_helpers import (
+from helpers.servers import (
     blob_path,
     error_of,
     fit_spec,
@@ -286,7 +286,7 @@ def test_closing_stops_a_stubborn_job_in_time_and_a_restart_resumes_it(tmp_path)
         client.attach("stubborn")
         next(e for e in client.events(idle_timeout=30) if e["kind"] == "log")
         began = time.monotonic()
-        server.jobs.worker.close()
+        server.jobs.executor.close()
         assert time.monotonic() - began < 1.5
     assert json.loads((data / "jobs" / "stubborn" / "state.json").read_text())["state"] \
         == "running"  # no verdict: it resumes when the server starts again

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 import pytest
-from server_helpers import blob_path, fit_spec, reference_content_hash, target_images
+from helpers.servers import blob_path, fit_spec, reference_content_hash, target_images
 
 from diffrec.protocol import PROTOCOL_VERSION, ServerError
 from diffrec.protocol.limits import CHUNK_BYTES

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from server_helpers import fit_spec, optimize_inputs, target_images
+from helpers.servers import fit_spec, optimize_inputs, target_images
 
 from diffrec.server import lifeline
 from diffrec.server.executor import Ticket
@@ -116,7 +116,8 @@ def test_a_job_waits_while_processes_of_its_earlier_run_live(tmp_path):
     finished = threading.Event()
     worker = Worker("cpu", lambda job, kind, *_: kind == "finished" and finished.set())
     try:
-        worker.enqueue(Ticket("again", TextureFitRunner(), fit_spec(iterations=5),
+        fit = TextureFitRunner()
+        worker.enqueue(Ticket("again", fit, fit.parse(fit_spec(iterations=5)),
                               {"images": target_images()}, work, results))
         assert not finished.wait(2.0)
         os.close(old_process)  # the old process ends
@@ -134,4 +135,5 @@ def test_ranks_are_bounded_at_submit(settings, refusal, monkeypatch):
     spec = {"task": "optimize", "settings": {"mode": "reconstruct", "light": "learn",
                                              "train_res": 16, **settings}}
     with pytest.raises(JobFailed, match=refusal):
-        OptimizeRunner("cpu").validate(spec, optimize_inputs())
+        runner = OptimizeRunner("cpu")
+        runner.check_inputs(runner.parse(spec), optimize_inputs())

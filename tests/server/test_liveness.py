@@ -18,17 +18,17 @@ from pathlib import Path
 
 import pytest
 import zmq
-from server_helpers import fit_spec, server_in_process, target_images
+from helpers.servers import fit_spec, server_in_process, target_images
 
 from diffrec.protocol import PROTOCOL_VERSION, Client, ServerUnavailable
-from diffrec.protocol import client as client_module
+from diffrec.protocol import channel as channel_module
 from diffrec.protocol.limits import HEARTBEAT_S
 from diffrec.protocol.message import decode, encode
 from diffrec.protocol.schema import SERVER_MESSAGES
 from diffrec.server import app
 
 REPO = Path(__file__).resolve().parents[2]
-CLIENT_LOG = "diffrec.protocol.client"
+CLIENT_LOG = "diffrec.protocol.channel"
 HUNG_S = 4.0
 """How long a hung server stays stopped: longer than the client's timeout plus a heartbeat."""
 
@@ -135,7 +135,7 @@ def test_a_waiting_client_recovers_from_a_hang_longer_than_its_backoff_ramp(
     server was back). The client pings 4 times a second here so that this comes in ~2 s."""
     caplog.set_level(logging.INFO, logger=CLIENT_LOG)
     ping_s = 0.25
-    monkeypatch.setattr(client_module, "HEARTBEAT_S", ping_s)
+    monkeypatch.setattr(channel_module, "HEARTBEAT_S", ping_s)
     server = start_server()
     client = connect(server, timeout=0.5, retry_for=10.0)
     client.submit("hung_long", long_fit(), {"images": target_images()})

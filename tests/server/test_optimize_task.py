@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from server_helpers import resume_after_kill
+from helpers.servers import resume_after_kill
 
 from diffrec import raster
 from diffrec.camera import orbit_cameras

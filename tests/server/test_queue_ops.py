@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from server_helpers import fit_spec, target_images
+from helpers.servers import fit_spec, target_images
 
 from diffrec.protocol import ServerError
 from diffrec.protocol.limits import CHUNK_BYTES

@@ -7,7 +7,7 @@ import hashlib
 import json
 
 import pytest
-from server_helpers import fit_spec, server_in_process, target_images
+from helpers.servers import fit_spec, server_in_process, target_images
 
 from diffrec import cli
 from diffrec.protocol import Client, ManifestError

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from server_helpers import fit_spec, free_port, open_client, target_images
+from helpers.servers import fit_spec, free_port, open_client, target_images
 
 from diffrec import cli
 from diffrec.protocol import (

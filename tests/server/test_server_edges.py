@@ -10,12 +10,12 @@ import time
 import numpy as np
 import pytest
 import torch
-from server_helpers import fit_spec, server_in_process, target_images
+from helpers.servers import fit_spec, server_in_process, target_images
 
 from diffrec.pipeline.reporter import Preview
 from diffrec.protocol import Client, events
 from diffrec.protocol.limits import MAX_INLINE_BYTES, MAX_MESSAGE_CHARS
-from diffrec.server import jobs
+from diffrec.server import job_table
 from diffrec.server.optimize_runner import _preview_arrays
 from diffrec.server.runner import JobFailed
 from diffrec.server.store import JobStore
@@ -85,7 +85,7 @@ def test_previews_leave_out_a_mesh_too_big_for_one_frame():
 
 
 def test_a_long_listing_comes_in_pages(tmp_path, monkeypatch):
-    monkeypatch.setattr(jobs, "LIST_REPLY_BYTES", 700)  # two or three statuses per reply
+    monkeypatch.setattr(job_table, "LIST_REPLY_BYTES", 700)  # two or three statuses per reply
     with server_in_process(tmp_path / "data") as server, \
             Client(server.endpoint, timeout=2.0, retry_for=30.0) as client:
         names = [f"job{i}" for i in range(7)]

@@ -9,7 +9,7 @@ import shutil
 
 import numpy as np
 import pytest
-from server_helpers import error_of, optimize_inputs, server_in_process
+from helpers.servers import error_of, optimize_inputs, server_in_process
 
 from diffrec.pipeline.job_arrays import from_job_arrays
 from diffrec.protocol import Client

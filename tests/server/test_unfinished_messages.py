@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from server_helpers import server_in_process
+from helpers.servers import server_in_process
 
 from diffrec import cli
 from diffrec.protocol import Client, read_keypair, write_keypair

@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from diffrec import raster
 from diffrec.light import EnvironmentLight, brdf_lut
 from diffrec.light.brdf_lut import split_sum_terms
 from diffrec.shading import (
@@ -15,6 +16,8 @@ from diffrec.shading import (
     shading_normal,
     specular_brdf,
 )
+
+CTX = raster.RasterContext("cpu", impl="torch")
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +42,7 @@ class DiffuseOnly:
     def __init__(self, light):
         self.diffuse = light.diffuse
 
-    def specular(self, reflect, roughness, *, ctx=None):
+    def specular(self, reflect, roughness, *, ctx):
         return torch.zeros_like(reflect)
 
 
@@ -48,10 +51,10 @@ def test_white_furnace(white_light, lut):
     view = torch.nn.functional.normalize(n + 0.5 * unit(100), dim=-1)
     kd = torch.ones(100, 3)
     ks = torch.tensor([0.0, 0.6, 0.0]).expand(100, 3)
-    diffuse = pbr(DiffuseOnly(white_light), lut, kd, ks, n, view)
+    diffuse = pbr(DiffuseOnly(white_light), lut, kd, ks, n, view, ctx=CTX)
     assert torch.allclose(diffuse, torch.ones_like(diffuse), atol=1e-5)
     # With the specular term: 1 + (0.04 A + B) under a white environment.
-    full = pbr(white_light, lut, kd, ks, n, view)
+    full = pbr(white_light, lut, kd, ks, n, view, ctx=CTX)
     n_dot_v = (n * view).sum(-1).clamp(1e-4, 1).double()
     a, b = split_sum_terms(n_dot_v, torch.tensor(0.6, dtype=torch.float64))
     assert torch.allclose(full[:, 0].double(), 1 + 0.04 * a + b, atol=2e-3)
@@ -60,10 +63,12 @@ def test_white_furnace(white_light, lut):
 def test_metallic_and_occlusion(white_light, lut):
     n = unit(10)
     kd = torch.rand(10, 3)
-    metal = pbr(white_light, lut, kd, torch.tensor([0.0, 0.5, 1.0]).expand(10, 3), n, n)
+    metal = pbr(white_light, lut, kd, torch.tensor([0.0, 0.5, 1.0]).expand(10, 3), n, n,
+                ctx=CTX)
     a, b = split_sum_terms(torch.ones(10, dtype=torch.float64), torch.tensor(0.5).double())
     assert torch.allclose(metal.double(), kd.double() * a[:, None] + b[:, None], atol=2e-3)
-    occluded = pbr(white_light, lut, kd, torch.tensor([1.0, 0.5, 0.0]).expand(10, 3), n, n)
+    occluded = pbr(white_light, lut, kd, torch.tensor([1.0, 0.5, 0.0]).expand(10, 3), n, n,
+                   ctx=CTX)
     assert torch.allclose(occluded, torch.zeros_like(occluded))
 
 
@@ -121,13 +126,13 @@ def test_two_sided_shading_normal():
 
 def test_display_modes(white_light, lut):
     n, kd, ks = unit(5), torch.rand(5, 3), torch.rand(5, 3)
-    assert torch.equal(shade("kd", white_light, lut, kd, ks, n, n), kd)
-    assert torch.equal(shade("ks", white_light, lut, kd, ks, n, n), ks)
-    assert torch.allclose(shade("normal", white_light, lut, kd, ks, n, n), (n + 1) / 2)
-    only = shade("shading-only", white_light, lut, kd, ks, n, n)
+    assert torch.equal(shade("kd", white_light, lut, kd, ks, n, n, ctx=CTX), kd)
+    assert torch.equal(shade("ks", white_light, lut, kd, ks, n, n, ctx=CTX), ks)
+    assert torch.allclose(shade("normal", white_light, lut, kd, ks, n, n, ctx=CTX), (n + 1) / 2)
+    only = shade("shading-only", white_light, lut, kd, ks, n, n, ctx=CTX)
     assert torch.allclose(only, torch.ones_like(only), atol=1e-5)
     with pytest.raises(ValueError, match="display mode"):
-        shade("bogus", white_light, lut, kd, ks, n, n)
+        shade("bogus", white_light, lut, kd, ks, n, n, ctx=CTX)
 
 
 def test_gradients_reach_material_normal_and_light(lut):
@@ -136,7 +141,8 @@ def test_gradients_reach_material_normal_and_light(lut):
     kd = torch.rand(20, 3, requires_grad=True)
     ks = torch.tensor([0.1, 0.4, 0.3]).repeat(20, 1).requires_grad_()
     n = unit(20).requires_grad_()
-    out = pbr(light, lut, kd, ks, torch.nn.functional.normalize(n, dim=-1), unit(20).abs())
+    out = pbr(light, lut, kd, ks, torch.nn.functional.normalize(n, dim=-1), unit(20).abs(),
+              ctx=CTX)
     out.sum().backward()
     for grad in (kd.grad, ks.grad, n.grad, light.base.grad):
         assert torch.isfinite(grad).all() and grad.abs().sum() > 0

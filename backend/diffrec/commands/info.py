@@ -20,19 +20,21 @@ def add_arguments(parser) -> None:
 
 
 def collect() -> dict:
-    """Versions, the default device and the engine chosen for it."""
+    """Versions, the device "auto" picks (what ``diffrec optimize`` runs on) and the engines
+    chosen for it."""
     import torch
 
+    from diffrec.devices import default_device, mps_available
     from diffrec.engines import NEURAL, RASTER
 
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = default_device()
     info = {
         "diffrec": __version__,
         "python": platform.python_version(),
         "torch": torch.__version__,
         "device": str(device),
         "cuda_device": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-        "mps": bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()),
+        "mps": mps_available(),
         "nvdiffrast": RASTER.module() is not None,
         "raster_engine": RASTER.resolve(device),
         "tinycudann": NEURAL.module() is not None,

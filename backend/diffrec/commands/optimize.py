@@ -85,12 +85,11 @@ class TerminalReporter(Reporter):
     lines when piped; none when ``stream`` is None), log lines through ``logging``, each
     preview as ``out_dir/previews/<pass>_<iteration>.png`` (render | target, then the
     display panels in order, each scaled to a longest side of ``preview_size`` pixels; None:
-    as rendered) and checkpoints in ``out_dir/checkpoints``."""
+    as rendered). The run's checkpoints go to ``checkpoint_store(out_dir)``."""
 
     BAR_WIDTH = 24
 
     def __init__(self, out_dir: str, preview_size: int | None = None, stream=sys.stderr):
-        super().__init__(CheckpointStore(Path(out_dir) / "checkpoints"))
         self.previews = Path(out_dir) / "previews"
         self.preview_size = preview_size
         self.stream = stream
@@ -116,16 +115,20 @@ class TerminalReporter(Reporter):
         import torch.nn.functional as F
 
         from diffrec.io import write_image
+        from diffrec.protocol.images import longest_side_size
         from diffrec.render.metrics import display
 
         images = [display(preview.render[None])[0], display(preview.target[None])[0],
                   *preview.panels.values()]
-        height = preview.render.shape[0]
+        render_height = preview.render.shape[0]
         scaled = []
         for image in images:
-            scale = (self.preview_size / max(image.shape[:2]) if self.preview_size
-                     else height / image.shape[0])
-            size = (max(1, round(image.shape[0] * scale)), max(1, round(image.shape[1] * scale)))
+            height, width = image.shape[:2]
+            if self.preview_size:
+                width, height = longest_side_size(width, height, self.preview_size)
+            else:  # the render's height
+                width, height = max(1, round(width * render_height / height)), render_height
+            size = (height, width)
             chw = image.permute(2, 0, 1)[None].float()
             scaled.append(F.interpolate(chw, size=size, mode="bilinear", antialias=True,
                                         align_corners=False)[0].permute(1, 2, 0))
@@ -136,10 +139,15 @@ class TerminalReporter(Reporter):
         write_image(path, torch.cat(padded, dim=1).clamp(0, 1).numpy(), data=True)
 
 
+def checkpoint_store(out_dir: str) -> CheckpointStore:
+    """Where ``diffrec optimize`` keeps a run's checkpoints: ``out_dir/checkpoints``."""
+    return CheckpointStore(Path(out_dir) / "checkpoints")
+
+
 def check_report(path: str | None, reading: Reading, config: RunConfig) -> str:
     """What ``--check`` prints: each key of the file and what it became, where the targets
     come from, the files that are missing, and the settings that would run (JSON)."""
-    from diffrec.pipeline.colmap_capture import capture_layout
+    from diffrec.pipeline.captures import capture_layout
 
     lines = []
     if path:
@@ -165,7 +173,7 @@ def check_report(path: str | None, reading: Reading, config: RunConfig) -> str:
 
 def validation_line(config: RunConfig) -> str:
     """Which views the run holds out for validation, and how many it trains on."""
-    from diffrec.pipeline.colmap_capture import read_any_capture
+    from diffrec.pipeline.captures import read_any_capture
     from diffrec.pipeline.views import HELD_OUT_SHARE, held_out_count
     from diffrec.protocol.captures import CaptureError
 
@@ -192,7 +200,7 @@ def validation_line(config: RunConfig) -> str:
 def missing_files(config: RunConfig) -> list[str]:
     """One sentence per file or folder the run would read and cannot find (relative paths
     from the working directory)."""
-    from diffrec.pipeline.colmap_capture import capture_layout
+    from diffrec.pipeline.captures import capture_layout
 
     sources, missing = config.sources, []
     if sources.dataset and capture_layout(sources.dataset) is None:
@@ -287,9 +295,10 @@ def optimize_rank(world, config: RunConfig, quiet: bool = False) -> None:
     and checkpoints in ``out_dir``, write the result there and print its summary (the other
     ranks log errors only)."""
     from diffrec import raster
+    from diffrec.devices import resolve_device
     from diffrec.pipeline.inputs import load_inputs
     from diffrec.pipeline.outputs import write_result
-    from diffrec.pipeline.run import optimize, resolve_device
+    from diffrec.pipeline.run import optimize
 
     if not world.is_main:
         logging.getLogger("diffrec").setLevel(logging.ERROR)
@@ -297,7 +306,8 @@ def optimize_rank(world, config: RunConfig, quiet: bool = False) -> None:
     inputs = load_inputs(config, raster.RasterContext(resolve_device(device)))
     reporter = TerminalReporter(config.out_dir, config.settings.preview_res,
                                 None if quiet else sys.stderr)
-    result = optimize(config.settings, inputs, reporter, device=device, world=world)
+    result = optimize(config.settings, inputs, reporter,
+                      checkpoints=checkpoint_store(config.out_dir), device=device, world=world)
     if result is None:
         return
     write_result(Path(config.out_dir), result, export_obj=config.settings.export_obj)

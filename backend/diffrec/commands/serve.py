@@ -24,8 +24,8 @@ def add_arguments(parser) -> None:
                              "address requires `diffrec keys init`")
     add_data_dir(parser)
     parser.add_argument("--device", default=None,
-                        help="torch device for jobs (default cuda:0 when CUDA is available, "
-                             "else cpu)")
+                        help="torch device for jobs (default auto: cuda:0 when CUDA is available, "
+                             "else mps when available, else cpu)")
     parser.add_argument("--cluster", default=None, metavar="ADDRESS",
                         help="run the jobs on a Ray cluster instead of this machine: "
                              "ray://HEAD:10001, HEAD:6379, auto (the cluster this machine "
@@ -75,17 +75,14 @@ def quotas_from_args(args) -> Quotas:
 
 
 def _device(name: str | None) -> str:
-    import torch
+    """The device string jobs get: ``name`` when torch can use it, else (None or "auto") the
+    device "auto" picks (``diffrec.devices``), a GPU as ``cuda:0``."""
+    from diffrec.devices import resolve_device
 
-    if name is None:
-        return "cuda:0" if torch.cuda.is_available() else "cpu"
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise UserError(f"{name!r} is not a torch device (try cuda:0 or cpu)") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise UserError(f"--device {name}: CUDA is not available on this machine")
-    return name
+    device = resolve_device(name)
+    if name not in (None, "auto"):
+        return name
+    return "cuda:0" if device.type == "cuda" else str(device)
 
 
 def _check_ray() -> None:

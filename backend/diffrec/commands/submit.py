@@ -80,7 +80,7 @@ def load_job(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
 def source_kind(path: Path) -> str:
     """"job" (a job file, or a folder with job.json), "dataset" (a NeRF-style folder, an
     LLFF capture or a COLMAP model) or "config" (a settings file)."""
-    from diffrec.pipeline.colmap_capture import capture_layout
+    from diffrec.pipeline.captures import capture_layout
 
     if path.is_dir():
         if (path / "job.json").is_file():
@@ -131,10 +131,10 @@ def optimize_job(values: dict, origin: str = "the settings file"
     ``origin``, for messages): the targets, base mesh and envmap loaded as ``diffrec optimize``
     loads them, as arrays; the settings without those the server chooses itself."""
     from diffrec import raster
+    from diffrec.devices import resolve_device
     from diffrec.pipeline.config import build_config
     from diffrec.pipeline.inputs import load_inputs
     from diffrec.pipeline.job_arrays import to_job_arrays
-    from diffrec.pipeline.run import resolve_device
 
     config = build_config(values)
     settings, sources = config.settings, config.sources

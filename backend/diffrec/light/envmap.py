@@ -78,6 +78,7 @@ class EnvironmentLight(torch.nn.Module):
         self.max_roughness = max_roughness
         self.specular_levels: list[torch.Tensor] = []
         self.diffuse_map: torch.Tensor | None = None
+        self.box_levels: list[torch.Tensor] = []
 
     @classmethod
     def from_equirect(cls, image: torch.Tensor, resolution: int = 512, **kwargs):
@@ -114,6 +115,7 @@ class EnvironmentLight(torch.nn.Module):
     def build_mips(self) -> None:
         """Recompute ``specular_levels`` and ``diffuse_map`` from ``base`` (after each step)."""
         pyramid = box_pyramid(self.base)
+        self.box_levels = pyramid
         roughness = self.level_roughness()
         levels = [
             ggx_prefilter(pyramid, self.base.shape[1] >> i, r) for i, r in enumerate(roughness[:-1])
@@ -125,9 +127,9 @@ class EnvironmentLight(torch.nn.Module):
         if self.diffuse_map is None:
             raise RuntimeError("call build_mips() before looking up the light")
 
-    def diffuse(self, normal: torch.Tensor, *, ctx=None) -> torch.Tensor:
+    def diffuse(self, normal: torch.Tensor, *, ctx) -> torch.Tensor:
         """Irradiance / pi for unit normals ``[..., 3]`` -> ``[..., 3]``, looked up with
-        ``ctx``'s engine (a ``RasterContext``; None: the device's default context)."""
+        ``ctx``'s engine (a ``RasterContext``, required)."""
         self._require_mips()
         shape = normal.shape
         uv = normal.reshape(1, -1, 1, 3).contiguous()
@@ -135,7 +137,23 @@ class EnvironmentLight(torch.nn.Module):
                       ctx=ctx)
         return out.reshape(*shape[:-1], 3)
 
-    def specular(self, reflect: torch.Tensor, roughness: torch.Tensor, *, ctx=None
+    def radiance(self, directions: torch.Tensor, resolution: int = 8, *, ctx
+                 ) -> torch.Tensor:
+        """The base map box-filtered to side ``resolution`` (a power of two no larger than
+        the base), read bilinearly in directions ``[..., 3]`` -> ``[..., 3]`` (at a texel centre:
+        that texel's mean radiance). Looked up with ``ctx``'s engine (as ``diffuse``)."""
+        self._require_mips()
+        size = self.base.shape[1]
+        if not _is_power_of_two(resolution) or resolution > size:
+            raise ValueError(f"radiance resolution must be a power of two <= {size}, "
+                             f"got {resolution}")
+        level = self.box_levels[int(math.log2(size // resolution))]
+        uv = directions.reshape(1, -1, 1, 3).contiguous()
+        out = texture(level[None].contiguous(), uv, filter_mode="linear", boundary_mode="cube",
+                      ctx=ctx)
+        return out.reshape(*directions.shape[:-1], 3)
+
+    def specular(self, reflect: torch.Tensor, roughness: torch.Tensor, *, ctx
                  ) -> torch.Tensor:
         """Prefiltered radiance for reflection directions ``[..., 3]`` and roughness
         ``[..., 1]`` -> ``[..., 3]``, looked up with ``ctx``'s engine (as ``diffuse``)."""

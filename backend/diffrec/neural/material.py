@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 import torch
 
+from diffrec.devices import default_device
 from diffrec.engines import NEURAL, EngineUnavailableError
 from diffrec.neural.hashgrid import HashGridConfig, HashGridEncoding, uniform_params
 from diffrec.neural.mlp import MLP, MLPConfig, xavier_uniform_params
@@ -58,8 +59,9 @@ class NeuralMaterial(torch.nn.Module):
     """``material(points)``: world positions ``[..., 3]`` -> ``NeuralMaterialSample``.
 
     ``bbox_min``/``bbox_max``: the box (world units) the hash grid spans; points outside are
-    clamped to it. ``device`` defaults to CUDA when available. With the same seed and device both
-    engines start from the same parameters (hash entries uniform in +-1e-4, MLP Xavier-uniform).
+    clamped to it. ``device`` defaults to ``diffrec.devices.default_device()``. With the same
+    seed and device both engines start from the same parameters (hash entries uniform in
+    +-1e-4, MLP Xavier-uniform).
     """
 
     def __init__(
@@ -80,9 +82,7 @@ class NeuralMaterial(torch.nn.Module):
         device: torch.device | str | None = None,
     ):
         super().__init__()
-        if device is None:
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        device = torch.device(device)
+        device = default_device() if device is None else torch.device(device)
         lo, hi = _vec3("bbox_min", bbox_min), _vec3("bbox_max", bbox_max)
         if not (hi > lo).all():
             raise ValueError(f"bbox_max must exceed bbox_min on every axis: {lo} .. {hi}")

@@ -12,8 +12,12 @@ before it loads anything.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from diffrec.errors import UserError
+
+if TYPE_CHECKING:
+    from diffrec.protocol.settings import Settings
 
 GIB = 2**30
 PIXEL_BYTES = 1024
@@ -35,31 +39,33 @@ limits)."""
 
 
 def device_memory_bytes(device: str) -> int:
-    """Memory of ``device`` (a torch device string, or "auto"): a CUDA device's total memory,
-    else this machine's physical memory."""
+    """Memory of ``device`` (a torch device string, or "auto": ``diffrec.devices``' rule): a
+    CUDA device's total memory, else this machine's physical memory (MPS shares it)."""
     import torch
 
+    from diffrec.devices import default_device
+
     if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+        device = str(default_device())
     if device.startswith("cuda") and torch.cuda.is_available():
         return torch.cuda.get_device_properties(torch.device(device)).total_memory
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def check_bounds(config, memory_bytes: int, triangles: int | None = None) -> None:
-    """Raise UserError if ``config`` (``Settings``) cannot fit in ``memory_bytes``;
+def check_bounds(settings: Settings, memory_bytes: int, triangles: int | None = None) -> None:
+    """Raise UserError if ``settings`` cannot fit in ``memory_bytes``;
     ``triangles`` is the starting mesh's size when known."""
     for name in ("train_res", "texture_res"):
-        if getattr(config, name) > MAX_RES:
-            raise UserError(f"{name} {getattr(config, name)} is over the limit of {MAX_RES}")
-    samples = config.batch * config.train_res ** 2 * config.layers * config.spp ** 2
+        if getattr(settings, name) > MAX_RES:
+            raise UserError(f"{name} {getattr(settings, name)} is over the limit of {MAX_RES}")
+    samples = settings.batch * settings.train_res ** 2 * settings.layers * settings.spp ** 2
     parts = {
         "batch × train_res² × layers × spp²": (samples * PIXEL_BYTES,
                                                "lower batch or train_res"),
-        "texture_res²": (config.texture_res ** 2 * TEXEL_BYTES, "lower texture_res"),
+        "texture_res²": (settings.texture_res ** 2 * TEXEL_BYTES, "lower texture_res"),
     }
-    if config.mode == "reconstruct":
-        parts["dmtet_grid³"] = (config.dmtet_grid ** 3 * GRID_CELL_BYTES, "lower dmtet_grid")
+    if settings.mode == "reconstruct":
+        parts["dmtet_grid³"] = (settings.dmtet_grid ** 3 * GRID_CELL_BYTES, "lower dmtet_grid")
     if triangles:
         parts["triangles"] = (triangles * TRIANGLE_BYTES, "send a mesh with fewer triangles")
     have = f"the device has {memory_bytes / GIB:.1f} GiB"
@@ -84,14 +90,14 @@ def device_ranks(device: str) -> int:
     return os.cpu_count() or 1
 
 
-def check_ranks(config, ranks_available: int) -> None:
-    """Raise UserError if ``config.ranks`` is over ``ranks_available`` (``device_ranks``) or
+def check_ranks(settings: Settings, ranks_available: int) -> None:
+    """Raise UserError if ``settings.ranks`` is over ``ranks_available`` (``device_ranks``) or
     its batch does not split evenly over them; checked before any rank starts."""
     from diffrec.pipeline.sampler import rank_share
 
-    if config.ranks > ranks_available:
-        raise UserError(f"ranks {config.ranks} is more than this worker has room for "
+    if settings.ranks > ranks_available:
+        raise UserError(f"ranks {settings.ranks} is more than this worker has room for "
                         f"({ranks_available}: one per GPU, or per CPU core without one): "
                         f"lower ranks to {ranks_available} or fewer")
-    if config.ranks > 1:
-        rank_share(config.batch, config.ranks)
+    if settings.ranks > 1:
+        rank_share(settings.batch, settings.ranks)

@@ -54,11 +54,9 @@ from diffrec.protocol.captures import (
     Frame,
     Pinhole,
     choose_image_folder,
-    detect_layout,
     find_masks,
     inside,
     nearest_point_to_lines,
-    read_capture,
 )
 
 log = logging.getLogger(__name__)
@@ -93,31 +91,6 @@ def _model_suffix(model: Path) -> str | None:
         if all((model / f"{name}{suffix}").is_file() for name in ("cameras", "images")):
             return suffix
     return None
-
-
-def capture_layout(folder: str | Path) -> str | None:
-    """``"nerf"``, ``"llff"``, ``"colmap"`` or None (``detect_layout`` plus COLMAP models)."""
-    layout = detect_layout(folder) if Path(folder).is_dir() else None
-    return layout or ("colmap" if detect_colmap(folder) else None)
-
-
-def read_any_capture(folder: str | Path, split: str = "train", *,
-                     longest_side: int | None = None) -> Capture:
-    """``read_capture``, and COLMAP models where the folder is neither NeRF-style nor LLFF
-    (one split, "train", as LLFF)."""
-    folder = Path(folder)
-    if not folder.is_dir() or detect_layout(folder) or any(folder.glob("transforms*.json")):
-        return read_capture(folder, split, longest_side=longest_side)
-    if detect_colmap(folder) is None:
-        try:
-            return read_capture(folder, split, longest_side=longest_side)
-        except CaptureError as error:
-            raise CaptureError(f"{error}; nor a COLMAP model (cameras and images .bin or .txt "
-                               "in sparse/0/, sparse/ or the folder itself)") from None
-    if split != "train":
-        raise CaptureError(f"{folder} is a COLMAP capture: it has one split of views "
-                           f"('train'), not '{split}'")
-    return read_colmap(folder, longest_side=longest_side)
 
 
 def read_colmap(folder: str | Path, *, longest_side: int | None = None,
@@ -297,4 +270,4 @@ def _depth_ranges(reconstruction, world_to_camera: np.ndarray, posed: list,
     return ranges
 
 
-__all__ = ["capture_layout", "detect_colmap", "read_any_capture", "read_colmap", "read_model"]
+__all__ = ["detect_colmap", "read_colmap", "read_model"]

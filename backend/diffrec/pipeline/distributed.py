@@ -17,8 +17,8 @@ that a step whose gradients are small next to its renders does not need. One fla
 all-reduce per step, which also carries the step's losses for the progress report, gives
 the same average in a dozen lines.
 
-Only rank 0 talks to the world (``main_only``): its reporter hears progress and previews and
-keeps checkpoints, and only it writes outputs; the other ranks get a silent ``Reporter``.
+Only rank 0 talks to the world (``main_only``): its reporter hears progress and previews, it
+alone keeps checkpoints and writes outputs; the other ranks get a silent ``Reporter``.
 Decisions that must agree are rank 0's, shared with every rank: stopping (``main_says``),
 the checkpoint a pass resumes from and the unwrapped mesh (``from_main``).
 
@@ -139,8 +139,8 @@ SINGLE = World()
 
 
 def main_only(world: World, reporter: Reporter) -> Reporter:
-    """``reporter`` on rank 0, a silent ``Reporter`` (no reports, never stops, no
-    checkpoints) on every other rank."""
+    """``reporter`` on rank 0, a silent ``Reporter`` (no reports, never stops) on every other
+    rank."""
     return reporter if world.is_main else Reporter()
 
 

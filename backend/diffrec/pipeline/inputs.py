@@ -20,7 +20,7 @@ from diffrec.mesh.box import fit_to_box
 from diffrec.pipeline.config import RunConfig
 from diffrec.pipeline.loading import load_dataset
 from diffrec.pipeline.reference_views import render_reference_views
-from diffrec.pipeline.views import Views, held_out_count, split_views
+from diffrec.pipeline.views import Views, hold_out_views
 
 REFERENCE_CAMERA_RADIUS = 3.0  # nvdiffrec's mesh mode: unit-box mesh, cameras at radius 3
 REFERENCE_FOV_DEGREES = 45.0
@@ -76,8 +76,7 @@ def load_inputs(config: RunConfig, ctx: raster.RasterContext, hold_out: bool = T
         try:
             test = load_dataset(dataset, "test", settings.train_res, near_far=sources.near_far)
         except UserError:
-            train, test = split_views(train, held_out_count(len(train), settings.test_views),
-                                      settings.seed)
+            train, test = hold_out_views(train, settings.test_views, settings.seed)
         return Inputs(train, test, base, envmap, base_material)
     if sources.ref_mesh:
         if envmap is None:

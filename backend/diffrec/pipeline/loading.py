@@ -17,16 +17,13 @@ import torch
 import torch.nn.functional as F
 
 from diffrec.camera import capture_cameras
+from diffrec.color import premultiplied_to_straight
 from diffrec.errors import UserError
 from diffrec.io import read_image
-from diffrec.pipeline.colmap_capture import read_any_capture
-from diffrec.pipeline.views import (
-    Views,
-    longest_side_size,
-    premultiplied_to_straight,
-    resize_rgba,
-)
+from diffrec.pipeline.captures import read_any_capture
+from diffrec.pipeline.views import Views, resize_rgba
 from diffrec.protocol.captures import CaptureError
+from diffrec.protocol.images import longest_side_size
 
 log = logging.getLogger(__name__)
 

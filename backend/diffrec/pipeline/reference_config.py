@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from diffrec.errors import UserError
-from diffrec.pipeline.colmap_capture import capture_layout
+from diffrec.pipeline.captures import capture_layout
 from diffrec.protocol.close_names import setting_hint
 from diffrec.protocol.settings import BACKGROUNDS
 

@@ -9,12 +9,13 @@ import numpy as np
 import torch
 
 from diffrec.camera import Cameras
+from diffrec.color import premultiplied_to_straight
 from diffrec.errors import UserError
 from diffrec.io import Asset
 from diffrec.light.envmap import EnvironmentLight
 from diffrec.mesh.normals import with_vertex_normals
 from diffrec.mesh.tangents import with_tangents
-from diffrec.pipeline.views import Views, premultiplied_to_straight
+from diffrec.pipeline.views import Views
 from diffrec.render.material import TextureMaterial
 from diffrec.render.renderer import render_mesh
 

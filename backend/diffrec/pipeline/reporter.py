@@ -3,10 +3,10 @@
 The trainer calls one ``Reporter``: ``progress`` every ``log_every`` iterations (a
 ``diffrec.protocol.events.Progress``, the event every hop forwards unchanged), ``preview``
 every ``preview_every``, ``log`` for sentences (a pass resumed; with ``stage``, what the run
-does between passes), ``should_stop`` every
-iteration and ``save_checkpoint`` / ``load_checkpoint`` for its state. The command line's
-progress line and the job server's events are subclasses; this base reports nothing, never
-stops and keeps checkpoints in ``checkpoints`` when given one (else none).
+does between passes) and ``should_stop`` every iteration. The command line's progress line
+and the job server's events are subclasses; this base reports nothing and never stops.
+Checkpoints are no report: a run keeps them in the ``CheckpointStore`` it is given
+(``pipeline.checkpoints``).
 """
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ __all__ = ["Preview", "Progress", "Reporter"]
 
 if TYPE_CHECKING:
     import torch
-
-    from diffrec.pipeline.checkpoints import CheckpointStore
 
 
 @dataclass(frozen=True)
@@ -55,9 +53,6 @@ class Preview:
 class Reporter:
     """Receives a run's reports; override what a front end shows."""
 
-    def __init__(self, checkpoints: CheckpointStore | None = None):
-        self.checkpoints = checkpoints
-
     def progress(self, progress: Progress) -> None:
         """Every ``log_every`` iterations and at the end of each pass."""
 
@@ -70,12 +65,3 @@ class Reporter:
     def should_stop(self) -> bool:
         """Polled every iteration and between stages; True cancels the run."""
         return False
-
-    def save_checkpoint(self, stage: str, state: dict) -> None:
-        """Keep ``state`` (a dict of tensors and plain values) as ``stage``'s checkpoint."""
-        if self.checkpoints is not None:
-            self.checkpoints.save(stage, state)
-
-    def load_checkpoint(self, stage: str) -> dict | None:
-        """``stage``'s last checkpoint, or None."""
-        return None if self.checkpoints is None else self.checkpoints.load(stage)

@@ -10,7 +10,7 @@ With ``schedule`` "nvdiffrec" the training targets are composited over per-pixel
 nvdiffrec trains (``background`` then applies to validation only).
 
 Losses (``x`` render, ``y`` target, both composited over the same background, see
-``background_for``):
+``diffrec.render.backgrounds``):
 the colour loss on pixels the target covers, MSE on coverage, plus the geometry's regulariser,
 albedo smoothness (ramped in over 500 iterations), visibility on ks.r and light white balance.
 All randomness comes from generators saved in checkpoints, so a resumed pass is exact.
@@ -31,13 +31,15 @@ from dataclasses import dataclass
 import torch
 
 from diffrec.errors import Cancelled, UserError
-from diffrec.pipeline.checkpoints import settings_fingerprint
+from diffrec.pipeline.checkpoints import CheckpointStore, settings_fingerprint
 from diffrec.pipeline.distributed import SINGLE, World
 from diffrec.pipeline.optimizers import UniformAdam
 from diffrec.pipeline.plateau import Plateau
 from diffrec.pipeline.reporter import Preview, Progress, Reporter
+from diffrec.pipeline.shadows import VisibilityCache
 from diffrec.protocol import events
 from diffrec.protocol.settings import Settings
+from diffrec.render.backgrounds import background_for, composite
 from diffrec.render.losses import image_loss
 from diffrec.render.metrics import display, psnr
 from diffrec.render.renderer import render_mesh
@@ -45,46 +47,6 @@ from diffrec.render.renderer import render_mesh
 log = logging.getLogger(__name__)
 
 ALBEDO_RAMP_ITERATIONS = 500
-CHECKER_CELLS = 8  # squares along the longer image side of the "checker" background
-
-
-def background_for(kind: str, targets: torch.Tensor,
-                   generator: torch.Generator | None = None,
-                   part: tuple[slice, int] | None = None) -> torch.Tensor:
-    """What targets ``[B, H, W, 4]`` (straight alpha) and renders are composited over,
-    broadcastable to ``[B, H, W, 3]``: "random" one uniform colour per image from
-    ``generator`` (black without one, as validation judges), "white", "black", "checker"
-    (grey squares of 0.25 and 0.75), "reference" the targets' own colour (photos as taken),
-    "noise" a uniform colour per pixel from ``generator`` (nvdiffrec's training).
-    ``part``: (rows, batch size) when ``targets`` are those rows of a larger batch (a rank's
-    share): "random" and "noise" draw for the whole batch and keep the rows, so that the
-    generator moves, and each view gets its colours, as in one process."""
-    batch, height, width = targets.shape[:3]
-    if kind == "random":
-        if generator is None:
-            return targets.new_zeros(3)
-        rows, drawn = part or (slice(None), batch)
-        return torch.rand(drawn, 1, 1, 3, generator=generator)[rows].to(targets)
-    if kind == "noise":
-        rows, drawn = part or (slice(None), batch)
-        return torch.rand(drawn, height, width, 3, generator=generator)[rows].to(targets)
-    if kind in ("white", "black"):
-        return targets.new_full((3,), 1.0 if kind == "white" else 0.0)
-    if kind == "checker":
-        cell = max(height, width) / CHECKER_CELLS
-        rows = (torch.arange(height, device=targets.device) // cell).long()
-        cols = (torch.arange(width, device=targets.device) // cell).long()
-        parity = ((rows[:, None] + cols[None, :]) % 2).to(targets.dtype)
-        return (0.25 + 0.5 * parity)[None, :, :, None].expand(1, -1, -1, 3)
-    if kind == "reference":
-        return targets[..., :3]
-    raise ValueError(f"unknown background {kind!r}")
-
-
-def composite(targets: torch.Tensor, background: torch.Tensor) -> torch.Tensor:
-    """Straight-alpha ``[B, H, W, 4]`` targets over ``background`` -> ``[B, H, W, 3]``."""
-    alpha = targets[..., 3:4]
-    return targets[..., :3] * alpha + background * (1 - alpha)
 
 
 def light_rotation(cameras, settings: Settings) -> torch.Tensor | None:
@@ -93,11 +55,12 @@ def light_rotation(cameras, settings: Settings) -> torch.Tensor | None:
     return cameras.world_to_camera()[:, :3, :3] if settings.camera_space_light else None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Pass:
     """What one pass optimises. ``geometry``: a ``geometry_models`` module; ``material``: a
     ``render.material`` module; ``light``: an ``EnvironmentLight`` (trained if
-    ``learn_light``). ``geometry_learning_rate``: the geometry's own rate (None: as the rest).
+    ``learn_light``). ``surface_learning_rate``: the geometry's own rate (None: as the rest; the
+    setting of that name). Built with keywords only.
     ``number`` of ``passes``: where this pass stands among the passes its job runs (1-based;
     ``index`` is the pass's own, 0 for pass 1 and 1 for pass 2, which seeds it)."""
 
@@ -110,7 +73,7 @@ class Pass:
     material: torch.nn.Module
     light: torch.nn.Module
     learn_light: bool
-    geometry_learning_rate: float | None = None
+    surface_learning_rate: float | None = None
     number: int = 1
     passes: int = 1
 
@@ -133,31 +96,37 @@ class PassTrainer:
     reporting to ``reporter``: a ``Progress`` every ``settings.log_every`` iterations and at
     the end, a ``Preview`` every ``settings.preview_every`` (when set; with the current mesh
     when the geometry moves); ``should_stop`` is polled every iteration. Checkpoints (see
-    ``state_dict``) go to the reporter every ``checkpoint_every`` iterations, on a stop and
-    at the end, tagged with the settings' fingerprint; ``resume`` starts from one made with
-    the same settings. ``history`` holds each progress report's loss and PSNR; ``elapsed_s``
-    the seconds ``train`` took. A pass whose training PSNR has stopped rising ends early
-    (``pipeline.plateau``, ``settings.plateau_window``; ``stopped_early``).
+    ``state_dict``) go to ``checkpoints`` (a ``CheckpointStore``; None: none kept) every
+    ``checkpoint_every`` iterations, on a stop and at the end, tagged with the settings'
+    fingerprint; ``resume`` starts from one made with the same settings. ``history`` holds
+    each progress report's loss and PSNR; ``elapsed_s`` the seconds ``train`` took. A pass
+    whose training PSNR has stopped rising ends early (``pipeline.plateau``,
+    ``settings.plateau_window``; ``stopped_early`` says why,
+    else None).
 
     ``world``: this rank's ``pipeline.distributed.World`` (a single process by default), the
     sampler giving this rank's share of each batch; every rank must run the same trainer.
     Losses and PSNR reported are the whole batch's; stops, checkpoints and previews are
-    rank 0's (give the other ranks a silent reporter: ``distributed.main_only``).
+    rank 0's (give the other ranks a silent reporter, ``distributed.main_only``, and no
+    checkpoints).
     """
 
     def __init__(self, ctx, run: Pass, sampler, settings: Settings, reporter: Reporter,
-                 world: World = SINGLE):
+                 world: World = SINGLE, *, checkpoints: CheckpointStore | None = None):
         self.ctx, self.run, self.sampler, self.settings = ctx, run, sampler, settings
-        self.reporter, self.world = reporter, world
+        self.reporter, self.world, self.checkpoints = reporter, world, checkpoints
         self.iteration = 0
         self.history: list[dict] = []
         self.elapsed_s = 0.0
         self._fingerprint = settings_fingerprint(settings)
         self._last_views = None
         self.plateau = Plateau(settings.plateau_window, settings.plateau_db)
-        self.stopped_early = False  # by the plateau rule; a resumed pass stays stopped
+        self.stopped_early: str | None = None  # why the plateau rule ended the pass, if it did;
+        # a resumed pass stays stopped
         self.generator = torch.Generator().manual_seed(settings.seed * 7919 + run.index)
         self.optimizers = self._optimizers(run, settings)
+        self.shadows = (VisibilityCache(settings.self_shadowing_every)
+                        if settings.self_shadowing else None)
         self.schedulers = [torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda it: learning_rate_factor(it, run.iterations, run.warmup,
                                                        settings.schedule))
@@ -167,9 +136,9 @@ class PassTrainer:
     def _optimizers(run: Pass, settings: Settings) -> list[torch.optim.Optimizer]:
         """Adam (0.9, 0.999) over what ``run`` trains, and, when the geometry asks for it
         (``uniform_adam``), ``UniformAdam`` over the geometry's parameters instead."""
-        geometry_rate = run.geometry_learning_rate
+        surface_rate = run.surface_learning_rate
         geometry = {"params": [p for p in run.geometry.parameters() if p.requires_grad],
-                    "lr": run.learning_rate if geometry_rate is None else geometry_rate}
+                    "lr": run.learning_rate if surface_rate is None else surface_rate}
         param_groups = [{"params": [p for p in run.material.parameters() if p.requires_grad],
                          "lr": run.learning_rate}]
         if run.learn_light:
@@ -189,6 +158,13 @@ class PassTrainer:
         if not optimizers:
             raise ValueError(f"pass {run.name!r} has nothing to optimise")
         return optimizers
+
+    def _visibility(self, mesh) -> torch.Tensor | None:
+        """The self-shadowing table for ``mesh`` (None unless ``settings.self_shadowing``)."""
+        if self.shadows is None:
+            return None
+        moving = any(p.requires_grad for p in self.run.geometry.parameters())
+        return self.shadows.table(mesh.positions, mesh.triangles, self.iteration, moving)
 
     def parameters(self) -> list[torch.Tensor]:
         """Every tensor the pass trains, in the optimisers' order."""
@@ -220,7 +196,7 @@ class PassTrainer:
         self.sampler.load_state_dict(state["sampler"])
         self.generator.set_state(state["generator"])
         self.iteration = state["iteration"]
-        self.stopped_early = state.get("stopped_early", False)
+        self.stopped_early = state.get("stopped_early")
 
     def step(self) -> dict:
         """One iteration; returns its losses and the batch PSNR as 0-d tensors on the device
@@ -238,7 +214,8 @@ class PassTrainer:
         mesh = run.geometry.mesh()
         out = render_mesh(self.ctx, mesh, run.material, cameras, run.light, spp=settings.spp,
                           layers=settings.layers, background=background, buffers=("ks",),
-                          light_rotation=light_rotation(cameras, settings))
+                          light_rotation=light_rotation(cameras, settings),
+                          visibility=self._visibility(mesh))
         progress = self.iteration / max(run.iterations - 1, 1)
         covered = target_alpha > 0
         color = image_loss(out.color, target, settings.loss, mask=covered)
@@ -246,8 +223,8 @@ class PassTrainer:
         alpha = (out.alpha - target_alpha).square().mean()
         geometry = run.geometry.regularizer(progress)
         ramp = min(1.0, self.iteration / ALBEDO_RAMP_ITERATIONS)
-        albedo = settings.albedo_smoothness * ramp * run.material.albedo_smoothness(mesh,
-                                                                                  self.generator)
+        albedo = settings.albedo_smoothness * ramp * run.material.albedo_smoothness(
+            mesh, self.generator, ctx=self.ctx)
         visibility = settings.visibility * out.buffers["ks"][..., 0].mean()
         white = settings.white_balance * run.light.white_balance_loss() if run.learn_light else 0.0
         total = color + alpha + geometry + albedo + visibility + white
@@ -280,7 +257,7 @@ class PassTrainer:
         return {"losses": losses, "psnr": float(stats["psnr"])}
 
     def resume(self) -> None:
-        """Continue from the reporter's checkpoint of this pass, when one was made with the
+        """Continue from this pass's checkpoint, when one was made with the
         same settings (else start afresh, with a warning); every rank resumes from rank 0's."""
         state = self.world.from_main(self._own_checkpoint)
         if state is None:
@@ -290,8 +267,8 @@ class PassTrainer:
                           f"{self.iteration}", resumed_from=self.iteration)
 
     def _own_checkpoint(self) -> dict | None:
-        """The reporter's checkpoint of this pass if it was made with these settings."""
-        state = self.reporter.load_checkpoint(self.run.name)
+        """This pass's checkpoint if it was made with these settings."""
+        state = None if self.checkpoints is None else self.checkpoints.load(self.run.name)
         if state is not None and state.get("settings") != self._fingerprint:
             log.warning("ignoring the checkpoint of %s: it was made with other settings",
                         self.run.name)
@@ -299,9 +276,10 @@ class PassTrainer:
         return state
 
     def save(self) -> None:
-        """Hand the current state to the reporter as this pass's checkpoint."""
-        self.reporter.save_checkpoint(self.run.name,
-                                      {**self.state_dict(), "settings": self._fingerprint})
+        """Keep the current state as this pass's checkpoint (none without ``checkpoints``)."""
+        if self.checkpoints is not None:
+            self.checkpoints.save(self.run.name,
+                                  {**self.state_dict(), "settings": self._fingerprint})
 
     def train(self) -> None:
         """Run the remaining iterations, reporting progress and checkpointing."""
@@ -326,12 +304,9 @@ class PassTrainer:
                 self.save()
             if (self.iteration % settings.log_every == 0 and self.iteration < self.run.iterations
                     and self.plateau.flat()):
+                self.stopped_early = self.plateau.why()
                 reporter.log(f"{self.run.name} stopped at iteration {self.iteration} of "
-                             f"{self.run.iterations}: training PSNR rose "
-                             f"{self.plateau.gain_db:.3f} dB over its last "
-                             f"{settings.plateau_window} iterations (plateau_db "
-                             f"{settings.plateau_db})")
-                self.stopped_early = True
+                             f"{self.run.iterations}: {self.stopped_early}")
         self.elapsed_s = time.monotonic() - started
         self.save()
 
@@ -372,7 +347,8 @@ class PassTrainer:
             else:
                 out = render_mesh(self.ctx, mesh, self.run.material, camera, self.run.light,
                                   mode=name, light_rotation=light_rotation(camera,
-                                                                           self.settings))
+                                                                           self.settings),
+                                  visibility=self._visibility(mesh))
                 image = out.color[0] if name in ("ks", "normal") else display(out.color)[0]
             panels[name] = image.cpu()
         return panels

@@ -269,10 +269,11 @@ def uv_overlap(ctx: raster.RasterContext, uvs: torch.Tensor, uv_triangles: torch
     return int((first[..., 3] > 0).sum()), int((second[..., 3] > 0).sum())
 
 
-def uv_layout_problems(mesh: Mesh, *, ctx: raster.RasterContext | None = None,
-                       resolution: int = 256, max_degenerate: float = MAX_FLAT_UV_FRACTION,
+def uv_layout_problems(ctx: raster.RasterContext, mesh: Mesh, *, resolution: int = 256,
+                       max_degenerate: float = MAX_FLAT_UV_FRACTION,
                        max_overlap: float = 0.01) -> list[str]:
-    """Reasons why ``mesh``'s UVs are not fit to bake into (empty list: they are fine).
+    """Reasons why ``mesh``'s UVs are not fit to bake into (empty list: they are fine);
+    ``ctx`` rasterizes the layout (the run's context, on ``mesh``'s device).
 
     Checks: UVs present; inside [0, 1] within ``UV_WRAP_MARGIN`` (textures wrap); at most
     ``max_degenerate`` of the (non-degenerate in 3D) triangles with zero UV area; at most
@@ -290,7 +291,6 @@ def uv_layout_problems(mesh: Mesh, *, ctx: raster.RasterContext | None = None,
     flat = _degenerate(triangle_areas(uv_corners)) & solid
     if flat.sum() > max_degenerate * max(int(solid.sum()), 1):
         problems.append(f"{int(flat.sum())} of {int(solid.sum())} triangles have no UV area")
-    ctx = ctx if ctx is not None else raster.RasterContext(uvs.device)
     covered, overlapped = uv_overlap(ctx, uvs, mesh.uv_triangles, resolution)
     if overlapped > max_overlap * max(covered, 1):
         problems.append(f"{overlapped} of {covered} covered texels (at {resolution}²) "
@@ -298,16 +298,17 @@ def uv_layout_problems(mesh: Mesh, *, ctx: raster.RasterContext | None = None,
     return problems
 
 
-def has_usable_uvs(mesh: Mesh, **kwargs) -> bool:
+def has_usable_uvs(ctx: raster.RasterContext, mesh: Mesh, **kwargs) -> bool:
     """True when ``mesh``'s UVs can be baked into (see ``uv_layout_problems`` for the checks
     and ``kwargs``); the problems found are logged."""
-    problems = uv_layout_problems(mesh, **kwargs)
+    problems = uv_layout_problems(ctx, mesh, **kwargs)
     if problems:
         log.info("not using the mesh's UVs: %s", "; ".join(problems))
     return not problems
 
 
-def with_uvs(mesh: Mesh, settings, should_stop: Callable[[], bool] = lambda: False, *,
+def with_uvs(ctx: raster.RasterContext, mesh: Mesh, settings,
+             should_stop: Callable[[], bool] = lambda: False, *,
              worker: UnwrapWorker = xatlas_worker) -> tuple[Mesh, dict]:
     """``(mesh, how)``: ``mesh`` itself if its UVs are usable (``has_usable_uvs``), else a copy
     with a fresh ``unwrap`` (xatlas, or the fallback) on the mesh's device and dtype; tangents,
@@ -315,12 +316,13 @@ def with_uvs(mesh: Mesh, settings, should_stop: Callable[[], bool] = lambda: Fal
     metrics keep: ``method`` ("own UVs", "xatlas", "grid fallback"), ``time_s``, ``warning``
     (None unless the fallback was used).
 
-    ``settings``: the optimisation's settings; ``unwrap_timeout_s`` bounds xatlas and
-    ``texture_res`` (texels a side) sizes its atlas. ``should_stop()`` turning true raises
-    ``Cancelled``; ``worker`` replaces xatlas (tests).
+    ``ctx``: the run's context (checks the mesh's own UVs). ``settings``: the optimisation's
+    settings; ``unwrap_timeout_s`` bounds xatlas and ``texture_res`` (texels a side) sizes its
+    atlas. ``should_stop()`` turning true raises ``Cancelled``; ``worker`` replaces xatlas
+    (tests).
     """
     start = time.perf_counter()
-    if has_usable_uvs(mesh):
+    if has_usable_uvs(ctx, mesh):
         return mesh, {"method": "own UVs", "time_s": 0.0, "warning": None}
     layout = unwrap(mesh.positions, mesh.triangles, timeout_s=settings.unwrap_timeout_s,
                     resolution_hint=settings.texture_res, worker=worker,

@@ -5,8 +5,10 @@ and straight (not premultiplied) alpha, rows top-down, at the cameras' size (the
 convention, ``docs/protocol.md``). Every source yields them: ``from_arrays`` (the in-memory
 arrays a job carries), ``diffrec.pipeline.loading.load_dataset`` (capture folders) and
 ``diffrec.pipeline.reference_views.render_reference_views`` (a reference mesh rendered).
-``split_views`` holds views out for validation; ``resize_rgba`` and
-``premultiplied_to_straight`` are the image operations the sources share.
+``hold_out_views`` holds views out for validation (one rule for the command line and the job
+server); ``at_longest_side`` and ``resize_rgba`` are the image operations the sources share
+(the colour and alpha conventions live in ``diffrec.color``, sizes in
+``diffrec.protocol.images``).
 """
 
 from __future__ import annotations
@@ -20,13 +22,17 @@ import torch
 import torch.nn.functional as F
 
 from diffrec.camera import Cameras
-from diffrec.color import srgb_to_linear
+from diffrec.color import premultiplied_to_straight, srgb_to_linear
 from diffrec.errors import UserError
+from diffrec.protocol.images import longest_side_size
 
 __all__ = [
+    "HELD_OUT_SHARE",
     "Views",
+    "at_longest_side",
     "from_arrays",
-    "premultiplied_to_straight",
+    "held_out_count",
+    "hold_out_views",
     "resize_rgba",
     "split_views",
 ]
@@ -95,6 +101,13 @@ def held_out_count(count: int, test_views: int) -> int:
     return max(1, min(test_views, count // HELD_OUT_SHARE))
 
 
+def hold_out_views(views: Views, test_views: int, seed: int) -> tuple[Views, Views]:
+    """``(train, test)``: validation's rule for a capture without a test split of its own (the
+    command line's datasets and every job the server runs): ``held_out_count`` views chosen
+    at random from ``seed`` (``split_views``)."""
+    return split_views(views, held_out_count(len(views), test_views), seed)
+
+
 def split_views(views: Views, holdout: int | float, seed: int = 0) -> tuple[Views, Views]:
     """``(train, test)``: ``holdout`` views (an int count, or a fraction in (0, 1) of them,
     rounded, at least one) chosen at random from ``seed`` go to test; both keep dataset
@@ -111,15 +124,6 @@ def split_views(views: Views, holdout: int | float, seed: int = 0) -> tuple[View
     test = torch.zeros(count, dtype=torch.bool)
     test[torch.randperm(count, generator=generator)[:holdout]] = True
     return views.subset(torch.nonzero(~test)[:, 0]), views.subset(torch.nonzero(test)[:, 0])
-
-
-def premultiplied_to_straight(rgba: torch.Tensor) -> torch.Tensor:
-    """Premultiplied ``[..., 4]`` RGBA -> straight alpha: colour / alpha where alpha > 0,
-    colour unchanged where alpha = 0. (Blender's EXR renders load premultiplied.)"""
-    alpha = rgba[..., 3:]
-    covered = alpha > 0
-    colour = torch.where(covered, rgba[..., :3] / torch.where(covered, alpha, 1.0), rgba[..., :3])
-    return torch.cat([colour, alpha], -1)
 
 
 def resize_rgba(images: torch.Tensor, width: int, height: int) -> torch.Tensor:
@@ -145,13 +149,6 @@ def resize_rgba(images: torch.Tensor, width: int, height: int) -> torch.Tensor:
 
 _IMAGE_DTYPES = ("float32", "float16", "float64", "uint8", "uint16")
 _CAMERA_DTYPES = ("float32", "float64")
-
-
-def longest_side_size(width: int, height: int, longest_side: int) -> tuple[int, int]:
-    """``(width, height)`` scaled so that the longer side is ``longest_side`` pixels (aspect
-    kept, the other side rounded, at least 1)."""
-    scale = longest_side / max(width, height)
-    return max(1, round(width * scale)), max(1, round(height * scale))
 
 
 def at_longest_side(views: Views, longest_side: int) -> Views:

@@ -7,7 +7,7 @@ the keys) load on first use, so ``events``, ``settings`` and the rest import wit
 
 from importlib import import_module
 
-from . import captures, events, manifest, settings
+from . import captures, events, images, manifest, settings
 from .arrays import DTYPES, ArraySpec
 from .errors import ProtocolError, ServerError, ServerUnavailable
 from .limits import PROTOCOL_VERSION
@@ -33,6 +33,7 @@ __all__ = [
     "decode",
     "encode",
     "events",
+    "images",
     "manifest",
     "pairing_string",
     "parse_pairing",

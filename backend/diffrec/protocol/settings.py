@@ -1,7 +1,10 @@
 """The ``optimize`` task's settings: one typed, validating schema and one preset table.
 
-Standard library only, like the rest of this package, so the add-on (which vendors it) reads
-the same presets and field names as the backend. ``parse_settings`` turns a JSON-like mapping
+The single source of the presets and defaults: the backend's runs, the server and the
+add-on's panel (which vendors this package: its preset menu and field defaults are read from
+here) all take them from this module. Standard library only (this package as a whole needs
+numpy, and pyzmq for its client), so the add-on imports it without the rest of the backend.
+``parse_settings`` turns a JSON-like mapping
 (a config file, command-line flags, a job spec from the wire) into a frozen ``Settings``:
 defaults < the preset's values < the given values. Coercion is lossless only: ``"100"`` or
 ``100.0`` become the integer 100, while ``2.5`` for an integer, ``true`` for a number or
@@ -19,6 +22,7 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from .close_names import setting_hint
@@ -47,6 +51,17 @@ PRESETS: dict[str, dict[str, Any]] = {
              "dmtet_grid": 128, "light_res": 512, "views": 200, "test_views": 16},
 }
 
+PRESET_NOTES: dict[str, str] = {
+    "preview": "Few iterations, small textures: minutes on a CPU",
+    "standard": "The defaults: between Preview and High",
+    "high": "As the published results (the reference system's paper settings)",
+}
+"""A sentence per preset, for menus and listings (the add-on's preset menu)."""
+
+DEFAULT_PRESET = "standard"
+"""The preset a run without one uses; ``Settings``' defaults are its values."""
+_DEFAULT_SIZES = PRESETS[DEFAULT_PRESET]
+
 
 CUSTOM = "custom"
 """The preset that fills nothing: what a client sends when every size is its own choice."""
@@ -67,10 +82,34 @@ def _choice(options: tuple[str, ...]) -> dict:
     return {"choices": options}
 
 
-def _setting(default, help_text: str, **checks) -> Any:
-    """A dataclass field with its help text and checks (``choices``, ``minimum``,
-    ``maximum``, ``length``) in its metadata."""
-    return field(default=default, metadata={"help": help_text, **checks})
+def _setting(section: str, default, help_text: str, **checks) -> Any:
+    """A dataclass field with its section (SECTIONS), help text and checks (``choices``,
+    ``minimum``, ``maximum``, ``length``) in its metadata."""
+    return field(default=default, metadata={"section": section, "help": help_text, **checks})
+
+
+SECTIONS: dict[str, str] = {
+    "run": "what is optimized, from which preset, with which random seed",
+    "size": "sizes a preset sets: iterations, images, textures, the grid, the light, views",
+    "schedule": "learning rates and their schedule, and the rule that ends a pass early",
+    "geometry": "the surface: its grid, regularisers, starting shape, simplification, UVs",
+    "material": "the textures: value ranges, starting values, the neural material's size",
+    "light": "the environment light and its regularisers",
+    "rendering": "the image loss, layers, supersampling and the compositing background",
+    "bookkeeping": "what a run reports or how it is spread, not what it learns",
+}
+"""The settings' sections, in the order docs/protocol.md lists them, each with what it
+holds; every field names one (its ``section`` metadata). The wire and the files stay flat."""
+
+# the field makers of each section
+_run = partial(_setting, "run")
+_size = partial(_setting, "size")
+_schedule = partial(_setting, "schedule")
+_geometry = partial(_setting, "geometry")
+_material = partial(_setting, "material")
+_light = partial(_setting, "light")
+_rendering = partial(_setting, "rendering")
+_bookkeeping = partial(_setting, "bookkeeping")
 
 
 @dataclass(frozen=True)
@@ -78,97 +117,104 @@ class Settings:
     """Every tuning setting of an ``optimize`` run (docs/protocol.md lists them). Per-pass
     values are pairs (pass 1, pass 2); single-pass modes (materials, refine) use the second."""
 
-    mode: str = _setting("materials", "what is optimized", **_choice(MODES))
-    preset: str = _setting("standard", "the sizes and schedule below, unless given "
-                           "(custom: none, the given values over these defaults)",
-                           **_choice((*PRESETS, CUSTOM)))
-    seed: int = _setting(0, "random seed")
-    # sizes and schedule (preset values unless set)
-    iterations: int = _setting(2000, "iterations per pass", minimum=1)
-    batch: int = _setting(4, "views per iteration", minimum=1)
-    train_res: int = _setting(512, "longest side of training images, pixels", minimum=8)
-    texture_res: int = _setting(1024, "texture side, texels", minimum=4)
-    texture_mip_bias: float = _setting(0.0, "added to the textures' mip level when training "
-                                       "and validating, levels (negative: sharper; -16: "
-                                       "the full-resolution texture only)")
-    dmtet_grid: int = _setting(64, "tetrahedral grid resolution (even)", minimum=4)
-    light_res: int = _setting(256, "environment cube face side (power of two)", minimum=32)
-    views: int = _setting(100, "reference renders of a ref_mesh", minimum=1)
-    test_views: int = _setting(8, "held-out views for validation", minimum=0)
-    learning_rate: tuple[float, float] = _setting((0.03, 0.01), "per pass", length=2)
-    warmup_iterations: int = _setting(100, "learning-rate warm-up", minimum=0)
+    mode: str = _run("materials", "what is optimized", **_choice(MODES))
+    preset: str = _run(DEFAULT_PRESET, "the sizes and schedule below, unless given "
+                       "(custom: none, the given values over these defaults)",
+                       **_choice((*PRESETS, CUSTOM)))
+    seed: int = _run(0, "random seed")
+    # sizes (preset values unless set)
+    iterations: int = _size(_DEFAULT_SIZES["iterations"], "iterations per pass", minimum=1)
+    batch: int = _size(_DEFAULT_SIZES["batch"], "views per iteration", minimum=1)
+    train_res: int = _size(_DEFAULT_SIZES["train_res"],
+                           "longest side of training images, pixels", minimum=8)
+    texture_res: int = _size(_DEFAULT_SIZES["texture_res"], "texture side, texels", minimum=4)
+    dmtet_grid: int = _size(_DEFAULT_SIZES["dmtet_grid"],
+                            "tetrahedral grid resolution (even)", minimum=4)
+    light_res: int = _size(_DEFAULT_SIZES["light_res"],
+                           "environment cube face side (power of two)", minimum=32)
+    views: int = _size(_DEFAULT_SIZES["views"], "reference renders of a ref_mesh", minimum=1)
+    test_views: int = _size(_DEFAULT_SIZES["test_views"], "held-out views for validation",
+                            minimum=0)
+    learning_rate: tuple[float, float] = _schedule((0.03, 0.01), "per pass", length=2)
+    warmup_iterations: int = _schedule(100, "learning-rate warm-up", minimum=0)
     # "nvdiffrec": its rules, so that a comparison sees the same training: the decay
     # 10^(-0.0002 it) whatever the pass length, the warm-up in every mesh pass (materials and
     # refine too), per-pixel noise behind the training targets, the geometry at
     # learning_rate (docs/guide.md, "Coming from nvdiffrec")
-    schedule: str = _setting("diffrec", "training schedule: diffrec's or nvdiffrec's",
-                             **_choice(("diffrec", "nvdiffrec")))
-    # geometry
-    geometry: str = _setting("dmtet", "surface extraction", **_choice(GEOMETRIES))
-    mesh_scale: float = _setting(2.1, "side of the grid's cube, scene units")
-    center: tuple[float, float, float] = _setting((0.0, 0.0, 0.0), "the grid's centre", length=3)
-    laplace: str = _setting("relative", "Laplacian regulariser", **_choice(LAPLACE_MODES))
-    laplace_scale: float = _setting(10000.0, "Laplacian weight", minimum=0)
-    large_steps: float = _setting(0.0, "pass 2's and refine's vertex smoothing lambda "
-                                  "(0: plain offsets)", minimum=0)
-    sdf_regularizer: float = _setting(0.2, "SDF sign-change weight", minimum=0)
-    surface_init: str = _setting("visual-hull", "pass 1's starting surface",
-                                 **_choice(SURFACE_INITS))
+    schedule: str = _schedule("diffrec", "training schedule: diffrec's or nvdiffrec's",
+                              **_choice(("diffrec", "nvdiffrec")))
+    geometry: str = _geometry("dmtet", "surface extraction", **_choice(GEOMETRIES))
+    mesh_scale: float = _geometry(2.1, "side of the grid's cube, scene units")
+    center: tuple[float, float, float] = _geometry((0.0, 0.0, 0.0), "the grid's centre", length=3)
+    laplace: str = _geometry("relative", "Laplacian regulariser", **_choice(LAPLACE_MODES))
+    laplace_scale: float = _geometry(10000.0, "Laplacian weight", minimum=0)
+    large_steps: float = _geometry(0.0, "pass 2's and refine's vertex smoothing lambda "
+                                   "(0: plain offsets)", minimum=0)
+    sdf_regularizer: float = _geometry(0.2, "SDF sign-change weight", minimum=0)
+    surface_init: str = _geometry("visual-hull", "pass 1's starting surface",
+                                  **_choice(SURFACE_INITS))
     # reconstruct's surface starts close (the visual hull, then pass 1's result): large steps
     # undo it (docs/BENCHMARKS.md); a sphere start (pass 1) and refine's given mesh move at
     # learning_rate, as the reference system's do
-    surface_learning_rate: tuple[float, float] = _setting(
+    surface_learning_rate: tuple[float, float] = _schedule(
         (0.001, 0.001), "reconstruct's surface, per pass (a visual-hull start; pass 2's mesh)",
         length=2)
     # neural material (pass 1 of reconstruct): entries per hash-grid level, a power of two;
     # nvdiffrec's 19 is cheap on a GPU, while Adam's dense update of that many parameters
     # dominates a CPU step, so the preview preset uses a smaller table
-    hash_table_log2: int = _setting(19, "hash-grid table size, log2", minimum=10, maximum=24)
+    hash_table_log2: int = _material(19, "hash-grid table size, log2", minimum=10, maximum=24)
+    texture_mip_bias: float = _material(0.0, "added to the textures' mip level when training "
+                                        "and validating, levels (negative: sharper; -16: "
+                                        "the full-resolution texture only)")
     # material value ranges per channel (kd may give a 4th, alpha, entry: used when
     # layers > 1); roughness is never below min_roughness
-    kd_min: tuple[float, ...] = _setting((0.0, 0.0, 0.0), "albedo low", length=(3, 4))
-    kd_max: tuple[float, ...] = _setting((1.0, 1.0, 1.0), "albedo high", length=(3, 4))
-    ks_min: tuple[float, float, float] = _setting((0.0, 0.08, 0.0), "ORM low", length=3)
-    ks_max: tuple[float, float, float] = _setting((1.0, 1.0, 1.0), "ORM high", length=3)
-    normal_min: tuple[float, float, float] = _setting((-1.0, -1.0, 0.0), "normal low", length=3)
-    normal_max: tuple[float, float, float] = _setting((1.0, 1.0, 1.0), "normal high", length=3)
-    min_roughness: float = _setting(0.08, "roughness floor", minimum=0)
+    kd_min: tuple[float, ...] = _material((0.0, 0.0, 0.0), "albedo low", length=(3, 4))
+    kd_max: tuple[float, ...] = _material((1.0, 1.0, 1.0), "albedo high", length=(3, 4))
+    ks_min: tuple[float, float, float] = _material((0.0, 0.08, 0.0), "ORM low", length=3)
+    ks_max: tuple[float, float, float] = _material((1.0, 1.0, 1.0), "ORM high", length=3)
+    normal_min: tuple[float, float, float] = _material((-1.0, -1.0, 0.0), "normal low", length=3)
+    normal_max: tuple[float, float, float] = _material((1.0, 1.0, 1.0), "normal high", length=3)
+    min_roughness: float = _material(0.08, "roughness floor", minimum=0)
     # textures a materials / refine run starts from: mid-range constants, uniform random in
     # the ranges, or the base mesh's own (constants where it has none)
-    init_textures: str = _setting("constant", "starting textures", **_choice(INIT_TEXTURES))
-    light: str = _setting("learn", "what happens to the light", **_choice(LIGHT_MODES))
-    lock_light: bool = _setting(False, "learn the light in pass 1 only")
-    camera_space_light: bool = _setting(False, "the light is fixed to each camera")
-    light_gradient_scale: float = _setting(64.0, "light learning-rate multiplier", minimum=0)
-    albedo_smoothness: float = _setting(0.03, "albedo smoothness weight", minimum=0)
-    visibility: float = _setting(0.001, "occlusion regulariser weight", minimum=0)
-    white_balance: float = _setting(0.005, "light white-balance weight", minimum=0)
+    init_textures: str = _material("constant", "starting textures", **_choice(INIT_TEXTURES))
+    light: str = _light("learn", "what happens to the light", **_choice(LIGHT_MODES))
+    lock_light: bool = _light(False, "learn the light in pass 1 only")
+    camera_space_light: bool = _light(False, "the light is fixed to each camera")
+    light_gradient_scale: float = _light(64.0, "light learning-rate multiplier", minimum=0)
+    albedo_smoothness: float = _material(0.03, "albedo smoothness weight", minimum=0)
+    visibility: float = _light(0.001, "occlusion regulariser weight", minimum=0)
+    white_balance: float = _light(0.005, "light white-balance weight", minimum=0)
+    self_shadowing: bool = _light(False, "the object shadows its own environment light "
+                                  "(rays cast with Embree: the visibility extra)")
+    self_shadowing_every: int = _light(100, "iterations between recasting the shadow rays "
+                                       "while the geometry moves", minimum=1)
     # rendering and loss; background: what targets and renders are composited over in
     # training ("random": a colour per image) and validation ("random": black)
-    loss: str = _setting("logl1", "image loss", **_choice(LOSSES))
-    layers: int = _setting(1, "depth-peeled layers", minimum=1)
-    spp: int = _setting(1, "samples per pixel (supersampling factor)", minimum=1)
-    background: str = _setting("random", "compositing background", **_choice(BACKGROUNDS))
+    loss: str = _rendering("logl1", "image loss", **_choice(LOSSES))
+    layers: int = _rendering(1, "depth-peeled layers", minimum=1)
+    spp: int = _rendering(1, "samples per pixel (supersampling factor)", minimum=1)
+    background: str = _rendering("random", "compositing background", **_choice(BACKGROUNDS))
     # stopping: a pass ends early once its training PSNR, averaged over plateau_window
     # iterations, gains less than plateau_db on the window before (diffrec.pipeline.plateau)
-    plateau_window: int = _setting(0, "iterations per window of the plateau stopping rule "
-                                   "(0: every pass runs all its iterations)", minimum=0)
-    plateau_db: float = _setting(0.1, "a pass stops when its training PSNR gains less than "
-                                 "this over its last plateau_window iterations, dB", minimum=0)
-    # bookkeeping: changes what is reported, not what is learned
-    validation: bool = _setting(True, "render and score the held-out views at the end")
-    checkpoint_every: int = _setting(250, "iterations between checkpoints (0: none)", minimum=0)
-    preview_every: int = _setting(0, "iterations between previews (0: none)", minimum=0)
-    preview_res: int | None = _setting(None, "preview panels' longest side", minimum=8)
-    display: tuple[str, ...] = _setting((), "panels beside render | target in previews",
-                                        choices=PREVIEW_PANELS)
-    log_every: int = _setting(10, "iterations between progress reports", minimum=1)
-    unwrap_timeout_s: float = _setting(120.0, "UV unwrapping time limit, seconds", minimum=0)
-    max_triangles: int = _setting(20000, "reconstruct: pass 1's surface is simplified to at most "
-                                  "this many triangles before unwrapping (0: never)", minimum=0)
-    export_obj: bool = _setting(False, "also write OBJ + MTL + PNG textures (nvdiffrec's format)")
-    ranks: int = _setting(1, "processes training the job data-parallel: one per GPU on a CUDA "
-                          "worker, CPU processes on a CPU worker", minimum=1, maximum=64)
+    plateau_window: int = _schedule(0, "iterations per window of the plateau stopping rule "
+                                    "(0: every pass runs all its iterations)", minimum=0)
+    plateau_db: float = _schedule(0.3, "a pass stops when its training PSNR gains less than "
+                                  "this over its last plateau_window iterations, dB", minimum=0)
+    validation: bool = _bookkeeping(True, "render and score the held-out views at the end")
+    checkpoint_every: int = _bookkeeping(250, "iterations between checkpoints (0: none)", minimum=0)
+    preview_every: int = _bookkeeping(0, "iterations between previews (0: none)", minimum=0)
+    preview_res: int | None = _bookkeeping(None, "preview panels' longest side", minimum=8)
+    display: tuple[str, ...] = _bookkeeping((), "panels beside render | target in previews",
+                                            choices=PREVIEW_PANELS)
+    log_every: int = _bookkeeping(10, "iterations between progress reports", minimum=1)
+    unwrap_timeout_s: float = _geometry(120.0, "UV unwrapping time limit, seconds", minimum=0)
+    max_triangles: int = _geometry(20000, "reconstruct: pass 1's surface is simplified to at most "
+                                   "this many triangles before unwrapping (0: never)", minimum=0)
+    export_obj: bool = _bookkeeping(False, "also write OBJ + MTL + PNG textures (nvdiffrec's "
+                                    "format)")
+    ranks: int = _bookkeeping(1, "processes training the job data-parallel: one per GPU on a CUDA "
+                              "worker, CPU processes on a CPU worker", minimum=1, maximum=64)
 
     def __post_init__(self):
         for spec in dataclasses.fields(self):
@@ -200,12 +246,11 @@ class Settings:
                 "normal": (self.normal_min, self.normal_max)}
 
 
-BOOKKEEPING = ("validation", "checkpoint_every", "preview_every", "preview_res", "display",
-               "log_every", "export_obj", "ranks")
+FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(Settings)}
+BOOKKEEPING = tuple(name for name, spec in FIELDS.items()
+                    if spec.metadata["section"] == "bookkeeping")
 """Settings that change what a run reports or how it is spread, not what it learns (a
 checkpoint taken under other values of these still resumes)."""
-
-FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(Settings)}
 _HINTS.update(typing.get_type_hints(Settings))
 
 

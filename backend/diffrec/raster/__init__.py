@@ -5,12 +5,12 @@ behind them:
 
 - ``rasterize(ctx, pos, tri, resolution, ranges=None, grad_db=True)`` -> ``(rast, rast_db)``
 - ``DepthPeeler(ctx, pos, tri, resolution, ranges=None, grad_db=True)``
-- ``interpolate(attr, rast, tri, rast_db=None, diff_attrs=None)`` -> ``(out, out_da)``
+- ``interpolate(attr, rast, tri, rast_db=None, diff_attrs=None, *, ctx)`` -> ``(out, out_da)``
 - ``texture(tex, uv, uv_da=None, mip_level_bias=None, mip=None, filter_mode="auto",
-  boundary_mode="wrap", max_mip_level=None)`` -> sampled values
-- ``texture_construct_mip(tex, max_mip_level=None, cube_mode=False)`` -> mip chain
-- ``antialias(color, rast, pos, tri, topology_hash=None, pos_gradient_boost=1.0)``
-- ``antialias_construct_topology_hash(tri)``
+  boundary_mode="wrap", max_mip_level=None, *, ctx)`` -> sampled values
+- ``texture_construct_mip(tex, max_mip_level=None, cube_mode=False, *, ctx)`` -> mip chain
+- ``antialias(color, rast, pos, tri, topology_hash=None, pos_gradient_boost=1.0, *, ctx)``
+- ``antialias_construct_topology_hash(tri, *, ctx)``
 
 Conventions (shared by both engines): ``pos`` is clip space ``(x, y, z, w)``; image row 0 is
 the *bottom* row (OpenGL); pixel ``(px, py)`` samples the centre ``x = 2(px + 0.5)/W - 1``;
@@ -25,27 +25,28 @@ silhouettes (common along the silhouette of a finely tessellated smooth mesh, wh
 silhouettes outward; ``diffrec.raster._torch.antialias`` says by how much). Elsewhere the two
 give the same values and gradients.
 
-nvdiffrast scripts run unchanged but for the import line (``import diffrec.raster as dr``):
+nvdiffrast scripts run unchanged but for the import line (``import diffrec.raster as dr``) and
+the ``ctx`` keyword (below):
 ``RasterizeCudaContext(device=None)`` and ``RasterizeGLContext(output_db=True,
 mode="automatic", device=None)`` both give a ``RasterContext`` on the best engine for the
 device (nvdiffrast on CUDA when it is installed, else the torch engine, the CPU included),
 the context is the ``glctx`` argument, and ``get_log_level`` / ``set_log_level`` take
 nvdiffrast's levels (0 info, 1 warning, 2 error, 3 fatal) for this module's log.
 
-The engine comes from a ``RasterContext``: ``rasterize`` and ``DepthPeeler`` take it first
-(``glctx``), as nvdiffrast does; the other functions take it as the keyword ``ctx``, and
-without one use ``default_context`` of their tensors' device (one context per device, chosen once by
-``$DIFFREC_RASTER`` and the device; see ``diffrec.engines``). Pass the context you rasterized
-with so that every operation of a render runs on the same engine.
+The engine comes from a ``RasterContext``, and every operation must be given one: ``rasterize``
+and ``DepthPeeler`` take it first (``glctx``), as nvdiffrast does; the other functions take it
+as the required keyword ``ctx`` (nvdiffrast's take none: a ported script adds ``ctx=glctx``).
+Pass the context you rasterized with, so that every operation of a render runs on the same
+engine; a call without one raises TypeError rather than pick an engine of its own.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 
 import torch
 
+from diffrec.devices import default_device
 from diffrec.engines import RASTER, EngineUnavailableError
 from diffrec.raster import _torch
 
@@ -58,7 +59,6 @@ __all__ = [
     "RasterizeGLContext",
     "antialias",
     "antialias_construct_topology_hash",
-    "default_context",
     "get_log_level",
     "interpolate",
     "rasterize",
@@ -75,7 +75,8 @@ ENGINES = RASTER.engines
 class RasterContext:
     """Holds the engine choice (and nvdiffrast's CUDA context when that engine is used).
 
-    ``device``: where the tensors live (default: CUDA if available, else CPU).
+    ``device``: where the tensors live (default: ``diffrec.devices.default_device``, CUDA, else
+    MPS, else the CPU).
     ``impl``: "auto", "torch" or "nvdiffrast"; "auto" defers to ``$DIFFREC_RASTER`` and then
     picks nvdiffrast on CUDA when it imports, torch otherwise (``diffrec.engines.RASTER``).
     Raises EngineUnavailableError when nvdiffrast is asked for and cannot run on ``device``.
@@ -84,9 +85,7 @@ class RasterContext:
     output_db = True  # rasterize returns rast_db (nvdiffrast's RasterizeGLContext option)
 
     def __init__(self, device: torch.device | str | None = None, impl: str = "auto"):
-        if device is None:
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        self.device = torch.device(device)
+        self.device = default_device() if device is None else torch.device(device)
         self.engine = RASTER.resolve(self.device, impl)
         self._native = None
         log.info("%s engine on %s", self.engine, self.device)
@@ -106,7 +105,7 @@ class RasterContext:
 
 class RasterizeCudaContext(RasterContext):
     """nvdiffrast's name for its CUDA context: here a ``RasterContext`` on the best engine for
-    ``device`` (default: the current CUDA device, else the CPU)."""
+    ``device`` (default: the current CUDA device, else as ``RasterContext``)."""
 
     def __init__(self, device: torch.device | str | None = None):
         super().__init__(device)
@@ -143,22 +142,14 @@ def set_log_level(level: int) -> None:
     log.setLevel(_LOG_LEVELS[level])
 
 
-@functools.cache
-def _default_context(device: torch.device) -> RasterContext:
-    return RasterContext(device)
-
-
-def default_context(device: torch.device | str) -> RasterContext:
-    """The context used by ``interpolate``/``texture``/``antialias`` calls without ``ctx`` on
-    ``device``: ``RasterContext(device)``, made once per device for the process."""
-    device = torch.device(device)
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
-    return _default_context(device)
-
-
-def _engine(ctx: RasterContext | None, tensor: torch.Tensor) -> str:
-    return (ctx if ctx is not None else default_context(tensor.device)).engine
+def _engine(ctx: RasterContext, operation: str) -> str:
+    """``ctx``'s engine; TypeError when ``ctx`` is no ``RasterContext`` (an operation never
+    picks an engine of its own)."""
+    if not isinstance(ctx, RasterContext):
+        raise TypeError(f"{operation} needs the RasterContext to run on (the one the image "
+                        f"was rasterized with), got {type(ctx).__name__}; ported nvdiffrast "
+                        "code passes ctx=glctx to interpolate, texture and antialias")
+    return ctx.engine
 
 
 def rasterize(glctx: RasterContext, pos, tri, resolution, ranges=None, grad_db: bool = True):
@@ -172,7 +163,7 @@ def rasterize(glctx: RasterContext, pos, tri, resolution, ranges=None, grad_db: 
     ``rast`` = (u, v, z/w, triangle_id + 1); ``rast_db`` = (du/dX, du/dY, dv/dX, dv/dY) in
     pixels. Gradients reach ``pos`` through u and v (and through ``rast_db`` if ``grad_db``).
     """
-    if glctx.engine == "nvdiffrast":
+    if _engine(glctx, "rasterize") == "nvdiffrast":
         rast, rast_db = RASTER.module().rasterize(glctx.native, pos, tri, resolution, ranges,
                                                   grad_db)
     else:
@@ -185,7 +176,7 @@ class DepthPeeler:
     next-nearest surface per pixel as ``(rast, rast_db)``, the same layout as ``rasterize``."""
 
     def __init__(self, glctx: RasterContext, pos, tri, resolution, ranges=None, grad_db=True):
-        if glctx.engine == "nvdiffrast":
+        if _engine(glctx, "DepthPeeler") == "nvdiffrast":
             self._peeler = RASTER.module().DepthPeeler(
                 glctx.native, pos, tri, resolution, ranges, grad_db
             )
@@ -204,7 +195,7 @@ class DepthPeeler:
 
 
 def interpolate(
-    attr, rast, tri, rast_db=None, diff_attrs=None, *, ctx: RasterContext | None = None
+    attr, rast, tri, rast_db=None, diff_attrs=None, *, ctx: RasterContext
 ):
     """Interpolate vertex attributes: ``u*a0 + v*a1 + (1-u-v)*a2``, zero where empty.
 
@@ -213,7 +204,7 @@ def interpolate(
     holding (dA/dX, dA/dY) per listed attribute when ``diff_attrs`` ("all" or a list of channel
     indices) and ``rast_db`` are given, else an empty tensor.
     """
-    if _engine(ctx, rast) == "nvdiffrast":
+    if _engine(ctx, "interpolate") == "nvdiffrast":
         return RASTER.module().interpolate(attr, rast, tri, rast_db, diff_attrs)
     return _torch.interpolate(attr, rast, tri, rast_db=rast_db, diff_attrs=diff_attrs)
 
@@ -228,7 +219,7 @@ def texture(
     boundary_mode: str = "wrap",
     max_mip_level: int | None = None,
     *,
-    ctx: RasterContext | None = None,
+    ctx: RasterContext,
 ):
     """Sample a 2D texture ``[B, h, w, C]`` at ``uv [B, H, W, 2]`` or a cube map
     ``[B, 6, h, w, C]`` (``boundary_mode="cube"``) at directions ``uv [B, H, W, 3]``.
@@ -240,7 +231,7 @@ def texture(
     screen-space derivatives ``[B, H, W, 4]``, or 6 for cube maps) plus ``mip_level_bias``.
     ``mip`` is a prebuilt chain from ``texture_construct_mip`` (or a list of tensors).
     """
-    if _engine(ctx, tex) == "nvdiffrast":
+    if _engine(ctx, "texture") == "nvdiffrast":
         return RASTER.module().texture(
             tex, uv, uv_da, mip_level_bias, mip, filter_mode, boundary_mode, max_mip_level
         )
@@ -257,10 +248,10 @@ def texture(
 
 
 def texture_construct_mip(
-    tex, max_mip_level=None, cube_mode=False, *, ctx: RasterContext | None = None
+    tex, max_mip_level=None, cube_mode=False, *, ctx: RasterContext
 ):
     """Build a mip chain (2x2 box averages) for ``tex``, to pass as ``texture(..., mip=...)``."""
-    if _engine(ctx, tex) == "nvdiffrast":
+    if _engine(ctx, "texture_construct_mip") == "nvdiffrast":
         return RASTER.module().texture_construct_mip(tex, max_mip_level, cube_mode)
     return _torch.texture_construct_mip(tex, max_mip_level=max_mip_level, cube_mode=cube_mode)
 
@@ -273,7 +264,7 @@ def antialias(
     topology_hash=None,
     pos_gradient_boost=1.0,
     *,
-    ctx: RasterContext | None = None,
+    ctx: RasterContext,
 ):
     """Analytic antialiasing of silhouette edges; returns the antialiased ``color``.
 
@@ -281,7 +272,7 @@ def antialias(
     passes between their centres, by where it crosses; this gives gradients to ``pos`` along
     silhouettes. ``tri`` must be welded (shared vertex indices) for silhouettes to be found.
     """
-    if _engine(ctx, color) == "nvdiffrast":
+    if _engine(ctx, "antialias") == "nvdiffrast":
         return RASTER.module().antialias(
             color, rast, pos, tri, topology_hash, pos_gradient_boost
         )
@@ -290,8 +281,8 @@ def antialias(
     )
 
 
-def antialias_construct_topology_hash(tri, *, ctx: RasterContext | None = None):
+def antialias_construct_topology_hash(tri, *, ctx: RasterContext):
     """Precompute the edge topology of ``tri`` for repeated ``antialias`` calls."""
-    if _engine(ctx, tri) == "nvdiffrast":
+    if _engine(ctx, "antialias_construct_topology_hash") == "nvdiffrast":
         return RASTER.module().antialias_construct_topology_hash(tri)
     return _torch.antialias_construct_topology_hash(tri)

@@ -25,12 +25,12 @@ class GBuffer:
     normal: torch.Tensor  # unit, interpolated vertex normal (geometric if the mesh has none)
     face_normal: torch.Tensor  # unit, the triangle's own normal (counter-clockwise = front)
     view: torch.Tensor  # unit, from the surface towards the camera
+    ctx: raster.RasterContext  # the context it was made with: materials sample their
+    # textures with its engine
     uv: torch.Tensor | None = None  # bottom-left origin
     uv_da: torch.Tensor | None = None  # (du/dX, du/dY, dv/dX, dv/dY) per pixel
     tangent: torch.Tensor | None = None  # unit xyz; bitangent = sign * cross(normal, tangent)
     tangent_sign: torch.Tensor | None = None  # [B, H, W, 1], +-1
-    ctx: raster.RasterContext | None = None  # the context it was made with: materials sample
-    # their textures with its engine
 
 
 def _interpolate(ctx, values, rast, triangles, rast_db=None, diff=False):

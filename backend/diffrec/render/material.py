@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from diffrec import raster
 from diffrec.render.gbuffer import GBuffer
 from diffrec.render.texture2d import Texture2D
 from diffrec.shading.ranges import KD_RANGE, KS_RANGE, NORMAL_RANGE
@@ -71,13 +72,13 @@ class TextureMaterial(torch.nn.Module):
                 texture.clamp_()
 
     def albedo_smoothness(self, mesh, generator: torch.Generator, points: int = 4096,
-                          std: float = 0.005) -> torch.Tensor:
+                          std: float = 0.005, *, ctx: raster.RasterContext) -> torch.Tensor:
         """Mean ``|kd(uv + eps) - kd(uv)|`` at random texture coordinates, ``eps ~ N(0, std)``
-        in UV units (nvdiffrec's albedo smoothness for textures)."""
+        in UV units (nvdiffrec's albedo smoothness for textures), sampled with ``ctx``."""
         device = self.kd.data.device
         uv = torch.rand(1, points, 1, 2, generator=generator).to(device)
         jitter = (torch.randn(1, points, 1, 2, generator=generator) * std).to(device)
-        return (self.kd.sample(uv + jitter) - self.kd.sample(uv)).abs().mean()
+        return (self.kd.sample(uv + jitter, ctx=ctx) - self.kd.sample(uv, ctx=ctx)).abs().mean()
 
 
 class NeuralSurface(torch.nn.Module):
@@ -93,9 +94,10 @@ class NeuralSurface(torch.nn.Module):
         return SurfaceSample(kd=sample.kd, ks=sample.ks, normal=normal)
 
     def albedo_smoothness(self, mesh, generator: torch.Generator, points: int = 4096,
-                          std: float = 0.01) -> torch.Tensor:
+                          std: float = 0.01, *, ctx: raster.RasterContext) -> torch.Tensor:
         """Mean ``|kd(x + eps) - kd(x)|`` over random surface vertices, ``eps ~ N(0, std)``
-        in world units (nvdiffrec's albedo smoothness for the neural material)."""
+        in world units (nvdiffrec's albedo smoothness for the neural material; ``ctx`` as for
+        textures, unused: the field samples no texture)."""
         pick = torch.randint(len(mesh.positions), (points,), generator=generator)
         surface = mesh.positions.detach()[pick.to(mesh.positions.device)]
         per_point = self.field.albedo_smoothness(surface, std=std, generator=generator)

@@ -21,6 +21,7 @@ from diffrec.camera import Cameras
 from diffrec.light.brdf_lut import brdf_lut
 from diffrec.mesh import Mesh
 from diffrec.render.gbuffer import build_gbuffer
+from diffrec.render.shadowing import ShadowedLight, pixel_visibility
 from diffrec.shading.bsdf import shade, shading_normal
 
 BUFFERS = ("kd", "ks", "normal", "position", "mask")
@@ -49,12 +50,19 @@ class RotatedLight:
     def _turn(self, directions: torch.Tensor) -> torch.Tensor:
         return torch.einsum("bij,b...j->b...i", self.rotation, directions)
 
-    def diffuse(self, normal: torch.Tensor, *, ctx=None) -> torch.Tensor:
+    def diffuse(self, normal: torch.Tensor, *, ctx) -> torch.Tensor:
         return self.light.diffuse(self._turn(normal), ctx=ctx)
 
-    def specular(self, reflect: torch.Tensor, roughness: torch.Tensor, *, ctx=None
+    def specular(self, reflect: torch.Tensor, roughness: torch.Tensor, *, ctx
                  ) -> torch.Tensor:
         return self.light.specular(self._turn(reflect), roughness, ctx=ctx)
+
+    def radiance(self, directions: torch.Tensor, resolution: int, *, ctx=None
+                 ) -> torch.Tensor:
+        """The light's ``radiance`` in world directions ``[K, 3]`` for every image,
+        ``[B, K, 3]``."""
+        turned = torch.einsum("bij,kj->bki", self.rotation, directions)
+        return self.light.radiance(turned, resolution, ctx=ctx)
 
 
 def clip_positions(positions: torch.Tensor, cameras: Cameras) -> torch.Tensor:
@@ -67,10 +75,8 @@ def _background(background, batch: int, height: int, width: int, like: torch.Ten
     if background is None:
         return torch.zeros((), dtype=like.dtype, device=like.device)
     if isinstance(background, str):
-        if background != "random":
-            raise ValueError(f"background must be None, 'random', a colour or images, "
-                             f"not {background!r}")
-        return torch.rand(batch, 1, 1, 3, dtype=like.dtype, device=like.device)
+        raise ValueError(f"background must be None, a colour or images, not {background!r} "
+                         "(diffrec.render.backgrounds.background_for makes the named kinds)")
     bg = torch.as_tensor(background, dtype=like.dtype, device=like.device)
     if bg.shape in ((3,), (batch, 1, 1, 3), (batch, height, width, 3)):
         return bg
@@ -99,6 +105,7 @@ def render_mesh(
     buffers: tuple[str, ...] = (),
     topology_hash=None,
     light_rotation: torch.Tensor | None = None,
+    visibility: torch.Tensor | None = None,
 ) -> RenderOutput:
     """Render ``mesh`` with ``material`` (``diffrec.render.material``) from ``cameras``.
 
@@ -106,13 +113,15 @@ def render_mesh(
     "shading-only"); ``spp``: samples per pixel along each axis (renders at ``spp`` times the
     size and box-filters down); ``layers``: depth-peeled layers composited front to back (for
     kd with alpha); ``background``: None (black), an RGB colour [3], one colour per image
-    [B, 1, 1, 3], images [B, H, W, 3] or
-    "random" (one uniform random colour per image, from torch's global generator);
+    [B, 1, 1, 3] or images [B, H, W, 3] (the settings' named kinds, "random" among them, come
+    from ``diffrec.render.backgrounds.background_for``);
     ``mode``: "pbr", "kd", "ks", "normal" or "shading-only"; ``buffers``: names from
     ``BUFFERS`` to return as well. ``topology_hash`` may be passed to reuse the antialias
     topology of a mesh whose triangles do not change. ``light_rotation`` ``[B, 3, 3]``: the
     light is looked up in directions ``R d`` for image b's world directions ``d`` (the
     world-to-camera rotations keep the light fixed to each camera); None: as it is.
+    ``visibility`` ``[V, K]``: the object's self-shadowing of the light, per vertex of
+    ``mesh.positions`` (``diffrec.render.shadowing.vertex_visibility``); None: none.
     """
     if spp < 1 or layers < 1:
         raise ValueError("spp and layers must be at least 1")
@@ -142,7 +151,10 @@ def render_mesh(
             sign = gb.tangent_sign if gb.tangent_sign is not None else 1.0
             normal = shading_normal(gb.view, gb.normal, gb.face_normal, gb.tangent,
                                     surface.normal, sign)
-            color = shade(mode, light, lut, kd, surface.ks, normal, gb.view, ctx=ctx)
+            seen = light
+            if visibility is not None and light is not None:
+                seen = ShadowedLight(light, *pixel_visibility(visibility, rast, tri))
+            color = shade(mode, seen, lut, kd, surface.ks, normal, gb.view, ctx=ctx)
             alpha = gb.mask * opacity
             rgba = torch.cat([color * alpha, alpha], -1).contiguous()
             rgba = raster.antialias(rgba, rast, clip, tri, topology_hash=topology_hash, ctx=ctx)

@@ -62,9 +62,9 @@ class Texture2D(torch.nn.Module):
         return self.data.shape[0], self.data.shape[1]
 
     def sample(self, uv: torch.Tensor, uv_da: torch.Tensor | None = None, *,
-               ctx: raster.RasterContext | None = None) -> torch.Tensor:
+               ctx: raster.RasterContext) -> torch.Tensor:
         """Values at ``uv [B, H, W, 2]``; trilinear mipmapped when ``uv_da`` is given; with
-        ``ctx``'s engine (None: the device's default context)."""
+        ``ctx``'s engine."""
         tex_uv, tex_da = flip_v(uv, uv_da)
         mode = "linear" if tex_da is None else "linear-mipmap-linear"
         return raster.texture(self.data[None], tex_uv.contiguous(), tex_da, filter_mode=mode,

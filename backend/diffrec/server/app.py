@@ -5,7 +5,7 @@ Requests are validated by ``diffrec.protocol`` before a handler (``_op_<op>``) s
 handler returns the reply's fields (or sends its own answer and returns None) and raises
 ProtocolError for a request it refuses. Nothing a client sends can stop the loop: every
 failure becomes an ``error`` reply. The jobs themselves (submit, lifecycle, the worker's
-reports, retention) live in ``diffrec.server.jobs``; this module keeps the peers: who is
+reports, retention) live in ``diffrec.server.job_table``; this module keeps the peers: who is
 subscribed to which job, who was seen when, and the heartbeat.
 """
 
@@ -35,9 +35,9 @@ from diffrec.protocol.message import Message, decode, encode
 from diffrec.protocol.schema import REQUESTS
 
 from .blobs import BlobStore
-from .executor import executor_factory
+from .executor import Executor, Report
 from .gate import Gate, open_gate
-from .jobs import JobTable
+from .job_table import JobTable
 from .quotas import DEFAULT_QUOTAS, Quotas
 from .registry import runners
 from .runner import JobFailed
@@ -49,12 +49,27 @@ log = logging.getLogger(__name__)
 MAINTENANCE_S = 3600.0
 
 
+def executor_factory(device: str, cluster: str | None,
+                     data_dir: Path) -> Callable[[Report], Executor]:
+    """``make(report)`` for the executor a server runs its jobs with: the local worker on
+    ``device``, or Ray at ``cluster`` (an address ``ray.init`` takes, ``auto``, or ``local``
+    for a Ray started by the server; docs/guide.md, "Running a cluster"), its jobs named
+    after the server's ``data_dir``. Each is imported only when chosen (Ray is optional)."""
+    if cluster is None:
+        from .worker import Worker
+
+        return lambda report: Worker(device, report)
+    from .cluster import RayExecutor
+
+    return lambda report: RayExecutor(cluster, data_dir, report)
+
+
 class Server:
     """A diffrec job server bound to ``bind``, keeping its state under ``data_dir``.
 
     ``curve`` forces CURVE on a loopback bind (it is always on for any other address);
     ``retention_s`` is how long finished jobs are kept; ``quotas`` bound what each client key
-    may hold; ``cluster``: the Ray cluster that runs the jobs (``executor.executor_factory``),
+    may hold; ``cluster``: the Ray cluster that runs the jobs (``executor_factory``),
     None to run them here on ``device``.
     """
 
@@ -216,7 +231,7 @@ class Server:
     # -- operations ------------------------------------------------------------------------
 
     def _op_ping(self, peer, owner, message) -> dict:
-        return {"protocol": PROTOCOL_VERSION, "server": __version__, **self.jobs.worker.engine(),
+        return {"protocol": PROTOCOL_VERSION, "server": __version__, **self.jobs.executor.engine(),
                 "queued": self.jobs.queued(owner), "chunk_bytes": CHUNK_BYTES,
                 "window_chunks": WINDOW_CHUNKS, "heartbeat_s": HEARTBEAT_S,
                 "tasks": sorted(self.jobs.runners)}

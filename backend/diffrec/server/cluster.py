@@ -43,8 +43,7 @@ import ray
 from ray.exceptions import RayActorError
 
 from . import job_process
-from .executor import Executor, Report, Ticket
-from .worker import conclude, no_room
+from .executor import Executor, Report, Ticket, conclude, no_room
 
 log = logging.getLogger(__name__)
 POLL_S = 0.1
@@ -60,16 +59,6 @@ def namespace(data_dir: Path) -> str:
     """The Ray namespace of the jobs of the server whose data directory is ``data_dir``."""
     digest = hashlib.sha256(str(Path(data_dir).resolve()).encode()).hexdigest()
     return f"diffrec-{digest[:16]}"
-
-
-def job_ranks(spec) -> int:
-    """The processes a job trains on: its ``ranks`` setting (checked at submit), else 1."""
-    settings = spec.get("settings") if isinstance(spec, dict) else None
-    try:
-        ranks = int(settings.get("ranks", 1)) if isinstance(settings, dict) else 1
-    except (TypeError, ValueError):
-        return 1
-    return max(ranks, 1)
 
 
 def actor_name(job_id: str) -> str:
@@ -92,11 +81,11 @@ class JobActor:
         """Run the job; its verdict waits for ``poll``."""
         with self._lock:
             self._started = True
-        if order.work_dir.is_dir():
+        if order.state_dir.is_dir():
             verdict = job_process.execute(order, self._emit, self._stop)
         else:
             verdict = ("failed", f"cluster node {socket.gethostname()} does not see the server's "
-                                 f"data directory {order.work_dir.parents[2]}: mount it at the "
+                                 f"data directory {order.state_dir.parents[2]}: mount it at the "
                                  "same path on every node (docs/guide.md, 'Running a cluster')",
                        [])
         with self._lock:
@@ -227,14 +216,15 @@ class RayExecutor(Executor):
     # -- following the actors --------------------------------------------------------------
 
     def _start(self, ticket: Ticket) -> ray.actor.ActorHandle:
-        """A new actor running ``ticket``: it asks for one CPU per rank of the job (the
-        ``ranks`` setting, 1 unless given), and as many GPUs as well when the cluster has GPUs
-        (then CPU-only nodes take no jobs); the ranks share the actor's node."""
+        """A new actor running ``ticket``: it asks for one CPU per process of the job
+        (``Runner.processes``: an optimize job's ``ranks``), and as many GPUs as well when the
+        cluster has GPUs (then CPU-only nodes take no jobs); the ranks share the actor's
+        node."""
         gpu = ray.cluster_resources().get("GPU", 0) >= 1
-        ranks = job_ranks(ticket.spec)
+        ranks = ticket.runner.processes(ticket.settings)
         order = job_process.JobOrder(
-            ticket.job_id, ticket.runner, ticket.spec, _absolute(ticket.inputs),
-            ticket.work_dir.resolve(), ticket.results_dir.resolve(), "cuda:0" if gpu else "cpu")
+            ticket.job_id, ticket.runner, ticket.settings, _absolute(ticket.inputs),
+            ticket.state_dir.resolve(), ticket.results_dir.resolve(), "cuda:0" if gpu else "cpu")
         actor = RemoteJobActor.options(
             name=actor_name(ticket.job_id), namespace=self.namespace, lifetime="detached",
             max_concurrency=3, max_restarts=0, num_cpus=ranks,

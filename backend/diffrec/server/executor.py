@@ -13,33 +13,46 @@ attempt), ``progress``, ``preview`` and ``log`` (the runner's events), and last 
 (fields ``outcome``: done|failed|cancelled, ``message``, ``results``). A job stopped by
 ``close`` reports nothing: it is still "running" in its record and resumes (or, on a
 cluster, is re-attached) when the server starts again.
+
+What both executors do alike lives here: ``no_room`` (a job refused before it starts when its
+output cannot fit on the disk), ``result_files`` (the ``results`` list of a job that is done)
+and ``conclude`` (the ``finished`` report of a job that ended). ``app.executor_factory``
+picks the executor.
 """
 
 from __future__ import annotations
 
+import shutil
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from diffrec.protocol.schema import FILE_NAME_RE
+from diffrec.protocol.transfer import content_hash_file
+
 from .runner import Runner
+from .storage import DISK_RESERVE_BYTES, disk_full_message, free_bytes
 
 Report = Callable[[str, str, dict, "Mapping[str, np.ndarray] | None"], None]
 
 
 @dataclass
 class Ticket:
-    """A queued job: what its runner needs. ``inputs`` are memory-mapped blob files (or small
-    arrays), so that only their paths travel to the job's process. ``wall_time_s``: how long
-    the job may run before it is stopped, as failed (None: no limit)."""
+    """A queued job: what its runner needs. ``settings``: what ``runner.parse`` made of the
+    job's spec; ``inputs`` are memory-mapped blob files (or small arrays), so that only their
+    paths travel to the job's process. ``state_dir``: the job's folder of checkpoints, run
+    folder and lock (see ``JobContext``). ``wall_time_s``: how long the job may run before it is
+    stopped, as failed (None: no limit)."""
 
     job_id: str
     runner: Runner
-    spec: Mapping
+    settings: Any
     inputs: Mapping[str, np.ndarray]
-    work_dir: Path
+    state_dir: Path
     results_dir: Path
     wall_time_s: float | None = None
 
@@ -80,16 +93,39 @@ class Executor(ABC):
         docstring); returns within a few seconds."""
 
 
-def executor_factory(device: str, cluster: str | None,
-                     data_dir: Path) -> Callable[[Report], Executor]:
-    """``make(report)`` for the executor a server runs its jobs with: the local worker on
-    ``device``, or Ray at ``cluster`` (an address ``ray.init`` takes, ``auto``, or ``local``
-    for a Ray started by the server; docs/guide.md, "Running a cluster"), its jobs named
-    after the server's ``data_dir``."""
-    if cluster is None:
-        from .worker import Worker
+def result_files(results_dir: Path) -> list[dict]:
+    """The ``results`` of a job that is done: [{name, size, content_hash}] of the plain files
+    in ``results_dir`` with wire-safe names (unfinished ``.part`` files left out)."""
+    return [
+        {"name": path.name, "size": path.stat().st_size, "content_hash": content_hash_file(path)}
+        for path in sorted(results_dir.iterdir())
+        if path.is_file() and FILE_NAME_RE.match(path.name) and not path.name.endswith(".part")
+    ]
 
-        return lambda report: Worker(device, report)
-    from .cluster import RayExecutor
 
-    return lambda report: RayExecutor(cluster, data_dir, report)
+def discard(*directories: Path) -> None:
+    """Empty ``directories`` (a failed job's partial results and checkpoints)."""
+    for directory in directories:
+        shutil.rmtree(directory, ignore_errors=True)
+        directory.mkdir(parents=True, exist_ok=True)
+
+
+def no_room(ticket: Ticket) -> tuple | None:
+    """The verdict of a job whose output cannot fit on the disk, checked before it starts;
+    None when it fits (or its size is unknown)."""
+    needed = ticket.runner.output_bytes(ticket.settings, ticket.inputs)
+    if needed and needed + DISK_RESERVE_BYTES > free_bytes(ticket.results_dir):
+        return ("failed", disk_full_message(ticket.results_dir, needed), [])
+    return None
+
+
+def conclude(ticket: Ticket, verdict: tuple | None, stopped: bool) -> dict:
+    """The ``finished`` report's fields for a job that ended with ``verdict`` (outcome,
+    message, results; None: no verdict), ``stopped`` when it was asked to stop. A failed
+    job's partial files are discarded."""
+    outcome, message, results = verdict or ("failed", "", [])
+    if stopped:
+        outcome, message, results = "cancelled", "the job was cancelled", []
+    if outcome == "failed":
+        discard(ticket.results_dir, ticket.state_dir)
+    return {"outcome": outcome, "message": message, "results": results}

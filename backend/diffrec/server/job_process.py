@@ -19,10 +19,12 @@ import multiprocessing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from . import lifeline
+from .executor import result_files
 from .runner import JobContext, JobFailed, Runner
 from .storage import disk_full_message, is_full, read_only_message
 
@@ -37,9 +39,9 @@ class JobOrder:
 
     job_id: str
     runner: Runner
-    spec: Mapping
+    settings: Any
     inputs: dict[str, tuple]
-    work_dir: Path
+    state_dir: Path
     results_dir: Path
     device: str
 
@@ -96,19 +98,17 @@ def execute(order: JobOrder, emit, stop_flag) -> tuple:
     """Run the job in this process, sending its events through ``emit(kind, fields,
     arrays)``; its verdict (outcome, message, results). Shared by this module's child process
     and the cluster's job actors (``cluster``)."""
-    from .worker import result_manifest
-
-    ctx = JobContext(order.job_id, order.spec, order.arrays(), order.work_dir,
+    ctx = JobContext(order.job_id, order.settings, order.arrays(), order.state_dir,
                      order.results_dir, order.device, emit, stop_flag)
     try:
         order.runner.run(ctx)
         return (("stopped", "", []) if stop_flag.is_set()
-                else ("done", "", result_manifest(order.results_dir)))
+                else ("done", "", result_files(order.results_dir)))
     except Exception as exc:
         if not isinstance(exc, (JobFailed, OSError)):
             log.exception("job %s failed", order.job_id)
         try:
-            needed = order.runner.output_bytes(order.spec, ctx.inputs)
+            needed = order.runner.output_bytes(order.settings, ctx.inputs)
         except Exception:  # only for the message: a failed estimate must not hide the failure
             needed = 0
         return ("failed", failure_message(exc, order.results_dir, needed), [])
@@ -118,7 +118,7 @@ def main(order: JobOrder, pipe, stop_flag) -> None:
     """Run the job and send its events and verdict through ``pipe`` (the child's side); the
     process ends as soon as the server's side is closed."""
     lifeline.end_with_reader(pipe)
-    lifeline.hold(order.work_dir)
+    lifeline.hold(order.state_dir)
 
     def emit(kind, fields, arrays=None):
         pipe.send(("event", kind, fields, arrays))

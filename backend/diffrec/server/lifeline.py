@@ -9,7 +9,7 @@
   first; the kernel kills the process when its parent ends (Linux ``PR_SET_PDEATHSIG``),
   elsewhere a thread polls the parent and ends the process within ``POLL_S``. A server killed
   by SIGKILL therefore takes its jobs and their ranks with it.
-- ``hold(work_dir)``: the job's process and its ranks each hold a shared lock on the job's
+- ``hold(state_dir)``: the job's process and its ranks each hold a shared lock on the job's
   ``LOCK_NAME`` for as long as they live; ``wait_for_release`` (the worker, before it starts
   a job) waits until no process holds it, so that a restarted server never runs a job whose
   processes from before are still alive (the kernel drops the locks of a dead process).
@@ -69,18 +69,18 @@ def end_with_reader(connection) -> None:
     threading.Thread(target=watch, name="end-with-reader", daemon=True).start()
 
 
-def hold(work_dir: Path) -> None:
-    """Hold a shared lock on ``work_dir``'s LOCK_NAME until this process ends."""
-    descriptor = os.open(Path(work_dir) / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+def hold(state_dir: Path) -> None:
+    """Hold a shared lock on ``state_dir``'s LOCK_NAME until this process ends."""
+    descriptor = os.open(Path(state_dir) / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(descriptor, fcntl.LOCK_SH)
     _held.append(descriptor)
 
 
-def wait_for_release(work_dir: Path, stop: Callable[[], bool], job_id: str) -> bool:
-    """Wait until no process holds ``work_dir``'s lock (checking every POLL_S); False if
+def wait_for_release(state_dir: Path, stop: Callable[[], bool], job_id: str) -> bool:
+    """Wait until no process holds ``state_dir``'s lock (checking every POLL_S); False if
     ``stop()`` became true first."""
-    Path(work_dir).mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(Path(work_dir) / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    Path(state_dir).mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(Path(state_dir) / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         logged = False
         while True:

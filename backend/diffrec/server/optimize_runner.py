@@ -10,7 +10,7 @@ files, the device and the output folder are the server's business). Inputs: ``im
 
 Results: the result folder of ``pipeline.outputs`` as the run wrote it (``mesh.glb``,
 ``probe.hdr``, ``validation_view_NN.png``, ``metrics.json``) and its ``manifest.json``, copied
-last. The run's own checkpoints live in the job's work directory, so a killed server resumes
+last. The run's own checkpoints live in the job's state folder, so a killed server resumes
 the job.
 """
 
@@ -35,21 +35,6 @@ from .runner import JobContext, JobFailed, Runner
 PREVIEW_SIZE = 128
 OUTPUT_FIXED_BYTES = 64 * 2**20
 OUTPUT_TRIANGLE_BYTES = 256
-
-
-def _settings(spec: Mapping) -> Settings:
-    """The spec's settings, typed and checked (``JobFailed`` naming a bad field)."""
-    unknown = sorted(set(spec) - {"task", "settings"})
-    if unknown:
-        raise JobFailed(f"unknown spec key(s) {', '.join(map(repr, unknown))}: an optimize "
-                        "spec holds 'task' and 'settings' only")
-    values = spec.get("settings") or {}
-    if not isinstance(values, Mapping):
-        raise JobFailed("spec 'settings' must be an object of diffrec optimize settings")
-    try:
-        return parse_settings(values)
-    except SettingsError as error:
-        raise JobFailed(f"setting {error}") from None
 
 
 def _check_inputs(settings: Settings, inputs: Mapping[str, np.ndarray]) -> None:
@@ -85,10 +70,13 @@ def _small(image) -> np.ndarray:
     """An ``[h, w, 3]`` tensor as float32 numpy, at most PREVIEW_SIZE pixels on a side."""
     import torch.nn.functional as F
 
-    scale = PREVIEW_SIZE / max(image.shape[:2])
-    if scale >= 1:
+    from diffrec.protocol.images import longest_side_size
+
+    height, width = image.shape[:2]
+    if max(height, width) <= PREVIEW_SIZE:
         return image.float().numpy()
-    size = (max(1, round(image.shape[0] * scale)), max(1, round(image.shape[1] * scale)))
+    width, height = longest_side_size(width, height, PREVIEW_SIZE)
+    size = (height, width)
     chw = image.permute(2, 0, 1)[None].float()
     return F.interpolate(chw, size=size, mode="area")[0].permute(1, 2, 0).numpy()
 
@@ -108,17 +96,16 @@ def _preview_arrays(preview: Preview) -> dict[str, np.ndarray]:
 
 class JobReporter(Reporter):
     """A run's reports as job events through ``emit(kind, fields, arrays=None)`` (the job's
-    ``ctx.emit``, or a queue to it from another process); ``should_stop`` polls for a stop;
-    checkpoints in ``checkpoints`` (the job's work directory)."""
+    ``ctx.emit``, or a queue to it from another process); ``should_stop`` polls for a stop.
+    The run's checkpoints go to the job's ``ctx.checkpoints`` (in its state folder)."""
 
-    def __init__(self, emit: Callable, should_stop: Callable[[], bool], checkpoints):
-        super().__init__(checkpoints)
+    def __init__(self, emit: Callable, should_stop: Callable[[], bool]):
         self.emit = emit
         self._should_stop = should_stop
 
     @classmethod
     def of(cls, ctx: JobContext) -> JobReporter:
-        return cls(ctx.emit, ctx.should_stop, ctx.checkpoints)
+        return cls(ctx.emit, ctx.should_stop)
 
     def progress(self, progress: Progress) -> None:
         self.emit("progress", progress.fields())
@@ -141,7 +128,23 @@ class OptimizeRunner(Runner):
     def __init__(self, device: str = "cpu"):
         self.device = device
 
-    def validate(self, spec: Mapping, inputs: Mapping[str, np.ndarray]) -> None:
+    def parse(self, spec: Mapping) -> Settings:
+        """The spec's settings, typed and checked (``JobFailed`` naming a bad field)."""
+        unknown = sorted(set(spec) - {"task", "settings"})
+        if unknown:
+            raise JobFailed(f"unknown spec key(s) {', '.join(map(repr, unknown))}: an optimize "
+                            "spec holds 'task' and 'settings' only")
+        values = spec.get("settings") or {}
+        if not isinstance(values, Mapping):
+            raise JobFailed("spec 'settings' must be an object of diffrec optimize settings")
+        try:
+            return parse_settings(values)
+        except SettingsError as error:
+            raise JobFailed(f"setting {error}") from None
+
+    def check_inputs(self, settings: Settings, inputs: Mapping[str, np.ndarray]) -> None:
+        """The inputs the settings need, consistent with each other, and a job that fits
+        this server's device (its memory and GPUs)."""
         from diffrec.errors import UserError
         from diffrec.pipeline.bounds import (
             check_bounds,
@@ -150,7 +153,6 @@ class OptimizeRunner(Runner):
             device_ranks,
         )
 
-        settings = _settings(spec)
         _check_inputs(settings, inputs)
         triangles = len(inputs["faces"]) if "faces" in inputs else None
         try:
@@ -159,16 +161,18 @@ class OptimizeRunner(Runner):
         except UserError as error:
             raise JobFailed(str(error)) from None
 
-    def iterations(self, spec: Mapping) -> int:
-        return _settings(spec).iterations
+    def iterations(self, settings: Settings) -> int:
+        return settings.iterations
 
-    def output_bytes(self, spec: Mapping, inputs: Mapping[str, np.ndarray]) -> int:
+    def processes(self, settings: Settings) -> int:
+        return settings.ranks
+
+    def output_bytes(self, settings: Settings, inputs: Mapping[str, np.ndarray]) -> int:
         """An upper estimate: per texel, kd, ks and the normal map in the GLB and, with
         ``export_obj``, as PNGs (48 B, generously) plus two checkpoints of them with Adam's
         moments (216 B); the light probe and its checkpoints (OUTPUT_FIXED_BYTES); the mesh
         files (OUTPUT_TRIANGLE_BYTES per triangle, a reconstructed surface taken as 2 per grid
         cell); the validation images."""
-        settings = _settings(spec)
         triangles = (len(inputs["faces"]) if "faces" in inputs and settings.mode != "reconstruct"
                      else 2 * settings.dmtet_grid ** 2)
         _, height, width, _ = inputs["images"].shape
@@ -181,21 +185,20 @@ class OptimizeRunner(Runner):
         from diffrec.pipeline.job_arrays import from_job_arrays
         from diffrec.pipeline.outputs import write_result
         from diffrec.pipeline.run import optimize
-        from diffrec.pipeline.views import held_out_count, split_views
+        from diffrec.pipeline.views import hold_out_views
 
-        settings = _settings(ctx.spec)
-        _check_inputs(settings, ctx.inputs)
-        run_dir = ctx.work_dir / "run"
+        settings = ctx.settings
+        run_dir = ctx.state_dir / "run"
         try:
             views, base, envmap = from_job_arrays(ctx.inputs)
-            train, test = split_views(views, held_out_count(len(views), settings.test_views),
-                                      settings.seed)
+            train, test = hold_out_views(views, settings.test_views, settings.seed)
             inputs = Inputs(train, test, base, envmap)
             if settings.ranks > 1:
                 if not run_ranks(ctx, settings, inputs, run_dir):
                     return  # stopped
             else:
-                result = optimize(settings, inputs, JobReporter.of(ctx), device=ctx.device)
+                result = optimize(settings, inputs, JobReporter.of(ctx),
+                                  checkpoints=ctx.checkpoints, device=ctx.device)
                 write_result(run_dir, result, export_obj=settings.export_obj)
         except Cancelled:
             return
@@ -276,9 +279,10 @@ def _job_rank(world, settings: Settings, inputs, run_dir: Path, checkpoints, eve
 
     lifeline.die_with_parent(job_pid)
     lifeline.hold(checkpoints.directory)
-    reporter = JobReporter(emit, stop.is_set, checkpoints)
+    reporter = JobReporter(emit, stop.is_set)
     try:
-        result = optimize(settings, inputs, reporter, device=str(world.device), world=world)
+        result = optimize(settings, inputs, reporter, checkpoints=checkpoints,
+                          device=str(world.device), world=world)
     except Cancelled:
         emit("stopped", None)
         return

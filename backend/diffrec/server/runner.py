@@ -1,14 +1,16 @@
 """The job-runner interface: what the server hands a job to, and what a runner may use.
 
-A runner is chosen by the job spec's ``task``. The server calls ``validate`` at submit time
-(errors reach the client as ``invalid_input``) and, in a child process of its own (see
-``job_process``, or a Ray actor on a cluster node, ``cluster``; the runner is pickled to get
-there), ``run`` with a ``JobContext``. ``run``
+A runner is chosen by the job spec's ``task``. The server calls ``parse`` once per job (at
+submit, and again only when a server that restarted, or a ``resume``, queues the job anew),
+then ``check_inputs``, ``iterations`` and ``output_bytes`` with what it returned (errors at
+submit reach the client as ``invalid_input``) and, in a child process of its own (see
+``job_process``, or a Ray actor on a cluster node, ``cluster``; the runner and the parsed
+settings are pickled to get there), ``run`` with a ``JobContext``. ``run``
 writes its result files into ``ctx.results_dir`` and returns; it checks ``ctx.should_stop()``
 at least every few hundred milliseconds and returns early when it is set (the job was
 cancelled, deleted or the server is stopping; a run that has not returned half a second later
 is killed); it keeps checkpoints in ``ctx.checkpoints`` (a ``CheckpointStore`` in the job's
-work directory) and starts from them when there are some, so a job resumes after a server
+state folder) and starts from them when there are some, so a job resumes after a server
 crash. It raises
 ``JobFailed`` with a sentence the user can act on; any other exception fails the job alone
 with an "internal error" message (or, for a full disk, a sentence saying so).
@@ -22,6 +24,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,13 +39,16 @@ class JobFailed(Exception):
 
 @dataclass
 class JobContext:
-    """Everything a runner gets. ``inputs`` are read-only arrays (copy before modifying or
-    handing to torch); ``device`` is a torch device string such as ``cuda:0`` or ``cpu``."""
+    """Everything a runner gets. ``settings``: what its ``parse`` made of the job's spec;
+    ``inputs`` are read-only arrays (copy before modifying or handing to torch); ``device`` is
+    a torch device string such as ``cuda:0`` or ``cpu``; ``state_dir`` is the job's own folder
+    (``JobStore.checkpoint_dir``): its checkpoints, the ``run/`` folder a run writes its result
+    into before it is copied to ``results_dir``, and the ``lifeline`` lock."""
 
     job_id: str
-    spec: Mapping
+    settings: Any
     inputs: Mapping[str, np.ndarray]
-    work_dir: Path
+    state_dir: Path
     results_dir: Path
     device: str
     emit_fn: EmitFn
@@ -59,29 +65,40 @@ class JobContext:
 
     @property
     def checkpoints(self) -> CheckpointStore:
-        """The job's checkpoints, one file per stage in its work directory."""
-        return CheckpointStore(self.work_dir)
+        """The job's checkpoints, one file per stage in its state folder."""
+        return CheckpointStore(self.state_dir)
 
 
 class Runner(ABC):
-    """One kind of job (``task`` in the job spec)."""
+    """One kind of job (``task`` in the job spec). ``settings`` below is what ``parse``
+    returned for the job's spec."""
 
     task: str
 
     @abstractmethod
-    def validate(self, spec: Mapping, inputs: Mapping[str, np.ndarray]) -> None:
-        """Raise ``JobFailed`` if the spec or inputs cannot make a job (runs at submit)."""
+    def parse(self, spec: Mapping) -> Any:
+        """The job spec's settings, typed and checked (it pickles); ``JobFailed`` naming what
+        is wrong."""
+
+    @abstractmethod
+    def check_inputs(self, settings: Any, inputs: Mapping[str, np.ndarray]) -> None:
+        """Raise ``JobFailed`` if the inputs cannot make a job of ``settings`` (at submit)."""
 
     @abstractmethod
     def run(self, ctx: JobContext) -> None:
         """Do the work; write results into ``ctx.results_dir``."""
 
-    def iterations(self, spec: Mapping) -> int:
-        """The iterations (per pass) a job of ``spec`` asks for, which the server bounds
-        (``Quotas.iterations``); ``spec`` has passed ``validate``. 0: not counted."""
+    def iterations(self, settings: Any) -> int:
+        """The iterations (per pass) a job of ``settings`` asks for, which the server bounds
+        (``Quotas.iterations``). 0: not counted."""
         return 0
 
-    def output_bytes(self, spec: Mapping, inputs: Mapping[str, np.ndarray]) -> int:
-        """About how many bytes a run writes (checkpoints and results), at most; the worker
+    def output_bytes(self, settings: Any, inputs: Mapping[str, np.ndarray]) -> int:
+        """About how many bytes a run writes (checkpoints and results), at most; the executor
         fails a job at once when they do not fit on the disk. 0: unknown."""
         return 0
+
+    def processes(self, settings: Any) -> int:
+        """The processes a job of ``settings`` trains on (a cluster reserves a CPU, and a GPU
+        where there are some, for each)."""
+        return 1

@@ -42,22 +42,6 @@ LIMITS = {  # name: (default, low, high, type)
 }
 
 
-def _settings(spec: Mapping) -> dict:
-    unknown = set(spec) - set(LIMITS) - {"task"}
-    if unknown:
-        raise JobFailed(f"fit_texture does not know the settings {sorted(unknown)}")
-    settings = {}
-    for name, (default, low, high, kind) in LIMITS.items():
-        value = spec.get(name, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise JobFailed(f"setting {name!r} must be a number")
-        if not low <= value <= high or (kind is int and value != int(value)):
-            raise JobFailed(f"setting {name!r} must be a{'n integer' if kind is int else ' number'}"
-                            f" in [{low}, {high}], got {value}")
-        settings[name] = kind(value)
-    return settings
-
-
 def _render(texture: torch.Tensor, height: int, width: int) -> torch.Tensor:
     """(C, S, S) texture → (C, H, W) image by bilinear resampling."""
     return F.interpolate(texture[None], size=(height, width), mode="bilinear",
@@ -73,25 +57,41 @@ def _preview(image: torch.Tensor) -> np.ndarray:
 class TextureFitRunner(Runner):
     task = "fit_texture"
 
-    def validate(self, spec: Mapping, inputs: Mapping[str, np.ndarray]) -> None:
-        _settings(spec)
+    def parse(self, spec: Mapping) -> dict:
+        """{name: value} for every name of LIMITS (defaults filled in), or ``JobFailed``."""
+        unknown = set(spec) - set(LIMITS) - {"task"}
+        if unknown:
+            raise JobFailed(f"fit_texture does not know the settings {sorted(unknown)}")
+        settings = {}
+        for name, (default, low, high, kind) in LIMITS.items():
+            value = spec.get(name, default)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise JobFailed(f"setting {name!r} must be a number")
+            if not low <= value <= high or (kind is int and value != int(value)):
+                article = "an integer" if kind is int else "a number"
+                raise JobFailed(f"setting {name!r} must be {article} in [{low}, {high}], "
+                                f"got {value}")
+            settings[name] = kind(value)
+        return settings
+
+    def check_inputs(self, settings: dict, inputs: Mapping[str, np.ndarray]) -> None:
         if set(inputs) != {"images"}:
             raise JobFailed(f"fit_texture takes exactly one input, 'images'; got {sorted(inputs)}")
         if inputs["images"].dtype.kind != "f":
             raise JobFailed("fit_texture needs float images (scene-linear)")
 
-    def iterations(self, spec: Mapping) -> int:
-        return _settings(spec)["iterations"]
+    def iterations(self, settings: dict) -> int:
+        return settings["iterations"]
 
-    def output_bytes(self, spec: Mapping, inputs: Mapping[str, np.ndarray]) -> int:
+    def output_bytes(self, settings: dict, inputs: Mapping[str, np.ndarray]) -> int:
         """texture.npy, render.npy and metrics, and two checkpoints (the old one stays until
         the new one is in place) of the texture and Adam's two moments; float32."""
         _, height, width, channels = inputs["images"].shape
-        texels = _settings(spec)["texture_size"] ** 2
+        texels = settings["texture_size"] ** 2
         return 4 * channels * (texels + height * width + 2 * 3 * texels) + 64 * 1024
 
     def run(self, ctx: JobContext) -> None:
-        settings = _settings(ctx.spec)
+        settings = ctx.settings
         device = torch.device(ctx.device)
         targets = torch.from_numpy(np.array(ctx.inputs["images"], dtype=np.float32))
         targets = targets.permute(0, 3, 1, 2).to(device)  # (N, C, H, W)

@@ -14,35 +14,20 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 import signal
 import threading
 import time
 from collections import deque
-from pathlib import Path
 
 import torch
 
-from diffrec.protocol.schema import FILE_NAME_RE
-from diffrec.protocol.transfer import content_hash_file
-
 from . import job_process, lifeline
-from .executor import Executor, Report, Ticket
-from .storage import DISK_RESERVE_BYTES, disk_full_message, free_bytes
+from .executor import Executor, Report, Ticket, conclude, no_room
 
 log = logging.getLogger(__name__)
 STOP_GRACE_S = 0.5
 """How long a job asked to stop may take to return by itself before its process is killed."""
 POLL_S = 0.05
-
-
-def result_manifest(results_dir: Path) -> list[dict]:
-    """[{name, size, content_hash}] of the plain files in ``results_dir`` with wire-safe names."""
-    return [
-        {"name": path.name, "size": path.stat().st_size, "content_hash": content_hash_file(path)}
-        for path in sorted(results_dir.iterdir())
-        if path.is_file() and FILE_NAME_RE.match(path.name) and not path.name.endswith(".part")
-    ]
 
 
 def death_message(exitcode: int | None) -> str:
@@ -61,34 +46,6 @@ def overtime_message(wall_time_s: float) -> str:
     return (f"the job ran past this server's limit of {wall_time_s:g} s per job and was "
             "stopped: lower its iterations or sizes (its operator sets the limit with diffrec "
             "serve --max-wall-time-s)")
-
-
-def discard(*directories: Path) -> None:
-    """Empty ``directories`` (a failed job's partial results and checkpoints)."""
-    for directory in directories:
-        shutil.rmtree(directory, ignore_errors=True)
-        directory.mkdir(parents=True, exist_ok=True)
-
-
-def no_room(ticket: Ticket) -> tuple | None:
-    """The verdict of a job whose output cannot fit on the disk, checked before it starts;
-    None when it fits (or its size is unknown)."""
-    needed = ticket.runner.output_bytes(ticket.spec, ticket.inputs)
-    if needed and needed + DISK_RESERVE_BYTES > free_bytes(ticket.results_dir):
-        return ("failed", disk_full_message(ticket.results_dir, needed), [])
-    return None
-
-
-def conclude(ticket: Ticket, verdict: tuple | None, stopped: bool) -> dict:
-    """The ``finished`` report's fields for a job that ended with ``verdict`` (outcome,
-    message, results; None: no verdict), ``stopped`` when it was asked to stop. A failed
-    job's partial files are discarded."""
-    outcome, message, results = verdict or ("failed", "", [])
-    if stopped:
-        outcome, message, results = "cancelled", "the job was cancelled", []
-    if outcome == "failed":
-        discard(ticket.results_dir, ticket.work_dir)
-    return {"outcome": outcome, "message": message, "results": results}
 
 
 class Worker(Executor):
@@ -174,7 +131,7 @@ class Worker(Executor):
         self._report(job_id, "started", {}, None)
         verdict = no_room(ticket) or (
             self._in_child(ticket, stop)
-            if lifeline.wait_for_release(ticket.work_dir, stop.is_set, job_id) else None)
+            if lifeline.wait_for_release(ticket.state_dir, stop.is_set, job_id) else None)
         if stop.is_set() and self._closing:
             return  # no verdict: the job resumes when the server starts again
         self._report(job_id, "finished", conclude(ticket, verdict, stop.is_set()), None)
@@ -185,9 +142,9 @@ class Worker(Executor):
         context = job_process.context()
         receiver, sender = context.Pipe(duplex=False)
         child_stop = context.Event()
-        order = job_process.JobOrder(ticket.job_id, ticket.runner, ticket.spec,
+        order = job_process.JobOrder(ticket.job_id, ticket.runner, ticket.settings,
                                      job_process.JobOrder.portable(ticket.inputs),
-                                     ticket.work_dir, ticket.results_dir, self.device)
+                                     ticket.state_dir, ticket.results_dir, self.device)
         process = context.Process(target=job_process.main, args=(order, sender, child_stop),
                                   name=f"diffrec-job-{ticket.job_id}", daemon=True)
         process.start()

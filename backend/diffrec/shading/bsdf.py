@@ -98,10 +98,10 @@ def shading_normal(
 
 
 def lookup_brdf_lut(lut: torch.Tensor, n_dot_v: torch.Tensor, roughness: torch.Tensor, *,
-                    ctx=None):
+                    ctx):
     """Bilinear ``(A, B)`` from the table ``[N, N, 2]`` at ``n_dot_v``, ``roughness``
     ``[..., 1]``; returns ``(A, B)``, each ``[..., 1]``. Looked up with ``ctx``'s engine (a
-    ``RasterContext``; None: the device's default context), as every lookup below."""
+    ``RasterContext``, required), as every lookup below."""
     uv = torch.cat([n_dot_v, roughness], -1).reshape(1, -1, 1, 2).to(lut.dtype)
     ab = texture(lut[None], uv.contiguous(), filter_mode="linear", boundary_mode="clamp",
                  ctx=ctx)
@@ -109,7 +109,7 @@ def lookup_brdf_lut(lut: torch.Tensor, n_dot_v: torch.Tensor, roughness: torch.T
     return ab[..., 0:1], ab[..., 1:2]
 
 
-def pbr(light, lut: torch.Tensor, kd, ks, normal, view, *, ctx=None) -> torch.Tensor:
+def pbr(light, lut: torch.Tensor, kd, ks, normal, view, *, ctx) -> torch.Tensor:
     """Metallic-roughness split-sum shading (see the module docstring) -> ``[..., 3]``."""
     occlusion, roughness, metallic = ks[..., 0:1], ks[..., 1:2], ks[..., 2:3]
     spec_col = 0.04 * (1 - metallic) + kd * metallic
@@ -122,7 +122,7 @@ def pbr(light, lut: torch.Tensor, kd, ks, normal, view, *, ctx=None) -> torch.Te
     return (diffuse + specular) * (1 - occlusion)
 
 
-def shade(mode: str, light, lut, kd, ks, normal, view, *, ctx=None) -> torch.Tensor:
+def shade(mode: str, light, lut, kd, ks, normal, view, *, ctx) -> torch.Tensor:
     """Colour for a display mode, ``[..., 3]``:
 
     - "pbr": the full shading (``pbr``), linear radiance;

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-VENV_SH = Path(__file__).resolve().parents[1] / "scripts" / "lib" / "venv.sh"
+VENV_SH = Path(__file__).resolve().parents[2] / "scripts" / "lib" / "venv.sh"
 
 
 def _bash(command: str) -> subprocess.CompletedProcess:

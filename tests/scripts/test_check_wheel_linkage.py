@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "check_wheel_linkage.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "check_wheel_linkage.py"
 SOURCE = """#include <sstream>
 #include <string>
 extern "C" int describe(double x, char *out) {

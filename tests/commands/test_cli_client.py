@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from server_helpers import fit_spec, target_images
+from helpers.servers import fit_spec, target_images
 
 from diffrec import cli
 

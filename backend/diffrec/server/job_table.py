@@ -1,6 +1,6 @@
 """The job table: every job a server holds and its lifecycle, apart from the transport.
 
-A job is ``queued`` at submit, ``running`` once the worker starts it, and ends ``done``,
+A job is ``queued`` at submit, ``running`` once the executor starts it, and ends ``done``,
 ``failed`` or ``cancelled``; a job that was running when the server stopped is queued again
 and resumes from its checkpoint. ``JobTable`` keeps the records (``JobRecord``, one state
 file each in the ``JobStore``), hands jobs to its executor (``executor``: the local
@@ -22,6 +22,7 @@ import time
 from collections import Counter, OrderedDict, defaultdict, deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +35,7 @@ from diffrec.protocol.schema import INPUTS
 from .blobs import BlobStore
 from .executor import Executor, Report, Ticket
 from .quotas import Quotas, exceeded, over_bound
-from .runner import Runner
+from .runner import JobFailed, Runner
 from .store import TERMINAL, JobStore
 
 log = logging.getLogger(__name__)
@@ -124,7 +125,8 @@ class JobTable:
     ``runners``: {task: Runner}; ``event``: the transport's event sender; ``forget(job_id)``:
     called when a job is removed (the transport drops its subscribers); ``retention_s``: how
     long finished jobs are kept; ``quotas``: what each client key may hold; ``executor``:
-    ``make(report)`` for what runs the jobs (``executor.executor_factory``).
+    ``make(report)`` for what runs the jobs (``app.executor_factory``), kept as
+    ``executor``.
     """
 
     def __init__(self, store: JobStore, blobs: BlobStore, runners: dict[str, Runner],
@@ -152,13 +154,13 @@ class JobTable:
         self.handed: set[str] = set()
         """Jobs handed to the executor (running, or in its queue) that have not ended."""
         self._reports: queue.SimpleQueue = queue.SimpleQueue()
-        self.worker = executor(lambda *report: self._reports.put(report))
+        self.executor = executor(lambda *report: self._reports.put(report))
         self.expire()
         self._recover()
 
     def close(self) -> None:
         """Stop the executor (a running job stays resumable)."""
-        self.worker.close()
+        self.executor.close()
 
     # -- records ---------------------------------------------------------------------------
 
@@ -246,9 +248,11 @@ class JobTable:
             raise ProtocolError("invalid_input",
                                 f"spec 'task' must be one of {sorted(self.runners)}")
         inputs = self._submitted_inputs(owner, message)
-        runner.validate(spec, {name: array for name, (_, array) in inputs.items()})
-        if runner.iterations(spec) > self.quotas.iterations:
-            raise over_bound("iterations", runner.iterations(spec), self.quotas.iterations,
+        settings = runner.parse(spec)
+        runner.check_inputs(settings, {name: array for name, (_, array) in inputs.items()})
+        iterations = runner.iterations(settings)
+        if iterations > self.quotas.iterations:
+            raise over_bound("iterations", iterations, self.quotas.iterations,
                              "lower iterations, or split the work into several jobs")
         manifest = {}
         for name, (ref, array) in inputs.items():
@@ -264,7 +268,7 @@ class JobTable:
         record.updated = data["updated"]
         self.records[job_id] = record
         self.tombstones.pop((owner, job_id), None)
-        self._enqueue(record)
+        self._enqueue(record, settings)
         return {**record.public(), "existing": False}
 
     def _submitted_inputs(self, owner: str,
@@ -289,11 +293,12 @@ class JobTable:
             INPUTS[name].check(name, inputs[name][1])
         return inputs
 
-    def _enqueue(self, record: JobRecord) -> None:
-        """Queue ``record`` behind its owner's waiting jobs, and hand out what may run."""
+    def _enqueue(self, record: JobRecord, settings: Any) -> None:
+        """Queue ``record`` (whose spec its runner parsed into ``settings``) behind its
+        owner's waiting jobs, and hand out what may run."""
         inputs = {name: self.blobs.load(record.owner, ref["blob"], ref["dtype"], ref["shape"])
                   for name, ref in record.inputs.items()}
-        ticket = Ticket(record.id, self.runners[record.task], record.spec, inputs,
+        ticket = Ticket(record.id, self.runners[record.task], settings, inputs,
                         self.store.checkpoint_dir(record.id), self.store.results_dir(record.id),
                         self.quotas.wall_time_s)
         self.waiting.setdefault(record.owner, deque()).append(ticket)
@@ -304,7 +309,7 @@ class JobTable:
         per turn), each with at most ``quotas.running_jobs`` (or the executor's own share)
         handed at once."""
         handed = Counter(self.records[job_id].owner for job_id in self.handed)
-        limit = self.quotas.running_jobs or self.worker.running_per_key
+        limit = self.quotas.running_jobs or self.executor.running_per_key
         turns = True
         while turns:
             turns = False
@@ -315,7 +320,7 @@ class JobTable:
                 ticket = queue_.popleft()
                 self.handed.add(ticket.job_id)
                 handed[owner] += 1
-                self.worker.enqueue(ticket)
+                self.executor.enqueue(ticket)
                 turns = True
                 if queue_:  # the owner's turn is over: to the back of the line
                     self.waiting[owner] = queue_
@@ -329,7 +334,7 @@ class JobTable:
                 if not self.waiting[owner]:
                     del self.waiting[owner]
                 return True
-        if job_id in self.handed and self.worker.dequeue(job_id):
+        if job_id in self.handed and self.executor.dequeue(job_id):
             self.handed.discard(job_id)
             self._dispatch()
             return True
@@ -358,10 +363,12 @@ class JobTable:
             try:
                 if record.task not in self.runners:
                     raise ProtocolError("invalid_input", f"unknown task {record.task!r}")
-                self._enqueue(record)
+                self._enqueue(record, self.runners[record.task].parse(record.spec))
             except ProtocolError as exc:
                 self._finish(record.id, "failed", f"cannot resume: {exc.message}", [])
-        self.worker.recovered()
+            except JobFailed as exc:  # a spec this server's version no longer takes
+                self._finish(record.id, "failed", f"cannot resume: {exc}", [])
+        self.executor.recovered()
 
     # -- stopping and ending ---------------------------------------------------------------
 
@@ -385,11 +392,12 @@ class JobTable:
             code = "conflict" if record.state == "done" else "not_ready"
             raise ProtocolError(code, f"job {job_id!r} is {record.state}: only a cancelled or "
                                       "failed job can be resumed")
+        settings = self.runners[record.task].parse(record.spec)
         record.state, record.message, record.results = "queued", "", []
         record.finished, record.stop, record.progress = None, None, None
         self._save(record)
         self.previews.pop(job_id, None)
-        self._enqueue(record)
+        self._enqueue(record, settings)
         return record.public()
 
     def delete(self, owner: str, job_id: str) -> dict:
@@ -411,7 +419,7 @@ class JobTable:
         state file, so that a server killed before the job stops still honours it."""
         record.stop = why
         self._save(record)
-        self.worker.stop(record.id)
+        self.executor.stop(record.id)
 
     def _finish(self, job_id: str, outcome: str, message: str, results: list) -> None:
         record = self.records[job_id]
@@ -448,10 +456,10 @@ class JobTable:
                       for r in self.records.values() for ref in r.inputs.values()}
         self.blobs.collect(referenced, BLOB_GRACE_S, self.retention_s)
 
-    # -- the worker's reports --------------------------------------------------------------
+    # -- the executor's reports ------------------------------------------------------------
 
     def drain_reports(self) -> None:
-        """Apply every report the worker thread has queued since the last call."""
+        """Apply every report the executor has queued since the last call."""
         while True:
             try:
                 job_id, kind, fields, arrays = self._reports.get_nowait()
@@ -463,7 +471,7 @@ class JobTable:
                 log.exception("job %s: cannot handle its %s report", job_id, kind)
 
     def _apply_report(self, job_id: str, kind: str, fields: dict, arrays) -> None:
-        """Apply one report of the worker thread: a job started or finished, or an event."""
+        """Apply one report of the executor: a job started or finished, or an event."""
         record = self.records.get(job_id)
         if record is None:
             return

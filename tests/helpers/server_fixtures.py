@@ -1,14 +1,16 @@
-"""Servers in child processes on 127.0.0.1 with random ports, and clients for them."""
+"""Fixtures for tests that talk to a server: servers in child processes on 127.0.0.1 with random
+ports, and clients for them. A pytest plugin of the root ``conftest.py``, so any test folder
+can use them (the server, protocol, commands and pipeline tests do)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from server_helpers import ServerProcess
 
 from diffrec import cli
 from diffrec.protocol import Client, read_keypair, write_keypair
+from helpers.servers import ServerProcess
 
 
 @pytest.fixture

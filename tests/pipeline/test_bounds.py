@@ -3,23 +3,14 @@ line, with the setting named, before anything runs."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
+from helpers.servers import smallest_materials_inputs
 
 from diffrec import cli
 from diffrec.errors import UserError
 from diffrec.pipeline.bounds import GIB, MAX_RES, check_bounds
 from diffrec.protocol import ServerError
 from diffrec.protocol.settings import PRESETS, parse_settings
-
-
-def optimize_inputs() -> dict:
-    """The smallest inputs a materials job accepts (the bounds are what is under test)."""
-    cameras = np.repeat(np.eye(4, dtype=np.float32)[None], 2, axis=0)
-    intrinsics = np.tile(np.array([8, 8, 4, 4, 0.1, 10], np.float32), (2, 1))
-    return {"images": np.zeros((2, 8, 8, 4), np.float32), "cameras": cameras,
-            "intrinsics": intrinsics, "vertices": np.eye(3, dtype=np.float32),
-            "faces": np.array([[0, 1, 2]], np.int32)}
 
 
 @pytest.mark.parametrize("preset", list(PRESETS))
@@ -49,7 +40,7 @@ def test_the_server_refuses_them_at_submit(server, connect):
         spec = {"task": "optimize", "settings": {"mode": "materials", "light": "learn",
                                                  **settings}}
         with pytest.raises(ServerError) as info:
-            client.submit(f"huge-{named}", spec, optimize_inputs())
+            client.submit(f"huge-{named}", spec, smallest_materials_inputs())
         assert info.value.code == "invalid_input" and named in info.value.message
     assert client.list_jobs() == [] or all(not j["job"].startswith("huge")
                                            for j in client.list_jobs())

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from server_helpers import HASH_BLOCK_BYTES, reference_content_hash
+from helpers.servers import HASH_BLOCK_BYTES, reference_content_hash
 
 from diffrec import protocol
 from diffrec.protocol import (

@@ -3,7 +3,7 @@ and ``serve`` says when and why it stopped."""
 
 from __future__ import annotations
 
-from server_helpers import ServerProcess
+from helpers.servers import ServerProcess
 
 from diffrec import cli
 

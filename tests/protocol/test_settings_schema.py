@@ -6,7 +6,7 @@ from __future__ import annotations
 import typing
 
 import pytest
-from test_bounds import optimize_inputs
+from helpers.servers import smallest_materials_inputs
 
 from diffrec.errors import UserError
 from diffrec.pipeline.config import build_config
@@ -14,6 +14,7 @@ from diffrec.protocol import ServerError
 from diffrec.protocol.settings import (
     FIELDS,
     PRESETS,
+    SECTIONS,
     Settings,
     SettingsError,
     parse_settings,
@@ -45,20 +46,20 @@ def test_the_server_answers_invalid_input_naming_each_wrongly_typed_field(server
     for name in FIELDS:
         spec = {"task": "optimize", "settings": {"mode": "materials", name: wrong_value(name)}}
         with pytest.raises(ServerError) as info:
-            client.submit(f"typed-{name.replace('_', '-')}", spec, optimize_inputs())
+            client.submit(f"typed-{name.replace('_', '-')}", spec, smallest_materials_inputs())
         if info.value.code != "invalid_input" or f"setting {name}:" not in info.value.message:
             unnamed.append((name, info.value.code, info.value.message))
     assert unnamed == []
     spec = {"task": "optimize", "settings": {"mode": "materials", "iteratons": 3}}
     with pytest.raises(ServerError, match="iteratons: unknown setting") as info:
-        client.submit("typed-unknown", spec, optimize_inputs())
+        client.submit("typed-unknown", spec, smallest_materials_inputs())
     assert info.value.code == "invalid_input"
 
 
 def test_a_fixed_light_without_an_envmap_input_is_refused_at_submit(server, connect):
     spec = {"task": "optimize", "settings": {"mode": "materials", "light": "fixed"}}
     with pytest.raises(ServerError, match="envmap") as info:
-        connect(server).submit("fixed-without-envmap", spec, optimize_inputs())
+        connect(server).submit("fixed-without-envmap", spec, smallest_materials_inputs())
     assert info.value.code == "invalid_input"
 
 
@@ -105,8 +106,15 @@ def test_the_schema_describes_every_field():
     assert schema["iterations"]["type"] == "integer" and schema["iterations"]["minimum"] == 1
     assert schema["preview_res"]["type"] == "integer or null"
     assert schema["learning_rate"] == {"type": "list of number", "default": [0.03, 0.01],
-                                       "help": "per pass", "length": 2}
+                                       "section": "schedule", "help": "per pass", "length": 2}
     assert schema["mode"]["choices"] == ["materials", "refine", "reconstruct"]
+
+
+def test_every_setting_is_in_a_section_and_the_settings_stay_flat():
+    assert {name: spec.metadata["section"] in SECTIONS for name, spec in FIELDS.items()} == {
+        name: True for name in FIELDS}
+    assert set(SECTIONS) == {spec.metadata["section"] for spec in FIELDS.values()}
+    assert list(Settings().to_dict()) == list(FIELDS)  # no nesting on the wire or in files
 
 
 def test_the_command_line_turns_mistakes_into_user_errors_and_keeps_sources_apart():
@@ -138,3 +146,8 @@ def test_the_protocol_document_lists_every_setting_as_the_schema_says():
         row = (f"| `{name}` | {entry['type']} | `{json.dumps(entry['default'])}` | "
                f"{'; '.join(allowed)} | {entry['help']} |")
         assert row in text, f"docs/protocol.md's settings table is out of date at {name}"
+        section = entry["section"]
+        start = text.index(f"**{section}**: {SECTIONS[section]}.")
+        ends = [text.find(f"\n**{other}**: ", start + 1) for other in SECTIONS]
+        end = min([at for at in ends if at > start] or [text.index("**`fit_texture`**")])
+        assert row in text[start:end], f"docs/protocol.md lists {name} outside {section}"

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "build_extension"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build_extension"
 
 
 def test_without_bpy_or_a_venv_it_says_how_to_get_one_and_writes_nothing(tmp_path):

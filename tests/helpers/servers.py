@@ -1,5 +1,6 @@
-"""Helpers for the server tests: a server in a child process, job specs, target images, and
-the content hash computed independently of the protocol module."""
+"""Helpers for the tests that talk to a server (in any folder): a server in a child process,
+job specs and inputs, target images, and the content hash computed independently of the
+protocol module."""
 
 from __future__ import annotations
 
@@ -161,3 +162,13 @@ def optimize_inputs(count: int = 4, size: int = 16) -> dict[str, np.ndarray]:
     images = np.zeros((count, size, size, 4), np.float32)
     images[..., :3], images[..., 3] = 0.5 * disc[..., None], disc
     return {"images": images, "cameras": cameras, "intrinsics": intrinsics}
+
+
+def smallest_materials_inputs() -> dict[str, np.ndarray]:
+    """The smallest inputs a materials job accepts: two blank 8x8 views and one triangle (for
+    tests of what the settings refuse, where the inputs are not under test)."""
+    cameras = np.repeat(np.eye(4, dtype=np.float32)[None], 2, axis=0)
+    intrinsics = np.tile(np.array([8, 8, 4, 4, 0.1, 10], np.float32), (2, 1))
+    return {"images": np.zeros((2, 8, 8, 4), np.float32), "cameras": cameras,
+            "intrinsics": intrinsics, "vertices": np.eye(3, dtype=np.float32),
+            "faces": np.array([[0, 1, 2]], np.int32)}

@@ -1,0 +1,88 @@
+"""The panel's fields that stand for backend settings, in one table, and everything derived
+from it: the fields' defaults, the preset menu, the values a preset fills in, and the
+``optimize`` settings a submission sends.
+
+The presets, their notes and the defaults are read from the backend's own table,
+``diffrec.protocol.settings`` (through ``wire``), never copied here. No bpy: the properties
+and the submission use this module, and tests read it without Blender.
+"""
+
+from __future__ import annotations
+
+from .wire import protocol
+
+FIELD_SETTINGS = {
+    "mode": "mode",
+    "preset": "preset",
+    "iterations": "iterations",
+    "batch": "batch",
+    "train_resolution": "train_res",
+    "texture_resolution": "texture_res",
+    "light_resolution": "light_res",
+    "grid": "dmtet_grid",
+    "gpus": "ranks",
+}
+"""The panel's field -> the ``optimize`` setting it sets (the panel's ``light`` is not one to
+one: ``optimize_settings`` words it)."""
+
+CUSTOM = "CUSTOM"
+"""The preset menu's entry that fills nothing (the protocol's ``custom``)."""
+
+
+def to_setting(field: str, value):
+    """The panel's ``value`` of ``field`` as its setting's value: preset identifiers are the
+    settings' names in capitals, texture sizes enum identifiers (text)."""
+    if field == "preset":
+        return value.lower()
+    if field == "texture_resolution":
+        return int(value)
+    return value
+
+
+def to_field(field: str, value):
+    """A setting's ``value`` as the panel's value of ``field`` (``to_setting`` undone)."""
+    if field == "preset":
+        return value.upper()
+    if field == "texture_resolution":
+        return str(value)
+    return value
+
+
+def default(field: str):
+    """The panel's default for ``field``: its setting's default (``Settings``, whose sizes
+    are the default preset's)."""
+    return to_field(field, protocol().settings.FIELDS[FIELD_SETTINGS[field]].default)
+
+
+def preset_items() -> list[tuple[str, str, str]]:
+    """The preset menu: (identifier, name, description) per preset of the backend's table,
+    in its order, then Custom."""
+    settings = protocol().settings
+    return [*((to_field("preset", name), name.title(), settings.PRESET_NOTES[name])
+              for name in settings.PRESETS),
+            (CUSTOM, "Custom", "Your own settings")]
+
+
+def preset_values(preset: str) -> dict:
+    """{field: value} that the preset menu's entry ``preset`` (not CUSTOM) fills in: the
+    fields whose settings the backend's preset sets."""
+    table = protocol().settings.PRESETS[to_setting("preset", preset)]
+    return {field: to_field(field, table[setting]) for field, setting in FIELD_SETTINGS.items()
+            if setting in table}
+
+
+def optimize_settings(panel, has_envmap: bool) -> dict:
+    """The panel's choices (``panel``: anything with the FIELD_SETTINGS attributes and
+    ``light``) as the backend's ``optimize`` settings (docs/protocol.md): every value the
+    panel shows is sent, so the server runs what the panel says, and the preset is named
+    ("custom" for Custom). The grid goes with reconstruct only, the GPUs when more than one."""
+    values = {setting: to_setting(field, getattr(panel, field))
+              for field, setting in FIELD_SETTINGS.items()}
+    if panel.mode != "reconstruct":
+        del values["dmtet_grid"]
+    if panel.gpus <= 1:
+        del values["ranks"]
+    values["light"] = ("fixed" if panel.light == "KEEP" else
+                       "learn-from-envmap" if has_envmap else "learn")
+    values["preview_every"] = max(10, panel.iterations // 50)  # about 50 live previews
+    return values

@@ -1,0 +1,80 @@
+"""What a run starts from: the light (``make_light``) and, for materials and refine, the
+textures (``initial_textures``, from ``settings.init_textures``)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from diffrec.errors import UserError
+from diffrec.io import Material
+from diffrec.light.envmap import EnvironmentLight
+from diffrec.protocol.settings import Settings
+from diffrec.render.material import TextureMaterial
+from diffrec.render.texture2d import Texture2D
+
+__all__ = ["FLAT_NORMAL", "initial_textures", "make_light"]
+
+FLAT_NORMAL = torch.tensor([0.0, 0.0, 1.0])  # tangent space: the surface's own normal
+
+
+def make_light(settings: Settings, envmap: torch.Tensor | None, device) -> EnvironmentLight:
+    """The light a run starts with on ``device``: grey 0.5 to learn (``light`` "learn"), else
+    the HDRI ``envmap`` (equirect ``[H, W, 3]`` linear; UserError without one)."""
+    if settings.light == "learn" or envmap is None:
+        if settings.light != "learn":
+            raise UserError(f"light {settings.light!r} needs an envmap (the HDRI)")
+        return EnvironmentLight(resolution=settings.light_res, init=0.5).to(device)
+    return EnvironmentLight.from_equirect(envmap.to(device), resolution=settings.light_res)
+
+
+def initial_textures(settings: Settings, device, base_material: Material | None = None
+                     ) -> TextureMaterial:
+    """The textures a materials / refine run starts from (``settings.init_textures``), square
+    at ``texture_res``, within ``settings.material_ranges()``:
+
+    - "constant": mid-range, grey kd (alpha 1), roughness 0.5, no metal, flat normals;
+    - "random": kd uniform in its range, occlusion uniform in its range cut at 0.01,
+      roughness and metallic uniform in theirs, flat normals (the reference system's random
+      textures);
+    - "base_mesh": the base mesh's own material resampled (constants where it has none).
+    """
+    size, ranges = settings.texture_res, settings.material_ranges()
+    kd_low, kd_high = (torch.tensor(v) for v in ranges["kd"])
+    ks_low, ks_high = (torch.tensor(v, dtype=torch.float32) for v in ranges["ks"])
+    mid_kd = [0.5, 0.5, 0.5, 1.0][:len(kd_low)]
+    values = {"kd": torch.tensor(mid_kd).clamp(kd_low, kd_high).expand(size, size, -1),
+              "ks": torch.tensor([0.0, 0.5, 0.0]).clamp(ks_low, ks_high).expand(size, size, 3),
+              "normal": FLAT_NORMAL.expand(size, size, 3)}
+    if settings.init_textures == "random":
+        generator = torch.Generator().manual_seed(settings.seed)
+
+        def uniform(low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
+            return low + (high - low) * torch.rand(size, size, len(low), generator=generator)
+
+        values["kd"] = uniform(kd_low, kd_high)
+        ks_high[0] = ks_high[0].clamp(max=0.01).clamp(min=ks_low[0])  # occlusion near none
+        values["ks"] = uniform(ks_low, ks_high)
+    elif settings.init_textures == "base_mesh" and base_material is not None:
+        for name in ("kd", "ks", "normal"):
+            channel = getattr(base_material, name)
+            if channel is not None:
+                values[name] = _resampled(channel, size, values[name])
+    textures = [Texture2D(values[name], *ranges[name]) for name in ("kd", "ks", "normal")]
+    for texture in textures:
+        texture.clamp_()  # a base mesh's material may lie outside the ranges
+    return TextureMaterial(*textures, mip_bias=settings.texture_mip_bias).to(device)
+
+
+def _resampled(channel: torch.Tensor, size: int, like: torch.Tensor) -> torch.Tensor:
+    """A material channel (constant ``[C]`` or texture ``[H, W, C]``) as a ``size``-square
+    texture with ``like``'s channel count (alpha 1 added, or dropped)."""
+    channel = torch.as_tensor(channel, dtype=torch.float32)
+    if channel.ndim == 1:
+        channel = channel[None, None]
+    image = F.interpolate(channel.permute(2, 0, 1)[None], size=(size, size), mode="bilinear",
+                          align_corners=False, antialias=True)[0].permute(1, 2, 0)
+    channels = like.shape[-1]
+    if image.shape[-1] < channels:
+        image = torch.cat([image, torch.ones(size, size, channels - image.shape[-1])], -1)
+    return image[..., :channels].contiguous()

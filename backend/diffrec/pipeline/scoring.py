@@ -1,0 +1,62 @@
+"""How a run is judged: its held-out views rendered (supersampled) and scored against their
+targets, PSNR and SSIM per view and their means (``metrics.json``'s ``views``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from diffrec.pipeline.trainer import light_rotation
+from diffrec.pipeline.views import Views
+from diffrec.protocol.settings import Settings
+from diffrec.render.backgrounds import background_for, composite
+from diffrec.render.metrics import psnr, ssim
+from diffrec.render.renderer import render_mesh
+from diffrec.render.shadowing import vertex_visibility
+
+__all__ = ["VALIDATION_SPP", "Validation", "score_views"]
+
+
+@dataclass
+class Validation:
+    """The held-out views as judged: ``renders`` and composited ``targets`` ``[N, H, W, 3]``
+    linear (CPU), in the order of the metrics' ``views``."""
+
+    renders: torch.Tensor
+    targets: torch.Tensor
+
+
+VALIDATION_SPP = 2  # held-out views are judged antialiased, as targets and Blender show them
+
+
+def score_views(ctx, mesh, material, light, views: Views, settings: Settings
+                ) -> tuple[dict, torch.Tensor, torch.Tensor]:
+    """Render the held-out views (supersampled); PSNR and SSIM per view against the targets,
+    both over ``settings.background`` (black for "random"). Returns the scores, the renders
+    and the composited targets (``[N, H, W, 3]``, CPU)."""
+    light.build_mips()
+    visibility = (vertex_visibility(mesh.positions, mesh.triangles).to(ctx.device)
+                  if settings.self_shadowing else None)
+    renders, shown_targets, scores = [], [], []
+    with torch.no_grad():
+        for start in range(0, len(views), max(settings.batch, 1)):
+            cameras, targets = views.batch(range(start, min(start + settings.batch, len(views))))
+            cameras, targets = cameras.to(ctx.device), targets.to(ctx.device)
+            background = background_for(settings.background, targets)
+            out = render_mesh(ctx, mesh, material, cameras, light,
+                              spp=max(settings.spp, VALIDATION_SPP), layers=settings.layers,
+                              background=background,
+                              light_rotation=light_rotation(cameras, settings),
+                              visibility=visibility)
+            target = composite(targets, background)
+            scores += list(zip(psnr(out.color, target).tolist(), ssim(out.color, target).tolist(),
+                               strict=True))
+            renders.append(out.color.cpu())
+            shown_targets.append(target.cpu())
+    per_view = [{"name": name, "psnr": p, "ssim": s}
+                for name, (p, s) in zip(views.names, scores, strict=True)]
+    summary = {"views": per_view,
+               "psnr_mean": sum(p for p, _ in scores) / len(scores),
+               "ssim_mean": sum(s for _, s in scores) / len(scores)}
+    return summary, torch.cat(renders), torch.cat(shown_targets)

@@ -1,0 +1,86 @@
+"""The panel's preset menu, defaults and submitted settings come from the backend's settings
+table (``addon.panel_fields``, read without Blender; the registered properties are checked
+under bpy in checks_addon.py)."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from addon import panel_fields
+from diffrec.protocol.settings import (
+    DEFAULT_PRESET,
+    FIELDS,
+    PRESET_NOTES,
+    PRESETS,
+    Settings,
+    parse_settings,
+)
+
+
+def test_the_fields_stand_for_settings_that_exist():
+    assert set(panel_fields.FIELD_SETTINGS.values()) <= set(FIELDS)
+
+
+def test_the_preset_menu_is_the_backends_table_then_custom():
+    assert panel_fields.preset_items() == [
+        *((name.upper(), name.title(), PRESET_NOTES[name]) for name in PRESETS),
+        ("CUSTOM", "Custom", "Your own settings")]
+
+
+def test_the_defaults_are_the_settings_defaults_and_the_default_presets_sizes():
+    defaults, sizes = Settings(), PRESETS[DEFAULT_PRESET]
+    assert {field: panel_fields.default(field) for field in panel_fields.FIELD_SETTINGS} == {
+        "mode": defaults.mode, "preset": DEFAULT_PRESET.upper(), "iterations": sizes["iterations"],
+        "batch": sizes["batch"], "train_resolution": sizes["train_res"],
+        "texture_resolution": str(sizes["texture_res"]), "light_resolution": sizes["light_res"],
+        "grid": sizes["dmtet_grid"], "gpus": 1}
+
+
+def test_settings_defaults_are_the_default_presets_values():
+    defaults = Settings().to_dict()
+    assert {name: defaults[name] for name in PRESETS[DEFAULT_PRESET]} == PRESETS[DEFAULT_PRESET]
+    assert Settings().preset == DEFAULT_PRESET and set(PRESET_NOTES) == set(PRESETS)
+
+
+@pytest.mark.parametrize("preset", list(PRESETS))
+def test_a_preset_fills_the_backends_values(preset):
+    table = PRESETS[preset]
+    assert panel_fields.preset_values(preset.upper()) == {
+        "iterations": table["iterations"], "batch": table["batch"],
+        "train_resolution": table["train_res"], "texture_resolution": str(table["texture_res"]),
+        "light_resolution": table["light_res"], "grid": table["dmtet_grid"]}
+
+
+def _panel(**changes):
+    values = {"mode": "reconstruct", "preset": "CUSTOM", "iterations": 120, "batch": 3,
+              "train_resolution": 96, "texture_resolution": "512", "light_resolution": 64,
+              "grid": 32, "gpus": 1, "light": "LEARN"}
+    return SimpleNamespace(**{**values, **changes})
+
+
+def test_the_submitted_settings_are_what_the_panel_shows():
+    sent = panel_fields.optimize_settings(_panel(), has_envmap=True)
+    settings = parse_settings(sent)
+    assert (settings.mode, settings.preset, settings.iterations, settings.batch) == (
+        "reconstruct", "custom", 120, 3)
+    assert (settings.train_res, settings.texture_res, settings.light_res, settings.dmtet_grid) \
+        == (96, 512, 64, 32)
+    assert settings.light == "learn-from-envmap" and "ranks" not in sent
+
+
+def test_the_grid_goes_with_reconstruct_and_the_gpus_when_several():
+    sent = panel_fields.optimize_settings(_panel(mode="materials", gpus=2, light="KEEP"), False)
+    assert "dmtet_grid" not in sent and sent["ranks"] == 2 and sent["light"] == "fixed"
+
+
+def test_the_guides_preset_row_states_the_backends_values():
+    from pathlib import Path
+
+    guide = (Path(__file__).parents[2] / "docs" / "guide.md").read_text()
+    sizes = {name: [table[key] for key in ("iterations", "batch", "train_res", "texture_res",
+                                            "light_res")] for name, table in PRESETS.items()}
+    preview, standard, high = (sizes[name] for name in ("preview", "standard", "high"))
+    assert ("*Preview* ({} iterations, batch {}, {} px images, {} px textures, {} px light"
+            .format(*preview)) in guide
+    assert "*Standard* ({}, {}, {}, {}, {})".format(*standard) in guide
+    assert "*High* ({}, {}, {}, {}, {}:".format(*high) in guide

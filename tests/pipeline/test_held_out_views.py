@@ -1,0 +1,60 @@
+"""One held-out rule (``views.hold_out_views``): a capture without a test split of its own loses
+the same views to validation whether ``diffrec optimize`` reads it or ``diffrec submit`` sends
+it and the server holds out (issue 27: the two paths had a rule each)."""
+
+import threading
+
+import torch
+from stand_ins import ring_cameras, write_nerf_folder
+
+from diffrec import raster
+from diffrec.errors import Cancelled
+from diffrec.pipeline import run
+from diffrec.pipeline.config import RunConfig, Sources
+from diffrec.pipeline.inputs import load_inputs
+from diffrec.pipeline.job_arrays import to_job_arrays
+from diffrec.pipeline.views import HELD_OUT_SHARE, hold_out_views
+from diffrec.protocol.settings import Settings
+from diffrec.server.optimize_runner import OptimizeRunner
+from diffrec.server.runner import JobContext
+
+CPU = raster.RasterContext("cpu", impl="torch")
+VIEWS = 24
+
+
+def _centres(views) -> list[list[float]]:
+    return sorted(views.cameras.centers().tolist())
+
+
+def test_command_line_and_server_hold_out_the_same_views(tmp_path, monkeypatch):
+    cameras = ring_cameras(VIEWS, 16, 16)
+    images = torch.rand(VIEWS, 16, 16, 4, generator=torch.Generator().manual_seed(0))
+    write_nerf_folder(tmp_path / "capture", cameras, images)  # a train split alone
+    settings = Settings(mode="materials", train_res=16, test_views=5, seed=7)
+    config = RunConfig(settings, Sources(dataset=str(tmp_path / "capture")))
+
+    command_line = load_inputs(config, CPU)
+    sent = load_inputs(config, CPU, hold_out=False)  # what diffrec submit sends
+    assert sent.test is None and len(sent.train) == VIEWS
+
+    received = {}
+
+    def optimize(settings, inputs, reporter, **_):
+        received["inputs"] = inputs
+        raise Cancelled("enough")
+
+    monkeypatch.setattr(run, "optimize", optimize)
+    arrays = to_job_arrays(sent.train)
+    arrays.update(vertices=torch.eye(3).numpy(), faces=torch.tensor([[0, 1, 2]]).int().numpy())
+    job = JobContext("job", settings, arrays,
+                     tmp_path / "work", tmp_path / "results", "cpu", lambda *_: None,
+                     threading.Event())
+    OptimizeRunner("cpu").run(job)
+    server = received["inputs"]
+
+    held = VIEWS // HELD_OUT_SHARE  # 5 asked, at most one in 8
+    assert len(command_line.test) == len(server.test) == held
+    assert _centres(command_line.test) == _centres(server.test)
+    assert _centres(command_line.train) == _centres(server.train)
+    _, expected_test = hold_out_views(sent.train, settings.test_views, settings.seed)
+    assert _centres(expected_test) == _centres(server.test)
