@@ -9,7 +9,8 @@ Outputs in ``--out``: ``bench_quality.json`` (settings, machine, every scene's r
 summary against issue 12's targets) and per scene ``<mode>/<scene>/`` (the result folder in
 ``asset/``, ``optimize.log``, ``comparison.png``, ``result.json``). Scenes' targets are cached in
 ``--cache`` by a content hash, so a rerun only optimizes and judges. ``--relight`` adds the
-relit judging of ``bench_quality_lib.relight`` (its targets cached beside the scene's).
+relit judging of ``bench_quality_lib.relight`` (its targets cached beside the scene's);
+``--albedo`` its base-colour comparison alone.
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--relight", action="store_true",
                         help="also judge each result under two other HDRIs and a sun, and its "
                              "base colour against the true albedo (targets cached)")
+    parser.add_argument("--albedo", action="store_true",
+                        help="judge each result's base colour against the true albedo (the "
+                             "relit judging's comparison without its lights; targets cached)")
     parser.add_argument("--out", type=Path, default=Path("out/bench_quality"))
     parser.add_argument("--cache", type=Path, default=Path("out/bench_quality_scenes"),
                         help="where scenes' targets are kept between runs")
@@ -84,7 +88,8 @@ def jobs_for(args) -> list[SceneJob]:
     threads = max(1, (os.cpu_count() or 1) // args.jobs) if args.jobs > 1 else None
     return [SceneJob(name, args.out / mode / name, args.cache, mode, args.preset, args.res,
                      args.views, args.holdout, args.samples, args.iterations, args.device,
-                     threads, args.config and args.config.resolve(), args.relight)
+                     threads, args.config and args.config.resolve(), args.relight,
+                     args.albedo)
             for mode in args.mode for name in args.scenes]
 
 

@@ -2,7 +2,7 @@
 HDRIs other than the scene's own, and one strong sun over a black world.
 
 The two HDRIs follow the scene's own in the suite's order of HDRIs (``recipes.RECIPES``), so
-each scene gets two it was not fitted under and every HDRI relights two scenes. The sun's
+each scene gets two it was not fitted under and every HDRI relights two scenes or more. The sun's
 ``strength`` is Blender's (irradiance, W/m²: a white diffuse face square to it shows about
 ``strength / pi``), ``elevation`` and ``azimuth`` in degrees, ``angle`` its apparent diameter
 in degrees (sharp shadows).

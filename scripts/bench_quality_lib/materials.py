@@ -5,7 +5,8 @@ with constant roughness and metallic and an optional procedural bump.
 A material is described by a plain dict (part of a scene's recipe, hence of its cache key):
 
 - ``pattern``: ``plain`` | ``dots`` | ``stripes`` | ``checker`` | ``text`` (rows of small
-  brick-like glyph blocks) | ``noise``; ``scale``: the pattern's frequency (per unit length);
+  brick-like glyph blocks) | ``glyphs`` (thin strokes around long blocks) | ``noise``;
+  ``scale``: the pattern's frequency (per unit length);
 - ``colors``: two linear RGB triples (the pattern's background and foreground);
 - ``roughness``, ``metallic``: in [0, 1];
 - ``bump``: 0 for none, else the strength of a bump whose height is ``bump_pattern``
@@ -15,6 +16,8 @@ A material is described by a plain dict (part of a scene's recipe, hence of its 
 from __future__ import annotations
 
 import bpy
+
+from .recipes import DOT_RADIUS, GLYPH_ROW, GLYPH_STROKE
 
 
 def _coords(nodes):
@@ -35,13 +38,13 @@ def _two_colours(nodes, links, factor, colours):
 def _pattern(nodes, links, name: str, scale: float):
     """A scalar output that is high (> 0.5) on the pattern's foreground."""
     coords = _coords(nodes)
-    if name == "dots":  # round dots on a Voronoi lattice: distance to the cell's point < 0.3
+    if name == "dots":  # round dots on a Voronoi lattice: distance to the cell's point < radius
         voronoi = nodes.new("ShaderNodeTexVoronoi")
         voronoi.inputs["Scale"].default_value = scale
         voronoi.inputs["Randomness"].default_value = 0.0
         links.new(coords, voronoi.inputs["Vector"])
         less = nodes.new("ShaderNodeMath")
-        less.operation, less.inputs[1].default_value = "LESS_THAN", 0.3
+        less.operation, less.inputs[1].default_value = "LESS_THAN", DOT_RADIUS
         links.new(voronoi.outputs["Distance"], less.inputs[0])
         return less.outputs["Value"]
     if name == "stripes":
@@ -71,6 +74,15 @@ def _pattern(nodes, links, name: str, scale: float):
         invert.operation, invert.inputs[0].default_value = "SUBTRACT", 1.0
         links.new(brick.outputs["Fac"], invert.inputs[1])
         return invert.outputs["Value"]
+    if name == "glyphs":  # thin ink strokes around long blocks: ruled rows of words
+        brick = nodes.new("ShaderNodeTexBrick")
+        brick.inputs["Scale"].default_value = scale
+        # mortar lines each side of a seam: a stroke is twice the mortar size
+        brick.inputs["Mortar Size"].default_value = GLYPH_STROKE / 2
+        brick.inputs["Brick Width"].default_value = 2 * GLYPH_ROW
+        brick.inputs["Row Height"].default_value = GLYPH_ROW
+        links.new(coords, brick.inputs["Vector"])
+        return brick.outputs["Fac"]  # 1 on the mortar: the strokes
     if name == "noise":
         noise = nodes.new("ShaderNodeTexNoise")
         noise.inputs["Scale"].default_value = scale

@@ -6,7 +6,9 @@ Together the eight cover genus >= 1 (``ring``, ``mug``), thin parts (``fish``, `
 deep concavities (``mug``, ``bowl``), sharp edges and flat faces (``box``, ``prism``), smooth
 organic shapes (``blob``, ``critter``); fine texture detail (dots, stripes, checker, text-like
 glyph rows), glossy, metallic and rough materials, bumps, very dark and very bright albedo; and
-all eight studio-light HDRIs Blender ships.
+all eight studio-light HDRIs Blender ships. Two more (issue 30) test fine texture detail on its
+own: small sharp dots on a torus (``dots``) and thin glyph strokes on a box (``glyphs``), both
+ink on white with features 2-3 % of the object's size (``feature_size``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,12 @@ def _material(pattern, colors, scale=0.0, roughness=0.5, metallic=0.0, bump=0.0,
 
 RED, CREAM, NAVY, WHITE = (0.6, 0.05, 0.03), (0.85, 0.75, 0.5), (0.03, 0.08, 0.3), (0.9, 0.9, 0.9)
 INK, GOLD, GREEN = (0.02, 0.02, 0.02), (1.0, 0.71, 0.29), (0.1, 0.4, 0.1)
+PAPER = (0.8, 0.78, 0.7)
+
+# fine patterns' sizes in the pattern's own units (scene units times its scale): a dot's
+# radius on the Voronoi lattice (cells 1 apart); a glyph stroke's width and the rows' spacing
+# (blocks twice as long as the rows are high)
+DOT_RADIUS, GLYPH_STROKE, GLYPH_ROW = 0.3, 0.08, 0.3
 
 RECIPES = {
     "ring": {"shape": "ring_with_head", "hdri": "city.exr",
@@ -41,6 +49,20 @@ RECIPES = {
     "critter": {"shape": "critter", "hdri": "night.exr",
                 "material": _material("noise", [GREEN, CREAM], scale=4.0, roughness=0.9,
                                       bump=0.6, bump_pattern="dots", bump_scale=10.0)},
+    # fine detail (issue 30): the object is 2 units across, so 0.06 units is 3 % of it
+    "dots": {"shape": "torus", "hdri": "studio.exr",
+             "material": _material("dots", [WHITE, INK], scale=10.0, roughness=0.5)},
+    "glyphs": {"shape": "tilted_box", "hdri": "city.exr",
+               "material": _material("glyphs", [PAPER, INK], scale=2.0, roughness=0.5)},
 }
 """Scene name -> recipe: ``shape`` (a ``shapes.SHAPES`` builder), ``material`` (see
 ``materials``), ``hdri`` (a file among Blender's studio-light worlds)."""
+
+
+def feature_size(material: dict) -> float:
+    """The width of the pattern's foreground features in scene units (the object fits the unit
+    sphere): a dot's largest diameter, a glyph stroke's width; ValueError for other patterns."""
+    widths = {"dots": 2 * DOT_RADIUS, "glyphs": GLYPH_STROKE}
+    if material["pattern"] not in widths:
+        raise ValueError(f"pattern {material['pattern']!r} has no single feature size")
+    return widths[material["pattern"]] / material["scale"]

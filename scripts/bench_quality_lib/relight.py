@@ -106,14 +106,14 @@ def targets_key(dataset: Path, lights: list[dict]) -> str:
     return digest.hexdigest()[:16]
 
 
-def ensure_targets(dataset: Path, name: str, size: int, samples: int,
+def ensure_targets(dataset: Path, name: str, size: int, samples: int, lights: list[dict],
                    use_gpu: bool = False) -> tuple[dict[str, np.ndarray], bool]:
-    """(scene ``name``'s relit targets and true albedo, whether they were rendered now rather
-    than found beside its ``dataset``). Leaves the bpy session with the true scene in it."""
+    """(scene ``name``'s targets under ``lights`` (``lights.relight_lights``, or none for the
+    true albedo alone) and its true albedo, whether they were rendered now rather than found
+    beside its ``dataset``). Leaves the bpy session with the true scene in it."""
     from . import scenes
     from .run import held_out_cameras
 
-    lights = relight_lights.relight_lights(name)
     path = Path(dataset) / f"relit-{targets_key(dataset, lights)}" / "targets.npz"
     if path.is_file():
         with np.load(path) as stored:

@@ -29,7 +29,8 @@ class SceneJob:
     """What to run for one scene. ``iterations`` None: the preset's; ``device`` None: the
     backend's choice; ``threads`` None: torch's default in the optimize child; ``config``: a
     settings file passed to ``diffrec optimize --config`` (None: none); ``relight``: also
-    judge the result under other lights and its base colour (``relight``)."""
+    judge the result under other lights and its base colour (``relight``); ``albedo``: judge
+    its base colour only."""
 
     name: str
     out: Path
@@ -45,6 +46,16 @@ class SceneJob:
     threads: int | None = None
     config: Path | None = None
     relight: bool = False
+    albedo: bool = False
+
+    def lights(self) -> list[dict] | None:
+        """The lights the result is judged under besides its own: None when neither they nor
+        the base colour are judged, [] for the base colour alone."""
+        from .lights import relight_lights
+
+        if self.relight:
+            return relight_lights(self.name)
+        return [] if self.albedo else None
 
 
 def optimize_command(job: SceneJob, dataset: Path, hdri: Path, asset: Path) -> list[str]:
@@ -159,7 +170,6 @@ def run_scene(job: SceneJob) -> dict:
 
     from . import dataset as datasets
     from . import relight
-    from .lights import relight_lights
     from .recipes import RECIPES
 
     job.out.mkdir(parents=True, exist_ok=True)
@@ -172,10 +182,11 @@ def run_scene(job: SceneJob) -> dict:
                                             job.holdout, job.samples, use_gpu=_cuda(job))
     record.update(dataset=str(folder), dataset_built=built)
     record["time_s"]["dataset"] = round(time.monotonic() - started, 2)
-    if job.relight:
+    lights = job.lights()
+    if lights is not None:
         started = time.monotonic()
         relit_targets, record["relit_built"] = relight.ensure_targets(
-            folder, job.name, job.size, job.samples, use_gpu=_cuda(job))
+            folder, job.name, job.size, job.samples, lights, use_gpu=_cuda(job))
         record["time_s"]["relit_targets"] = round(time.monotonic() - started, 2)
     asset = job.out / "asset"
     shutil.rmtree(asset, ignore_errors=True)  # a previous run's checkpoints would resume
@@ -191,10 +202,12 @@ def run_scene(job: SceneJob) -> dict:
         bl_scene, cameras, world = judging_scene(job, folder, asset)
         record["cycles"] = judge_result(job, bl_scene, cameras, world)
         record["time_s"]["judge"] = round(time.monotonic() - started, 2)
-        if job.relight:
+        if lights is not None:
             started = time.monotonic()
-            record["relit"] = relight.judge(bl_scene, cameras, relight_lights(job.name),
-                                            relit_targets, job.size)
+            relit = relight.judge(bl_scene, cameras, lights, relit_targets, job.size)
+            record["albedo"] = relit["albedo"]
+            if job.relight:
+                record["relit"] = relit
             record["time_s"]["relight"] = round(time.monotonic() - started, 2)
         started = time.monotonic()
         record["geometry"] = measure_geometry(folder, asset)

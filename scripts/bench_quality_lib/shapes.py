@@ -86,6 +86,12 @@ def ring_with_head() -> bpy.types.Object:
     return _smooth(union(ring, head))
 
 
+def torus() -> bpy.types.Object:
+    """Genus 1, curved everywhere: a plump torus tilted 35 degrees, so the cameras see its
+    top, its side and through its hole."""
+    return _smooth(_apply(_torus(1.0, 0.4, rotation=(math.radians(35), 0, 0))))
+
+
 def mug() -> bpy.types.Object:
     """Genus 1 and a deep concavity: a cup hollowed almost to its base, with a ring handle."""
     body = _cylinder(0.7, 1.6)
@@ -110,6 +116,14 @@ def bevelled_box() -> bpy.types.Object:
     bevel = box.modifiers.new("bevel", "BEVEL")
     bevel.width, bevel.segments = 0.06, 2
     return _smooth(_apply(box), smooth=False)
+
+
+def tilted_box() -> bpy.types.Object:
+    """``bevelled_box`` turned off the axes, so that patterns laid out along the axes cross
+    every face at an angle."""
+    box = bevelled_box()
+    box.rotation_euler = (math.radians(20), math.radians(-15), math.radians(30))
+    return _apply(box)
 
 
 def prism() -> bpy.types.Object:
@@ -163,4 +177,4 @@ def critter() -> bpy.types.Object:
 
 
 SHAPES = {builder.__name__: builder for builder in (
-    ring_with_head, mug, bowl, bevelled_box, prism, blob, fish, critter)}
+    ring_with_head, torus, mug, bowl, bevelled_box, tilted_box, prism, blob, fish, critter)}

@@ -8,7 +8,7 @@ import numpy as np
 
 COLUMNS = ("scene", "mode", "PSNR dB", "object PSNR dB", "SSIM", "IoU", "Chamfer-L1 %",
            "normal cons.", "pieces / genus (true)", "triangles", "optimize s", "CPU s",
-           "peak MiB")
+           "peak MiB", "albedo RMSE / rel.")
 
 # issue 12's targets, on the preview preset (judged by Cycles, whole image over black)
 TARGETS = {
@@ -55,7 +55,15 @@ def row(record: dict) -> list[str]:
             f"{cycles['iou_mean']:.3f}", f"{100 * geometry['chamfer_l1']:.3f}",
             f"{geometry['normal_consistency']:.3f}", _topology(geometry),
             f"{geometry['triangles']:,}", f"{record['optimize']['wall_s']:.0f}",
-            f"{record['optimize']['cpu_s']:.0f}", f"{record['optimize']['peak_mib']:.0f}"]
+            f"{record['optimize']['cpu_s']:.0f}", f"{record['optimize']['peak_mib']:.0f}",
+            _albedo(record)]
+
+
+def _albedo(record: dict) -> str:
+    """The base-colour error (``--albedo`` or ``--relight``): fitted RMSE / relative."""
+    if "albedo" not in record:
+        return "-"
+    return f"{record['albedo']['rmse']:.4f} / {record['albedo']['relative']:.3f}"
 
 
 def markdown(records: list[dict]) -> str:

@@ -24,9 +24,9 @@ SCENE, SIZE, SAMPLES = "box", 32, 8
 
 def main(cache: Path) -> dict:
     folder, _ = dataset.ensure_dataset(cache, SCENE, SIZE, 2, 2, SAMPLES)
-    targets, built = relight.ensure_targets(folder, SCENE, SIZE, SAMPLES)
-    again, built_again = relight.ensure_targets(folder, SCENE, SIZE, SAMPLES)
     lights = relight_lights(SCENE)
+    targets, built = relight.ensure_targets(folder, SCENE, SIZE, SAMPLES, lights)
+    again, built_again = relight.ensure_targets(folder, SCENE, SIZE, SAMPLES, lights)
     names = [light["name"] for light in lights]
     bl_scene, _ = scenes.build(SCENE, SIZE, SAMPLES)
     truth = relight.judge(bl_scene, held_out_cameras(folder), lights, targets, SIZE)

@@ -63,7 +63,7 @@ def initial_textures(settings: Settings, device, base_material: Material | None 
     textures = [Texture2D(values[name], *ranges[name]) for name in ("kd", "ks", "normal")]
     for texture in textures:
         texture.clamp_()  # a base mesh's material may lie outside the ranges
-    return TextureMaterial(*textures).to(device)
+    return TextureMaterial(*textures, mip_bias=settings.texture_mip_bias).to(device)
 
 
 def _resampled(channel: torch.Tensor, size: int, like: torch.Tensor) -> torch.Tensor:

@@ -163,6 +163,9 @@ class Settings:
     # nvdiffrec's 19 is cheap on a GPU, while Adam's dense update of that many parameters
     # dominates a CPU step, so the preview preset uses a smaller table
     hash_table_log2: int = _material(19, "hash-grid table size, log2", minimum=10, maximum=24)
+    texture_mip_bias: float = _material(0.0, "added to the textures' mip level when training "
+                                        "and validating, levels (negative: sharper; -16: "
+                                        "the full-resolution texture only)")
     # material value ranges per channel (kd may give a 4th, alpha, entry: used when
     # layers > 1); roughness is never below min_roughness
     kd_min: tuple[float, ...] = _material((0.0, 0.0, 0.0), "albedo low", length=(3, 4))

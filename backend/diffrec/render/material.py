@@ -27,11 +27,15 @@ class SurfaceSample:
 
 
 class TextureMaterial(torch.nn.Module):
-    """kd / ks / normal textures sampled at the mesh's UVs (mipmapped by the UV footprint)."""
+    """kd / ks / normal textures sampled at the mesh's UVs, mipmapped by the UV footprint:
+    the level is log2 of a pixel's footprint in texels plus ``mip_bias`` (levels; negative
+    reads finer levels, -16 or below the full-resolution texture only)."""
 
-    def __init__(self, kd: Texture2D, ks: Texture2D, normal: Texture2D | None = None):
+    def __init__(self, kd: Texture2D, ks: Texture2D, normal: Texture2D | None = None,
+                 mip_bias: float = 0.0):
         super().__init__()
         self.kd, self.ks, self.normal = kd, ks, normal
+        self.mip_bias = float(mip_bias)
 
     @classmethod
     def from_material(cls, material, ks_min=KS_RANGE[0], ks_max=KS_RANGE[1]) -> TextureMaterial:
@@ -53,11 +57,14 @@ class TextureMaterial(torch.nn.Module):
     def forward(self, gb: GBuffer) -> SurfaceSample:
         if gb.uv is None:
             raise ValueError("a texture material needs a mesh with UVs")
+        # scaling the footprint by 2^bias adds bias to its log2, the mip level
+        uv_da = gb.uv_da if gb.uv_da is None or not self.mip_bias else \
+            gb.uv_da * 2.0 ** self.mip_bias
         normal = None
         if self.normal is not None and gb.tangent is not None:
-            normal = self.normal.sample(gb.uv, gb.uv_da, ctx=gb.ctx)
-        return SurfaceSample(kd=self.kd.sample(gb.uv, gb.uv_da, ctx=gb.ctx),
-                             ks=self.ks.sample(gb.uv, gb.uv_da, ctx=gb.ctx), normal=normal)
+            normal = self.normal.sample(gb.uv, uv_da, ctx=gb.ctx)
+        return SurfaceSample(kd=self.kd.sample(gb.uv, uv_da, ctx=gb.ctx),
+                             ks=self.ks.sample(gb.uv, uv_da, ctx=gb.ctx), normal=normal)
 
     def clamp_(self) -> None:
         for texture in (self.kd, self.ks, self.normal):
