@@ -8,13 +8,12 @@ and some survive one of 3 pixels (a dot is a slice of a ball, so many are smalle
 largest). ``--albedo``'s targets
 (the true albedo alone) are rendered once, then found in the cache."""
 
-import json
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from truth_scripts import run_truth_script
 
 pytestmark = pytest.mark.blender
 SCRIPT = Path(__file__).with_name("fine_detail_truth.py")
@@ -28,11 +27,9 @@ OBJECT_SIZE = 2.0  # scene units: every scene fits the unit sphere
 @pytest.fixture(scope="module")
 def truth(tmp_path_factory):
     out = tmp_path_factory.mktemp("fine_detail")
-    done = subprocess.run([sys.executable, str(SCRIPT), str(out)], capture_output=True,
-                          text=True, timeout=900)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    figures = run_truth_script(SCRIPT, out, timeout_s=900)
     with np.load(out / "albedo.npz") as stored:
-        return dict(stored), json.loads(done.stdout.strip().splitlines()[-1])
+        return dict(stored), figures
 
 
 def _eroded(mask: np.ndarray, width: int) -> np.ndarray:

@@ -6,13 +6,12 @@ base-colour error (Cycles with the same seed renders the same image, so any diff
 how the lights or the base colour are set up between targets and judging shows). Runs
 ``relight_truth.py`` in a child Python (bpy)."""
 
-import json
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from truth_scripts import run_truth_script
 
 pytestmark = pytest.mark.blender
 SCRIPT = Path(__file__).with_name("relight_truth.py")
@@ -25,10 +24,7 @@ from bench_quality_lib.recipes import RECIPES  # noqa: E402
 @pytest.fixture(scope="module")
 def figures(tmp_path_factory):
     cache = tmp_path_factory.mktemp("relight")
-    done = subprocess.run([sys.executable, str(SCRIPT), str(cache)], capture_output=True,
-                          text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_truth_script(SCRIPT, cache, timeout_s=600)
 
 
 def test_relit_targets_are_rendered_once_then_cached(figures):
