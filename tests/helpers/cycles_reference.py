@@ -8,9 +8,10 @@ SCENE.json holds: ``mesh`` (an .npz with positions [V,3], triangles [T,3], uvs [
 uv_triangles [T,3], world space, metres), ``hdri`` (an equirectangular EXR, used through an
 Environment Texture node exactly as an artist would), ``material`` (``kd`` RGB or ``kd_image``
 sRGB PNG, ``roughness``, ``metallic``, optional ``normal_image``: a tangent-space OpenGL
-normal map PNG), ``cameras`` (camera_to_world 4x4 lists), ``fx``, ``size``, ``samples`` and
-``out_dir``. Writes ``out_dir/view_NN.exr`` (RGBA, scene-linear, premultiplied, rows as Blender
-writes them). Direct light from the world only (no bounces), transparent film.
+normal map PNG), ``cameras`` (camera_to_world 4x4 lists), ``fx``, ``size``, ``samples``,
+``out_dir`` and optionally ``max_bounces`` (default 0). Writes ``out_dir/view_NN.exr`` (RGBA,
+scene-linear, premultiplied, rows as Blender writes them). Light from the world only, direct
+unless ``max_bounces`` allows bounces, transparent film.
 """
 
 import json
@@ -71,15 +72,15 @@ def build_material(spec: dict) -> bpy.types.Material:
     return material
 
 
-def configure_cycles(scene, size: int, samples: int) -> None:
-    """Cycles on the CPU, direct world light only (no bounces: what split-sum models on a
-    convex object), no denoising, a fixed seed, transparent film, ``size`` square pixels,
-    32-bit RGBA EXR output."""
+def configure_cycles(scene, size: int, samples: int, max_bounces: int = 0) -> None:
+    """Cycles on the CPU, direct world light only by default (no bounces: what split-sum
+    models on a convex object), no denoising, a fixed seed, transparent film, ``size`` square
+    pixels, 32-bit RGBA EXR output."""
     scene.render.engine = "CYCLES"
     scene.cycles.device = "CPU"
     scene.cycles.samples = samples
     scene.cycles.use_denoising = False
-    scene.cycles.max_bounces = 0
+    scene.cycles.max_bounces = max_bounces
     scene.cycles.seed = 1
     scene.render.film_transparent = True
     scene.render.resolution_x = scene.render.resolution_y = size
@@ -93,7 +94,7 @@ def main(spec_path: str) -> None:
     spec = json.loads(Path(spec_path).read_text())
     bpy.ops.wm.read_factory_settings(use_empty=True)
     scene = bpy.context.scene
-    configure_cycles(scene, spec["size"], spec["samples"])
+    configure_cycles(scene, spec["size"], spec["samples"], spec.get("max_bounces", 0))
     build_world(scene, spec["hdri"])
 
     mesh = build_mesh(spec["mesh"])

@@ -12,10 +12,11 @@ from diffrec.pipeline.views import Views
 from diffrec.protocol.settings import Settings
 from diffrec.render.backgrounds import background_for, composite
 from diffrec.render.metrics import psnr, ssim
+from diffrec.render.path_tracer import PathTracer
 from diffrec.render.renderer import render_mesh
 from diffrec.render.shadowing import vertex_visibility
 
-__all__ = ["VALIDATION_SPP", "Validation", "score_views"]
+__all__ = ["VALIDATION_PATH_SAMPLES_FACTOR", "VALIDATION_SPP", "Validation", "score_views"]
 
 
 @dataclass
@@ -28,6 +29,7 @@ class Validation:
 
 
 VALIDATION_SPP = 2  # held-out views are judged antialiased, as targets and Blender show them
+VALIDATION_PATH_SAMPLES_FACTOR = 4  # path-traced held-out views: less noise than training's
 
 
 def score_views(ctx, mesh, material, light, views: Views, settings: Settings
@@ -38,17 +40,24 @@ def score_views(ctx, mesh, material, light, views: Views, settings: Settings
     light.build_mips()
     visibility = (vertex_visibility(mesh.positions, mesh.triangles).to(ctx.device)
                   if settings.self_shadowing else None)
+    tracer = (PathTracer(mesh, ctx.device, settings.path_max_depth)
+              if settings.renderer == "path-traced" else None)
     renders, shown_targets, scores = [], [], []
     with torch.no_grad():
         for start in range(0, len(views), max(settings.batch, 1)):
             cameras, targets = views.batch(range(start, min(start + settings.batch, len(views))))
             cameras, targets = cameras.to(ctx.device), targets.to(ctx.device)
             background = background_for(settings.background, targets)
-            out = render_mesh(ctx, mesh, material, cameras, light,
-                              spp=max(settings.spp, VALIDATION_SPP), layers=settings.layers,
-                              background=background,
-                              light_rotation=light_rotation(cameras, settings),
-                              visibility=visibility)
+            if tracer is not None:
+                out = tracer.render(material, light, cameras, background=background,
+                                    spp=VALIDATION_PATH_SAMPLES_FACTOR * settings.path_samples,
+                                    seed=start)
+            else:
+                out = render_mesh(ctx, mesh, material, cameras, light,
+                                  spp=max(settings.spp, VALIDATION_SPP), layers=settings.layers,
+                                  background=background,
+                                  light_rotation=light_rotation(cameras, settings),
+                                  visibility=visibility)
             target = composite(targets, background)
             scores += list(zip(psnr(out.color, target).tolist(), ssim(out.color, target).tolist(),
                                strict=True))

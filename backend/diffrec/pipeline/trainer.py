@@ -42,7 +42,8 @@ from diffrec.protocol.settings import Settings
 from diffrec.render.backgrounds import background_for, composite
 from diffrec.render.losses import image_loss
 from diffrec.render.metrics import display, psnr
-from diffrec.render.renderer import render_mesh
+from diffrec.render.path_tracer import PathTracer
+from diffrec.render.renderer import RenderOutput, render_mesh
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +128,8 @@ class PassTrainer:
         self.optimizers = self._optimizers(run, settings)
         self.shadows = (VisibilityCache(settings.self_shadowing_every)
                         if settings.self_shadowing else None)
+        self.tracer = (PathTracer(run.geometry.mesh(), ctx.device, settings.path_max_depth)
+                       if settings.renderer == "path-traced" else None)
         self.schedulers = [torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda it: learning_rate_factor(it, run.iterations, run.warmup,
                                                        settings.schedule))
@@ -165,6 +168,20 @@ class PassTrainer:
             return None
         moving = any(p.requires_grad for p in self.run.geometry.parameters())
         return self.shadows.table(mesh.positions, mesh.triangles, self.iteration, moving)
+
+    def _render(self, mesh, cameras, background) -> RenderOutput:
+        """The training batch: path-traced (``settings.renderer``; Mitsuba's seeds drawn from
+        the pass's generator, apart per rank), else rasterized with the ``ks`` buffer."""
+        run, settings = self.run, self.settings
+        if self.tracer is not None:
+            seed = int(torch.randint(1 << 30, (), generator=self.generator))
+            return self.tracer.render(run.material, run.light, cameras,
+                                      spp=settings.path_samples, background=background,
+                                      seed=seed + self.world.rank * len(cameras))
+        return render_mesh(self.ctx, mesh, run.material, cameras, run.light, spp=settings.spp,
+                           layers=settings.layers, background=background, buffers=("ks",),
+                           light_rotation=light_rotation(cameras, settings),
+                           visibility=self._visibility(mesh))
 
     def parameters(self) -> list[torch.Tensor]:
         """Every tensor the pass trains, in the optimisers' order."""
@@ -212,10 +229,7 @@ class PassTrainer:
 
         run.light.build_mips()
         mesh = run.geometry.mesh()
-        out = render_mesh(self.ctx, mesh, run.material, cameras, run.light, spp=settings.spp,
-                          layers=settings.layers, background=background, buffers=("ks",),
-                          light_rotation=light_rotation(cameras, settings),
-                          visibility=self._visibility(mesh))
+        out = self._render(mesh, cameras, background)
         progress = self.iteration / max(run.iterations - 1, 1)
         covered = target_alpha > 0
         color = image_loss(out.color, target, settings.loss, mask=covered)
@@ -225,7 +239,9 @@ class PassTrainer:
         ramp = min(1.0, self.iteration / ALBEDO_RAMP_ITERATIONS)
         albedo = settings.albedo_smoothness * ramp * run.material.albedo_smoothness(
             mesh, self.generator, ctx=self.ctx)
-        visibility = settings.visibility * out.buffers["ks"][..., 0].mean()
+        # the occlusion regulariser (a path-traced run holds occlusion at 0: no buffer)
+        visibility = (settings.visibility * out.buffers["ks"][..., 0].mean()
+                      if "ks" in out.buffers else 0.0)
         white = settings.white_balance * run.light.white_balance_loss() if run.learn_light else 0.0
         total = color + alpha + geometry + albedo + visibility + white
 

@@ -36,6 +36,7 @@ INIT_TEXTURES = ("constant", "random", "base_mesh")
 BACKGROUNDS = ("random", "white", "black", "checker", "reference")
 PREVIEW_PANELS = ("latlong", "kd", "ks", "normal", "shading-only")
 LAPLACE_MODES = ("relative", "absolute")
+RENDERERS = ("rasterized", "path-traced")
 
 PRESETS: dict[str, dict[str, Any]] = {
     # CPU-friendly: a few minutes on two cores. Grid 64 (not 32): thin parts (fins, legs,
@@ -189,6 +190,17 @@ class Settings:
                                   "(rays cast with Embree: the visibility extra)")
     self_shadowing_every: int = _light(100, "iterations between recasting the shadow rays "
                                        "while the geometry moves", minimum=1)
+    # path tracing (docs/guide.md, "Path-traced fitting"): Mitsuba 3 renders training and
+    # validation, so shadows and light bounced between the object's own surfaces are not
+    # painted into the base colour; the mesh stays fixed (materials mode)
+    renderer: str = _rendering("rasterized", "how training and validation render: rasterized "
+                               "with the split-sum light, or path-traced by Mitsuba 3 (the "
+                               "pathtracing extra; materials mode)", **_choice(RENDERERS))
+    path_samples: int = _rendering(16, "samples per pixel of a path-traced training image "
+                                   "(validation takes four times as many)", minimum=1)
+    path_max_depth: int = _rendering(3, "path length as Mitsuba's max_depth: 2 direct light "
+                                     "with shadows, 3 also one bounce between the object's "
+                                     "own surfaces", minimum=2, maximum=16)
     # rendering and loss; background: what targets and renders are composited over in
     # training ("random": a colour per image) and validation ("random": black)
     loss: str = _rendering("logl1", "image loss", **_choice(LOSSES))
@@ -233,16 +245,19 @@ class Settings:
 
     def material_ranges(self) -> dict[str, tuple[tuple[float, ...], tuple[float, ...]]]:
         """``{"kd", "ks", "normal"}`` -> (low, high) per channel: kd has alpha (4 channels)
-        when ``layers`` > 1 (range [0, 1] unless kd_min / kd_max give a 4th value), and the
-        roughness floor is the larger of ks_min's and ``min_roughness``."""
+        when ``layers`` > 1 (range [0, 1] unless kd_min / kd_max give a 4th value), the
+        roughness floor is the larger of ks_min's and ``min_roughness``, and a path-traced
+        run holds the occlusion channel at 0."""
         kd_low, kd_high = list(self.kd_min), list(self.kd_max)
         if self.layers > 1 and len(kd_low) == 3:
             kd_low, kd_high = [*kd_low, 0.0], [*kd_high, 1.0]
         elif self.layers == 1:
             kd_low, kd_high = kd_low[:3], kd_high[:3]
-        ks_low = list(self.ks_min)
+        ks_low, ks_high = list(self.ks_min), list(self.ks_max)
         ks_low[1] = max(ks_low[1], self.min_roughness)
-        return {"kd": (tuple(kd_low), tuple(kd_high)), "ks": (tuple(ks_low), self.ks_max),
+        if self.renderer == "path-traced":  # light transport is the occlusion
+            ks_low[0] = ks_high[0] = 0.0
+        return {"kd": (tuple(kd_low), tuple(kd_high)), "ks": (tuple(ks_low), tuple(ks_high)),
                 "normal": (self.normal_min, self.normal_max)}
 
 
@@ -362,6 +377,16 @@ def _check_together(settings: Settings) -> None:
         ("min_roughness", settings.min_roughness <= settings.ks_max[1],
          "must not exceed ks_max's roughness"),
     ]
+    if settings.renderer == "path-traced":
+        checks += [
+            ("renderer", settings.mode == "materials",
+             "path-traced needs a fixed mesh: mode materials"),
+            ("renderer", settings.layers == 1, "path-traced renders one layer (layers 1)"),
+            ("renderer", not settings.camera_space_light,
+             "path-traced needs the light fixed to the world (camera_space_light false)"),
+            ("renderer", not settings.self_shadowing,
+             "path-traced already shadows: leave self_shadowing off"),
+        ]
     for name, ok, message in checks:
         if not ok:
             raise SettingsError(name, message)

@@ -130,7 +130,7 @@ def render_mesh(
         raise ValueError(f"unknown buffers {sorted(unknown)}; choose from {BUFFERS}")
     if light is None and mode in ("pbr", "shading-only"):
         raise ValueError(f"mode {mode!r} needs a light")
-    batch, height, width = len(cameras), cameras.height, cameras.width
+    height, width = cameras.height, cameras.width
     clip = clip_positions(mesh.positions, cameras)
     tri = mesh.triangles.to(torch.int32).contiguous()
     if topology_hash is None:
@@ -165,12 +165,19 @@ def render_mesh(
                           "position": gb.position, "mask": gb.mask}
                 nearest = {name: values[name] for name in buffers}
 
-    premultiplied = _downsample(premultiplied, spp).flip(1)
+    out = composite_over(_downsample(premultiplied, spp).flip(1), background)
+    out.buffers = {name: _downsample(value, spp).flip(1) for name, value in nearest.items()}
+    return out
+
+
+def composite_over(premultiplied: torch.Tensor, background=None) -> RenderOutput:
+    """Premultiplied RGBA images ``[B, H, W, 4]`` laid over ``background`` (as
+    ``render_mesh``'s) as a ``RenderOutput`` without buffers."""
+    batch, height, width = premultiplied.shape[:3]
     alpha = premultiplied[..., 3:4]
     bg = _background(background, batch, height, width, premultiplied)
     color = premultiplied[..., :3] + (1.0 - alpha) * bg
-    out_buffers = {name: _downsample(value, spp).flip(1) for name, value in nearest.items()}
-    return RenderOutput(color=color, alpha=alpha, background=bg, buffers=out_buffers)
+    return RenderOutput(color=color, alpha=alpha, background=bg)
 
 
 def render_uv(ctx: raster.RasterContext, mesh: Mesh, resolution: int):
