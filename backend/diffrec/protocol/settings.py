@@ -96,7 +96,8 @@ SECTIONS: dict[str, str] = {
     "geometry": "the surface: its grid, regularisers, starting shape, simplification, UVs",
     "material": "the textures: value ranges, starting values, the neural material's size",
     "light": "the environment light and its regularisers",
-    "rendering": "the image loss, layers, supersampling and the compositing background",
+    "rendering": "the image loss, layers, supersampling, the compositing background and the "
+                 "renderer",
     "bookkeeping": "what a run reports or how it is spread, not what it learns",
 }
 """The settings' sections, in the order docs/protocol.md lists them, each with what it
