@@ -74,10 +74,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--albedo", action="store_true",
                         help="judge each result's base colour against the true albedo (the "
                              "relit judging's comparison without its lights; targets cached)")
+    parser.add_argument("--peer", choices=("mitsuba",),
+                        help="fit each scene with a peer instead of diffrec optimize: "
+                             "mitsuba, Mitsuba 3's own inverse rendering "
+                             "(scripts/bench_mitsuba_peer.py; materials mode)")
     parser.add_argument("--out", type=Path, default=Path("out/bench_quality"))
     parser.add_argument("--cache", type=Path, default=Path("out/bench_quality_scenes"),
                         help="where scenes' targets are kept between runs")
     args = parser.parse_args(argv)
+    if args.peer and args.mode != ["materials"]:
+        parser.error("--peer fits materials only: --mode materials")
     if args.res < 16 or args.views < 2 or args.holdout < 1 or args.jobs < 1:
         parser.error("--res must be at least 16, --views at least 2, --holdout and --jobs at "
                      "least 1")
@@ -89,7 +95,7 @@ def jobs_for(args) -> list[SceneJob]:
     return [SceneJob(name, args.out / mode / name, args.cache, mode, args.preset, args.res,
                      args.views, args.holdout, args.samples, args.iterations, args.device,
                      threads, args.config and args.config.resolve(), args.relight,
-                     args.albedo)
+                     args.albedo, args.peer)
             for mode in args.mode for name in args.scenes]
 
 

@@ -30,7 +30,8 @@ class SceneJob:
     backend's choice; ``threads`` None: torch's default in the optimize child; ``config``: a
     settings file passed to ``diffrec optimize --config`` (None: none); ``relight``: also
     judge the result under other lights and its base colour (``relight``); ``albedo``: judge
-    its base colour only."""
+    its base colour only; ``peer`` "mitsuba": fit with Mitsuba 3's own inverse rendering
+    (``scripts/bench_mitsuba_peer.py``, materials mode) instead of ``diffrec optimize``."""
 
     name: str
     out: Path
@@ -47,6 +48,7 @@ class SceneJob:
     config: Path | None = None
     relight: bool = False
     albedo: bool = False
+    peer: str | None = None
 
     def lights(self) -> list[dict] | None:
         """The lights the result is judged under besides its own: None when neither they nor
@@ -60,7 +62,13 @@ class SceneJob:
 
 def optimize_command(job: SceneJob, dataset: Path, hdri: Path, asset: Path) -> list[str]:
     """The ``diffrec optimize`` command line: the scene's dataset at its own size, the HDRI
-    as a fixed light (as the demo keeps it), the true mesh as the start in materials mode."""
+    as a fixed light (as the demo keeps it), the true mesh as the start in materials mode;
+    with ``job.peer``, the peer's command on the same inputs."""
+    if job.peer == "mitsuba":
+        return [sys.executable, str(REPO / "scripts" / "bench_mitsuba_peer.py"),
+                "--dataset", str(dataset), "--base-mesh", str(dataset / "true_mesh.obj"),
+                "--envmap", str(hdri), "--out-dir", str(asset), "--train-res", str(job.size),
+                "--quiet", *(["--iterations", str(job.iterations)] if job.iterations else [])]
     command = [sys.executable, "-m", "diffrec", "optimize", "--dataset", str(dataset),
                "--mode", job.mode, "--preset", job.preset, "--train-res", str(job.size),
                "--envmap", str(hdri), "--light", "fixed", "--out-dir", str(asset), "--quiet"]

@@ -1,7 +1,9 @@
 """The whole method: inputs -> passes -> baked asset, validation and metrics.
 
 Modes:
-- ``materials``: the given mesh stays fixed; textures (kd, ks, normal) and the light train.
+- ``materials``: the given mesh stays fixed; textures (kd, ks, normal) and the light train;
+  with ``renderer`` "path-traced", a second pass then refines them path-traced (the
+  rasterized pass's occlusion folded into the base colour first, ``fold_occlusion_``).
 - ``refine``: as materials, and the vertices move too (Laplacian-regularised).
 - ``reconstruct``: pass 1 finds the surface with DMTet or FlexiCubes and a neural material;
   the mesh is cleaned, unwrapped and the material baked into textures; pass 2 refines mesh,
@@ -210,13 +212,22 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
         surface_rate = None
     geometry = ExplicitGeometry(mesh, trainable, settings.laplace, settings.laplace_scale,
                                 settings.large_steps).to(torch_device)
-    passes = 2 if settings.mode == "reconstruct" else 1
+    path_traced = settings.renderer == "path-traced"
+    passes = 2 if settings.mode == "reconstruct" or path_traced else 1
+    learn_light = settings.light != "fixed" and not settings.lock_light
     second = Pass(name="pass2", index=1, iterations=settings.iterations,
                   learning_rate=learning_rate, warmup=warmup, geometry=geometry,
-                  material=material, light=light,
-                  learn_light=settings.light != "fixed" and not settings.lock_light,
-                  surface_learning_rate=surface_rate, number=passes, passes=passes)
+                  material=material, light=light, learn_light=learn_light,
+                  surface_learning_rate=surface_rate, number=passes - path_traced,
+                  passes=passes)
     trainers.append(_run_pass(ctx, second, train, settings, reporter, checkpoints, world))
+    if path_traced:  # materials mode only (settings): the mesh stays as it is
+        material.fold_occlusion_()  # light transport shades cavities from here on
+        refine = Pass(name="path", index=2, iterations=settings.path_iterations,
+                      learning_rate=learning_rate, warmup=0, geometry=geometry,
+                      material=material, light=light, learn_light=learn_light,
+                      number=passes, passes=passes, renderer="path-traced")
+        trainers.append(_run_pass(ctx, refine, train, settings, reporter, checkpoints, world))
 
     with torch.no_grad():
         final_mesh = geometry.mesh()

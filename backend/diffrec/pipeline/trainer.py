@@ -13,6 +13,9 @@ Losses (``x`` render, ``y`` target, both composited over the same background, se
 ``diffrec.render.backgrounds``):
 the colour loss on pixels the target covers, MSE on coverage, plus the geometry's regulariser,
 albedo smoothness (ramped in over 500 iterations), visibility on ks.r and light white balance.
+A path-traced pass (``Pass.renderer``) compares with ``PATH_TRACED_LOSS`` instead of the
+settings' loss: its renders are Monte Carlo estimates, and only a loss quadratic in the render
+keeps their noise from biasing the fit (``diffrec.render.losses``).
 All randomness comes from generators saved in checkpoints, so a resumed pass is exact.
 
 Over several ranks (``pipeline.distributed``) each renders its share of the batch; the colour
@@ -40,6 +43,7 @@ from diffrec.pipeline.shadows import VisibilityCache
 from diffrec.protocol import events
 from diffrec.protocol.settings import Settings
 from diffrec.render.backgrounds import background_for, composite
+from diffrec.render.footprint import nearest_level, seen_texture_level
 from diffrec.render.losses import image_loss
 from diffrec.render.metrics import display, psnr
 from diffrec.render.path_tracer import PathTracer
@@ -48,6 +52,7 @@ from diffrec.render.renderer import RenderOutput, render_mesh
 log = logging.getLogger(__name__)
 
 ALBEDO_RAMP_ITERATIONS = 500
+PATH_TRACED_LOSS = "logl2_linearized"  # unbiased under the renders' sampling noise
 
 
 def light_rotation(cameras, settings: Settings) -> torch.Tensor | None:
@@ -63,7 +68,9 @@ class Pass:
     ``learn_light``). ``surface_learning_rate``: the geometry's own rate (None: as the rest; the
     setting of that name). Built with keywords only.
     ``number`` of ``passes``: where this pass stands among the passes its job runs (1-based;
-    ``index`` is the pass's own, 0 for pass 1 and 1 for pass 2, which seeds it)."""
+    ``index`` is the pass's own, 0 for pass 1, 1 for pass 2 and 2 for the path-traced pass,
+    which seeds it). ``renderer``: "rasterized", or "path-traced" (a fixed mesh, textures read
+    at the mip level the views see, ``PATH_TRACED_LOSS``)."""
 
     name: str
     index: int
@@ -77,6 +84,7 @@ class Pass:
     surface_learning_rate: float | None = None
     number: int = 1
     passes: int = 1
+    renderer: str = "rasterized"
 
 
 def learning_rate_factor(iteration: int, iterations: int, warmup: int,
@@ -128,8 +136,9 @@ class PassTrainer:
         self.optimizers = self._optimizers(run, settings)
         self.shadows = (VisibilityCache(settings.self_shadowing_every)
                         if settings.self_shadowing else None)
-        self.tracer = (PathTracer(run.geometry.mesh(), ctx.device, settings.path_max_depth)
-                       if settings.renderer == "path-traced" else None)
+        self.tracer, self.texture_level = None, 0
+        if run.renderer == "path-traced":
+            self.tracer, self.texture_level = self._path_tracing(run, sampler.views, settings)
         self.schedulers = [torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda it: learning_rate_factor(it, run.iterations, run.warmup,
                                                        settings.schedule))
@@ -169,15 +178,25 @@ class PassTrainer:
         moving = any(p.requires_grad for p in self.run.geometry.parameters())
         return self.shadows.table(mesh.positions, mesh.triangles, self.iteration, moving)
 
+    def _path_tracing(self, run: Pass, views, settings: Settings) -> tuple[PathTracer, int]:
+        """The pass's path tracer and the mip level its textures are read at: the level the
+        training views read (``seen_texture_level``, rounded, at least 0)."""
+        mesh = run.geometry.mesh()
+        if any(p.requires_grad for p in run.geometry.parameters()):
+            raise ValueError(f"pass {run.name!r} path-traces a fixed mesh only")
+        level = seen_texture_level(self.ctx, mesh, views.cameras, run.material.kd.resolution[0])
+        return PathTracer(mesh, self.ctx.device, settings.path_max_depth), nearest_level(level)
+
     def _render(self, mesh, cameras, background) -> RenderOutput:
-        """The training batch: path-traced (``settings.renderer``; Mitsuba's seeds drawn from
-        the pass's generator, apart per rank), else rasterized with the ``ks`` buffer."""
+        """The training batch: path-traced (``run.renderer``; Mitsuba's seeds drawn from the
+        pass's generator, apart per rank), else rasterized with the ``ks`` buffer."""
         run, settings = self.run, self.settings
         if self.tracer is not None:
             seed = int(torch.randint(1 << 30, (), generator=self.generator))
             return self.tracer.render(run.material, run.light, cameras,
                                       spp=settings.path_samples, background=background,
-                                      seed=seed + self.world.rank * len(cameras))
+                                      seed=seed + self.world.rank * len(cameras),
+                                      texture_level=self.texture_level)
         return render_mesh(self.ctx, mesh, run.material, cameras, run.light, spp=settings.spp,
                            layers=settings.layers, background=background, buffers=("ks",),
                            light_rotation=light_rotation(cameras, settings),
@@ -232,7 +251,8 @@ class PassTrainer:
         out = self._render(mesh, cameras, background)
         progress = self.iteration / max(run.iterations - 1, 1)
         covered = target_alpha > 0
-        color = image_loss(out.color, target, settings.loss, mask=covered)
+        loss = settings.loss if self.tracer is None else PATH_TRACED_LOSS
+        color = image_loss(out.color, target, loss, mask=covered)
         color = color * self.world.batch_weight(covered.sum())
         alpha = (out.alpha - target_alpha).square().mean()
         geometry = run.geometry.regularizer(progress)

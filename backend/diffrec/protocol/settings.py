@@ -191,13 +191,17 @@ class Settings:
                                   "(rays cast with Embree: the visibility extra)")
     self_shadowing_every: int = _light(100, "iterations between recasting the shadow rays "
                                        "while the geometry moves", minimum=1)
-    # path tracing (docs/guide.md, "Path-traced fitting"): Mitsuba 3 renders training and
-    # validation, so shadows and light bounced between the object's own surfaces are not
-    # painted into the base colour; the mesh stays fixed (materials mode)
-    renderer: str = _rendering("rasterized", "how training and validation render: rasterized "
-                               "with the split-sum light, or path-traced by Mitsuba 3 (the "
-                               "pathtracing extra; materials mode)", **_choice(RENDERERS))
-    path_samples: int = _rendering(16, "samples per pixel of a path-traced training image "
+    # path tracing (docs/guide.md, "Light the object casts on itself: path-traced fitting"):
+    # after the rasterized pass, Mitsuba 3 renders path_iterations more and the validation,
+    # so shadows and light bounced between the object's own surfaces are not painted into
+    # the base colour; the mesh stays fixed (materials mode)
+    renderer: str = _rendering("rasterized", "rasterized with the split-sum light, or "
+                               "path-traced: a rasterized pass, then path_iterations path-"
+                               "traced by Mitsuba 3 (the pathtracing extra; materials mode)",
+                               **_choice(RENDERERS))
+    path_iterations: int = _rendering(100, "path-traced iterations refining the textures "
+                                      "after the rasterized pass", minimum=1)
+    path_samples: int = _rendering(8, "samples per pixel of a path-traced training image "
                                    "(validation takes four times as many)", minimum=1)
     path_max_depth: int = _rendering(3, "path length as Mitsuba's max_depth: 2 direct light "
                                      "with shadows, 3 also one bounce between the object's "
@@ -246,19 +250,16 @@ class Settings:
 
     def material_ranges(self) -> dict[str, tuple[tuple[float, ...], tuple[float, ...]]]:
         """``{"kd", "ks", "normal"}`` -> (low, high) per channel: kd has alpha (4 channels)
-        when ``layers`` > 1 (range [0, 1] unless kd_min / kd_max give a 4th value), the
-        roughness floor is the larger of ks_min's and ``min_roughness``, and a path-traced
-        run holds the occlusion channel at 0."""
+        when ``layers`` > 1 (range [0, 1] unless kd_min / kd_max give a 4th value), and the
+        roughness floor is the larger of ks_min's and ``min_roughness``."""
         kd_low, kd_high = list(self.kd_min), list(self.kd_max)
         if self.layers > 1 and len(kd_low) == 3:
             kd_low, kd_high = [*kd_low, 0.0], [*kd_high, 1.0]
         elif self.layers == 1:
             kd_low, kd_high = kd_low[:3], kd_high[:3]
-        ks_low, ks_high = list(self.ks_min), list(self.ks_max)
+        ks_low = list(self.ks_min)
         ks_low[1] = max(ks_low[1], self.min_roughness)
-        if self.renderer == "path-traced":  # light transport is the occlusion
-            ks_low[0] = ks_high[0] = 0.0
-        return {"kd": (tuple(kd_low), tuple(kd_high)), "ks": (tuple(ks_low), tuple(ks_high)),
+        return {"kd": (tuple(kd_low), tuple(kd_high)), "ks": (tuple(ks_low), self.ks_max),
                 "normal": (self.normal_min, self.normal_max)}
 
 
@@ -270,10 +271,20 @@ checkpoint taken under other values of these still resumes)."""
 _HINTS.update(typing.get_type_hints(Settings))
 
 
+def matched_texture_res(train_res: int) -> int:
+    """The texture side a preset gives ``train_res``-pixel views: twice ``train_res``,
+    rounded up to a power of two (every preset's own pair: 128 -> 256, 512 -> 1024, 800 ->
+    2048). A finer texture than the views resolve only adds texels that no view teaches
+    (docs/BENCHMARKS.md, "Fine texture detail")."""
+    return 1 << max(0, math.ceil(math.log2(2 * train_res)))
+
+
 def parse_settings(values: Mapping[str, Any], apply_preset: bool = True) -> Settings:
     """``values`` (JSON-like: lists for tuples) as ``Settings``: defaults < the preset's
-    values (unless ``apply_preset`` is false) < ``values``. Raises ``SettingsError`` for an
-    unknown name, a value of the wrong type or out of range, naming the field."""
+    values (unless ``apply_preset`` is false) < ``values``. A preset's texture follows the
+    views: given ``train_res`` and no ``texture_res``, the preset's ``texture_res`` is
+    ``matched_texture_res(train_res)``. Raises ``SettingsError`` for an unknown name, a value
+    of the wrong type or out of range, naming the field."""
     if not isinstance(values, Mapping):
         raise SettingsError(None, "settings must be an object of name: value")
     unknown = sorted(str(name) for name in values if name not in FIELDS)
@@ -282,6 +293,10 @@ def parse_settings(values: Mapping[str, Any], apply_preset: bool = True) -> Sett
     preset = as_type("preset", str, values.get("preset", FIELDS["preset"].default))
     _check_field(FIELDS["preset"], preset)
     base = PRESETS.get(preset, {}) if apply_preset else {}
+    if base and "train_res" in values and "texture_res" not in values:
+        train_res = as_type("train_res", int, values["train_res"])
+        _check_field(FIELDS["train_res"], train_res)
+        base = {**base, "texture_res": matched_texture_res(train_res)}
     return Settings(**{**base, **values})
 
 

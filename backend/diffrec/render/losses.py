@@ -4,6 +4,13 @@ As in nvdiffrec: ``logl1`` / ``logl2`` compare after the tonemap ``srgb(log(clam
 + 1))``, which keeps bright highlights from dominating; ``mse``; ``smape`` =
 ``|x - y| / (|x| + |y| + 0.01)``; ``relmse`` = ``(x - y)^2 / (x^2 + y^2 + 0.1)``. Each returns
 the mean over all elements (a scalar tensor), or over the pixels selected by ``mask``.
+
+``logl2_linearized`` is ``logl2`` linearised at the target, ``(T'(y) (x - y))^2`` with ``T``
+the log tonemap: the same weighting of bright and dark pixels, but quadratic in the render,
+so a noisy Monte Carlo render (path tracing) whose mean is right has the right expected
+gradient. The others turn noise into bias: L1 and ``logl1`` fit the samples' median, which
+for a render's skewed noise lies below its mean; the tonemapped losses fit the mean of the
+tonemap.
 """
 
 from __future__ import annotations
@@ -44,6 +51,13 @@ def _relmse(x, y):
     return (x - y).square() / (x.square() + y.square() + 0.1)
 
 
+def _logl2_linearized(x, y):
+    with torch.enable_grad():  # the tonemap's slope at the target; no gradient flows through it
+        probe = y.detach().clone().requires_grad_(True)
+        (slope,) = torch.autograd.grad(tonemap_log_srgb(probe).sum(), probe)
+    return (slope * (x - y)).square()
+
+
 LOSSES = {
     "logl1": _logl1,
     "logl2": _logl2,
@@ -51,6 +65,7 @@ LOSSES = {
     "l1": _l1,
     "smape": _smape,
     "relmse": _relmse,
+    "logl2_linearized": _logl2_linearized,
 }
 
 

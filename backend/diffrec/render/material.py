@@ -66,6 +66,21 @@ class TextureMaterial(torch.nn.Module):
         return SurfaceSample(kd=self.kd.sample(gb.uv, uv_da, ctx=gb.ctx),
                              ks=self.ks.sample(gb.uv, uv_da, ctx=gb.ctx), normal=normal)
 
+    @torch.no_grad()
+    def fold_occlusion_(self) -> None:
+        """Move the occlusion channel into the base colour (``kd *= 1 - occlusion``, ks's R
+        set to 0 and held there by its range), in place: for a renderer that computes
+        occlusion itself. Needs kd and ks of one size."""
+        if self.kd.resolution != self.ks.resolution:
+            raise ValueError(f"kd {self.kd.resolution} and ks {self.ks.resolution} differ in "
+                             "size")
+        occlusion = self.ks.data[..., :1]
+        self.kd.data[..., :3] *= 1.0 - occlusion
+        occlusion.zero_()
+        for bound in (self.ks.min_value, self.ks.max_value):
+            if bound is not None:
+                bound[0] = 0.0
+
     def clamp_(self) -> None:
         for texture in (self.kd, self.ks, self.normal):
             if texture is not None:

@@ -8,11 +8,12 @@ replay backpropagation), so the returned images carry gradients back to the torc
 base colour, roughness and metallic textures, and the light's cube map.
 
 The surface is Mitsuba's ``principled`` BSDF, two-sided as the rasterizer shades, with
-``specular`` 0.5 (F0 = 0.04 for dielectrics), ``kd`` as base colour and ``ks``'s roughness and metallic channels: the same
-metallic-roughness material ``diffrec.shading.bsdf`` shades, with the occlusion channel and
-the normal map left out (light transport computes the occlusion; the normal map is not
-traced). ``max_depth`` is Mitsuba's: 2 is direct light with shadows, 3 adds one bounce
-between the object's own surfaces.
+``specular`` 0.5 (F0 = 0.04 for dielectrics), ``kd`` as base colour and ``ks``'s roughness
+and metallic channels: the same metallic-roughness material ``diffrec.shading.bsdf`` shades,
+with the occlusion channel and the normal map left out (light transport computes the
+occlusion; the normal map is not traced). Textures are read bilinearly, without mipmaps.
+``max_depth`` is Mitsuba's: 2 is direct light with shadows, 3 adds one bounce between the
+object's own surfaces.
 
 Images come out as ``render_mesh``'s do: ``[B, H, W, C]`` rows top-down, scene-linear, colour
 over the background and alpha the pixel's coverage (box-filtered samples).
@@ -21,6 +22,7 @@ over the background and alpha the pixel's coverage (box-filtered samples).
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from diffrec.camera import Cameras
 from diffrec.light.cube import apply_taps, bilinear_taps
@@ -40,6 +42,17 @@ DEFAULT_MAX_DEPTH = 3
 _TEXTURES = {name: f"obj.bsdf.brdf_0.{name}.data" for name in
              ("base_color", "roughness", "metallic")}
 _ENVMAP = "emitter.data"
+
+
+def _mip(texture: torch.Tensor, level: int) -> torch.Tensor:
+    """``[H, W, C]`` box-averaged over ``2^level``-texel squares (level 0: itself)."""
+    if level == 0:
+        return texture
+    factor = 1 << level
+    if texture.shape[0] % factor or texture.shape[1] % factor:
+        raise ValueError(f"a {texture.shape[0]}x{texture.shape[1]} texture has no mip level "
+                         f"{level}")
+    return F.avg_pool2d(texture.permute(2, 0, 1)[None], factor)[0].permute(1, 2, 0)
 
 
 class PathTracer:
@@ -89,7 +102,8 @@ class PathTracer:
             "obj": shape,
         })
 
-    def _sensor(self, cameras: Cameras, index: int, spp: int):
+    def sensor(self, cameras: Cameras, index: int, spp: int):
+        """Mitsuba's sensor for camera ``index`` of ``cameras`` at ``spp`` (made once, kept)."""
         key = (cameras.camera_to_world[index].detach().cpu().numpy().tobytes(),
                *(float(getattr(cameras, name)[index]) for name in ("fx", "fy", "cx", "cy")),
                cameras.width, cameras.height, spp)
@@ -99,7 +113,7 @@ class PathTracer:
             self._sensors[key] = self.mi.load_dict(spec)
         return self._sensors[key]
 
-    def _envmap(self, light) -> torch.Tensor:
+    def envmap(self, light) -> torch.Tensor:
         """The light's cube map sampled on Mitsuba's envmap grid, first column repeated at
         the end, ``[H, W + 1, 3]`` (differentiable with respect to ``light.base``)."""
         size = light.base.shape[1]
@@ -114,17 +128,19 @@ class PathTracer:
         return torch.cat([image, image[:, :1]], 1).contiguous()
 
     def render(self, material, light, cameras: Cameras, *, spp: int = 16, seed: int = 0,
-               background=None) -> RenderOutput:
+               background=None, texture_level: int = 0) -> RenderOutput:
         """Path-trace ``cameras`` with ``spp`` samples per pixel, Mitsuba seeds ``seed``,
         ``seed + 1``, ... per image; ``material`` a ``TextureMaterial`` (``kd`` and ``ks``
-        textures; only their base colour, roughness and metallic are used); ``light`` an
+        textures; only their base colour, roughness and metallic are used), read at mip
+        ``texture_level`` (2^level-texel box averages: each texel of that level gets samples
+        of its own, and gradients reach every texel under it); ``light`` an
         ``EnvironmentLight``; ``background`` as ``render_mesh``'s. Differentiable with
         respect to the textures and ``light.base``."""
-        if spp < 1:
-            raise ValueError(f"spp must be at least 1, got {spp}")
-        sensors = [self._sensor(cameras, i, spp) for i in range(len(cameras))]
-        kd, ks = material.kd.data, material.ks.data
-        inputs = {"envmap": self._envmap(light), "base_color": kd[..., :3].contiguous(),
+        if spp < 1 or texture_level < 0:
+            raise ValueError(f"need spp >= 1 and texture_level >= 0, got {spp}, {texture_level}")
+        sensors = [self.sensor(cameras, i, spp) for i in range(len(cameras))]
+        kd, ks = (_mip(texture.data, texture_level) for texture in (material.kd, material.ks))
+        inputs = {"envmap": self.envmap(light), "base_color": kd[..., :3].contiguous(),
                   "roughness": ks[..., 1:2].contiguous(), "metallic": ks[..., 2:3].contiguous()}
         mi, dr, params, scene = self.mi, self.dr, self.params, self.scene
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 
 from diffrec import raster
 
@@ -69,6 +70,19 @@ class Texture2D(torch.nn.Module):
         mode = "linear" if tex_da is None else "linear-mipmap-linear"
         return raster.texture(self.data[None], tex_uv.contiguous(), tex_da, filter_mode=mode,
                               ctx=ctx)
+
+    @torch.no_grad()
+    def resized(self, size: int) -> Texture2D:
+        """A copy ``size`` texels square, resampled bilinearly (antialiased when shrinking),
+        with the same ranges and trainability."""
+        image = F.interpolate(self.data.detach().permute(2, 0, 1)[None], size=(size, size),
+                              mode="bilinear", align_corners=False,
+                              antialias=size < max(self.resolution))[0].permute(1, 2, 0)
+        bounds = [None if bound is None else bound.tolist()
+                  for bound in (self.min_value, self.max_value)]
+        resized = Texture2D(image.contiguous(), *bounds, trainable=self.data.requires_grad)
+        resized.clamp_()
+        return resized.to(self.data.device)
 
     @torch.no_grad()
     def clamp_(self) -> None:
