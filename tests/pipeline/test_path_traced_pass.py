@@ -12,7 +12,8 @@ from diffrec import raster
 from diffrec.camera import Cameras, look_at, orbit_cameras
 from diffrec.io import read_gltf
 from diffrec.light.envmap import EnvironmentLight
-from diffrec.mesh.primitives import cube
+from diffrec.mesh import Mesh
+from diffrec.mesh.primitives import plane
 from diffrec.pipeline.inputs import Inputs
 from diffrec.pipeline.unwrap import with_uvs
 from diffrec.pipeline.views import Views
@@ -26,11 +27,21 @@ GREY = 0.6
 CTX = raster.RasterContext("cpu", impl="torch")
 
 
-def open_box():
-    """The cube [-1, 1]^3 without its top face (its two triangles at z = +1)."""
-    box = cube(1.0)
-    top = (box.positions[box.triangles][..., 2] > 0.5).all(-1)
-    return box.replace(triangles=box.triangles[~top])
+def open_box(quads=6):
+    """The cube [-1, 1]^3 without its top face, each of its five faces a grid of ``quads``^2
+    quads (shading varies across a face: the fit needs vertices to follow it)."""
+    face = plane(resolution=quads, size=2.0)
+    turns = [torch.eye(3),  # floor at z = -1, then the four walls
+             torch.tensor([[1.0, 0, 0], [0, 0, -1], [0, 1, 0]]),
+             torch.tensor([[1.0, 0, 0], [0, 0, 1], [0, -1, 0]]),
+             torch.tensor([[0.0, 0, 1], [0, 1, 0], [-1, 0, 0]]),
+             torch.tensor([[0.0, 0, -1], [0, 1, 0], [1, 0, 0]])]
+    offsets = [(0, 0, -1), (0, 1, 0), (0, -1, 0), (1, 0, 0), (-1, 0, 0)]
+    positions, triangles = [], []
+    for turn, offset in zip(turns, offsets, strict=True):
+        triangles.append(face.triangles + sum(len(p) for p in positions))
+        positions.append(face.positions @ turn.T + torch.tensor(offset, dtype=torch.float32))
+    return Mesh(torch.cat(positions), torch.cat(triangles))
 
 
 def run_config(tmp_path, renderer):
@@ -80,4 +91,4 @@ def test_the_path_traced_pass_takes_the_shadow_out_of_the_base_colour(tmp_path):
         metrics = optimize_into(run, Inputs(train, test, box, sky()))
         errors[renderer] = abs(floor_albedo(tmp_path / renderer / "out") - GREY)
         print(renderer, metrics["psnr_mean"], errors[renderer])
-    assert errors["path-traced"] < 0.5 * errors["rasterized"], errors
+    assert errors["path-traced"] < 0.3 * errors["rasterized"], errors  # measured 0.13 of it

@@ -184,7 +184,8 @@ class PassTrainer:
         mesh = run.geometry.mesh()
         if any(p.requires_grad for p in run.geometry.parameters()):
             raise ValueError(f"pass {run.name!r} path-traces a fixed mesh only")
-        level = seen_texture_level(self.ctx, mesh, views.cameras, run.material.kd.resolution[0])
+        texture_res = run.material.texture_data()[0].shape[0]
+        level = seen_texture_level(self.ctx, mesh, views.cameras, texture_res)
         return PathTracer(mesh, self.ctx.device, settings.path_max_depth), nearest_level(level)
 
     def _render(self, mesh, cameras, background) -> RenderOutput:

@@ -8,6 +8,7 @@ OpenGL convention, or None for the unperturbed normal).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,7 +16,8 @@ import torch
 
 from diffrec import raster
 from diffrec.render.gbuffer import GBuffer
-from diffrec.render.texture2d import Texture2D
+from diffrec.render.texture2d import Texture2D, sample_texture
+from diffrec.render.uv_field import UVField
 from diffrec.shading.ranges import KD_RANGE, KS_RANGE, NORMAL_RANGE
 
 
@@ -54,12 +56,22 @@ class TextureMaterial(torch.nn.Module):
         normal = None if material.normal is None else texture(material.normal, *NORMAL_RANGE)
         return cls(kd, ks, normal)
 
-    def forward(self, gb: GBuffer) -> SurfaceSample:
+    def footprint(self, gb: GBuffer) -> torch.Tensor | None:
+        """``gb``'s UV derivatives with the mip bias applied (scaling the footprint by
+        2^bias adds bias to its log2, the mip level)."""
         if gb.uv is None:
             raise ValueError("a texture material needs a mesh with UVs")
-        # scaling the footprint by 2^bias adds bias to its log2, the mip level
-        uv_da = gb.uv_da if gb.uv_da is None or not self.mip_bias else \
-            gb.uv_da * 2.0 ** self.mip_bias
+        if gb.uv_da is None or not self.mip_bias:
+            return gb.uv_da
+        return gb.uv_da * 2.0 ** self.mip_bias
+
+    def texture_data(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The kd and ks texels, ``[H, W, C]`` each (what a renderer without this module's
+        sampling reads)."""
+        return self.kd.data, self.ks.data
+
+    def forward(self, gb: GBuffer) -> SurfaceSample:
+        uv_da = self.footprint(gb)
         normal = None
         if self.normal is not None and gb.tangent is not None:
             normal = self.normal.sample(gb.uv, uv_da, ctx=gb.ctx)
@@ -77,9 +89,13 @@ class TextureMaterial(torch.nn.Module):
         occlusion = self.ks.data[..., :1]
         self.kd.data[..., :3] *= 1.0 - occlusion
         occlusion.zero_()
-        for bound in (self.ks.min_value, self.ks.max_value):
-            if bound is not None:
-                bound[0] = 0.0
+        channels = self.ks.data.shape[-1]
+        for name, unbounded in (("min_value", -math.inf), ("max_value", math.inf)):
+            bound = getattr(self.ks, name)
+            bound = torch.full((channels,), unbounded, device=occlusion.device) \
+                if bound is None else bound.clone()
+            bound[0] = 0.0
+            setattr(self.ks, name, bound)
 
     def clamp_(self) -> None:
         for texture in (self.kd, self.ks, self.normal):
@@ -117,3 +133,51 @@ class NeuralSurface(torch.nn.Module):
         surface = mesh.positions.detach()[pick.to(mesh.positions.device)]
         per_point = self.field.albedo_smoothness(surface, std=std, generator=generator)
         return per_point.mean() / 3.0
+
+
+class CorrectedMaterial(torch.nn.Module):
+    """A ``TextureMaterial`` (``base``, frozen) whose base colour is scaled by a smooth factor:
+    ``kd * exp(s)``, ``s`` ``[V, 3]`` per vertex of ``mesh`` (trained, starting at 0) spread
+    over the UV layout (``UVField``). Few parameters, each fitted on every pixel of its
+    neighbourhood, which a noisy renderer can fit; and a change that keeps the texture's own
+    detail. ``baked()`` gives the plain ``TextureMaterial``."""
+
+    LOG_SCALE_LIMIT = 4.0  # exp(+-4): a factor of 55 either way
+
+    def __init__(self, base: TextureMaterial, mesh, ctx: raster.RasterContext):
+        super().__init__()
+        self.base = base.requires_grad_(False)
+        self.log_scale = torch.nn.Parameter(torch.zeros(mesh.num_vertices, 3,
+                                                        device=base.kd.data.device))
+        self.field = UVField(ctx, mesh.to(base.kd.data.device), base.kd.resolution[0])
+
+    def texture_data(self) -> tuple[torch.Tensor, torch.Tensor]:
+        kd = self.base.kd.data
+        scaled = kd[..., :3] * torch.exp(self.field(self.log_scale))
+        return torch.cat([scaled, kd[..., 3:]], -1), self.base.ks.data
+
+    def forward(self, gb: GBuffer) -> SurfaceSample:
+        sample = self.base(gb)
+        kd = sample_texture(self.texture_data()[0], gb.uv, self.base.footprint(gb), ctx=gb.ctx)
+        return SurfaceSample(kd=kd, ks=sample.ks, normal=sample.normal)
+
+    def albedo_smoothness(self, mesh, generator: torch.Generator, points: int = 4096,
+                          std: float = 0.005, *, ctx: raster.RasterContext) -> torch.Tensor:
+        """0: the factor is smooth by construction, and the texture does not train."""
+        return self.log_scale.new_zeros(())
+
+    @torch.no_grad()
+    def clamp_(self) -> None:
+        self.log_scale.clamp_(-self.LOG_SCALE_LIMIT, self.LOG_SCALE_LIMIT)
+
+    @torch.no_grad()
+    def baked(self) -> TextureMaterial:
+        """The corrected base colour as a plain (trainable) ``TextureMaterial``, clamped into
+        the base's kd range; ks and the normal map as they are."""
+        kd = self.base.kd
+        baked = Texture2D(self.texture_data()[0], *(None if bound is None else bound.tolist()
+                                                     for bound in (kd.min_value, kd.max_value)))
+        baked.clamp_()
+        material = TextureMaterial(baked, self.base.ks, self.base.normal,
+                                   mip_bias=self.base.mip_bias).to(kd.data.device)
+        return material.requires_grad_(True)

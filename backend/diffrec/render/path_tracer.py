@@ -130,8 +130,8 @@ class PathTracer:
     def render(self, material, light, cameras: Cameras, *, spp: int = 16, seed: int = 0,
                background=None, texture_level: int = 0) -> RenderOutput:
         """Path-trace ``cameras`` with ``spp`` samples per pixel, Mitsuba seeds ``seed``,
-        ``seed + 1``, ... per image; ``material`` a ``TextureMaterial`` (``kd`` and ``ks``
-        textures; only their base colour, roughness and metallic are used), read at mip
+        ``seed + 1``, ... per image; ``material`` a ``TextureMaterial`` or ``CorrectedMaterial``
+        (its ``texture_data()``: only base colour, roughness and metallic are used), read at mip
         ``texture_level`` (2^level-texel box averages: each texel of that level gets samples
         of its own, and gradients reach every texel under it); ``light`` an
         ``EnvironmentLight``; ``background`` as ``render_mesh``'s. Differentiable with
@@ -139,7 +139,7 @@ class PathTracer:
         if spp < 1 or texture_level < 0:
             raise ValueError(f"need spp >= 1 and texture_level >= 0, got {spp}, {texture_level}")
         sensors = [self.sensor(cameras, i, spp) for i in range(len(cameras))]
-        kd, ks = (_mip(texture.data, texture_level) for texture in (material.kd, material.ks))
+        kd, ks = (_mip(data, texture_level) for data in material.texture_data())
         inputs = {"envmap": self.envmap(light), "base_color": kd[..., :3].contiguous(),
                   "roughness": ks[..., 1:2].contiguous(), "metallic": ks[..., 2:3].contiguous()}
         mi, dr, params, scene = self.mi, self.dr, self.params, self.scene
