@@ -39,16 +39,16 @@ sys.path.insert(0, str(REPO / "backend"))
 
 from diffrec import raster  # noqa: E402
 from diffrec.pipeline.config import build_config  # noqa: E402
-from diffrec.pipeline.initial_state import FLAT_NORMAL, make_light  # noqa: E402
+from diffrec.pipeline.initial_state import make_light  # noqa: E402
 from diffrec.pipeline.inputs import load_inputs  # noqa: E402
 from diffrec.pipeline.outputs import write_result  # noqa: E402
 from diffrec.pipeline.run import Result  # noqa: E402
 from diffrec.pipeline.scoring import VALIDATION_PATH_SAMPLES_FACTOR, Validation  # noqa: E402
 from diffrec.pipeline.unwrap import with_uvs  # noqa: E402
 from diffrec.render.footprint import nearest_level, seen_texture_level  # noqa: E402
-from diffrec.render.material import TextureMaterial  # noqa: E402
+from diffrec.render.material import FLAT_NORMAL, TextureMaterial  # noqa: E402
 from diffrec.render.metrics import psnr, ssim  # noqa: E402
-from diffrec.render.path_tracer import PathTracer  # noqa: E402
+from diffrec.render.path_tracer import TEXTURE_KEYS, PathTracer  # noqa: E402
 from diffrec.render.texture2d import Texture2D  # noqa: E402
 
 TEXTURES = ("base_color", "roughness", "metallic")
@@ -85,8 +85,10 @@ def fit(tracer: PathTracer, light, train, args, ranges, size: int) -> tuple[dict
     """Mitsuba's loop (the module docstring) on textures ``size`` texels square; returns them
     as torch tensors and the seconds per iteration."""
     mi, dr, params, scene = tracer.mi, tracer.dr, tracer.params, tracer.scene
-    keys = {name: f"obj.bsdf.brdf_0.{name}.data" for name in TEXTURES}
+    keys = {name: TEXTURE_KEYS[name] for name in TEXTURES}
     params["emitter.data"] = mi.TensorXf(tracer.envmap(light).detach().numpy())
+    flat = FLAT_NORMAL * 0.5 + 0.5  # the normal map, encoded: not fitted
+    params[TEXTURE_KEYS["normal_map"]] = mi.TensorXf(flat.expand(size, size, 3).numpy())
     low = {"base_color": ranges["kd"][0][0], "roughness": ranges["ks"][0][1],
            "metallic": ranges["ks"][0][2]}
     high = {"base_color": ranges["kd"][1][0], "roughness": ranges["ks"][1][1],

@@ -30,8 +30,8 @@ def test_a_zero_factor_changes_nothing_and_only_the_factor_trains():
     out = render_mesh(CTX, mesh, corrected, camera, light).color
     assert torch.allclose(out.detach(), before, atol=1e-6)
     out.mean().backward()
-    assert corrected.log_scale.grad.abs().sum() > 0
-    assert [name for name, p in corrected.named_parameters() if p.requires_grad] == ["log_scale"]
+    assert corrected.latent.grad.abs().sum() > 0
+    assert [name for name, p in corrected.named_parameters() if p.requires_grad] == ["latent"]
 
 
 def test_the_baked_base_colour_is_the_scaled_texture_clamped_into_range():
@@ -39,7 +39,7 @@ def test_the_baked_base_colour_is_the_scaled_texture_clamped_into_range():
     base = textured()
     corrected = CorrectedMaterial(base, mesh, CTX)
     with torch.no_grad():
-        corrected.log_scale.fill_(0.5)  # x 1.65: some texels pass 1 and are clamped
+        corrected.latent.fill_(0.5)  # a constant is its own smoothing: x 1.65 everywhere
     kd = base.kd.data.detach().clone()
     baked = corrected.baked()
     inside = corrected.field.filled.reshape(kd.shape[:2])

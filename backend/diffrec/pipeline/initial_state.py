@@ -10,12 +10,11 @@ from diffrec.errors import UserError
 from diffrec.io import Material
 from diffrec.light.envmap import EnvironmentLight
 from diffrec.protocol.settings import Settings
-from diffrec.render.material import TextureMaterial
+from diffrec.render.material import FLAT_NORMAL, TextureMaterial
 from diffrec.render.texture2d import Texture2D
 
-__all__ = ["FLAT_NORMAL", "initial_textures", "make_light"]
+__all__ = ["initial_textures", "make_light"]
 
-FLAT_NORMAL = torch.tensor([0.0, 0.0, 1.0])  # tangent space: the surface's own normal
 
 
 def make_light(settings: Settings, envmap: torch.Tensor | None, device) -> EnvironmentLight:

@@ -40,7 +40,7 @@ from diffrec.pipeline.bake import bake_textures
 from diffrec.pipeline.checkpoints import CheckpointStore
 from diffrec.pipeline.frustum import check_views_see_box
 from diffrec.pipeline.geometry_models import ExplicitGeometry, IsosurfaceGeometry
-from diffrec.pipeline.initial_state import FLAT_NORMAL, initial_textures, make_light
+from diffrec.pipeline.initial_state import initial_textures, make_light
 from diffrec.pipeline.inputs import Inputs
 from diffrec.pipeline.reporter import Reporter
 from diffrec.pipeline.sampler import ViewSampler
@@ -49,7 +49,12 @@ from diffrec.pipeline.trainer import Pass, PassTrainer
 from diffrec.pipeline.unwrap import has_usable_uvs, with_uvs
 from diffrec.pipeline.views import Views, at_longest_side
 from diffrec.protocol.settings import Settings
-from diffrec.render.material import CorrectedMaterial, NeuralSurface, TextureMaterial
+from diffrec.render.material import (
+    FLAT_NORMAL,
+    CorrectedMaterial,
+    NeuralSurface,
+    TextureMaterial,
+)
 from diffrec.render.texture2d import Texture2D
 
 log = logging.getLogger(__name__)

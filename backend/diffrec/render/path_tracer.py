@@ -9,9 +9,11 @@ base colour, roughness and metallic textures, and the light's cube map.
 
 The surface is Mitsuba's ``principled`` BSDF, two-sided as the rasterizer shades, with
 ``specular`` 0.5 (F0 = 0.04 for dielectrics), ``kd`` as base colour and ``ks``'s roughness
-and metallic channels: the same metallic-roughness material ``diffrec.shading.bsdf`` shades,
-with the occlusion channel and the normal map left out (light transport computes the
-occlusion; the normal map is not traced). Textures are read bilinearly, without mipmaps.
+and metallic channels, under a ``normalmap`` adapter reading the tangent-space normal map
+(OpenGL convention: Mitsuba's tangent follows +u and its bitangent is n x t, which with ``v``
+flipped is ours for charts that are not mirrored): the same metallic-roughness material
+``diffrec.shading.bsdf`` shades, but for the occlusion channel, left out because light
+transport computes occlusion. Textures are read bilinearly, without mipmaps.
 ``max_depth`` is Mitsuba's: 2 is direct light with shadows, 3 adds one bounce between the
 object's own surfaces.
 
@@ -36,11 +38,13 @@ from diffrec.render.mitsuba_bridge import (
 )
 from diffrec.render.renderer import RenderOutput, composite_over
 
-__all__ = ["DEFAULT_MAX_DEPTH", "PathTracer"]
+__all__ = ["DEFAULT_MAX_DEPTH", "TEXTURE_KEYS", "PathTracer"]
 
 DEFAULT_MAX_DEPTH = 3
-_TEXTURES = {name: f"obj.bsdf.brdf_0.{name}.data" for name in
-             ("base_color", "roughness", "metallic")}
+TEXTURE_KEYS = {**{name: f"obj.bsdf.brdf_0.nested_bsdf.{name}.data" for name in
+                ("base_color", "roughness", "metallic")},
+             "normal_map": "obj.bsdf.brdf_0.normalmap.data"}
+"""The scene parameter of each texture the material hands Mitsuba (``render``'s inputs)."""
 _ENVMAP = "emitter.data"
 
 
@@ -72,16 +76,18 @@ class PathTracer:
         self._envmap_grid: dict[int, tuple[torch.Tensor, torch.Tensor, int]] = {}
         self.scene = self._scene(mesh, max_depth)
         self.params = self.mi.traverse(self.scene)
-        self.params.keep([*_TEXTURES.values(), _ENVMAP])
+        self.params.keep([*TEXTURE_KEYS.values(), _ENVMAP])
 
     def _scene(self, mesh: Mesh, max_depth: int):
         mi = self.mi
         arrays = seamless_arrays(mesh)
-        blank = mi.Bitmap(torch.zeros(2, 2, 1).numpy())
-        bsdf = {"type": "principled", "specular": 0.5,
-                **{name: {"type": "bitmap", "bitmap": blank, "raw": True,
-                          "filter_type": "bilinear", "wrap_mode": "clamp"}
-                   for name in _TEXTURES}}
+        def texture(channels: int) -> dict:
+            return {"type": "bitmap", "bitmap": mi.Bitmap(torch.zeros(2, 2, channels).numpy()),
+                    "raw": True, "filter_type": "bilinear", "wrap_mode": "clamp"}
+
+        principled = {"type": "principled", "specular": 0.5, "base_color": texture(3),
+                      "roughness": texture(1), "metallic": texture(1)}
+        bsdf = {"type": "normalmap", "normalmap": texture(3), "bsdf": principled}
         props = mi.Properties()
         props["bsdf"] = mi.load_dict({"type": "twosided", "material": bsdf})
         shape = mi.Mesh("obj", len(arrays["positions"]), len(arrays["faces"]), props=props,
@@ -131,7 +137,7 @@ class PathTracer:
                background=None, texture_level: int = 0) -> RenderOutput:
         """Path-trace ``cameras`` with ``spp`` samples per pixel, Mitsuba seeds ``seed``,
         ``seed + 1``, ... per image; ``material`` a ``TextureMaterial`` or ``CorrectedMaterial``
-        (its ``texture_data()``: only base colour, roughness and metallic are used), read at mip
+        (its ``texture_data()``: base colour, roughness, metallic and normal map), read at mip
         ``texture_level`` (2^level-texel box averages: each texel of that level gets samples
         of its own, and gradients reach every texel under it); ``light`` an
         ``EnvironmentLight``; ``background`` as ``render_mesh``'s. Differentiable with
@@ -139,15 +145,16 @@ class PathTracer:
         if spp < 1 or texture_level < 0:
             raise ValueError(f"need spp >= 1 and texture_level >= 0, got {spp}, {texture_level}")
         sensors = [self.sensor(cameras, i, spp) for i in range(len(cameras))]
-        kd, ks = (_mip(data, texture_level) for data in material.texture_data())
+        kd, ks, normal = (_mip(data, texture_level) for data in material.texture_data())
         inputs = {"envmap": self.envmap(light), "base_color": kd[..., :3].contiguous(),
-                  "roughness": ks[..., 1:2].contiguous(), "metallic": ks[..., 2:3].contiguous()}
+                  "roughness": ks[..., 1:2].contiguous(), "metallic": ks[..., 2:3].contiguous(),
+                  "normal_map": (F.normalize(normal, dim=-1) * 0.5 + 0.5).contiguous()}
         mi, dr, params, scene = self.mi, self.dr, self.params, self.scene
 
         @dr.wrap(source="torch", target="drjit")
         def trace(values):
             params[_ENVMAP] = values["envmap"]
-            for name, key in _TEXTURES.items():
+            for name, key in TEXTURE_KEYS.items():
                 params[key] = values[name]
             params.update()
             return [mi.render(scene, params, sensor=sensor, spp=spp, seed=seed + i)
