@@ -14,9 +14,18 @@ def srgb(x):
     return np.where(x <= 0.0031308, 12.92 * x, power)
 
 
+def tone_slope(a):
+    """d/da of srgb(log(a + 1)), analytically."""
+    u = np.log(a + 1)
+    srgb_slope = np.where(u <= 0.0031308, 12.92,
+                          1.055 / 2.4 * np.power(np.maximum(u, 0.0031308), 1 / 2.4 - 1))
+    return srgb_slope / (a + 1)
+
+
 def reference(kind, x, y):
     tone = lambda a: srgb(np.log(np.clip(a, 0, 65535) + 1))  # noqa: E731
     return {
+        "logl2_linearized": (tone_slope(y) * (x - y)) ** 2,
         "logl1": np.abs(tone(x) - tone(y)),
         "logl2": (tone(x) - tone(y)) ** 2,
         "mse": (x - y) ** 2,
@@ -33,8 +42,29 @@ def test_losses_match_reference_formulas(kind):
     y = rng.exponential(2.0, (2, 5, 6, 3))
     x[0, 0, 0, 0] = 1e6  # beyond the log losses' clamp
     got = image_loss(torch.from_numpy(x), torch.from_numpy(y), kind)
-    assert got.item() == pytest.approx(reference(kind, x, y), rel=1e-9)
+    assert got.item() == pytest.approx(reference(kind, x, y), rel=1e-6)
     assert image_loss(torch.from_numpy(x), torch.from_numpy(x), kind).item() == 0
+
+
+def test_noise_biases_logl1_but_not_logl2_linearized():
+    """A Monte Carlo render with the right mean under skewed noise (rare bright samples), its
+    gradient estimated from other samples, as path replay does: the expected gradient of the
+    linearised loss is zero at the right mean, while logl1's pushes the render up (L1 fits
+    the samples' median, which lies below their mean)."""
+    generator = torch.Generator().manual_seed(0)
+    shape = (40000, 1, 1, 3)
+    target = torch.full(shape, 0.5, dtype=torch.float64)
+    primal, adjoint = (-torch.log(torch.rand(shape, generator=generator, dtype=torch.float64))
+                       for _ in range(2))  # exponential samples, mean 1
+    scale = torch.tensor(0.5, dtype=torch.float64, requires_grad=True)  # the right mean
+    gradients = {}
+    for kind in ("logl1", "logl2_linearized"):
+        # the value of scale * primal, the derivative of scale * adjoint
+        render = (scale * primal).detach() + scale * adjoint - (scale * adjoint).detach()
+        (gradient,) = torch.autograd.grad(image_loss(render, target, kind), scale)
+        gradients[kind] = float(gradient)
+    assert gradients["logl1"] < -0.1, gradients  # a descent step brightens the render
+    assert abs(gradients["logl2_linearized"]) < 0.05 * abs(gradients["logl1"]), gradients
 
 
 def test_mask_restricts_the_mean():

@@ -2,9 +2,8 @@
 
 Modes:
 - ``materials``: the given mesh stays fixed; textures (kd, ks, normal) and the light train;
-  with ``renderer`` "path-traced", a second pass then refines the base colour path-traced
-  (the rasterized pass's occlusion folded into it first, ``fold_occlusion_``; a smooth
-  per-vertex factor on it trained, ``CorrectedMaterial``).
+  with ``renderer`` "path-traced", a second pass then refines them path-traced (the
+  rasterized pass's occlusion folded into the base colour first, ``fold_occlusion_``).
 - ``refine``: as materials, and the vertices move too (Laplacian-regularised).
 - ``reconstruct``: pass 1 finds the surface with DMTet or FlexiCubes and a neural material;
   the mesh is cleaned, unwrapped and the material baked into textures; pass 2 refines mesh,
@@ -49,12 +48,7 @@ from diffrec.pipeline.trainer import Pass, PassTrainer
 from diffrec.pipeline.unwrap import has_usable_uvs, with_uvs
 from diffrec.pipeline.views import Views, at_longest_side
 from diffrec.protocol.settings import Settings
-from diffrec.render.material import (
-    FLAT_NORMAL,
-    CorrectedMaterial,
-    NeuralSurface,
-    TextureMaterial,
-)
+from diffrec.render.material import FLAT_NORMAL, NeuralSurface, TextureMaterial
 from diffrec.render.texture2d import Texture2D
 
 log = logging.getLogger(__name__)
@@ -229,13 +223,11 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     trainers.append(_run_pass(ctx, second, train, settings, reporter, checkpoints, world))
     if path_traced:  # materials mode only (settings): the mesh stays as it is
         material.fold_occlusion_()  # light transport shades cavities from here on
-        corrected = CorrectedMaterial(material, geometry.mesh(), ctx)
         refine = Pass(name="path", index=2, iterations=settings.path_iterations,
                       learning_rate=settings.path_learning_rate, warmup=0, geometry=geometry,
-                      material=corrected, light=light, learn_light=learn_light,
+                      material=material, light=light, learn_light=learn_light,
                       number=passes, passes=passes, renderer="path-traced")
         trainers.append(_run_pass(ctx, refine, train, settings, reporter, checkpoints, world))
-        material = corrected.baked()
 
     with torch.no_grad():
         final_mesh = geometry.mesh()

@@ -201,8 +201,8 @@ class Settings:
                                **_choice(RENDERERS))
     path_iterations: int = _rendering(100, "path-traced iterations refining the textures "
                                       "after the rasterized pass", minimum=1)
-    path_learning_rate: float = _rendering(0.1, "the path-traced pass's learning rate (of "
-                                           "the log of its base-colour factor)", minimum=0)
+    path_learning_rate: float = _rendering(0.01, "the path-traced pass's learning rate",
+                                           minimum=0)
     path_samples: int = _rendering(8, "samples per pixel of a path-traced training image "
                                    "(validation takes four times as many)", minimum=1)
     path_max_depth: int = _rendering(3, "path length as Mitsuba's max_depth: 2 direct light "

@@ -15,10 +15,8 @@ import numpy as np
 import torch
 
 from diffrec import raster
-from diffrec.geometry.large_steps import LargeSteps
 from diffrec.render.gbuffer import GBuffer
-from diffrec.render.texture2d import Texture2D, sample_texture
-from diffrec.render.uv_field import UVField
+from diffrec.render.texture2d import Texture2D
 from diffrec.shading.ranges import KD_RANGE, KS_RANGE, NORMAL_RANGE
 
 FLAT_NORMAL = torch.tensor([0.0, 0.0, 1.0])  # tangent space: the surface's own normal
@@ -139,61 +137,3 @@ class NeuralSurface(torch.nn.Module):
         per_point = self.field.albedo_smoothness(surface, std=std, generator=generator)
         return per_point.mean() / 3.0
 
-
-class CorrectedMaterial(torch.nn.Module):
-    """A ``TextureMaterial`` (``base``, frozen) whose base colour is scaled by a smooth factor:
-    ``kd * exp(s)``, ``s`` ``[V, 3]`` per vertex of ``mesh`` spread over the UV layout
-    (``UVField``), with ``s = (I + SMOOTHING L)^-1 u`` (``geometry.large_steps``: ``L`` the
-    mesh's graph Laplacian) and ``u`` trained from 0. Few, smooth parameters, each fitted on
-    every pixel of a neighbourhood several vertices wide, which a noisy renderer can fit; and a
-    change that keeps the texture's own detail. ``baked()`` gives the plain
-    ``TextureMaterial``."""
-
-    LOG_SCALE_LIMIT = 4.0  # exp(+-4): a factor of 55 either way
-    SMOOTHING = 20.0  # the Laplacian's weight: the factor varies over a few vertex rings
-
-    def __init__(self, base: TextureMaterial, mesh, ctx: raster.RasterContext):
-        super().__init__()
-        device = base.kd.data.device
-        self.base = base.requires_grad_(False)
-        self.latent = torch.nn.Parameter(torch.zeros(mesh.num_vertices, 3, device=device))
-        self.smoother = LargeSteps(torch.zeros(mesh.num_vertices, 3, device=device),
-                                   mesh.triangles.to(device), self.SMOOTHING)
-        self.field = UVField(ctx, mesh.to(device), base.kd.resolution[0])
-
-    def log_scale(self) -> torch.Tensor:
-        """``s`` ``[V, 3]``, the log of the factor per vertex."""
-        return self.smoother(self.latent)
-
-    def texture_data(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        kd, ks, normal = self.base.texture_data()
-        scaled = kd[..., :3] * torch.exp(self.field(self.log_scale()))
-        return torch.cat([scaled, kd[..., 3:]], -1), ks, normal
-
-    def forward(self, gb: GBuffer) -> SurfaceSample:
-        sample = self.base(gb)
-        kd = sample_texture(self.texture_data()[0], gb.uv, self.base.footprint(gb), ctx=gb.ctx)
-        return SurfaceSample(kd=kd, ks=sample.ks, normal=sample.normal)
-
-    def albedo_smoothness(self, mesh, generator: torch.Generator, points: int = 4096,
-                          std: float = 0.005, *, ctx: raster.RasterContext) -> torch.Tensor:
-        """0: the factor is smooth by construction, and the texture does not train."""
-        return self.latent.new_zeros(())
-
-    @torch.no_grad()
-    def clamp_(self) -> None:
-        """Keeps ``s`` within the limit: ``(I + w L)^-1`` averages (its rows are positive and
-        sum to 1), so ``|s| <= max |u|``."""
-        self.latent.clamp_(-self.LOG_SCALE_LIMIT, self.LOG_SCALE_LIMIT)
-
-    @torch.no_grad()
-    def baked(self) -> TextureMaterial:
-        """The corrected base colour as a plain (trainable) ``TextureMaterial``, clamped into
-        the base's kd range; ks and the normal map as they are."""
-        kd = self.base.kd
-        baked = Texture2D(self.texture_data()[0], *(None if bound is None else bound.tolist()
-                                                     for bound in (kd.min_value, kd.max_value)))
-        baked.clamp_()
-        material = TextureMaterial(baked, self.base.ks, self.base.normal,
-                                   mip_bias=self.base.mip_bias).to(kd.data.device)
-        return material.requires_grad_(True)

@@ -24,15 +24,6 @@ def flip_v(uv: torch.Tensor, uv_da: torch.Tensor | None = None):
     return flipped, uv_da * sign
 
 
-def sample_texture(data: torch.Tensor, uv: torch.Tensor, uv_da: torch.Tensor | None = None, *,
-                   ctx: raster.RasterContext) -> torch.Tensor:
-    """``data`` ``[H, W, C]`` (rows top-down) at ``uv [B, H, W, 2]`` (origin bottom-left);
-    trilinear mipmapped when ``uv_da`` is given; with ``ctx``'s engine."""
-    tex_uv, tex_da = flip_v(uv, uv_da)
-    mode = "linear" if tex_da is None else "linear-mipmap-linear"
-    return raster.texture(data[None], tex_uv.contiguous(), tex_da, filter_mode=mode, ctx=ctx)
-
-
 class Texture2D(torch.nn.Module):
     """A ``[H, W, C]`` texture, trainable, with optional per-channel value range.
 
@@ -73,8 +64,12 @@ class Texture2D(torch.nn.Module):
 
     def sample(self, uv: torch.Tensor, uv_da: torch.Tensor | None = None, *,
                ctx: raster.RasterContext) -> torch.Tensor:
-        """Values at ``uv [B, H, W, 2]`` (``sample_texture`` of the texture's data)."""
-        return sample_texture(self.data, uv, uv_da, ctx=ctx)
+        """Values at ``uv [B, H, W, 2]``; trilinear mipmapped when ``uv_da`` is given; with
+        ``ctx``'s engine."""
+        tex_uv, tex_da = flip_v(uv, uv_da)
+        mode = "linear" if tex_da is None else "linear-mipmap-linear"
+        return raster.texture(self.data[None], tex_uv.contiguous(), tex_da, filter_mode=mode,
+                              ctx=ctx)
 
     @torch.no_grad()
     def resized(self, size: int) -> Texture2D:
