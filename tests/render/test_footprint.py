@@ -10,7 +10,7 @@ from diffrec import raster
 from diffrec.camera import Cameras, look_at
 from diffrec.mesh import Mesh
 from diffrec.mesh.primitives import plane
-from diffrec.render.footprint import seen_texture_level
+from diffrec.render.footprint import nearest_level, seen_texture_level
 
 CTX = raster.RasterContext("cpu", impl="torch")
 
@@ -46,3 +46,7 @@ def test_a_mesh_without_uvs_is_refused():
     square = plane()
     with pytest.raises(ValueError, match="UVs"):
         seen_texture_level(CTX, Mesh(square.positions, square.triangles), overhead(), 256)
+
+
+def test_the_nearest_level_is_a_whole_level_and_never_finer_than_the_texture():
+    assert [nearest_level(x) for x in (-3.2, 0.4, 0.6, 1.9, float("nan"))] == [0, 0, 1, 2, 0]
