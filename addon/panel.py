@@ -53,6 +53,8 @@ class DIFFREC_PT_main(bpy.types.Panel):
         column.prop(settings, "light_resolution")
         if settings.mode == "reconstruct":
             column.prop(settings, "grid")
+        if settings.mode == "materials":
+            layout.prop(settings, "shading")
         layout.prop(settings, "gpus")
         layout.prop(settings, "light", expand=True)
         row = layout.row()

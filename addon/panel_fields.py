@@ -21,6 +21,7 @@ FIELD_SETTINGS = {
     "light_resolution": "light_res",
     "grid": "dmtet_grid",
     "gpus": "ranks",
+    "shading": "renderer",
 }
 """The panel's field -> the ``optimize`` setting it sets (the panel's ``light`` is not one to
 one: ``optimize_settings`` words it)."""
@@ -75,11 +76,14 @@ def optimize_settings(panel, has_envmap: bool) -> dict:
     """The panel's choices (``panel``: anything with the FIELD_SETTINGS attributes and
     ``light``) as the backend's ``optimize`` settings (docs/protocol.md): every value the
     panel shows is sent, so the server runs what the panel says, and the preset is named
-    ("custom" for Custom). The grid goes with reconstruct only, the GPUs when more than one."""
+    ("custom" for Custom). The grid goes with reconstruct only, the shading with materials
+    only, the GPUs when more than one."""
     values = {setting: to_setting(field, getattr(panel, field))
               for field, setting in FIELD_SETTINGS.items()}
     if panel.mode != "reconstruct":
         del values["dmtet_grid"]
+    if panel.mode != "materials":  # the path-traced pass keeps the mesh fixed
+        del values["renderer"]
     if panel.gpus <= 1:
         del values["ranks"]
     values["light"] = ("fixed" if panel.light == "KEEP" else

@@ -24,11 +24,20 @@ MODE_TEXT = {
     "reconstruct": ("Reconstruct", "Find the surface from scratch, then refine"),
 }
 """The mode menu's words, per mode of the backend's ``settings.MODES``."""
+SHADING_TEXT = {
+    "rasterized": ("Fast", "Rasterized with the split-sum light: where the object shades "
+                           "itself, the shadow ends up in the textures"),
+    "path-traced": ("Path-traced", "Then path-traced by Mitsuba 3 (shadows, one bounce): "
+                                   "textures that relight better on matte objects; slower, "
+                                   "and the backend needs the pathtracing extra"),
+}
+"""The shading menu's words, per renderer of the backend's ``settings.RENDERERS``."""
 TEXTURE_SIZES = (256, 512, 1024, 2048, 4096)
 """The texture menu's sizes, texels (every preset's among them)."""
 
 # the menus, made once (bpy evaluates the properties' annotations, which must be plain names)
 _MODE_ITEMS = [(mode, *MODE_TEXT[mode]) for mode in protocol().settings.MODES]
+_SHADING_ITEMS = [(name, *SHADING_TEXT[name]) for name in protocol().settings.RENDERERS]
 _PRESET_ITEMS = panel_fields.preset_items()
 _TEXTURE_ITEMS = [(str(size), f"{size} px", "") for size in TEXTURE_SIZES]
 
@@ -130,6 +139,12 @@ class DiffrecSceneSettings(bpy.types.PropertyGroup):
         default=default("gpus"),
         min=1,
         max=64,
+    )
+    shading: EnumProperty(
+        name="Shading",
+        description="Materials: how the fit renders the object",
+        items=_SHADING_ITEMS,
+        default=default("shading"),
     )
     texture_resolution: EnumProperty(
         name="Texture",

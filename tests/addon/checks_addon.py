@@ -71,7 +71,7 @@ def check_presets_are_the_backends():
 def check_menus_and_defaults_are_the_backends():
     """The registered properties' preset and mode menus and their defaults are those of the
     backend's settings (read here through the backend package, not the add-on's wire)."""
-    from diffrec.protocol.settings import MODES, PRESET_NOTES, PRESETS, Settings
+    from diffrec.protocol.settings import MODES, PRESET_NOTES, PRESETS, RENDERERS, Settings
 
     addon.register()
     try:
@@ -84,6 +84,8 @@ def check_menus_and_defaults_are_the_backends():
         assert props["preset"].default == defaults.preset.upper()
         assert props["mode"].default == defaults.mode
         assert props["texture_resolution"].default == str(defaults.texture_res)
+        assert [item.identifier for item in props["shading"].enum_items] == list(RENDERERS)
+        assert props["shading"].default == defaults.renderer
         assert {name: props[name].default for name in ("iterations", "batch", "train_resolution",
                                                        "light_resolution", "grid", "gpus")} == {
             "iterations": defaults.iterations, "batch": defaults.batch,

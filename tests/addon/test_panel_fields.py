@@ -33,7 +33,7 @@ def test_the_defaults_are_the_settings_defaults_and_the_default_presets_sizes():
         "mode": defaults.mode, "preset": DEFAULT_PRESET.upper(), "iterations": sizes["iterations"],
         "batch": sizes["batch"], "train_resolution": sizes["train_res"],
         "texture_resolution": str(sizes["texture_res"]), "light_resolution": sizes["light_res"],
-        "grid": sizes["dmtet_grid"], "gpus": 1}
+        "grid": sizes["dmtet_grid"], "gpus": 1, "shading": "rasterized"}
 
 
 def test_settings_defaults_are_the_default_presets_values():
@@ -54,7 +54,7 @@ def test_a_preset_fills_the_backends_values(preset):
 def _panel(**changes):
     values = {"mode": "reconstruct", "preset": "CUSTOM", "iterations": 120, "batch": 3,
               "train_resolution": 96, "texture_resolution": "512", "light_resolution": 64,
-              "grid": 32, "gpus": 1, "light": "LEARN"}
+              "grid": 32, "gpus": 1, "light": "LEARN", "shading": "rasterized"}
     return SimpleNamespace(**{**values, **changes})
 
 
@@ -71,6 +71,14 @@ def test_the_submitted_settings_are_what_the_panel_shows():
 def test_the_grid_goes_with_reconstruct_and_the_gpus_when_several():
     sent = panel_fields.optimize_settings(_panel(mode="materials", gpus=2, light="KEEP"), False)
     assert "dmtet_grid" not in sent and sent["ranks"] == 2 and sent["light"] == "fixed"
+
+
+def test_the_shading_goes_with_materials_only():
+    path_traced = _panel(mode="materials", shading="path-traced", light="KEEP")
+    assert parse_settings(panel_fields.optimize_settings(path_traced, False)).renderer == \
+        "path-traced"
+    sent = panel_fields.optimize_settings(_panel(shading="path-traced"), True)
+    assert "renderer" not in sent and parse_settings(sent).renderer == "rasterized"
 
 
 def test_the_guides_preset_row_states_the_backends_values():
