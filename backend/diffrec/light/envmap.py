@@ -78,7 +78,6 @@ class EnvironmentLight(torch.nn.Module):
         self.max_roughness = max_roughness
         self.specular_levels: list[torch.Tensor] = []
         self.diffuse_map: torch.Tensor | None = None
-        self.box_levels: list[torch.Tensor] = []
 
     @classmethod
     def from_equirect(cls, image: torch.Tensor, resolution: int = 512, **kwargs):
@@ -115,7 +114,6 @@ class EnvironmentLight(torch.nn.Module):
     def build_mips(self) -> None:
         """Recompute ``specular_levels`` and ``diffuse_map`` from ``base`` (after each step)."""
         pyramid = box_pyramid(self.base)
-        self.box_levels = pyramid
         roughness = self.level_roughness()
         levels = [
             ggx_prefilter(pyramid, self.base.shape[1] >> i, r) for i, r in enumerate(roughness[:-1])
@@ -136,22 +134,6 @@ class EnvironmentLight(torch.nn.Module):
         out = texture(self.diffuse_map[None], uv, filter_mode="linear", boundary_mode="cube",
                       ctx=ctx)
         return out.reshape(*shape[:-1], 3)
-
-    def radiance(self, directions: torch.Tensor, resolution: int = 8, *, ctx
-                 ) -> torch.Tensor:
-        """The base map box-filtered to side ``resolution`` (a power of two no larger than
-        the base), read bilinearly in directions ``[..., 3]`` -> ``[..., 3]`` (at a texel centre:
-        that texel's mean radiance). Looked up with ``ctx``'s engine (as ``diffuse``)."""
-        self._require_mips()
-        size = self.base.shape[1]
-        if not _is_power_of_two(resolution) or resolution > size:
-            raise ValueError(f"radiance resolution must be a power of two <= {size}, "
-                             f"got {resolution}")
-        level = self.box_levels[int(math.log2(size // resolution))]
-        uv = directions.reshape(1, -1, 1, 3).contiguous()
-        out = texture(level[None].contiguous(), uv, filter_mode="linear", boundary_mode="cube",
-                      ctx=ctx)
-        return out.reshape(*directions.shape[:-1], 3)
 
     def specular(self, reflect: torch.Tensor, roughness: torch.Tensor, *, ctx
                  ) -> torch.Tensor:

@@ -14,7 +14,6 @@ from diffrec.render.backgrounds import background_for, composite
 from diffrec.render.metrics import psnr, ssim
 from diffrec.render.path_tracer import PathTracer
 from diffrec.render.renderer import render_mesh
-from diffrec.render.shadowing import vertex_visibility
 
 __all__ = ["VALIDATION_PATH_SAMPLES_FACTOR", "VALIDATION_SPP", "Validation", "score_views"]
 
@@ -38,8 +37,6 @@ def score_views(ctx, mesh, material, light, views: Views, settings: Settings
     both over ``settings.background`` (black for "random"). Returns the scores, the renders
     and the composited targets (``[N, H, W, 3]``, CPU)."""
     light.build_mips()
-    visibility = (vertex_visibility(mesh.positions, mesh.triangles).to(ctx.device)
-                  if settings.self_shadowing else None)
     tracer = (PathTracer(mesh, ctx.device, settings.path_max_depth)
               if settings.renderer == "path-traced" else None)
     renders, shown_targets, scores = [], [], []
@@ -56,8 +53,7 @@ def score_views(ctx, mesh, material, light, views: Views, settings: Settings
                 out = render_mesh(ctx, mesh, material, cameras, light,
                                   spp=max(settings.spp, VALIDATION_SPP), layers=settings.layers,
                                   background=background,
-                                  light_rotation=light_rotation(cameras, settings),
-                                  visibility=visibility)
+                                  light_rotation=light_rotation(cameras, settings))
             target = composite(targets, background)
             scores += list(zip(psnr(out.color, target).tolist(), ssim(out.color, target).tolist(),
                                strict=True))

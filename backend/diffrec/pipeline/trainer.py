@@ -39,7 +39,6 @@ from diffrec.pipeline.distributed import SINGLE, World
 from diffrec.pipeline.optimizers import UniformAdam
 from diffrec.pipeline.plateau import Plateau
 from diffrec.pipeline.reporter import Preview, Progress, Reporter
-from diffrec.pipeline.shadows import VisibilityCache
 from diffrec.protocol import events
 from diffrec.protocol.settings import Settings
 from diffrec.render.backgrounds import background_for, composite
@@ -134,8 +133,6 @@ class PassTrainer:
         # a resumed pass stays stopped
         self.generator = torch.Generator().manual_seed(settings.seed * 7919 + run.index)
         self.optimizers = self._optimizers(run, settings)
-        self.shadows = (VisibilityCache(settings.self_shadowing_every)
-                        if settings.self_shadowing else None)
         self.tracer, self.texture_level = None, 0
         if run.renderer == "path-traced":
             self.tracer, self.texture_level = self._path_tracing(run, sampler.views, settings)
@@ -171,13 +168,6 @@ class PassTrainer:
             raise ValueError(f"pass {run.name!r} has nothing to optimise")
         return optimizers
 
-    def _visibility(self, mesh) -> torch.Tensor | None:
-        """The self-shadowing table for ``mesh`` (None unless ``settings.self_shadowing``)."""
-        if self.shadows is None:
-            return None
-        moving = any(p.requires_grad for p in self.run.geometry.parameters())
-        return self.shadows.table(mesh.positions, mesh.triangles, self.iteration, moving)
-
     def _path_tracing(self, run: Pass, views, settings: Settings) -> tuple[PathTracer, int]:
         """The pass's path tracer and the mip level its textures are read at: the level the
         training views read (``seen_texture_level``, rounded, at least 0)."""
@@ -200,8 +190,7 @@ class PassTrainer:
                                       texture_level=self.texture_level)
         return render_mesh(self.ctx, mesh, run.material, cameras, run.light, spp=settings.spp,
                            layers=settings.layers, background=background, buffers=("ks",),
-                           light_rotation=light_rotation(cameras, settings),
-                           visibility=self._visibility(mesh))
+                           light_rotation=light_rotation(cameras, settings))
 
     def parameters(self) -> list[torch.Tensor]:
         """Every tensor the pass trains, in the optimisers' order."""
@@ -384,8 +373,7 @@ class PassTrainer:
             else:
                 out = render_mesh(self.ctx, mesh, self.run.material, camera, self.run.light,
                                   mode=name, light_rotation=light_rotation(camera,
-                                                                           self.settings),
-                                  visibility=self._visibility(mesh))
+                                                                           self.settings))
                 image = out.color[0] if name in ("ks", "normal") else display(out.color)[0]
             panels[name] = image.cpu()
         return panels

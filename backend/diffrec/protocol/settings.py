@@ -187,11 +187,7 @@ class Settings:
     albedo_smoothness: float = _material(0.03, "albedo smoothness weight", minimum=0)
     visibility: float = _light(0.001, "occlusion regulariser weight", minimum=0)
     white_balance: float = _light(0.005, "light white-balance weight", minimum=0)
-    self_shadowing: bool = _light(False, "the object shadows its own environment light "
-                                  "(rays cast with Embree: the visibility extra)")
-    self_shadowing_every: int = _light(100, "iterations between recasting the shadow rays "
-                                       "while the geometry moves", minimum=1)
-    # path tracing (docs/guide.md, "Light the object casts on itself: path-traced fitting"):
+    # path tracing (docs/guide.md, "Materials that relight: path-traced fitting"):
     # after the rasterized pass, Mitsuba 3 renders path_iterations more and the validation,
     # so shadows and light bounced between the object's own surfaces are not painted into
     # the base colour; the mesh stays fixed (materials mode)
@@ -402,8 +398,6 @@ def _check_together(settings: Settings) -> None:
             ("renderer", settings.layers == 1, "path-traced renders one layer (layers 1)"),
             ("renderer", not settings.camera_space_light,
              "path-traced needs the light fixed to the world (camera_space_light false)"),
-            ("renderer", not settings.self_shadowing,
-             "path-traced already shadows: leave self_shadowing off"),
         ]
     for name, ok, message in checks:
         if not ok:

@@ -21,7 +21,6 @@ from diffrec.camera import Cameras
 from diffrec.light.brdf_lut import brdf_lut
 from diffrec.mesh import Mesh
 from diffrec.render.gbuffer import build_gbuffer
-from diffrec.render.shadowing import ShadowedLight, pixel_visibility
 from diffrec.shading.bsdf import shade, shading_normal
 
 BUFFERS = ("kd", "ks", "normal", "position", "mask")
@@ -56,13 +55,6 @@ class RotatedLight:
     def specular(self, reflect: torch.Tensor, roughness: torch.Tensor, *, ctx
                  ) -> torch.Tensor:
         return self.light.specular(self._turn(reflect), roughness, ctx=ctx)
-
-    def radiance(self, directions: torch.Tensor, resolution: int, *, ctx=None
-                 ) -> torch.Tensor:
-        """The light's ``radiance`` in world directions ``[K, 3]`` for every image,
-        ``[B, K, 3]``."""
-        turned = torch.einsum("bij,kj->bki", self.rotation, directions)
-        return self.light.radiance(turned, resolution, ctx=ctx)
 
 
 def clip_positions(positions: torch.Tensor, cameras: Cameras) -> torch.Tensor:
@@ -105,7 +97,6 @@ def render_mesh(
     buffers: tuple[str, ...] = (),
     topology_hash=None,
     light_rotation: torch.Tensor | None = None,
-    visibility: torch.Tensor | None = None,
 ) -> RenderOutput:
     """Render ``mesh`` with ``material`` (``diffrec.render.material``) from ``cameras``.
 
@@ -120,8 +111,6 @@ def render_mesh(
     topology of a mesh whose triangles do not change. ``light_rotation`` ``[B, 3, 3]``: the
     light is looked up in directions ``R d`` for image b's world directions ``d`` (the
     world-to-camera rotations keep the light fixed to each camera); None: as it is.
-    ``visibility`` ``[V, K]``: the object's self-shadowing of the light, per vertex of
-    ``mesh.positions`` (``diffrec.render.shadowing.vertex_visibility``); None: none.
     """
     if spp < 1 or layers < 1:
         raise ValueError("spp and layers must be at least 1")
@@ -151,10 +140,7 @@ def render_mesh(
             sign = gb.tangent_sign if gb.tangent_sign is not None else 1.0
             normal = shading_normal(gb.view, gb.normal, gb.face_normal, gb.tangent,
                                     surface.normal, sign)
-            seen = light
-            if visibility is not None and light is not None:
-                seen = ShadowedLight(light, *pixel_visibility(visibility, rast, tri))
-            color = shade(mode, seen, lut, kd, surface.ks, normal, gb.view, ctx=ctx)
+            color = shade(mode, light, lut, kd, surface.ks, normal, gb.view, ctx=ctx)
             alpha = gb.mask * opacity
             rgba = torch.cat([color * alpha, alpha], -1).contiguous()
             rgba = raster.antialias(rgba, rast, clip, tri, topology_hash=topology_hash, ctx=ctx)
