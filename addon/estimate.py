@@ -6,7 +6,8 @@ grows with the pixels an iteration renders (batch x training width x height); th
 per iteration per megapixel are the server's own, measured on the artist's last job
 (``scene.diffrec.seconds_per_megapixel``), else CALIBRATION_S_PER_MEGAPIXEL
 (docs/BENCHMARKS.md, "Pre-submit estimate": scripts/bench_estimate.py shows the time's
-proportion to the pixels).
+proportion to the pixels). A path-traced pass (Shading: Path-traced) costs the backend's
+``settings.PATH_TRACED_COST`` rasterized iterations per iteration.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import export_scene, submission, validate
+from .wire import protocol
 
 CALIBRATION_S_PER_MEGAPIXEL = 3.0
 """Seconds per iteration per megapixel of a batch on an idle 2-core CPU: 80 ms per iteration
@@ -80,15 +82,19 @@ def _duration(seconds: float) -> str:
 
 def estimate(*, triangles: int | None, vertices: int, views: int, width: int, height: int,
              envmap: tuple[int, int] | None, batch: int, iterations: int, passes: int,
-             seconds_per_megapixel: float = 0.0) -> Estimate:
+             path_iterations: int = 0, seconds_per_megapixel: float = 0.0) -> Estimate:
     """The estimate of a job of these sizes (``envmap`` (width, height) or None: no light
-    sent; ``seconds_per_megapixel`` the measured speed, 0: use the calibration). The upload
-    counts float32 RGBA images, float32 vertices and int32 faces, a float32 RGB light."""
+    sent; ``passes`` rasterized passes of ``iterations``, then ``path_iterations`` of the
+    path-traced pass; ``seconds_per_megapixel`` the measured rasterized speed, 0: use the
+    calibration). The upload counts float32 RGBA images, float32 vertices and int32 faces, a
+    float32 RGB light."""
     upload = views * width * height * 16 + vertices * 12 + (triangles or 0) * 12
     if envmap is not None:
         upload += envmap[0] * envmap[1] * 12
     speed = seconds_per_megapixel or CALIBRATION_S_PER_MEGAPIXEL
-    seconds = iterations * passes * speed * batch * width * height / 1e6
+    cost = protocol().settings.PATH_TRACED_COST
+    rasterized_iterations = iterations * passes + path_iterations * cost
+    seconds = rasterized_iterations * speed * batch * width * height / 1e6
     return Estimate(triangles, views, width, height, upload, seconds,
                     seconds_per_megapixel > 0)
 
@@ -117,9 +123,16 @@ def for_scene(context, settings) -> Estimate | None:
     sent = subject is not None and subject.type == "MESH" and subject.select_get()
     triangles, vertices = _triangles(context, subject) if sent else (None, 0)
     width, height = submission.training_size(context.scene, settings.train_resolution)
+    traced = settings.mode == "materials" and settings.shading == "path-traced"
     return estimate(triangles=triangles, vertices=vertices,
                     views=len(validate.target_cameras(context, settings)), width=width,
                     height=height, envmap=_envmap_size(context.scene), batch=settings.batch,
                     iterations=settings.iterations,
                     passes=2 if settings.mode == "reconstruct" else 1,
+                    path_iterations=_path_iterations() if traced else 0,
                     seconds_per_megapixel=settings.seconds_per_megapixel)
+
+
+def _path_iterations() -> int:
+    """The backend's default length of the path-traced pass (the panel does not set it)."""
+    return protocol().settings.FIELDS["path_iterations"].default

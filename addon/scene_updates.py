@@ -138,9 +138,11 @@ def _import_fetched(context, entry, paths: list[Path], report) -> None:
 
 def learn_speed(settings, entry, progress) -> None:
     """Keep the server's measured speed (seconds per iteration per megapixel of a batch) for
-    the panel's estimate (``estimate``), from a progress event of ``entry``'s job."""
+    the panel's estimate (``estimate``), from a progress event of ``entry``'s job: of a
+    rasterized pass only (a path-traced one costs ``settings.PATH_TRACED_COST`` times that)."""
     per_iteration = progress.seconds_per_iteration
-    if entry is not None and entry.megapixels > 0 and per_iteration:
+    traced = progress.pass_name == protocol().settings.PATH_TRACED_PASS
+    if entry is not None and entry.megapixels > 0 and per_iteration and not traced:
         settings.seconds_per_megapixel = per_iteration / entry.megapixels
 
 

@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Calibrate the add-on's pre-submit time estimate (addon/estimate.py): seconds per iteration
 of a materials run for a few batch sizes, training resolutions and triangle counts, and
-seconds per iteration per megapixel of a batch (batch x width x height / 10^6).
+seconds per iteration per megapixel of a batch (batch x width x height / 10^6), per pass:
+with ``--renderer path-traced`` each run adds the path-traced pass (``--iterations`` of it),
+whose speed against the rasterized pass's is the estimate's ``PATH_TRACED_COST``.
 
 Runs the pipeline itself (``pipeline.run.optimize``) on grey-disc targets (speed does not
 depend on what the images show) with ``--iterations`` per run; time per iteration is
 measured between the first and the last progress report, so start-up work is left out.
 Prints one markdown row per run.
 
-    scripts/bench_estimate.py [--iterations 12] [--device cpu]
+    scripts/bench_estimate.py [--iterations 12] [--device cpu] [--renderer path-traced]
 """
 
 from __future__ import annotations
@@ -38,7 +40,15 @@ class Timing(Reporter):
         self.reports = []
 
     def progress(self, progress):
-        self.reports.append((progress.iteration, progress.elapsed_s))
+        self.reports.append((progress.pass_name, progress.iteration, progress.elapsed_s))
+
+    def seconds_per_iteration(self) -> dict[str, float]:
+        """Each pass's time per iteration between its first and last progress report."""
+        passes = {}
+        for name, iteration, elapsed in self.reports:
+            passes.setdefault(name, []).append((iteration, elapsed))
+        return {name: (reports[-1][1] - reports[0][1]) / (reports[-1][0] - reports[0][0])
+                for name, reports in passes.items() if len(reports) > 1}
 
 
 def targets(size: int, count: int = 8) -> Views:
@@ -53,24 +63,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=12)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--renderer", default="rasterized", choices=("rasterized", "path-traced"))
     args = parser.parse_args()
-    print("| batch | train_res | triangles | s / iteration | s / iteration / megapixel |")
-    print("|---:|---:|---:|---:|---:|")
+    print("| batch | train_res | triangles | pass | s / iteration | s / iteration / megapixel |")
+    print("|---:|---:|---:|---|---:|---:|")
     for batch, size, segments in RUNS:
         mesh = uv_sphere(segments, segments // 2, radius=0.8)
         settings = parse_settings({
             "preset": "preview", "mode": "materials", "iterations": args.iterations,
             "batch": batch, "train_res": size, "texture_res": 256, "light_res": 64,
-            "light": "learn", "log_every": 2, "checkpoint_every": 0, "validation": False})
+            "light": "learn", "log_every": 2, "checkpoint_every": 0, "validation": False,
+            "renderer": args.renderer, "path_iterations": args.iterations})
         timing = Timing()
         with tempfile.TemporaryDirectory():
             optimize(settings, Inputs(targets(size), None, mesh, None), timing,
                      device=args.device)
-        (first, started), (last, ended) = timing.reports[0], timing.reports[-1]
-        per_iteration = (ended - started) / (last - first)
         megapixels = batch * size * size / 1e6
-        print(f"| {batch} | {size} | {mesh.num_triangles} | {per_iteration:.3f} | "
-              f"{per_iteration / megapixels:.2f} |", flush=True)
+        for name, per_iteration in timing.seconds_per_iteration().items():
+            print(f"| {batch} | {size} | {mesh.num_triangles} | {name} | {per_iteration:.3f} | "
+                  f"{per_iteration / megapixels:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -151,6 +151,41 @@ def check_the_estimate_warns_of_a_million_triangles_and_of_hours():
         addon.unregister()
 
 
+def check_path_traced_shading_adds_its_pass_to_the_estimate_not_to_the_learned_speed():
+    scene = bpy.context.scene
+    bpy.ops.mesh.primitive_cube_add()
+    bpy.context.active_object.select_set(True)
+    scenes.cameras_around(scene, 4, radius=4.0, height=1.0)
+    import addon
+
+    addon.register()
+    try:
+        settings = scene.diffrec
+        settings.preset, settings.mode = "PREVIEW", "materials"
+        fast = estimate.for_scene(bpy.context, settings)
+        settings.shading = "path-traced"
+        traced = estimate.for_scene(bpy.context, settings)
+        wire = protocol().settings
+        rasterized_iteration = fast.seconds / settings.iterations
+        path_pass = wire.FIELDS["path_iterations"].default * wire.PATH_TRACED_COST
+        assert abs(traced.seconds - fast.seconds - path_pass * rasterized_iteration) < 1e-6 * (
+            traced.seconds), (fast, traced)
+        assert traced.seconds > 2 * fast.seconds, (fast, traced)  # it is no small addition
+        # the speed learned for the estimate is the rasterized pass's
+        entry = _new_entry("speed")
+        entry.megapixels = 0.5
+        fields = {"pass_index": 1, "pass_number": 1, "passes": 2, "iteration": 10,
+                  "iterations": 20, "losses": {}, "elapsed_s": 10.0, "eta_s": 10.0}
+        scene_updates.learn_speed(settings, entry, _update(
+            "progress", {**fields, "pass": "pass2"}).event)
+        assert abs(settings.seconds_per_megapixel - 2.0) < 1e-6  # 1 s per iteration / 0.5 MP
+        scene_updates.learn_speed(settings, entry, _update(
+            "progress", {**fields, "pass": wire.PATH_TRACED_PASS, "eta_s": 90.0}).event)
+        assert abs(settings.seconds_per_megapixel - 2.0) < 1e-6, settings.seconds_per_megapixel
+    finally:
+        addon.unregister()
+
+
 def check_a_submit_that_never_reaches_the_server_ends_failed_and_is_removed():
     _enable("tcp://127.0.0.1:1")
     try:

@@ -1,6 +1,7 @@
 """What a run reports on its way (``diffrec.protocol.events``): the pass of all passes the job
 runs, the whole job's time left, and what it does between passes."""
 
+import pytest
 import torch
 from running import config, sky
 
@@ -10,6 +11,7 @@ from diffrec.pipeline.inputs import Inputs
 from diffrec.pipeline.reporter import Reporter
 from diffrec.pipeline.run import optimize
 from diffrec.pipeline.views import Views
+from diffrec.protocol.settings import PATH_TRACED_COST, PATH_TRACED_PASS
 
 
 class Recording(Reporter):
@@ -34,11 +36,11 @@ def _targets(count=4, size=16) -> Views:
     return Views(orbit_cameras(count, 3.2, size, seed=1), images.contiguous())
 
 
-def _run(tmp_path, mode):
+def _run(tmp_path, mode, **overrides):
     mesh = uv_sphere(12, 6, radius=0.8)
     inputs = Inputs(_targets(), None, mesh if mode != "reconstruct" else None, sky(8, 16))
     settings = config(tmp_path, mode=mode, iterations=4, log_every=2, train_res=16, batch=1,
-                      texture_res=16, dmtet_grid=8, validation=False).settings
+                      texture_res=16, dmtet_grid=8, validation=False, **overrides).settings
     reporter = Recording()
     optimize(settings, inputs, reporter, device="cpu")
     return reporter.seen
@@ -61,3 +63,17 @@ def test_reconstruct_reports_two_passes_a_whole_job_eta_and_the_pause_between(tm
     # between the passes: what the run does, as stages, not silence
     between = seen[seen.index(end_of_first) + 1:seen.index(progress[2])]
     assert [stage for _, stage in between] == ["unwrapping", "baking"], between
+
+
+@pytest.mark.mitsuba
+def test_the_path_traced_pass_counts_in_the_job_eta_at_its_own_cost(tmp_path):
+    seen = [event for event in _run(tmp_path, "materials", renderer="path-traced",
+                                    path_iterations=6) if not isinstance(event, tuple)]
+    assert [(p.pass_name, p.pass_number, p.passes, p.iteration) for p in seen] == [
+        ("pass2", 1, 2, 2), ("pass2", 1, 2, 4),
+        (PATH_TRACED_PASS, 2, 2, 2), (PATH_TRACED_PASS, 2, 2, 4), (PATH_TRACED_PASS, 2, 2, 6)]
+    halfway = seen[0]  # 2 of 4 rasterized iterations left, then 6 path-traced ones
+    per_iteration = halfway.eta_s / 2
+    assert halfway.job_eta_s == pytest.approx(halfway.eta_s + 6 * PATH_TRACED_COST
+                                              * per_iteration)
+    assert all(p.job_eta_s == p.eta_s for p in seen[2:])  # the last pass

@@ -17,7 +17,6 @@ from diffrec.protocol.settings import (
     SECTIONS,
     Settings,
     SettingsError,
-    matched_texture_res,
     parse_settings,
     settings_schema,
 )
@@ -99,22 +98,6 @@ def test_a_preset_fills_what_the_values_leave_out():
     assert parse_settings({}) == parse_settings({"preset": "standard"})
     assert parse_settings({}, apply_preset=False) == default
     assert default.replace(batch=2).batch == 2 and default.batch != 2
-
-
-def test_a_preset_sizes_its_texture_to_the_views_it_is_given():
-    for name, values in PRESETS.items():  # every preset's own pair follows the rule
-        assert values["texture_res"] == matched_texture_res(values["train_res"]), name
-    assert [matched_texture_res(size) for size in (100, 128, 129, 512, 800)] == \
-        [256, 256, 512, 1024, 2048]
-    # standard at the suite's 128 px: a 256 texture, not its 1024 (issue 30)
-    assert parse_settings({"preset": "standard", "train_res": 128}).texture_res == 256
-    assert parse_settings({"preset": "standard", "train_res": "128"}).texture_res == 256
-    assert parse_settings({"preset": "standard", "train_res": 128,
-                           "texture_res": 2048}).texture_res == 2048, "a given value wins"
-    assert parse_settings({"preset": "custom", "train_res": 128}).texture_res == \
-        Settings().texture_res, "custom fills nothing"
-    with pytest.raises(SettingsError, match="train_res"):
-        parse_settings({"preset": "standard", "train_res": 2})
 
 
 def test_the_schema_describes_every_field():

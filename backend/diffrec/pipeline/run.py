@@ -47,7 +47,7 @@ from diffrec.pipeline.scoring import Validation, score_views
 from diffrec.pipeline.trainer import Pass, PassTrainer
 from diffrec.pipeline.unwrap import has_usable_uvs, with_uvs
 from diffrec.pipeline.views import Views, at_longest_side
-from diffrec.protocol.settings import Settings
+from diffrec.protocol.settings import PATH_TRACED_COST, PATH_TRACED_PASS, Settings
 from diffrec.render.material import FLAT_NORMAL, NeuralSurface, TextureMaterial
 from diffrec.render.texture2d import Texture2D
 
@@ -219,11 +219,13 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
                   learning_rate=learning_rate, warmup=warmup, geometry=geometry,
                   material=material, light=light, learn_light=learn_light,
                   surface_learning_rate=surface_rate, number=passes - path_traced,
-                  passes=passes)
+                  passes=passes,
+                  later_iterations=(settings.path_iterations * PATH_TRACED_COST if path_traced
+                                    else None))
     trainers.append(_run_pass(ctx, second, train, settings, reporter, checkpoints, world))
     if path_traced:  # materials mode only (settings): the mesh stays as it is
         material.fold_occlusion_()  # light transport shades cavities from here on
-        refine = Pass(name="path", index=2, iterations=settings.path_iterations,
+        refine = Pass(name=PATH_TRACED_PASS, index=2, iterations=settings.path_iterations,
                       learning_rate=settings.path_learning_rate, warmup=0, geometry=geometry,
                       material=material, light=light, learn_light=learn_light,
                       number=passes, passes=passes, renderer="path-traced")

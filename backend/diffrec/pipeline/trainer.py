@@ -69,7 +69,9 @@ class Pass:
     ``number`` of ``passes``: where this pass stands among the passes its job runs (1-based;
     ``index`` is the pass's own, 0 for pass 1, 1 for pass 2 and 2 for the path-traced pass,
     which seeds it). ``renderer``: "rasterized", or "path-traced" (a fixed mesh, textures read
-    at the mip level the views see, ``PATH_TRACED_LOSS``)."""
+    at the mip level the views see, ``PATH_TRACED_LOSS``). ``later_iterations``: what the
+    passes still to come cost, in iterations of this one (None: ``passes - number`` passes as
+    long as this one), for the job's ETA."""
 
     name: str
     index: int
@@ -84,6 +86,7 @@ class Pass:
     number: int = 1
     passes: int = 1
     renderer: str = "rasterized"
+    later_iterations: float | None = None
 
 
 def learning_rate_factor(iteration: int, iterations: int, warmup: int,
@@ -338,13 +341,13 @@ class PassTrainer:
 
     def _report(self, stats: dict, elapsed: float, per_iteration: float) -> None:
         """Report progress (``per_iteration``: seconds per iteration so far); the whole job's
-        ETA takes each pass still to come as long as this one (``iterations`` per pass) at
-        this pass's speed."""
+        ETA adds the passes still to come (``Pass.later_iterations``) at this pass's speed."""
         run = self.run
         self.history.append({"pass": run.name, "iteration": self.iteration,
                              "loss": stats["losses"]["total"], "psnr": stats["psnr"]})
         eta = (run.iterations - self.iteration) * per_iteration
-        later = (run.passes - run.number) * run.iterations * per_iteration
+        later = (run.later_iterations if run.later_iterations is not None
+                 else (run.passes - run.number) * run.iterations) * per_iteration
         self.reporter.progress(Progress(
             pass_name=run.name, pass_index=run.index, pass_number=run.number,
             passes=run.passes, iteration=self.iteration, iterations=run.iterations,

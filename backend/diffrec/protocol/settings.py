@@ -37,6 +37,12 @@ BACKGROUNDS = ("random", "white", "black", "checker", "reference")
 PREVIEW_PANELS = ("latlong", "kd", "ks", "normal", "shading-only")
 LAPLACE_MODES = ("relative", "absolute")
 RENDERERS = ("rasterized", "path-traced")
+PATH_TRACED_PASS = "path"
+"""The name of the pass ``renderer: path-traced`` adds after ``pass2`` (``pass_index`` 2)."""
+PATH_TRACED_COST = 0.0
+"""Rasterized iterations one path-traced iteration costs at the same batch and image size, on
+a CPU (docs/BENCHMARKS.md, "Pre-submit estimate": ``scripts/bench_estimate.py --renderer
+path-traced``): the job's ETA and the add-on's estimate count the path-traced pass by it."""
 
 PRESETS: dict[str, dict[str, Any]] = {
     # CPU-friendly: a few minutes on two cores. Grid 64 (not 32): thin parts (fins, legs,
@@ -269,20 +275,10 @@ checkpoint taken under other values of these still resumes)."""
 _HINTS.update(typing.get_type_hints(Settings))
 
 
-def matched_texture_res(train_res: int) -> int:
-    """The texture side a preset gives ``train_res``-pixel views: twice ``train_res``,
-    rounded up to a power of two (every preset's own pair: 128 -> 256, 512 -> 1024, 800 ->
-    2048). A finer texture than the views resolve only adds texels that no view teaches
-    (docs/BENCHMARKS.md, "Fine texture detail")."""
-    return 1 << max(0, math.ceil(math.log2(2 * train_res)))
-
-
 def parse_settings(values: Mapping[str, Any], apply_preset: bool = True) -> Settings:
     """``values`` (JSON-like: lists for tuples) as ``Settings``: defaults < the preset's
-    values (unless ``apply_preset`` is false) < ``values``. A preset's texture follows the
-    views: given ``train_res`` and no ``texture_res``, the preset's ``texture_res`` is
-    ``matched_texture_res(train_res)``. Raises ``SettingsError`` for an unknown name, a value
-    of the wrong type or out of range, naming the field."""
+    values (unless ``apply_preset`` is false) < ``values``. Raises ``SettingsError`` for an
+    unknown name, a value of the wrong type or out of range, naming the field."""
     if not isinstance(values, Mapping):
         raise SettingsError(None, "settings must be an object of name: value")
     unknown = sorted(str(name) for name in values if name not in FIELDS)
@@ -291,10 +287,6 @@ def parse_settings(values: Mapping[str, Any], apply_preset: bool = True) -> Sett
     preset = as_type("preset", str, values.get("preset", FIELDS["preset"].default))
     _check_field(FIELDS["preset"], preset)
     base = PRESETS.get(preset, {}) if apply_preset else {}
-    if base and "train_res" in values and "texture_res" not in values:
-        train_res = as_type("train_res", int, values["train_res"])
-        _check_field(FIELDS["train_res"], train_res)
-        base = {**base, "texture_res": matched_texture_res(train_res)}
     return Settings(**{**base, **values})
 
 
