@@ -89,12 +89,12 @@ def test_a_window_of_zero_never_stops():
     assert not plateau.flat() and len(plateau.values) == 0
 
 
-def test_on_in_the_preview_preset_only():
-    assert parse_settings({"preset": "preview"}).plateau_window > 0
-    for preset in ("standard", "high"):
-        assert parse_settings({"preset": preset}).plateau_window == 0
+def test_on_in_preview_and_standard_off_in_high():
+    for preset in ("preview", "standard"):
+        assert parse_settings({"preset": preset}).plateau_window > 0, preset
+        assert "plateau_window" in PRESETS[preset]
+    assert parse_settings({"preset": "high"}).plateau_window == 0
     assert parse_settings({"preset": "preview", "plateau_window": 0}).plateau_window == 0
-    assert "plateau_window" in PRESETS["preview"]
 
 
 class Recorder(Reporter):
@@ -185,7 +185,7 @@ def test_a_pass_flat_only_at_its_last_iteration_is_not_said_to_stop_early():
 
 
 def test_without_the_rule_the_pass_runs_all_its_iterations():
-    settings = parse_settings({"preset": "standard", "log_every": 10, "checkpoint_every": 0})
+    settings = parse_settings({"preset": "high", "log_every": 10, "checkpoint_every": 0})
     reporter = Recorder()
     trainer = scripted(settings, reporter)
     trainer.train()

@@ -51,11 +51,16 @@ PRESETS: dict[str, dict[str, Any]] = {
     "preview": {"iterations": 300, "batch": 2, "train_res": 128, "texture_res": 256,
                 "dmtet_grid": 64, "light_res": 64, "views": 24, "test_views": 4,
                 "hash_table_log2": 15, "plateau_window": 100},
+    # the plateau rule on: run to 2000 iterations, the textures drift from what held-out
+    # views see (-2 to -3.5 dB at 128 px on ring, box, dots, glyphs; docs/BENCHMARKS.md,
+    # "Fine texture detail: why standard scored below preview")
     "standard": {"iterations": 2000, "batch": 4, "train_res": 512, "texture_res": 1024,
-                 "dmtet_grid": 64, "light_res": 256, "views": 100, "test_views": 8},
+                 "dmtet_grid": 64, "light_res": 256, "views": 100, "test_views": 8,
+                 "plateau_window": 100},
     # the reference system's paper settings (its NeRF-synthetic images are 800 pixels wide)
     "high": {"iterations": 5000, "batch": 8, "train_res": 800, "texture_res": 2048,
-             "dmtet_grid": 128, "light_res": 512, "views": 200, "test_views": 16},
+             "dmtet_grid": 128, "light_res": 512, "views": 200, "test_views": 16,
+             "plateau_window": 0},
 }
 
 PRESET_NOTES: dict[str, str] = {
@@ -218,7 +223,8 @@ class Settings:
     background: str = _rendering("random", "compositing background", **_choice(BACKGROUNDS))
     # stopping: a pass ends early once its training PSNR, averaged over plateau_window
     # iterations, gains less than plateau_db on the window before (diffrec.pipeline.plateau)
-    plateau_window: int = _schedule(0, "iterations per window of the plateau stopping rule "
+    plateau_window: int = _schedule(_DEFAULT_SIZES["plateau_window"],
+                                    "iterations per window of the plateau stopping rule "
                                     "(0: every pass runs all its iterations)", minimum=0)
     plateau_db: float = _schedule(0.3, "a pass stops when its training PSNR gains less than "
                                   "this over its last plateau_window iterations, dB", minimum=0)
