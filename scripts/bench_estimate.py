@@ -26,7 +26,7 @@ from diffrec.pipeline.inputs import Inputs
 from diffrec.pipeline.reporter import Reporter
 from diffrec.pipeline.run import optimize
 from diffrec.pipeline.views import Views
-from diffrec.protocol.settings import parse_settings
+from diffrec.protocol.settings import RENDERERS, parse_settings
 
 RUNS = [  # (batch, train_res, sphere segments): the sphere has 2 * segments * (segments/2 - 1)
     (1, 64, 32), (2, 64, 32), (2, 128, 32), (4, 128, 32), (2, 256, 32),
@@ -63,7 +63,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=12)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--renderer", default="rasterized", choices=("rasterized", "path-traced"))
+    parser.add_argument("--renderer", default="rasterized", choices=RENDERERS)
     args = parser.parse_args()
     print("| batch | train_res | triangles | pass | s / iteration | s / iteration / megapixel |")
     print("|---:|---:|---:|---|---:|---:|")
