@@ -176,8 +176,10 @@ def run_scene(job: SceneJob) -> dict:
     with ``error`` (the log's tail) and no scores."""
     from demo_lib import scene as demo_scene
 
+    from addon import export_scene
+
     from . import dataset as datasets
-    from . import relight
+    from . import light_level, relight
     from .recipes import RECIPES
 
     job.out.mkdir(parents=True, exist_ok=True)
@@ -215,6 +217,8 @@ def run_scene(job: SceneJob) -> dict:
             relit = relight.judge(bl_scene, cameras, lights, relit_targets, job.size)
             record["albedo"] = relit["albedo"]
             if job.relight:
+                relit["expected_drop"] = light_level.expected_drop(
+                    export_scene.camera_images(cameras), relit_targets, lights)
                 record["relit"] = relit
             record["time_s"]["relight"] = round(time.monotonic() - started, 2)
         started = time.monotonic()

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .light_level import RELATIVE_ERROR
+
 COLUMNS = ("scene", "mode", "PSNR dB", "object PSNR dB", "SSIM", "IoU", "Chamfer-L1 %",
            "normal cons.", "pieces / genus (true)", "triangles", "optimize s", "CPU s",
            "peak MiB", "albedo RMSE / rel.")
@@ -23,17 +25,23 @@ RELIT_TARGETS = {"relit_hdri_psnr_mean": 28.0, "relit_drop_max": 3.0,
                  "relit_sun_psnr_mean": 25.0}
 RELIT_COLUMNS = ("scene", "mode", "fitted PSNR dB", "relit 1: PSNR / SSIM",
                  "relit 2: PSNR / SSIM", "sun: PSNR / SSIM", "HDRI drop dB",
+                 "drop beyond light level dB",
                  "albedo RMSE raw / fitted", "albedo rel.", "albedo scale R G B")
 
 
 def relit_figures(record: dict) -> dict:
     """A relit record's headline: mean PSNR over its HDRIs, ``drop`` = fitted-light PSNR
-    minus that, mean PSNR under its sun(s)."""
-    lights = record["relit"]["lights"].values()
+    minus that, mean PSNR under its sun(s), and (records that carry ``expected_drop``,
+    ``light_level.expected_drop``) ``beyond_light`` = the drop less what the lights'
+    brightness alone gives; else None."""
+    relit = record["relit"]
+    lights = relit["lights"].values()
     hdri = [light["psnr_mean"] for light in lights if light["light"]["kind"] == "hdri"]
     sun = [light["psnr_mean"] for light in lights if light["light"]["kind"] == "sun"]
-    return {"hdri_psnr": float(np.mean(hdri)), "sun_psnr": float(np.mean(sun)),
-            "drop": record["cycles"]["psnr_mean"] - float(np.mean(hdri))}
+    drop = record["cycles"]["psnr_mean"] - float(np.mean(hdri))
+    expected = relit.get("expected_drop")
+    return {"hdri_psnr": float(np.mean(hdri)), "sun_psnr": float(np.mean(sun)), "drop": drop,
+            "beyond_light": None if expected is None else drop - expected}
 
 
 def _topology(geometry: dict) -> str:
@@ -78,8 +86,10 @@ def relit_row(record: dict) -> list[str]:
     lights, albedo = record["relit"]["lights"].values(), record["relit"]["albedo"]
     cells = [f"{light['light']['name']} {light['psnr_mean']:.2f} / {light['ssim_mean']:.3f}"
              for light in lights]
+    figures = relit_figures(record)
+    beyond = "-" if figures["beyond_light"] is None else f"{figures['beyond_light']:.2f}"
     return [record["scene"], record["mode"], f"{record['cycles']['psnr_mean']:.2f}", *cells,
-            f"{relit_figures(record)['drop']:.2f}",
+            f"{figures['drop']:.2f}", beyond,
             f"{albedo['rmse_raw']:.4f} / {albedo['rmse']:.4f}", f"{albedo['relative']:.3f}",
             " ".join(f"{value:.2f}" for value in albedo["scale"])]
 
@@ -95,8 +105,10 @@ def _relit_stats(done: list[dict]) -> dict:
     figures = [relit_figures(record) for record in done if "relit" in record]
     if not figures:
         return {}
+    beyond = [f["beyond_light"] for f in figures if f["beyond_light"] is not None]
     return {"relit_hdri_psnr_mean": float(np.mean([f["hdri_psnr"] for f in figures])),
             "relit_drop_max": float(max(f["drop"] for f in figures)),
+            **({"relit_drop_beyond_light_max": float(max(beyond))} if beyond else {}),
             "relit_sun_psnr_mean": float(np.mean([f["sun_psnr"] for f in figures])),
             "albedo_relative_mean": float(np.mean([r["relit"]["albedo"]["relative"]
                                                    for r in done if "relit" in r]))}
@@ -147,6 +159,10 @@ def summary_lines(stats: dict) -> list[str]:
             f"optimize {values['seconds_max']:.0f} s; topology differs: "
             f"{', '.join(values['topology_differs']) or 'none'}; failed: "
             f"{', '.join(values['failed']) or 'none'}")
+        if "relit_drop_beyond_light_max" in values:
+            lines.append(f"   relit drop beyond the light level (the drop a uniform "
+                         f"{100 * RELATIVE_ERROR:.0f} % colour error shows taken off): max "
+                         f"{values['relit_drop_beyond_light_max']:.2f} dB")
         for key, target in values["targets"].items():
             verdict = "met" if target["met"] else "MISSED"
             value, goal = target["value"], target["target"]

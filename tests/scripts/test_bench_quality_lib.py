@@ -12,7 +12,7 @@ import torch
 trimesh = pytest.importorskip("trimesh")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
-from bench_quality_lib import albedo, geometry, lights, table  # noqa: E402
+from bench_quality_lib import albedo, geometry, light_level, lights, table  # noqa: E402
 from bench_quality_lib.recipes import RECIPES  # noqa: E402
 
 
@@ -173,3 +173,51 @@ def test_relit_summary_checks_issue_25s_targets():
     assert "| 0.0200 / 0.0100 | 0.300 | 1.10 1.00 0.90 |" in lines[3]
     assert "relit_hdri_psnr_mean" not in table.summary([_record("mug", "materials", 31.0)])[
         "materials"]["targets"]
+    assert "relit_drop_beyond_light_max" not in stats  # no record says what light explains
+    assert lines[2].split(" | ")[6:8] == ["3.00", "-"]
+
+
+def test_relit_summary_takes_the_light_level_off_the_drop():
+    brighter = _relit(_record("critter", "materials", 40.0), (33.0, 33.0), 30.0)
+    brighter["relit"]["expected_drop"] = 5.0  # its other HDRIs are brighter than its own
+    level = _relit(_record("mug", "materials", 31.0), (29.0, 29.0), 26.0)
+    level["relit"]["expected_drop"] = -0.5
+    stats = table.summary([brighter, level])["materials"]
+    assert stats["relit_drop_max"] == pytest.approx(7.0)
+    assert stats["relit_drop_beyond_light_max"] == pytest.approx(2.5)  # the mug: 2 + 0.5
+    assert not stats["targets"]["relit_drop_max"]["met"]  # the issue's target stays the raw drop
+    assert table.relit_markdown([brighter]).splitlines()[2].split(" | ")[6:8] == ["7.00", "2.00"]
+    assert any("beyond the light level" in line and "max 2.50 dB" in line
+               for line in table.summary_lines({"materials": stats}))
+
+
+def _srgb(linear):
+    """The sRGB encoding (IEC 61966-2-1), written out here as the independent reference."""
+    return np.where(linear <= 0.0031308, 12.92 * linear, 1.055 * linear ** (1 / 2.4) - 0.055)
+
+
+def _flat_disc(value, size=24):
+    image = np.zeros((2, size, size, 4), np.float32)
+    y, x = np.mgrid[:size, :size] - (size - 1) / 2
+    image[:, np.hypot(x, y) < size / 3] = (value, value, value, 1.0)
+    return image
+
+
+def test_expected_drop_is_the_srgb_cost_of_one_relative_error_under_brighter_light():
+    fitted, light = _flat_disc(0.05), {"name": "bright", "kind": "hdri"}
+    sun = {"name": "sun", "kind": "sun"}  # not an HDRI: left out of the mean
+    assert light_level.expected_drop(fitted, {"bright": fitted, "sun": fitted * 0},
+                                     [light, sun]) == pytest.approx(0.0, abs=1e-4)
+    error = light_level.RELATIVE_ERROR
+
+    def srgb_step(value):
+        return _srgb(value * (1 + error)) - _srgb(value)
+
+    for brighter in (4.0, 0.25):  # the same disc 4x brighter, then 4x darker
+        relit = {"bright": _flat_disc(0.05 * brighter), "sun": fitted}
+        expected = 20 * np.log10(srgb_step(0.05 * brighter) / srgb_step(0.05))
+        assert light_level.expected_drop(fitted, relit, [light, sun]) == pytest.approx(
+            expected, abs=0.01)
+    assert expected < -2.0  # a darker relit light flatters it: a negative expected drop
+    with pytest.raises(ValueError, match="no HDRI"):
+        light_level.expected_drop(fitted, {"sun": fitted}, [sun])
