@@ -15,13 +15,12 @@ from diffrec.light.envmap import EnvironmentLight
 from diffrec.mesh import Mesh
 from diffrec.mesh.primitives import plane
 from diffrec.pipeline.inputs import Inputs
+from diffrec.pipeline.run import _path_traced_views
 from diffrec.pipeline.unwrap import with_uvs
 from diffrec.pipeline.views import Views
 from diffrec.render.material import TextureMaterial
 from diffrec.render.renderer import render_mesh
 from diffrec.render.texture2d import Texture2D
-
-pytestmark = [pytest.mark.mitsuba, pytest.mark.slow]
 
 GREY = 0.6
 CTX = raster.RasterContext("cpu", impl="torch")
@@ -44,9 +43,8 @@ def open_box(quads=6):
     return Mesh(torch.cat(positions), torch.cat(triangles))
 
 
-def run_config(tmp_path, renderer):
-    return config(tmp_path / renderer, mode="materials", iterations=150, texture_res=32,
-                  renderer=renderer)
+def run_config(tmp_path, name, **settings):
+    return config(tmp_path / name, mode="materials", iterations=150, texture_res=32, **settings)
 
 
 def traced_views(mesh, cameras, light, settings) -> Views:
@@ -78,17 +76,33 @@ def floor_albedo(out_dir) -> float:
     return float(middle.mean())
 
 
+@pytest.mark.mitsuba
+@pytest.mark.slow
 def test_the_path_traced_pass_takes_the_shadow_out_of_the_base_colour(tmp_path):
+    """Also with ``path_res`` half the views' size: the shadow is light's low frequencies."""
     box = open_box()
     light = EnvironmentLight.from_equirect(sky(), resolution=32)
     settings = run_config(tmp_path, "rasterized").settings
     train, test = (traced_views(box, orbit_cameras(count, 4.0, 48, seed=seed,
                                                    elevations_degrees=(35, 75)), light, settings)
                    for count, seed in ((12, 1), (4, 2)))
+    runs = {"rasterized": {}, "path-traced": {"renderer": "path-traced"},
+            "path-traced at 24 px": {"renderer": "path-traced", "path_res": 24}}
     errors = {}
-    for renderer in ("rasterized", "path-traced"):
-        run = run_config(tmp_path, renderer)
+    for name, changes in runs.items():
+        run = run_config(tmp_path, name, **changes)
         metrics = optimize_into(run, Inputs(train, test, box, sky()))
-        errors[renderer] = abs(floor_albedo(tmp_path / renderer / "out") - GREY)
-        print(renderer, metrics["psnr_mean"], errors[renderer])
+        errors[name] = abs(floor_albedo(tmp_path / name / "out") - GREY)
+        print(name, metrics["psnr_mean"], errors[name])
     assert errors["path-traced"] < 0.5 * errors["rasterized"], errors
+    assert errors["path-traced at 24 px"] < 0.5 * errors["rasterized"], errors
+
+
+def test_path_res_resizes_the_path_traced_views_down_never_up():
+    views = Views(orbit_cameras(2, 4.0, 48), torch.rand(2, 48, 48, 4))
+    assert _path_traced_views(views, 0) is views and _path_traced_views(views, 64) is views
+    half = _path_traced_views(views, 24)
+    assert (half.cameras.width, half.cameras.height, tuple(half.images.shape)) == (
+        24, 24, (2, 24, 24, 4))
+    assert torch.allclose(half.cameras.fx, views.cameras.fx / 2)
+    assert torch.allclose(half.images.mean((1, 2)), views.images.mean((1, 2)), atol=0.02)

@@ -78,6 +78,14 @@ def _run_pass(ctx, run: Pass, train: Views, settings: Settings, reporter: Report
     return trainer
 
 
+def _path_traced_views(train: Views, path_res: int) -> Views:
+    """The views the path-traced pass trains on: ``train`` resized down to ``path_res``
+    pixels on their longer side (``at_longest_side``); ``train`` itself when ``path_res`` is
+    0 or not smaller than that side."""
+    longest = max(train.cameras.width, train.cameras.height)
+    return at_longest_side(train, path_res) if 0 < path_res < longest else train
+
+
 def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Reporter,
                   checkpoints: CheckpointStore | None, world: distributed.World
                   ) -> tuple[Mesh, TextureMaterial, PassTrainer, str, dict]:
@@ -229,7 +237,8 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
                       learning_rate=settings.path_learning_rate, warmup=0, geometry=geometry,
                       material=material, light=light, learn_light=learn_light,
                       number=passes, passes=passes, renderer="path-traced")
-        trainers.append(_run_pass(ctx, refine, train, settings, reporter, checkpoints, world))
+        trainers.append(_run_pass(ctx, refine, _path_traced_views(train, settings.path_res),
+                                  settings, reporter, checkpoints, world))
 
     with torch.no_grad():
         final_mesh = geometry.mesh()

@@ -212,6 +212,9 @@ class Settings:
                                            minimum=0)
     path_samples: int = _rendering(8, "samples per pixel of a path-traced training image "
                                    "(validation takes four times as many)", minimum=1)
+    path_res: int = _rendering(0, "longest side in pixels of the path-traced training "
+                               "images, the views resized down to it (0, or at least the "
+                               "views' size: the training views as they are)", minimum=0)
     path_max_depth: int = _rendering(3, "path length as Mitsuba's max_depth: 2 direct light "
                                      "with shadows, 3 also one bounce between the object's "
                                      "own surfaces", minimum=2, maximum=16)
