@@ -109,6 +109,7 @@ def test_keys_keep_their_meaning(data):
     assert nerd.material_ranges()["ks"] == ((0.0, 0.08, 0.0), (0.0, 1.0, 1.0))
     assert nerd.init_textures == "random" and nerd.background == "white"
     assert nerd.display == ("kd", "ks", "normal")
+    assert nerd.geometry == "dmtet", "no isosurface: nvdiffrec's DMTet, not diffrec's default"
     assert (nerd.checkpoint_every, nerd.preview_every) == (2, 2), "save_interval"
     metal_config = build_config(read_config_file(write_config(data, "spot_metal")))
     metal = metal_config.settings

@@ -316,6 +316,10 @@ def _reference_schedule(reading: Reading, data: dict) -> None:
     if reading.settings.get("schedule", "nvdiffrec") != "nvdiffrec":
         return
     defaults = {"schedule": "nvdiffrec", "surface_init": "sphere", "plateau_window": 0}
+    if "isosurface" not in data:
+        defaults["geometry"] = "dmtet"
+        reading.lines.append("(no isosurface) -> geometry = 'dmtet' (nvdiffrec's default; "
+                             "diffrec's is flexicubes)")
     if "schedule" not in data:
         reading.lines.append("(no schedule) -> schedule = 'nvdiffrec' (its learning-rate decay, "
                              "warm-up, noise background and geometry rate; give schedule: "

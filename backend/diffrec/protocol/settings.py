@@ -142,7 +142,8 @@ class Settings:
                            "longest side of training images, pixels", minimum=8)
     texture_res: int = _size(_DEFAULT_SIZES["texture_res"], "texture side, texels", minimum=4)
     dmtet_grid: int = _size(_DEFAULT_SIZES["dmtet_grid"],
-                            "tetrahedral grid resolution (even)", minimum=4)
+                            "surface grid resolution (even): DMTet's tetrahedral grid; "
+                            "FlexiCubes takes half as many cubes a side", minimum=4)
     light_res: int = _size(_DEFAULT_SIZES["light_res"],
                            "environment cube face side (power of two)", minimum=32)
     views: int = _size(_DEFAULT_SIZES["views"], "reference renders of a ref_mesh", minimum=1)
@@ -156,7 +157,7 @@ class Settings:
     # learning_rate (docs/guide.md, "Coming from nvdiffrec")
     schedule: str = _schedule("diffrec", "training schedule: diffrec's or nvdiffrec's",
                               **_choice(("diffrec", "nvdiffrec")))
-    geometry: str = _geometry("dmtet", "surface extraction", **_choice(GEOMETRIES))
+    geometry: str = _geometry("flexicubes", "surface extraction", **_choice(GEOMETRIES))
     mesh_scale: float = _geometry(2.1, "side of the grid's cube, scene units")
     center: tuple[float, float, float] = _geometry((0.0, 0.0, 0.0), "the grid's centre", length=3)
     laplace: str = _geometry("relative", "Laplacian regulariser", **_choice(LAPLACE_MODES))
