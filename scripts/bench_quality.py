@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import datetime
+import functools
 import json
 import multiprocessing
 import os
@@ -31,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # the add-on's package, ``addon``
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # demo_lib, bench_quality_lib
 
-from bench_quality_lib import table  # noqa: E402
+from bench_quality_lib import remote, table  # noqa: E402
 from bench_quality_lib.recipes import RECIPES  # noqa: E402
 from bench_quality_lib.run import SceneJob, run_scene  # noqa: E402
 
@@ -78,12 +79,23 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="fit each scene with a peer instead of diffrec optimize: "
                              "mitsuba, Mitsuba 3's own inverse rendering "
                              "(scripts/bench_mitsuba_peer.py; materials mode)")
+    parser.add_argument("--export-fits", type=Path, metavar="DIR",
+                        help="fit nothing: write each scene's targets, HDRI and its diffrec "
+                             "optimize command (DIR/fit.sh) for another machine, e.g. a GPU box "
+                             "without Blender (bench_quality_lib/remote.py)")
+    parser.add_argument("--fitted", type=Path, metavar="RESULTS",
+                        help="judge the fits that DIR/fit.sh left in RESULTS instead of fitting "
+                             "(same scenes, mode, preset and sizes as the export)")
     parser.add_argument("--out", type=Path, default=Path("out/bench_quality"))
     parser.add_argument("--cache", type=Path, default=Path("out/bench_quality_scenes"),
                         help="where scenes' targets are kept between runs")
     args = parser.parse_args(argv)
     if args.peer and args.mode != ["materials"]:
         parser.error("--peer fits materials only: --mode materials")
+    if args.peer and (args.export_fits or args.fitted):
+        parser.error("--peer runs here: not with --export-fits or --fitted")
+    if args.export_fits and args.fitted:
+        parser.error("--export-fits writes the fits that --fitted judges later: one at a time")
     if args.res < 16 or args.views < 2 or args.holdout < 1 or args.jobs < 1:
         parser.error("--res must be at least 16, --views at least 2, --holdout and --jobs at "
                      "least 1")
@@ -95,7 +107,7 @@ def jobs_for(args) -> list[SceneJob]:
     return [SceneJob(name, args.out / mode / name, args.cache, mode, args.preset, args.res,
                      args.views, args.holdout, args.samples, args.iterations, args.device,
                      threads, args.config and args.config.resolve(), args.relight,
-                     args.albedo, args.peer)
+                     args.albedo, args.peer, args.fitted and args.fitted.resolve())
             for mode in args.mode for name in args.scenes]
 
 
@@ -122,6 +134,17 @@ def run_all(jobs: list[SceneJob], workers: int) -> list[dict]:
     return [records[job] for job in jobs]
 
 
+def export_fits(jobs: list[SceneJob], dest: Path) -> Path:
+    """Each job's inputs and command under ``dest`` (one scene per process: bpy), and
+    ``dest/fit.sh`` to run them."""
+    dest.mkdir(parents=True, exist_ok=True)
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=context,
+                                                max_tasks_per_child=1) as pool:
+        lines = list(pool.map(functools.partial(remote.export_job, dest=dest), jobs))
+    return remote.write_fit_script(dest, lines)
+
+
 def machine() -> dict:
     import torch
 
@@ -134,6 +157,12 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     jobs = jobs_for(args)
+    if args.export_fits:
+        script = export_fits(jobs, args.export_fits)
+        print(f"bench_quality: {len(jobs)} fits exported; on the other machine run "
+              f"`bash {script} RESULTS`, bring RESULTS back, then rerun this command with "
+              f"--fitted RESULTS in place of --export-fits")
+        return 0
     started = datetime.datetime.now(datetime.UTC)
     print(f"bench_quality: {len(args.scenes)} scenes x {', '.join(args.mode)}, preset "
           f"{args.preset}, {args.res} px, {args.views} views + {args.holdout} held out, "

@@ -31,7 +31,9 @@ class SceneJob:
     settings file passed to ``diffrec optimize --config`` (None: none); ``relight``: also
     judge the result under other lights and its base colour (``relight``); ``albedo``: judge
     its base colour only; ``peer`` "mitsuba": fit with Mitsuba 3's own inverse rendering
-    (``scripts/bench_mitsuba_peer.py``, materials mode) instead of ``diffrec optimize``."""
+    (``scripts/bench_mitsuba_peer.py``, materials mode) instead of ``diffrec optimize``;
+    ``fitted``: the results folder of fits run on another machine (``remote``), judged here
+    instead of fitting."""
 
     name: str
     out: Path
@@ -49,6 +51,7 @@ class SceneJob:
     relight: bool = False
     albedo: bool = False
     peer: str | None = None
+    fitted: Path | None = None
 
     def lights(self) -> list[dict] | None:
         """The lights the result is judged under besides its own: None when neither they nor
@@ -179,7 +182,7 @@ def run_scene(job: SceneJob) -> dict:
     from addon import export_scene
 
     from . import dataset as datasets
-    from . import light_level, relight
+    from . import light_level, relight, remote
     from .recipes import RECIPES
 
     job.out.mkdir(parents=True, exist_ok=True)
@@ -201,8 +204,11 @@ def run_scene(job: SceneJob) -> dict:
     asset = job.out / "asset"
     shutil.rmtree(asset, ignore_errors=True)  # a previous run's checkpoints would resume
     hdri = demo_scene.bundled_hdri(RECIPES[job.name]["hdri"])
-    child = run_child(optimize_command(job, folder, hdri, asset), job.out / "optimize.log",
-                      job.threads)
+    if job.fitted:
+        child = remote.take_fitted(job, asset)
+    else:
+        child = run_child(optimize_command(job, folder, hdri, asset), job.out / "optimize.log",
+                          job.threads)
     record["time_s"]["optimize"] = child["wall_s"]
     record["optimize"] = child
     if child["returncode"] != 0:

@@ -62,9 +62,14 @@ def row(record: dict) -> list[str]:
             f"{cycles['psnr_object_mean']:.2f}", f"{cycles['ssim_mean']:.3f}",
             f"{cycles['iou_mean']:.3f}", f"{100 * geometry['chamfer_l1']:.3f}",
             f"{geometry['normal_consistency']:.3f}", _topology(geometry),
-            f"{geometry['triangles']:,}", f"{record['optimize']['wall_s']:.0f}",
-            f"{record['optimize']['cpu_s']:.0f}", f"{record['optimize']['peak_mib']:.0f}",
+            f"{geometry['triangles']:,}",
+            *(_figure(record["optimize"], key) for key in ("wall_s", "cpu_s", "peak_mib")),
             _albedo(record)]
+
+
+def _figure(figures: dict, key: str) -> str:
+    """A whole-number figure, or "-" where it was not measured (a fit run elsewhere)."""
+    return f"{figures[key]:.0f}" if key in figures else "-"
 
 
 def _albedo(record: dict) -> str:
