@@ -13,18 +13,22 @@ is left out; reports read the loss from the device, so each one waits for the wo
 
 ``--engine fast`` asks for nvdiffrast and tiny-cuda-nn (an error names what is missing);
 ``torch`` for the pure-torch engines. ``--profile FILE`` writes the torch profiler's table of
-the costliest operations over a tenth of each pass, from its middle.
+the costliest operations over a tenth of each pass, from its middle, and on CUDA the Python
+lines that made the host wait for the GPU (torch's sync debug mode), with how often.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import contextlib
 import json
 import os
 import platform
 import shutil
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -46,12 +50,15 @@ ENGINES = {"fast": {RASTER: RASTER.accelerated, NEURAL: NEURAL.accelerated},
 class TimingReporter(TerminalReporter):
     """Keeps each progress report's (iteration, elapsed seconds) per pass. With ``profile``
     (a path), the torch profiler records each pass from its first report past the middle to
-    the next one and appends the costliest operations to that file."""
+    the next one and appends the costliest operations to that file, with the host syncs
+    counted so far in ``syncs`` (``host_syncs_counted``; then cleared)."""
 
-    def __init__(self, out_dir: str, profile: Path | None = None):
+    def __init__(self, out_dir: str, profile: Path | None = None,
+                 syncs: collections.Counter | None = None):
         super().__init__(out_dir, stream=None)
         self.reports: dict[str, list[tuple[int, float]]] = {}
         self.profile = profile
+        self.syncs = syncs
         self._profiler = None
         self._profiled: set[str] = set()
 
@@ -77,6 +84,10 @@ class TimingReporter(TerminalReporter):
             out.write(f"## {progress.pass_name}: iterations {self._since} to "
                       f"{progress.iteration}\n\n{table}\n\n")
         self._profiler = None
+        if self.syncs:  # written as each pass is profiled, in case the run is cut short
+            write_host_syncs(self.profile, self.syncs, f"up to {progress.pass_name}, iteration "
+                                                       f"{progress.iteration}")
+            self.syncs.clear()
 
     def ms_per_iteration(self, pass_name: str) -> float | None:
         """Mean milliseconds per iteration after the pass's first report (None: too few)."""
@@ -94,6 +105,43 @@ def _profiler():
     if torch.cuda.is_available():
         activities.append(ProfilerActivity.CUDA)
     return profile(activities=activities)
+
+
+@contextlib.contextmanager
+def host_syncs_counted(enabled: bool):
+    """Yields a Counter of ``"file:line"`` -> how often an operation asked from that Python
+    line made the host wait for the GPU (``torch.cuda.set_sync_debug_mode``), filled while the
+    context runs when ``enabled``; other warnings are shown as usual."""
+    counts: collections.Counter = collections.Counter()
+    if not enabled:
+        yield counts
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        shown = warnings.showwarning
+
+        def count(message, category, filename, lineno, file=None, line=None):
+            if "synchronizing CUDA operation" in str(message):
+                counts[f"{filename}:{lineno}"] += 1
+            else:
+                shown(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = count
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            yield counts
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+
+
+def write_host_syncs(path: Path, counts: collections.Counter, span: str) -> None:
+    """Append the lines that made the host wait most (``span``: since when) to ``path``."""
+    with path.open("a") as out:
+        out.write(f"## host syncs, {span} ({sum(counts.values())} in all)\n\n"
+                  "| count | asked from |\n| --- | --- |\n")
+        for where, count in counts.most_common(30):
+            out.write(f"| {count} | {where} |\n")
+        out.write("\n")
 
 
 def parse_args(argv=None):
@@ -124,14 +172,16 @@ def main(argv=None) -> int:
     device = resolve_device(config.device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    reporter = TimingReporter(config.out_dir, args.profile)
-
     started = time.monotonic()
-    inputs = load_inputs(config, raster.RasterContext(device))
-    result = optimize(config.settings, inputs, reporter,
-                      checkpoints=checkpoint_store(config.out_dir), device=config.device)
+    with host_syncs_counted(bool(args.profile) and device.type == "cuda") as syncs:
+        reporter = TimingReporter(config.out_dir, args.profile, syncs)
+        inputs = load_inputs(config, raster.RasterContext(device))
+        result = optimize(config.settings, inputs, reporter,
+                          checkpoints=checkpoint_store(config.out_dir), device=config.device)
     write_result(Path(config.out_dir), result, export_obj=False)
     wall = time.monotonic() - started
+    if syncs:
+        write_host_syncs(args.profile, syncs, "to the end of the run")
 
     metrics = result.metrics
     figures = {
