@@ -443,7 +443,57 @@ def test_empty_query_gives_empty_result():
     assert out.shape == (2, 0, 5, 3)
 
 
+def _cube_points(count, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return (torch.rand(2, 6, 8, 8, 3, generator=gen), torch.randn(count, 3, generator=gen),
+            torch.rand(count, generator=gen) * 3)
+
+
+@pytest.mark.parametrize("count", [50, 56, 3])
+def test_points_laid_out_in_rows_give_the_single_column_lookup(monkeypatch, count):
+    monkeypatch.setattr(raster, "POINTS_PER_ROW", 7)  # 50: a padded last row; 56: none
+    tex, points, bias = _cube_points(count)
+    tex = tex[:1].requires_grad_()
+    options = dict(filter_mode="linear-mipmap-linear", boundary_mode="cube")
+    ctx = raster.RasterContext("cpu", impl="torch")
+    weight = torch.randn(count, 3)
+
+    p1 = points.clone().requires_grad_()
+    rows = raster.texture_points(tex, p1, bias, ctx=ctx, **options)
+    (grad_tex_rows, grad_points_rows) = torch.autograd.grad((rows * weight).sum(), (tex, p1))
+    p2 = points.clone().requires_grad_()
+    column = raster.texture(tex, p2[None, :, None], mip_level_bias=bias[None, :, None], ctx=ctx,
+                            **options)[0, :, 0]
+    (grad_tex_column, grad_points_column) = torch.autograd.grad((column * weight).sum(),
+                                                                (tex, p2))
+    assert rows.shape == (count, 3)
+    torch.testing.assert_close(rows, column)
+    torch.testing.assert_close(grad_tex_rows, grad_tex_column)  # padding adds nothing
+    torch.testing.assert_close(grad_points_rows, grad_points_column)
+
+
+def test_no_points_give_no_values():
+    tex, points, _ = _cube_points(0)
+    out = raster.texture_points(tex[:1], points, filter_mode="linear", boundary_mode="cube",
+                                ctx=raster.RasterContext("cpu", impl="torch"))
+    assert out.shape == (0, 3)
+
+
 # ---------------------------------------------------------------- nvdiffrast parity (GPU)
+
+
+@pytest.mark.gpu
+def test_millions_of_points_fit_nvdiffrasts_launch_limits():
+    """A one-pixel-wide column of 2^21 lookups failed to launch on nvdiffrast (grid height
+    above 65,535 blocks); laid out in rows it runs and agrees with the torch engine."""
+    pytest.importorskip("nvdiffrast.torch")
+    tex, points, bias = (t.cuda() for t in _cube_points(1 << 21))
+    options = dict(filter_mode="linear-mipmap-linear", boundary_mode="cube")
+    values = {engine: raster.texture_points(tex[:1], points, bias, **options,
+                                            ctx=raster.RasterContext("cuda", impl=engine))
+              for engine in raster.ENGINES}
+    close = ((values["torch"] - values["nvdiffrast"]).abs() <= 2e-4).all(-1)
+    assert close.float().mean() >= 0.998
 
 
 def _mostly_close(label, ours, theirs, atol, rtol, max_outliers):

@@ -28,7 +28,7 @@ import torch
 
 from diffrec.light.equirect import cube_to_equirect, equirect_to_cube
 from diffrec.light.prefilter import box_pyramid, cosine_convolve, ggx_prefilter
-from diffrec.raster import texture
+from diffrec.raster import texture_points
 
 __all__ = ["EnvironmentLight"]
 
@@ -129,30 +129,25 @@ class EnvironmentLight(torch.nn.Module):
         """Irradiance / pi for unit normals ``[..., 3]`` -> ``[..., 3]``, looked up with
         ``ctx``'s engine (a ``RasterContext``, required)."""
         self._require_mips()
-        shape = normal.shape
-        uv = normal.reshape(1, -1, 1, 3).contiguous()
-        out = texture(self.diffuse_map[None], uv, filter_mode="linear", boundary_mode="cube",
-                      ctx=ctx)
-        return out.reshape(*shape[:-1], 3)
+        out = texture_points(self.diffuse_map[None], normal.reshape(-1, 3), filter_mode="linear",
+                             boundary_mode="cube", ctx=ctx)
+        return out.reshape(*normal.shape[:-1], 3)
 
     def specular(self, reflect: torch.Tensor, roughness: torch.Tensor, *, ctx
                  ) -> torch.Tensor:
         """Prefiltered radiance for reflection directions ``[..., 3]`` and roughness
         ``[..., 1]`` -> ``[..., 3]``, looked up with ``ctx``'s engine (as ``diffuse``)."""
         self._require_mips()
-        shape = reflect.shape
-        uv = reflect.reshape(1, -1, 1, 3).contiguous()
-        level = self.roughness_to_mip(roughness.reshape(1, -1, 1))
-        out = texture(
+        out = texture_points(
             self.specular_levels[0][None],
-            uv,
+            reflect.reshape(-1, 3),
+            self.roughness_to_mip(roughness.reshape(-1)),
             mip=[m[None] for m in self.specular_levels[1:]],
-            mip_level_bias=level,
             filter_mode="linear-mipmap-linear",
             boundary_mode="cube",
             ctx=ctx,
         )
-        return out.reshape(*shape[:-1], 3)
+        return out.reshape(*reflect.shape[:-1], 3)
 
     @torch.no_grad()
     def clamp_(self, min: float = 0.0) -> None:

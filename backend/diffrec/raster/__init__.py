@@ -9,6 +9,8 @@ behind them:
 - ``texture(tex, uv, uv_da=None, mip_level_bias=None, mip=None, filter_mode="auto",
   boundary_mode="wrap", max_mip_level=None, *, ctx)`` -> sampled values
 - ``texture_construct_mip(tex, max_mip_level=None, cube_mode=False, *, ctx)`` -> mip chain
+- ``texture_points(tex, points, mip_level_bias=None, *, ctx, **options)``: ``texture`` at a
+  flat list of lookups (diffrec's own, laid out as nvdiffrast's launch limits need)
 - ``antialias(color, rast, pos, tri, topology_hash=None, pos_gradient_boost=1.0, *, ctx)``
 - ``antialias_construct_topology_hash(tri, *, ctx)``
 
@@ -65,11 +67,16 @@ __all__ = [
     "set_log_level",
     "texture",
     "texture_construct_mip",
+    "texture_points",
 ]
 
 log = logging.getLogger(__name__)
 
 ENGINES = RASTER.engines
+# Lookups per image row when texture_points lays a flat list out as an image: nvdiffrast
+# launches a thread block per few pixels with the image height on the grid's y axis (at most
+# 65,535 blocks), which a one-pixel-wide column of millions of lookups exceeds.
+POINTS_PER_ROW = 1024
 
 
 class RasterContext:
@@ -245,6 +252,26 @@ def texture(
         boundary_mode=boundary_mode,
         max_mip_level=max_mip_level,
     )
+
+
+def texture_points(tex, points, mip_level_bias=None, *, ctx: RasterContext, **options):
+    """``texture`` at a flat list of lookups ``points [N, D]`` (uv or directions), with
+    ``mip_level_bias [N]`` when given; returns ``[N, C]``. The lookups are laid out as rows of
+    ``POINTS_PER_ROW`` (the last row padded with copies of the last lookup, whose outputs are
+    dropped), so any ``N`` fits both engines. ``options``: ``texture``'s other keywords."""
+    count = points.shape[0]
+    width = min(count, POINTS_PER_ROW) or 1
+    rows = -(-count // width)
+    padding = rows * width - count
+
+    def as_image(values):
+        if padding:
+            values = torch.cat([values, values[-1:].expand(padding, *values.shape[1:])])
+        return values.reshape(1, rows, width, *values.shape[1:]).contiguous()
+
+    bias = None if mip_level_bias is None else as_image(mip_level_bias)
+    out = texture(tex, as_image(points), mip_level_bias=bias, ctx=ctx, **options)
+    return out.reshape(rows * width, out.shape[-1])[:count]
 
 
 def texture_construct_mip(

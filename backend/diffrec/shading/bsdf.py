@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from diffrec.raster import texture
+from diffrec.raster import texture_points
 
 __all__ = [
     "DISPLAY_MODES",
@@ -102,9 +102,8 @@ def lookup_brdf_lut(lut: torch.Tensor, n_dot_v: torch.Tensor, roughness: torch.T
     """Bilinear ``(A, B)`` from the table ``[N, N, 2]`` at ``n_dot_v``, ``roughness``
     ``[..., 1]``; returns ``(A, B)``, each ``[..., 1]``. Looked up with ``ctx``'s engine (a
     ``RasterContext``, required), as every lookup below."""
-    uv = torch.cat([n_dot_v, roughness], -1).reshape(1, -1, 1, 2).to(lut.dtype)
-    ab = texture(lut[None], uv.contiguous(), filter_mode="linear", boundary_mode="clamp",
-                 ctx=ctx)
+    uv = torch.cat([n_dot_v, roughness], -1).reshape(-1, 2).to(lut.dtype)
+    ab = texture_points(lut[None], uv, filter_mode="linear", boundary_mode="clamp", ctx=ctx)
     ab = ab.reshape(*n_dot_v.shape[:-1], 2)
     return ab[..., 0:1], ab[..., 1:2]
 
