@@ -79,28 +79,24 @@ class Cameras:
     def __getitem__(self, index) -> Cameras:
         """A sub-batch: ``index`` is an int, slice, index tensor or boolean mask."""
         index = [index] if isinstance(index, int) else index
-        return Cameras(
-            self.camera_to_world[index],
-            *(getattr(self, name)[index] for name in ("fx", "fy", "cx", "cy")),
-            width=self.width,
-            height=self.height,
-            near=self.near[index],
-            far=self.far[index],
-        )
+        return self._checked(lambda field: field[index])
 
     @property
     def device(self) -> torch.device:
         return self.camera_to_world.device
 
     def to(self, device: torch.device | str) -> Cameras:
-        return Cameras(
-            self.camera_to_world.to(device),
-            *(getattr(self, name).to(device) for name in ("fx", "fy", "cx", "cy")),
-            width=self.width,
-            height=self.height,
-            near=self.near.to(device),
-            far=self.far.to(device),
-        )
+        return self._checked(lambda field: field.to(device))
+
+    def _checked(self, per_camera) -> Cameras:
+        """Cameras with ``per_camera`` applied to each per-camera tensor (a sub-batch, a copy
+        on another device): checked already, so built without ``__post_init__``, whose checks
+        each wait for the GPU."""
+        cameras = object.__new__(Cameras)
+        cameras.__dict__.update(camera_to_world=per_camera(self.camera_to_world),
+                                width=self.width, height=self.height,
+                                **{name: per_camera(getattr(self, name)) for name in _PER_CAMERA})
+        return cameras
 
     def centers(self) -> torch.Tensor:
         """Camera positions in world space, [N, 3]."""

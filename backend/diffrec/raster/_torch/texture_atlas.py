@@ -54,15 +54,21 @@ def _plane_ring(height: int, width: int, boundary: str):
 
 def _ring(level: torch.Tensor, boundary: str, first_row: int, stride: int, cols: int):
     """``(dst, src, weight)`` of a level's ring: flat atlas positions, flat level texels."""
-    height, width = level.shape[-3], level.shape[-2]
+    return _ring_on_device(level.shape[-3], level.shape[-2], boundary, first_row, stride, cols,
+                           level.device, level.dtype)
+
+
+@functools.lru_cache(maxsize=256)
+def _ring_on_device(height: int, width: int, boundary: str, first_row: int, stride: int,
+                    cols: int, device: torch.device, dtype: torch.dtype):
+    """``_ring``'s tables, copied to ``device`` once (a copy each call waits for the GPU)."""
     if boundary == "cube":
         face, row, col, src, weight = ring_sources(width)
     else:
         row, col, src, weight = _plane_ring(height, width, boundary)
         face = torch.zeros_like(row)
     dst = (first_row + row) * cols + face * stride + col
-    device = level.device
-    return dst.to(device), src.to(device), weight.to(device=device, dtype=level.dtype)
+    return dst.to(device), src.to(device), weight.to(device=device, dtype=dtype)
 
 
 def _interior(image: torch.Tensor, first_row: int, height: int, width: int, faces: int,
@@ -141,6 +147,14 @@ def build_atlas(levels: list[torch.Tensor], boundary: str) -> Atlas:
 
 
 def _tile_table(atlas: Atlas, boundary: str, like: torch.Tensor) -> torch.Tensor:
+    return _tile_table_on_device(atlas.image.shape[-2:], atlas.sizes, atlas.faces,
+                                 atlas.face_stride, atlas.first_row, boundary, like.dtype,
+                                 like.device)
+
+
+@functools.lru_cache(maxsize=256)
+def _tile_table_on_device(image_size, sizes, faces, face_stride, first_row, boundary, dtype,
+                          device) -> torch.Tensor:
     """Per tile, the affine map from face coordinates (s, t) to grid_sample's normalised
     coordinates and its clamp range: ``[tiles, 4, 2]`` = (scale, offset, low, high) x (x, y).
 
@@ -149,20 +163,20 @@ def _tile_table(atlas: Atlas, boundary: str, like: torch.Tensor) -> torch.Tensor
     (the ring repeats the edge), zero keeps it in [-1, w] (the ring is zeros); wrap and cube
     need no clamp (s, t are already in [0, 1]).
     """
-    rows, cols = atlas.image.shape[-2:]
+    rows, cols = image_size
     low, high = (-1.0, 0.0) if boundary == "zero" else (0.0, -1.0)  # used by clamp and zero
     table = []
-    for level, (height, width) in enumerate(atlas.sizes):
-        for face in range(atlas.faces):
+    for level, (height, width) in enumerate(sizes):
+        for face in range(faces):
             per_axis = []
-            for size, first, count in ((width, face * atlas.face_stride, cols),
-                                       (height, atlas.first_row[level], rows)):
+            for size, first, count in ((width, face * face_stride, cols),
+                                       (height, first_row[level], rows)):
                 offset = (2.0 * first + 2.0) / count - 1.0  # where s = 0 lands
                 per_axis.append((2.0 * size / count, offset,
                                  offset + (2.0 * low + 1.0) / count,
                                  offset + (2.0 * (size + high) + 1.0) / count))
             table.append(list(zip(*per_axis, strict=True)))  # [4, 2]
-    return torch.tensor(table, dtype=like.dtype, device=like.device)
+    return torch.tensor(table, dtype=dtype, device=device)
 
 
 def fetch(atlas: Atlas, st: torch.Tensor, boundary: str, level: torch.Tensor | None = None,
