@@ -16,7 +16,8 @@ that they differ.
   twice: as the optimiser runs it (walking across front-facing neighbours to the silhouette
   edge) and with the walk off (nvdiffrast's rule: the inside pixel's own triangle only).
 - **texture, texel gradient.** ``linear-mipmap-linear`` lookups with the parity test's inputs,
-  boundary ``zero`` and ``cube`` (``wrap`` as a control). A lookup is linear in the texels,
+  boundary ``zero`` and ``cube`` (``wrap`` as a control), and ``linear-mipmap-nearest`` with
+  ``zero``. A lookup is linear in the texels,
   so ``<grad_out, f(tex + e_i) - f(tex)>`` with a unit step is the exact ``dL/dtex_i`` up to
   rounding; checked on every texel where the engines' gradients disagree and on a random
   sample of the others.
@@ -28,7 +29,7 @@ over the checked elements, the share within 5 %, and the median ratio gradient /
 which names a convention that differs by a scale); ``--json`` appends the rows as JSON lines.
 Without nvdiffrast (or without CUDA, ``--device cpu``) only the torch engine's rows are made.
 
-    scripts/gpu_fd_verdict.py [--device cuda] [--coordinates 400] [--json FILE]
+    scripts/gpu_fd_verdict.py [--device cuda] [--coordinates 400] [--json FILE] [--dump FILE]
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--texels", type=int, default=200,
                         help="texture: agreeing texels sampled beside the disagreeing ones")
     parser.add_argument("--json", type=Path, help="append the rows here as JSON lines")
+    parser.add_argument("--dump", type=Path, help="write the antialias figures (coordinates, "
+                                                  "gradients, differences, images) to this .npz")
     return parser.parse_args(argv)
 
 
@@ -121,7 +124,10 @@ def sphere_scene(device: str, size: int = 128):
     return pos, tri, rast, size
 
 
-def antialias_rows(device: str, coordinates: int) -> list[dict]:
+def antialias_rows(device: str, coordinates: int, dump: Path | None = None) -> list[dict]:
+    """The antialias rows; with nvdiffrast also each torch variant's gradient against
+    nvdiffrast's differences (where the two engines' forward passes differ in their slope,
+    both can be right and still disagree). ``dump``: an .npz of every figure behind them."""
     pos, tri, rast, size = sphere_scene(device)
     gen = torch.Generator().manual_seed(3)
     table = torch.rand(len(tri) + 1, 3, generator=gen)
@@ -163,14 +169,32 @@ def antialias_rows(device: str, coordinates: int) -> list[dict]:
             result.append(change.sum().item() / (2 * step))
         return torch.tensor(result, dtype=torch.float64)
 
+    fine, smooth, arrays = {}, {}, {"chosen": chosen.cpu().numpy()}
     for name, gradient in gradients.items():
-        fine, coarse = differences(name, STEP_PIXELS), differences(name, 2 * STEP_PIXELS)
+        fine[name], coarse = differences(name, STEP_PIXELS), differences(name, 2 * STEP_PIXELS)
         # a coordinate whose two differences disagree sits on a jump of the forward pass
-        smooth = (fine - coarse).abs() <= 0.05 * fine.abs() + 1e-3 * fine.abs().max()
-        row = verdict("antialias d/dpos", name, gradient[tuple(chosen.T)][smooth.to(device)],
-                      fine[smooth])
-        row["forward_jumps"] = int((~smooth).sum())
+        smooth[name] = ((fine[name] - coarse).abs()
+                        <= 0.05 * fine[name].abs() + 1e-3 * fine[name].abs().max())
+        row = verdict("antialias d/dpos", name,
+                      gradient[tuple(chosen.T)][smooth[name].to(device)], fine[name][smooth[name]])
+        row["forward_jumps"] = int((~smooth[name]).sum())
         rows.append(row)
+        arrays.update({f"{name}: gradient": gradient[tuple(chosen.T)].cpu().numpy(),
+                       f"{name}: differences": fine[name].numpy(),
+                       f"{name}: image": forward(name, pos).cpu().numpy()})
+    if "nvdiffrast" in variants:
+        for name in gradients:
+            if name == "nvdiffrast":
+                continue
+            both = smooth[name] & smooth["nvdiffrast"]
+            rows.append(verdict("antialias d/dpos against nvdiffrast's differences", name,
+                                gradients[name][tuple(chosen.T)][both.to(device)],
+                                fine["nvdiffrast"][both]))
+    if dump:
+        import numpy as np
+
+        np.savez_compressed(dump, rast=rast.cpu().numpy(), pos=pos.cpu().numpy(),
+                            weight=weight.cpu().numpy(), **arrays)
     return rows
 
 
@@ -193,18 +217,18 @@ def texture_inputs(boundary: str, device: str, dtype=torch.float32):
     return [t.to(device=device, dtype=dtype) for t in (tex, uv, uv_da, bias, grad_out)]
 
 
-def lookup(engine: str, tex, uv, uv_da, bias, boundary: str) -> torch.Tensor:
-    return raster.texture(tex, uv, uv_da, bias, filter_mode="linear-mipmap-linear",
-                          boundary_mode=boundary,
+def lookup(engine: str, tex, uv, uv_da, bias, boundary: str,
+           mode: str = "linear-mipmap-linear") -> torch.Tensor:
+    return raster.texture(tex, uv, uv_da, bias, filter_mode=mode, boundary_mode=boundary,
                           ctx=raster.RasterContext(tex.device, impl=engine))
 
 
-def texel_rows(boundary: str, device: str, texels: int) -> list[dict]:
+def texel_rows(mode: str, boundary: str, device: str, texels: int) -> list[dict]:
     tex, uv, uv_da, bias, grad_out = texture_inputs(boundary, device)
     gradients = {}
     for engine in engines(device):
         t = tex.clone().requires_grad_(True)
-        lookup(engine, t, uv, uv_da, bias, boundary).backward(grad_out)
+        lookup(engine, t, uv, uv_da, bias, boundary, mode).backward(grad_out)
         gradients[engine] = t.grad
     flat = {engine: g.reshape(-1) for engine, g in gradients.items()}
     if len(flat) == 2:
@@ -218,15 +242,16 @@ def texel_rows(boundary: str, device: str, texels: int) -> list[dict]:
                         others[torch.randperm(len(others), generator=gen)[:texels]]])
     rows = []
     for engine, gradient in flat.items():
-        base = lookup(engine, tex, uv, uv_da, bias, boundary)
+        base = lookup(engine, tex, uv, uv_da, bias, boundary, mode)
         differences = torch.empty(len(chosen), dtype=torch.float64)
         for k, index in enumerate(chosen.tolist()):
             moved = tex.clone().reshape(-1)
             moved[index] += 1.0
-            change = lookup(engine, moved.reshape(tex.shape), uv, uv_da, bias, boundary) - base
+            change = lookup(engine, moved.reshape(tex.shape), uv, uv_da, bias, boundary,
+                            mode) - base
             differences[k] = (change.double() * grad_out.double()).sum().item()
-        row = verdict(f"texture {boundary} d/dtex", engine, gradient[chosen.to(device)],
-                      differences)
+        row = verdict(f"texture {mode} {boundary} d/dtex", engine,
+                      gradient[chosen.to(device)], differences)
         row["disagreeing_texels"] = int(disagree.sum())
         rows.append(row)
     return rows
@@ -271,9 +296,10 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     print(f"gpu_fd_verdict: engines {', '.join(engines(args.device))} on {args.device}",
           flush=True)
-    rows = antialias_rows(args.device, args.coordinates)
-    for boundary in ("zero", "cube", "wrap"):
-        rows += texel_rows(boundary, args.device, args.texels)
+    rows = antialias_rows(args.device, args.coordinates, args.dump)
+    for mode, boundary in (("linear-mipmap-linear", "zero"), ("linear-mipmap-linear", "cube"),
+                           ("linear-mipmap-linear", "wrap"), ("linear-mipmap-nearest", "zero")):
+        rows += texel_rows(mode, boundary, args.device, args.texels)
     value_row = cube_value_row(args.device)
     if value_row:
         rows.append(value_row)
