@@ -53,7 +53,10 @@ HDR_READER = '''def load_image_raw(fn) -> np.ndarray:
         return np.ascontiguousarray(image[..., 2::-1]).astype(np.float32)
     return imageio.imread(fn)'''
 ITERATION_LINE = re.compile(r"^iter=\s*(\d+),.*time=([\d.]+) ms")
-AVERAGES_LINE = re.compile(r"^AVERAGES: ([\d.]+), ([\d.]+)")
+# validation's result: "MSE,      PSNR" then "<mse>, <psnr>" on stdout ("AVERAGES: <mse>, <psnr>"
+# goes to its metrics file only)
+RESULT_HEADER = "MSE,      PSNR"
+RESULT_LINE = re.compile(r"^([\d.]+), ([\d.]+)$")
 
 
 class PatchError(RuntimeError):
@@ -118,12 +121,12 @@ def parse_log(lines: list[str]) -> dict:
     final held-out PSNR and the peak memory, from nvdiffrec's output."""
     passes: list[list[float]] = [[]]
     psnr = peak = None
-    for line in lines:
+    for previous, line in zip(["", *lines], lines, strict=False):
         if line.startswith("Running validation"):
             passes.append([])
         elif match := ITERATION_LINE.match(line):
             passes[-1].append(float(match.group(2)))
-        elif match := AVERAGES_LINE.match(line):
+        elif previous.strip() == RESULT_HEADER and (match := RESULT_LINE.match(line.strip())):
             psnr = float(match.group(2))
         elif line.startswith("PEAK_MEMORY_MB"):
             peak = float(line.split()[1])

@@ -15,6 +15,8 @@ that they differ.
   pairs): it is counted as such and left out of the comparison. The torch engine is checked
   twice: as the optimiser runs it (walking across front-facing neighbours to the silhouette
   edge) and with the walk off (nvdiffrast's rule: the inside pixel's own triangle only).
+- **antialias, against a box filter.** A vertical silhouette edge, for which box-filter
+  coverage is known exactly (``edge_rows``): each engine's forward slope and gradient.
 - **texture, texel gradient.** ``linear-mipmap-linear`` lookups with the parity test's inputs,
   boundary ``zero`` and ``cube`` (``wrap`` as a control), and ``linear-mipmap-nearest`` with
   ``zero``. A lookup is linear in the texels,
@@ -198,6 +200,50 @@ def antialias_rows(device: str, coordinates: int, dump: Path | None = None) -> l
     return rows
 
 
+EDGE_PX = 20.3  # the vertical edge of ``edge_rows``, in pixels from the left
+
+
+def edge_rows(device: str, size: int = 32) -> list[dict]:
+    """The independent answer: a triangle whose right edge is the vertical line x = EDGE_PX
+    (pixels), covering everything left of it. A box filter gives each row's covered area,
+    summed over the row, as EDGE_PX itself, so moving the edge by d pixels moves every row's
+    sum by d: slope 1. Each engine's forward slope (central differences of 0.01 pixel,
+    rasterization held fixed) and its gradient are checked against it on the 16 rows away from
+    the vertices."""
+    w = torch.tensor([1.0, 2.0, 1.5], dtype=torch.float64)
+
+    def clip(shift_px: float) -> torch.Tensor:
+        x = 2 * (EDGE_PX + shift_px) / size - 1
+        xy = torch.tensor([[x, -3.0], [x, 3.0], [-3.0, 0.1]], dtype=torch.float64)
+        return torch.cat([xy * w[:, None], 0.5 * w[:, None], w[:, None]], -1)[None].float() \
+            .to(device).contiguous()
+
+    tri = torch.tensor([[0, 1, 2]], dtype=torch.int32, device=device)
+    rast, _ = raster.rasterize(raster.RasterContext(device, impl=engines(device)[-1]), clip(0),
+                               tri, (size, size))
+    color = (rast[..., 3:] > 0).float().contiguous()
+    ones = torch.ones(16, dtype=torch.float64)
+    rows = []
+    for engine in engines(device):
+        with walk_steps(0):
+            def row_sums(pos, engine=engine):
+                out = raster.antialias(color, rast, pos, tri,
+                                       ctx=raster.RasterContext(device, impl=engine))
+                return out[0, 8:24, :, 0].double().sum(-1)
+
+            step = 0.01
+            slopes = (row_sums(clip(step)) - row_sums(clip(-step))) / (2 * step)
+            pos = clip(0).requires_grad_(True)
+            (grad,) = torch.autograd.grad(row_sums(pos).sum(), pos)
+        # d(clip x of the edge's two vertices)/d(shift in pixels) = 2 w / size
+        analytic = (grad[0, :2, 0].double().cpu() * 2 * w[:2] / size).sum() / 16
+        rows.append(verdict("antialias vertical edge: forward slope per row (box filter 1)",
+                            engine, slopes.cpu(), ones))
+        rows.append(verdict("antialias vertical edge: gradient per row (box filter 1)", engine,
+                            analytic * ones, ones))
+    return rows
+
+
 # --- texture -------------------------------------------------------------------------------
 
 
@@ -296,7 +342,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     print(f"gpu_fd_verdict: engines {', '.join(engines(args.device))} on {args.device}",
           flush=True)
-    rows = antialias_rows(args.device, args.coordinates, args.dump)
+    rows = edge_rows(args.device) + antialias_rows(args.device, args.coordinates, args.dump)
     for mode, boundary in (("linear-mipmap-linear", "zero"), ("linear-mipmap-linear", "cube"),
                            ("linear-mipmap-linear", "wrap"), ("linear-mipmap-nearest", "zero")):
         rows += texel_rows(mode, boundary, args.device, args.texels)
