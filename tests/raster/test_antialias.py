@@ -446,6 +446,11 @@ def test_bad_inputs_give_clear_errors():
 
 
 @pytest.mark.gpu
+@pytest.mark.xfail(strict=True, reason=(
+    "pos gradients 210 % apart on an H200; scripts/gpu_fd_verdict.py: each engine's is exact "
+    "for its own forward pass, and the forward passes agree in value but nvdiffrast's moves "
+    "a median 2.9x less with a silhouette vertex (docs/BENCHMARKS.md, GPU machine, second "
+    "visit); the torch engine's slope is the box filter's on a vertical edge"))
 def test_matches_nvdiffrast_on_a_sphere(monkeypatch):
     """Same rast (nvdiffrast's), same inputs: values and gradients agree, with the torch
     engine's walk across front-facing neighbours off (nvdiffrast examines the inside pixel's

@@ -505,11 +505,26 @@ def _mostly_close(label, ours, theirs, atol, rtol, max_outliers):
         f"worst {(ours - theirs).abs().max().item()}")
 
 
+# Where nvdiffrast is the one off, by scripts/gpu_fd_verdict.py on an H200 (docs/BENCHMARKS.md,
+# "GPU machine, second visit"): expected to fail, strictly, so a fixed nvdiffrast is noticed.
+NVDIFFRAST_OFF = {
+    ("linear-mipmap-nearest", "zero"): "nvdiffrast's texel gradients miss finite differences "
+                                       "on 28 % of the border texels where the engines differ",
+    ("linear-mipmap-linear", "zero"): "nvdiffrast's texel gradients miss finite differences "
+                                      "on 36 % of the border texels where the engines differ",
+    ("linear-mipmap-linear", "cube"): "nvdiffrast's float32 values differ from the float64 "
+                                      "evaluation of the lookup on 0.25 % of lookups",
+}
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("boundary", ["wrap", "clamp", "zero", "cube"])
 @pytest.mark.parametrize("mode", FILTERS)
-def test_matches_nvdiffrast(mode, boundary):
+def test_matches_nvdiffrast(mode, boundary, request):
     dr = pytest.importorskip("nvdiffrast.torch")
+    if (mode, boundary) in NVDIFFRAST_OFF:
+        request.applymarker(pytest.mark.xfail(reason=NVDIFFRAST_OFF[mode, boundary],
+                                              strict=True))
     gen = torch.Generator().manual_seed(1)
     if boundary == "cube":
         tex = torch.rand(2, 6, 32, 32, 3, generator=gen)

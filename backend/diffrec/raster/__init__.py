@@ -25,7 +25,12 @@ front-facing neighbours to the silhouette edge it leaves through, where nvdiffra
 inside pixel's triangle alone and leaves the pair aliased when that triangle's edges are no
 silhouettes (common along the silhouette of a finely tessellated smooth mesh, where it biased
 silhouettes outward; ``diffrec.raster._torch.antialias`` says by how much). Elsewhere the two
-give the same values and gradients.
+give the same values and gradients, with three measured exceptions (docs/BENCHMARKS.md, "GPU
+machine, second visit"): antialias position gradients (each engine's is exact for its own
+forward pass, but nvdiffrast's image moves about a third as fast with a silhouette vertex;
+the torch engine's slope is a box filter's), texel gradients with the ``zero`` boundary in
+mipmapped modes (nvdiffrast's miss finite differences on some border texels) and a few cube
+lookups (nvdiffrast's float32 values differ from the definition's float64 evaluation).
 
 nvdiffrast scripts run unchanged but for the import line (``import diffrec.raster as dr``) and
 the ``ctx`` keyword (below):
