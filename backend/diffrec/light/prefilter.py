@@ -130,14 +130,42 @@ def _ggx_matrices(base_res: int, out_res: int, roughness: float, samples: int, d
     (taps of one texel that hit the same source texel summed) and its transpose, for the
     backward pass. (CSR: 2-3x faster products than COO on a CPU.)"""
     index, weight = _ggx_operator(base_res, out_res, roughness, samples, device)
-    rows = torch.arange(len(index), device=index.device).repeat_interleave(index.shape[1])
     texels = sum(6 * (base_res >> level) ** 2 for level in range(int(math.log2(base_res)) + 1))
-    matrix = torch.sparse_coo_tensor(torch.stack([rows, index.flatten().long()]),
-                                     weight.flatten().to(dtype), (len(index), texels),
-                                     check_invariants=True).coalesce()
+    crow, col, values = _csr_from_taps(index, weight.to(dtype))
+    crow_t, col_t, values_t = _csr_transposed(crow, col, values, texels)
     with warnings.catch_warnings():  # "CSR support is in beta": products are all we use
         warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta")
-        return matrix.to_sparse_csr(), matrix.t().coalesce().to_sparse_csr()
+        # both are built sorted and without repeats, as CSR requires: no check needed
+        return (torch.sparse_csr_tensor(crow, col, values, (len(index), texels),
+                                        check_invariants=False),
+                torch.sparse_csr_tensor(crow_t, col_t, values_t, (texels, len(index)),
+                                        check_invariants=False))
+
+
+def _csr_from_taps(index: torch.Tensor, weight: torch.Tensor):
+    """CSR ``(crow, col, values)`` of the matrix whose row ``n`` has ``weight[n, k]`` at
+    column ``index[n, k]`` (``[N, K]`` each): each row's taps sorted by column and repeats
+    summed. Sorting K taps per row replaces a sort of all N K entries (COO's coalesce)."""
+    index, order = index.long().sort(dim=1)
+    weight = weight.gather(1, order)
+    first = torch.ones_like(index, dtype=torch.bool)  # first tap of each run of one column
+    first[:, 1:] = index[:, 1:] != index[:, :-1]
+    run = first.flatten().cumsum(0) - 1
+    values = weight.new_zeros(int(run[-1]) + 1 if run.numel() else 0)
+    values.index_add_(0, run, weight.flatten())
+    crow = index.new_zeros(len(index) + 1)
+    crow[1:] = first.sum(1).cumsum(0)
+    return crow, index.flatten()[first.flatten()], values
+
+
+def _csr_transposed(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, columns: int):
+    """CSR of the transpose of the CSR matrix ``(crow, col, values)`` with ``columns``
+    columns: a stable sort by column keeps each new row's entries in row order."""
+    rows = torch.repeat_interleave(torch.arange(len(crow) - 1, device=crow.device), crow.diff())
+    col_sorted, order = col.sort(stable=True)
+    crow_t = crow.new_zeros(columns + 1)
+    crow_t[1:] = torch.bincount(col_sorted, minlength=columns).cumsum(0)
+    return crow_t, rows[order], values[order]
 
 
 class _SparseLinear(torch.autograd.Function):

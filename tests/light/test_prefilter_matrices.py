@@ -1,0 +1,44 @@
+"""The GGX prefilter's sparse operator, built straight into CSR form (each row's taps sorted,
+repeats summed), against a hand-worked case and against torch's own COO construction."""
+
+import math
+
+import torch
+
+from diffrec.light.prefilter import (
+    _csr_from_taps,
+    _csr_transposed,
+    _ggx_matrices,
+    _ggx_operator,
+    samples_for_level,
+)
+
+
+def test_repeated_taps_of_a_row_are_summed_and_sorted():
+    index = torch.tensor([[2, 0, 2], [1, 1, 1], [3, 0, 1]])
+    weight = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [0.5, 0.25, 0.125]])
+    crow, col, values = _csr_from_taps(index, weight)
+    assert crow.tolist() == [0, 2, 3, 6]
+    assert col.tolist() == [0, 2, 1, 0, 1, 3]
+    assert values.tolist() == [2.0, 4.0, 15.0, 0.25, 0.125, 0.5]
+    dense = torch.sparse_csr_tensor(crow, col, values, (3, 4), check_invariants=True).to_dense()
+    assert dense.tolist() == [[2, 0, 4, 0], [0, 15, 0, 0], [0.25, 0.125, 0, 0.5]]
+    crow_t, col_t, values_t = _csr_transposed(crow, col, values, 4)
+    assert torch.equal(torch.sparse_csr_tensor(crow_t, col_t, values_t, (4, 3),
+                                               check_invariants=True).to_dense(),
+                       dense.T)
+
+
+def test_operator_matrices_equal_the_coalesced_coo_construction():
+    base, out, roughness = 16, 8, 0.35
+    samples = samples_for_level(out)
+    index, weight = _ggx_operator(base, out, roughness, samples, "cpu")
+    texels = sum(6 * (base >> level) ** 2 for level in range(int(math.log2(base)) + 1))
+    rows = torch.arange(len(index)).repeat_interleave(index.shape[1])
+    coo = torch.sparse_coo_tensor(torch.stack([rows, index.flatten().long()]),
+                                  weight.flatten().double(), (len(index), texels),
+                                  check_invariants=True).coalesce()
+    matrix, transposed = _ggx_matrices(base, out, roughness, samples, "cpu", torch.float64)
+    torch.testing.assert_close(matrix.to_dense(), coo.to_dense(), rtol=0, atol=1e-15)
+    torch.testing.assert_close(transposed.to_dense(), coo.to_dense().T, rtol=0, atol=1e-15)
+    assert matrix.values().numel() == coo.values().numel()  # every repeat merged
