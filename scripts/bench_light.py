@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Time one step of a learned environment light: ``build_mips`` (box pyramid, GGX prefilter of
 each specular level, cosine convolution) and its backward, which every iteration with a
-learned light pays.
+learned light pays; and the first step, which also builds the prefilter's operators, with the
+process's peak memory after it (run one resolution per process for a peak of its own).
 
     scripts/bench_light.py [--res 64 256] [--repeat 3] [--device cpu]
 """
@@ -9,6 +10,7 @@ learned light pays.
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import time
 
@@ -17,21 +19,19 @@ import torch
 from diffrec.light.envmap import EnvironmentLight
 
 
-def step_ms(light: EnvironmentLight, repeat: int) -> float:
-    """Median milliseconds of build_mips + backward of a loss on every level."""
-    def step() -> None:
+def step_ms(light: EnvironmentLight, repeat: int) -> tuple[float, float]:
+    """(seconds of the first build_mips + backward, which builds and caches the operators;
+    median milliseconds of the later ones)."""
+    def step() -> float:
+        started = time.perf_counter()
         light.build_mips()
         sum(level.square().mean() for level in light.specular_levels).backward()
         if light.base.device.type == "cuda":
             torch.cuda.synchronize()
+        return time.perf_counter() - started
 
-    step()  # builds and caches the operators
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        step()
-        times.append(1000 * (time.perf_counter() - started))
-    return statistics.median(times)
+    first = step()
+    return first, statistics.median(1000 * step() for _ in range(repeat))
 
 
 def main() -> None:
@@ -42,13 +42,16 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     print(f"device {args.device}, torch {torch.__version__}, threads {torch.get_num_threads()}")
-    print("| light_res | build_mips + backward, ms |\n| --- | --- |")
+    print("| light_res | first step (operators built), s | peak RSS so far, MiB | "
+          "build_mips + backward, ms |\n| --- | --- | --- | --- |")
     for res in args.res:
         torch.manual_seed(0)
         base = torch.rand(6, res, res, 3, device=args.device) + 0.1
         light = EnvironmentLight(base=base)
         light.base.requires_grad_(True)
-        print(f"| {res} | {step_ms(light, args.repeat):.0f} |")
+        first, later = step_ms(light, args.repeat)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+        print(f"| {res} | {first:.1f} | {peak:.0f} | {later:.0f} |", flush=True)
 
 
 if __name__ == "__main__":
