@@ -117,7 +117,7 @@ def host_syncs_counted(enabled: bool):
         yield counts
         return
     with warnings.catch_warnings():
-        warnings.simplefilter("always")
+        warnings.filterwarnings("always", message=".*synchronizing CUDA operation")
         shown = warnings.showwarning
 
         def count(message, category, filename, lineno, file=None, line=None):

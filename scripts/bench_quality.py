@@ -155,7 +155,6 @@ def machine() -> dict:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
     jobs = jobs_for(args)
     if args.export_fits:
         script = export_fits(jobs, args.export_fits)
@@ -163,6 +162,7 @@ def main(argv=None) -> int:
               f"`bash {script} RESULTS`, bring RESULTS back, then rerun this command with "
               f"--fitted RESULTS in place of --export-fits")
         return 0
+    args.out.mkdir(parents=True, exist_ok=True)
     started = datetime.datetime.now(datetime.UTC)
     print(f"bench_quality: {len(args.scenes)} scenes x {', '.join(args.mode)}, preset "
           f"{args.preset}, {args.res} px, {args.views} views + {args.holdout} held out, "
