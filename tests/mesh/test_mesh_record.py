@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from helpers.device_reads import DeviceReads
 
 from diffrec.errors import UserError
 from diffrec.mesh import Mesh, bounding_box, fit_to_box
@@ -43,6 +44,10 @@ def test_fit_rejects_a_point():
             {"uvs": torch.zeros(4, 2), "uv_triangles": torch.zeros(3, 3, dtype=torch.int64)},
             r"\[12, 3\]",
         ),
+        ({"normals": torch.full((1, 3), float("inf")),
+          "normal_triangles": torch.zeros(12, 3, dtype=torch.int64)}, "normals hold NaN"),
+        ({"uvs": torch.zeros(4, 2), "uv_triangles": torch.full((12, 3), 4)},
+         r"uv_triangles index outside \[0, 4\)"),
     ],
 )
 def test_bad_meshes_get_clear_errors(changes, message):
@@ -57,3 +62,19 @@ def test_indices_become_int64_and_to_moves_every_tensor():
     uv_triangles = torch.zeros(12, 3, dtype=torch.int32)
     moved = small.replace(uvs=torch.zeros(1, 2), uv_triangles=uv_triangles).to("cpu")
     assert moved.uv_triangles.dtype == torch.int64 and moved.device == torch.device("cpu")
+
+
+def test_a_mesh_with_every_attribute_waits_for_its_device_once():
+    """Its value checks (finite values, indices in range: seven here) are read back together,
+    so a GPU run that builds meshes every iteration waits once per mesh, not seven times."""
+    mesh = cube()
+    triangles = mesh.triangles
+    attributes = {"uvs": torch.rand(8, 2), "uv_triangles": triangles,
+                  "normals": torch.rand(8, 3), "normal_triangles": triangles,
+                  "tangents": torch.rand(8, 4), "tangent_triangles": triangles}
+    with DeviceReads() as reads:
+        mesh.replace(**attributes)
+    assert len(reads.waits) == 1
+    with DeviceReads() as reads, pytest.raises(UserError, match="tangents hold NaN"):
+        mesh.replace(**{**attributes, "tangents": torch.full((8, 4), float("nan"))})
+    assert len(reads.waits) == 1

@@ -50,8 +50,9 @@ class Mesh:
     tangent_triangles: torch.Tensor | None = None
 
     def __post_init__(self):
+        value_checks: list[tuple[torch.Tensor, str]] = []
         self.triangles = _check_float_and_index(
-            "positions", self.positions, 3, "triangles", self.triangles, None
+            "positions", self.positions, 3, "triangles", self.triangles, None, value_checks
         )
         if self.triangles.shape[0] == 0:
             raise UserError("mesh has no triangles")
@@ -60,8 +61,10 @@ class Mesh:
             if (values is None) != (index is None):
                 raise UserError(f"mesh {name} and {index_name} must be given together")
             if values is not None:
-                index = _check_float_and_index(name, values, size, index_name, index, self)
+                index = _check_float_and_index(name, values, size, index_name, index, self,
+                                               value_checks)
                 setattr(self, index_name, index)
+        _raise_first_failed(value_checks)
 
     @property
     def num_vertices(self) -> int:
@@ -94,16 +97,17 @@ class Mesh:
         return self.positions[self.triangles]
 
 
-def _check_float_and_index(name, values, size, index_name, index, mesh) -> torch.Tensor:
-    """Validate one attribute and its index buffer; returns the index buffer as int64."""
+def _check_float_and_index(name, values, size, index_name, index, mesh,
+                           value_checks) -> torch.Tensor:
+    """Validate one attribute's and its index buffer's shapes, dtypes and device, and append
+    the checks of their values (finite, indices in range) to ``value_checks`` as (device flag,
+    message) pairs, computed but not read back; returns the index buffer as int64."""
     if not isinstance(values, torch.Tensor) or not isinstance(index, torch.Tensor):
         raise UserError(f"mesh {name} and {index_name} must be torch tensors")
     if values.ndim != 2 or values.shape[1] != size or values.shape[0] == 0:
         raise UserError(f"mesh {name} must be [N, {size}] with N > 0, got {tuple(values.shape)}")
     if values.dtype not in (torch.float32, torch.float64):
         raise UserError(f"mesh {name} must be float32 (or float64), got {values.dtype}")
-    if not torch.isfinite(values).all():
-        raise UserError(f"mesh {name} hold NaN or infinite values")
     if index.dtype.is_floating_point or index.dtype.is_complex or index.dtype == torch.bool:
         raise UserError(f"mesh {index_name} must be an integer tensor, got {index.dtype}")
     expected = (index.shape[0], 3) if mesh is None else tuple(mesh.triangles.shape)
@@ -111,6 +115,18 @@ def _check_float_and_index(name, values, size, index_name, index, mesh) -> torch
         raise UserError(f"mesh {index_name} must be {list(expected)}, got {list(index.shape)}")
     if index.device != values.device or (mesh is not None and values.device != mesh.device):
         raise UserError(f"mesh {name} and {index_name} must be on the mesh's device")
-    if index.numel() and (index.min() < 0 or index.max() >= values.shape[0]):
-        raise UserError(f"mesh {index_name} index outside [0, {values.shape[0]})")
+    value_checks.append((~torch.isfinite(values).all(), f"mesh {name} hold NaN or infinite values"))
+    if index.numel():
+        low, high = torch.aminmax(index)
+        value_checks.append(((low < 0) | (high >= values.shape[0]),
+                             f"mesh {index_name} index outside [0, {values.shape[0]})"))
     return index.long()
+
+
+def _raise_first_failed(value_checks: list[tuple[torch.Tensor, str]]) -> None:
+    """UserError with the message of the first check whose flag is set. The flags are read
+    back together: one wait for the device per mesh (on a GPU, every read is a host sync)."""
+    failed = torch.stack([flag for flag, _ in value_checks]).tolist()
+    for flag, (_, message) in zip(failed, value_checks, strict=True):
+        if flag:
+            raise UserError(message)
