@@ -5,6 +5,7 @@ import importlib
 import numpy as np
 import pytest
 import torch
+from helpers.device_reads import DeviceReads
 from raster_reference import barycentrics, coverage, pixel_centres
 
 from diffrec import raster
@@ -160,6 +161,22 @@ def test_chunking_does_not_change_the_result(monkeypatch):
     monkeypatch.setattr(torch_rasterize, "MAX_PAIRS_PER_CHUNK", 97)
     chunked = raster.rasterize(CTX, pos, tri, (32, 32))
     assert torch.equal(whole[0], chunked[0]) and torch.equal(whole[1], chunked[1])
+
+
+def test_waits_for_the_device_do_not_grow_with_the_triangles_box_sizes():
+    """Triangles are rasterized in groups by box size; outside each group's coverage test (whose
+    covered pixels are a list of data-dependent length), a call makes the host wait for the
+    device five times, however many groups there are (each boolean mask and each group's
+    member list was a wait before: 31 here)."""
+    gen = torch.Generator().manual_seed(2)
+    pos = torch.cat([torch.rand(2, 60, 2, generator=gen) * 2.4 - 1.2,
+                     torch.rand(2, 60, 1, generator=gen) - 0.5, torch.ones(2, 60, 1)], -1)
+    tri = torch.randint(0, 60, (40, 3), generator=gen, dtype=torch.int32)
+    with DeviceReads() as reads:
+        raster.rasterize(CTX, pos, tri, (32, 32))
+    in_groups = sum(caller == "_rasterize_boxes" for _, caller in reads.waits)
+    assert in_groups >= 8, "the case must spread its triangles over many box sizes"
+    assert len(reads.waits) - in_groups <= 5
 
 
 def test_depth_peeling_returns_successive_surfaces():

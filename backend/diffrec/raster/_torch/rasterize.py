@@ -48,8 +48,10 @@ def _check_inputs(pos: torch.Tensor, tri: torch.Tensor, resolution, ranges):
     height, width = (int(r) for r in resolution)
     if height <= 0 or width <= 0:
         raise ValueError(f"resolution must be positive, got {tuple(resolution)}")
-    if tri.numel() and (int(tri.min()) < 0 or int(tri.max()) >= pos.shape[-2]):
-        raise IndexError(f"tri indexes vertices outside 0..{pos.shape[-2] - 1}")
+    if tri.numel():
+        lowest, highest = torch.stack(torch.aminmax(tri)).tolist()  # one wait for the device
+        if lowest < 0 or highest >= pos.shape[-2]:
+            raise IndexError(f"tri indexes vertices outside 0..{pos.shape[-2] - 1}")
     return height, width
 
 
@@ -152,19 +154,19 @@ def _visible_keys(pos, tri, ranges, height, width, peel_keys=None):
         clip = pos.detach().to(torch.float32).reshape(-1, 4)[vidx]  # [N, 3, 4]
         x0, x1, y0, y1 = _pixel_bounds(clip, height, width)
         nx, ny = (x1 - x0 + 1).clamp(min=0), (y1 - y0 + 1).clamp(min=0)
-        keep = (nx > 0) & (ny > 0)
-        batch, tri_id, clip = batch[keep], tri_id[keep], clip[keep]
-        x0, y0, nx, ny = x0[keep], y0[keep], nx[keep], ny[keep]
-
         xyw = clip[..., [0, 1, 3]]
         c0, c1, c2 = _edge_coefficients(xyw[:, 0], xyw[:, 1], xyw[:, 2])
         det = (xyw[:, 0] * c0).sum(-1)
+        # off screen, or degenerate in screen space: covers nothing. One index list for every
+        # tensor (a boolean mask per tensor would make the host wait for the device each time)
+        kept = torch.nonzero((nx > 0) & (ny > 0) & (det != 0)).squeeze(1)
+        batch, tri_id, clip, x0, y0, nx, ny, det = (
+            t[kept] for t in (batch, tri_id, clip, x0, y0, nx, ny, det))
         sign = torch.sign(det)
-        keep = det != 0  # degenerate in screen space: covers nothing
-        coeffs = (torch.stack((c0, c1, c2), 1) * sign[:, None, None])[keep]  # [N, edge, xyw]
+        coeffs = torch.stack((c0[kept], c1[kept], c2[kept]), 1)  # [N, edge, xyw]
+        coeffs = coeffs * sign[:, None, None]
         # sum_i e_i z_i / |det| is z/w at the pixel (there sum_i e_i w_i = |det|)
-        z_scaled = clip[keep][..., 2] / (det * sign)[keep][:, None]
-        batch, tri_id, x0, y0, nx, ny = (t[keep] for t in (batch, tri_id, x0, y0, nx, ny))
+        z_scaled = clip[..., 2] / (det * sign)[:, None]
         # top-left rule for pixels exactly on an edge: accept e == 0 when (cx, cy) > 0 lexically
         owner = (coeffs[..., 0] > 0) | ((coeffs[..., 0] == 0) & (coeffs[..., 1] > 0))
 
@@ -172,9 +174,11 @@ def _visible_keys(pos, tri, ranges, height, width, peel_keys=None):
                           device=device)
         box_w, box_h = _ceil_pow2(nx), _ceil_pow2(ny)
         bucket = box_h * (2 * width) + box_w
-        for code in torch.unique(bucket).tolist():
+        order = torch.argsort(bucket, stable=True)
+        codes, counts = torch.stack(
+            torch.unique_consecutive(bucket[order], return_counts=True)).tolist()
+        for code, members in zip(codes, order.split(counts), strict=True):
             bh, bw = divmod(code, 2 * width)
-            members = torch.nonzero(bucket == code).squeeze(1)
             for chunk in members.split(max(1, MAX_PAIRS_PER_CHUNK // (bh * bw))):
                 _rasterize_boxes(
                     keys, peel_keys, height, width, bh, bw, batch[chunk], tri_id[chunk],
@@ -202,9 +206,8 @@ def _rasterize_boxes(keys, peel_keys, height, width, bh, bw, batch, tri_id, x0, 
     k, iy, ix = torch.nonzero(inside, as_tuple=True)
     pix = (batch[k] * height + py[k, iy, 0]) * width + px[k, 0, ix]
     key = _depth_keys(depth[k, iy, ix], tri_id[k])
-    if peel_keys is not None:
-        behind = key > peel_keys[pix]
-        pix, key = pix[behind], key[behind]
+    if peel_keys is not None:  # surfaces not behind the last layer leave the pixel as it is
+        key = torch.where(key > peel_keys[pix], key, EMPTY_KEY)
     keys.scatter_reduce_(0, pix, key, reduce="amin")
 
 
