@@ -177,3 +177,27 @@ def test_a_mesh_is_split_only_where_its_corners_differ():
                        mesh.positions[mesh.triangles])
     assert torch.allclose(torch.from_numpy(arrays["uvs"])[faces][..., 1],
                           1 - mesh.uvs[mesh.uv_triangles][..., 1])
+
+
+def test_the_traced_surface_keeps_the_meshs_own_normals():
+    """Mitsuba recomputes a mesh's normals from its faces whenever its positions are set;
+    the tracer must hand over the mesh's normals after that. A cube whose normals are smoothed
+    across its edges, with every triangle a UV chart of its own (so each corner is a vertex of
+    its own in Mitsuba): recomputed, every normal would be its face's (the suite's mug and
+    bowl, smoothed across their rims, were traced as other shapes than Cycles renders)."""
+    from diffrec.mesh.normals import with_vertex_normals
+    from diffrec.pipeline.unwrap import grid_unwrap
+
+    box = with_vertex_normals(cube(0.5))
+    uvs, uv_triangles = grid_unwrap(box.num_triangles, resolution=64)
+    box = box.replace(uvs=torch.from_numpy(uvs), uv_triangles=torch.from_numpy(uv_triangles))
+    arrays = mitsuba_bridge.seamless_arrays(box)
+    traced = tracer(box)
+    held = torch.tensor(traced.mi.traverse(traced.scene.shapes()[0])["vertex_normals"].numpy())
+    held, ours = held.reshape(-1, 3), torch.from_numpy(arrays["normals"])
+    corners = torch.from_numpy(arrays["positions"])[torch.from_numpy(arrays["faces"]).long()]
+    flat = torch.nn.functional.normalize(torch.linalg.cross(corners[:, 1] - corners[:, 0],
+                                                            corners[:, 2] - corners[:, 0]), dim=-1)
+    corner_normals = ours[torch.from_numpy(arrays["faces"]).long()]  # [T, 3, 3]
+    assert (corner_normals * flat[:, None]).sum(-1).max() < 0.99, "smoothed, not flat"
+    assert (held * ours).sum(-1).min() > 0.9999

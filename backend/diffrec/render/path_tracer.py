@@ -96,10 +96,11 @@ class PathTracer:
         buffers = mi.traverse(shape)
         buffers["vertex_positions"] = self.dr.ravel(mi.Point3f(arrays["positions"].T))
         buffers["faces"] = self.dr.ravel(mi.Vector3u(arrays["faces"].T))
-        if "normals" in arrays:
-            buffers["vertex_normals"] = self.dr.ravel(mi.Normal3f(arrays["normals"].T))
         buffers["vertex_texcoords"] = self.dr.ravel(mi.Point2f(arrays["uvs"].T))
         buffers.update()
+        if "normals" in arrays:  # after the positions: their update recomputes Mitsuba's own
+            buffers["vertex_normals"] = self.dr.ravel(mi.Normal3f(arrays["normals"].T))
+            buffers.update()
         return mi.load_dict({
             "type": "scene",
             "integrator": {"type": "prb", "max_depth": max_depth, "hide_emitters": True},
