@@ -13,8 +13,9 @@ is left out; reports read the loss from the device, so each one waits for the wo
 
 ``--engine fast`` asks for nvdiffrast and tiny-cuda-nn (an error names what is missing);
 ``torch`` for the pure-torch engines. ``--profile FILE`` writes the torch profiler's table of
-the costliest operations over a tenth of each pass, from its middle, and on CUDA the Python
-lines that made the host wait for the GPU (torch's sync debug mode), with how often.
+the costliest operations over a tenth of each pass, from its middle, and the Python lines
+that made the host wait for the device, with how often (on CUDA as torch's sync debug mode
+reports them; elsewhere the calls that would wait on a GPU, ``diffrec.device_waits``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import torch
 
 from diffrec import raster
 from diffrec.commands.optimize import TerminalReporter, checkpoint_store
+from diffrec.device_waits import DeviceWaits
 from diffrec.devices import resolve_device
 from diffrec.engines import NEURAL, RASTER
 from diffrec.pipeline.config import build_config, read_config_reading
@@ -108,13 +110,18 @@ def _profiler():
 
 
 @contextlib.contextmanager
-def host_syncs_counted(enabled: bool):
+def host_syncs_counted(enabled: bool, device: torch.device):
     """Yields a Counter of ``"file:line"`` -> how often an operation asked from that Python
-    line made the host wait for the GPU (``torch.cuda.set_sync_debug_mode``), filled while the
-    context runs when ``enabled``; other warnings are shown as usual."""
+    line made the host wait for the device, filled while the context runs when ``enabled``:
+    on CUDA as torch's sync debug mode reports them (other warnings are shown as usual),
+    elsewhere the calls that would wait on a GPU (``diffrec.device_waits``)."""
     counts: collections.Counter = collections.Counter()
     if not enabled:
         yield counts
+        return
+    if device.type != "cuda":
+        with DeviceWaits(counts):
+            yield counts
         return
     with warnings.catch_warnings():
         warnings.filterwarnings("always", message=".*synchronizing CUDA operation")
@@ -173,7 +180,7 @@ def main(argv=None) -> int:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     started = time.monotonic()
-    with host_syncs_counted(bool(args.profile) and device.type == "cuda") as syncs:
+    with host_syncs_counted(bool(args.profile), device) as syncs:
         reporter = TimingReporter(config.out_dir, args.profile, syncs)
         inputs = load_inputs(config, raster.RasterContext(device))
         result = optimize(config.settings, inputs, reporter,

@@ -2,8 +2,8 @@
 
 import pytest
 import torch
-from helpers.device_reads import DeviceReads
 
+from diffrec.device_waits import DeviceWaits
 from diffrec.errors import UserError
 from diffrec.mesh import Mesh, bounding_box, fit_to_box
 from diffrec.mesh.primitives import cube, uv_sphere
@@ -72,9 +72,9 @@ def test_a_mesh_with_every_attribute_waits_for_its_device_once():
     attributes = {"uvs": torch.rand(8, 2), "uv_triangles": triangles,
                   "normals": torch.rand(8, 3), "normal_triangles": triangles,
                   "tangents": torch.rand(8, 4), "tangent_triangles": triangles}
-    with DeviceReads() as reads:
+    with DeviceWaits() as waits:
         mesh.replace(**attributes)
-    assert len(reads.waits) == 1
-    with DeviceReads() as reads, pytest.raises(UserError, match="tangents hold NaN"):
+    assert len(waits.calls) == 1
+    with DeviceWaits() as waits, pytest.raises(UserError, match="tangents hold NaN"):
         mesh.replace(**{**attributes, "tangents": torch.full((8, 4), float("nan"))})
-    assert len(reads.waits) == 1
+    assert len(waits.calls) == 1

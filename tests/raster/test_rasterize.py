@@ -5,10 +5,10 @@ import importlib
 import numpy as np
 import pytest
 import torch
-from helpers.device_reads import DeviceReads
 from raster_reference import barycentrics, coverage, pixel_centres
 
 from diffrec import raster
+from diffrec.device_waits import DeviceWaits
 
 # the package re-exports the function under the module's name; fetch the module itself
 torch_rasterize = importlib.import_module("diffrec.raster._torch.rasterize")
@@ -172,11 +172,11 @@ def test_waits_for_the_device_do_not_grow_with_the_triangles_box_sizes():
     pos = torch.cat([torch.rand(2, 60, 2, generator=gen) * 2.4 - 1.2,
                      torch.rand(2, 60, 1, generator=gen) - 0.5, torch.ones(2, 60, 1)], -1)
     tri = torch.randint(0, 60, (40, 3), generator=gen, dtype=torch.int32)
-    with DeviceReads() as reads:
+    with DeviceWaits() as waits:
         raster.rasterize(CTX, pos, tri, (32, 32))
-    in_groups = sum(caller == "_rasterize_boxes" for _, caller in reads.waits)
+    in_groups = sum(wait.function == "_rasterize_boxes" for wait in waits.calls)
     assert in_groups >= 8, "the case must spread its triangles over many box sizes"
-    assert len(reads.waits) - in_groups <= 5
+    assert len(waits.calls) - in_groups <= 5
 
 
 def test_depth_peeling_returns_successive_surfaces():
