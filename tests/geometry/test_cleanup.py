@@ -3,7 +3,9 @@
 import pytest
 import torch
 
+from diffrec.device_waits import DeviceWaits
 from diffrec.geometry.cleanup import (
+    check_mesh,
     clean_mesh,
     remove_degenerate_triangles,
     remove_duplicate_triangles,
@@ -68,6 +70,16 @@ def test_bad_meshes_are_rejected():
         clean_mesh(torch.full((3, 3), float("nan")), torch.tensor([[0, 1, 2]]))
     with pytest.raises(ValueError, match="triangles"):
         clean_mesh(vertices, triangles.float())
+    with pytest.raises(ValueError, match="indices"):
+        check_mesh(vertices, triangles - 1)
+
+
+def test_checking_a_mesh_waits_for_its_device_once():
+    """The finite-values and index-range checks are read back together (on a GPU, each read
+    is a host sync; the surface is checked every iteration)."""
+    with DeviceWaits() as waits:
+        check_mesh(*_messy_square())
+    assert len(waits.calls) == 1
 
 
 # --- welding and triangle removal on a triangle soup (from the former mesh/cleanup tests) ---

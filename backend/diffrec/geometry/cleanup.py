@@ -26,9 +26,14 @@ def check_mesh(vertices: torch.Tensor, triangles: torch.Tensor) -> None:
     if triangles.ndim != 2 or triangles.shape[1] != 3 or triangles.is_floating_point():
         raise ValueError(f"triangles must be integer [T, 3], got {triangles.dtype} "
                          f"{tuple(triangles.shape)}")
-    if not bool(torch.isfinite(vertices).all()):
+    flags = [~torch.isfinite(vertices).all()]
+    if triangles.numel():
+        lowest, highest = torch.aminmax(triangles)
+        flags.append((lowest < 0) | (highest >= len(vertices)))
+    not_finite, *out_of_range = torch.stack(flags).tolist()  # one wait for the device
+    if not_finite:
         raise ValueError("vertices contain NaN or infinite values")
-    if triangles.numel() and (int(triangles.min()) < 0 or int(triangles.max()) >= len(vertices)):
+    if any(out_of_range):
         raise ValueError(f"triangle indices must lie in 0..{len(vertices) - 1}")
 
 
