@@ -39,6 +39,7 @@ sys.path.insert(0, str(REPO / "backend"))
 
 from diffrec import raster  # noqa: E402
 from diffrec.pipeline.config import build_config  # noqa: E402
+from diffrec.pipeline.geometry_models import ExplicitGeometry  # noqa: E402
 from diffrec.pipeline.initial_state import make_light  # noqa: E402
 from diffrec.pipeline.inputs import load_inputs  # noqa: E402
 from diffrec.pipeline.outputs import write_result  # noqa: E402
@@ -148,6 +149,7 @@ def main(argv=None) -> int:
     started = time.perf_counter()
     inputs = load_inputs(config, ctx)
     mesh, unwrapping = with_uvs(ctx, inputs.base_mesh, settings)
+    mesh = ExplicitGeometry(mesh, trainable=False).mesh()  # smooth normals, as diffrec's
     light = make_light(settings, inputs.envmap, "cpu")
     train = inputs.train
     tracer = PathTracer(mesh, "cpu", max_depth=args.max_depth)
