@@ -163,8 +163,7 @@ def _visible_keys(pos, tri, ranges, height, width, peel_keys=None):
         batch, tri_id, clip, x0, y0, nx, ny, det = (
             t[kept] for t in (batch, tri_id, clip, x0, y0, nx, ny, det))
         sign = torch.sign(det)
-        coeffs = torch.stack((c0[kept], c1[kept], c2[kept]), 1)  # [N, edge, xyw]
-        coeffs = coeffs * sign[:, None, None]
+        coeffs = torch.stack((c0, c1, c2), 1)[kept] * sign[:, None, None]  # [N, edge, xyw]
         # sum_i e_i z_i / |det| is z/w at the pixel (there sum_i e_i w_i = |det|)
         z_scaled = clip[..., 2] / (det * sign)[:, None]
         # top-left rule for pixels exactly on an edge: accept e == 0 when (cx, cy) > 0 lexically
