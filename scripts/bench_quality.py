@@ -7,9 +7,10 @@ Run through ``scripts/bench_quality`` (which sets up the environment), or with t
 environment's Python: ``python scripts/bench_quality.py --scenes ring,mug --res 64``.
 Outputs in ``--out``: ``bench_quality.json`` (settings, machine, every scene's record, the
 summary against issue 12's targets) and per scene ``<mode>/<scene>/`` (the result folder in
-``asset/``, ``optimize.log``, ``comparison.png``, ``result.json``). Scenes' targets are cached in
-``--cache`` by a content hash, so a rerun only optimizes and judges. ``--relight`` adds the
-relit judging of ``bench_quality_lib.relight`` (its targets cached beside the scene's);
+``asset/``, ``optimize.log``, ``comparison.png``, ``result.json``). Scenes' targets are cached
+in ``--cache`` by a content hash, so a rerun only optimizes and judges. ``--relight`` adds the
+relit judging of ``bench_quality_lib.relight`` (its targets cached beside the scene's; a
+scene's ``relit.png`` shows its first held-out view under each light and as base colour);
 ``--albedo`` its base-colour comparison alone.
 """
 

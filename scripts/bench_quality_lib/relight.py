@@ -12,6 +12,7 @@ light by ``demo_lib.judge.score`` and its base colour by ``albedo.albedo_error``
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import math
 from pathlib import Path
@@ -97,12 +98,16 @@ def render_relit(bl_scene, cameras, lights: list[dict], size: int) -> dict[str, 
 
 
 def targets_key(dataset: Path, lights: list[dict]) -> str:
-    """16 hex digits of SHA-256 over the dataset's folder name, the lights and this code."""
-    digest = hashlib.sha256(json.dumps({"dataset": Path(dataset).name, "lights": lights},
+    """16 hex digits of SHA-256 over the dataset's folder name, the lights and the code that
+    renders targets (the modules it uses, this module's rendering functions: judging code
+    can change without rendering the targets again)."""
+    digest = hashlib.sha256(json.dumps({"dataset": Path(dataset).name, "lights": lights,
+                                        "albedo_samples": ALBEDO_SAMPLES},
                                        sort_keys=True).encode())
     for module in (relight_lights, export_scene):
         digest.update(Path(module.__file__).read_bytes())
-    digest.update(Path(__file__).read_bytes())
+    for function in (_black_world, use_light, show_base_colour, render_relit):
+        digest.update(inspect.getsource(function).encode())
     return digest.hexdigest()[:16]
 
 
@@ -128,15 +133,23 @@ def ensure_targets(dataset: Path, name: str, size: int, samples: int, lights: li
 
 
 def judge(bl_scene, cameras, lights: list[dict], targets: dict[str, np.ndarray],
-          size: int) -> dict:
+          size: int, picture: Path | None = None) -> dict:
     """The scene's result (the only mesh in ``bl_scene``) rendered under each light and as
     base colour: {light name: ``judge.score`` + the light}, and ``albedo``: the error against
-    the true albedo. The result's materials are changed for good."""
+    the true albedo. The result's materials are changed for good. With ``picture``, also
+    writes there the first held-out view under each light and as base colour, one row each
+    (target | result | error, ``report.comparison_image``)."""
     from demo_lib import judge as scoring
+    from demo_lib import report
 
     from .albedo import albedo_error
 
     renders = render_relit(bl_scene, cameras, lights, size)
+    if picture is not None:
+        rows = [light["name"] for light in lights] + ["albedo"]
+        report.write_comparison(picture, np.stack([renders[row][0] for row in rows]),
+                                np.stack([targets[row][0] for row in rows]),
+                                [row if row != "albedo" else "base colour" for row in rows])
     names = [camera.name for camera in cameras]
     scores = {light["name"]: {"light": light,
                               **scoring.score(renders[light["name"]], targets[light["name"]],

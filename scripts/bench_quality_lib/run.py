@@ -220,7 +220,8 @@ def run_scene(job: SceneJob) -> dict:
         record["time_s"]["judge"] = round(time.monotonic() - started, 2)
         if lights is not None:
             started = time.monotonic()
-            relit = relight.judge(bl_scene, cameras, lights, relit_targets, job.size)
+            relit = relight.judge(bl_scene, cameras, lights, relit_targets, job.size,
+                                  job.out / "relit.png" if job.relight else None)
             record["albedo"] = relit["albedo"]
             if job.relight:
                 relit["expected_drop"] = light_level.expected_drop(

@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+import cv2
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -17,7 +18,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 from bench_quality_lib import dataset, relight, scenes  # noqa: E402
 from bench_quality_lib.lights import relight_lights  # noqa: E402
 from bench_quality_lib.run import held_out_cameras  # noqa: E402
-from demo_lib import judge  # noqa: E402
+from demo_lib import judge, report  # noqa: E402
 
 SCENE, SIZE, SAMPLES = "box", 32, 8
 
@@ -29,7 +30,10 @@ def main(cache: Path) -> dict:
     again, built_again = relight.ensure_targets(folder, SCENE, SIZE, SAMPLES, lights)
     names = [light["name"] for light in lights]
     bl_scene, _ = scenes.build(SCENE, SIZE, SAMPLES)
-    truth = relight.judge(bl_scene, held_out_cameras(folder), lights, targets, SIZE)
+    picture = cache / "relit.png"
+    truth = relight.judge(bl_scene, held_out_cameras(folder), lights, targets, SIZE, picture)
+    shown = cv2.imread(str(picture))[report.HEADER_PX:]  # rows of target | result | error
+    tile = shown.shape[1] // 3
     albedo = targets["albedo"]
     covered = albedo[..., 3] > judge.COVERED
     return {
@@ -42,6 +46,9 @@ def main(cache: Path) -> dict:
         "between_lights_psnr": judge.score(targets[names[0]], targets[names[2]],
                                            ["a", "b"])["psnr_mean"],
         "albedo_pixels": albedo[covered][:, :3].tolist(),
+        "picture_rows": shown.shape[0] / tile,
+        "picture_error_max": int(shown[:, 2 * tile:].max()),
+        "picture_target_max": int(shown[:, :tile].max()),
     }
 
 

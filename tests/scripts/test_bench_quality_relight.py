@@ -49,3 +49,9 @@ def test_the_truth_relit_reproduces_its_targets_and_has_no_albedo_error(figures)
     albedo = figures["truth_albedo"]
     assert albedo["relative"] < 1e-3 and albedo["rmse_raw"] < 1e-3
     assert albedo["scale"] == pytest.approx([1, 1, 1], abs=1e-3)
+
+
+def test_the_relit_picture_shows_each_light_and_the_base_colour(figures):
+    assert figures["picture_rows"] == len(relight_lights("box")) + 1
+    assert figures["picture_target_max"] > 100  # the targets are shown, lit
+    assert figures["picture_error_max"] <= 8  # each result beside its own light's target
