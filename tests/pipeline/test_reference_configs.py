@@ -114,6 +114,7 @@ def test_keys_keep_their_meaning(data):
     metal_config = build_config(read_config_file(write_config(data, "spot_metal")))
     metal = metal_config.settings
     assert metal.mode == "materials" and metal.learning_rate == (0.01, 0.01)
+    assert metal.trains_normal_map(), "nvdiffrec trains a normal map on a fixed mesh too"
     assert metal_config.sources.ref_material == "data/metal.mtl"
     ficus_config = build_config(read_config_file(write_config(data, "nerf_ficus")))
     ficus = ficus_config.settings

@@ -93,6 +93,16 @@ def test_starting_textures_follow_init_textures_and_the_ranges():
     assert own.kd.min_value.tolist() == [0.0, 0.0, 0.0, 0.0], "alpha is trained with layers"
 
 
+@pytest.mark.parametrize(("mode", "normal_map", "trained"), [
+    ("materials", "auto", False), ("refine", "auto", True), ("reconstruct", "auto", True),
+    ("materials", "on", True), ("refine", "off", False)])
+def test_a_normal_map_is_trained_unless_the_mesh_is_given_and_kept(mode, normal_map, trained):
+    settings = parse_settings({"mode": mode, "normal_map": normal_map, "texture_res": 8})
+    material = initial_textures(settings, "cpu")
+    assert (material.normal is not None) == trained == settings.trains_normal_map()
+    assert len(list(material.parameters())) == 2 + trained
+
+
 def test_env_scale_scales_the_hdri_and_cam_near_far_clips(tmp_path):
     mesh, hdri = stand_ins.write_mesh_and_sky(tmp_path)
     config = build_config({"ref_mesh": str(mesh), "envmap": str(hdri), "env_scale": 2.5,

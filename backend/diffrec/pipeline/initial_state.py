@@ -37,6 +37,8 @@ def initial_textures(settings: Settings, device, base_material: Material | None 
       roughness and metallic uniform in theirs, flat normals (the reference system's random
       textures);
     - "base_mesh": the base mesh's own material resampled (constants where it has none).
+
+    No normal map unless ``settings.trains_normal_map()``.
     """
     size, ranges = settings.texture_res, settings.material_ranges()
     kd_low, kd_high = (torch.tensor(v) for v in ranges["kd"])
@@ -59,7 +61,8 @@ def initial_textures(settings: Settings, device, base_material: Material | None 
             channel = getattr(base_material, name)
             if channel is not None:
                 values[name] = _resampled(channel, size, values[name])
-    textures = [Texture2D(values[name], *ranges[name]) for name in ("kd", "ks", "normal")]
+    names = ("kd", "ks", "normal") if settings.trains_normal_map() else ("kd", "ks")
+    textures = [Texture2D(values[name], *ranges[name]) for name in names]
     for texture in textures:
         texture.clamp_()  # a base mesh's material may lie outside the ranges
     return TextureMaterial(*textures, mip_bias=settings.texture_mip_bias).to(device)

@@ -228,8 +228,9 @@ KEYS: dict[str, Callable] = {
                                         "camera)"),
     "lock_light": lambda v, d: ({"lock_light": _bool(v, "lock_light")},
                                 f"lock_light = {v} (light learnt in pass 1 only)"),
-    "lock_pos": lambda v, d: ({"mode": "materials" if _bool(v, "lock_pos") else "refine"},
-                              f"mode = {'materials' if v else 'refine'}"),
+    "lock_pos": lambda v, d: (({"mode": "materials", "normal_map": "on"}, "mode = 'materials', "
+                               "normal_map = 'on' (nvdiffrec trains one with a fixed mesh too)")
+                              if _bool(v, "lock_pos") else ({"mode": "refine"}, "mode = 'refine'")),
     "learn_light": lambda v, d: ({"light": "learn" if _bool(v, "learn_light") else "fixed"},
                                  f"light = {'learn' if v else 'fixed'}"),
     "sdf_regularizer": _plain("sdf_regularizer", float),

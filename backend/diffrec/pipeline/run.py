@@ -139,7 +139,8 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
     if len(ranges["kd"][0]) == 4:  # layers > 1: pass 2 learns alpha, starting opaque
         textures["kd"] = torch.cat([textures["kd"], torch.ones_like(textures["kd"][..., :1])], -1)
     baked = {name: Texture2D(textures[name], *ranges[name]) for name in ranges}
-    material = TextureMaterial(baked["kd"], baked["ks"], baked["normal"],
+    normal = baked["normal"] if settings.trains_normal_map() else None
+    material = TextureMaterial(baked["kd"], baked["ks"], normal,
                                mip_bias=settings.texture_mip_bias).to(device)
     return mesh, material, trainer, type(geometry.surface).__name__, unwrapping
 

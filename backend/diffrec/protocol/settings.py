@@ -33,6 +33,7 @@ GEOMETRIES = ("dmtet", "flexicubes")
 SURFACE_INITS = ("visual-hull", "sphere")
 LOSSES = ("logl1", "logl2", "mse", "l1", "smape", "relmse")
 INIT_TEXTURES = ("constant", "random", "base_mesh")
+NORMAL_MAPS = ("auto", "on", "off")
 BACKGROUNDS = ("random", "white", "black", "checker", "reference")
 PREVIEW_PANELS = ("latlong", "kd", "ks", "normal", "shading-only")
 LAPLACE_MODES = ("relative", "absolute")
@@ -192,6 +193,11 @@ class Settings:
     # textures a materials / refine run starts from: mid-range constants, uniform random in
     # the ranges, or the base mesh's own (constants where it has none)
     init_textures: str = _material("constant", "starting textures", **_choice(INIT_TEXTURES))
+    # a normal map on a given mesh fits the training light's shading, not the surface: the
+    # result relights worse (docs/BENCHMARKS.md, "the normal map paints the light")
+    normal_map: str = _material("auto", "train a tangent-space normal map: on, off (the "
+                                "mesh's own normals) or auto (off in materials mode)",
+                                **_choice(NORMAL_MAPS))
     light: str = _light("learn", "what happens to the light", **_choice(LIGHT_MODES))
     lock_light: bool = _light(False, "learn the light in pass 1 only")
     camera_space_light: bool = _light(False, "the light is fixed to each camera")
@@ -261,6 +267,11 @@ class Settings:
     def replace(self, **changes) -> Settings:
         """A copy with ``changes`` applied (coerced and checked like ``parse_settings``)."""
         return parse_settings({**self.to_dict(), **changes}, apply_preset=False)
+
+    def trains_normal_map(self) -> bool:
+        """Whether the textures include a normal map: ``normal_map``, "auto" meaning on
+        unless the mesh is given and kept (materials mode)."""
+        return self.normal_map == "on" or (self.normal_map == "auto" and self.mode != "materials")
 
     def material_ranges(self) -> dict[str, tuple[tuple[float, ...], tuple[float, ...]]]:
         """``{"kd", "ks", "normal"}`` -> (low, high) per channel: kd has alpha (4 channels)
