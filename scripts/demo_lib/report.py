@@ -29,18 +29,18 @@ def comparison_image(results: np.ndarray, targets: np.ndarray, labels: list[str]
         error = np.clip(np.abs(result - target) * ERROR_GAIN, 0, 1)
         row = np.concatenate([target, result, error], axis=1)
         row = np.repeat(np.repeat(row, scale, axis=0), scale, axis=1)
-        _text(row, label, (4, row.shape[0] - 6))
+        put_text(row, label, (4, row.shape[0] - 6))
         rows.append(row)
     body = np.concatenate(rows, axis=0)
     header = np.ones((HEADER_PX, body.shape[1], 3), np.float32)
     tile = body.shape[1] // 3
     for column, title in enumerate(("target (Cycles)", "result (Cycles)",
                                     f"|error| x{ERROR_GAIN}")):
-        _text(header, title, (column * tile + 4, HEADER_PX - 7), colour=(0, 0, 0))
+        put_text(header, title, (column * tile + 4, HEADER_PX - 7), colour=(0, 0, 0))
     return np.concatenate([header, body], axis=0)
 
 
-def _text(image: np.ndarray, text: str, origin, colour=(1, 1, 1)) -> None:
+def put_text(image: np.ndarray, text: str, origin, colour=(1, 1, 1)) -> None:
     cv2.putText(image, text, origin, cv2.FONT_HERSHEY_SIMPLEX, 0.42, colour, 1, cv2.LINE_AA)
 
 
@@ -65,11 +65,11 @@ MARGIN = (58, 16, 28, 34)  # left, right, top, bottom
 def _plot(progress, key, title, width, height, log) -> np.ndarray:
     image = np.ones((height, width, 3), np.float32)
     left, right, top, bottom = MARGIN
-    _text(image, title, (left, 18), colour=(0, 0, 0))
+    put_text(image, title, (left, 18), colour=(0, 0, 0))
     points = [(e["pass"], e["iteration"], float(e[key])) for e in progress
               if np.isfinite(float(e.get(key, np.nan))) and (not log or float(e[key]) > 0)]
     if not points:
-        _text(image, "no data", (width // 2 - 30, height // 2), colour=(0, 0, 0))
+        put_text(image, "no data", (width // 2 - 30, height // 2), colour=(0, 0, 0))
         return image
     passes = list(dict.fromkeys(name for name, _, _ in points))
     # passes are drawn one after the other along the x axis
@@ -91,16 +91,16 @@ def _plot(progress, key, title, width, height, log) -> np.ndarray:
     for fraction in (0.0, 0.5, 1.0):
         y = low + (high - low) * fraction
         label = f"{10 ** y:.3g}" if log else f"{y:.1f}"
-        _text(image, label, (2, to_pixel(0, y)[1] + 4), colour=(0, 0, 0))
-    _text(image, "0", (left - 4, height - bottom + 16), colour=(0, 0, 0))
-    _text(image, f"{total} iterations", (width - right - 110, height - bottom + 16),
+        put_text(image, label, (2, to_pixel(0, y)[1] + 4), colour=(0, 0, 0))
+    put_text(image, "0", (left - 4, height - bottom + 16), colour=(0, 0, 0))
+    put_text(image, f"{total} iterations", (width - right - 110, height - bottom + 16),
           colour=(0, 0, 0))
     for name in passes:
         line = [to_pixel(offsets[name] + it, np.log10(v) if log else v)
                 for n, it, v in points if n == name]
         colour = PASS_COLOURS.get(name, (0.2, 0.2, 0.2))
         cv2.polylines(image, [np.array(line, np.int32)], False, colour, 2, cv2.LINE_AA)
-        _text(image, name, (line[-1][0] - 44, max(line[-1][1] - 8, top + 12)), colour=colour)
+        put_text(image, name, (line[-1][0] - 44, max(line[-1][1] - 8, top + 12)), colour=colour)
     return image
 
 
