@@ -114,7 +114,8 @@ def test_two_ranks_take_the_gradient_of_the_whole_batch(runs):
 
 def _config(folder, views: Views, out: str):
     """A materials job on the stand-in ball seen in ``views`` (one held out), a batch of 4,
-    every kind of trained value (textures from random, the light from the HDRI)."""
+    every kind of trained value (textures from random, a normal map, the light from the
+    HDRI)."""
     ball, hdri = write_mesh_and_sky(folder)
     write_nerf_folder(folder / "capture", views.cameras, views.images)
     return build_config({
@@ -122,7 +123,7 @@ def _config(folder, views: Views, out: str):
         "dataset": str(folder / "capture"), "base_mesh": str(ball), "envmap": str(hdri),
         "test_views": 1, "train_res": 24, "texture_res": 16, "light_res": 32, "batch": 4,
         "iterations": ITERATIONS, "checkpoint_every": 2, "preview_every": 3, "log_every": 2,
-        "light": "learn-from-envmap", "init_textures": "random"})
+        "light": "learn-from-envmap", "init_textures": "random", "normal_map": "on"})
 
 
 class _StopsAtIterationThree(Reporter):
