@@ -194,7 +194,7 @@ class Settings:
     # the ranges, or the base mesh's own (constants where it has none)
     init_textures: str = _material("constant", "starting textures", **_choice(INIT_TEXTURES))
     # a normal map on a given mesh fits the training light's shading, not the surface: the
-    # result relights worse (docs/BENCHMARKS.md, "the normal map paints the light")
+    # result relights worse (docs/BENCHMARKS.md, "The normal map learns the light")
     normal_map: str = _material("auto", "train a tangent-space normal map: on, off (the "
                                 "mesh's own normals) or auto (off in materials mode)",
                                 **_choice(NORMAL_MAPS))
