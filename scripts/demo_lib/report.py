@@ -94,7 +94,7 @@ def _plot(progress, key, title, width, height, log) -> np.ndarray:
         put_text(image, label, (2, to_pixel(0, y)[1] + 4), colour=(0, 0, 0))
     put_text(image, "0", (left - 4, height - bottom + 16), colour=(0, 0, 0))
     put_text(image, f"{total} iterations", (width - right - 110, height - bottom + 16),
-          colour=(0, 0, 0))
+             colour=(0, 0, 0))
     for name in passes:
         line = [to_pixel(offsets[name] + it, np.log10(v) if log else v)
                 for n, it, v in points if n == name]

@@ -138,9 +138,9 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
     textures["normal"] = FLAT_NORMAL.to(textures["normal"]).expand_as(textures["normal"]).clone()
     if len(ranges["kd"][0]) == 4:  # layers > 1: pass 2 learns alpha, starting opaque
         textures["kd"] = torch.cat([textures["kd"], torch.ones_like(textures["kd"][..., :1])], -1)
-    baked = {name: Texture2D(textures[name], *ranges[name]) for name in ranges}
-    normal = baked["normal"] if settings.trains_normal_map() else None
-    material = TextureMaterial(baked["kd"], baked["ks"], normal,
+    baked = {name: Texture2D(textures[name], *ranges[name]) for name in ranges
+             if name != "normal" or settings.trains_normal_map()}
+    material = TextureMaterial(baked["kd"], baked["ks"], baked.get("normal"),
                                mip_bias=settings.texture_mip_bias).to(device)
     return mesh, material, trainer, type(geometry.surface).__name__, unwrapping
 
