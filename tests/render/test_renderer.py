@@ -11,9 +11,10 @@ from diffrec.light.brdf_lut import brdf_lut
 from diffrec.light.envmap import EnvironmentLight
 from diffrec.light.equirect import equirect_pixel_directions
 from diffrec.mesh import Mesh
+from diffrec.neural import NeuralMaterial
 from diffrec.render.backgrounds import background_for
 from diffrec.render.losses import image_loss
-from diffrec.render.material import TextureMaterial
+from diffrec.render.material import NeuralSurface, SurfaceSample, TextureMaterial
 from diffrec.render.renderer import render_mesh, render_uv
 from diffrec.render.texture2d import Texture2D
 from diffrec.shading.bsdf import lookup_brdf_lut
@@ -164,6 +165,47 @@ def test_every_trainable_quantity_gets_a_gradient_that_matches_finite_difference
         numeric = (plus - minus) / (2 * eps)
         analytic = (grads[name] * direction).sum().item()
         assert analytic == pytest.approx(numeric, rel=0.03), name
+
+
+class _EveryPixel(torch.nn.Module):
+    """The neural field evaluated at every pixel, background too (the reference)."""
+
+    def __init__(self, field):
+        super().__init__()
+        self.field = field
+
+    def forward(self, gb):
+        sample = self.field(gb.position)
+        return SurfaceSample(sample.kd, sample.ks, sample.normal)
+
+
+def test_the_neural_surface_evaluates_covered_pixels_only_and_renders_as_every_pixel_would():
+    field = NeuralMaterial([-1.5] * 3, [1.5] * 3, impl="torch", device="cpu")
+    with torch.no_grad():  # a field that varies: random parameters, not the tiny initial ones
+        for module in (field.encoding, field.mlp):
+            module.params.uniform_(-0.5, 0.5, generator=torch.Generator().manual_seed(3))
+    light = EnvironmentLight(base=torch.rand(6, 32, 32, 3, generator=torch.Generator()
+                                             .manual_seed(4)))
+    light.build_mips()
+    cams = orbit_cameras(2, 4.0, 24)
+    target = torch.rand(2, 24, 24, 3, generator=torch.Generator().manual_seed(5))
+    counted = []
+    field.register_forward_pre_hook(lambda module, args: counted.append(args[0].shape[:-1].numel()))
+
+    def render(material):
+        out = render_mesh(CTX, sphere(16, 8), material, cams, light, background=(0.5, 0.5, 0.5),
+                          buffers=("mask",))
+        params = [field.encoding.params, field.mlp.params]
+        return out, torch.autograd.grad(image_loss(out.color, target, "mse"), params)
+
+    (covered, covered_grads), (every, every_grads) = render(NeuralSurface(field)), \
+        render(_EveryPixel(field))
+    assert counted == [covered.buffers["mask"].sum().item(), 2 * 24 * 24]
+    assert 0 < counted[0] < counted[1]
+    torch.testing.assert_close(covered.color, every.color, rtol=0, atol=1e-6)
+    for mine, reference in zip(covered_grads, every_grads, strict=True):
+        assert reference.abs().sum() > 0
+        torch.testing.assert_close(mine, reference, rtol=1e-4, atol=1e-7)
 
 
 def test_random_background_is_one_colour_per_image_and_reported():

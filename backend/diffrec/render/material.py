@@ -116,16 +116,34 @@ class TextureMaterial(torch.nn.Module):
 
 
 class NeuralSurface(torch.nn.Module):
-    """Adapts a ``diffrec.neural.NeuralMaterial`` (a field over world space) to the renderer."""
+    """Adapts a ``diffrec.neural.NeuralMaterial`` (a field over world space) to the renderer.
+
+    The field is evaluated at the covered pixels only (one wait for the device: their count).
+    Uncovered pixels, which the renderer gives zero alpha, get the channels' lowest values
+    and the flat normal, with no gradient: evaluating them would put every background pixel
+    in the grid cell of the origin, and the hash grid's backward pass would add all their
+    zero gradients into that one cell (on a GPU, the contended atomic adds were most of
+    pass 1's time, docs/BENCHMARKS.md).
+    """
 
     def __init__(self, field):
         super().__init__()
         self.field = field
 
     def forward(self, gb: GBuffer) -> SurfaceSample:
-        sample = self.field(gb.position)
-        normal = sample.normal if gb.tangent is not None else None
-        return SurfaceSample(kd=sample.kd, ks=sample.ks, normal=normal)
+        covered = gb.mask.reshape(-1).nonzero().squeeze(1)
+        sample = self.field(gb.position.reshape(-1, 3)[covered])
+        shape = gb.position.shape
+        kd, ks, normal = (
+            fill.expand(shape[:-1].numel(), 3).index_put((covered,), values).view(shape)
+            for values, fill in zip(sample, self._uncovered(), strict=True)
+        )
+        return SurfaceSample(kd=kd, ks=ks, normal=normal if gb.tangent is not None else None)
+
+    def _uncovered(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """kd, ks and normal of a pixel no triangle covers: in range, finite to shade."""
+        low = self.field.out_min
+        return low[0:3], low[3:6], FLAT_NORMAL.to(low)
 
     def albedo_smoothness(self, mesh, generator: torch.Generator, points: int = 4096,
                           std: float = 0.01, *, ctx: raster.RasterContext) -> torch.Tensor:
