@@ -10,8 +10,11 @@ tangent-space perturbation, not normalised here).
 Engines (the same function, the same parameter vectors):
 
 - ``"torch"``: ``hashgrid.HashGridEncoding`` + ``mlp.MLP``, on any device (CPU, CUDA, MPS);
-- ``"tcnn"``: ``tinycudann.Encoding`` (HashGrid, float32 parameters and outputs) +
-  ``tinycudann.Network`` (FullyFusedMLP, half precision inside, float32 master parameters).
+- ``"tcnn"``: ``tinycudann.Encoding`` (HashGrid) + ``tinycudann.Network`` (FullyFusedMLP, half
+  precision inside), both with float32 master parameters. ``grid_precision`` sets the hash
+  grid's computation: "float16" (nvdiffrec's, tiny-cuda-nn's preferred: its backward pass adds
+  pairs of half features atomically) or "float32". The torch engine computes in float32 either
+  way.
 
 Both keep their parameters as ``encoding.params`` and ``mlp.params`` in tiny-cuda-nn's layout, so
 a ``state_dict`` saved on one engine loads on the other. Choice, in order of precedence: an
@@ -38,6 +41,7 @@ log = logging.getLogger(__name__)
 
 N_OUTPUTS = 9
 EVAL_CHUNK = 1 << 18
+_GRID_DTYPES = {"float16": torch.float16, "float32": torch.float32}
 
 
 class NeuralMaterialSample(NamedTuple):
@@ -59,7 +63,8 @@ class NeuralMaterial(torch.nn.Module):
     """``material(points)``: world positions ``[..., 3]`` -> ``NeuralMaterialSample``.
 
     ``bbox_min``/``bbox_max``: the box (world units) the hash grid spans; points outside are
-    clamped to it. ``device`` defaults to ``diffrec.devices.default_device()``. With the same
+    clamped to it. ``grid_precision``: "float16" or "float32", tiny-cuda-nn's hash grid only
+    (module docstring). ``device`` defaults to ``diffrec.devices.default_device()``. With the same
     seed and device both engines start from the same parameters (hash entries uniform in
     +-1e-4, MLP Xavier-uniform).
     """
@@ -79,9 +84,13 @@ class NeuralMaterial(torch.nn.Module):
         grid: HashGridConfig | None = None,
         n_neurons: int = 32,
         n_hidden_layers: int = 2,
+        grid_precision: str = "float16",
         device: torch.device | str | None = None,
     ):
         super().__init__()
+        if grid_precision not in _GRID_DTYPES:
+            raise ValueError(f"grid_precision must be one of {sorted(_GRID_DTYPES)}, "
+                             f"got {grid_precision!r}")
         device = default_device() if device is None else torch.device(device)
         lo, hi = _vec3("bbox_min", bbox_min), _vec3("bbox_max", bbox_max)
         if not (hi > lo).all():
@@ -113,12 +122,12 @@ class NeuralMaterial(torch.nn.Module):
             self.encoding = HashGridEncoding(self.grid_config, device=device)
             self.mlp = MLP(self.mlp_config, device=device)
         else:
-            self._build_tcnn(device)
+            self._build_tcnn(device, _GRID_DTYPES[grid_precision])
 
-    def _build_tcnn(self, device: torch.device) -> None:
+    def _build_tcnn(self, device: torch.device, grid_dtype: torch.dtype) -> None:
         tcnn = NEURAL.module()
         with torch.cuda.device(device):
-            self.encoding = tcnn.Encoding(3, self.grid_config.tcnn_config(), dtype=torch.float32)
+            self.encoding = tcnn.Encoding(3, self.grid_config.tcnn_config(), dtype=grid_dtype)
             self.mlp = tcnn.Network(
                 self.mlp_config.n_input_dims, N_OUTPUTS, self.mlp_config.tcnn_config()
             )

@@ -111,7 +111,7 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
                            kd_min=ranges["kd"][0][:3], kd_max=ranges["kd"][1][:3],
                            ks_min=ranges["ks"][0], ks_max=ranges["ks"][1],
                            normal_min=ranges["normal"][0], normal_max=ranges["normal"][1],
-                           device=device,
+                           device=device, grid_precision=settings.hash_grid_precision,
                            grid=HashGridConfig(log2_hashmap_size=settings.hash_table_log2))
     hull_start = start == "visual-hull" and not nvdiffrec
     first = Pass(name="pass1", index=0, iterations=settings.iterations,

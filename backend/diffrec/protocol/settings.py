@@ -34,6 +34,7 @@ SURFACE_INITS = ("visual-hull", "sphere")
 LOSSES = ("logl1", "logl2", "mse", "l1", "smape", "relmse")
 INIT_TEXTURES = ("constant", "random", "base_mesh")
 NORMAL_MAPS = ("auto", "on", "off")
+GRID_PRECISIONS = ("float16", "float32")
 BACKGROUNDS = ("random", "white", "black", "checker", "reference")
 PREVIEW_PANELS = ("latlong", "kd", "ks", "normal", "shading-only")
 LAPLACE_MODES = ("relative", "absolute")
@@ -178,6 +179,9 @@ class Settings:
     # nvdiffrec's 19 is cheap on a GPU, while Adam's dense update of that many parameters
     # dominates a CPU step, so the preview preset uses a smaller table
     hash_table_log2: int = _material(19, "hash-grid table size, log2", minimum=10, maximum=24)
+    hash_grid_precision: str = _material("float16", "tiny-cuda-nn's hash-grid arithmetic "
+                                         "(nvdiffrec's float16; the torch engine's is float32)",
+                                         **_choice(GRID_PRECISIONS))
     texture_mip_bias: float = _material(0.0, "added to the textures' mip level when training "
                                         "and validating, levels (negative: sharper; -16: "
                                         "the full-resolution texture only)")
