@@ -36,6 +36,18 @@ def test_the_noise_background_differs_per_pixel_and_per_view():
     assert noise[0].std((0, 1)).min() > 0.1 and (noise[0] - noise[1]).abs().mean() > 0.1
 
 
+def test_the_noise_is_drawn_where_the_targets_are_and_follows_the_generator():
+    targets = torch.zeros(4, 6, 5, 4, dtype=torch.float64)
+    first = background_for("noise", targets, torch.Generator().manual_seed(7))
+    assert (first.dtype, first.device) == (targets.dtype, targets.device)
+    generator = torch.Generator().manual_seed(7)
+    torch.testing.assert_close(background_for("noise", targets, generator), first)
+    assert (background_for("noise", targets, generator) - first).abs().mean() > 0.1
+    share = background_for("noise", targets[2:], torch.Generator().manual_seed(7),
+                           (slice(2, 4), 4))
+    torch.testing.assert_close(share, first[2:])  # a rank's rows of the whole batch's noise
+
+
 def _passes(monkeypatch, settings: dict) -> list:
     """The ``Pass`` objects a materials run of ``settings`` trains (the run itself goes on)."""
     seen = []

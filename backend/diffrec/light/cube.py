@@ -20,6 +20,8 @@ with respect to) the map, and lets a sampler be built once and reused.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
 
@@ -41,10 +43,14 @@ _TC_AXIS = ((0, -1, 0), (0, -1, 0), (0, 0, 1), (0, 0, -1), (0, -1, 0), (0, -1, 0
 
 
 def _frames(like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return tuple(
-        torch.tensor(table, dtype=like.dtype, device=like.device)
-        for table in (_AXIS, _SC_AXIS, _TC_AXIS)
-    )
+    return _frames_on(like.dtype, like.device)
+
+
+@functools.lru_cache(maxsize=8)
+def _frames_on(dtype: torch.dtype, device: torch.device):
+    """The face frames on ``device``, copied there once (a copy makes the host wait)."""
+    return tuple(torch.tensor(table, dtype=dtype, device=device)
+                 for table in (_AXIS, _SC_AXIS, _TC_AXIS))
 
 
 def direction_to_face(d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -12,6 +12,16 @@ __all__ = ["CHECKER_CELLS", "background_for", "composite"]
 CHECKER_CELLS = 8  # squares along the longer image side of the "checker" background
 
 
+def _uniform_on_device(shape: tuple[int, ...], generator: torch.Generator | None,
+                       like: torch.Tensor) -> torch.Tensor:
+    """Uniform [0, 1) values of ``like``'s dtype, drawn on its device by a generator that
+    ``generator`` (a CPU one; None: torch's global one) seeds with one draw: per-pixel noise
+    costs the host neither the numbers nor their copy to a GPU."""
+    seed = int(torch.randint(2**62, (), generator=generator))
+    drawn_by = torch.Generator(like.device).manual_seed(seed)
+    return torch.rand(shape, generator=drawn_by, device=like.device, dtype=like.dtype)
+
+
 def background_for(kind: str, targets: torch.Tensor,
                    generator: torch.Generator | None = None,
                    part: tuple[slice, int] | None = None) -> torch.Tensor:
@@ -31,7 +41,7 @@ def background_for(kind: str, targets: torch.Tensor,
         return torch.rand(drawn, 1, 1, 3, generator=generator)[rows].to(targets)
     if kind == "noise":
         rows, drawn = part or (slice(None), batch)
-        return torch.rand(drawn, height, width, 3, generator=generator)[rows].to(targets)
+        return _uniform_on_device((drawn, height, width, 3), generator, targets)[rows]
     if kind in ("white", "black"):
         return targets.new_full((3,), 1.0 if kind == "white" else 0.0)
     if kind == "checker":

@@ -11,6 +11,7 @@ baking a material into textures.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import torch
@@ -124,7 +125,7 @@ def render_mesh(
     tri = mesh.triangles.to(torch.int32).contiguous()
     if topology_hash is None:
         topology_hash = raster.antialias_construct_topology_hash(tri, ctx=ctx)
-    lut = brdf_lut(device=clip.device) if mode == "pbr" else None
+    lut = _brdf_table(clip.device) if mode == "pbr" else None
     centers = cameras.centers().to(clip)
     if light_rotation is not None and light is not None:
         light = RotatedLight(light, light_rotation.to(clip))
@@ -154,6 +155,12 @@ def render_mesh(
     out = composite_over(_downsample(premultiplied, spp).flip(1), background)
     out.buffers = {name: _downsample(value, spp).flip(1) for name, value in nearest.items()}
     return out
+
+
+@functools.lru_cache(maxsize=4)
+def _brdf_table(device: torch.device) -> torch.Tensor:
+    """The split-sum BRDF table on ``device``, read from its cache once per process."""
+    return brdf_lut(device=device)
 
 
 def composite_over(premultiplied: torch.Tensor, background=None) -> RenderOutput:

@@ -20,8 +20,8 @@ def flip_v(uv: torch.Tensor, uv_da: torch.Tensor | None = None):
     flipped = torch.stack((uv[..., 0], 1.0 - uv[..., 1]), -1)
     if uv_da is None:
         return flipped, None
-    sign = torch.tensor([1.0, 1.0, -1.0, -1.0], dtype=uv_da.dtype, device=uv_da.device)
-    return flipped, uv_da * sign
+    du_dx, du_dy, dv_dx, dv_dy = uv_da.unbind(-1)
+    return flipped, torch.stack((du_dx, du_dy, -dv_dx, -dv_dy), -1)
 
 
 class Texture2D(torch.nn.Module):
