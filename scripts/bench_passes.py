@@ -9,13 +9,15 @@ between progress reports after the first one, so start-up work (kernel compilati
 is left out; reports read the loss from the device, so each one waits for the work before it.
 
     scripts/bench_passes.py CONFIG [--iterations 100] [--engine fast|torch] [--device cuda]
-                            [--out DIR] [--json FILE] [--profile FILE]
+                            [--set NAME=VALUE ...] [--out DIR] [--json FILE] [--profile FILE]
 
 ``--engine fast`` asks for nvdiffrast and tiny-cuda-nn (an error names what is missing);
-``torch`` for the pure-torch engines. ``--profile FILE`` writes the torch profiler's table of
-the costliest operations over a tenth of each pass, from its middle, and the Python lines
-that made the host wait for the device, with how often (on CUDA as torch's sync debug mode
-reports them; elsewhere the calls that would wait on a GPU, ``diffrec.device_waits``).
+``torch`` for the pure-torch engines. ``--set NAME=VALUE`` overrides a setting of the config
+(VALUE read as JSON, else as a string; e.g. ``--set hash_grid_precision=float32``).
+``--profile FILE`` writes the torch profiler's table of the costliest operations over a tenth
+of each pass, from its middle, and the Python lines that made the host wait for the device,
+with how often (on CUDA as torch's sync debug mode reports them; elsewhere the calls that
+would wait on a GPU, ``diffrec.device_waits``).
 """
 
 from __future__ import annotations
@@ -151,6 +153,17 @@ def write_host_syncs(path: Path, counts: collections.Counter, span: str) -> None
         out.write("\n")
 
 
+def setting_override(text: str) -> tuple[str, object]:
+    """``"NAME=VALUE"`` -> (NAME, VALUE read as JSON, or the string itself)."""
+    name, equals, value = text.partition("=")
+    if not (name and equals):
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    try:
+        return name, json.loads(value)
+    except json.JSONDecodeError:
+        return name, value
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("config", help="a diffrec or reference-system (nvdiffrec) config file")
@@ -161,6 +174,9 @@ def parse_args(argv=None):
                         help="the run's output folder (emptied first: no resuming)")
     parser.add_argument("--json", type=Path, help="append the figures as a JSON line here")
     parser.add_argument("--profile", type=Path, help="write the profiler's tables here")
+    parser.add_argument("--set", dest="settings", action="append", default=[],
+                        type=setting_override, metavar="NAME=VALUE",
+                        help="override a setting (VALUE as JSON, else a string); repeatable")
     args = parser.parse_args(argv)
     if args.iterations < 20:
         parser.error("--iterations must be at least 20 (reports every tenth of a pass)")
@@ -173,8 +189,8 @@ def main(argv=None) -> int:
         os.environ[family.env_var] = engine
     reading = read_config_reading(args.config)
     config = build_config({**reading.values(), "log_every": args.iterations // 10},
-                          {"iterations": args.iterations, "device": args.device,
-                           "out_dir": args.out})
+                          {**dict(args.settings), "iterations": args.iterations,
+                           "device": args.device, "out_dir": args.out})
     shutil.rmtree(config.out_dir, ignore_errors=True)  # a checkpoint there would be resumed
     device = resolve_device(config.device)
     if device.type == "cuda":
@@ -201,10 +217,12 @@ def main(argv=None) -> int:
         "pass2_ms": reporter.ms_per_iteration("pass2"),
         "peak_memory_mb": metrics["peak_memory_mb"], "wall_s": wall,
         "time_s": metrics["time_s"], "psnr": metrics["psnr_mean"],
+        "overrides": dict(args.settings),
     }
+    overridden = "".join(f", {name}={value}" for name, value in args.settings)
     print("| engine | device | pass 1 ms/it | pass 2 ms/it | peak MiB | wall s | PSNR dB |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
-    print(f"| diffrec {args.engine} ({figures['raster']} + {figures['neural']}) | "
+    print(f"| diffrec {args.engine} ({figures['raster']} + {figures['neural']}{overridden}) | "
           f"{figures['device']} | {_number(figures['pass1_ms'])} | "
           f"{_number(figures['pass2_ms'])} | {_number(figures['peak_memory_mb'])} | "
           f"{wall:.1f} | {_number(figures['psnr'], 2)} |")
