@@ -12,9 +12,9 @@ Engines (the same function, the same parameter vectors):
 - ``"torch"``: ``hashgrid.HashGridEncoding`` + ``mlp.MLP``, on any device (CPU, CUDA, MPS);
 - ``"tcnn"``: ``tinycudann.Encoding`` (HashGrid) + ``tinycudann.Network`` (FullyFusedMLP, half
   precision inside), both with float32 master parameters. ``grid_precision`` sets the hash
-  grid's computation: "float16" (nvdiffrec's, tiny-cuda-nn's preferred: its backward pass adds
-  pairs of half features atomically) or "float32". The torch engine computes in float32 either
-  way.
+  grid's computation: "float32" (the default) or "float16" (nvdiffrec's, tiny-cuda-nn's
+  preferred; on an H200 no faster, and its backward pass rounds most of the tiny gradients of
+  a mean loss to zero: docs/BENCHMARKS.md). The torch engine computes in float32 either way.
 
 Both keep their parameters as ``encoding.params`` and ``mlp.params`` in tiny-cuda-nn's layout, so
 a ``state_dict`` saved on one engine loads on the other. Choice, in order of precedence: an
@@ -84,7 +84,7 @@ class NeuralMaterial(torch.nn.Module):
         grid: HashGridConfig | None = None,
         n_neurons: int = 32,
         n_hidden_layers: int = 2,
-        grid_precision: str = "float16",
+        grid_precision: str = "float32",
         device: torch.device | str | None = None,
     ):
         super().__init__()

@@ -179,8 +179,10 @@ class Settings:
     # nvdiffrec's 19 is cheap on a GPU, while Adam's dense update of that many parameters
     # dominates a CPU step, so the preview preset uses a smaller table
     hash_table_log2: int = _material(19, "hash-grid table size, log2", minimum=10, maximum=24)
-    hash_grid_precision: str = _material("float16", "tiny-cuda-nn's hash-grid arithmetic "
-                                         "(nvdiffrec's float16; the torch engine's is float32)",
+    # float16 (nvdiffrec's) is no faster once only covered pixels are evaluated, and its
+    # backward pass rounds most of a mean loss's small gradients to zero (docs/BENCHMARKS.md)
+    hash_grid_precision: str = _material("float32", "tiny-cuda-nn's hash-grid arithmetic "
+                                         "(float16: nvdiffrec's; the torch engine's is float32)",
                                          **_choice(GRID_PRECISIONS))
     texture_mip_bias: float = _material(0.0, "added to the textures' mip level when training "
                                         "and validating, levels (negative: sharper; -16: "
