@@ -15,8 +15,9 @@ that they differ.
   pairs): it is counted as such and left out of the comparison. The torch engine is checked
   twice: as the optimiser runs it (walking across front-facing neighbours to the silhouette
   edge) and with the walk off (nvdiffrast's rule: the inside pixel's own triangle only).
-- **antialias, against a box filter.** A vertical silhouette edge, for which box-filter
-  coverage is known exactly (``edge_rows``): each engine's forward slope and gradient.
+- **antialias, against a box filter.** A vertical silhouette edge and one slanted by half a
+  pixel per row, for which box-filter coverage is known exactly (``edge_rows``): each
+  engine's forward slope and gradient.
 - **texture, texel gradient.** ``linear-mipmap-linear`` lookups with the parity test's inputs,
   boundary ``zero`` and ``cube`` (``wrap`` as a control), and ``linear-mipmap-nearest`` with
   ``zero``. A lookup is linear in the texels,
@@ -200,21 +201,32 @@ def antialias_rows(device: str, coordinates: int, dump: Path | None = None) -> l
     return rows
 
 
-EDGE_PX = 20.3  # the vertical edge of ``edge_rows``, in pixels from the left
+EDGE_PX = 20.3  # the edge of ``edge_rows`` at the image's middle row, pixels from the left
+EDGE_SLANTS = {"vertical edge": 0.0, "edge slanted 1 px in 2 rows": 0.5}  # x pixels per row
 
 
 def edge_rows(device: str, size: int = 32) -> list[dict]:
-    """The independent answer: a triangle whose right edge is the vertical line x = EDGE_PX
-    (pixels), covering everything left of it. A box filter gives each row's covered area,
-    summed over the row, as EDGE_PX itself, so moving the edge by d pixels moves every row's
-    sum by d: slope 1. Each engine's forward slope (central differences of 0.01 pixel,
-    rasterization held fixed) and its gradient are checked against it on the 16 rows away from
-    the vertices."""
+    """The independent answer: a triangle whose right edge crosses the middle row at x =
+    EDGE_PX (pixels), vertical or slanted (``EDGE_SLANTS``), covering everything left of it. A
+    box filter gives each row's covered area, summed over the row, as the edge's x on that row,
+    so moving the edge sideways by d pixels moves every row's sum by d: slope 1, whatever the
+    slant. Each engine's forward slope (central differences of 0.01 pixel, rasterization held
+    fixed) and its gradient are checked against it on the 16 rows away from the vertices."""
+    rows = []
+    for name, slant in EDGE_SLANTS.items():
+        rows += _edge_rows(device, size, name, slant)
+    return rows
+
+
+def _edge_rows(device: str, size: int, name: str, slant: float) -> list[dict]:
     w = torch.tensor([1.0, 2.0, 1.5], dtype=torch.float64)
 
     def clip(shift_px: float) -> torch.Tensor:
-        x = 2 * (EDGE_PX + shift_px) / size - 1
-        xy = torch.tensor([[x, -3.0], [x, 3.0], [-3.0, 0.1]], dtype=torch.float64)
+        ends = []
+        for y in (-3.0, 3.0):  # the edge's ends, in clip space far above and below the image
+            x_px = EDGE_PX + shift_px + slant * (y + 1) / 2 * size - slant * size / 2
+            ends.append([2 * x_px / size - 1, y])
+        xy = torch.tensor(ends + [[-3.0, 0.1]], dtype=torch.float64)
         return torch.cat([xy * w[:, None], 0.5 * w[:, None], w[:, None]], -1)[None].float() \
             .to(device).contiguous()
 
@@ -237,9 +249,9 @@ def edge_rows(device: str, size: int = 32) -> list[dict]:
             (grad,) = torch.autograd.grad(row_sums(pos).sum(), pos)
         # d(clip x of the edge's two vertices)/d(shift in pixels) = 2 w / size
         analytic = (grad[0, :2, 0].double().cpu() * 2 * w[:2] / size).sum() / 16
-        rows.append(verdict("antialias vertical edge: forward slope per row (box filter 1)",
+        rows.append(verdict(f"antialias {name}: forward slope per row (box filter 1)",
                             engine, slopes.cpu(), ones))
-        rows.append(verdict("antialias vertical edge: gradient per row (box filter 1)", engine,
+        rows.append(verdict(f"antialias {name}: gradient per row (box filter 1)", engine,
                             analytic * ones, ones))
     return rows
 

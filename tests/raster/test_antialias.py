@@ -189,7 +189,8 @@ def _expected_by_segment_intersection(verts_px, color, ids, front_id):
     """Reference blend computed differently from the implementation: for every pixel pair with
     one pixel covered by triangle ``front_id`` (the front one) and the other not, intersect the
     segment between the centres with the triangle's three edges as 2D segments in perspective
-    divided pixel coordinates; the crossing nearest the inside centre sets t."""
+    divided pixel coordinates; the crossing nearest the inside centre sets t, and the pair
+    blends when that edge runs at least as much across the pair as along it (major axis)."""
     out = color.copy()
     height, width = ids.shape
     for py in range(height):
@@ -214,8 +215,10 @@ def _expected_by_segment_intersection(verts_px, color, ids, front_id):
                     t = (r[0] * e[1] - r[1] * e[0]) / denom
                     s = (r[0] * d[1] - r[1] * d[0]) / denom
                     if 0 <= t <= 1 and 0 <= s <= 1:
-                        hits.append(t)
-                t = min(hits)
+                        hits.append((t, abs(e[0]), abs(e[1])))
+                t, along_x, along_y = min(hits)
+                if (along_y < along_x) if qy == py else (along_x < along_y):
+                    continue
                 receiver, source = (outside, inside) if t > 0.5 else (inside, outside)
                 out[receiver] += abs(t - 0.5) * (color[source] - color[receiver])
     return out
@@ -482,8 +485,11 @@ def test_matches_nvdiffrast_on_a_sphere(monkeypatch):
     ours = run(lambda c, r, p, t: _antialias(c, r, p, t))
     theirs = run(lambda c, r, p, t: dr.antialias(c, r, p, t))
     value_ok = ((ours[0] - theirs[0]).abs() <= 1e-4).all(-1)
-    assert value_ok.float().mean() >= 0.998
     pos_error = (ours[1] - theirs[1]).norm() / theirs[1].norm()
-    assert pos_error < 0.02
     color_ok = ((ours[2] - theirs[2]).abs() <= 1e-4).all(-1)
+    print(f"sphere: values within 1e-4 on {value_ok.float().mean():.4%} of the pixels, pos "
+          f"gradients {pos_error:.4f} apart (relative L2), colour gradients within 1e-4 on "
+          f"{color_ok.float().mean():.4%}")
+    assert value_ok.float().mean() >= 0.998
+    assert pos_error < 0.02
     assert color_ok.float().mean() >= 0.999

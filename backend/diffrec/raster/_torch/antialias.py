@@ -50,6 +50,13 @@ front surface as covering ``[.., t]``:
 
 Both are ``receiver += |t - 1/2| * (other - receiver)``, continuous at ``t = 1/2`` where the
 weight is 0, and the derivative of the image along ``t`` is ``c_in - c_out`` on either side.
+
+Major axis. A pair blends across an edge only when the edge runs at least as much across the
+pair as along it, in pixels: horizontal pairs for edges at least as steep as 45 degrees,
+vertical pairs for edges at most that steep (nvdiffrast's rule too). Then a slanted edge moved
+sideways by d pixels changes each row's (or column's) sum by d, as a box filter does; blending
+both kinds of pair counted a slanted edge's motion about twice (``scripts/gpu_fd_verdict.py``:
+a 1-in-2 slant moved the rows at 3 and 1 times the box filter's rate, alternately).
 A pixel can take part in up to four pairs; their increments, all computed from the *input*
 colours, are summed (the paper leaves the combination open; summing is the order-free choice).
 A pixel blended from several sides can therefore leave the range of the input colours
@@ -274,6 +281,7 @@ def _blending_pairs(rast, xyw, tri64, partner, neighbour):
     first_x, first_y = _pair_starts(code, height, width)
     first = torch.cat((first_x, first_y))
     second = torch.cat((first_x + 1, first_y + width))
+    horizontal = torch.arange(len(first), device=rast.device) < len(first_x)
 
     # Front triangle: the nearer one, or the only one.
     flat_rast = rast.reshape(-1, 4)
@@ -284,7 +292,7 @@ def _blending_pairs(rast, xyw, tri64, partner, neighbour):
     image = torch.div(inside, height * width, rounding_mode="floor") if xyw.shape[0] > 1 else 0
     front = image * num_tris + torch.where(front_first, id0, id1).to(torch.int64) - 1
     keep = code[inside] >= 0
-    inside, outside, front = inside[keep], outside[keep], front[keep]
+    inside, outside, front, horizontal = inside[keep], outside[keep], front[keep], horizontal[keep]
 
     # Exit edge along the segment inside -> outside, walking on across shared edges that
     # are not silhouettes (into the next triangle of the same front-facing sheet).
@@ -317,7 +325,13 @@ def _blending_pairs(rast, xyw, tri64, partner, neighbour):
     ends = torch.stack(((edge + 1) % 3, (edge + 2) % 3), -1)
     vertex_offset = torch.div(front, num_tris, rounding_mode="floor") * xyw.shape[1]
     vertices = tri64[front % num_tris].gather(1, ends) + vertex_offset[:, None]
-    return inside[blend], outside[blend], vertices
+    # the major-axis rule: the edge line's normal, in pixels, points more along the pair
+    flat_xyw = xyw.reshape(-1, 3)
+    line = torch.linalg.cross(flat_xyw[vertices[:, 0]], flat_xyw[vertices[:, 1]], dim=-1)
+    across_x, across_y = (line[:, 0] / width).abs(), (line[:, 1] / height).abs()
+    horizontal = horizontal[blend]
+    keep = torch.where(horizontal, across_x >= across_y, across_y >= across_x)
+    return inside[blend][keep], outside[blend][keep], vertices[keep]
 
 
 def antialias(color, rast, pos, tri, topology_hash=None, pos_gradient_boost=1.0):
