@@ -374,6 +374,10 @@ def departures(settings) -> list[str]:
         if settings.hash_table_log2 != 19:
             found.append(f"hash-grid tables of 2^{settings.hash_table_log2} entries (nvdiffrec: "
                          "2^19): the preset's size, for speed on a CPU")
+        if settings.hash_grid_precision != "float16":
+            found.append("tiny-cuda-nn's hash grid computes in float32 (nvdiffrec: float16, "
+                         "which rounds most of its gradients to zero and is no faster): "
+                         "hash_grid_precision float16 for its")
     if settings.large_steps:
         found.append(f"vertex steps smoothed (large_steps {settings.large_steps}; nvdiffrec: "
                      "plain offsets)")

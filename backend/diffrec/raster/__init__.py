@@ -302,7 +302,10 @@ def antialias(
 
     Blends the colours of neighbouring pixels where a silhouette edge of the nearer triangle
     passes between their centres, by where it crosses; this gives gradients to ``pos`` along
-    silhouettes. ``tri`` must be welded (shared vertex indices) for silhouettes to be found.
+    silhouettes. Horizontal neighbours blend across edges at least as steep as 45 degrees,
+    vertical ones across the others, so that an edge moved by d pixels changes each row (or
+    column) by d, as a box filter would. ``tri`` must be welded (shared vertex indices) for
+    silhouettes to be found.
     """
     if _engine(ctx, "antialias") == "nvdiffrast":
         return RASTER.module().antialias(
