@@ -226,7 +226,7 @@ def _edge_rows(device: str, size: int, name: str, slant: float) -> list[dict]:
         for y in (-3.0, 3.0):  # the edge's ends, in clip space far above and below the image
             x_px = EDGE_PX + shift_px + slant * (y + 1) / 2 * size - slant * size / 2
             ends.append([2 * x_px / size - 1, y])
-        xy = torch.tensor(ends + [[-3.0, 0.1]], dtype=torch.float64)
+        xy = torch.tensor([*ends, [-3.0, 0.1]], dtype=torch.float64)
         return torch.cat([xy * w[:, None], 0.5 * w[:, None], w[:, None]], -1)[None].float() \
             .to(device).contiguous()
 
