@@ -7,6 +7,7 @@ loaded by ``load_inputs``) with the iterations per pass and the engines given, a
 markdown row; ``--json`` appends the figures as one JSON line. Time per iteration is measured
 between progress reports after the first one, so start-up work (kernel compilation, caches)
 is left out; reports read the loss from the device, so each one waits for the work before it.
+On CUDA it also says between which two progress reports the run's peak memory was reached.
 
     scripts/bench_passes.py CONFIG [--iterations 100] [--engine fast|torch] [--device cuda]
                             [--set NAME=VALUE ...] [--out DIR] [--json FILE] [--profile FILE]
@@ -54,7 +55,8 @@ ENGINES = {"fast": {RASTER: RASTER.accelerated, NEURAL: NEURAL.accelerated},
 
 
 class TimingReporter(TerminalReporter):
-    """Keeps each progress report's (iteration, elapsed seconds) per pass. With ``profile``
+    """Keeps each progress report's (iteration, elapsed seconds) per pass, and on CUDA the
+    peak GPU memory so far at each report (``peaks``: (where, MiB)). With ``profile``
     (a path), the torch profiler records each pass from its first report past the middle to
     the next one and appends the costliest operations to that file, with the host syncs
     counted so far in ``syncs`` (``host_syncs_counted``; then cleared)."""
@@ -63,6 +65,7 @@ class TimingReporter(TerminalReporter):
                  syncs: collections.Counter | None = None):
         super().__init__(out_dir, stream=None)
         self.reports: dict[str, list[tuple[int, float]]] = {}
+        self.peaks: list[tuple[str, float]] = []
         self.profile = profile
         self.syncs = syncs
         self._profiler = None
@@ -71,6 +74,7 @@ class TimingReporter(TerminalReporter):
     def progress(self, progress: Progress) -> None:
         self.reports.setdefault(progress.pass_name, []).append(
             (progress.iteration, progress.elapsed_s))
+        self.note_peak(f"{progress.pass_name} iteration {progress.iteration}")
         if self.profile is None:
             return
         if self._profiler is not None:
@@ -94,6 +98,21 @@ class TimingReporter(TerminalReporter):
             write_host_syncs(self.profile, self.syncs, f"up to {progress.pass_name}, iteration "
                                                        f"{progress.iteration}")
             self.syncs.clear()
+
+    def note_peak(self, where: str) -> None:
+        """Record the peak GPU memory allocated so far (CUDA only), to tell which part of the
+        run reached the final peak."""
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            self.peaks.append((where, torch.cuda.max_memory_allocated() / 2**20))
+
+    def peak_reached(self) -> str | None:
+        """Between which recorded points the run's peak memory was reached."""
+        if not self.peaks:
+            return None
+        final = self.peaks[-1][1]
+        at = next(i for i, (_, mib) in enumerate(self.peaks) if mib >= final)
+        before = self.peaks[at - 1][0] if at else "the start"
+        return f"{final:,.0f} MiB, reached between {before} and {self.peaks[at][0]}"
 
     def ms_per_iteration(self, pass_name: str) -> float | None:
         """Mean milliseconds per iteration after the pass's first report (None: too few)."""
@@ -201,8 +220,10 @@ def main(argv=None) -> int:
     with host_syncs_counted(bool(args.profile), device) as syncs:
         reporter = TimingReporter(config.out_dir, args.profile, syncs)
         inputs = load_inputs(config, raster.RasterContext(device))
+        reporter.note_peak("the targets rendered")
         result = optimize(config.settings, inputs, reporter,
                           checkpoints=checkpoint_store(config.out_dir), device=config.device)
+        reporter.note_peak("the run's end (after the last bake and the validation)")
     write_result(Path(config.out_dir), result, export_obj=False)
     wall = time.monotonic() - started
     if syncs:
@@ -220,6 +241,7 @@ def main(argv=None) -> int:
         "peak_memory_mb": metrics["peak_memory_mb"], "wall_s": wall,
         "time_s": metrics["time_s"], "psnr": metrics["psnr_mean"],
         "overrides": dict(args.settings), "profiled": bool(args.profile),
+        "peak_reached": reporter.peak_reached(),
     }
     overridden = "".join(f", {name}={value}" for name, value in args.settings)
     overridden += ", profiled: times not comparable" if args.profile else ""
@@ -229,6 +251,8 @@ def main(argv=None) -> int:
           f"{figures['device']} | {_number(figures['pass1_ms'])} | "
           f"{_number(figures['pass2_ms'])} | {_number(figures['peak_memory_mb'])} | "
           f"{wall:.1f} | {_number(figures['psnr'], 2)} |")
+    if figures["peak_reached"]:
+        print(f"peak GPU memory: {figures['peak_reached']}")
     if args.json:
         with args.json.open("a") as out:
             out.write(json.dumps(figures) + "\n")

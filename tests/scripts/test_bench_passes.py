@@ -1,5 +1,6 @@
-"""scripts/bench_passes.py's ``--set NAME=VALUE``: values read as JSON where they parse (numbers,
-lists, booleans), as strings otherwise, and malformed pairs refused before any run."""
+"""scripts/bench_passes.py without a GPU: ``--set NAME=VALUE`` (values read as JSON where they
+parse, as strings otherwise, malformed pairs refused before any run) and where the peak memory
+is placed."""
 
 import sys
 from pathlib import Path
@@ -25,3 +26,16 @@ def test_set_refuses_a_pair_without_a_name_and_a_value(pair, capsys):
     with pytest.raises(SystemExit):
         bench_passes.parse_args(["config.json", "--set", pair])
     assert "NAME=VALUE" in capsys.readouterr().err
+
+
+def test_the_peak_is_placed_between_the_two_records_around_its_first_arrival(tmp_path):
+    reporter = bench_passes.TimingReporter(str(tmp_path))
+    assert reporter.peak_reached() is None  # nothing recorded (a CPU run)
+    reporter.peaks = [("the targets rendered", 1000.0), ("pass1 iteration 0", 2500.0),
+                      ("pass1 iteration 10", 7664.0), ("pass2 iteration 0", 7664.0),
+                      ("the run's end", 7664.0)]
+    assert reporter.peak_reached() == ("7,664 MiB, reached between pass1 iteration 0 and "
+                                       "pass1 iteration 10")
+    reporter.peaks = [("the targets rendered", 7664.0), ("the run's end", 7664.0)]
+    assert reporter.peak_reached() == ("7,664 MiB, reached between the start and the targets "
+                                       "rendered")
