@@ -41,8 +41,10 @@ ITERATIONS = 6
 # Adam divides each gradient by its running magnitude plus eps (1e-8): where a texel's
 # gradient is about eps, a difference of rounding size (1e-10) moves it by a few percent of a
 # step. After 6 steps at a learning rate of 0.01, measured: kd and ks within 1.2e-7, 2 of 768
-# normal texels and 17 of 18432 light texels beyond 1e-5, the largest 4.8e-5.
-TOLERANCE = 2e-4  # every trained value: 2 % of one step
+# normal texels and 17 of 18432 light texels beyond 1e-5, the largest 4.8e-5; since antialias
+# blends along each edge's major axis only, 1 normal and 4 light texels beyond 1e-5, the
+# largest 2.6e-4 and 3.0e-4 in two runs.
+TOLERANCE = 5e-4  # every trained value: 5 % of one step
 CLOSE = 1e-5  # 99 % of each tensor's values
 
 
@@ -190,7 +192,7 @@ def test_two_ranks_end_where_one_process_ends(runs):
         assert difference.max() <= TOLERANCE, (name, difference.max())
         assert (difference > CLOSE).float().mean() <= 0.01, name
     start = initial_textures(settings, "cpu").kd.data
-    assert (trained["kd"] - start).abs().max() > 100 * TOLERANCE, "the textures trained"
+    assert (trained["kd"] - start).abs().max() > 20 * TOLERANCE, "the textures trained (a step)"
 
 
 def test_a_stop_asked_of_rank_zero_stops_every_rank_at_the_same_iteration(runs):

@@ -91,9 +91,11 @@ def test_rerun_finds_the_scene_in_the_cache(bench):
 
 def test_the_ring_reconstructed_from_its_images_keeps_its_hole(bench):
     """Reconstruct mode on the cached ring: one piece of genus 1 (no membrane across the hole,
-    no floaters), silhouettes and surface close to the truth."""
+    no floaters), silhouettes and surface close to the truth. 50 iterations: since antialias
+    moves slanted edges at a box filter's rate (the old rule counted them twice), 30 left IoU
+    0.959 (0.968 before); 50 give 0.973, PSNR 28.5 dB, Chamfer 0.0029."""
     root, _, _ = bench
-    report, _ = _run(root, "ring", iterations=30, jobs=1, mode="reconstruct")
+    report, _ = _run(root, "ring", iterations=50, jobs=1, mode="reconstruct")
     record = report["scenes"][0]
     assert not record["dataset_built"]
     cycles, geometry = record["cycles"], record["geometry"]
