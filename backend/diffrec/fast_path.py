@@ -55,9 +55,8 @@ print(f"covers {covered} of 4096 pixels; the torch engine agrees on all but {dif
 _HASH_GRID = """
 import torch, tinycudann as tcnn
 from diffrec.neural import HashGridConfig
-# float32: the material's default hash_grid_precision
 encoding = tcnn.Encoding(3, HashGridConfig().tcnn_config(), dtype=torch.float32)
-features = encoding(torch.rand(4096, 3, device="cuda")).float()
+features = encoding(torch.rand(4096, 3, device="cuda"))
 features.sum().backward()
 torch.cuda.synchronize()
 assert torch.isfinite(features).all() and encoding.params.grad.abs().sum() > 0
