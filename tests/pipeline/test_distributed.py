@@ -81,6 +81,20 @@ def test_gpus_are_refused_where_there_are_none_and_ranks_need_the_cpu():
         asked(ranks=3, run_config=cpu)
 
 
+def _raises_on_rank_one(world):
+    torch.distributed.barrier()
+    if world.rank == 1:
+        raise ValueError("rank 1 cannot go on")
+
+
+def test_a_rank_that_raises_is_reported_with_its_error():
+    # a rank that finished ends without the interpreter's finalization; one that raised must
+    # still come back as its traceback
+    with pytest.raises(torch.multiprocessing.ProcessRaisedException,
+                       match="ValueError: rank 1 cannot go on"):
+        distributed.spawn(_raises_on_rank_one, 2, "cpu", timeout_s=120)
+
+
 def _one_step(world, settings, train, mesh, sky, out):
     """One refine step a third into a pass (every loss term non-zero: the Laplacian, albedo
     smoothness and white balance too); rank 0 saves the gradients the step took and its

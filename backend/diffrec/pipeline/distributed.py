@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -195,6 +196,19 @@ def _rank_main(index: int, fn: Callable, size: int, device_type: str, port: int,
         fn(world, *args)
     finally:
         teardown(world)
+    _end_finished_rank()
+
+
+def _end_finished_rank() -> NoReturn:
+    """End a rank whose work is done as ``multiprocessing`` ends a forked child: streams
+    flushed, then ``os._exit(0)``, without the interpreter's finalization. There the C++
+    destructors of what the process group leaves behind (gloo's threads, the rendezvous store
+    that rank 0 hosts) run in no set order, and once aborted a rank whose job had finished
+    (SIGABRT, "terminate called without an active exception"; seen in CI). A rank that raised
+    does not come here: torch's spawn wrapper reports its traceback."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def spawn(fn: Callable[..., None], size: int, device_type: str, args: tuple = (),
