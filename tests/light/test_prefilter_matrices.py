@@ -3,8 +3,10 @@ repeats summed), against a hand-worked case and against torch's own COO construc
 
 import math
 
+import pytest
 import torch
 
+from diffrec.light import prefilter
 from diffrec.light.prefilter import (
     _csr_from_taps,
     _csr_transposed,
@@ -29,9 +31,13 @@ def test_repeated_taps_of_a_row_are_summed_and_sorted():
                        dense.T)
 
 
-def test_operator_matrices_equal_the_coalesced_coo_construction():
+@pytest.mark.parametrize("texels_a_chunk", [None, 5])  # None: all 384 texels in one chunk
+def test_operator_matrices_equal_the_coalesced_coo_construction(monkeypatch, texels_a_chunk):
     base, out, roughness = 16, 8, 0.35
     samples = samples_for_level(out)
+    if texels_a_chunk is not None:  # the matrix is built a few rows at a time
+        monkeypatch.setattr(prefilter, "_CHUNK_TAPS", texels_a_chunk * 4 * samples)
+    _ggx_matrices.cache_clear()
     index, weight = _ggx_operator(base, out, roughness, samples, "cpu")
     texels = sum(6 * (base >> level) ** 2 for level in range(int(math.log2(base)) + 1))
     rows = torch.arange(len(index)).repeat_interleave(index.shape[1])
@@ -42,3 +48,4 @@ def test_operator_matrices_equal_the_coalesced_coo_construction():
     torch.testing.assert_close(matrix.to_dense(), coo.to_dense(), rtol=0, atol=1e-15)
     torch.testing.assert_close(transposed.to_dense(), coo.to_dense().T, rtol=0, atol=1e-15)
     assert matrix.values().numel() == coo.values().numel()  # every repeat merged
+    assert {matrix.col_indices().dtype, transposed.crow_indices().dtype} == {torch.int32}

@@ -40,6 +40,7 @@ __all__ = [
 _TAP_BUDGET = 1 << 20
 _MIN_SAMPLES = 16
 _MAX_SAMPLES = 256
+_CHUNK_TAPS = 1 << 22  # taps turned into CSR rows at a time (``_ggx_matrices``)
 
 
 def box_pyramid(cube: torch.Tensor) -> list[torch.Tensor]:
@@ -91,54 +92,75 @@ def _tangent_frames(n: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return t1, torch.linalg.cross(n, t1, dim=-1)
 
 
-@functools.lru_cache(maxsize=16)
-def _ggx_operator(base_res: int, out_res: int, roughness: float, samples: int, device: str):
-    """Sparse gather ``(index [6 Ro^2, K], weight [6 Ro^2, K])`` from the flattened box
-    pyramid of a ``base_res`` cube to the GGX-prefiltered ``out_res`` cube."""
-    alpha = roughness * roughness
-    l_local, pdf = _local_samples(alpha, samples)
-    l_local = l_local.to(device)
-    n = texel_directions(out_res, device=device).reshape(-1, 3)
-    t1, t2 = _tangent_frames(n)
+def _sample_directions(base_res: int, roughness: float, samples: int, device: str):
+    """The Hammersley samples of the GGX lobe about +z: ``(l [M, 3] float64, lod [M])``,
+    ``lod`` the box-pyramid level each is read from (texel solid angle ~ ``1/(N pdf)``)."""
+    l_local, pdf = _local_samples(roughness * roughness, samples)
     pixel_solid_angle = 4 * math.pi / (6 * base_res * base_res)
     top = int(math.log2(base_res))
     lods = (0.5 * torch.log2(1 / (samples * pdf * pixel_solid_angle))).round().clamp(0, top)
-    lods = lods.to(device)
+    return l_local.to(device), lods.to(device)
+
+
+def _ggx_taps(n: torch.Tensor, base_res: int, roughness: float, samples: int):
+    """Taps ``(index [T, K] int64, weight [T, K] float64)`` into the flattened box pyramid of
+    a ``base_res`` cube that GGX-prefilter the ``T`` output texels of directions ``n [T, 3]``
+    (float64); each row's weights sum to 1."""
+    l_local, lods = _sample_directions(base_res, roughness, samples, str(n.device))
+    t1, t2 = _tangent_frames(n)
     offsets = [0]
-    for level in range(top):
+    for level in range(int(math.log2(base_res))):
         offsets.append(offsets[-1] + 6 * (base_res >> level) ** 2)
     indices, weights = [], []
     for lod in lods.unique().long().tolist():
-        group = lods == lod
-        l = l_local[group]
+        l = l_local[lods == lod]
         direction = (
             t1[:, None] * l[:, 0, None] + t2[:, None] * l[:, 1, None] + n[:, None] * l[:, 2, None]
         )
         index, weight = bilinear_taps(direction.reshape(-1, 3), base_res >> lod)
         indices.append(index.reshape(len(n), -1) + offsets[lod])
         weights.append((weight.reshape(len(n), -1, 4) * l[:, 2, None]).reshape(len(n), -1))
-    index = torch.cat(indices, -1)
     weight = torch.cat(weights, -1)
-    weight = weight / weight.sum(-1, keepdim=True)
-    return index.to(device=device, dtype=torch.int32), weight.float().to(device)
+    return torch.cat(indices, -1), weight / weight.sum(-1, keepdim=True)
+
+
+@functools.lru_cache(maxsize=16)
+def _ggx_operator(base_res: int, out_res: int, roughness: float, samples: int, device: str):
+    """Sparse gather ``(index [6 Ro^2, K] int32, weight [6 Ro^2, K] float32)`` from the
+    flattened box pyramid of a ``base_res`` cube to the GGX-prefiltered ``out_res`` cube
+    (the weighted-gather path, for devices without sparse matrix products)."""
+    n = texel_directions(out_res, device=device).reshape(-1, 3)
+    index, weight = _ggx_taps(n, base_res, roughness, samples)
+    return index.to(torch.int32), weight.float()
 
 
 @functools.lru_cache(maxsize=16)
 def _ggx_matrices(base_res: int, out_res: int, roughness: float, samples: int, device: str,
                   dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """The operator of ``_ggx_operator`` as a sparse CSR matrix ``[6 Ro^2, pyramid texels]``
+    """The operator of ``_ggx_taps`` as a sparse CSR matrix ``[6 Ro^2, pyramid texels]``
     (taps of one texel that hit the same source texel summed) and its transpose, for the
-    backward pass. (CSR: 2-3x faster products than COO on a CPU.)"""
-    index, weight = _ggx_operator(base_res, out_res, roughness, samples, device)
+    backward pass, with int32 indices. (CSR: 2-3x faster products than COO on a CPU.)
+    Built ``_CHUNK_TAPS`` taps at a time, so that building needs little more memory than
+    the matrices it makes (the taps of a 512 cube's sharpest level: 100M)."""
+    n = texel_directions(out_res, device=device).reshape(-1, 3)
     texels = sum(6 * (base_res >> level) ** 2 for level in range(int(math.log2(base_res)) + 1))
-    crow, col, values = _csr_from_taps(index, weight.to(dtype))
-    crow_t, col_t, values_t = _csr_transposed(crow, col, values, texels)
+    taps_per_texel = 4 * samples
+    chunk = max(1, _CHUNK_TAPS // taps_per_texel)
+    crows, cols, values = [torch.zeros(1, dtype=torch.int32, device=device)], [], []
+    for first in range(0, len(n), chunk):
+        index, weight = _ggx_taps(n[first : first + chunk], base_res, roughness, samples)
+        crow, col, value = _csr_from_taps(index, weight.float().to(dtype))  # as the gather's
+        crows.append((crow[1:] + crows[-1][-1]).to(torch.int32))
+        cols.append(col.to(torch.int32))
+        values.append(value)
+    crow, col, value = torch.cat(crows), torch.cat(cols), torch.cat(values)
+    crow_t, col_t, values_t = _csr_transposed(crow, col, value, texels)
     with warnings.catch_warnings():  # "CSR support is in beta": products are all we use
         warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta")
         # both are built sorted and without repeats, as CSR requires: no check needed
-        return (torch.sparse_csr_tensor(crow, col, values, (len(index), texels),
+        return (torch.sparse_csr_tensor(crow, col, value, (len(n), texels),
                                         check_invariants=False),
-                torch.sparse_csr_tensor(crow_t, col_t, values_t, (texels, len(index)),
+                torch.sparse_csr_tensor(crow_t, col_t, values_t, (texels, len(n)),
                                         check_invariants=False))
 
 
@@ -160,11 +182,13 @@ def _csr_from_taps(index: torch.Tensor, weight: torch.Tensor):
 
 def _csr_transposed(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, columns: int):
     """CSR of the transpose of the CSR matrix ``(crow, col, values)`` with ``columns``
-    columns: a stable sort by column keeps each new row's entries in row order."""
-    rows = torch.repeat_interleave(torch.arange(len(crow) - 1, device=crow.device), crow.diff())
-    col_sorted, order = col.sort(stable=True)
+    columns, its indices of ``col``'s dtype: a stable sort by column keeps each new row's
+    entries in row order."""
+    rows = torch.repeat_interleave(torch.arange(len(crow) - 1, dtype=col.dtype,
+                                                device=crow.device), crow.diff())
+    order = col.argsort(stable=True)
     crow_t = crow.new_zeros(columns + 1)
-    crow_t[1:] = torch.bincount(col_sorted, minlength=columns).cumsum(0)
+    crow_t[1:] = torch.bincount(col, minlength=columns).cumsum(0)
     return crow_t, rows[order], values[order]
 
 
