@@ -62,14 +62,19 @@ def test_white_furnace_pbr_adds_the_split_sum_specular(roughness):
     light = EnvironmentLight(resolution=32, init=1.0)
     light.build_mips()
     cams = orbit_cameras(2, 4.0, 48)
-    out = render_mesh(CTX, sphere(), constant_material(ks=(0.0, roughness, 0.0)), cams, light,
-                      buffers=("normal", "position"))
-    view = F.normalize(cams.centers()[:, None, None] - out.buffers["position"], dim=-1)
-    n_dot_v = (out.buffers["normal"] * view).sum(-1, keepdim=True).clamp(1e-4, 1)
+    material = constant_material(ks=(0.0, roughness, 0.0))
+    added = render_mesh(CTX, sphere(), material, cams, light, buffers=("normal", "position"),
+                        layered=False)
+    view = F.normalize(cams.centers()[:, None, None] - added.buffers["position"], dim=-1)
+    n_dot_v = (added.buffers["normal"] * view).sum(-1, keepdim=True).clamp(1e-4, 1)
     a, b = lookup_brdf_lut(brdf_lut(), n_dot_v, torch.full_like(n_dot_v, roughness), ctx=CTX)
-    expected = 1.0 + 0.04 * a + b  # diffuse 1 (kd = 1, m = 0) + specular f0 A + B
-    inside = interior(out)
-    torch.testing.assert_close(out.color[inside], expected.expand_as(out.color)[inside],
+    inside = interior(added)
+    # nvdiffrec's sum: diffuse 1 (kd = 1, m = 0) + specular f0 A + B
+    torch.testing.assert_close(added.color[inside], (1.0 + 0.04 * a + b).expand_as(
+        added.color)[inside], atol=5e-3, rtol=0)
+    # Blender's layers (the default): the coat reflects 0.04 A + B, the diffuse the rest
+    layered = render_mesh(CTX, sphere(), material, cams, light)
+    torch.testing.assert_close(layered.color[inside], torch.ones_like(layered.color[inside]),
                                atol=5e-3, rtol=0)
 
 
@@ -152,9 +157,11 @@ def test_every_trainable_quantity_gets_a_gradient_that_matches_finite_difference
         assert torch.isfinite(grad).all(), name
         assert grad.abs().sum() > 0, f"{name} receives no gradient"
 
-    # directional finite differences (float32, central, relative tolerance)
+    # finite differences along each gradient (float32, central, relative tolerance): the
+    # steepest direction, so the difference stands well above float32's rounding of the loss
+    # (along a random direction kd's is a few 1e-6, at that rounding's level)
     for name in ("kd", "ks", "light"):
-        direction = torch.randn(params[name].shape, generator=gen)
+        direction = grads[name] / grads[name].norm()
         eps = 1e-2
         with torch.no_grad():
             params[name] += eps * direction

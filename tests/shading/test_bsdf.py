@@ -47,17 +47,24 @@ class DiffuseOnly:
 
 
 def test_white_furnace(white_light, lut):
+    """A white dielectric under a uniform white sky: Blender's layered model (the diffuse
+    under the coat gets what the coat does not reflect) sends back exactly what arrives, at
+    every angle; nvdiffrec's sum sends back 1 + the coat's albedo ``0.04 A + B``, with A and
+    B integrated here in float64 (``split_sum_terms``), not read from the table."""
     n = unit(100)
     view = torch.nn.functional.normalize(n + 0.5 * unit(100), dim=-1)
     kd = torch.ones(100, 3)
     ks = torch.tensor([0.0, 0.6, 0.0]).expand(100, 3)
-    diffuse = pbr(DiffuseOnly(white_light), lut, kd, ks, n, view, ctx=CTX)
-    assert torch.allclose(diffuse, torch.ones_like(diffuse), atol=1e-5)
-    # With the specular term: 1 + (0.04 A + B) under a white environment.
-    full = pbr(white_light, lut, kd, ks, n, view, ctx=CTX)
     n_dot_v = (n * view).sum(-1).clamp(1e-4, 1).double()
     a, b = split_sum_terms(n_dot_v, torch.tensor(0.6, dtype=torch.float64))
-    assert torch.allclose(full[:, 0].double(), 1 + 0.04 * a + b, atol=2e-3)
+    coat = 0.04 * a + b
+    assert coat.min() > 0.03  # the two models differ by at least this much
+    for layered, diffuse_expected, full_expected in ((True, 1 - coat, torch.ones_like(coat)),
+                                                      (False, torch.ones_like(coat), 1 + coat)):
+        diffuse = pbr(DiffuseOnly(white_light), lut, kd, ks, n, view, ctx=CTX, layered=layered)
+        assert torch.allclose(diffuse[:, 0].double(), diffuse_expected, atol=2e-3), layered
+        full = pbr(white_light, lut, kd, ks, n, view, ctx=CTX, layered=layered)
+        assert torch.allclose(full[:, 0].double(), full_expected, atol=2e-3), layered
 
 
 def test_metallic_and_occlusion(white_light, lut):

@@ -94,7 +94,8 @@ def load_inputs(config: RunConfig, ctx: raster.RasterContext, hold_out: bool = T
             cameras = orbit_cameras(count, REFERENCE_CAMERA_RADIUS, settings.train_res,
                                     fov_degrees=REFERENCE_FOV_DEGREES, seed=seed,
                                     elevations_degrees=(-30.0, 60.0), near=near, far=far)
-            return render_reference_views(ctx, asset, envmap, cameras.to(ctx.device), spp=2)
+            return render_reference_views(ctx, asset, envmap, cameras.to(ctx.device), spp=2,
+                                          layered=settings.layered_bsdf())
 
         test = views(settings.test_views, settings.seed + 1) if hold_out else None
         return Inputs(views(settings.views, settings.seed), test, base, envmap, base_material)

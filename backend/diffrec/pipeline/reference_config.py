@@ -378,6 +378,9 @@ def departures(settings) -> list[str]:
             found.append("tiny-cuda-nn's hash grid computes in float32 (nvdiffrec: float16, "
                          "which rounds most of its gradients to zero and is no faster): "
                          "hash_grid_precision float16 for its")
+    if settings.bsdf != "nvdiffrec":
+        found.append("the diffuse is shaded under the specular coat, as Blender's Principled "
+                     "BSDF shows the result (nvdiffrec adds the two): bsdf nvdiffrec for its")
     if settings.large_steps:
         found.append(f"vertex steps smoothed (large_steps {settings.large_steps}; nvdiffrec: "
                      "plain offsets)")

@@ -34,6 +34,7 @@ def render_reference_views(
     *,
     light_resolution: int = 256,
     chunk: int = 8,
+    layered: bool = True,
 ) -> Views:
     """Render a reference mesh with diffrec's own renderer under an HDRI (the reference
     system's mesh mode): target views with straight alpha, on ``ctx.device``.
@@ -42,7 +43,8 @@ def render_reference_views(
     mesh (a warning when there are more); vertex normals, and tangents for a normal map, are
     computed when missing. ``hdri_image``: equirect ``[H, W, 3]`` linear radiance (Blender's
     Environment Texture mapping), turned into a ``light_resolution``-sized cube map.
-    ``spp``: supersampling per axis; ``chunk``: cameras rendered at once (bounds memory).
+    ``spp``: supersampling per axis; ``chunk``: cameras rendered at once (bounds memory);
+    ``layered``: the shading model (``render_mesh``'s), the fit's own.
     """
     if len(asset.materials) > 1:
         log.warning("the reference mesh has %d materials; rendering it with the first (%s) only",
@@ -69,6 +71,7 @@ def render_reference_views(
     mesh, cameras = mesh.to(ctx.device), cameras.to(ctx.device)
     images = []
     for start in range(0, len(cameras), chunk):
-        out = render_mesh(ctx, mesh, shader, cameras[start : start + chunk], light, spp=spp)
+        out = render_mesh(ctx, mesh, shader, cameras[start : start + chunk], light, spp=spp,
+                          layered=layered)
         images.append(premultiplied_to_straight(torch.cat([out.color, out.alpha], -1)))
     return Views(cameras, torch.cat(images).float().contiguous())

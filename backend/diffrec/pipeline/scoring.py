@@ -53,7 +53,8 @@ def score_views(ctx, mesh, material, light, views: Views, settings: Settings
                 out = render_mesh(ctx, mesh, material, cameras, light,
                                   spp=max(settings.spp, VALIDATION_SPP), layers=settings.layers,
                                   background=background,
-                                  light_rotation=light_rotation(cameras, settings))
+                                  light_rotation=light_rotation(cameras, settings),
+                                  layered=settings.layered_bsdf())
             target = composite(targets, background)
             scores += list(zip(psnr(out.color, target).tolist(), ssim(out.color, target).tolist(),
                                strict=True))

@@ -193,7 +193,8 @@ class PassTrainer:
                                       texture_level=self.texture_level)
         return render_mesh(self.ctx, mesh, run.material, cameras, run.light, spp=settings.spp,
                            layers=settings.layers, background=background, buffers=("ks",),
-                           light_rotation=light_rotation(cameras, settings))
+                           light_rotation=light_rotation(cameras, settings),
+                           layered=settings.layered_bsdf())
 
     def parameters(self) -> list[torch.Tensor]:
         """Every tensor the pass trains, in the optimisers' order."""

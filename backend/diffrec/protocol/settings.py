@@ -39,6 +39,7 @@ BACKGROUNDS = ("random", "white", "black", "checker", "reference")
 PREVIEW_PANELS = ("latlong", "kd", "ks", "normal", "shading-only")
 LAPLACE_MODES = ("relative", "absolute")
 RENDERERS = ("rasterized", "path-traced")
+BSDFS = ("principled", "nvdiffrec")
 PATH_TRACED_PASS = "path"
 """The name of the pass ``renderer: path-traced`` adds after ``pass2`` (``pass_index`` 2)."""
 PATH_TRACED_COST = 3.0
@@ -237,6 +238,11 @@ class Settings:
     layers: int = _rendering(1, "depth-peeled layers", minimum=1)
     spp: int = _rendering(1, "samples per pixel (supersampling factor)", minimum=1)
     background: str = _rendering("random", "compositing background", **_choice(BACKGROUNDS))
+    # Blender's Principled BSDF lays the diffuse under the specular coat; nvdiffrec adds the
+    # two, which Blender then shows darker (docs/BENCHMARKS.md, "The diffuse under the coat")
+    bsdf: str = _rendering("principled", "shading model: principled (the diffuse under the "
+                           "specular coat, as Blender's Principled BSDF shows the result) or "
+                           "nvdiffrec (the two added)", **_choice(BSDFS))
     # stopping: a pass ends early once its training PSNR, averaged over plateau_window
     # iterations, gains less than plateau_db on the window before (diffrec.pipeline.plateau)
     plateau_window: int = _schedule(_DEFAULT_SIZES["plateau_window"],
@@ -278,6 +284,11 @@ class Settings:
         """Whether the textures include a normal map: ``normal_map``, "auto" meaning on
         unless the mesh is given and kept (materials mode)."""
         return self.normal_map == "on" or (self.normal_map == "auto" and self.mode != "materials")
+
+    def layered_bsdf(self) -> bool:
+        """Whether the split-sum shading lays the diffuse under the specular coat (``bsdf``
+        "principled"; ``diffrec.shading.bsdf``)."""
+        return self.bsdf == "principled"
 
     def material_ranges(self) -> dict[str, tuple[tuple[float, ...], tuple[float, ...]]]:
         """``{"kd", "ks", "normal"}`` -> (low, high) per channel: kd has alpha (4 channels)

@@ -98,6 +98,7 @@ def render_mesh(
     buffers: tuple[str, ...] = (),
     topology_hash=None,
     light_rotation: torch.Tensor | None = None,
+    layered: bool = True,
 ) -> RenderOutput:
     """Render ``mesh`` with ``material`` (``diffrec.render.material``) from ``cameras``.
 
@@ -112,6 +113,8 @@ def render_mesh(
     topology of a mesh whose triangles do not change. ``light_rotation`` ``[B, 3, 3]``: the
     light is looked up in directions ``R d`` for image b's world directions ``d`` (the
     world-to-camera rotations keep the light fixed to each camera); None: as it is.
+    ``layered``: "pbr" shades the diffuse under the specular coat, as Blender's Principled
+    BSDF (False: the two added, as nvdiffrec; ``diffrec.shading.bsdf``).
     """
     if spp < 1 or layers < 1:
         raise ValueError("spp and layers must be at least 1")
@@ -141,7 +144,8 @@ def render_mesh(
             sign = gb.tangent_sign if gb.tangent_sign is not None else 1.0
             normal = shading_normal(gb.view, gb.normal, gb.face_normal, gb.tangent,
                                     surface.normal, sign)
-            color = shade(mode, light, lut, kd, surface.ks, normal, gb.view, ctx=ctx)
+            color = shade(mode, light, lut, kd, surface.ks, normal, gb.view, ctx=ctx,
+                          layered=layered)
             alpha = gb.mask * opacity
             rgba = torch.cat([color * alpha, alpha], -1).contiguous()
             rgba = raster.antialias(rgba, rast, clip, tri, topology_hash=topology_hash, ctx=ctx)

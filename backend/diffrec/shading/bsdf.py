@@ -4,14 +4,21 @@ display modes.
 Materials (glTF layout): ``kd`` base colour ``[..., 3]`` (linear), ``ks = (occlusion,
 roughness, metallic)`` ``[..., 3]``. With ``m`` metallic:
 
-    spec_col = 0.04 (1 - m) + kd m          diff_col = kd (1 - m)
+    spec_col = 0.04 (1 - m) + kd m          diff_col = kd (1 - m) (1 - (0.04 A + B))
     out = (light.diffuse(n) diff_col + light.specular(r, roughness) (spec_col A + B))
           * (1 - occlusion)
 
 where ``r = 2 (n.v) n - v`` and ``(A, B)`` is the split-sum table at ``(n.v, roughness)``
-(``diffrec.light.brdf_lut``). ``light`` is anything with ``diffuse(n)`` and
-``specular(r, roughness)`` (``diffrec.light.EnvironmentLight``). Vectors are unit, world
-space, ``v`` points from the surface to the eye.
+(``diffrec.light.brdf_lut``). The factor ``1 - (0.04 A + B)`` is the *layered* model of
+Blender's Principled BSDF: the diffuse base lies under the dielectric specular coat and gets
+the light the coat does not reflect (``0.04 A + B``: the coat's directional albedo), so a
+white dielectric under a uniform white sky reflects exactly what arrives. nvdiffrec adds the
+two lobes instead (``layered=False``): 2 to 4 % too bright facing the eye, 6 to 35 % at
+grazing angles (``n.v`` 0.2), which a fit judged in Blender pays for in a darker base colour
+and a roughness that wanders (docs/BENCHMARKS.md, "The diffuse under the coat").
+``light`` is anything with ``diffuse(n)`` and ``specular(r, roughness)``
+(``diffrec.light.EnvironmentLight``). Vectors are unit, world space, ``v`` points from the
+surface to the eye.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import torch.nn.functional as F
 from diffrec.raster import texture_points
 
 __all__ = [
+    "DIELECTRIC_F0",
     "DISPLAY_MODES",
     "bend_toward_viewer",
     "lookup_brdf_lut",
@@ -32,6 +40,7 @@ __all__ = [
 ]
 
 DISPLAY_MODES = ("pbr", "kd", "ks", "normal", "shading-only")
+DIELECTRIC_F0 = 0.04  # normal-incidence reflectance of the non-metal coat (IOR 1.5)
 
 # Shading normals are bent until n.v reaches this value.
 _MIN_N_DOT_V = 1e-2
@@ -108,30 +117,36 @@ def lookup_brdf_lut(lut: torch.Tensor, n_dot_v: torch.Tensor, roughness: torch.T
     return ab[..., 0:1], ab[..., 1:2]
 
 
-def pbr(light, lut: torch.Tensor, kd, ks, normal, view, *, ctx) -> torch.Tensor:
-    """Metallic-roughness split-sum shading (see the module docstring) -> ``[..., 3]``."""
+def pbr(light, lut: torch.Tensor, kd, ks, normal, view, *, ctx, layered: bool = True
+        ) -> torch.Tensor:
+    """Metallic-roughness split-sum shading (see the module docstring) -> ``[..., 3]``;
+    ``layered``: the diffuse under the specular coat (Blender's Principled BSDF), else the
+    two added (nvdiffrec)."""
     occlusion, roughness, metallic = ks[..., 0:1], ks[..., 1:2], ks[..., 2:3]
-    spec_col = 0.04 * (1 - metallic) + kd * metallic
+    spec_col = DIELECTRIC_F0 * (1 - metallic) + kd * metallic
     diff_col = kd * (1 - metallic)
     n_dot_v = _dot(normal, view).clamp(1e-4, 1)
     reflect = F.normalize(2 * n_dot_v * normal - view, dim=-1)
     a, b = lookup_brdf_lut(lut, n_dot_v, roughness, ctx=ctx)
+    if layered:
+        diff_col = diff_col * (1 - (DIELECTRIC_F0 * a + b))
     diffuse = light.diffuse(normal, ctx=ctx) * diff_col
     specular = light.specular(reflect, roughness, ctx=ctx) * (spec_col * a + b)
     return (diffuse + specular) * (1 - occlusion)
 
 
-def shade(mode: str, light, lut, kd, ks, normal, view, *, ctx) -> torch.Tensor:
+def shade(mode: str, light, lut, kd, ks, normal, view, *, ctx, layered: bool = True
+          ) -> torch.Tensor:
     """Colour for a display mode, ``[..., 3]``:
 
-    - "pbr": the full shading (``pbr``), linear radiance;
+    - "pbr": the full shading (``pbr``, ``layered`` or not), linear radiance;
     - "kd": the base colour; "ks": the (occlusion, roughness, metallic) texture as RGB;
     - "normal": the world shading normal mapped to [0, 1] as ``(n + 1)/2``;
     - "shading-only": the light alone on a white Lambertian surface, ``light.diffuse(n)``
       (kd = 1, not metallic, no occlusion): geometry, normals and light without textures.
     """
     if mode == "pbr":
-        return pbr(light, lut, kd, ks, normal, view, ctx=ctx)
+        return pbr(light, lut, kd, ks, normal, view, ctx=ctx, layered=layered)
     if mode == "kd":
         return kd
     if mode == "ks":
