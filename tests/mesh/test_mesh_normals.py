@@ -81,3 +81,49 @@ def test_unknown_weighting_is_rejected():
     mesh = cube()
     with pytest.raises(ValueError, match="weighting"):
         vertex_normals(mesh.positions, mesh.triangles, "uniform")
+
+
+def _flat_cube():
+    """The cube with a normal per face (its two triangles share it), as a flat-shaded OBJ
+    gives it: 6 normals, the face's corners indexing theirs."""
+    mesh = cube()
+    normals = face_normals(mesh.positions, mesh.triangles)[:6]  # triangles i and i + 6: face i
+    groups = torch.arange(6).repeat(2)[:, None].expand(12, 3)
+    return mesh.replace(normals=normals, normal_triangles=groups)
+
+
+def test_grouped_normals_keep_flat_faces_flat_as_the_surface_moves():
+    from diffrec.mesh import with_grouped_normals
+
+    flat = _flat_cube()
+    stretched = flat.replace(positions=flat.positions * torch.tensor([3.0, 1.0, 0.5]))
+    moved = with_grouped_normals(stretched)
+    corner_normals = moved.normals[moved.normal_triangles]
+    expected = face_normals(stretched.positions, stretched.triangles)[:, None].expand(-1, 3, -1)
+    torch.testing.assert_close(corner_normals, expected)  # still one normal per face
+    # one group per vertex is the smooth case: the same as plain vertex normals
+    smooth = with_grouped_normals(stretched.replace(normals=stretched.positions.clone(),
+                                                    normal_triangles=stretched.triangles))
+    torch.testing.assert_close(smooth.normals,
+                               vertex_normals(stretched.positions, stretched.triangles))
+    # without normals: smooth ones
+    assert torch.equal(with_grouped_normals(cube()).normal_triangles, cube().triangles)
+
+
+def test_welding_merges_equal_normals_of_a_vertex_and_keeps_hard_edges():
+    from diffrec.mesh import welded_normals, with_vertex_normals
+
+    # every corner its own copy of the smooth normal: welded back to one per vertex
+    smooth = with_vertex_normals(uv_sphere(8, 4))
+    per_corner = smooth.replace(normals=smooth.normals[smooth.normal_triangles].reshape(-1, 3),
+                                normal_triangles=torch.arange(3 * len(smooth.triangles))
+                                .reshape(-1, 3))
+    welded = welded_normals(per_corner)
+    assert len(welded.normals) == len(smooth.positions)
+    torch.testing.assert_close(welded.normals[welded.normal_triangles],
+                               smooth.normals[smooth.normal_triangles])
+    # the flat cube's three normals at each corner stay apart (6 faces x 4 corners)
+    flat = _flat_cube()
+    unwelded = flat.replace(normals=flat.normals[flat.normal_triangles].reshape(-1, 3),
+                            normal_triangles=torch.arange(36).reshape(-1, 3))
+    assert len(welded_normals(unwelded).normals) == 24

@@ -121,3 +121,26 @@ def test_the_geometry_trains_at_its_own_rate_when_the_pass_gives_one():
         assert given[id(moving)] == 0.001
         assert {given[id(p)] for p in MATERIAL.parameters()} == {0.01}
         assert rates(geometry, None)[id(moving)] == 0.01
+
+
+def test_the_meshs_own_normals_are_kept_fixed_and_moving():
+    """A flat-shaded box (a normal per face, as its file gives it) stays flat: a fixed mesh
+    shades with its normals as they are, a moving one with normals recomputed per face; a
+    mesh without normals is shaded smooth."""
+    from diffrec.mesh import face_normals, with_vertex_normals
+    from diffrec.mesh.primitives import cube
+
+    box = cube()
+    flat = box.replace(normals=face_normals(box.positions, box.triangles)[:6],
+                       normal_triangles=torch.arange(6).repeat(2)[:, None].expand(12, 3))
+    fixed = ExplicitGeometry(flat, False).mesh()
+    torch.testing.assert_close(fixed.normals[fixed.normal_triangles],
+                               flat.normals[flat.normal_triangles])
+    moving = ExplicitGeometry(flat, True)
+    with torch.no_grad():
+        moving.offset += box.positions * torch.tensor([2.0, 0.0, -0.5])  # stretched, planar
+    moved = moving.mesh()
+    expected = face_normals(moved.positions, moved.triangles)[:, None].expand(-1, 3, -1)
+    torch.testing.assert_close(moved.normals[moved.normal_triangles], expected)
+    smooth = ExplicitGeometry(box, False).mesh()
+    torch.testing.assert_close(smooth.normals, with_vertex_normals(box).normals)

@@ -2,7 +2,8 @@
 
 - ``Mesh`` (positions, triangles, optional uvs / normals / tangents with own index buffers)
 - normals: ``face_normals``, ``vertex_normals`` (angle- or area-weighted),
-  ``with_vertex_normals``, ``corner_angles``, ``safe_normalize``
+  ``with_vertex_normals``, ``with_grouped_normals`` (a mesh's own hard edges kept),
+  ``welded_normals``, ``corner_angles``, ``safe_normalize``
 - tangents: ``with_tangents`` (per-vertex, orthogonalised, handedness in w)
 - topology: ``unique_edges``, ``edge_triangles``
 - box: ``bounding_box``, ``fit_to_box`` and its ``BoxTransform``
@@ -18,6 +19,8 @@ from diffrec.mesh.normals import (
     face_normals,
     safe_normalize,
     vertex_normals,
+    welded_normals,
+    with_grouped_normals,
     with_vertex_normals,
 )
 from diffrec.mesh.tangents import with_tangents
@@ -34,6 +37,8 @@ __all__ = [
     "safe_normalize",
     "unique_edges",
     "vertex_normals",
+    "welded_normals",
+    "with_grouped_normals",
     "with_tangents",
     "with_vertex_normals",
 ]

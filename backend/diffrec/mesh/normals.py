@@ -39,9 +39,12 @@ def corner_angles(positions: torch.Tensor, triangles: torch.Tensor) -> torch.Ten
 
 
 def vertex_normals(
-    positions: torch.Tensor, triangles: torch.Tensor, weighting: str = "angle"
+    positions: torch.Tensor, triangles: torch.Tensor, weighting: str = "angle",
+    groups: torch.Tensor | None = None, count: int | None = None,
 ) -> torch.Tensor:
-    """Unit vertex normals [V, 3]; vertices used by no (non-degenerate) triangle get zeros."""
+    """Unit vertex normals [V, 3]; vertices used by no (non-degenerate) triangle get zeros.
+    With ``groups`` [T, 3] (a normal index per corner, ``count`` of them): the normals [count,
+    3] of those groups instead, each smoothed over its own corners only (hard edges kept)."""
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
     if weighting == "angle":
@@ -51,8 +54,9 @@ def vertex_normals(
         )
     else:
         weighted = face_normals(positions, triangles, unit=False)[:, None, :].expand(-1, 3, -1)
-    summed = torch.zeros_like(positions)
-    summed = summed.index_add(0, triangles.reshape(-1), weighted.reshape(-1, 3))
+    index = triangles if groups is None else groups
+    summed = positions.new_zeros(len(positions) if groups is None else count, 3)
+    summed = summed.index_add(0, index.reshape(-1), weighted.reshape(-1, 3))
     return safe_normalize(summed)
 
 
@@ -63,3 +67,32 @@ def with_vertex_normals(mesh: Mesh, weighting: str = "angle") -> Mesh:
     return mesh.replace(
         normals=normals, normal_triangles=mesh.triangles, tangents=None, tangent_triangles=None
     )
+
+
+def with_grouped_normals(mesh: Mesh, weighting: str = "angle") -> Mesh:
+    """The mesh with its normals recomputed from its positions, each smoothed only over the
+    corners that share it (``normal_triangles``): its flat faces and hard edges kept as the
+    surface moves. A mesh without normals gets smooth ones (``with_vertex_normals``).
+    Tangents are dropped, as there."""
+    if mesh.normals is None:
+        return with_vertex_normals(mesh, weighting)
+    normals = vertex_normals(mesh.positions, mesh.triangles, weighting,
+                             groups=mesh.normal_triangles, count=len(mesh.normals))
+    return mesh.replace(normals=normals, tangents=None, tangent_triangles=None)
+
+
+def welded_normals(mesh: Mesh, tolerance: float = 1e-4) -> Mesh:
+    """The mesh with one normal per vertex and direction: corners on the same vertex whose
+    normals agree within ``tolerance`` share one index (files often give each corner a normal
+    of its own, even where the surface is smooth); unchanged without normals."""
+    if mesh.normals is None:
+        return mesh
+    corner_normals = mesh.normals[mesh.normal_triangles].reshape(-1, 3)
+    keys = torch.cat([mesh.triangles.reshape(-1, 1),
+                      torch.round(corner_normals / tolerance).long()], 1)
+    unique, inverse = torch.unique(keys, dim=0, return_inverse=True)
+    first = torch.full((len(unique),), len(keys), dtype=torch.long, device=keys.device)
+    first = first.scatter_reduce(0, inverse, torch.arange(len(keys), device=keys.device),
+                                 reduce="amin")
+    return mesh.replace(normals=corner_normals[first],
+                        normal_triangles=inverse.reshape(mesh.triangles.shape))

@@ -17,7 +17,7 @@ from diffrec.geometry import (
     sdf_regularizer_weight,
 )
 from diffrec.mesh import Mesh
-from diffrec.mesh.normals import with_vertex_normals
+from diffrec.mesh.normals import welded_normals, with_grouped_normals, with_vertex_normals
 from diffrec.mesh.tangents import with_tangents
 from diffrec.mesh.topology import unique_edges
 
@@ -46,12 +46,17 @@ class ExplicitGeometry(torch.nn.Module):
     ``laplace``: "relative" penalises the Laplacian of the offsets from the given mesh (keeps
     its detail), "absolute" that of the positions (smooths); weight
     ``laplace_scale * (1 - t)``; in either parameterisation.
+
+    Shading normals: the mesh's own where it has them (flat faces and hard edges, as its file
+    gives them; a fixed mesh keeps them as they are, a moving one recomputes each within its
+    own corners, ``with_grouped_normals``), else smooth vertex normals.
     """
 
     def __init__(self, mesh: Mesh, trainable: bool, laplace: str = "relative",
                  laplace_scale: float = 10000.0, large_steps: float = 0.0):
         super().__init__()
-        mesh = with_vertex_normals(mesh.replace(normals=None, normal_triangles=None))
+        mesh = (with_vertex_normals(mesh) if mesh.normals is None else
+                welded_normals(mesh).replace(tangents=None, tangent_triangles=None))
         if mesh.uvs is not None:
             mesh = with_tangents(mesh)
         self._initial = mesh
@@ -81,9 +86,7 @@ class ExplicitGeometry(torch.nn.Module):
         base = self._initial.to(self.initial_positions.device)
         if not self.trainable:
             return base
-        moved = base.replace(positions=self.positions(), normals=None,
-                             normal_triangles=None, tangents=None, tangent_triangles=None)
-        moved = with_vertex_normals(moved)
+        moved = with_grouped_normals(base.replace(positions=self.positions()))
         return with_tangents(moved) if moved.uvs is not None else moved
 
     def regularizer(self, progress: float) -> torch.Tensor:
