@@ -1,7 +1,9 @@
 """Scene data out of Blender into the wire's arrays (docs/protocol.md, "Inputs").
 
 Mesh: the evaluated mesh (modifiers applied), triangulated, world space, float32, vertices
-welded as in Blender; UVs have their own index buffer (``uv_faces``), so seams split nothing.
+welded as in Blender; UVs and the shading normals (Blender's corner normals: flat faces, sharp
+edges, custom normals as the viewport shades them) have their own index buffers
+(``uv_faces``, ``normal_faces``), so seams and hard edges split nothing.
 Cameras: ``matrix_world`` (camera to world, scale removed) and intrinsics (fx, fy, cx, cy,
 near, far) in pixels, top-left origin. World: an equirectangular float32 [H,W,3] map, rows
 top-down, scene-linear, laid out as Blender's Environment Texture reads it. Target images:
@@ -25,12 +27,22 @@ from .wire import protocol
 @dataclass
 class MeshArrays:
     """vertices [V,3] float32 (world, metres), faces [F,3] int32; uvs [U,2] float32 and
-    uv_faces [F,3] int32 (the rows of ``uvs`` at each triangle's corners), or None."""
+    uv_faces [F,3] int32 (the rows of ``uvs`` at each triangle's corners), or None; normals
+    [N,3] float32 (world, unit) and normal_faces [F,3] int32, likewise."""
 
     vertices: np.ndarray
     faces: np.ndarray
     uvs: np.ndarray | None
     uv_faces: np.ndarray | None
+    normals: np.ndarray
+    normal_faces: np.ndarray
+
+
+def _indexed(per_corner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct rows, [F,3] int32 index of each triangle corner's row) of per-corner values
+    ``[F*3, K]``."""
+    rows, index = np.unique(per_corner, axis=0, return_inverse=True)
+    return rows.astype(np.float32), index.reshape(-1, 3).astype(np.int32)
 
 
 def _matrix(matrix) -> np.ndarray:
@@ -56,17 +68,19 @@ def export_mesh(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> MeshAr
             corner_uvs = np.empty(len(mesh.loops) * 2, np.float32)
             uv_layer.data.foreach_get("uv", corner_uvs)
             corner_uvs = corner_uvs.reshape(-1, 2)
+        corner_normals = np.empty(len(mesh.loops) * 3, np.float32)
+        mesh.corner_normals.foreach_get("vector", corner_normals)
         matrix = _matrix(evaluated.matrix_world)
     finally:
         evaluated.to_mesh_clear()
     positions = positions.reshape(-1, 3).astype(np.float64) @ matrix[:3, :3].T + matrix[:3, 3]
     faces = corner_vertex[tri_corners].reshape(-1, 3).astype(np.int32)
-    if corner_uvs is None:
-        return MeshArrays(positions.astype(np.float32), faces, None, None)
-    # one UV row per distinct coordinate among the triangles' corners
-    uvs, uv_faces = np.unique(corner_uvs[tri_corners], axis=0, return_inverse=True)
-    return MeshArrays(positions.astype(np.float32), faces, uvs.astype(np.float32),
-                      uv_faces.reshape(-1, 3).astype(np.int32))
+    # normals turn with the inverse transpose (a scaled object keeps them perpendicular)
+    world_normals = corner_normals.reshape(-1, 3) @ np.linalg.inv(matrix[:3, :3])
+    world_normals /= np.linalg.norm(world_normals, axis=1, keepdims=True).clip(1e-12)
+    normals, normal_faces = _indexed(world_normals[tri_corners].astype(np.float32))
+    uvs, uv_faces = (None, None) if corner_uvs is None else _indexed(corner_uvs[tri_corners])
+    return MeshArrays(positions.astype(np.float32), faces, uvs, uv_faces, normals, normal_faces)
 
 
 def render_size(scene: bpy.types.Scene, scale: float = 1.0) -> tuple[int, int]:

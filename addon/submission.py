@@ -119,7 +119,8 @@ class SubmissionBuilder:
         arrays = {"images": images, "cameras": poses, "intrinsics": intrinsics}
         if self.subject is not None:
             mesh = export_scene.export_mesh(self.subject, context.evaluated_depsgraph_get())
-            arrays.update(vertices=mesh.vertices, faces=mesh.faces)
+            arrays.update(vertices=mesh.vertices, faces=mesh.faces, normals=mesh.normals,
+                          normal_faces=mesh.normal_faces)
             if mesh.uvs is not None:
                 arrays.update(uvs=mesh.uvs, uv_faces=mesh.uv_faces)
         if self.scene.world is not None:

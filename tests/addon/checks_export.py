@@ -122,6 +122,23 @@ def check_mesh_is_evaluated_triangulated_world_space():
         axis=1,
     )
     assert areas.min() > 1e-4
+    # shading normals, world space: the cube shades flat, so each corner's normal is its
+    # triangle's (the scale turns them by the inverse transpose, not the matrix itself)
+    corner = arrays.normals[arrays.normal_faces]
+    assert arrays.normal_faces.shape == arrays.faces.shape and arrays.normals.dtype == np.float32
+    assert np.allclose(np.linalg.norm(arrays.normals, axis=1), 1.0, atol=1e-5)
+    faces = np.cross(arrays.vertices[arrays.faces[:, 1]] - arrays.vertices[arrays.faces[:, 0]],
+                     arrays.vertices[arrays.faces[:, 2]] - arrays.vertices[arrays.faces[:, 0]])
+    faces /= np.linalg.norm(faces, axis=1, keepdims=True)
+    # within 8 degrees: the subdivision bends its quads (5.4 measured)
+    assert (np.einsum("fck,fk->fc", corner, faces) > np.cos(np.radians(8))).all()
+    assert len(arrays.normals) == 24, "one normal per flat quad"
+    # shaded smooth: one normal per vertex, none of them a face's
+    for polygon in cube.data.polygons:
+        polygon.use_smooth = True
+    bpy.context.view_layer.update()
+    smooth = export_scene.export_mesh(cube, bpy.context.evaluated_depsgraph_get())
+    assert len(smooth.normals) == len(smooth.vertices)
 
 
 def _write_pattern_image(path: Path, width: int, height: int) -> np.ndarray:

@@ -8,8 +8,8 @@ scene-linear with straight alpha, rows top-down; ``cameras`` float32 [N, 4, 4]
 camera-to-world (Blender's: looks down -Z, +Y up); ``intrinsics`` float32 [N, 6] fx, fy,
 cx, cy (pixels, origin at the top-left corner), near, far; ``vertices`` float32 [V, 3],
 ``faces`` int32 [F, 3], optional ``uvs`` float32 [U, 2] (origin bottom-left) with
-``uv_faces`` int32 [F, 3], in Blender's world; ``envmap`` float32 [H, W, 3] equirectangular
-linear radiance.
+``uv_faces`` int32 [F, 3] and ``normals`` float32 [N, 3] with ``normal_faces`` int32 [F, 3],
+in Blender's world; ``envmap`` float32 [H, W, 3] equirectangular linear radiance.
 """
 
 from __future__ import annotations
@@ -37,9 +37,12 @@ def to_job_arrays(views: Views, base_mesh: Mesh | None = None,
     if base_mesh is not None:
         arrays["vertices"] = _float32(base_mesh.positions)
         arrays["faces"] = base_mesh.triangles.detach().cpu().numpy().astype(np.int32)
-        if base_mesh.uvs is not None:
-            arrays["uvs"] = _float32(base_mesh.uvs)
-            arrays["uv_faces"] = base_mesh.uv_triangles.detach().cpu().numpy().astype(np.int32)
+        for values, index, triangles in (("uvs", "uv_faces", "uv_triangles"),
+                                         ("normals", "normal_faces", "normal_triangles")):
+            if getattr(base_mesh, values) is not None:
+                arrays[values] = _float32(getattr(base_mesh, values))
+                arrays[index] = (getattr(base_mesh, triangles).detach().cpu().numpy()
+                                 .astype(np.int32))
     if envmap is not None:
         arrays["envmap"] = _float32(envmap[..., :3])
     return arrays
@@ -55,10 +58,13 @@ def from_job_arrays(arrays: Mapping[str, np.ndarray]
                         far=intrinsics[:, 5].astype(np.float32))
     base = None
     if "vertices" in arrays:
-        uvs = arrays.get("uvs")
+        uvs, normals = arrays.get("uvs"), arrays.get("normals")
         base = Mesh(_tensor(arrays["vertices"]).float(), _tensor(arrays["faces"]).long(),
                     uvs=None if uvs is None else _tensor(uvs).float(),
-                    uv_triangles=None if uvs is None else _tensor(arrays["uv_faces"]).long())
+                    uv_triangles=None if uvs is None else _tensor(arrays["uv_faces"]).long(),
+                    normals=None if normals is None else _tensor(normals).float(),
+                    normal_triangles=(None if normals is None
+                                      else _tensor(arrays["normal_faces"]).long()))
     envmap = arrays.get("envmap")
     return views, base, None if envmap is None else _tensor(envmap).float()
 

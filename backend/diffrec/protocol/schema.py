@@ -206,6 +206,10 @@ INPUTS: dict[str, ArraySpec] = {
     # texture coordinates (U, 2), origin bottom-left, indexed per triangle corner by uv_faces
     "uvs": ArraySpec(("float32", "float64"), 2, (2,), finite=True),
     "uv_faces": ArraySpec(("int32", "int64"), 2, (3,)),
+    # shading normals (N, 3), unit, world, indexed per triangle corner by normal_faces
+    # (flat faces and hard edges as the mesh shades; left out: smooth vertex normals)
+    "normals": ArraySpec(("float32", "float64"), 2, (3,), finite=True),
+    "normal_faces": ArraySpec(("int32", "int64"), 2, (3,)),
     # equirectangular environment map (H, W, 3), scene-linear
     "envmap": ArraySpec(_FLOATS, 3, (3,), finite=True),
 }

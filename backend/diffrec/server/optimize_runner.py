@@ -5,7 +5,8 @@ Spec: ``{"task": "optimize", "settings": {...}}`` where settings are
 ``texture_res``, ``light``...; a wrong name, type or value is refused naming the field;
 files, the device and the output folder are the server's business). Inputs: ``images``,
 ``cameras``, ``intrinsics`` (required);
-``vertices`` + ``faces`` (required for materials and refine), ``uvs`` + ``uv_faces``
+``vertices`` + ``faces`` (required for materials and refine), ``uvs`` + ``uv_faces``,
+``normals`` + ``normal_faces``
 (optional), ``envmap`` (required when the light is kept or starts from the HDRI).
 
 Results: the result folder of ``pipeline.outputs`` as the run wrote it (``mesh.glb``,
@@ -54,16 +55,19 @@ def _check_inputs(settings: Settings, inputs: Mapping[str, np.ndarray]) -> None:
                         f"{len(inputs['intrinsics'])} intrinsics: send one of each per image")
     if count < 2:
         raise JobFailed("at least two images are needed (one is held out for validation)")
-    if ("uvs" in inputs) != ("uv_faces" in inputs):
-        raise JobFailed("uvs and uv_faces go together")
+    for values, index in (("uvs", "uv_faces"), ("normals", "normal_faces")):
+        if (values in inputs) != (index in inputs):
+            raise JobFailed(f"{values} and {index} go together")
     if "faces" in inputs:
         faces, vertices = inputs["faces"], inputs.get("vertices")
         if vertices is None or faces.min() < 0 or faces.max() >= len(vertices):
             raise JobFailed("faces index vertices that were not sent")
-        uv_faces = inputs.get("uv_faces")
-        if uv_faces is not None and (len(uv_faces) != len(faces) or uv_faces.min() < 0
-                                     or uv_faces.max() >= len(inputs["uvs"])):
-            raise JobFailed("uv_faces must have one row per face and index the uvs sent")
+        for values, index in (("uvs", "uv_faces"), ("normals", "normal_faces")):
+            rows = inputs.get(index)
+            if rows is not None and (len(rows) != len(faces) or rows.min() < 0
+                                     or rows.max() >= len(inputs[values])):
+                raise JobFailed(f"{index} must have one row per face and index the {values} "
+                                "sent")
 
 
 def _small(image) -> np.ndarray:
