@@ -133,6 +133,7 @@ def import_glb(context, path: Path, name: str) -> bpy.types.Object:
                            "result holds one mesh")
     obj = meshes[0]
     obj.name = obj.data.name = name
+    _weld_keeping_shading(obj.data)
     for other in context.selected_objects:
         other.select_set(False)
     obj.select_set(True)
@@ -143,6 +144,24 @@ def import_glb(context, path: Path, name: str) -> bpy.types.Object:
         _name_images(material, name)
         _fade_by_occlusion(material)
     return obj
+
+
+def _weld_keeping_shading(mesh: bpy.types.Mesh) -> None:
+    """Weld the vertices that the glTF file split where the shading normals differ (flat
+    faces, sharp edges: the importer merges only vertices that share a normal), keeping each
+    corner's normal as a custom normal: the mesh is one piece again and shades as it did."""
+    import bmesh
+
+    corner_normals = np.empty(len(mesh.loops) * 3, np.float32)
+    mesh.corner_normals.foreach_get("vector", corner_normals)
+    welded = bmesh.new()
+    try:
+        welded.from_mesh(mesh)
+        bmesh.ops.remove_doubles(welded, verts=welded.verts, dist=1e-6)
+        welded.to_mesh(mesh)  # faces and their corners keep their order
+    finally:
+        welded.free()
+    mesh.normals_split_custom_set(corner_normals.reshape(-1, 3))
 
 
 _IMAGE_ROLES = {"ShaderNodeBsdfPrincipled": "kd", "ShaderNodeSeparateColor": "ks",

@@ -128,6 +128,16 @@ def check_optimize_materials_round_trip():
         result = bpy.data.objects["ball optimised"]
         # triangulated, still welded: 2 * 16 * 6 quad halves + 2 * 16 cap triangles
         assert len(result.data.polygons) == 224 and len(result.data.vertices) == 16 * 7 + 2
+        # the ball shades flat (a new sphere's default), and so does the result: each corner's
+        # normal is its face's, the mesh welded all the same
+        corners = np.empty(len(result.data.loops) * 3, np.float32)
+        result.data.corner_normals.foreach_get("vector", corners)
+        face_of_corner = np.empty(len(result.data.loops), int)
+        for polygon in result.data.polygons:
+            face_of_corner[polygon.loop_start : polygon.loop_start + polygon.loop_total] = (
+                polygon.index)
+        faces = np.array([polygon.normal for polygon in result.data.polygons])
+        assert np.allclose(corners.reshape(-1, 3), faces[face_of_corner], atol=1e-3)
         assert result.data.uv_layers.active is not None
         nodes = result.active_material.node_tree.nodes
         kinds = {n.bl_idname for n in nodes}
