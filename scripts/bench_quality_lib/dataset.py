@@ -8,8 +8,9 @@ with Cycles and writes, in ``<cache>/<name>-<key>/``:
   camera convention, as NeRF's): held-out cameras sit between the training ones and training
   never reads them (``diffrec optimize`` only validates on ``transforms_test.json``);
 - ``true_mesh.obj``: the true surface, triangulated, in world units, Y-up as OBJ files are
-  (``diffrec.io.read_obj`` and Blender's importer both give back world coordinates): what
-  the geometry metrics compare against, and the starting mesh of ``materials`` mode;
+  (``diffrec.io.read_obj`` and Blender's importer both give back world coordinates), with
+  the normals Cycles shaded it with (flat faces and sharp edges as the add-on sends them):
+  what the geometry metrics compare against, and the starting mesh of ``materials`` mode;
 - ``scene.json`` (last, so its presence marks a complete folder): the recipe, the key, sizes.
 
 The key hashes the recipe, the image size, the view counts, the samples and the source of
@@ -25,13 +26,13 @@ from pathlib import Path
 import bpy
 import numpy as np
 import torch
-import trimesh
 from demo_lib import scene as demo_scene
 from demo_lib.console import quiet_stdout
 
 from addon import export_scene
 from diffrec.io import write_image
-from diffrec.io.material import blender_to_yup
+from diffrec.io.obj import write_obj
+from diffrec.mesh import Mesh
 from diffrec.protocol.captures import write_nerf
 
 from . import materials, recipes, scenes, shapes
@@ -61,12 +62,14 @@ def ensure_dataset(cache: Path, name: str, size: int, views: int, holdout: int,
               "test": demo_scene.orbit_cameras(holdout, HELD_OUT_OFFSET, "test")}
     for split, cameras in splits.items():
         write_split(folder, split, bl_scene, cameras, size)
-    mesh = export_scene.export_mesh(obj, bpy.context.evaluated_depsgraph_get())
-    y_up = blender_to_yup(torch.from_numpy(mesh.vertices)).numpy()
-    trimesh.Trimesh(y_up, mesh.faces, process=False).export(folder / "true_mesh.obj")
+    arrays = export_scene.export_mesh(obj, bpy.context.evaluated_depsgraph_get())
+    write_obj(folder / "true_mesh.obj", Mesh(
+        torch.from_numpy(arrays.vertices), torch.from_numpy(arrays.faces),
+        normals=torch.from_numpy(arrays.normals),
+        normal_triangles=torch.from_numpy(arrays.normal_faces)))
     info = {"name": name, "recipe": recipes.RECIPES[name], "key": folder.name, "size": size,
             "views": views, "holdout": holdout, "samples": samples,
-            "triangles": len(mesh.faces)}
+            "triangles": len(arrays.faces)}
     (folder / "scene.json").write_text(json.dumps(info, indent=2))
     return folder, True
 
