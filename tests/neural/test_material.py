@@ -87,20 +87,21 @@ def test_chunked_evaluation_equals_one_shot():
     assert m.evaluate(torch.zeros(0, 3)).kd.shape == (0, 3)
 
 
-def test_albedo_smoothness():
+def test_smoothness_of_kd_and_ks():
     m = small_material()
     p = random_points(m, 500)
-    assert torch.equal(m.albedo_smoothness(p, std=0.0), torch.zeros(500))
+    assert all(torch.equal(v, torch.zeros(500)) for v in m.smoothness(p, std=0.0))
     torch.manual_seed(3)
-    value = m.albedo_smoothness(p, std=0.01)
+    kd, ks = m.smoothness(p, std=0.01)
     torch.manual_seed(3)
-    jitter = p + torch.randn_like(p) * 0.01
-    torch.testing.assert_close(value, (m(jitter).kd - m(p).kd).abs().sum(-1))
-    value.mean().backward()
+    here, there = m(p), m(p + torch.randn_like(p) * 0.01)
+    torch.testing.assert_close(kd, (there.kd - here.kd).abs().sum(-1))
+    torch.testing.assert_close(ks, (there.ks - here.ks).abs().sum(-1))
+    ks.mean().backward()
     assert m.encoding.params.grad.abs().sum() > 0
     with torch.no_grad():
-        m.mlp.params.zero_()  # constant kd = 0.5: nothing to smooth
-    assert torch.equal(m.albedo_smoothness(p, std=0.05), torch.zeros(500))
+        m.mlp.params.zero_()  # constant outputs: nothing to smooth
+    assert all(torch.equal(v, torch.zeros(500)) for v in m.smoothness(p, std=0.05))
 
 
 def test_state_dict_round_trip_uses_engine_neutral_keys():

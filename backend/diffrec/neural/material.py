@@ -190,22 +190,19 @@ class NeuralMaterial(torch.nn.Module):
             *(torch.cat(channel).view(*points.shape[:-1], 3) for channel in channels)
         )
 
-    def albedo_smoothness(
+    def smoothness(
         self,
         points: torch.Tensor,
-        kd: torch.Tensor | None = None,
         std: float = 0.01,
         generator: torch.Generator | None = None,
-    ) -> torch.Tensor:
-        """Per-point ``sum_c |kd(x + eps) - kd(x)|``, ``eps ~ N(0, std^2)`` in world units.
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-point ``(sum_c |kd(x + eps) - kd(x)|, sum_c |ks(x + eps) - ks(x)|)``,
+        ``eps ~ N(0, std^2)`` in world units, from one evaluation at ``x`` and one at ``x + eps``.
 
-        nvdiffrec's albedo-smoothness term: the caller averages it over covered pixels and
-        weights it (0.03, ramped in over the first 500 iterations). ``kd``: ``kd(points)`` if the
-        caller already has it (saves one evaluation). ``generator`` (a CPU generator) draws
-        the jitter reproducibly. Returns ``points.shape[:-1]``.
+        nvdiffrec's albedo-smoothness term and its ks twin: the caller averages them and
+        weights them (albedo 0.03, ramped in over the first 500 iterations). ``generator`` (a
+        CPU generator) draws the jitter reproducibly. Each is ``points.shape[:-1]``.
         """
-        if kd is None:
-            kd = self(points).kd
         noise = torch.randn(points.shape, generator=generator, dtype=points.dtype)
-        jittered = points + noise.to(points.device) * std
-        return (self(jittered).kd - kd).abs().sum(dim=-1)
+        here, there = self(points), self(points + noise.to(points.device) * std)
+        return ((there.kd - here.kd).abs().sum(dim=-1), (there.ks - here.ks).abs().sum(dim=-1))

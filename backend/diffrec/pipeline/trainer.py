@@ -12,7 +12,8 @@ nvdiffrec trains (``background`` then applies to validation only).
 Losses (``x`` render, ``y`` target, both composited over the same background, see
 ``diffrec.render.backgrounds``):
 the colour loss on pixels the target covers, MSE on coverage, plus the geometry's regulariser,
-albedo smoothness (ramped in over 500 iterations), visibility on ks.r and light white balance.
+albedo and ks smoothness (ramped in over 500 iterations), visibility on ks.r and light white
+balance.
 A path-traced pass (``Pass.renderer``) compares with ``PATH_TRACED_LOSS`` instead of the
 settings' loss: its renders are Monte Carlo estimates, and only a loss quadratic in the render
 keeps their noise from biasing the fit (``diffrec.render.losses``).
@@ -50,7 +51,7 @@ from diffrec.render.renderer import RenderOutput, render_mesh
 
 log = logging.getLogger(__name__)
 
-ALBEDO_RAMP_ITERATIONS = 500
+SMOOTHNESS_RAMP_ITERATIONS = 500
 PATH_TRACED_LOSS = "logl2_linearized"  # unbiased under the renders' sampling noise
 
 
@@ -250,14 +251,15 @@ class PassTrainer:
         color = color * self.world.batch_weight(covered.sum())
         alpha = (out.alpha - target_alpha).square().mean()
         geometry = run.geometry.regularizer(progress)
-        ramp = min(1.0, self.iteration / ALBEDO_RAMP_ITERATIONS)
-        albedo = settings.albedo_smoothness * ramp * run.material.albedo_smoothness(
-            mesh, self.generator, ctx=self.ctx)
+        ramp = min(1.0, self.iteration / SMOOTHNESS_RAMP_ITERATIONS)
+        kd_roughness, ks_roughness = run.material.smoothness(mesh, self.generator, ctx=self.ctx)
+        smoothness = ramp * (settings.albedo_smoothness * kd_roughness
+                             + settings.ks_smoothness * ks_roughness)
         # the occlusion regulariser (a path-traced run holds occlusion at 0: no buffer)
         visibility = (settings.visibility * out.buffers["ks"][..., 0].mean()
                       if "ks" in out.buffers else 0.0)
         white = settings.white_balance * run.light.white_balance_loss() if run.learn_light else 0.0
-        total = color + alpha + geometry + albedo + visibility + white
+        total = color + alpha + geometry + smoothness + visibility + white
 
         for optimizer in self.optimizers:
             optimizer.zero_grad(set_to_none=True)

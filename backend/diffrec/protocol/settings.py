@@ -210,6 +210,8 @@ class Settings:
     camera_space_light: bool = _light(False, "the light is fixed to each camera")
     light_gradient_scale: float = _light(64.0, "light learning-rate multiplier", minimum=0)
     albedo_smoothness: float = _material(0.03, "albedo smoothness weight", minimum=0)
+    ks_smoothness: float = _material(0.0, "occlusion, roughness and metallic smoothness "
+                                     "weight", minimum=0)
     visibility: float = _light(0.001, "occlusion regulariser weight", minimum=0)
     white_balance: float = _light(0.005, "light white-balance weight", minimum=0)
     # path tracing (docs/guide.md, "Materials that relight: path-traced fitting"):

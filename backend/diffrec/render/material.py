@@ -105,14 +105,17 @@ class TextureMaterial(torch.nn.Module):
             if texture is not None:
                 texture.clamp_()
 
-    def albedo_smoothness(self, mesh, generator: torch.Generator, points: int = 4096,
-                          std: float = 0.005, *, ctx: raster.RasterContext) -> torch.Tensor:
-        """Mean ``|kd(uv + eps) - kd(uv)|`` at random texture coordinates, ``eps ~ N(0, std)``
-        in UV units (nvdiffrec's albedo smoothness for textures), sampled with ``ctx``."""
+    def smoothness(self, mesh, generator: torch.Generator, points: int = 4096,
+                   std: float = 0.005, *, ctx: raster.RasterContext
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mean ``|kd(uv + eps) - kd(uv)|``, the same of ks) at random texture coordinates,
+        ``eps ~ N(0, std)`` in UV units (nvdiffrec's smoothness terms for textures), sampled
+        with ``ctx``."""
         device = self.kd.data.device
         uv = torch.rand(1, points, 1, 2, generator=generator).to(device)
         jitter = (torch.randn(1, points, 1, 2, generator=generator) * std).to(device)
-        return (self.kd.sample(uv + jitter, ctx=ctx) - self.kd.sample(uv, ctx=ctx)).abs().mean()
+        return tuple((texture.sample(uv + jitter, ctx=ctx) - texture.sample(uv, ctx=ctx))
+                     .abs().mean() for texture in (self.kd, self.ks))
 
 
 class NeuralSurface(torch.nn.Module):
@@ -145,13 +148,14 @@ class NeuralSurface(torch.nn.Module):
         low = self.field.out_min
         return low[0:3], low[3:6], FLAT_NORMAL.to(low)
 
-    def albedo_smoothness(self, mesh, generator: torch.Generator, points: int = 4096,
-                          std: float = 0.01, *, ctx: raster.RasterContext) -> torch.Tensor:
-        """Mean ``|kd(x + eps) - kd(x)|`` over random surface vertices, ``eps ~ N(0, std)``
-        in world units (nvdiffrec's albedo smoothness for the neural material; ``ctx`` as for
-        textures, unused: the field samples no texture)."""
+    def smoothness(self, mesh, generator: torch.Generator, points: int = 4096,
+                   std: float = 0.01, *, ctx: raster.RasterContext
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mean ``|kd(x + eps) - kd(x)|``, the same of ks) over random surface vertices,
+        ``eps ~ N(0, std)`` in world units (nvdiffrec's smoothness terms for the neural
+        material; ``ctx`` as for textures, unused: the field samples no texture)."""
         pick = torch.randint(len(mesh.positions), (points,), generator=generator)
         surface = mesh.positions.detach()[pick.to(mesh.positions.device)]
-        per_point = self.field.albedo_smoothness(surface, std=std, generator=generator)
-        return per_point.mean() / 3.0
+        per_point = self.field.smoothness(surface, std=std, generator=generator)
+        return tuple(value.mean() / 3.0 for value in per_point)
 
