@@ -1,8 +1,11 @@
-"""The smoothness regularisers: albedo (``albedo_smoothness``) and occlusion / roughness /
-metallic (``ks_smoothness``), nvdiffrec's ``|t(x + eps) - t(x)|`` terms."""
+"""What holds the materials together: the smoothness regularisers, albedo
+(``albedo_smoothness``) and occlusion / roughness / metallic (``ks_smoothness``), nvdiffrec's
+``|t(x + eps) - t(x)|`` terms; and ks's steps spread over neighbouring texels
+(``ks_gradient_blur``)."""
 
 import math
 
+import pytest
 import stand_ins
 import torch
 
@@ -41,22 +44,26 @@ def texel_steps(data: torch.Tensor) -> torch.Tensor:
                      ).mean(0)
 
 
-def test_ks_smoothness_evens_out_a_noisy_roughness():
-    """From random textures, the same run with ``ks_smoothness`` leaves roughness and
-    metallic with clearly smaller texel-to-texel steps, the base colour's as they were."""
+@pytest.mark.parametrize("setting, value, start", [("ks_smoothness", 100.0, "random"),
+                                                   ("ks_gradient_blur", 0.1, "constant")])
+def test_ks_settings_even_out_a_noisy_roughness(setting, value, start):
+    """The same run with ``ks_smoothness`` (a loss: it evens out random textures) or
+    ``ks_gradient_blur`` (steps spread over neighbours: constant textures stay even) leaves
+    roughness and metallic with clearly smaller texel-to-texel steps, the base colour's as
+    they were."""
     cameras = stand_ins.ring_cameras(4, 16, 16)
     train = Views(cameras, stand_ins.render(cameras))
     inputs = Inputs(train, train, stand_ins.ball_asset().mesh, envmap=stand_ins.sky())
     steps = {}
-    for weight in (0.0, 100.0):
+    for chosen in (0.0, value):
         settings = parse_settings({"mode": "materials", "iterations": 40, "batch": 2,
                                    "train_res": 16, "texture_res": 16, "light": "fixed",
-                                   "light_res": 32, "init_textures": "random",
-                                   "ks_smoothness": weight, "validation": False,
+                                   "light_res": 32, "init_textures": start,
+                                   setting: chosen, "validation": False,
                                    "checkpoint_every": 0})
         material = optimize(settings, inputs, device="cpu").material
-        steps[weight] = (texel_steps(material.ks.data.detach())[1:],
+        steps[chosen] = (texel_steps(material.ks.data.detach())[1:],
                          texel_steps(material.kd.data.detach()))
-    (ks_without, kd_without), (ks_with, kd_with) = steps[0.0], steps[100.0]
+    (ks_without, kd_without), (ks_with, kd_with) = steps[0.0], steps[value]
     assert (ks_with < 0.75 * ks_without).all(), steps
     torch.testing.assert_close(kd_with, kd_without, rtol=0.02, atol=0)

@@ -26,3 +26,26 @@ def test_a_resized_texture_keeps_ranges_trainability_and_its_image():
 def test_a_frozen_texture_stays_frozen():
     texture = Texture2D(torch.rand(4, 4, 3), trainable=False)
     assert not texture.resized(8).data.requires_grad
+
+
+def test_blur_gradient_spreads_each_texel_as_a_wrapped_gaussian():
+    """A gradient on one corner texel becomes a Gaussian around it that wraps to the other
+    edges (float64 reference by wrapped distance); every channel keeps its total; a sigma
+    of 0 and a texture without a gradient are left alone."""
+    texture = Texture2D(torch.zeros(32, 24, 2))
+    texture.blur_gradient_(2.0)
+    assert texture.data.grad is None
+    grad = torch.zeros(32, 24, 2)
+    grad[0, 0, 0], grad[10, 20, 1] = 1.0, 2.0
+    texture.data.grad = grad.clone()
+    texture.blur_gradient_(0.0)
+    assert torch.equal(texture.data.grad, grad)
+    texture.blur_gradient_(2.0)
+    row, col = torch.meshgrid(torch.arange(32.0), torch.arange(24.0), indexing="ij")
+    dy, dx = torch.minimum(row, 32 - row), torch.minimum(col, 24 - col)
+    reference = torch.exp(-(dx.double() ** 2 + dy.double() ** 2) / (2 * 2.0**2))
+    reference /= reference.sum()
+    blurred = texture.data.grad
+    torch.testing.assert_close(blurred[..., 0].double(), reference, rtol=0, atol=2e-4)
+    torch.testing.assert_close(blurred.sum((0, 1)), torch.tensor([1.0, 2.0]))
+    assert blurred[31, 23, 0] > 0.02  # the wrapped neighbour across both edges

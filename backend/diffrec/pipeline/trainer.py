@@ -13,7 +13,7 @@ Losses (``x`` render, ``y`` target, both composited over the same background, se
 ``diffrec.render.backgrounds``):
 the colour loss on pixels the target covers, MSE on coverage, plus the geometry's regulariser,
 albedo and ks smoothness (ramped in over 500 iterations), visibility on ks.r and light white
-balance.
+balance. With ``ks_gradient_blur`` the ks texture's gradient is blurred before each step.
 A path-traced pass (``Pass.renderer``) compares with ``PATH_TRACED_LOSS`` instead of the
 settings' loss: its renders are Monte Carlo estimates, and only a loss quadratic in the render
 keeps their noise from biasing the fit (``diffrec.render.losses``).
@@ -45,6 +45,7 @@ from diffrec.protocol.settings import Settings
 from diffrec.render.backgrounds import background_for, composite
 from diffrec.render.footprint import nearest_level, seen_texture_level
 from diffrec.render.losses import image_loss
+from diffrec.render.material import TextureMaterial
 from diffrec.render.metrics import display, psnr
 from diffrec.render.path_tracer import PathTracer
 from diffrec.render.renderer import RenderOutput, render_mesh
@@ -267,6 +268,9 @@ class PassTrainer:
         stats = torch.stack([total.detach(), color.detach(), alpha.detach(),
                              psnr(out.color.detach(), target).mean()])
         stats = self.world.average_gradients(self.parameters(), stats)  # the whole batch's
+        if settings.ks_gradient_blur and isinstance(run.material, TextureMaterial):
+            ks = run.material.ks
+            ks.blur_gradient_(settings.ks_gradient_blur * max(ks.resolution))
         for optimizer, scheduler in zip(self.optimizers, self.schedulers, strict=True):
             optimizer.step()
             scheduler.step()

@@ -212,6 +212,11 @@ class Settings:
     albedo_smoothness: float = _material(0.03, "albedo smoothness weight", minimum=0)
     ks_smoothness: float = _material(0.0, "occlusion, roughness and metallic smoothness "
                                      "weight", minimum=0)
+    # each step of ks spread over its neighbourhood: the few pixels that see a texel do not
+    # determine its roughness (docs/BENCHMARKS.md, "Relighting, round seven")
+    ks_gradient_blur: float = _material(0.0, "Gaussian sigma, in UV units, that each step of "
+                                        "occlusion, roughness and metallic is spread over "
+                                        "(textures; 0: none)", minimum=0)
     visibility: float = _light(0.001, "occlusion regulariser weight", minimum=0)
     white_balance: float = _light(0.005, "light white-balance weight", minimum=0)
     # path tracing (docs/guide.md, "Materials that relight: path-traced fitting"):

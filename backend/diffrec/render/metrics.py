@@ -25,10 +25,15 @@ def psnr(render: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return -10.0 * torch.log10(mse.clamp(min=1e-10))
 
 
-def _gaussian_window(size: int, sigma: float, dtype, device) -> torch.Tensor:
+def gaussian_kernel(size: int, sigma: float, dtype=torch.float32, device=None) -> torch.Tensor:
+    """``[size]`` weights of a Gaussian of ``sigma`` taps centred on the middle, summing to 1."""
     x = torch.arange(size, dtype=dtype, device=device) - (size - 1) / 2
     g = torch.exp(-(x**2) / (2 * sigma**2))
-    g = g / g.sum()
+    return g / g.sum()
+
+
+def _gaussian_window(size: int, sigma: float, dtype, device) -> torch.Tensor:
+    g = gaussian_kernel(size, sigma, dtype, device)
     return g[:, None] * g[None, :]
 
 

@@ -7,12 +7,14 @@ so ``sample`` flips v here, in this one place.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 
 from diffrec import raster
+from diffrec.render.metrics import gaussian_kernel
 
 
 def flip_v(uv: torch.Tensor, uv_da: torch.Tensor | None = None):
@@ -83,6 +85,25 @@ class Texture2D(torch.nn.Module):
         resized = Texture2D(image.contiguous(), *bounds, trainable=self.data.requires_grad)
         resized.clamp_()
         return resized.to(self.data.device)
+
+    @torch.no_grad()
+    def blur_gradient_(self, sigma: float) -> None:
+        """Replace the texels' gradient by itself blurred with a Gaussian of ``sigma`` texels
+        (the texture wraps), in place; nothing without a gradient or with ``sigma`` 0. A step
+        along it moves each texel as its neighbourhood's pixels ask, not as its own few do."""
+        if self.data.grad is None or sigma <= 0:
+            return
+        grad = self.data.grad.permute(2, 0, 1)[:, None]  # [C, 1, H, W]
+        for axis in (-1, -2):
+            radius = min(math.ceil(3.0 * sigma), (grad.shape[axis] - 1) // 2)
+            if radius < 1:
+                continue
+            kernel = gaussian_kernel(2 * radius + 1, sigma, grad.dtype, grad.device)
+            shape = [1, 1, 1, 1]
+            shape[axis] = kernel.numel()
+            pad = (radius, radius, 0, 0) if axis == -1 else (0, 0, radius, radius)
+            grad = F.conv2d(F.pad(grad, pad, mode="circular"), kernel.view(shape))
+        self.data.grad.copy_(grad[:, 0].permute(1, 2, 0))
 
     @torch.no_grad()
     def clamp_(self) -> None:
