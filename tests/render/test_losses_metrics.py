@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from diffrec.color import srgb_to_linear
-from diffrec.render.losses import LOSSES, image_loss
+from diffrec.render.losses import LOSSES, clipped_like, image_loss
 from diffrec.render.metrics import psnr, ssim
 
 
@@ -65,6 +65,22 @@ def test_noise_biases_logl1_but_not_logl2_linearized():
         gradients[kind] = float(gradient)
     assert gradients["logl1"] < -0.1, gradients  # a descent step brightens the render
     assert abs(gradients["logl2_linearized"]) < 0.05 * abs(gradients["logl1"]), gradients
+
+
+def test_a_clipped_white_target_is_met_by_any_render_at_least_as_bright():
+    """Where a target channel is white as 8 bits store it (sRGB 255), a brighter render costs
+    nothing and gets no gradient, a darker one is pulled up; elsewhere (254 and below, or an
+    HDR target) the render is compared as it is."""
+    white = srgb_to_linear(torch.tensor([255.0, 254.0]) / 255.0)
+    target = torch.stack([white[0], white[1], torch.tensor(3.0)])[None].expand(2, 3).clone()
+    render = torch.tensor([[4.0, 4.0, 4.0], [0.5, 0.5, 0.5]], requires_grad=True)
+    clipped = clipped_like(render, target)
+    assert clipped.tolist() == [[1.0, 4.0, 4.0], [0.5, 0.5, 0.5]]
+    image_loss(clipped, target, "logl1").backward()
+    grad = render.grad
+    assert grad[0, 0] == 0 and grad[0, 1] > 0 and grad[0, 2] > 0  # brighter than 254: down
+    assert (grad[1] < 0).all()  # darker than white: up
+    assert image_loss(clipped_like(render, target)[:1, :1], target[:1, :1]) == 0
 
 
 def test_mask_restricts_the_mean():

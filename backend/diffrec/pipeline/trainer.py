@@ -13,7 +13,9 @@ Losses (``x`` render, ``y`` target, both composited over the same background, se
 ``diffrec.render.backgrounds``):
 the colour loss on pixels the target covers, MSE on coverage, plus the geometry's regulariser,
 albedo and ks smoothness (ramped in over 500 iterations), visibility on ks.r and light white
-balance. With ``ks_gradient_blur`` the ks texture's gradient is blurred before each step.
+balance. With ``ks_gradient_blur`` the ks texture's gradient is blurred before each step;
+with ``clipped_white`` the render is clamped to white where the target is white (a clipped
+highlight: at least that bright) before the colour loss.
 A path-traced pass (``Pass.renderer``) compares with ``PATH_TRACED_LOSS`` instead of the
 settings' loss: its renders are Monte Carlo estimates, and only a loss quadratic in the render
 keeps their noise from biasing the fit (``diffrec.render.losses``).
@@ -44,7 +46,7 @@ from diffrec.protocol import events
 from diffrec.protocol.settings import Settings
 from diffrec.render.backgrounds import background_for, composite
 from diffrec.render.footprint import nearest_level, seen_texture_level
-from diffrec.render.losses import image_loss
+from diffrec.render.losses import clipped_like, image_loss
 from diffrec.render.material import TextureMaterial
 from diffrec.render.metrics import display, psnr
 from diffrec.render.path_tracer import PathTracer
@@ -138,6 +140,7 @@ class PassTrainer:
         # a resumed pass stays stopped
         self.generator = torch.Generator().manual_seed(settings.seed * 7919 + run.index)
         self.optimizers = self._optimizers(run, settings)
+        self.clips_white = settings.clips_white(float(sampler.views.images[..., :3].max()))
         self.tracer, self.texture_level = None, 0
         if run.renderer == "path-traced":
             self.tracer, self.texture_level = self._path_tracing(run, sampler.views, settings)
@@ -248,7 +251,8 @@ class PassTrainer:
         progress = self.iteration / max(run.iterations - 1, 1)
         covered = target_alpha > 0
         loss = settings.loss if self.tracer is None else PATH_TRACED_LOSS
-        color = image_loss(out.color, target, loss, mask=covered)
+        render = clipped_like(out.color, target) if self.clips_white else out.color
+        color = image_loss(render, target, loss, mask=covered)
         color = color * self.world.batch_weight(covered.sum())
         alpha = (out.alpha - target_alpha).square().mean()
         geometry = run.geometry.regularizer(progress)

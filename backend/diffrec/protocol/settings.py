@@ -40,6 +40,7 @@ PREVIEW_PANELS = ("latlong", "kd", "ks", "normal", "shading-only")
 LAPLACE_MODES = ("relative", "absolute")
 RENDERERS = ("rasterized", "path-traced")
 BSDFS = ("principled", "nvdiffrec")
+CLIPPED_WHITE = ("auto", "on", "off")
 PATH_TRACED_PASS = "path"
 """The name of the pass ``renderer: path-traced`` adds after ``pass2`` (``pass_index`` 2)."""
 PATH_TRACED_COST = 3.0
@@ -250,6 +251,12 @@ class Settings:
     bsdf: str = _rendering("principled", "shading model: principled (the diffuse under the "
                            "specular coat, as Blender's Principled BSDF shows the result) or "
                            "nvdiffrec (the two added)", **_choice(BSDFS))
+    # 8-bit photos and renders clip highlights at white: compared as exact, they teach the fit
+    # that glossy surfaces are rough (docs/BENCHMARKS.md, "Relighting, round seven")
+    clipped_white: str = _rendering("off", "targets' white pixels were clipped: a render at "
+                                    "least as bright matches them (on; auto: when no target "
+                                    "is brighter than white) or they are exact (off)",
+                                    **_choice(CLIPPED_WHITE))
     # stopping: a pass ends early once its training PSNR, averaged over plateau_window
     # iterations, gains less than plateau_db on the window before (diffrec.pipeline.plateau)
     plateau_window: int = _schedule(_DEFAULT_SIZES["plateau_window"],
@@ -291,6 +298,11 @@ class Settings:
         """Whether the textures include a normal map: ``normal_map``, "auto" meaning on
         unless the mesh is given and kept (materials mode)."""
         return self.normal_map == "on" or (self.normal_map == "auto" and self.mode != "materials")
+
+    def clips_white(self, brightest: float) -> bool:
+        """Whether the image loss takes white target pixels as clipped (``clipped_white``),
+        for targets whose brightest colour value is ``brightest`` (linear)."""
+        return self.clipped_white == "on" or (self.clipped_white == "auto" and brightest <= 1.0)
 
     def layered_bsdf(self) -> bool:
         """Whether the split-sum shading lays the diffuse under the specular coat (``bsdf``

@@ -20,6 +20,18 @@ import torch
 from diffrec.color import linear_to_srgb
 
 HDR_CLAMP = 65535.0
+CLIPPED_WHITE = (0.999, 1.001)
+"""A target channel within these (linear) is white as an 8-bit or 16-bit image stores it:
+sRGB 255 decodes to 1.0, 254 to 0.991; an HDR target's brighter values are exact."""
+
+
+def clipped_like(render: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """``render`` as a target clipped at white records it: clamped to 1 in the channels where
+    ``target`` is white (the scene was at least that bright there, so brighter costs
+    nothing), unchanged elsewhere. Both scene-linear ``[..., 3]``."""
+    low, high = CLIPPED_WHITE
+    white = (target >= low) & (target <= high)
+    return torch.where(white, render.clamp(max=1.0), render)
 
 
 def tonemap_log_srgb(x: torch.Tensor) -> torch.Tensor:
