@@ -251,7 +251,8 @@ class PassTrainer:
         progress = self.iteration / max(run.iterations - 1, 1)
         covered = target_alpha > 0
         loss = settings.loss if self.tracer is None else PATH_TRACED_LOSS
-        render = clipped_like(out.color, target) if self.clips_white else out.color
+        render = (clipped_like(out.color, target, targets[..., :3]) if self.clips_white
+                  else out.color)
         color = image_loss(render, target, loss, mask=covered)
         color = color * self.world.batch_weight(covered.sum())
         alpha = (out.alpha - target_alpha).square().mean()

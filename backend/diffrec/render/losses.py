@@ -25,13 +25,16 @@ CLIPPED_WHITE = (0.999, 1.001)
 sRGB 255 decodes to 1.0, 254 to 0.991; an HDR target's brighter values are exact."""
 
 
-def clipped_like(render: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """``render`` as a target clipped at white records it: clamped to 1 in the channels where
-    ``target`` is white (the scene was at least that bright there, so brighter costs
-    nothing), unchanged elsewhere. Both scene-linear ``[..., 3]``."""
+def clipped_like(render: torch.Tensor, target: torch.Tensor,
+                 straight_target: torch.Tensor | None = None) -> torch.Tensor:
+    """``render`` as a target clipped at white records it: no brighter than ``target`` in the
+    channels where the target's own colour (``straight_target``, before compositing over a
+    background; ``target`` itself if None) is white (the scene was at least that bright
+    there, so brighter costs nothing), unchanged elsewhere. All scene-linear ``[..., 3]``."""
     low, high = CLIPPED_WHITE
-    white = (target >= low) & (target <= high)
-    return torch.where(white, render.clamp(max=1.0), render)
+    colour = target if straight_target is None else straight_target
+    white = (colour >= low) & (colour <= high)
+    return torch.where(white, torch.minimum(render, target), render)
 
 
 def tonemap_log_srgb(x: torch.Tensor) -> torch.Tensor:
