@@ -140,7 +140,8 @@ class PassTrainer:
         # a resumed pass stays stopped
         self.generator = torch.Generator().manual_seed(settings.seed * 7919 + run.index)
         self.optimizers = self._optimizers(run, settings)
-        self.clips_white = settings.clips_white(float(sampler.views.images[..., :3].max()))
+        self.clips_white = settings.clipped_white != "off" and settings.clips_white(
+            float(sampler.views.images[..., :3].max()))  # one read of the targets, when asked
         self.tracer, self.texture_level = None, 0
         if run.renderer == "path-traced":
             self.tracer, self.texture_level = self._path_tracing(run, sampler.views, settings)
