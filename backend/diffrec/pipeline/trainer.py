@@ -14,8 +14,8 @@ Losses (``x`` render, ``y`` target, both composited over the same background, se
 the colour loss on pixels the target covers, MSE on coverage, plus the geometry's regulariser,
 albedo and ks smoothness (ramped in over 500 iterations), visibility on ks.r and light white
 balance. With ``ks_gradient_blur`` the ks texture's gradient is blurred before each step;
-with ``clipped_white`` the render is clamped to white where the target is white (a clipped
-highlight: at least that bright) before the colour loss.
+with ``clipped_white`` the render is held to at most the target where the target's own colour
+is white (a clipped highlight: the scene was at least that bright) before the colour loss.
 A path-traced pass (``Pass.renderer``) compares with ``PATH_TRACED_LOSS`` instead of the
 settings' loss: its renders are Monte Carlo estimates, and only a loss quadratic in the render
 keeps their noise from biasing the fit (``diffrec.render.losses``).
