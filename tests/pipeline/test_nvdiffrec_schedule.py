@@ -98,6 +98,7 @@ def test_nvdiffrec_configs_get_its_schedule_light_and_start(tmp_path, monkeypatc
     assert "simplified to at most 20000 triangles" in departures
     assert "hash grid computes in float32 (nvdiffrec: float16" in departures
     assert "diffuse is shaded under the specular coat" in departures
+    assert "white target pixels are taken as clipped (clipped_white 'auto'" in departures
     assert "stops early" in departures, "a --preset brings its stopping rule, said as such"
     shown = json.loads(printed[printed.index("{"):])
     assert (shown["light_res"], shown["iterations"], shown["schedule"]) == (64, 1000, "nvdiffrec")

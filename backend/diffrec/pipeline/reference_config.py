@@ -381,6 +381,10 @@ def departures(settings) -> list[str]:
     if settings.bsdf != "nvdiffrec":
         found.append("the diffuse is shaded under the specular coat, as Blender's Principled "
                      "BSDF shows the result (nvdiffrec adds the two): bsdf nvdiffrec for its")
+    if settings.clipped_white != "off":
+        found.append(f"white target pixels are taken as clipped (clipped_white "
+                     f"{settings.clipped_white!r}: a render at least as bright matches them; "
+                     "nvdiffrec compares them as exact): clipped_white off for its")
     if settings.large_steps:
         found.append(f"vertex steps smoothed (large_steps {settings.large_steps}; nvdiffrec: "
                      "plain offsets)")

@@ -253,7 +253,7 @@ class Settings:
                            "nvdiffrec (the two added)", **_choice(BSDFS))
     # 8-bit photos and renders clip highlights at white: compared as exact, they teach the fit
     # that glossy surfaces are rough (docs/BENCHMARKS.md, "Relighting, round seven")
-    clipped_white: str = _rendering("off", "targets' white pixels were clipped: a render at "
+    clipped_white: str = _rendering("auto", "targets' white pixels were clipped: a render at "
                                     "least as bright matches them (on; auto: when no target "
                                     "is brighter than white) or they are exact (off)",
                                     **_choice(CLIPPED_WHITE))
