@@ -22,13 +22,49 @@ def unit(n, dtype=torch.float32):
 def test_constant_environment_stays_constant_at_every_level():
     light = EnvironmentLight(32, init=0.7, min_resolution=8)
     light.build_mips()
-    assert light.level_roughness() == pytest.approx([0.08, 0.5, 1.0])
+    assert light.level_roughness() == pytest.approx([0.08, 0.22, 0.36, 0.5, 1.0])
     for level in [*light.specular_levels, light.diffuse_map]:
         assert torch.allclose(level, torch.full_like(level, 0.7), atol=1e-5)
     n = unit(50)
     assert torch.allclose(light.diffuse(n, ctx=CTX), torch.full((50, 3), 0.7), atol=1e-5)
     spec = light.specular(n, torch.rand(50, 1), ctx=CTX)
     assert torch.allclose(spec, torch.full((50, 3), 0.7), atol=1e-5)
+
+
+def test_the_level_table_is_nvdiffrecs_at_512_and_keeps_four_ggx_levels_below():
+    nvdiffrecs = EnvironmentLight(512, min_resolution=16)  # not built: 30 s on a CPU
+    assert nvdiffrecs.ggx_levels == 5
+    assert nvdiffrecs.level_roughness() == pytest.approx([0.08, 0.185, 0.29, 0.395, 0.5, 1.0])
+    light = EnvironmentLight(64, min_resolution=16)
+    light.build_mips()
+    sizes = [level.shape[1] for level in light.specular_levels]
+    roughness, diffuse = light.level_roughness(), light.diffuse_map.shape[1]
+    assert sizes == [64, 32, 16, 8, 4] and diffuse == 16, "four GGX levels, diffuse kept at 16"
+    assert roughness == pytest.approx([0.08, 0.22, 0.36, 0.5, 1.0])
+    with pytest.raises(ValueError, match="ggx_levels"):
+        EnvironmentLight(8, min_resolution=4, ggx_levels=4)
+
+
+def test_a_lookup_between_levels_is_near_the_lobe_prefiltered_at_its_roughness():
+    """Between two levels a lookup blends a narrow and a wide lobe; under a small bright lamp
+    that is far from the lobe of the roughness asked for unless the levels are close."""
+    base = torch.full((6, 64, 64, 3), 0.05)
+    base[4, 28:32, 30:34] = 200.0  # a lamp towards +z
+    n = torch.nn.functional.normalize(torch.randn(4000, 3) + torch.tensor([0.0, 0.0, 2.0]), dim=-1)
+
+    def error(light, roughness):
+        light.build_mips()
+        exact = ggx_prefilter(box_pyramid(light.base.detach()), 32, roughness)
+        want = raster.texture_points(exact[None], n, filter_mode="linear",
+                                     boundary_mode="cube", ctx=CTX)
+        got = light.specular(n, torch.full((len(n), 1), roughness), ctx=CTX)
+        return ((got - want).square().mean() / want.square().mean()).sqrt().item()
+
+    with torch.no_grad():
+        for roughness in (0.2, 0.3):
+            two_levels = error(EnvironmentLight(base=base, ggx_levels=2), roughness)
+            default = error(EnvironmentLight(base=base), roughness)
+            assert default < 0.5 < two_levels, (roughness, default, two_levels)
 
 
 def test_roughness_to_mip_inverts_the_level_table():

@@ -1,14 +1,22 @@
 """The trainable environment light: a cube map with split-sum prefiltered lookups.
 
-Structure after ``build_mips()`` (``R`` the base resolution, ``S`` the minimum resolution,
-``L = log2(R/S) + 1`` levels):
+Structure after ``build_mips()`` (``R`` the base resolution, ``G`` the number of GGX levels,
+``S`` the diffuse map's resolution):
 
-- ``specular_levels[i]``, ``i = 0 .. L-1``, at resolution ``R / 2^i``: levels ``0 .. L-2`` are the
-  box-downsampled base GGX-prefiltered for roughness ``r_i = r_min + (r_max - r_min) i/(L-2)``
-  (defaults 0.08 .. 0.5; ``r_min`` alone when ``L = 2``), the last level (``S^2``) for roughness 1.
+- ``specular_levels[i]``, ``i = 0 .. G``, at resolution ``R / 2^i``: levels ``0 .. G-1`` are the
+  box-downsampled base GGX-prefiltered for roughness ``r_i = r_min + (r_max - r_min) i/(G-1)``
+  (defaults 0.08 .. 0.5; ``r_min`` alone when ``G = 1``), the last level (``(R / 2^G)^2``) for
+  roughness 1: the cosine convolution of the base box-downsampled to that size.
 - ``diffuse``, ``S^2``: the cosine convolution of the box-downsampled ``S^2`` level, normalised
   so a constant environment of radiance ``L`` gives ``L``. (GGX at roughness 1 has the same
-  kernel, so it is the same tensor as ``specular_levels[-1]``.)
+  kernel, so where ``R / 2^G = S`` it is the same tensor as ``specular_levels[-1]``.)
+
+``G`` defaults to ``log2(R/S)`` (nvdiffrec's chain: five GGX levels at its 512^2, the 16^2
+level at roughness 1) but to at least 4, so that a small light still has levels between
+``r_min`` and ``r_max``: a lookup between two levels blends a narrow and a wide lobe, not the
+lobe between them, and with the two levels a 64^2 chain down to 16^2 would have, the
+prefiltered radiance at roughness 0.25 is off by up to 2.7x its own size under small bright
+lamps (docs/BENCHMARKS.md, "The light's roughness levels").
 
 Lookups go through ``diffrec.raster.texture`` with cube boundaries: ``diffuse(n)`` bilinear,
 ``specular(r, roughness)`` trilinear across ``specular_levels`` at the fractional level
@@ -32,6 +40,9 @@ from diffrec.raster import texture_points
 
 __all__ = ["EnvironmentLight"]
 
+MIN_GGX_LEVELS = 4
+"""GGX-prefiltered levels a light has at least (where its resolution allows): see above."""
+
 
 def _is_power_of_two(x: int) -> bool:
     return x >= 1 and (x & (x - 1)) == 0
@@ -40,8 +51,10 @@ def _is_power_of_two(x: int) -> bool:
 class EnvironmentLight(torch.nn.Module):
     """Trainable cube-map environment ``base`` ``[6, R, R, 3]`` (linear radiance, >= 0).
 
-    ``resolution`` and ``min_resolution`` are powers of two with ``resolution >=
-    2 * min_resolution``. ``base``, when given, is used as the initial map (its resolution wins).
+    ``resolution`` and ``min_resolution`` (the diffuse map's) are powers of two with
+    ``resolution >= 2 * min_resolution``. ``ggx_levels`` (``G`` above) defaults to
+    ``max(log2(resolution / min_resolution), min(4, log2(resolution)))``. ``base``, when
+    given, is used as the initial map (its resolution wins).
     """
 
     def __init__(
@@ -53,6 +66,7 @@ class EnvironmentLight(torch.nn.Module):
         min_resolution: int = 16,
         min_roughness: float = 0.08,
         max_roughness: float = 0.5,
+        ggx_levels: int | None = None,
     ):
         super().__init__()
         if base is None:
@@ -72,8 +86,15 @@ class EnvironmentLight(torch.nn.Module):
             raise ValueError(
                 f"need 0 < min_roughness <= max_roughness < 1, got {min_roughness}, {max_roughness}"
             )
+        depth = int(math.log2(resolution))
+        if ggx_levels is None:
+            ggx_levels = max(depth - int(math.log2(min_resolution)), min(MIN_GGX_LEVELS, depth))
+        if not 1 <= ggx_levels <= depth:
+            raise ValueError(f"ggx_levels must be 1 to {depth} for resolution {resolution}, "
+                             f"got {ggx_levels}")
         self.base = torch.nn.Parameter(base.detach().clone())
         self.min_resolution = min_resolution
+        self.ggx_levels = ggx_levels
         self.min_roughness = min_roughness
         self.max_roughness = max_roughness
         self.specular_levels: list[torch.Tensor] = []
@@ -90,19 +111,15 @@ class EnvironmentLight(torch.nn.Module):
         """The base map as an equirect image ``[height, width, 3]`` (differentiable)."""
         return cube_to_equirect(self.base, height, width)
 
-    @property
-    def num_levels(self) -> int:
-        return int(math.log2(self.base.shape[1] // self.min_resolution)) + 1
-
     def level_roughness(self) -> list[float]:
         """Roughness each ``specular_levels`` level is prefiltered for."""
-        inner = self.num_levels - 1
+        inner = self.ggx_levels
         span = self.max_roughness - self.min_roughness
         return [self.min_roughness + span * i / max(inner - 1, 1) for i in range(inner)] + [1.0]
 
     def roughness_to_mip(self, roughness: torch.Tensor) -> torch.Tensor:
         """Fractional ``specular_levels`` index for ``roughness`` (see the module docstring)."""
-        inner = self.num_levels - 2
+        inner = self.ggx_levels - 1
         r_min, r_max = self.min_roughness, self.max_roughness
         if inner == 0:
             low = torch.zeros_like(roughness)
@@ -118,8 +135,11 @@ class EnvironmentLight(torch.nn.Module):
         levels = [
             ggx_prefilter(pyramid, self.base.shape[1] >> i, r) for i, r in enumerate(roughness[:-1])
         ]
-        self.diffuse_map = cosine_convolve(pyramid[self.num_levels - 1])
-        self.specular_levels = [*levels, self.diffuse_map]
+        diffuse_level = int(math.log2(self.base.shape[1] // self.min_resolution))
+        self.diffuse_map = cosine_convolve(pyramid[diffuse_level])
+        roughest = (self.diffuse_map if diffuse_level == self.ggx_levels
+                    else cosine_convolve(pyramid[self.ggx_levels]))
+        self.specular_levels = [*levels, roughest]
 
     def _require_mips(self) -> None:
         if self.diffuse_map is None:
