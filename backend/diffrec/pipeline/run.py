@@ -87,11 +87,12 @@ def _path_traced_views(train: Views, path_res: int) -> Views:
 
 
 def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Reporter,
-                  checkpoints: CheckpointStore | None, world: distributed.World
+                  checkpoints: CheckpointStore | None, world: distributed.World,
+                  clips_white: bool = False
                   ) -> tuple[Mesh, TextureMaterial, PassTrainer, str, dict]:
-    """Pass 1 of reconstruct; returns the mesh with UVs and its baked TextureMaterial for
-    pass 2, the pass's trainer, the name of the surface model that ran
-    (``DMTetGeometry`` or ``FlexiCubesGeometry``) and how the mesh was unwrapped
+    """Pass 1 of reconstruct (``clips_white``: ``Pass.clips_white``); returns the mesh with
+    UVs and its baked TextureMaterial for pass 2, the pass's trainer, the name of the surface
+    model that ran (``DMTetGeometry`` or ``FlexiCubesGeometry``) and how the mesh was unwrapped
     (``_unwrapped``)."""
     half, nvdiffrec = settings.mesh_scale / 2, settings.schedule == "nvdiffrec"
     center = torch.tensor(settings.center)
@@ -119,7 +120,7 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
                  material=NeuralSurface(field), light=light,
                  learn_light=settings.light != "fixed",
                  surface_learning_rate=settings.surface_learning_rate[0] if hull_start else None,
-                 number=1, passes=2)
+                 number=1, passes=2, clips_white=clips_white)
     trainer = _run_pass(ctx, first, train, settings, reporter, checkpoints, world)
 
     with torch.no_grad():
@@ -200,12 +201,13 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     if settings.validation and test is None:
         raise UserError("validation needs held-out views (inputs.test)")
     light = make_light(settings, inputs.envmap, torch_device)
+    clips_white = settings.clips_white(float(train.images[..., :3].max()))
     trainers: list[PassTrainer] = []
 
     surface_model = None
     if settings.mode == "reconstruct":
         mesh, material, first, surface_model, unwrapping = _surface_pass(
-            ctx, settings, train, light, reporter, checkpoints, world)
+            ctx, settings, train, light, reporter, checkpoints, world, clips_white)
         trainers.append(first)
         trainable, learning_rate = True, settings.learning_rate[1]
         warmup = settings.warmup_iterations
@@ -230,14 +232,15 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
                   surface_learning_rate=surface_rate, number=passes - path_traced,
                   passes=passes,
                   later_iterations=(settings.path_iterations * PATH_TRACED_COST if path_traced
-                                    else None))
+                                    else None), clips_white=clips_white)
     trainers.append(_run_pass(ctx, second, train, settings, reporter, checkpoints, world))
     if path_traced:  # materials mode only (settings): the mesh stays as it is
         material.fold_occlusion_()  # light transport shades cavities from here on
         refine = Pass(name=PATH_TRACED_PASS, index=2, iterations=settings.path_iterations,
                       learning_rate=settings.path_learning_rate, warmup=0, geometry=geometry,
                       material=material, light=light, learn_light=learn_light,
-                      number=passes, passes=passes, renderer="path-traced")
+                      number=passes, passes=passes, renderer="path-traced",
+                      clips_white=clips_white)
         trainers.append(_run_pass(ctx, refine, _path_traced_views(train, settings.path_res),
                                   settings, reporter, checkpoints, world))
 

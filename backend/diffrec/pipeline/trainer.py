@@ -75,7 +75,8 @@ class Pass:
     which seeds it). ``renderer``: "rasterized", or "path-traced" (a fixed mesh, textures read
     at the mip level the views see, ``PATH_TRACED_LOSS``). ``later_iterations``: what the
     passes still to come cost, in iterations of this one (None: ``passes - number`` passes as
-    long as this one), for the job's ETA."""
+    long as this one), for the job's ETA. ``clips_white``: the colour loss takes the targets'
+    white pixels as clipped (``Settings.clips_white``, decided once from the training views)."""
 
     name: str
     index: int
@@ -91,6 +92,7 @@ class Pass:
     passes: int = 1
     renderer: str = "rasterized"
     later_iterations: float | None = None
+    clips_white: bool = False
 
 
 def learning_rate_factor(iteration: int, iterations: int, warmup: int,
@@ -140,8 +142,6 @@ class PassTrainer:
         # a resumed pass stays stopped
         self.generator = torch.Generator().manual_seed(settings.seed * 7919 + run.index)
         self.optimizers = self._optimizers(run, settings)
-        self.clips_white = settings.clipped_white != "off" and settings.clips_white(
-            float(sampler.views.images[..., :3].max()))  # one read of the targets, when asked
         self.tracer, self.texture_level = None, 0
         if run.renderer == "path-traced":
             self.tracer, self.texture_level = self._path_tracing(run, sampler.views, settings)
@@ -252,7 +252,7 @@ class PassTrainer:
         progress = self.iteration / max(run.iterations - 1, 1)
         covered = target_alpha > 0
         loss = settings.loss if self.tracer is None else PATH_TRACED_LOSS
-        render = (clipped_like(out.color, target, targets[..., :3]) if self.clips_white
+        render = (clipped_like(out.color, target, targets[..., :3]) if self.run.clips_white
                   else out.color)
         color = image_loss(render, target, loss, mask=covered)
         color = color * self.world.batch_weight(covered.sum())
