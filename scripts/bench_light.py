@@ -62,40 +62,48 @@ def peak_mib(device: str) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def lobe_errors(image: torch.Tensor, res: int, ggx_levels: int | None) -> list[float]:
-    """Relative RMSE of the specular lookup at each of ``LOBE_ROUGHNESS`` of a ``res`` light
-    made from the equirect ``image``, against that roughness prefiltered exactly (at 128^2,
-    from the image at 256^2), over 20,000 random directions."""
-    ctx = RasterContext("cpu", impl="torch")
-    generator = torch.Generator().manual_seed(0)
-    directions = torch.nn.functional.normalize(torch.randn(20000, 3, generator=generator), dim=-1)
+def exact_lobes(image: torch.Tensor, directions: torch.Tensor, ctx) -> list[torch.Tensor]:
+    """The equirect ``image`` prefiltered at exactly each of ``LOBE_ROUGHNESS`` (at 128^2, from
+    the image at 256^2), looked up in ``directions``."""
     pyramid = prefilter.box_pyramid(EnvironmentLight.from_equirect(image, 256).base.detach())
-    light = EnvironmentLight.from_equirect(image, res, ggx_levels=ggx_levels)
+    return [texture_points(prefilter.ggx_prefilter(pyramid, 128, roughness)[None], directions,
+                           filter_mode="linear", boundary_mode="cube", ctx=ctx)
+            for roughness in LOBE_ROUGHNESS]
+
+
+def lobe_errors(light: EnvironmentLight, exact: list[torch.Tensor], directions: torch.Tensor,
+                ctx) -> list[float]:
+    """Relative RMSE of ``light``'s specular lookup at each of ``LOBE_ROUGHNESS`` against
+    ``exact`` (``exact_lobes``) in ``directions``."""
+    light.build_mips()
     errors = []
-    with torch.no_grad():
-        light.build_mips()
-        for roughness in LOBE_ROUGHNESS:
-            exact = prefilter.ggx_prefilter(pyramid, 128, roughness)
-            want = texture_points(exact[None], directions, filter_mode="linear",
-                                  boundary_mode="cube", ctx=ctx)
-            got = light.specular(directions, torch.full((len(directions), 1), roughness), ctx=ctx)
-            errors.append(((got - want).square().mean() / want.square().mean()).sqrt().item())
+    for roughness, want in zip(LOBE_ROUGHNESS, exact, strict=True):
+        got = light.specular(directions, torch.full((len(directions), 1), roughness), ctx=ctx)
+        errors.append(((got - want).square().mean() / want.square().mean()).sqrt().item())
     return errors
 
 
 def print_lobe_table(hdri: str, resolutions: list[int]) -> None:
     image = torch.from_numpy(read_image(hdri)[..., :3]).float()
-    print(f"\nspecular lookup against the exact lobe, relative RMSE ({hdri})")
+    ctx = RasterContext("cpu", impl="torch")
+    generator = torch.Generator().manual_seed(0)
+    directions = torch.nn.functional.normalize(torch.randn(20000, 3, generator=generator), dim=-1)
+    print(f"\nspecular lookup against the exact lobe, relative RMSE over 20,000 random "
+          f"directions ({hdri})")
     print("| light_res | GGX levels | " + " | ".join(f"r {r}" for r in LOBE_ROUGHNESS) + " |")
     print("| --- | --- |" + " --- |" * len(LOBE_ROUGHNESS))
-    for res in resolutions:
-        default, nvdiffrecs = EnvironmentLight(res).ggx_levels, max(1, (res // 32).bit_length())
-        for levels in sorted({default, nvdiffrecs}):
-            names = [name for name, n in (("default", default), ("nvdiffrec's rule", nvdiffrecs))
-                     if n == levels]
-            errors = lobe_errors(image, res, levels)
-            print(f"| {res} | {levels} ({', '.join(names)}) | "
-                  + " | ".join(f"{e:.2f}" for e in errors) + " |", flush=True)
+    with torch.no_grad():
+        exact = exact_lobes(image, directions, ctx)
+        for res in resolutions:
+            # nvdiffrec's rule: GGX levels down to 32^2, the 16^2 level at roughness 1
+            default, nvdiffrecs = EnvironmentLight(res).ggx_levels, max(1, res.bit_length() - 5)
+            for levels in sorted({default, nvdiffrecs}):
+                names = [name for name, n in (("default", default),
+                                              ("nvdiffrec's rule", nvdiffrecs)) if n == levels]
+                light = EnvironmentLight.from_equirect(image, res, ggx_levels=levels)
+                errors = lobe_errors(light, exact, directions, ctx)
+                print(f"| {res} | {levels} ({', '.join(names)}) | "
+                      + " | ".join(f"{e:.2f}" for e in errors) + " |", flush=True)
 
 
 def main() -> None:
