@@ -7,12 +7,13 @@ import json
 import math
 from pathlib import Path
 
+import pytest
 import torch
 
 from diffrec.pipeline.plateau import Plateau
 from diffrec.pipeline.reporter import Reporter
 from diffrec.pipeline.trainer import Pass, PassTrainer
-from diffrec.protocol.settings import PRESETS, parse_settings
+from diffrec.protocol.settings import PRESETS, expected_iterations, parse_settings
 
 
 def rising_then_flat(iteration: int) -> float:
@@ -97,17 +98,41 @@ def test_on_in_preview_and_standard_off_in_high():
     assert parse_settings({"preset": "preview", "plateau_window": 0}).plateau_window == 0
 
 
+def test_preview_gives_a_one_pass_run_a_longer_cap_than_each_of_reconstructs_passes():
+    preview = {mode: parse_settings({"preset": "preview", "mode": mode}).iterations
+               for mode in ("materials", "refine", "reconstruct")}
+    assert preview == {"materials": 1000, "refine": 1000, "reconstruct": 300}
+    assert parse_settings({"preset": "preview", "iterations": 40}).iterations == 40
+    assert {parse_settings({"preset": "standard", "mode": mode}).iterations
+            for mode in ("materials", "reconstruct")} == {PRESETS["standard"]["iterations"]}
+    assert parse_settings({"preset": "custom", "mode": "materials"}).iterations == 2000
+
+
+def test_a_pass_is_expected_to_end_where_recorded_passes_levelled_off():
+    curves = json.loads((Path(__file__).with_name("plateau_curves.json")).read_text())
+    settings = parse_settings({"preset": "preview"})
+    window, min_gain_db = settings.plateau_window, settings.plateau_db
+    stops = [first_stop(curves[name], window, min_gain_db)
+             for name in ("demo", "ring", "mug", "bowl")]
+    typical = expected_iterations(settings.iterations, window)
+    assert min(stops) <= typical <= max(stops) < settings.iterations, (typical, stops)
+    assert expected_iterations(300, window) == 300, "never past the cap (reconstruct's 300)"
+    assert expected_iterations(1000, window, done=typical + 20) == typical + 20 + window
+    assert expected_iterations(1000, 0) == 1000, "without the rule, every iteration"
+
+
 class Recorder(Reporter):
-    """Keeps log lines and progress iterations."""
+    """Keeps log lines, progress iterations and the progress events."""
 
     def __init__(self):
-        self.lines, self.iterations = [], []
+        self.lines, self.iterations, self.events = [], [], []
 
     def log(self, message, level="info", **fields):
         self.lines.append(message)
 
     def progress(self, progress):
         self.iterations.append(progress.iteration)
+        self.events.append(progress)
 
 
 class Checkpoints(dict):
@@ -191,3 +216,18 @@ def test_without_the_rule_the_pass_runs_all_its_iterations():
     trainer.train()
     assert not trainer.stopped_early and trainer.iteration == 1000
     assert not any("stopped" in line for line in reporter.lines)
+
+
+def test_the_eta_of_a_pass_the_rule_may_end_counts_to_its_expected_end():
+    settings = parse_settings({"preset": "preview", "plateau_window": 50, "log_every": 10,
+                               "checkpoint_every": 0})
+    reporter = Recorder()
+    trainer = scripted(settings, reporter, iterations=400, curve=lambda i: 20.0 + 0.05 * i)
+    trainer.train()  # rising 2.5 dB a window: runs to its last iteration
+    events = {event.iteration: event for event in reporter.events}
+    first, late, last = events[10], events[300], events[400]
+    assert first.expected_iterations == 175 and late.expected_iterations == 350
+    assert first.eta_s == first.job_eta_s == pytest.approx((175 - 10) * first.elapsed_s / 10)
+    assert last.expected_iterations == 400 and last.eta_s == 0
+    fractions = [event.fraction for event in reporter.events]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0

@@ -12,6 +12,7 @@ from diffrec.protocol.events import End, Log, Preview, Progress, describe, parse
 
 def test_every_event_reads_back_as_it_was_sent():
     sent = [Progress("pass1", 120, 300, {"total": 0.25}, 27.41, 60.0, 90.0, 400.0, 1, 2, 0),
+            Progress("pass2", 120, 1000, psnr=27.4, eta_s=46.0, expected_iterations=350),
             Preview("pass2", 40, 2, 2, 1),
             Log("baking textures…", stage="baking"),
             Log("resumed", resumed_from=250),
@@ -32,6 +33,19 @@ def test_the_artist_reads_the_pass_of_all_passes_and_the_whole_jobs_time_left():
     assert describe(only) == "10/20 · 30.0 dB · less than a minute left"
     assert only.fraction == 0.5
     assert first.seconds_per_iteration == 90.0 / 180  # what its ETA was reckoned at
+
+
+def test_a_pass_the_stopping_rule_may_end_counts_to_its_expected_end():
+    # 1000 at most, expected to stop at 350: 120 done is a third of it, and the ETA's 46 s
+    # for the 230 still expected are 0.2 s each (not 46 s over the 880 to the cap)
+    running = Progress("pass2", 120, 1000, eta_s=46.0, job_eta_s=46.0, expected_iterations=350)
+    assert running.fraction == pytest.approx(120 / 350)
+    assert running.seconds_per_iteration == pytest.approx(0.2)
+    assert describe(running) == "120/1000 · less than a minute left"
+    # an event whose expected end is behind it: done, at the pass's mean speed so far
+    late = Progress("pass2", 400, 1000, elapsed_s=80.0, expected_iterations=350)
+    assert late.fraction == 1.0 and late.seconds_per_iteration == pytest.approx(0.2)
+    assert Progress.from_fields({"iteration": 5, "iterations": 10}).expected_end == 10
 
 
 def test_time_left_is_said_as_a_person_says_it():

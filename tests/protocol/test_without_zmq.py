@@ -30,7 +30,7 @@ def test_the_blocker_blocks_zmq():
 def test_settings_captures_and_manifest_import_without_zmq():
     result = run(BLOCK_ZMQ + """
 from diffrec.protocol import captures, manifest, settings
-assert settings.parse_settings({"preset": "preview"}).iterations == 300
+assert settings.parse_settings({"preset": "preview", "mode": "reconstruct"}).iterations == 300
 assert callable(captures.read_capture) and manifest.MANIFEST_NAME
 try:
     from diffrec.protocol import Client
@@ -39,7 +39,7 @@ except ImportError as error:
 else:
     raise AssertionError("the client imported without zmq")
 from addon import panel_fields
-assert panel_fields.preset_values("HIGH")["iterations"] == 5000
+assert panel_fields.preset_values("HIGH", "materials")["iterations"] == 5000
 print("ok")
 """)
     assert result.returncode == 0, result.stderr

@@ -43,7 +43,7 @@ from diffrec.pipeline.optimizers import UniformAdam
 from diffrec.pipeline.plateau import Plateau
 from diffrec.pipeline.reporter import Preview, Progress, Reporter
 from diffrec.protocol import events
-from diffrec.protocol.settings import Settings
+from diffrec.protocol.settings import Settings, expected_iterations
 from diffrec.render.backgrounds import background_for, composite
 from diffrec.render.footprint import nearest_level, seen_texture_level
 from diffrec.render.losses import clipped_like, image_loss
@@ -354,18 +354,21 @@ class PassTrainer:
 
     def _report(self, stats: dict, elapsed: float, per_iteration: float) -> None:
         """Report progress (``per_iteration``: seconds per iteration so far); the whole job's
-        ETA adds the passes still to come (``Pass.later_iterations``) at this pass's speed."""
-        run = self.run
+        ETA adds the passes still to come (``Pass.later_iterations``) at this pass's speed.
+        Passes the stopping rule may end are counted to their expected end
+        (``expected_iterations``), not to ``iterations``."""
+        run, window = self.run, self.settings.plateau_window
         self.history.append({"pass": run.name, "iteration": self.iteration,
                              "loss": stats["losses"]["total"], "psnr": stats["psnr"]})
-        eta = (run.iterations - self.iteration) * per_iteration
-        later = (run.later_iterations if run.later_iterations is not None
-                 else (run.passes - run.number) * run.iterations) * per_iteration
+        expected = expected_iterations(run.iterations, window, self.iteration)
+        eta = (expected - self.iteration) * per_iteration
+        later = (run.later_iterations if run.later_iterations is not None else
+                 (run.passes - run.number) * expected_iterations(run.iterations, window))
         self.reporter.progress(Progress(
             pass_name=run.name, pass_index=run.index, pass_number=run.number,
             passes=run.passes, iteration=self.iteration, iterations=run.iterations,
-            losses=stats["losses"], psnr=stats["psnr"], elapsed_s=elapsed, eta_s=eta,
-            job_eta_s=eta + later))
+            expected_iterations=expected, losses=stats["losses"], psnr=stats["psnr"],
+            elapsed_s=elapsed, eta_s=eta, job_eta_s=eta + later * per_iteration))
 
     def _preview(self) -> Preview:
         render, target, mesh, camera = self._last_views

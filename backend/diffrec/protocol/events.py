@@ -28,9 +28,11 @@ class Progress:
     """Where a job is: pass ``pass_number`` of ``passes`` (1-based, counting only the passes
     this job runs), named ``pass_name`` (``pass1``, ``pass2``, ``fit``), ``pass_index`` the
     pass's own index (0 for ``pass1``, 1 for ``pass2``), ``iteration`` of ``iterations`` (this
-    pass's), ``losses`` {name: value}, the batch ``psnr`` (dB), seconds spent in this pass
-    (``elapsed_s``), still needed for this pass (``eta_s``) and for the whole job
-    (``job_eta_s``; None: unknown)."""
+    pass's most), ``expected_iterations`` where the pass is expected to end (before
+    ``iterations`` when the stopping rule may end it sooner; None: at ``iterations``),
+    ``losses`` {name: value}, the batch ``psnr`` (dB), seconds spent in this pass
+    (``elapsed_s``), still needed for this pass (``eta_s``, to its expected end) and for the
+    whole job (``job_eta_s``; None: unknown)."""
 
     pass_name: str
     iteration: int
@@ -43,6 +45,7 @@ class Progress:
     pass_number: int = 1
     passes: int = 1
     pass_index: int = 0
+    expected_iterations: int | None = None
 
     kind = "progress"
 
@@ -51,15 +54,17 @@ class Progress:
         return {"pass": self.pass_name, "pass_index": self.pass_index,
                 "pass_number": self.pass_number, "passes": self.passes,
                 "iteration": self.iteration, "iterations": self.iterations,
-                "losses": dict(self.losses), "psnr": self.psnr, "elapsed_s": self.elapsed_s,
-                "eta_s": self.eta_s, "job_eta_s": self.job_eta_s}
+                "expected_iterations": self.expected_iterations, "losses": dict(self.losses),
+                "psnr": self.psnr, "elapsed_s": self.elapsed_s, "eta_s": self.eta_s,
+                "job_eta_s": self.job_eta_s}
 
     @classmethod
     def from_fields(cls, fields: Mapping) -> Progress:
         """A progress event read back; one from a server that predates ``pass_number``,
-        ``passes`` and ``job_eta_s`` reads as one pass whose ETA is the job's."""
+        ``passes`` and ``job_eta_s`` reads as one pass whose ETA is the job's, one without
+        ``expected_iterations`` as a pass that runs all its iterations."""
         eta = _number(fields.get("eta_s"))
-        losses = fields.get("losses")
+        losses, expected = fields.get("losses"), fields.get("expected_iterations")
         return cls(
             pass_name=str(fields.get("pass", "")),
             iteration=int(fields.get("iteration", 0)),
@@ -73,19 +78,29 @@ class Progress:
             pass_number=max(1, int(fields.get("pass_number", 1))),
             passes=max(1, int(fields.get("passes", 1))),
             pass_index=int(fields.get("pass_index", 0)),
+            expected_iterations=(int(expected) if isinstance(expected, int | float)
+                                 and not isinstance(expected, bool) else None),
         )
 
     @property
+    def expected_end(self) -> int:
+        """The iteration this pass is expected to end at: ``expected_iterations``, else
+        ``iterations``; never before the current one."""
+        end = self.iterations if self.expected_iterations is None else self.expected_iterations
+        return max(end, self.iteration, 1)
+
+    @property
     def fraction(self) -> float:
-        """How much of the whole job is done, 0..1, counting each pass as an equal share."""
-        within = min(1.0, self.iteration / max(1, self.iterations))
+        """How much of the whole job is done, 0..1, counting each pass as an equal share and
+        a pass as done at its expected end."""
+        within = min(1.0, self.iteration / self.expected_end)
         return min(1.0, (self.pass_number - 1 + within) / max(1, self.passes))
 
     @property
     def seconds_per_iteration(self) -> float | None:
-        """This pass's measured speed: what its ETA was reckoned at, or at its last iteration
+        """This pass's measured speed: what its ETA was reckoned at, or at its expected end
         the pass's mean (None when nothing tells)."""
-        left = self.iterations - self.iteration
+        left = self.expected_end - self.iteration
         if left > 0 and self.eta_s:
             return self.eta_s / left
         return self.elapsed_s / self.iteration if self.iteration and self.elapsed_s else None

@@ -67,6 +67,19 @@ PRESETS: dict[str, dict[str, Any]] = {
              "plateau_window": 0},
 }
 
+ONE_PASS_ITERATIONS: dict[str, int] = {"preview": 1000}
+"""A preset's ``iterations`` for the modes that run one pass on a given mesh (materials,
+refine), where it differs from its ``iterations`` (reconstruct's two passes). At ``preview``'s
+300 a materials pass is still learning (the prism's faces each trade their metal against the
+light); at 1000 with the stopping rule every quality-suite scene stops between 260 and 520,
+the suite gains 1.2 dB relit and takes less time, while reconstruct at 1000 takes twice the
+time for 0.4 dB (docs/BENCHMARKS.md, "The prism had not finished")."""
+PLATEAU_TYPICAL_WINDOWS = 3.5
+"""Where a pass with the stopping rule typically ends, in windows of ``plateau_window``: the
+suite's materials passes at ``preview`` stop at 260 to 520 (median 310), its ``standard``
+passes at 270 to 460, the demo's at 280 to 320 (docs/BENCHMARKS.md). What estimates and ETAs
+count such a pass as (``expected_iterations``)."""
+
 PRESET_NOTES: dict[str, str] = {
     "preview": "Few iterations, small textures: minutes on a CPU",
     "standard": "The defaults: between Preview and High",
@@ -140,7 +153,8 @@ class Settings:
                        **_choice((*PRESETS, CUSTOM)))
     seed: int = _run(0, "random seed")
     # sizes (preset values unless set)
-    iterations: int = _size(_DEFAULT_SIZES["iterations"], "iterations per pass", minimum=1)
+    iterations: int = _size(_DEFAULT_SIZES["iterations"], "the most iterations a pass runs "
+                            "(the stopping rule, plateau_window, may end it sooner)", minimum=1)
     batch: int = _size(_DEFAULT_SIZES["batch"], "views per iteration", minimum=1)
     train_res: int = _size(_DEFAULT_SIZES["train_res"],
                            "longest side of training images, pixels", minimum=8)
@@ -332,6 +346,26 @@ checkpoint taken under other values of these still resumes)."""
 _HINTS.update(typing.get_type_hints(Settings))
 
 
+def preset_values(preset: str, mode: str) -> dict[str, Any]:
+    """The settings ``preset`` sets for a run in ``mode`` (``PRESETS``, with the one-pass
+    modes' ``ONE_PASS_ITERATIONS``); {} for ``custom`` or an unknown name."""
+    values = dict(PRESETS.get(preset, {}))
+    if mode != "reconstruct" and preset in ONE_PASS_ITERATIONS:
+        values["iterations"] = ONE_PASS_ITERATIONS[preset]
+    return values
+
+
+def expected_iterations(iterations: int, plateau_window: int, done: int = 0) -> int:
+    """The iterations a pass of at most ``iterations`` is expected to run in all, ``done`` of
+    them run: all of them without the stopping rule (``plateau_window`` 0); with it, its
+    typical end (``PLATEAU_TYPICAL_WINDOWS``), or one window more than ``done`` once past
+    that, never more than ``iterations``."""
+    if not plateau_window:
+        return iterations
+    typical = round(PLATEAU_TYPICAL_WINDOWS * plateau_window)
+    return min(iterations, max(typical, done + plateau_window))
+
+
 def parse_settings(values: Mapping[str, Any], apply_preset: bool = True) -> Settings:
     """``values`` (JSON-like: lists for tuples) as ``Settings``: defaults < the preset's
     values (unless ``apply_preset`` is false) < ``values``. Raises ``SettingsError`` for an
@@ -343,7 +377,8 @@ def parse_settings(values: Mapping[str, Any], apply_preset: bool = True) -> Sett
         raise SettingsError(unknown[0], f"unknown setting; {setting_hint(unknown[0], FIELDS)}")
     preset = as_type("preset", str, values.get("preset", FIELDS["preset"].default))
     _check_field(FIELDS["preset"], preset)
-    base = PRESETS.get(preset, {}) if apply_preset else {}
+    mode = as_type("mode", str, values.get("mode", FIELDS["mode"].default))
+    base = preset_values(preset, mode) if apply_preset else {}
     return Settings(**{**base, **values})
 
 
