@@ -7,14 +7,17 @@ per iteration per megapixel are the server's own, measured on the artist's last 
 (``scene.diffrec.seconds_per_megapixel``), else CALIBRATION_S_PER_MEGAPIXEL
 (docs/BENCHMARKS.md, "Pre-submit estimate": scripts/bench_estimate.py shows the time's
 proportion to the pixels). A path-traced pass (Shading: Path-traced) costs the backend's
-``settings.PATH_TRACED_COST`` rasterized iterations per iteration.
+``settings.PATH_TRACED_COST`` rasterized iterations per iteration. A pass the stopping rule
+may end (the preset's ``plateau_window``) counts to its typical end
+(``settings.expected_iterations``), as the job's own ETA does; the most it may take is said
+beside it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import export_scene, submission, validate
+from . import export_scene, panel_fields, submission, validate
 from .wire import protocol
 
 CALIBRATION_S_PER_MEGAPIXEL = 3.0
@@ -35,7 +38,8 @@ class Estimate:
     """An Optimize job's sizes: ``triangles`` of the starting mesh (None: none sent),
     ``views`` target images of ``width`` x ``height`` pixels (the training size),
     ``upload_bytes`` all the arrays together, ``seconds`` the whole job's training time
-    (``measured``: from the server's own speed, else the calibration)."""
+    (``measured``: from the server's own speed, else the calibration), ``longest_seconds``
+    if every pass runs all its iterations (the stopping rule ends most sooner)."""
 
     triangles: int | None
     views: int
@@ -44,13 +48,17 @@ class Estimate:
     upload_bytes: int
     seconds: float
     measured: bool
+    longest_seconds: float
 
     def lines(self) -> list[str]:
         """What the panel shows, one short line each."""
         mesh = f"{self.triangles:,} triangles" if self.triangles is not None else "no mesh"
         source = "at the server's speed" if self.measured else "calibrated on a 2-core CPU"
-        return [f"{mesh} · {self.views} views at {self.width}×{self.height}",
-                f"upload {_size(self.upload_bytes)} · {_duration(self.seconds)} ({source})"]
+        lines = [f"{mesh} · {self.views} views at {self.width}×{self.height}",
+                 f"upload {_size(self.upload_bytes)} · {_duration(self.seconds)} ({source})"]
+        if _duration(self.longest_seconds) != _duration(self.seconds):
+            lines.append(f"up to {_duration(self.longest_seconds)} if no pass stops early")
+        return lines
 
     def warnings(self) -> list[str]:
         """Sentences for what makes the job heavy (empty: nothing to warn of)."""
@@ -82,21 +90,25 @@ def _duration(seconds: float) -> str:
 
 def estimate(*, triangles: int | None, vertices: int, views: int, width: int, height: int,
              envmap: tuple[int, int] | None, batch: int, iterations: int, passes: int,
-             path_iterations: int = 0, seconds_per_megapixel: float = 0.0) -> Estimate:
+             plateau_window: int = 0, path_iterations: int = 0,
+             seconds_per_megapixel: float = 0.0) -> Estimate:
     """The estimate of a job of these sizes (``envmap`` (width, height) or None: no light
-    sent; ``passes`` rasterized passes of ``iterations``, then ``path_iterations`` of the
-    path-traced pass; ``seconds_per_megapixel`` the measured rasterized speed, 0: use the
-    calibration). The upload counts float32 RGBA images, float32 vertices and int32 faces, a
-    float32 RGB light."""
+    sent; ``passes`` rasterized passes of at most ``iterations``, which the stopping rule's
+    ``plateau_window`` (0: off) may end sooner, then ``path_iterations`` of the path-traced
+    pass; ``seconds_per_megapixel`` the measured rasterized speed, 0: use the calibration).
+    The upload counts float32 RGBA images, float32 vertices and int32 faces, a float32 RGB
+    light."""
     upload = views * width * height * 16 + vertices * 12 + (triangles or 0) * 12
     if envmap is not None:
         upload += envmap[0] * envmap[1] * 12
-    speed = seconds_per_megapixel or CALIBRATION_S_PER_MEGAPIXEL
-    cost = protocol().settings.PATH_TRACED_COST
-    rasterized_iterations = iterations * passes + path_iterations * cost
-    seconds = rasterized_iterations * speed * batch * width * height / 1e6
-    return Estimate(triangles, views, width, height, upload, seconds,
-                    seconds_per_megapixel > 0)
+    wire = protocol().settings
+    per_iteration = ((seconds_per_megapixel or CALIBRATION_S_PER_MEGAPIXEL)
+                     * batch * width * height / 1e6)
+    path_pass = path_iterations * wire.PATH_TRACED_COST
+    expected = wire.expected_iterations(iterations, plateau_window)
+    return Estimate(triangles, views, width, height, upload,
+                    (expected * passes + path_pass) * per_iteration, seconds_per_megapixel > 0,
+                    (iterations * passes + path_pass) * per_iteration)
 
 
 def _triangles(context, obj) -> tuple[int, int]:
@@ -129,6 +141,7 @@ def for_scene(context, settings) -> Estimate | None:
                     height=height, envmap=_envmap_size(context.scene), batch=settings.batch,
                     iterations=settings.iterations,
                     passes=2 if settings.mode == "reconstruct" else 1,
+                    plateau_window=panel_fields.plateau_window(settings.preset, settings.mode),
                     path_iterations=_path_iterations() if traced else 0,
                     seconds_per_megapixel=settings.seconds_per_megapixel)
 

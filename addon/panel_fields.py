@@ -64,12 +64,32 @@ def preset_items() -> list[tuple[str, str, str]]:
             (CUSTOM, "Custom", "Your own settings")]
 
 
-def preset_values(preset: str) -> dict:
-    """{field: value} that the preset menu's entry ``preset`` (not CUSTOM) fills in: the
-    fields whose settings the backend's preset sets."""
-    table = protocol().settings.PRESETS[to_setting("preset", preset)]
+def preset_values(preset: str, mode: str) -> dict:
+    """{field: value} that the preset menu's entry ``preset`` (not CUSTOM) fills in for a job
+    in ``mode``: the fields whose settings the backend's preset sets."""
+    table = protocol().settings.preset_values(to_setting("preset", preset), mode)
     return {field: to_field(field, table[setting]) for field, setting in FIELD_SETTINGS.items()
             if setting in table}
+
+
+def iterations_for_mode(preset: str, mode: str, iterations: int) -> int:
+    """The Iterations field once the mode is ``mode``: the preset's pass length for that mode
+    where the field holds the preset's length for one of the modes (``preview`` gives
+    one-pass modes a longer cap), else the artist's own ``iterations``."""
+    if preset == CUSTOM:
+        return iterations
+    lengths = {other: preset_values(preset, other)["iterations"]
+               for other in protocol().settings.MODES}
+    return lengths[mode] if iterations in lengths.values() else iterations
+
+
+def plateau_window(preset: str, mode: str) -> int:
+    """The stopping rule's window the server runs a job of the preset menu's ``preset`` with
+    (the panel does not set it: the preset's, else the setting's default)."""
+    settings = protocol().settings
+    table = {} if preset == CUSTOM else settings.preset_values(to_setting("preset", preset),
+                                                                mode)
+    return table.get("plateau_window", settings.FIELDS["plateau_window"].default)
 
 
 def optimize_settings(panel, has_envmap: bool) -> dict:

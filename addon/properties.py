@@ -46,8 +46,17 @@ def _apply_preset(settings, _context) -> None:
     """The ``preset`` update: fill the fields the preset sets."""
     if settings.preset == panel_fields.CUSTOM:
         return
-    for name, value in panel_fields.preset_values(settings.preset).items():
+    for name, value in panel_fields.preset_values(settings.preset, settings.mode).items():
         setattr(settings, name, value)
+
+
+def _follow_mode(settings, _context) -> None:
+    """The ``mode`` update: the preset's pass length for the new mode, unless the artist set
+    their own (``panel_fields.iterations_for_mode``)."""
+    iterations = panel_fields.iterations_for_mode(settings.preset, settings.mode,
+                                                  settings.iterations)
+    if iterations != settings.iterations:
+        settings.iterations = iterations
 
 
 class DiffrecJob(bpy.types.PropertyGroup):
@@ -106,6 +115,7 @@ class DiffrecSceneSettings(bpy.types.PropertyGroup):
         name="Mode",
         items=_MODE_ITEMS,
         default=default("mode"),
+        update=_follow_mode,
     )
     preset: EnumProperty(
         name="Preset",
@@ -113,7 +123,9 @@ class DiffrecSceneSettings(bpy.types.PropertyGroup):
         default=default("preset"),
         update=_apply_preset,
     )
-    iterations: IntProperty(name="Iterations", description="Iterations per pass",
+    iterations: IntProperty(name="Iterations",
+                            description="The most iterations a pass runs: Preview and Standard "
+                                        "end a pass sooner once it stops improving",
                             default=default("iterations"), min=1, max=1_000_000)
     batch: IntProperty(name="Batch", description="Views per iteration",
                        default=default("batch"), min=1, max=64)

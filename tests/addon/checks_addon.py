@@ -39,8 +39,8 @@ def check_register_and_unregister_cleanly():
 def check_presets_are_the_backends():
     """Each preset fills the panel with the backend's own values, read here through the
     backend package (``diffrec.protocol.settings``), not the add-on's wire; the panel's
-    defaults are those of its default preset."""
-    from diffrec.protocol.settings import PRESETS
+    defaults are those of its default preset; the mode changes the preset's pass length."""
+    from diffrec.protocol.settings import PRESETS, preset_values
 
     addon.register()
     try:
@@ -51,7 +51,7 @@ def check_presets_are_the_backends():
                     "texture_res": int(settings.texture_resolution)}
 
         def backend(preset):
-            return {key: PRESETS[preset.lower()][key] for key in panel()}
+            return {key: preset_values(preset.lower(), settings.mode)[key] for key in panel()}
 
         assert panel() == backend(settings.preset), (settings.preset, panel())
         presets = [item.identifier for item in settings.bl_rna.properties["preset"].enum_items
@@ -63,6 +63,9 @@ def check_presets_are_the_backends():
             settings.texture_resolution = "4096"
             settings.preset = preset
             assert panel() == backend(preset), (preset, panel(), backend(preset))
+            for mode in ("reconstruct", "materials"):
+                settings.mode = mode
+                assert panel() == backend(preset), (preset, mode, panel(), backend(preset))
         assert not settings.status, settings.status
     finally:
         addon.unregister()

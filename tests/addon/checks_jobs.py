@@ -166,7 +166,20 @@ def check_path_traced_shading_adds_its_pass_to_the_estimate_not_to_the_learned_s
         settings.shading = "path-traced"
         traced = estimate.for_scene(bpy.context, settings)
         wire = protocol().settings
-        rasterized_iteration = fast.seconds / settings.iterations
+        assert settings.iterations == wire.ONE_PASS_ITERATIONS["preview"], settings.iterations
+        # the stopping rule's typical end, not the 1000 at most; the most said beside it
+        expected = wire.expected_iterations(settings.iterations,
+                                            wire.PRESETS["preview"]["plateau_window"])
+        assert expected < settings.iterations
+        assert abs(fast.longest_seconds * expected - fast.seconds * settings.iterations) < 1e-6
+        assert fast.lines()[-1].startswith("up to about"), fast.lines()
+        settings.mode = "reconstruct"  # two passes of the preset's 300, which the rule seldom ends
+        assert settings.iterations == wire.PRESETS["preview"]["iterations"]
+        both = estimate.for_scene(bpy.context, settings)
+        assert abs(both.seconds * expected - 2 * 300 * fast.seconds) < 1e-6 * both.seconds
+        assert both.longest_seconds == both.seconds and len(both.lines()) == 2, both.lines()
+        settings.mode = "materials"
+        rasterized_iteration = fast.seconds / expected
         path_pass = wire.FIELDS["path_iterations"].default * wire.PATH_TRACED_COST
         assert abs(traced.seconds - fast.seconds - path_pass * rasterized_iteration) < 1e-6 * (
             traced.seconds), (fast, traced)

@@ -10,6 +10,7 @@ from addon import panel_fields
 from diffrec.protocol.settings import (
     DEFAULT_PRESET,
     FIELDS,
+    ONE_PASS_ITERATIONS,
     PRESET_NOTES,
     PRESETS,
     Settings,
@@ -43,12 +44,33 @@ def test_settings_defaults_are_the_default_presets_values():
 
 
 @pytest.mark.parametrize("preset", list(PRESETS))
-def test_a_preset_fills_the_backends_values(preset):
-    table = PRESETS[preset]
-    assert panel_fields.preset_values(preset.upper()) == {
-        "iterations": table["iterations"], "batch": table["batch"],
-        "train_resolution": table["train_res"], "texture_resolution": str(table["texture_res"]),
-        "light_resolution": table["light_res"], "grid": table["dmtet_grid"]}
+@pytest.mark.parametrize("mode", ["materials", "reconstruct"])
+def test_a_preset_fills_the_backends_values(preset, mode):
+    table = parse_settings({"preset": preset, "mode": mode})
+    assert panel_fields.preset_values(preset.upper(), mode) == {
+        "iterations": table.iterations, "batch": table.batch,
+        "train_resolution": table.train_res, "texture_resolution": str(table.texture_res),
+        "light_resolution": table.light_res, "grid": table.dmtet_grid}
+
+
+def test_changing_the_mode_changes_the_presets_pass_length_not_the_artists():
+    preview = {mode: parse_settings({"preset": "preview", "mode": mode}).iterations
+               for mode in ("materials", "reconstruct")}
+    assert preview["materials"] != preview["reconstruct"]
+    assert panel_fields.iterations_for_mode("PREVIEW", "reconstruct",
+                                            preview["materials"]) == preview["reconstruct"]
+    assert panel_fields.iterations_for_mode("PREVIEW", "materials",
+                                            preview["reconstruct"]) == preview["materials"]
+    assert panel_fields.iterations_for_mode("PREVIEW", "reconstruct", 450) == 450
+    assert panel_fields.iterations_for_mode("CUSTOM", "reconstruct", preview["materials"]) == \
+        preview["materials"]
+
+
+def test_the_estimate_counts_the_stopping_rule_the_server_will_run():
+    for preset in (*PRESETS, "custom"):
+        for mode in ("materials", "reconstruct"):
+            window = parse_settings({"preset": preset, "mode": mode}).plateau_window
+            assert panel_fields.plateau_window(preset.upper(), mode) == window, (preset, mode)
 
 
 def _panel(**changes):
@@ -90,5 +112,7 @@ def test_the_guides_preset_row_states_the_backends_values():
     preview, standard, high = (sizes[name] for name in ("preview", "standard", "high"))
     assert ("*Preview* ({} iterations, batch {}, {} px images, {} px textures, {} px light"
             .format(*preview)) in guide
+    assert (f"up to {ONE_PASS_ITERATIONS['preview']} iterations in *Materials* and *Refine*"
+            in guide)
     assert "*Standard* ({}, {}, {}, {}, {})".format(*standard) in guide
     assert "*High* ({}, {}, {}, {}, {}:".format(*high) in guide
