@@ -35,15 +35,14 @@ MODES = ("materials", "refine", "reconstruct")
 REFINE_DECIMATION = 0.1  # refine starts from the mesh collapsed to 10 % of its triangles
 
 
-def defaults(cuda: bool, mode: str) -> dict:
-    """Sizes for a CPU (each mode within 10 minutes on two cores) or a CUDA machine. On a CPU,
-    reconstruct runs the preview preset's 300 iterations a pass: its surface starts from the
-    views' visual hull, which longer runs no longer need to grow into (docs/BENCHMARKS.md)."""
+def defaults(cuda: bool) -> dict:
+    """Sizes for a CPU (each mode within 10 minutes on two cores) or a CUDA machine; the
+    iterations are the preset's (``preview``: at most 1000 for the one pass of materials and
+    refine, 300 a pass for reconstruct, whose surface starts from the views' visual hull;
+    docs/BENCHMARKS.md)."""
     if cuda:
-        return {"preset": "standard", "size": 512, "views": 64, "holdout": 8, "samples": 128,
-                "iterations": None}
-    return {"preset": "preview", "size": 128, "views": 24, "holdout": 4, "samples": 128,
-            "iterations": None if mode == "reconstruct" else 800}
+        return {"preset": "standard", "size": 512, "views": 64, "holdout": 8, "samples": 128}
+    return {"preset": "preview", "size": 128, "views": 24, "holdout": 4, "samples": 128}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -66,18 +65,18 @@ def parse_args(argv=None) -> argparse.Namespace:
                                                     "(default 4 / 8)")
     parser.add_argument("--samples", type=int, help="Cycles samples per pixel (default 128)")
     parser.add_argument("--iterations", type=int,
-                        help="iterations per pass at most (default on a CPU: 800, the "
-                             "preset's 300 for reconstruct; else the preset's); the preview "
-                             "preset ends a pass earlier once its PSNR levels off (its "
-                             "stopping rule, docs/guide.md: Suzanne's materials pass stops at 320 "
-                             "of 800)")
+                        help="iterations per pass at most (default: the preset's; on a "
+                             "CPU preview's 1000 for materials and refine, 300 for "
+                             "reconstruct); the preset ends a pass earlier once its PSNR "
+                             "levels off (its stopping rule, docs/guide.md: Suzanne's "
+                             "materials pass stops at about 300)")
     parser.add_argument("--texture-res", type=int, help="texture size (default: preset)")
     parser.add_argument("--light", choices=("fixed", "learn"), default="fixed",
                         help="keep the HDRI as the light (default) or learn it")
     parser.add_argument("--device", help="backend device (default: cuda:0 if available, else cpu)")
     args = parser.parse_args(argv)
     cuda = torch.cuda.is_available() if args.device is None else args.device.startswith("cuda")
-    for key, value in defaults(cuda, args.mode).items():
+    for key, value in defaults(cuda).items():
         if getattr(args, key) is None and value is not None:
             setattr(args, key, value)
     if args.size < 16 or args.views < 2 or args.holdout < 1:
