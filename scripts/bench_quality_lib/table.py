@@ -26,7 +26,8 @@ RELIT_TARGETS = {"relit_hdri_psnr_mean": 28.0, "relit_drop_max": 3.0,
 RELIT_COLUMNS = ("scene", "mode", "fitted PSNR dB", "relit 1: PSNR / SSIM",
                  "relit 2: PSNR / SSIM", "sun: PSNR / SSIM", "HDRI drop dB",
                  "drop beyond light level dB",
-                 "albedo RMSE raw / fitted", "albedo rel.", "albedo scale R G B")
+                 "albedo RMSE raw / fitted", "albedo rel. / at shading scale",
+                 "albedo scale R G B")
 
 
 def relit_figures(record: dict) -> dict:
@@ -95,8 +96,15 @@ def relit_row(record: dict) -> list[str]:
     beyond = "-" if figures["beyond_light"] is None else f"{figures['beyond_light']:.2f}"
     return [record["scene"], record["mode"], f"{record['cycles']['psnr_mean']:.2f}", *cells,
             f"{figures['drop']:.2f}", beyond,
-            f"{albedo['rmse_raw']:.4f} / {albedo['rmse']:.4f}", f"{albedo['relative']:.3f}",
+            f"{albedo['rmse_raw']:.4f} / {albedo['rmse']:.4f}", _relative(albedo),
             " ".join(f"{value:.2f}" for value in albedo["scale"])]
+
+
+def _relative(albedo: dict) -> str:
+    """Relative base-colour error, then at the scale of shading (records from before it was
+    measured: "-")."""
+    shading = albedo.get("relative_shading")
+    return f"{albedo['relative']:.3f} / " + ("-" if shading is None else f"{shading:.3f}")
 
 
 def relit_markdown(records: list[dict]) -> str:
