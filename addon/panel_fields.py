@@ -87,8 +87,7 @@ def plateau_window(preset: str, mode: str) -> int:
     """The stopping rule's window the server runs a job of the preset menu's ``preset`` with
     (the panel does not set it: the preset's, else the setting's default)."""
     settings = protocol().settings
-    table = {} if preset == CUSTOM else settings.preset_values(to_setting("preset", preset),
-                                                                mode)
+    table = settings.preset_values(to_setting("preset", preset), mode)  # custom: {}
     return table.get("plateau_window", settings.FIELDS["plateau_window"].default)
 
 
