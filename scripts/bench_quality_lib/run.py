@@ -182,7 +182,7 @@ def run_scene(job: SceneJob) -> dict:
     from addon import export_scene
 
     from . import dataset as datasets
-    from . import light_level, relight, remote, truth_again
+    from . import light_level, relight, remote
     from .recipes import RECIPES
 
     job.out.mkdir(parents=True, exist_ok=True)
@@ -200,9 +200,6 @@ def run_scene(job: SceneJob) -> dict:
         started = time.monotonic()
         relit_targets, record["relit_built"] = relight.ensure_targets(
             folder, job.name, job.size, job.samples, lights, use_gpu=_cuda(job))
-        if job.relight:
-            again, _ = truth_again.ensure_renders(folder, job.name, job.size, job.samples,
-                                                  lights, use_gpu=_cuda(job))
         record["time_s"]["relit_targets"] = round(time.monotonic() - started, 2)
     asset = job.out / "asset"
     shutil.rmtree(asset, ignore_errors=True)  # a previous run's checkpoints would resume
@@ -227,12 +224,8 @@ def run_scene(job: SceneJob) -> dict:
                                   job.out / "relit.png" if job.relight else None)
             record["albedo"] = relit["albedo"]
             if job.relight:
-                fitted_targets = export_scene.camera_images(cameras)
-                relit["expected_drop"] = light_level.expected_drop(fitted_targets,
-                                                                   relit_targets, lights)
-                relit["truth"] = truth_again.scores(again, fitted_targets, relit_targets,
-                                                    [camera.name for camera in cameras])
-                relit["truth_drop"] = truth_again.drop(relit["truth"], lights)
+                relit["expected_drop"] = light_level.expected_drop(
+                    export_scene.camera_images(cameras), relit_targets, lights)
                 record["relit"] = relit
             record["time_s"]["relight"] = round(time.monotonic() - started, 2)
         started = time.monotonic()

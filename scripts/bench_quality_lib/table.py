@@ -25,7 +25,7 @@ RELIT_TARGETS = {"relit_hdri_psnr_mean": 28.0, "relit_drop_max": 3.0,
                  "relit_sun_psnr_mean": 25.0}
 RELIT_COLUMNS = ("scene", "mode", "fitted PSNR dB", "relit 1: PSNR / SSIM",
                  "relit 2: PSNR / SSIM", "sun: PSNR / SSIM", "HDRI drop dB",
-                 "drop beyond light level dB", "drop beyond the truth's dB",
+                 "drop beyond light level dB",
                  "albedo RMSE raw / fitted", "albedo rel. / at shading scale",
                  "albedo scale R G B")
 
@@ -34,17 +34,15 @@ def relit_figures(record: dict) -> dict:
     """A relit record's headline: mean PSNR over its HDRIs, ``drop`` = fitted-light PSNR
     minus that, mean PSNR under its sun(s), and (records that carry ``expected_drop``,
     ``light_level.expected_drop``) ``beyond_light`` = the drop less what the lights'
-    brightness alone gives, (records that carry ``truth_drop``, ``truth_again.drop``)
-    ``beyond_truth`` = the drop less a perfect result's; else None."""
+    brightness alone gives; else None."""
     relit = record["relit"]
     lights = relit["lights"].values()
     hdri = [light["psnr_mean"] for light in lights if light["light"]["kind"] == "hdri"]
     sun = [light["psnr_mean"] for light in lights if light["light"]["kind"] == "sun"]
     drop = record["cycles"]["psnr_mean"] - float(np.mean(hdri))
-    expected, truth = relit.get("expected_drop"), relit.get("truth_drop")
+    expected = relit.get("expected_drop")
     return {"hdri_psnr": float(np.mean(hdri)), "sun_psnr": float(np.mean(sun)), "drop": drop,
-            "beyond_light": None if expected is None else drop - expected,
-            "beyond_truth": None if truth is None else drop - truth}
+            "beyond_light": None if expected is None else drop - expected}
 
 
 def _topology(geometry: dict) -> str:
@@ -95,10 +93,9 @@ def relit_row(record: dict) -> list[str]:
     cells = [f"{light['light']['name']} {light['psnr_mean']:.2f} / {light['ssim_mean']:.3f}"
              for light in lights]
     figures = relit_figures(record)
-    beyond = ["-" if figures[key] is None else f"{figures[key]:.2f}"
-              for key in ("beyond_light", "beyond_truth")]
+    beyond = "-" if figures["beyond_light"] is None else f"{figures['beyond_light']:.2f}"
     return [record["scene"], record["mode"], f"{record['cycles']['psnr_mean']:.2f}", *cells,
-            f"{figures['drop']:.2f}", *beyond,
+            f"{figures['drop']:.2f}", beyond,
             f"{albedo['rmse_raw']:.4f} / {albedo['rmse']:.4f}", _relative(albedo),
             " ".join(f"{value:.2f}" for value in albedo["scale"])]
 
@@ -121,12 +118,10 @@ def _relit_stats(done: list[dict]) -> dict:
     figures = [relit_figures(record) for record in done if "relit" in record]
     if not figures:
         return {}
-    beyond = {key: [f[key] for f in figures if f[key] is not None]
-              for key in ("beyond_light", "beyond_truth")}
+    beyond = [f["beyond_light"] for f in figures if f["beyond_light"] is not None]
     return {"relit_hdri_psnr_mean": float(np.mean([f["hdri_psnr"] for f in figures])),
             "relit_drop_max": float(max(f["drop"] for f in figures)),
-            **{f"relit_drop_{key}_max": float(max(values))
-               for key, values in beyond.items() if values},
+            **({"relit_drop_beyond_light_max": float(max(beyond))} if beyond else {}),
             "relit_sun_psnr_mean": float(np.mean([f["sun_psnr"] for f in figures])),
             "albedo_relative_mean": float(np.mean([r["relit"]["albedo"]["relative"]
                                                    for r in done if "relit" in r]))}

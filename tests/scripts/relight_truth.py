@@ -1,7 +1,6 @@
 """Run by ``test_bench_quality_relight.py`` in a child Python with the bpy wheel: the ``box``
 scene's relit targets built at a tiny size, found again in the cache, and the true scene
-itself judged against them; the truth rendered again with another seed (``truth_again``),
-once, and scored. Prints one JSON object of figures on its last line.
+itself judged against them. Prints one JSON object of figures on its last line.
 
 Usage: python relight_truth.py CACHE_DIR
 """
@@ -16,12 +15,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
-from bench_quality_lib import dataset, relight, scenes, truth_again  # noqa: E402
+from bench_quality_lib import dataset, relight, scenes  # noqa: E402
 from bench_quality_lib.lights import relight_lights  # noqa: E402
 from bench_quality_lib.run import held_out_cameras  # noqa: E402
 from demo_lib import judge, report  # noqa: E402
-
-from addon import export_scene  # noqa: E402
 
 SCENE, SIZE, SAMPLES = "box", 32, 8
 
@@ -32,14 +29,9 @@ def main(cache: Path) -> dict:
     targets, built = relight.ensure_targets(folder, SCENE, SIZE, SAMPLES, lights)
     again, built_again = relight.ensure_targets(folder, SCENE, SIZE, SAMPLES, lights)
     names = [light["name"] for light in lights]
-    renders_again, rendered = truth_again.ensure_renders(folder, SCENE, SIZE, SAMPLES, lights)
-    _, rendered_twice = truth_again.ensure_renders(folder, SCENE, SIZE, SAMPLES, lights)
     bl_scene, _ = scenes.build(SCENE, SIZE, SAMPLES)
-    cameras = held_out_cameras(folder)
-    floor = truth_again.scores(renders_again, export_scene.camera_images(cameras), targets,
-                               [camera.name for camera in cameras])
     picture = cache / "relit.png"
-    truth = relight.judge(bl_scene, cameras, lights, targets, SIZE, picture)
+    truth = relight.judge(bl_scene, held_out_cameras(folder), lights, targets, SIZE, picture)
     shown = cv2.imread(str(picture))[report.HEADER_PX:]  # rows of target | result | error
     tile = shown.shape[1] // 3
     albedo = targets["albedo"]
@@ -50,9 +42,6 @@ def main(cache: Path) -> dict:
         "keys": sorted(targets),
         "truth_psnr": {name: truth["lights"][name]["psnr_mean"] for name in names},
         "truth_albedo": truth["albedo"],
-        "again_rendered": [rendered, rendered_twice],
-        "again_psnr": floor,
-        "hdris": [light["name"] for light in lights if light["kind"] == "hdri"],
         # how alike two different lights' targets are: low when the lights really differ
         "between_lights_psnr": judge.score(targets[names[0]], targets[names[2]],
                                            ["a", "b"])["psnr_mean"],

@@ -12,14 +12,7 @@ import torch
 trimesh = pytest.importorskip("trimesh")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
-from bench_quality_lib import (  # noqa: E402
-    albedo,
-    geometry,
-    light_level,
-    lights,
-    table,
-    truth_again,
-)
+from bench_quality_lib import albedo, geometry, light_level, lights, table  # noqa: E402
 from bench_quality_lib.recipes import RECIPES  # noqa: E402
 
 
@@ -206,33 +199,6 @@ def test_relit_summary_checks_issue_25s_targets():
         "materials"]["targets"]
     assert "relit_drop_beyond_light_max" not in stats  # no record says what light explains
     assert lines[2].split(" | ")[6:8] == ["3.00", "-"]
-
-
-def test_a_perfect_results_drop_is_taken_from_the_truth_rendered_again():
-    # the truth rendered again matches its fitted-light targets but falls short under one
-    # relit HDRI by a known amount: the drop of a result is judged beyond that
-    targets = _albedo_renders(size=32)
-    noisy = targets.copy()
-    noisy[..., :3] *= 1.05
-    relit_targets = {"a": targets, "b": targets, "sun": targets}
-    again = {truth_again.OWN: targets.copy(), "a": noisy, "b": targets.copy(),
-             "sun": targets.copy()}
-    names = ["v0", "v1"]
-    psnr = truth_again.scores(again, targets, relit_targets, names)
-    assert psnr["b"] == psnr[truth_again.OWN] >= 100 and psnr["a"] < 45
-    chosen = [{"name": "a", "kind": "hdri"}, {"name": "b", "kind": "hdri"},
-              {"name": "sun", "kind": "sun"}]
-    expected = psnr[truth_again.OWN] - (psnr["a"] + psnr["b"]) / 2
-    assert truth_again.drop(psnr, chosen) == pytest.approx(expected)
-    record = _relit(_record("prism", "materials", 42.0), (35.0, 39.0), 36.0)
-    record["relit"]["truth_drop"] = 3.5
-    figures = table.relit_figures(record)
-    assert figures["drop"] == pytest.approx(5.0) and figures["beyond_truth"] == pytest.approx(1.5)
-    assert table.summary([record])["materials"]["relit_drop_beyond_truth_max"] == \
-        pytest.approx(1.5)
-    assert "| 5.00 | - | 1.50 |" in table.relit_markdown([record])
-    with pytest.raises(ValueError, match="no HDRI"):
-        truth_again.drop(psnr, chosen[2:])
 
 
 def test_relit_summary_takes_the_light_level_off_the_drop():
