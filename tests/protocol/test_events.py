@@ -46,6 +46,9 @@ def test_a_pass_the_stopping_rule_may_end_counts_to_its_expected_end():
     late = Progress("pass2", 400, 1000, elapsed_s=80.0, expected_iterations=350)
     assert late.fraction == 1.0 and late.seconds_per_iteration == pytest.approx(0.2)
     assert Progress.from_fields({"iteration": 5, "iterations": 10}).expected_end == 10
+    for broken in (float("nan"), True, "350"):  # read as a pass that runs all its iterations
+        assert Progress.from_fields({"iteration": 5, "iterations": 10,
+                                     "expected_iterations": broken}).expected_end == 10
 
 
 def test_time_left_is_said_as_a_person_says_it():

@@ -64,7 +64,7 @@ class Progress:
         ``passes`` and ``job_eta_s`` reads as one pass whose ETA is the job's, one without
         ``expected_iterations`` as a pass that runs all its iterations."""
         eta = _number(fields.get("eta_s"))
-        losses, expected = fields.get("losses"), fields.get("expected_iterations")
+        losses, expected = fields.get("losses"), _number(fields.get("expected_iterations"))
         return cls(
             pass_name=str(fields.get("pass", "")),
             iteration=int(fields.get("iteration", 0)),
@@ -78,8 +78,7 @@ class Progress:
             pass_number=max(1, int(fields.get("pass_number", 1))),
             passes=max(1, int(fields.get("passes", 1))),
             pass_index=int(fields.get("pass_index", 0)),
-            expected_iterations=(int(expected) if isinstance(expected, int | float)
-                                 and not isinstance(expected, bool) else None),
+            expected_iterations=None if expected is None else int(expected),
         )
 
     @property
