@@ -77,7 +77,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     cuda = torch.cuda.is_available() if args.device is None else args.device.startswith("cuda")
     for key, value in defaults(cuda).items():
-        if getattr(args, key) is None and value is not None:
+        if getattr(args, key) is None:
             setattr(args, key, value)
     if args.size < 16 or args.views < 2 or args.holdout < 1:
         parser.error("--size must be at least 16, --views at least 2 and --holdout at least 1")
