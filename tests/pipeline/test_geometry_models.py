@@ -144,3 +144,21 @@ def test_the_meshs_own_normals_are_kept_fixed_and_moving():
     torch.testing.assert_close(moved.normals[moved.normal_triangles], expected)
     smooth = ExplicitGeometry(box, False).mesh()
     torch.testing.assert_close(smooth.normals, with_vertex_normals(box).normals)
+
+
+@pytest.mark.parametrize("kind", ["dmtet", "flexicubes"])
+def test_the_random_start_is_the_reference_systems_uniform_sdf(kind):
+    from diffrec.pipeline.geometry_models import IsosurfaceGeometry
+
+    geometry = IsosurfaceGeometry(kind, 16, 2.1, (0.0, 0.0, 0.0), "cpu")
+    sphere_triangles = len(geometry.mesh().triangles)
+    geometry.start_random(seed=3)
+    sdf = geometry.surface.sdf.detach()
+    assert sdf.min() > -0.9 and sdf.max() <= 0.1
+    assert (sdf < 0).float().mean().item() == pytest.approx(0.9, abs=0.03)  # inside: 9 in 10
+    assert len(geometry.mesh().triangles) > 3 * sphere_triangles  # fragments all over the box
+    again = IsosurfaceGeometry(kind, 16, 2.1, (0.0, 0.0, 0.0), "cpu")
+    again.start_random(seed=3)
+    assert torch.equal(again.surface.sdf, geometry.surface.sdf)
+    again.start_random(seed=4)
+    assert not torch.equal(again.surface.sdf, geometry.surface.sdf)

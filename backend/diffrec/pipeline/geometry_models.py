@@ -135,6 +135,16 @@ class IsosurfaceGeometry(torch.nn.Module):
         self.surface.sdf.copy_(distance.clamp(-band, band).to(self.surface.sdf))
         return "visual-hull"
 
+    @torch.no_grad()
+    def start_random(self, seed: int = 0) -> None:
+        """Replace the starting SDF by the reference system's: uniform in (-0.9, 0.1] at every
+        grid vertex (inside where negative, so nine vertices in ten), drawn on the CPU from
+        ``seed``. A cloud of fragments over the whole grid, so that every part of the box
+        gets gradients from the first iteration."""
+        sdf = self.surface.sdf
+        generator = torch.Generator().manual_seed(seed)
+        sdf.copy_(0.1 - torch.rand(sdf.shape, generator=generator).to(sdf))
+
     def mesh(self) -> Mesh:
         vertices, triangles = self.surface.extract()
         if len(triangles) == 0:

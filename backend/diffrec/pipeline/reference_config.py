@@ -316,7 +316,7 @@ def _reference_schedule(reading: Reading, data: dict) -> None:
     """nvdiffrec's schedule, light resolution and starting surface where the file is silent."""
     if reading.settings.get("schedule", "nvdiffrec") != "nvdiffrec":
         return
-    defaults = {"schedule": "nvdiffrec", "surface_init": "sphere", "plateau_window": 0}
+    defaults = {"schedule": "nvdiffrec", "surface_init": "random", "plateau_window": 0}
     if "isosurface" not in data:
         defaults["geometry"] = "dmtet"
         reading.lines.append("(no isosurface) -> geometry = 'dmtet' (nvdiffrec's default; "
@@ -330,8 +330,8 @@ def _reference_schedule(reading: Reading, data: dict) -> None:
         reading.lines.append(f"(no probe_res) -> light_res = {NVDIFFREC_LIGHT_RES} (nvdiffrec's "
                              "default; a --preset sets its own)")
     if "surface_init" not in data:
-        reading.lines.append("(no surface_init) -> surface_init = 'sphere' (nvdiffrec starts "
-                             "from a random SDF, not a visual hull)")
+        reading.lines.append("(no surface_init) -> surface_init = 'random' (nvdiffrec's "
+                             "uniform random SDF, not a visual hull)")
     if "plateau_window" not in data:
         reading.lines.append("(no plateau_window) -> plateau_window = 0 (every pass runs its "
                              "iterations, as nvdiffrec's do)")

@@ -102,7 +102,9 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
     geometry = IsosurfaceGeometry(settings.geometry, settings.dmtet_grid, settings.mesh_scale,
                                   settings.center, device, settings.sdf_regularizer, settings.seed)
     start = "sphere"
-    if settings.surface_init == "visual-hull":
+    if settings.surface_init == "random":
+        geometry.start_random(settings.seed)
+    elif settings.surface_init == "visual-hull":
         start = geometry.start_from_hull(train.cameras, train.images[..., 3])
         if start != "visual-hull":
             reporter.log("the masks outline no object (no background, or an empty hull): "

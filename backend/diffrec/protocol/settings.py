@@ -30,7 +30,7 @@ from .close_names import setting_hint
 MODES = ("materials", "refine", "reconstruct")
 LIGHT_MODES = ("learn", "fixed", "learn-from-envmap")
 GEOMETRIES = ("dmtet", "flexicubes")
-SURFACE_INITS = ("visual-hull", "sphere")
+SURFACE_INITS = ("visual-hull", "sphere", "random")
 LOSSES = ("logl1", "logl2", "mse", "l1", "smape", "relmse")
 INIT_TEXTURES = ("constant", "random", "base_mesh")
 NORMAL_MAPS = ("auto", "on", "off")
