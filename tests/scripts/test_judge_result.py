@@ -1,0 +1,90 @@
+"""scripts/judge_result.py on the CPU: the true mesh under the true light scores far above
+anything else on the config's held-out views, in whichever frame its file lies (the
+reference's own coordinates with ``--reference-frame``, the box's without), and the light
+the result came with is the one it is judged under."""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipeline"))
+
+import judge_result
+import stand_ins
+
+from diffrec.io import read_image, write_image, write_obj
+from diffrec.mesh.box import fit_to_box
+
+
+def write_config(folder: Path, background: str = "white"):
+    """A reference-mesh config: the stand-in ball (radius 0.8, so its fit into the box
+    [-1, 1]^3 scales it by 1.25) under the two-tone sky, 3 held-out views of 32 px."""
+    mesh, sky = stand_ins.write_mesh_and_sky(folder)
+    path = folder / "config.json"
+    path.write_text(json.dumps({"ref_mesh": str(mesh), "envmap": str(sky), "views": 1,
+                                "test_views": 3, "train_res": [32, 32], "probe_res": 32,
+                                "background": background}))
+    return path, mesh, sky
+
+
+@pytest.fixture
+def config(tmp_path):
+    return write_config(tmp_path)
+
+
+def test_the_truth_scores_in_either_frame_and_only_in_its_own(config, tmp_path):
+    path, mesh, sky = config
+    truth, _, _ = judge_result.judge(str(path), str(mesh), str(sky), reference_frame=True,
+                                     device="cpu")
+    assert len(truth["views"]) == 3
+    assert truth["psnr"] > 45 and truth["ssim"] > 0.999
+
+    # the same ball left in the reference's coordinates and judged as if in the box's: a ball
+    # of 0.8 against targets of radius 1
+    misplaced, _, _ = judge_result.judge(str(path), str(mesh), str(sky), device="cpu")
+    assert misplaced["psnr"] < truth["psnr"] - 20
+
+    asset = stand_ins.ball_asset()
+    boxed, _ = fit_to_box(asset.mesh)
+    write_obj(tmp_path / "boxed" / "ball.obj", boxed, asset.materials[0])
+    in_box, _, _ = judge_result.judge(str(path), str(tmp_path / "boxed" / "ball.obj"), str(sky),
+                                      device="cpu")
+    assert in_box["psnr"] > 45
+
+
+def test_the_result_is_judged_under_its_own_light(tmp_path):
+    path, mesh, sky = write_config(tmp_path, background="black")  # pixels linear in the light
+    dim = tmp_path / "dim.hdr"
+    write_image(dim, 0.5 * read_image(sky))
+    full, renders, _ = judge_result.judge(str(path), str(mesh), str(sky),
+                                                reference_frame=True, device="cpu")
+    halved, dim_renders, _ = judge_result.judge(str(path), str(mesh), str(dim),
+                                                reference_frame=True, device="cpu")
+    assert halved["psnr"] < full["psnr"] - 10
+    ratio = dim_renders.sum() / renders.sum()
+    assert ratio == pytest.approx(0.5, abs=0.02)
+
+
+def test_the_command_appends_its_scores_and_writes_the_first_view(config, tmp_path, capsys):
+    path, mesh, sky = config
+    scores = tmp_path / "scores.jsonl"
+    image = tmp_path / "first.png"
+    assert judge_result.main([str(path), str(mesh), str(sky), "--reference-frame", "--device",
+                              "cpu", "--label", "truth", "--json", str(scores),
+                              "--image", str(image)]) == 0
+    row = json.loads(scores.read_text())
+    assert row["judged"] == "truth" and row["psnr"] > 45
+    assert f"| truth | 3 | {row['psnr']:.2f} |" in capsys.readouterr().out
+    assert read_image(image).shape == (32, 64, 3)
+    picture = np.asarray(read_image(image))
+    np.testing.assert_allclose(picture[:, :32], picture[:, 32:], atol=0.05)
+
+
+def test_a_missing_result_is_named(config, tmp_path):
+    path, _, sky = config
+    with pytest.raises(SystemExit, match="does not exist"):
+        judge_result.main([str(path), str(tmp_path / "no_mesh.obj"), str(sky)])
