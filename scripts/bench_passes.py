@@ -11,6 +11,7 @@ On CUDA it also says between which two progress reports the run's peak memory wa
 
     scripts/bench_passes.py CONFIG [--iterations 100] [--engine fast|torch] [--device cuda]
                             [--set NAME=VALUE ...] [--out DIR] [--json FILE] [--profile FILE]
+                            [--memory FILE]
 
 ``--engine fast`` asks for nvdiffrast and tiny-cuda-nn (an error names what is missing);
 ``torch`` for the pure-torch engines. ``--set NAME=VALUE`` overrides a setting of the config
@@ -20,7 +21,9 @@ of each pass, from its middle, and the Python lines that made the host wait for 
 with how often (on CUDA as torch's sync debug mode reports them; elsewhere the calls that
 would wait on a GPU, ``diffrec.device_waits``). Counting the waits slows the whole run (on an
 H200, 147 against 46 ms an iteration): a profiled run's row says so, and its times are not
-figures to report.
+figures to report. ``--memory FILE`` (CUDA) records the allocator's history and writes which
+lines of diffrec allocated the memory alive at the run's peak (``peak_memory.py``); it slows
+the run too.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import time
 import warnings
 from pathlib import Path
 
+import peak_memory
 import torch
 
 from diffrec import raster
@@ -195,6 +199,8 @@ def parse_args(argv=None):
                         help="the run's output folder (emptied first: no resuming)")
     parser.add_argument("--json", type=Path, help="append the figures as a JSON line here")
     parser.add_argument("--profile", type=Path, help="write the profiler's tables here")
+    parser.add_argument("--memory", type=Path,
+                        help="CUDA: write what holds the GPU memory at the run's peak here")
     parser.add_argument("--set", dest="settings", action="append", default=[],
                         type=setting_override, metavar="NAME=VALUE",
                         help="override a setting (VALUE as JSON, else a string); repeatable")
@@ -217,13 +223,16 @@ def main(argv=None) -> int:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     started = time.monotonic()
-    with host_syncs_counted(bool(args.profile), device) as syncs:
+    with (host_syncs_counted(bool(args.profile), device) as syncs,
+          peak_memory.recorded(bool(args.memory), device) as memory_trace):
         reporter = TimingReporter(config.out_dir, args.profile, syncs)
         inputs = load_inputs(config, raster.RasterContext(device))
         reporter.note_peak("the targets rendered")
         result = optimize(config.settings, inputs, reporter,
                           checkpoints=checkpoint_store(config.out_dir), device=config.device)
         reporter.note_peak("the run's end (after the last bake and the validation)")
+        if args.memory:
+            peak_memory.write_report(args.memory, memory_trace())
     write_result(Path(config.out_dir), result, export_obj=False)
     wall = time.monotonic() - started
     if syncs:
@@ -240,11 +249,12 @@ def main(argv=None) -> int:
         "pass2_ms": reporter.ms_per_iteration("pass2"),
         "peak_memory_mb": metrics["peak_memory_mb"], "wall_s": wall,
         "time_s": metrics["time_s"], "psnr": metrics["psnr_mean"],
-        "overrides": dict(args.settings), "profiled": bool(args.profile),
+        "overrides": dict(args.settings), "profiled": bool(args.profile or args.memory),
         "peak_reached": reporter.peak_reached(),
     }
     overridden = "".join(f", {name}={value}" for name, value in args.settings)
     overridden += ", profiled: times not comparable" if args.profile else ""
+    overridden += ", memory recorded: times not comparable" if args.memory else ""
     print("| engine | device | pass 1 ms/it | pass 2 ms/it | peak MiB | wall s | PSNR dB |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     print(f"| diffrec {args.engine} ({figures['raster']} + {figures['neural']}{overridden}) | "
