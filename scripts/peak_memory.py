@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 FREES = ("free_requested", "free_completed")  # a block counts as freed at the first of these
-MAX_ENTRIES = 4_000_000  # events kept (the oldest are dropped past it, and the replay with them)
+MAX_ENTRIES = 2_000_000  # events kept: past it the oldest are dropped (the report says so)
 
 
 @contextlib.contextmanager
@@ -27,7 +27,8 @@ def recorded(enabled: bool, device: torch.device):
     if not (enabled and device.type == "cuda"):
         yield lambda: []
         return
-    torch.cuda.memory._record_memory_history(max_entries=MAX_ENTRIES)
+    torch.cuda.memory._record_memory_history(context="alloc", stacks="python",
+                                             max_entries=MAX_ENTRIES)
     try:
         yield lambda: torch.cuda.memory._snapshot()["device_traces"][device.index or 0]
     finally:
@@ -82,8 +83,11 @@ def write_report(path: Path, trace: list[dict], top: int = 25) -> None:
     peak, index, holders = holders_at_peak(trace)
     with path.open("a") as out:
         out.write(f"## GPU memory at the peak: {peak / 2**20:,.1f} MiB allocated "
-                  f"(event {index + 1} of {len(trace)})\n\n"
-                  "| MiB | tensors | allocated at |\n| --- | --- | --- |\n")
+                  f"(event {index + 1} of {len(trace)})\n\n")
+        if len(trace) >= MAX_ENTRIES:
+            out.write("(the trace is full: its oldest events were dropped, and blocks "
+                      "allocated then are missing below)\n\n")
+        out.write("| MiB | tensors | allocated at |\n| --- | --- | --- |\n")
         for site, size, count in holders[:top]:
             out.write(f"| {size / 2**20:,.1f} | {count} | {site} |\n")
         rest = holders[top:]
