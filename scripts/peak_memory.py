@@ -82,6 +82,9 @@ def write_report(path: Path, trace: list[dict], top: int = 25) -> None:
     """Append the peak and its ``top`` holders to ``path`` (markdown)."""
     peak, index, holders = holders_at_peak(trace)
     with path.open("a") as out:
+        if not trace:
+            out.write("## GPU memory at the peak: nothing recorded (CUDA only)\n\n")
+            return
         out.write(f"## GPU memory at the peak: {peak / 2**20:,.1f} MiB allocated "
                   f"(event {index + 1} of {len(trace)})\n\n")
         if len(trace) >= MAX_ENTRIES:

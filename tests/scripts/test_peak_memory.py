@@ -53,3 +53,9 @@ def test_the_report_lists_the_top_holders_and_sums_the_rest(tmp_path):
     assert "15.0 MiB allocated (event 5 of 5)" in text
     assert "| 5.0 | 1 | diffrec/m4.py:4 (f) |" in text and "| 4.0 | 1 |" in text
     assert "| 6.0 | 3 | 3 other lines |" in text
+
+
+def test_an_empty_trace_says_nothing_was_recorded(tmp_path):
+    report = tmp_path / "memory.md"
+    peak_memory.write_report(report, [])
+    assert "nothing recorded (CUDA only)" in report.read_text()
