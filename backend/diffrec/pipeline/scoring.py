@@ -40,9 +40,11 @@ def score_views(ctx, mesh, material, light, views: Views, settings: Settings
     tracer = (PathTracer(mesh, ctx.device, settings.path_max_depth)
               if settings.renderer == "path-traced" else None)
     renders, shown_targets, scores = [], [], []
+    spp = max(settings.spp, VALIDATION_SPP)
+    chunk = max(1, settings.batch // spp**2)  # no more pixels at once than a training batch
     with torch.no_grad():
-        for start in range(0, len(views), max(settings.batch, 1)):
-            cameras, targets = views.batch(range(start, min(start + settings.batch, len(views))))
+        for start in range(0, len(views), chunk):
+            cameras, targets = views.batch(range(start, min(start + chunk, len(views))))
             cameras, targets = cameras.to(ctx.device), targets.to(ctx.device)
             background = background_for(settings.background, targets)
             if tracer is not None:
@@ -51,7 +53,7 @@ def score_views(ctx, mesh, material, light, views: Views, settings: Settings
                                     seed=start)
             else:
                 out = render_mesh(ctx, mesh, material, cameras, light,
-                                  spp=max(settings.spp, VALIDATION_SPP), layers=settings.layers,
+                                  spp=spp, layers=settings.layers,
                                   background=background,
                                   light_rotation=light_rotation(cameras, settings),
                                   layered=settings.layered_bsdf())
