@@ -25,10 +25,11 @@ def test_repeated_taps_of_a_row_are_summed_and_sorted():
     assert values.tolist() == [2.0, 4.0, 15.0, 0.25, 0.125, 0.5]
     dense = torch.sparse_csr_tensor(crow, col, values, (3, 4), check_invariants=True).to_dense()
     assert dense.tolist() == [[2, 0, 4, 0], [0, 15, 0, 0], [0.25, 0.125, 0, 0.5]]
-    crow_t, col_t, values_t = _csr_transposed(crow, col, values, 4)
-    assert torch.equal(torch.sparse_csr_tensor(crow_t, col_t, values_t, (4, 3),
-                                               check_invariants=True).to_dense(),
-                       dense.T)
+    for chunk in (None, 1, 2, 4):  # the transpose built a few entries at a time, or at once
+        crow_t, col_t, values_t = _csr_transposed(crow, col, values, 4, chunk)
+        assert torch.equal(torch.sparse_csr_tensor(crow_t, col_t, values_t, (4, 3),
+                                                   check_invariants=True).to_dense(),
+                           dense.T)
 
 
 @pytest.mark.parametrize("texels_a_chunk", [None, 5])  # None: all 384 texels in one chunk

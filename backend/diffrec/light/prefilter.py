@@ -154,7 +154,8 @@ def _ggx_matrices(base_res: int, out_res: int, roughness: float, samples: int, d
         cols.append(col.to(torch.int32))
         values.append(value)
     crow, col, value = torch.cat(crows), torch.cat(cols), torch.cat(values)
-    crow_t, col_t, values_t = _csr_transposed(crow, col, value, texels)
+    del crows, cols, values  # the chunks, before the transpose needs room
+    crow_t, col_t, values_t = _csr_transposed(crow, col, value, texels, _CHUNK_TAPS)
     with warnings.catch_warnings():  # "CSR support is in beta": products are all we use
         warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta")
         # both are built sorted and without repeats, as CSR requires: no check needed
@@ -180,16 +181,32 @@ def _csr_from_taps(index: torch.Tensor, weight: torch.Tensor):
     return crow, index.flatten()[first.flatten()], values
 
 
-def _csr_transposed(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, columns: int):
+def _csr_transposed(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, columns: int,
+                    chunk: int | None = None):
     """CSR of the transpose of the CSR matrix ``(crow, col, values)`` with ``columns``
-    columns, its indices of ``col``'s dtype: a stable sort by column keeps each new row's
-    entries in row order."""
-    rows = torch.repeat_interleave(torch.arange(len(crow) - 1, dtype=col.dtype,
-                                                device=crow.device), crow.diff())
-    order = col.argsort(stable=True)
+    columns, its indices of ``col``'s dtype, each new row's entries in row order. A counting
+    sort by column, ``chunk`` entries at a time (default: all at once), so that it needs room
+    for little more than the transpose itself: each chunk's entries are sorted stably by
+    column and placed after the entries earlier chunks put in the same column."""
+    count = len(col)
+    chunk = max(1, chunk or count)
     crow_t = crow.new_zeros(columns + 1)
     crow_t[1:] = torch.bincount(col, minlength=columns).cumsum(0)
-    return crow_t, rows[order], values[order]
+    next_free = crow_t[:-1].to(torch.int64, copy=True)  # where each column's next entry goes
+    rows_t, values_t = torch.empty_like(col), torch.empty_like(values)
+    row_starts = crow.long()
+    for start in range(0, count, chunk):
+        chunk_col = col[start : start + chunk].long()
+        order = chunk_col.argsort(stable=True)
+        by_column = chunk_col[order]
+        rank = torch.arange(len(order), device=col.device) - torch.searchsorted(by_column,
+                                                                                 by_column)
+        target = next_free[by_column] + rank
+        entries = order + start
+        rows_t[target] = (torch.searchsorted(row_starts, entries, right=True) - 1).to(col.dtype)
+        values_t[target] = values[entries]
+        next_free += torch.bincount(chunk_col, minlength=columns)
+    return crow_t, rows_t, values_t
 
 
 class _SparseLinear(torch.autograd.Function):
