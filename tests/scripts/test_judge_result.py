@@ -11,19 +11,34 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipeline"))
 
 import judge_result
-import stand_ins
+import torch
 
-from diffrec.io import read_image, write_image, write_obj
+from diffrec.io import Asset, Material, read_image, write_image, write_obj
+from diffrec.light.equirect import equirect_pixel_directions
 from diffrec.mesh.box import fit_to_box
+from diffrec.mesh.primitives import uv_sphere
+
+
+def ball() -> Asset:
+    """A banded ball of radius 0.8 (its fit into the box [-1, 1]^3 scales it by 1.25)."""
+    kd = torch.tensor([[0.8, 0.2, 0.1], [0.1, 0.6, 0.2], [0.9, 0.8, 0.2], [0.1, 0.2, 0.7]])
+    mesh = uv_sphere(24, 12)
+    return Asset(mesh.replace(positions=0.8 * mesh.positions),
+                 [Material(kd=kd.repeat_interleave(2, 0)[:, None].expand(8, 8, 3).contiguous(),
+                           ks=torch.tensor([0.0, 0.6, 0.0]))],
+                 torch.zeros(0, dtype=torch.long))
 
 
 def write_config(folder: Path, background: str = "white"):
-    """A reference-mesh config: the stand-in ball (radius 0.8, so its fit into the box
-    [-1, 1]^3 scales it by 1.25) under the two-tone sky, 3 held-out views of 32 px."""
-    mesh, sky = stand_ins.write_mesh_and_sky(folder)
+    """A reference-mesh config: the ball under a sky brighter above than below, 3 held-out
+    views of 32 px."""
+    mesh, sky = folder / "ball.obj", folder / "sky.hdr"
+    write_obj(mesh, ball().mesh, ball().materials[0])
+    up = equirect_pixel_directions(16, 32)[..., 2:3]
+    write_image(sky, (0.4 + 0.6 * up.clamp(min=0) + torch.tensor([0.0, 0.05, 0.2]) * (up < 0))
+                .float().numpy())
     path = folder / "config.json"
     path.write_text(json.dumps({"ref_mesh": str(mesh), "envmap": str(sky), "views": 1,
                                 "test_views": 3, "train_res": [32, 32], "probe_res": 32,
@@ -48,7 +63,7 @@ def test_the_truth_scores_in_either_frame_and_only_in_its_own(config, tmp_path):
     misplaced, _, _ = judge_result.judge(str(path), str(mesh), str(sky), device="cpu")
     assert misplaced["psnr"] < truth["psnr"] - 20
 
-    asset = stand_ins.ball_asset()
+    asset = ball()
     boxed, _ = fit_to_box(asset.mesh)
     write_obj(tmp_path / "boxed" / "ball.obj", boxed, asset.materials[0])
     in_box, _, _ = judge_result.judge(str(path), str(tmp_path / "boxed" / "ball.obj"), str(sky),
