@@ -10,13 +10,14 @@ they came with, at the views ``bench_passes.py`` scores with the same config (``
 the reference mesh fit into the box, rendered under ``envmap`` at the config's seed), and
 scores them as ``metrics.json`` does (PSNR and SSIM over the config's background, per view).
 
-    scripts/judge_result.py CONFIG MESH PROBE [--reference-frame] [--label NAME]
+    scripts/judge_result.py CONFIG MESH PROBE [--nvdiffrec] [--label NAME]
                             [--device auto] [--json FILE] [--image FILE]
 
 MESH: an OBJ (with its MTL and textures) or a GLB; PROBE: the light the run learned, an
-equirect HDR (both systems write ``probe.hdr``). ``--reference-frame``: MESH lies in the
-reference mesh's own coordinates (nvdiffrec keeps them), so it is moved by the same fit into
-the box as the reference. The result is shaded by diffrec's split-sum renderer with the
+equirect HDR (both systems write ``probe.hdr``). ``--nvdiffrec``: the files are nvdiffrec's:
+MESH lies in the reference mesh's own coordinates, so it is moved by the same fit into the box
+as the reference, and PROBE is in nvdiffrec's lat-long layout, a quarter turn from Blender's
+(``diffrec.light.equirect``). The result is shaded by diffrec's split-sum renderer with the
 config's ``bsdf`` and light resolution. ``--image`` writes the first view, result beside target.
 """
 
@@ -33,6 +34,7 @@ import torch
 from diffrec import raster
 from diffrec.devices import resolve_device
 from diffrec.io import read_image, write_image
+from diffrec.light.equirect import from_nvdiffrec_layout
 from diffrec.mesh.box import fit_to_box
 from diffrec.pipeline.config import build_config, read_config_reading
 from diffrec.pipeline.inputs import load_inputs, read_mesh
@@ -41,20 +43,22 @@ from diffrec.render.backgrounds import background_for, composite
 from diffrec.render.metrics import psnr, ssim
 
 
-def judge(config_path: str, mesh_path: str, probe_path: str, *, reference_frame: bool = False,
+def judge(config_path: str, mesh_path: str, probe_path: str, *, nvdiffrec: bool = False,
           device: str = "auto") -> tuple[dict, torch.Tensor, torch.Tensor]:
-    """Score the result ``mesh_path`` lit by ``probe_path`` on ``config_path``'s held-out
-    views. Returns ``{"psnr": mean dB, "ssim": mean, "views": [{"name", "psnr", "ssim"}]}``
-    and the composited renders and targets ``[N, H, W, 3]`` (linear, CPU)."""
+    """Score the result ``mesh_path`` lit by ``probe_path`` (nvdiffrec's files when
+    ``nvdiffrec``) on ``config_path``'s held-out views. Returns ``{"psnr": mean dB, "ssim":
+    mean, "views": [{"name", "psnr", "ssim"}]}`` and the composited renders and targets
+    ``[N, H, W, 3]`` (linear, CPU)."""
     config = build_config(read_config_reading(config_path).values(), {"device": device})
     settings = config.settings
     ctx = raster.RasterContext(resolve_device(config.device))
     test = load_inputs(config, ctx).test
     asset = read_mesh(mesh_path)
-    if reference_frame:
+    probe = torch.from_numpy(np.ascontiguousarray(read_image(probe_path)[..., :3]))
+    if nvdiffrec:
         _, to_box = fit_to_box(read_mesh(config.sources.ref_mesh).mesh)
         asset.mesh = asset.mesh.replace(positions=to_box.apply(asset.mesh.positions))
-    probe = torch.from_numpy(np.ascontiguousarray(read_image(probe_path)[..., :3]))
+        probe = from_nvdiffrec_layout(probe)
     rendered = render_reference_views(ctx, asset, probe, test.cameras.to(ctx.device), spp=2,
                                       light_resolution=settings.light_res,
                                       layered=settings.layered_bsdf())
@@ -74,8 +78,9 @@ def main(argv=None) -> int:
     parser.add_argument("config", help="the config both systems ran")
     parser.add_argument("mesh", help="the result's mesh: OBJ (+ MTL, textures) or GLB")
     parser.add_argument("probe", help="the result's light: an equirect .hdr")
-    parser.add_argument("--reference-frame", action="store_true",
-                        help="the mesh is in the reference mesh's own coordinates (nvdiffrec)")
+    parser.add_argument("--nvdiffrec", action="store_true",
+                        help="nvdiffrec's files: the mesh in the reference mesh's coordinates, "
+                             "the probe in its lat-long layout")
     parser.add_argument("--label", default="result", help="the row's name")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--json", type=Path, help="append the scores as a JSON line here")
@@ -86,7 +91,7 @@ def main(argv=None) -> int:
             raise SystemExit(f"judge_result: {path} does not exist (did the run finish?)")
 
     scores, renders, targets = judge(args.config, args.mesh, args.probe,
-                                     reference_frame=args.reference_frame, device=args.device)
+                                     nvdiffrec=args.nvdiffrec, device=args.device)
     print("| result | held-out views | PSNR dB (one judge) | SSIM |")
     print("| --- | --- | --- | --- |")
     print(f"| {args.label} | {len(scores['views'])} | {scores['psnr']:.2f} | "

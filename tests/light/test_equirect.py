@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from diffrec.io import yup_to_blender
 from diffrec.light.cube import (
     apply_taps,
     bilinear_taps,
@@ -18,6 +19,7 @@ from diffrec.light.equirect import (
     equirect_pixel_directions,
     equirect_to_cube,
     equirect_uv_to_direction,
+    from_nvdiffrec_layout,
     sample_equirect,
 )
 from diffrec.raster import RasterContext, texture
@@ -157,3 +159,29 @@ def test_bad_images_are_rejected():
         equirect_to_cube(torch.full((4, 8, 3), float("nan")), 4)
     with pytest.raises(ValueError, match="3 dims"):
         sample_equirect(torch.zeros(4, 8), torch.zeros(1, 3))
+
+
+def nvdiffrec_uv(d_file):
+    """nvdiffrec's lat-long lookup of a direction of its Y-up world (an OBJ file's frame),
+    written out from its formula: ``u = 0.5 + atan2(x, -z) / 2pi``, row fraction ``acos(y) / pi``
+    (returned as ``v`` up, as ours)."""
+    x, y, z = d_file.unbind(-1)
+    return 0.5 + torch.atan2(x, -z) / (2 * math.pi), 1 - torch.acos(y.clamp(-1, 1)) / math.pi
+
+
+@pytest.mark.parametrize("width", [32, 30])  # a quarter turn of whole pixels, and between two
+def test_an_nvdiffrec_light_lights_each_world_direction_as_it_did_there(width):
+    generator = torch.Generator().manual_seed(0)
+    columns = torch.arange(width, dtype=torch.float64) * (2 * math.pi / width)
+    rows = torch.arange(width // 2, dtype=torch.float64)[:, None] / (width // 2)
+    theirs = torch.stack([1.5 + torch.sin(columns + k) * torch.cos(rows * (k + 1))
+                          for k in range(3)], -1)  # smooth: the half-pixel turn interpolates
+    ours = from_nvdiffrec_layout(theirs)
+    d_file = torch.nn.functional.normalize(torch.randn(500, 3, generator=generator,
+                                                       dtype=torch.float64), dim=-1)
+    u, v = nvdiffrec_uv(d_file)
+    there = sample_equirect(theirs, equirect_uv_to_direction(u % 1, v))  # their pixel, by uv
+    here = sample_equirect(ours, yup_to_blender(d_file))
+    torch.testing.assert_close(here, there, rtol=0, atol=1e-12 if width % 4 == 0 else 0.02)
+    if width % 4 == 0:
+        assert torch.equal(from_nvdiffrec_layout(ours.roll(width // 4, dims=1)), ours)

@@ -1,6 +1,7 @@
 """What the settings taken from the reference system do: the light turned with each camera,
 training backgrounds, starting textures and their ranges, env_scale and lock_light."""
 
+import json
 from types import SimpleNamespace
 
 import numpy as np
@@ -11,11 +12,13 @@ from running import optimize_into
 
 from diffrec import raster
 from diffrec.camera import Cameras, look_at
+from diffrec.errors import UserError
 from diffrec.io import Material, read_image
 from diffrec.light.envmap import EnvironmentLight
+from diffrec.light.equirect import from_nvdiffrec_layout
 from diffrec.mesh.normals import with_vertex_normals
 from diffrec.mesh.primitives import uv_sphere
-from diffrec.pipeline.config import build_config
+from diffrec.pipeline.config import build_config, read_config_file
 from diffrec.pipeline.initial_state import initial_textures
 from diffrec.pipeline.inputs import Inputs, load_inputs
 from diffrec.pipeline.run import optimize
@@ -112,6 +115,25 @@ def test_env_scale_scales_the_hdri_and_cam_near_far_clips(tmp_path):
                                rtol=1e-6, atol=0)
     cameras = inputs.train.cameras
     assert (cameras.near.tolist(), cameras.far.tolist()) == ([0.5], [9.0])
+
+
+def test_an_nvdiffrec_configs_envmap_is_read_in_its_layout(tmp_path):
+    mesh, hdri = stand_ins.write_mesh_and_sky(tmp_path)
+    image = torch.from_numpy(read_image(hdri))
+    ours = {"ref_mesh": str(mesh), "envmap": str(hdri), "views": 1, "test_views": 1,
+            "train_res": 16}
+    config = build_config(ours)
+    assert config.sources.envmap_layout == "blender"
+    torch.testing.assert_close(load_inputs(config, CTX).envmap, image, rtol=0, atol=0)
+
+    theirs = tmp_path / "theirs.json"
+    theirs.write_text(json.dumps({**ours, "iter": 2}))  # a key only nvdiffrec's configs have
+    config = build_config(read_config_file(theirs))
+    assert config.sources.envmap_layout == "nvdiffrec"
+    torch.testing.assert_close(load_inputs(config, CTX).envmap, from_nvdiffrec_layout(image),
+                               rtol=0, atol=0)
+    with pytest.raises(UserError, match="envmap_layout: must be one of blender, nvdiffrec"):
+        build_config({**ours, "envmap_layout": "maya"})
 
 
 @pytest.mark.slow

@@ -1,7 +1,7 @@
-"""scripts/judge_result.py on the CPU: the true mesh under the true light scores far above
-anything else on the config's held-out views, in whichever frame its file lies (the
-reference's own coordinates with ``--reference-frame``, the box's without), and the light
-the result came with is the one it is judged under."""
+"""scripts/judge_result.py on the CPU: nvdiffrec's files (its mesh in the reference's own
+coordinates, its light in its lat-long layout) and diffrec's (the box's coordinates, Blender's
+layout) each score far above anything else when they hold the truth, each read as its own
+system wrote it, and the light the result came with is the one it is judged under."""
 
 import json
 import sys
@@ -16,7 +16,7 @@ import judge_result
 import torch
 
 from diffrec.io import Asset, Material, read_image, write_image, write_obj
-from diffrec.light.equirect import equirect_pixel_directions
+from diffrec.light.equirect import equirect_pixel_directions, from_nvdiffrec_layout
 from diffrec.mesh.box import fit_to_box
 from diffrec.mesh.primitives import uv_sphere
 
@@ -32,17 +32,21 @@ def ball() -> Asset:
 
 
 def write_config(folder: Path, background: str = "white"):
-    """A reference-mesh config: the ball under a sky brighter above than below, 3 held-out
-    views of 32 px."""
+    """An nvdiffrec config (``iter``: read as one, so its envmap is in nvdiffrec's layout):
+    the ball under a sky brighter above than below with a bright patch to one side (so that a
+    turn of the light shows), 3 held-out views of 32 px."""
     mesh, sky = folder / "ball.obj", folder / "sky.hdr"
     write_obj(mesh, ball().mesh, ball().materials[0])
-    up = equirect_pixel_directions(16, 32)[..., 2:3]
-    write_image(sky, (0.4 + 0.6 * up.clamp(min=0) + torch.tensor([0.0, 0.05, 0.2]) * (up < 0))
-                .float().numpy())
+    directions = equirect_pixel_directions(16, 32)
+    up = directions[..., 2:3]
+    patch = torch.exp(-(directions - torch.tensor([0.8, 0.0, 0.6], dtype=torch.float64))
+                      .square().sum(-1, keepdim=True) / 0.1)
+    write_image(sky, (0.4 + 0.6 * up.clamp(min=0) + torch.tensor([0.0, 0.05, 0.2]) * (up < 0)
+                      + 4 * patch).float().numpy())
     path = folder / "config.json"
-    path.write_text(json.dumps({"ref_mesh": str(mesh), "envmap": str(sky), "views": 1,
-                                "test_views": 3, "train_res": [32, 32], "probe_res": 32,
-                                "background": background}))
+    path.write_text(json.dumps({"ref_mesh": str(mesh), "envmap": str(sky), "iter": 1,
+                                "views": 1, "test_views": 3, "train_res": [32, 32],
+                                "probe_res": 32, "background": background}))
     return path, mesh, sky
 
 
@@ -51,24 +55,31 @@ def config(tmp_path):
     return write_config(tmp_path)
 
 
-def test_the_truth_scores_in_either_frame_and_only_in_its_own(config, tmp_path):
+def test_the_truth_scores_as_either_system_writes_it_and_only_so(config, tmp_path):
     path, mesh, sky = config
-    truth, _, _ = judge_result.judge(str(path), str(mesh), str(sky), reference_frame=True,
+    truth, _, _ = judge_result.judge(str(path), str(mesh), str(sky), nvdiffrec=True,
                                      device="cpu")
     assert len(truth["views"]) == 3
     assert truth["psnr"] > 45 and truth["ssim"] > 0.999
 
-    # the same ball left in the reference's coordinates and judged as if in the box's: a ball
-    # of 0.8 against targets of radius 1
+    # the same files read as diffrec's: a ball of 0.8 against targets of radius 1
     misplaced, _, _ = judge_result.judge(str(path), str(mesh), str(sky), device="cpu")
     assert misplaced["psnr"] < truth["psnr"] - 20
 
+    # diffrec's files: the ball in the box, the light in Blender's layout
     asset = ball()
     boxed, _ = fit_to_box(asset.mesh)
     write_obj(tmp_path / "boxed" / "ball.obj", boxed, asset.materials[0])
-    in_box, _, _ = judge_result.judge(str(path), str(tmp_path / "boxed" / "ball.obj"), str(sky),
-                                      device="cpu")
+    blender_sky = tmp_path / "blender_sky.hdr"
+    write_image(blender_sky, from_nvdiffrec_layout(torch.from_numpy(read_image(sky))).numpy())
+    in_box, _, _ = judge_result.judge(str(path), str(tmp_path / "boxed" / "ball.obj"),
+                                      str(blender_sky), device="cpu")
     assert in_box["psnr"] > 45
+    # and nvdiffrec's light read as if in Blender's layout: turned a quarter, the patch
+    # lights another side
+    turned, _, _ = judge_result.judge(str(path), str(tmp_path / "boxed" / "ball.obj"), str(sky),
+                                      device="cpu")
+    assert turned["psnr"] < truth["psnr"] - 15
 
 
 def test_the_result_is_judged_under_its_own_light(tmp_path):
@@ -76,9 +87,9 @@ def test_the_result_is_judged_under_its_own_light(tmp_path):
     dim = tmp_path / "dim.hdr"
     write_image(dim, 0.5 * read_image(sky))
     full, renders, _ = judge_result.judge(str(path), str(mesh), str(sky),
-                                                reference_frame=True, device="cpu")
+                                                nvdiffrec=True, device="cpu")
     halved, dim_renders, _ = judge_result.judge(str(path), str(mesh), str(dim),
-                                                reference_frame=True, device="cpu")
+                                                nvdiffrec=True, device="cpu")
     assert halved["psnr"] < full["psnr"] - 10
     ratio = dim_renders.sum() / renders.sum()
     assert ratio == pytest.approx(0.5, abs=0.02)
@@ -88,7 +99,7 @@ def test_the_command_appends_its_scores_and_writes_the_first_view(config, tmp_pa
     path, mesh, sky = config
     scores = tmp_path / "scores.jsonl"
     image = tmp_path / "first.png"
-    assert judge_result.main([str(path), str(mesh), str(sky), "--reference-frame", "--device",
+    assert judge_result.main([str(path), str(mesh), str(sky), "--nvdiffrec", "--device",
                               "cpu", "--label", "truth", "--json", str(scores),
                               "--image", str(image)]) == 0
     row = json.loads(scores.read_text())

@@ -15,6 +15,13 @@ and back: ``phi = pi - 2*pi*u``, ``theta = pi*(1 - v)``,
 (u = 0.5), +Y at u = 0.25, -Y at u = 0.75, and the seam (u = 0 = 1) at -X; looking at the image,
 longitude increases leftwards, as on the inside of a sphere seen from its centre.
 
+nvdiffrec's lat-long images (its ``envmap`` input and its ``probe.hdr``) map a direction
+``(x, y, z)`` of its Y-up world, which is an OBJ file's own frame, to ``u = 0.5 + atan2(x, -z) /
+(2*pi)`` and the row fraction ``acos(y) / pi``. With Blender's world ``(X, Y, Z) = (x, -z, y)``
+(the file boundary's conversion) that is ``u = 0.75 - atan2(Y, X) / (2*pi)``: the same rows, a
+quarter turn further in ``u``. ``from_nvdiffrec_layout`` turns such an image into this
+module's layout, so it lights the object as it lit it in nvdiffrec.
+
 Blender's image ``v`` runs from the bottom row up. Our in-memory images are float ``[H, W, C]``
 (normally ``H x 2H``, RGB) with rows top-down, as the file stores them, so pixel ``(i, j)`` is
 centred at ``u = (j + 0.5)/W``, ``v = 1 - (i + 0.5)/H``: row 0 is the zenith, the last row the
@@ -38,8 +45,12 @@ __all__ = [
     "equirect_pixel_directions",
     "equirect_to_cube",
     "equirect_uv_to_direction",
+    "from_nvdiffrec_layout",
     "sample_equirect",
 ]
+
+NVDIFFREC_TURN = 0.25
+"""How much further in ``u`` nvdiffrec's lat-long layout puts a direction (module docstring)."""
 
 
 def direction_to_equirect_uv(d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -59,6 +70,19 @@ def equirect_uv_to_direction(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         [torch.sin(theta) * torch.cos(phi), torch.sin(theta) * torch.sin(phi), torch.cos(theta)],
         -1,
     )
+
+
+def from_nvdiffrec_layout(image: torch.Tensor) -> torch.Tensor:
+    """The light of an equirect ``image [H, W, C]`` in nvdiffrec's layout, in Blender's:
+    each row turned left by a quarter of its width (pixel ``j`` takes nvdiffrec's pixel
+    ``j + W/4``, linearly between two pixels where ``W`` is not a multiple of 4)."""
+    _check_image(image, "equirect image", 3)
+    shift = NVDIFFREC_TURN * image.shape[1]
+    whole, part = int(shift), shift - int(shift)
+    turned = torch.roll(image, -whole, dims=1)
+    if part:
+        turned = (1 - part) * turned + part * torch.roll(image, -whole - 1, dims=1)
+    return turned
 
 
 def _pixel_uv(height, width, supersample, dtype, device) -> tuple[torch.Tensor, torch.Tensor]:

@@ -35,7 +35,10 @@ class Sources:
     """The files a run reads. Targets: a capture folder (``dataset``: NeRF-style, LLFF or
     COLMAP) or a reference mesh (``ref_mesh``) rendered under ``envmap``, whose material
     ``ref_material`` (an MTL file) may replace; ``base_mesh`` the starting mesh; ``envmap`` an
-    equirectangular HDRI, its radiance multiplied by ``env_scale``; ``near_far`` every
+    equirectangular HDRI, its radiance multiplied by ``env_scale``, laid out as
+    ``envmap_layout`` says: "blender" (as Blender's Environment Texture maps it) or
+    "nvdiffrec" (nvdiffrec's lat-long, a quarter turn from Blender's: what an nvdiffrec
+    config's ``envmap`` means; ``light.equirect``); ``near_far`` every
     camera's clipping depths (None: the dataset's own: 0.1 / 1000 for NeRF folders, LLFF's
     bounds widened; 0.1 / 1000 for renders)."""
 
@@ -44,6 +47,7 @@ class Sources:
     base_mesh: str | None = None
     envmap: str | None = None
     env_scale: float = 1.0
+    envmap_layout: str = "blender"
     ref_material: str | None = None
     near_far: tuple[float, float] | None = None
 
@@ -67,7 +71,9 @@ class RunConfig:
 SOURCE_KEYS = tuple(f.name for f in dataclasses.fields(Sources))
 RUN_KEYS = ("device", "out_dir")
 CONFIG_KEYS = (*FIELDS, *SOURCE_KEYS, *RUN_KEYS)
-_SOURCE_HINTS = {"env_scale": float, "near_far": tuple[float, ...] | None}
+_SOURCE_HINTS = {"env_scale": float, "envmap_layout": str,
+                 "near_far": tuple[float, ...] | None}
+ENVMAP_LAYOUTS = ("blender", "nvdiffrec")
 
 
 def _sources(values: dict[str, Any]) -> Sources:
@@ -83,6 +89,9 @@ def _sources(values: dict[str, Any]) -> Sources:
     sources = Sources(**typed)
     if sources.env_scale <= 0:
         raise UserError("env_scale: must be positive")
+    if sources.envmap_layout not in ENVMAP_LAYOUTS:
+        raise UserError(f"envmap_layout: must be one of {', '.join(ENVMAP_LAYOUTS)}, got "
+                        f"{sources.envmap_layout!r}")
     near_far = sources.near_far
     if near_far is not None and (len(near_far) != 2 or not 0 < near_far[0] < near_far[1]):
         raise UserError("near_far: must be two depths with 0 < near < far")

@@ -15,6 +15,7 @@ from diffrec import raster
 from diffrec.camera import orbit_cameras
 from diffrec.errors import UserError
 from diffrec.io import Material, read_gltf, read_image, read_mtl, read_obj
+from diffrec.light.equirect import from_nvdiffrec_layout
 from diffrec.mesh import Mesh
 from diffrec.mesh.box import fit_to_box
 from diffrec.pipeline.config import RunConfig
@@ -53,7 +54,8 @@ def load_inputs(config: RunConfig, ctx: raster.RasterContext, hold_out: bool = T
     """Targets and starting mesh from the config's sources: a capture folder (``dataset``, or
     a ``ref_mesh`` that names a folder: NeRF-style or LLFF) or a reference mesh rendered under
     ``envmap`` (scaled by ``env_scale``; its material replaced by ``ref_material``'s first),
-    at the settings' ``train_res``.
+    at the settings' ``train_res``. ``envmap`` is returned in Blender's layout whatever
+    ``envmap_layout`` it was read in.
 
     ``hold_out=False`` (what ``diffrec submit`` sends; the server holds out views itself):
     ``train`` has all the target views (a dataset's ``transforms_train.json`` whole, or
@@ -64,6 +66,8 @@ def load_inputs(config: RunConfig, ctx: raster.RasterContext, hold_out: bool = T
     envmap = None
     if sources.envmap:
         envmap = torch.from_numpy(read_image(sources.envmap)[..., :3].copy()) * sources.env_scale
+        if sources.envmap_layout == "nvdiffrec":
+            envmap = from_nvdiffrec_layout(envmap)
     base_asset = read_mesh(sources.base_mesh) if sources.base_mesh else None
     base = base_asset.mesh if base_asset else None
     base_material = base_asset.materials[0] if base_asset and base_asset.materials else None

@@ -189,7 +189,10 @@ def _no_effect(reason: str) -> Callable:
 KEYS: dict[str, Callable] = {
     "ref_mesh": _ref_mesh,
     "base_mesh": _plain("base_mesh", str, "the starting mesh"),
-    "envmap": _plain("envmap", str, "the HDRI"),
+    "envmap": lambda value, data: (
+        {"envmap": str(value), "envmap_layout": "nvdiffrec"},
+        f"envmap = {str(value)!r} (the HDRI, in nvdiffrec's lat-long layout: turned a quarter "
+        "turn into Blender's on reading, so it lights the mesh as in nvdiffrec)"),
     "out_dir": _plain("out_dir", lambda value: str(Path("out", value)),
                       "out/<out_dir> under the working directory, where nvdiffrec writes"),
     "iter": _plain("iterations", int, "per pass"),
