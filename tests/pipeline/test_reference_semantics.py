@@ -132,6 +132,9 @@ def test_an_nvdiffrec_configs_envmap_is_read_in_its_layout(tmp_path):
     assert config.sources.envmap_layout == "nvdiffrec"
     torch.testing.assert_close(load_inputs(config, CTX).envmap, from_nvdiffrec_layout(image),
                                rtol=0, atol=0)
+    theirs.write_text(json.dumps({"envmap_layout": "blender", **ours, "iter": 2}))
+    assert build_config(read_config_file(theirs)).sources.envmap_layout == "blender", (
+        "the file's own word wins, wherever it stands")
     with pytest.raises(UserError, match="envmap_layout: must be one of blender, nvdiffrec"):
         build_config({**ours, "envmap_layout": "maya"})
 

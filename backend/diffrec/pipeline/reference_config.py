@@ -190,9 +190,10 @@ KEYS: dict[str, Callable] = {
     "ref_mesh": _ref_mesh,
     "base_mesh": _plain("base_mesh", str, "the starting mesh"),
     "envmap": lambda value, data: (
-        {"envmap": str(value), "envmap_layout": "nvdiffrec"},
-        f"envmap = {str(value)!r} (the HDRI, in nvdiffrec's lat-long layout: turned a quarter "
-        "turn into Blender's on reading, so it lights the mesh as in nvdiffrec)"),
+        {"envmap": str(value), "envmap_layout": data.get("envmap_layout", "nvdiffrec")},
+        f"envmap = {str(value)!r} (the HDRI, in nvdiffrec's lat-long layout unless "
+        "envmap_layout says otherwise: turned a quarter turn into Blender's on reading, so it "
+        "lights the mesh as in nvdiffrec)"),
     "out_dir": _plain("out_dir", lambda value: str(Path("out", value)),
                       "out/<out_dir> under the working directory, where nvdiffrec writes"),
     "iter": _plain("iterations", int, "per pass"),

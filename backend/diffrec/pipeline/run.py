@@ -104,6 +104,7 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
     start = "sphere"
     if settings.surface_init == "random":
         geometry.start_random(settings.seed)
+        start = "random"
     elif settings.surface_init == "visual-hull":
         start = geometry.start_from_hull(train.cameras, train.images[..., 3])
         if start != "visual-hull":
