@@ -17,7 +17,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 from bench_quality_lib import dataset, relight, scenes  # noqa: E402
 from bench_quality_lib.lights import relight_lights  # noqa: E402
-from bench_quality_lib.run import held_out_cameras  # noqa: E402
+from bench_quality_lib.run import JUDGE_SEED, held_out_cameras  # noqa: E402
 from demo_lib import judge, report  # noqa: E402
 
 SCENE, SIZE, SAMPLES = "box", 32, 8
@@ -32,6 +32,9 @@ def main(cache: Path) -> dict:
     bl_scene, _ = scenes.build(SCENE, SIZE, SAMPLES)
     picture = cache / "relit.png"
     truth = relight.judge(bl_scene, held_out_cameras(folder), lights, targets, SIZE, picture)
+    bl_scene, _ = scenes.build(SCENE, SIZE, SAMPLES)  # judging changed the materials
+    bl_scene.cycles.seed = JUDGE_SEED  # as results are judged: noise of its own
+    own_noise = relight.judge(bl_scene, held_out_cameras(folder), lights, targets, SIZE)
     shown = cv2.imread(str(picture))[report.HEADER_PX:]  # rows of target | result | error
     tile = shown.shape[1] // 3
     albedo = targets["albedo"]
@@ -41,6 +44,8 @@ def main(cache: Path) -> dict:
         "same_again": all(np.array_equal(targets[key], again[key]) for key in targets),
         "keys": sorted(targets),
         "truth_psnr": {name: truth["lights"][name]["psnr_mean"] for name in names},
+        "truth_psnr_judge_seed": {name: own_noise["lights"][name]["psnr_mean"]
+                                  for name in names},
         "truth_albedo": truth["albedo"],
         # how alike two different lights' targets are: low when the lights really differ
         "between_lights_psnr": judge.score(targets[names[0]], targets[names[2]],

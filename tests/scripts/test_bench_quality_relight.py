@@ -3,7 +3,8 @@
 the cache; the true albedo render shows the recipe's two checker colours, unlit; the true
 scene judged against its own relit targets reproduces them under every light and has no
 base-colour error (Cycles with the same seed renders the same image, so any difference in
-how the lights or the base colour are set up between targets and judging shows). Runs
+how the lights or the base colour are set up between targets and judging shows), and with
+the seed results are judged with it carries noise of its own. Runs
 ``relight_truth.py`` in a child Python (bpy)."""
 
 import sys
@@ -45,6 +46,11 @@ def test_the_true_albedo_is_the_recipes_colours_unlit(figures):
 def test_the_truth_relit_reproduces_its_targets_and_has_no_albedo_error(figures):
     for name, psnr in figures["truth_psnr"].items():
         assert psnr > 60.0, (name, psnr)
+    # with the results' seed: noise of its own under an HDRI (a sun over black is all but
+    # noiseless)
+    hdris = [light["name"] for light in relight_lights("box") if light["kind"] == "hdri"]
+    assert hdris and all(15.0 < figures["truth_psnr_judge_seed"][name] < 50.0
+                         for name in hdris), figures["truth_psnr_judge_seed"]
     assert figures["between_lights_psnr"] < 25.0  # the lights do differ
     albedo = figures["truth_albedo"]
     assert albedo["relative"] < 1e-3 and albedo["rmse_raw"] < 1e-3
