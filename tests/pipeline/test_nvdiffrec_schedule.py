@@ -96,6 +96,7 @@ def test_nvdiffrec_configs_get_its_schedule_light_and_start(tmp_path, monkeypatc
     assert "light cube faces of 64 texels (nvdiffrec: 512)" in departures, "the preset's size"
     assert "learning rate decays" not in departures and "visual hull" not in departures
     assert "simplified to at most 20000 triangles" in departures
+    assert "renders made once, from cameras at -30 to 60 degrees of elevation" in departures
     assert "hash grid computes in float32 (nvdiffrec: float16" in departures
     assert "diffuse is shaded under the specular coat" in departures
     assert "white target pixels are taken as clipped (clipped_white 'auto'" in departures

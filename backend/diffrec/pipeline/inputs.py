@@ -25,6 +25,7 @@ from diffrec.pipeline.views import Views, hold_out_views
 
 REFERENCE_CAMERA_RADIUS = 3.0  # nvdiffrec's mesh mode: unit-box mesh, cameras at radius 3
 REFERENCE_FOV_DEGREES = 45.0
+REFERENCE_ELEVATIONS_DEGREES = (-30.0, 60.0)  # the renders' cameras, below and above the middle
 
 
 @dataclass
@@ -97,7 +98,8 @@ def load_inputs(config: RunConfig, ctx: raster.RasterContext, hold_out: bool = T
         def views(count, seed):
             cameras = orbit_cameras(count, REFERENCE_CAMERA_RADIUS, settings.train_res,
                                     fov_degrees=REFERENCE_FOV_DEGREES, seed=seed,
-                                    elevations_degrees=(-30.0, 60.0), near=near, far=far)
+                                    elevations_degrees=REFERENCE_ELEVATIONS_DEGREES,
+                                    near=near, far=far)
             return render_reference_views(ctx, asset, envmap, cameras.to(ctx.device), spp=2,
                                           layered=settings.layered_bsdf())
 
