@@ -39,6 +39,7 @@ from diffrec.mesh.box import fit_to_box
 from diffrec.pipeline.config import build_config, read_config_reading
 from diffrec.pipeline.inputs import load_inputs, read_mesh
 from diffrec.pipeline.reference_views import render_reference_views
+from diffrec.pipeline.scoring import VALIDATION_SPP
 from diffrec.render.backgrounds import background_for, composite
 from diffrec.render.metrics import psnr, ssim
 
@@ -59,8 +60,8 @@ def judge(config_path: str, mesh_path: str, probe_path: str, *, nvdiffrec: bool 
         _, to_box = fit_to_box(read_mesh(config.sources.ref_mesh).mesh)
         asset.mesh = asset.mesh.replace(positions=to_box.apply(asset.mesh.positions))
         probe = from_nvdiffrec_layout(probe)
-    rendered = render_reference_views(ctx, asset, probe, test.cameras.to(ctx.device), spp=2,
-                                      light_resolution=settings.light_res,
+    rendered = render_reference_views(ctx, asset, probe, test.cameras.to(ctx.device),
+                                      spp=VALIDATION_SPP, light_resolution=settings.light_res,
                                       layered=settings.layered_bsdf())
     background = background_for(settings.background, test.images).cpu()
     renders = composite(rendered.images.cpu(), background)
