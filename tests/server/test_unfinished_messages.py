@@ -6,6 +6,7 @@ socket, for a bounded time, reusing one buffer."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import zmq
 from helpers.servers import server_in_process
 
 from diffrec import cli
@@ -90,3 +92,33 @@ def test_a_killed_servers_gate_folder_is_removed_by_the_next(tmp_path, monkeypat
         folder.mkdir()
     gate.remove_stale_folders()
     assert not stale.exists() and live.exists()
+
+
+class _Frame:
+    """A received frame as ``Gate.consumed`` reads it: its bytes and its source descriptor."""
+
+    def __init__(self, fd: int, data: bytes = b"x"):
+        self.fd, self.buffer = fd, memoryview(data)
+
+    def get(self, option):
+        assert option == zmq.SRCFD
+        return self.fd
+
+
+def test_a_message_whose_descriptor_now_holds_a_tcp_connection_is_not_credited():
+    """A connection can close between the server's read and ``consumed``, and the gate's own
+    thread can accept a client on the same descriptor number: its peer is then an address
+    tuple, not the Unix socket's path. That crashed the server (a TypeError, found by
+    test_liveness after a reconnect storm); now such a message is left uncredited."""
+    relay = gate.Gate("127.0.0.1", 0)
+    listener = socket.create_server(("127.0.0.1", 0))
+    try:
+        with socket.create_connection(listener.getsockname()) as client:
+            accepted, _ = listener.accept()
+            with accepted:
+                relay.consumed([_Frame(-1), _Frame(accepted.fileno(), b"payload")])
+                relay.consumed([_Frame(-1), _Frame(client.fileno())])
+        assert relay.held_bytes() == 0
+    finally:
+        listener.close()
+        relay.close()

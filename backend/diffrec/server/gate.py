@@ -168,9 +168,14 @@ class Gate:
         try:
             with socket.fromfd(frames[1].get(zmq.SRCFD), socket.AF_UNIX,
                                socket.SOCK_STREAM) as through:
-                name = os.path.basename(through.getpeername())
+                peer = through.getpeername()
         except OSError:
             return  # the connection is already gone
+        if not isinstance(peer, str):
+            # gone, and its descriptor number already reused by a client's TCP connection
+            # (an address tuple): the server went down on this once, after a reconnect storm
+            return
+        name = os.path.basename(peer)
         cost = sum(len(frame.buffer) + FRAME_COST for frame in frames[1:])
         with self._lock:
             link = self.links.get(name)
