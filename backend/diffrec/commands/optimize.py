@@ -148,7 +148,6 @@ def check_report(path: str | None, reading: Reading, config: RunConfig) -> str:
     """What ``--check`` prints: each key of the file and what it became, where the targets
     come from, the files that are missing, and the settings that would run (JSON)."""
     from diffrec.pipeline.captures import capture_layout
-    from diffrec.pipeline.inputs import REFERENCE_ELEVATIONS_DEGREES
 
     lines = []
     if path:
@@ -166,13 +165,8 @@ def check_report(path: str | None, reading: Reading, config: RunConfig) -> str:
     lines += [f"NOT FOUND: {problem}" for problem in missing_files(config)]
     lines.append(validation_line(config))
     if reading.reference or config.settings.schedule == "nvdiffrec":
-        found = departures(config.settings)
-        if sources.ref_mesh and not sources.dataset:
-            low, high = REFERENCE_ELEVATIONS_DEGREES
-            found.append(f"the targets are {config.settings.views} renders made once, from "
-                         f"cameras at {low:g} to {high:g} degrees of elevation (nvdiffrec renders "
-                         "a new view from any direction for every image of every batch)")
-        lines += ["departures from nvdiffrec's behaviour:", *(f"  - {line}" for line in found)]
+        lines += ["departures from nvdiffrec's behaviour:",
+                  *(f"  - {line}" for line in departures(config.settings, sources))]
     lines += [memory_line(config), "settings:", json.dumps(config.to_dict(), indent=2)]
     return "\n".join(lines)
 

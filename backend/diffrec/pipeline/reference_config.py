@@ -342,9 +342,10 @@ def _reference_schedule(reading: Reading, data: dict) -> None:
     reading.defaults.update({k: v for k, v in defaults.items() if k not in data})
 
 
-def departures(settings) -> list[str]:
-    """Where a run of ``settings`` (``diffrec.protocol.settings.Settings``) departs from what
-    nvdiffrec does, one sentence each, saying why."""
+def departures(settings, sources=None) -> list[str]:
+    """Where a run of ``settings`` (``diffrec.protocol.settings.Settings``) on ``sources``
+    (``pipeline.config.Sources``, if given) departs from what nvdiffrec does, one sentence
+    each, saying why."""
     found = []
     if settings.schedule != "nvdiffrec":
         found += ["learning rate decays to 0.1 over each pass, whatever its length (nvdiffrec: "
@@ -395,6 +396,14 @@ def departures(settings) -> list[str]:
     if settings.validation:
         found.append("validation on held-out views (at most one in 8 of a capture without a "
                      "test split), which then do not train (nvdiffrec trains on every image)")
+    if (sources is not None and sources.ref_mesh and not sources.dataset
+            and not Path(sources.ref_mesh).is_dir()):  # a mesh to render, not a capture
+        from diffrec.pipeline.inputs import REFERENCE_ELEVATIONS_DEGREES
+
+        low, high = REFERENCE_ELEVATIONS_DEGREES
+        found.append(f"the targets are {settings.views} renders made once, from cameras at "
+                     f"{low:g} to {high:g} degrees of elevation (nvdiffrec renders a new view "
+                     "from any direction for every image of every batch)")
     return found
 
 

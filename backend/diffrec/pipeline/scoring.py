@@ -41,7 +41,8 @@ def score_views(ctx, mesh, material, light, views: Views, settings: Settings
               if settings.renderer == "path-traced" else None)
     renders, shown_targets, scores = [], [], []
     spp = max(settings.spp, VALIDATION_SPP)
-    chunk = max(1, settings.batch // spp**2)  # no more pixels at once than a training batch
+    # rasterized views: no more pixels at once than a training batch (supersampled spp^2)
+    chunk = max(1, settings.batch if tracer is not None else settings.batch // spp**2)
     with torch.no_grad():
         for start in range(0, len(views), chunk):
             cameras, targets = views.batch(range(start, min(start + chunk, len(views))))
