@@ -40,7 +40,7 @@ class DiffuseOnly:
     """Wraps a light with its specular lookup switched off."""
 
     def __init__(self, light):
-        self.diffuse = light.diffuse
+        self.diffuse, self.source_specular = light.diffuse, light.source_specular
 
     def specular(self, reflect, roughness, *, ctx):
         return torch.zeros_like(reflect)

@@ -23,6 +23,11 @@ Lookups go through ``diffrec.raster.texture`` with cube boundaries: ``diffuse(n)
 ``roughness_to_mip(roughness)``, the piecewise-linear inverse of the table above (roughness
 below ``r_min`` uses level 0, above 1 the last level).
 
+With ``sources`` > 0 the light's brightest parts are shaded exactly (``diffrec.light.sources``):
+``build_mips`` takes them out of the map before prefiltering; ``diffuse`` adds their exact
+irradiance to the rest's, ``specular`` reads the rest only, and ``source_specular`` gives their
+specular reflection.
+
 Everything is differentiable with respect to ``base``. Directions are world directions
 (Blender's frame); see ``diffrec.light.cube`` for the face layout and ``diffrec.light.equirect``
 for how equirect images map to directions.
@@ -36,6 +41,7 @@ import torch
 
 from diffrec.light.equirect import cube_to_equirect, equirect_to_cube
 from diffrec.light.prefilter import box_pyramid, cosine_convolve, ggx_prefilter
+from diffrec.light.sources import DirectionalSources, split_bright_sources
 from diffrec.raster import texture_points
 
 __all__ = ["EnvironmentLight"]
@@ -54,7 +60,8 @@ class EnvironmentLight(torch.nn.Module):
     ``resolution`` and ``min_resolution`` (the diffuse map's) are powers of two with
     ``resolution >= 2 * min_resolution``. ``ggx_levels`` (``G`` above) defaults to
     ``max(log2(resolution / min_resolution), min(4, log2(resolution)))``. ``base``, when
-    given, is used as the initial map (its resolution wins).
+    given, is used as the initial map (its resolution wins). ``sources``: how many of the
+    map's brightest texels (of a 32-sided copy) are shaded as directional sources (0: none).
     """
 
     def __init__(
@@ -67,6 +74,7 @@ class EnvironmentLight(torch.nn.Module):
         min_roughness: float = 0.08,
         max_roughness: float = 0.5,
         ggx_levels: int | None = None,
+        sources: int = 0,
     ):
         super().__init__()
         if base is None:
@@ -97,6 +105,10 @@ class EnvironmentLight(torch.nn.Module):
         self.ggx_levels = ggx_levels
         self.min_roughness = min_roughness
         self.max_roughness = max_roughness
+        if sources < 0:
+            raise ValueError(f"sources must be at least 0, got {sources}")
+        self.source_count = sources
+        self.sources: DirectionalSources | None = None
         self.specular_levels: list[torch.Tensor] = []
         self.diffuse_map: torch.Tensor | None = None
 
@@ -129,8 +141,12 @@ class EnvironmentLight(torch.nn.Module):
         return torch.where(roughness < r_max, low, high)
 
     def build_mips(self) -> None:
-        """Recompute ``specular_levels`` and ``diffuse_map`` from ``base`` (after each step)."""
-        pyramid = box_pyramid(self.base)
+        """Recompute ``sources``, ``specular_levels`` and ``diffuse_map`` from ``base`` (after
+        each step)."""
+        prefiltered = self.base
+        if self.source_count:
+            self.sources, prefiltered = split_bright_sources(self.base, self.source_count)
+        pyramid = box_pyramid(prefiltered)
         roughness = self.level_roughness()
         levels = [
             ggx_prefilter(pyramid, self.base.shape[1] >> i, r) for i, r in enumerate(roughness[:-1])
@@ -147,11 +163,12 @@ class EnvironmentLight(torch.nn.Module):
 
     def diffuse(self, normal: torch.Tensor, *, ctx) -> torch.Tensor:
         """Irradiance / pi for unit normals ``[..., 3]`` -> ``[..., 3]``, looked up with
-        ``ctx``'s engine (a ``RasterContext``, required)."""
+        ``ctx``'s engine (a ``RasterContext``, required), the sources' added."""
         self._require_mips()
         out = texture_points(self.diffuse_map[None], normal.reshape(-1, 3), filter_mode="linear",
                              boundary_mode="cube", ctx=ctx)
-        return out.reshape(*normal.shape[:-1], 3)
+        out = out.reshape(*normal.shape[:-1], 3)
+        return out if self.sources is None else out + self.sources.irradiance(normal)
 
     def specular(self, reflect: torch.Tensor, roughness: torch.Tensor, *, ctx
                  ) -> torch.Tensor:
@@ -168,6 +185,23 @@ class EnvironmentLight(torch.nn.Module):
             ctx=ctx,
         )
         return out.reshape(*reflect.shape[:-1], 3)
+
+    def source_specular(self, normal, view, spec_col, roughness, covered=None
+                        ) -> torch.Tensor | float:
+        """The sources' specular reflection (``DirectionalSources.specular``), ``[..., 3]``,
+        evaluated only where ``covered`` (a boolean mask of ``normal``'s leading shape; None:
+        everywhere) and 0 elsewhere; 0 without sources."""
+        self._require_mips()
+        if self.sources is None:
+            return 0.0
+        if covered is None:
+            return self.sources.specular(normal, view, spec_col, roughness)
+        shape = normal.shape[:-1]
+        picked = [x.expand(*shape, x.shape[-1])[covered]
+                  for x in (normal, view, spec_col, roughness)]
+        out = normal.new_zeros(*shape, 3)
+        out[covered] = self.sources.specular(*picked).to(out.dtype)
+        return out
 
     @torch.no_grad()
     def clamp_(self, min: float = 0.0) -> None:

@@ -57,6 +57,10 @@ class RotatedLight:
                  ) -> torch.Tensor:
         return self.light.specular(self._turn(reflect), roughness, ctx=ctx)
 
+    def source_specular(self, normal, view, spec_col, roughness, covered=None):
+        return self.light.source_specular(self._turn(normal), self._turn(view), spec_col,
+                                          roughness, covered)
+
 
 def clip_positions(positions: torch.Tensor, cameras: Cameras) -> torch.Tensor:
     """World positions [V, 3] -> clip space [B, V, 4] for every camera."""
@@ -145,7 +149,7 @@ def render_mesh(
             normal = shading_normal(gb.view, gb.normal, gb.face_normal, gb.tangent,
                                     surface.normal, sign)
             color = shade(mode, light, lut, kd, surface.ks, normal, gb.view, ctx=ctx,
-                          layered=layered)
+                          layered=layered, covered=gb.mask[..., 0] > 0)
             alpha = gb.mask * opacity
             rgba = torch.cat([color * alpha, alpha], -1).contiguous()
             rgba = raster.antialias(rgba, rast, clip, tri, topology_hash=topology_hash, ctx=ctx)

@@ -5,8 +5,8 @@ Materials (glTF layout): ``kd`` base colour ``[..., 3]`` (linear), ``ks = (occlu
 roughness, metallic)`` ``[..., 3]``. With ``m`` metallic:
 
     spec_col = 0.04 (1 - m) + kd m          diff_col = kd (1 - m) (1 - (0.04 A + B))
-    out = (light.diffuse(n) diff_col + light.specular(r, roughness) (spec_col A + B))
-          * (1 - occlusion)
+    out = (light.diffuse(n) diff_col + light.specular(r, roughness) (spec_col A + B)
+           + light.source_specular(n, v, spec_col, roughness)) * (1 - occlusion)
 
 where ``r = 2 (n.v) n - v`` and ``(A, B)`` is the split-sum table at ``(n.v, roughness)``
 (``diffrec.light.brdf_lut``). The factor ``1 - (0.04 A + B)`` is the *layered* model of
@@ -16,8 +16,10 @@ white dielectric under a uniform white sky reflects exactly what arrives. nvdiff
 two lobes instead (``layered=False``): 2 to 4 % too bright facing the eye, 6 to 35 % at
 grazing angles (``n.v`` 0.2), which a fit judged in Blender pays for in a darker base colour
 and a roughness that wanders (docs/BENCHMARKS.md, "The diffuse under the coat").
-``light`` is anything with ``diffuse(n)`` and ``specular(r, roughness)``
-(``diffrec.light.EnvironmentLight``). Vectors are unit, world space, ``v`` points from the
+``light`` is anything with ``diffuse(n)``, ``specular(r, roughness)`` and
+``source_specular(n, v, spec_col, roughness)``, the exact specular reflection of light it
+holds as directional sources (``diffrec.light.EnvironmentLight``; ``diffrec.light.sources``;
+its ``diffuse`` includes theirs). Vectors are unit, world space, ``v`` points from the
 surface to the eye.
 """
 
@@ -117,11 +119,12 @@ def lookup_brdf_lut(lut: torch.Tensor, n_dot_v: torch.Tensor, roughness: torch.T
     return ab[..., 0:1], ab[..., 1:2]
 
 
-def pbr(light, lut: torch.Tensor, kd, ks, normal, view, *, ctx, layered: bool = True
-        ) -> torch.Tensor:
+def pbr(light, lut: torch.Tensor, kd, ks, normal, view, *, ctx, layered: bool = True,
+        covered: torch.Tensor | None = None) -> torch.Tensor:
     """Metallic-roughness split-sum shading (see the module docstring) -> ``[..., 3]``;
     ``layered``: the diffuse under the specular coat (Blender's Principled BSDF), else the
-    two added (nvdiffrec)."""
+    two added (nvdiffrec); ``covered``: where the light's sources need shading (a boolean
+    mask of ``normal``'s leading shape; None: everywhere)."""
     occlusion, roughness, metallic = ks[..., 0:1], ks[..., 1:2], ks[..., 2:3]
     spec_col = DIELECTRIC_F0 * (1 - metallic) + kd * metallic
     diff_col = kd * (1 - metallic)
@@ -132,21 +135,23 @@ def pbr(light, lut: torch.Tensor, kd, ks, normal, view, *, ctx, layered: bool = 
         diff_col = diff_col * (1 - (DIELECTRIC_F0 * a + b))
     diffuse = light.diffuse(normal, ctx=ctx) * diff_col
     specular = light.specular(reflect, roughness, ctx=ctx) * (spec_col * a + b)
+    specular = specular + light.source_specular(normal, view, spec_col, roughness, covered)
     return (diffuse + specular) * (1 - occlusion)
 
 
-def shade(mode: str, light, lut, kd, ks, normal, view, *, ctx, layered: bool = True
-          ) -> torch.Tensor:
+def shade(mode: str, light, lut, kd, ks, normal, view, *, ctx, layered: bool = True,
+          covered: torch.Tensor | None = None) -> torch.Tensor:
     """Colour for a display mode, ``[..., 3]``:
 
-    - "pbr": the full shading (``pbr``, ``layered`` or not), linear radiance;
+    - "pbr": the full shading (``pbr``, ``layered`` or not, ``covered`` as there), linear
+      radiance;
     - "kd": the base colour; "ks": the (occlusion, roughness, metallic) texture as RGB;
     - "normal": the world shading normal mapped to [0, 1] as ``(n + 1)/2``;
     - "shading-only": the light alone on a white Lambertian surface, ``light.diffuse(n)``
       (kd = 1, not metallic, no occlusion): geometry, normals and light without textures.
     """
     if mode == "pbr":
-        return pbr(light, lut, kd, ks, normal, view, ctx=ctx, layered=layered)
+        return pbr(light, lut, kd, ks, normal, view, ctx=ctx, layered=layered, covered=covered)
     if mode == "kd":
         return kd
     if mode == "ks":
