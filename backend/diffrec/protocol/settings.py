@@ -224,6 +224,11 @@ class Settings:
     lock_light: bool = _light(False, "learn the light in pass 1 only")
     camera_space_light: bool = _light(False, "the light is fixed to each camera")
     light_gradient_scale: float = _light(64.0, "light learning-rate multiplier", minimum=0)
+    # split-sum blurs small bright lamps as if seen head-on; shaded as directional sources
+    # they land where Cycles puts them (docs/BENCHMARKS.md, "Small bright lamps")
+    light_sources: int = _light(64, "with light fixed: the HDRI's brightest parts shaded "
+                                "exactly, as this many directional sources (0: none)",
+                                minimum=0)
     albedo_smoothness: float = _material(0.03, "albedo smoothness weight", minimum=0)
     ks_smoothness: float = _material(0.0, "occlusion, roughness and metallic smoothness "
                                      "weight", minimum=0)
