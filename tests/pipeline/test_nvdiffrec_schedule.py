@@ -101,6 +101,22 @@ def test_nvdiffrec_configs_get_its_schedule_light_and_start(tmp_path, monkeypatc
     assert "diffuse is shaded under the specular coat" in departures
     assert "white target pixels are taken as clipped (clipped_white 'auto'" in departures
     assert "stops early" in departures, "a --preset brings its stopping rule, said as such"
+    assert "brightest parts" not in departures, "a learned light is not split into sources"
     shown = json.loads(printed[printed.index("{"):])
     assert (shown["light_res"], shown["iterations"], shown["schedule"]) == (64, 1000, "nvdiffrec")
     assert shown["plateau_window"] == 100
+
+
+def test_a_fixed_light_says_its_sources_depart(tmp_path, monkeypatch, capsys):
+    """nvdiffrec's ``learn_light: false`` keeps the HDRI; diffrec then shades its brightest
+    parts as sources, which ``--check`` lists with the setting that turns them off."""
+    monkeypatch.chdir(tmp_path)
+    stand_ins.write_mesh_and_sky(tmp_path / "data")
+    config = tmp_path / "ball.json"
+    for given, listed in (({}, True), ({"light_sources": 0}, False)):
+        config.write_text(json.dumps({**NVDIFFREC_CONFIG, "learn_light": False, **given}))
+        assert cli.main(["optimize", "--config", str(config), "--check"]) == 0
+        printed = capsys.readouterr().out
+        departures = printed.split("departures from nvdiffrec's behaviour:")[1]
+        assert ("64 brightest parts are shaded exactly" in departures) == listed
+        assert ("light_sources 0 for its" in departures) == listed

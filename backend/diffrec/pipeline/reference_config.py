@@ -386,6 +386,10 @@ def departures(settings, sources=None) -> list[str]:
     if settings.bsdf != "nvdiffrec":
         found.append("the diffuse is shaded under the specular coat, as Blender's Principled "
                      "BSDF shows the result (nvdiffrec adds the two): bsdf nvdiffrec for its")
+    if settings.light == "fixed" and settings.light_sources:
+        found.append(f"the fixed light's {settings.light_sources} brightest parts are shaded "
+                     "exactly, as directional sources (nvdiffrec: split-sum for all of it): "
+                     "light_sources 0 for its")
     if settings.clipped_white != "off":
         found.append(f"white target pixels are taken as clipped (clipped_white "
                      f"{settings.clipped_white!r}: a render at least as bright matches them; "
