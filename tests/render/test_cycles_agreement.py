@@ -224,8 +224,8 @@ LAMP_CASES = {"rough gold": ({"kd": [1.0, 0.71, 0.29], "roughness": 0.3, "metall
 def test_small_bright_lamps_shaded_as_sources_agree_with_cycles(scene, tmp_path, name):
     """Under Blender's studio HDRI (a few small lamps hold most of its power), split-sum alone
     puts rough highlights in the wrong place; with the lamps as directional sources
-    (``light_sources``) the sphere agrees with Cycles. Measured: rough gold 19.0 -> 40.7 dB,
-    the suite bowl's black material 32.2 -> 42.7 (docs/BENCHMARKS.md, "Small bright
+    (``light_sources``) the sphere agrees with Cycles. Measured: rough gold 18.9 -> 40.1 dB,
+    the suite bowl's black material 32.1 -> 43.8 (docs/BENCHMARKS.md, "Small bright
     lamps")."""
     material, threshold = LAMP_CASES[name]
     spec = {"mesh": str(tmp_path / "mesh.npz"), "hdri": str(bundled_hdri("studio")),

@@ -384,8 +384,10 @@ def departures(settings, sources=None) -> list[str]:
                          "which rounds most of its gradients to zero and is no faster): "
                          "hash_grid_precision float16 for its")
     if settings.bsdf != "nvdiffrec":
-        found.append("the diffuse is shaded under the specular coat, as Blender's Principled "
-                     "BSDF shows the result (nvdiffrec adds the two): bsdf nvdiffrec for its")
+        found.append("the diffuse is shaded under the specular coat, and the light lost "
+                     "between microfacets given back, as Blender's Principled BSDF shows the "
+                     "result (nvdiffrec adds the two, single scattering): bsdf nvdiffrec for "
+                     "its")
     if settings.light == "fixed" and settings.light_sources:
         found.append(f"the fixed light's {settings.light_sources} brightest parts are shaded "
                      "exactly, as directional sources (nvdiffrec: split-sum for all of it): "

@@ -268,8 +268,9 @@ class Settings:
     # Blender's Principled BSDF lays the diffuse under the specular coat; nvdiffrec adds the
     # two, which Blender then shows darker (docs/BENCHMARKS.md, "The diffuse under the coat")
     bsdf: str = _rendering("principled", "shading model: principled (the diffuse under the "
-                           "specular coat, as Blender's Principled BSDF shows the result) or "
-                           "nvdiffrec (the two added)", **_choice(BSDFS))
+                           "specular coat and multiple-scattering GGX, as Blender's Principled "
+                           "BSDF shows the result) or nvdiffrec (the two added, single "
+                           "scattering)", **_choice(BSDFS))
     # 8-bit photos and renders clip highlights at white: compared as exact, they teach the fit
     # that glossy surfaces are rough (docs/BENCHMARKS.md, "Relighting, round seven")
     clipped_white: str = _rendering("auto", "targets' white pixels were clipped: a render at "

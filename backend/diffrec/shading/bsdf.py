@@ -4,16 +4,20 @@ display modes.
 Materials (glTF layout): ``kd`` base colour ``[..., 3]`` (linear), ``ks = (occlusion,
 roughness, metallic)`` ``[..., 3]``. With ``m`` metallic:
 
-    spec_col = 0.04 (1 - m) + kd m          diff_col = kd (1 - m) (1 - (0.04 A + B))
-    out = (light.diffuse(n) diff_col + light.specular(r, roughness) (spec_col A + B)
-           + light.source_specular(n, v, spec_col, roughness)) * (1 - occlusion)
+    spec_col = 0.04 (1 - m) + kd m          diff_col = kd (1 - m) (1 - (0.04 A + B) M(0.04))
+    out = (light.diffuse(n) diff_col + (light.specular(r, roughness) (spec_col A + B)
+           + light.source_specular(n, v, spec_col, roughness)) M(spec_col)) * (1 - occlusion)
 
-where ``r = 2 (n.v) n - v`` and ``(A, B)`` is the split-sum table at ``(n.v, roughness)``
-(``diffrec.light.brdf_lut``). The factor ``1 - (0.04 A + B)`` is the *layered* model of
+where ``r = 2 (n.v) n - v``, ``(A, B)`` is the split-sum table at ``(n.v, roughness)``
+(``diffrec.light.brdf_lut``) and ``M(f0) = 1 + f0 (1 - E) / E``, ``E = A + B``, gives back
+the light that single-scattering GGX loses between the microfacets (Fdez-Aguera 2019, an
+approximation of Cycles' Multiscatter GGX, Blender's default): a white metal of any roughness
+under a uniform white sky reflects exactly what arrives; rough gold is 25 % brighter at
+roughness 0.6. The factor ``1 - (0.04 A + B) M(0.04)`` is the *layered* model of
 Blender's Principled BSDF: the diffuse base lies under the dielectric specular coat and gets
-the light the coat does not reflect (``0.04 A + B``: the coat's directional albedo), so a
-white dielectric under a uniform white sky reflects exactly what arrives. nvdiffrec adds the
-two lobes instead (``layered=False``): 2 to 4 % too bright facing the eye, 6 to 35 % at
+the light the coat does not reflect (``(0.04 A + B) M(0.04)``: the coat's directional albedo),
+so a white dielectric under a uniform white sky reflects exactly what arrives. nvdiffrec adds the
+two lobes, without ``M`` (``layered=False``): 2 to 4 % too bright facing the eye, 6 to 35 % at
 grazing angles (``n.v`` 0.2), which a fit judged in Blender pays for in a darker base colour
 and a roughness that wanders (docs/BENCHMARKS.md, "The diffuse under the coat").
 ``light`` is anything with ``diffuse(n)``, ``specular(r, roughness)`` and
@@ -122,20 +126,23 @@ def lookup_brdf_lut(lut: torch.Tensor, n_dot_v: torch.Tensor, roughness: torch.T
 def pbr(light, lut: torch.Tensor, kd, ks, normal, view, *, ctx, layered: bool = True,
         covered: torch.Tensor | None = None) -> torch.Tensor:
     """Metallic-roughness split-sum shading (see the module docstring) -> ``[..., 3]``;
-    ``layered``: the diffuse under the specular coat (Blender's Principled BSDF), else the
-    two added (nvdiffrec); ``covered``: where the light's sources need shading (a boolean
-    mask of ``normal``'s leading shape; None: everywhere)."""
+    ``layered``: the diffuse under the specular coat and the light lost between microfacets
+    given back (Blender's Principled BSDF), else the two added (nvdiffrec); ``covered``:
+    where the light's sources need shading (a boolean mask of ``normal``'s leading shape;
+    None: everywhere)."""
     occlusion, roughness, metallic = ks[..., 0:1], ks[..., 1:2], ks[..., 2:3]
     spec_col = DIELECTRIC_F0 * (1 - metallic) + kd * metallic
     diff_col = kd * (1 - metallic)
     n_dot_v = _dot(normal, view).clamp(1e-4, 1)
     reflect = F.normalize(2 * n_dot_v * normal - view, dim=-1)
     a, b = lookup_brdf_lut(lut, n_dot_v, roughness, ctx=ctx)
-    if layered:
-        diff_col = diff_col * (1 - (DIELECTRIC_F0 * a + b))
-    diffuse = light.diffuse(normal, ctx=ctx) * diff_col
     specular = light.specular(reflect, roughness, ctx=ctx) * (spec_col * a + b)
     specular = specular + light.source_specular(normal, view, spec_col, roughness, covered)
+    if layered:
+        lost = (1 - (a + b)) / (a + b).clamp_min(1e-3)  # single scattering's loss over E
+        diff_col = diff_col * (1 - (DIELECTRIC_F0 * a + b) * (1 + DIELECTRIC_F0 * lost))
+        specular = specular * (1 + spec_col * lost)
+    diffuse = light.diffuse(normal, ctx=ctx) * diff_col
     return (diffuse + specular) * (1 - occlusion)
 
 
