@@ -45,6 +45,26 @@ def textures(tmp: Path):
     return tmp / "kd.png", tmp / "normal.png"
 
 
+def cycles_render(out_dir: Path, mesh, cameras, hdri, material: dict, samples: int,
+                  **extra) -> torch.Tensor:
+    """Cycles' renders ``[N, H, W, 4]`` of ``mesh`` with ``material`` under ``hdri`` from
+    ``cameras``, made in ``out_dir`` by ``cycles_reference.py`` (``extra``: more of its scene
+    keys, e.g. ``max_bounces``)."""
+    np.savez(out_dir / "mesh.npz", positions=mesh.positions.numpy(),
+             triangles=mesh.triangles.numpy(), uvs=mesh.uvs.numpy(),
+             uv_triangles=mesh.uv_triangles.numpy())
+    spec = {"mesh": str(out_dir / "mesh.npz"), "hdri": str(hdri), "material": material,
+            "cameras": cameras.camera_to_world.tolist(), "fx": float(cameras.fx[0]),
+            "size": cameras.width, "samples": samples, "out_dir": str(out_dir), **extra}
+    (out_dir / "scene.json").write_text(json.dumps(spec))
+    script = Path(__file__).parents[1] / "helpers" / "cycles_reference.py"
+    subprocess.run([sys.executable, str(script), str(out_dir / "scene.json")], check=True,
+                   capture_output=True, timeout=600)
+    count = len(cameras.camera_to_world)
+    return torch.from_numpy(np.stack([read_image(out_dir / f"view_{i:02d}.exr")
+                                      for i in range(count)]))
+
+
 CASES = {
     "rough dielectric": ({"kd": [0.8, 0.35, 0.2], "roughness": 0.7, "metallic": 0.0}, 30.0),
     "glossy metal": ({"kd": [0.95, 0.75, 0.35], "roughness": 0.3, "metallic": 1.0}, 25.0),
@@ -56,8 +76,6 @@ CASES = {
 def scene(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cycles")
     mesh = with_tangents(with_vertex_normals(uv_sphere(96, 48)))
-    np.savez(tmp / "mesh.npz", positions=mesh.positions.numpy(), triangles=mesh.triangles.numpy(),
-             uvs=mesh.uvs.numpy(), uv_triangles=mesh.uv_triangles.numpy())
     cams = orbit_cameras(VIEWS, radius=3.2, size=SIZE, elevations_degrees=(-25, 45))
     kd_png, normal_png = textures(tmp)
     renders = {}
@@ -67,15 +85,7 @@ def scene(tmp_path_factory):
             material.update(kd_image=str(kd_png), normal_image=str(normal_png))
         out_dir = tmp / name.replace(" ", "_")
         out_dir.mkdir()
-        spec = {"mesh": str(tmp / "mesh.npz"), "hdri": str(bundled_hdri()), "material": material,
-                "cameras": cams.camera_to_world.tolist(), "fx": float(cams.fx[0]), "size": SIZE,
-                "samples": SAMPLES, "out_dir": str(out_dir)}
-        (out_dir / "scene.json").write_text(json.dumps(spec))
-        script = Path(__file__).parents[1] / "helpers" / "cycles_reference.py"
-        subprocess.run([sys.executable, str(script), str(out_dir / "scene.json")], check=True,
-                       capture_output=True, timeout=600)
-        views = [read_image(out_dir / f"view_{i:02d}.exr") for i in range(VIEWS)]
-        renders[name] = torch.from_numpy(np.stack(views))
+        renders[name] = cycles_render(out_dir, mesh, cams, bundled_hdri(), material, SAMPLES)
     return {"mesh": mesh, "cameras": cams, "renders": renders, "kd_png": kd_png,
             "normal_png": normal_png}
 
@@ -159,20 +169,10 @@ def test_the_path_tracer_lights_a_cavity_as_cycles_does(tmp_path):
     from diffrec.render.path_tracer import PathTracer
 
     mesh, cameras, centre = open_box()
-    np.savez(tmp_path / "mesh.npz", positions=mesh.positions.numpy(),
-             triangles=mesh.triangles.numpy(), uvs=mesh.uvs.numpy(),
-             uv_triangles=mesh.uv_triangles.numpy())
     write_image(tmp_path / "white.exr", np.ones((16, 32, 3), dtype=np.float32))
     material = {"kd": [0.8, 0.8, 0.8], "roughness": 1.0, "metallic": 0.0}
-    spec = {"mesh": str(tmp_path / "mesh.npz"), "hdri": str(tmp_path / "white.exr"),
-            "material": material, "cameras": cameras.camera_to_world.tolist(),
-            "fx": float(cameras.fx[0]), "size": cameras.width, "samples": 512,
-            "max_bounces": 1, "out_dir": str(tmp_path)}
-    (tmp_path / "scene.json").write_text(json.dumps(spec))
-    script = Path(__file__).parents[1] / "helpers" / "cycles_reference.py"
-    subprocess.run([sys.executable, str(script), str(tmp_path / "scene.json")], check=True,
-                   capture_output=True, timeout=600)
-    cycles = torch.from_numpy(read_image(tmp_path / "view_00.exr"))[None, ..., :3]
+    cycles = cycles_render(tmp_path, mesh, cameras, tmp_path / "white.exr", material, 512,
+                           max_bounces=1)[..., :3]
     kd = Texture2D(torch.tensor(material["kd"]).expand(4, 4, 3).clone())
     ks = Texture2D(torch.tensor([0.0, 1.0, 0.0]).expand(4, 4, 3).clone())
     light = EnvironmentLight(32, init=1.0)
@@ -228,20 +228,9 @@ def test_small_bright_lamps_shaded_as_sources_agree_with_cycles(scene, tmp_path,
     the suite bowl's black material 32.1 -> 43.8 (docs/BENCHMARKS.md, "Small bright
     lamps")."""
     material, threshold = LAMP_CASES[name]
-    spec = {"mesh": str(tmp_path / "mesh.npz"), "hdri": str(bundled_hdri("studio")),
-            "material": material, "cameras": scene["cameras"].camera_to_world.tolist(),
-            "fx": float(scene["cameras"].fx[0]), "size": SIZE, "samples": SAMPLES,
-            "out_dir": str(tmp_path)}
     mesh = scene["mesh"]
-    np.savez(tmp_path / "mesh.npz", positions=mesh.positions.numpy(),
-             triangles=mesh.triangles.numpy(), uvs=mesh.uvs.numpy(),
-             uv_triangles=mesh.uv_triangles.numpy())
-    (tmp_path / "scene.json").write_text(json.dumps(spec))
-    script = Path(__file__).parents[1] / "helpers" / "cycles_reference.py"
-    subprocess.run([sys.executable, str(script), str(tmp_path / "scene.json")], check=True,
-                   capture_output=True, timeout=600)
-    reference = torch.from_numpy(np.stack([read_image(tmp_path / f"view_{i:02d}.exr")
-                                           for i in range(VIEWS)]))
+    reference = cycles_render(tmp_path, mesh, scene["cameras"], bundled_hdri("studio"),
+                              material, SAMPLES)
     hdri = torch.from_numpy(read_image(bundled_hdri("studio"))[..., :3])
     material_ = TextureMaterial(Texture2D.constant(material["kd"]),
                                 Texture2D.constant((0.0, material["roughness"],
