@@ -35,6 +35,7 @@ from diffrec.mesh import Mesh
 from diffrec.neural import HashGridConfig
 from diffrec.neural.material import NeuralMaterial
 from diffrec.pipeline import distributed
+from diffrec.pipeline.albedo_level import level_albedo_, starts_levelled
 from diffrec.pipeline.bake import bake_textures
 from diffrec.pipeline.checkpoints import CheckpointStore
 from diffrec.pipeline.frustum import check_views_see_box
@@ -221,6 +222,10 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
         mesh, unwrapping = _unwrapped(ctx, inputs.base_mesh.to(torch_device), settings,
                                       reporter, world)
         material = initial_textures(settings, torch_device, inputs.base_material)
+        if starts_levelled(settings):
+            level = level_albedo_(ctx, mesh, material, light, train, settings)
+            reporter.log("the base colour starts at the views' level, "
+                         + " / ".join(f"{value:.3f}" for value in level.tolist()))
         trainable, learning_rate = settings.mode == "refine", settings.learning_rate[1]
         warmup = settings.warmup_iterations if nvdiffrec else 0
         surface_rate = None
