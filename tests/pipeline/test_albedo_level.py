@@ -100,6 +100,6 @@ def test_a_dark_sphere_fits_closer_from_the_level(tmp_path, monkeypatch):
         ks = torch.as_tensor(read_gltf(tmp_path / start / "out" / "mesh.glb").materials[0].ks)
         fits[start] = (metrics["psnr_mean"], ks[..., 0].mean().item(), ks[..., 2].mean().item())
     (level, occlusion, metallic), (grey, *_) = fits["level"], fits["grey"]
-    # measured: 43.8 dB, occlusion 0.07, metallic 0.04 against grey's 32.8 dB, 0.37, 0.34
+    # measured: 43.9 dB, occlusion 0.07, metallic 0.04 against grey's 21.7 dB, 0.32, 0.28
     assert level > grey + 3.0, fits
     assert occlusion < 0.15 and metallic < 0.15, fits
