@@ -1,7 +1,7 @@
 """The base colour a materials run starts from, levelled to its views
 (``diffrec.pipeline.albedo_level``): exact where the model holds (a constant base colour under
 the start's own ks), clamped into the base colour's range, only where the light is known, and
-what it does to a dark rough object's fit."""
+what it does to a dark object's fit."""
 
 import pytest
 import torch
@@ -66,6 +66,15 @@ def test_the_level_stays_in_the_base_colour_s_range(truth, kd_max, expected):
     level, material = levelled(truth, kd_max=kd_max)
     assert torch.allclose(level, torch.tensor(expected), atol=2e-4), level
     assert material.kd.data.max() <= max(kd_max)
+
+
+def test_views_that_miss_the_object_leave_the_start_as_it_was():
+    mesh, light, views = sphere_views((0.3, 0.3, 0.3))
+    views = Views(views.cameras, torch.zeros_like(views.images))  # empty: no pixel counts
+    settings = parse_settings(SETTINGS)
+    material = initial_textures(settings, "cpu")
+    level = level_albedo_(CTX, mesh, material, light, views, settings)
+    assert torch.equal(level, torch.full((3,), 0.5))
 
 
 def test_a_four_channel_base_colour_keeps_its_alpha():

@@ -65,7 +65,8 @@ def level_albedo_(ctx, mesh, material: TextureMaterial, light, views: Views,
             square += response.square().sum((0, 1, 2)).cpu()
     finally:
         kd[..., :3] = original
-    level = torch.where(square > 0, cross / square.clamp(min=1e-30), original.mean((0, 1)).double())
+    unseen = original.mean((0, 1)).double().cpu()  # no counted pixel: the start as it was
+    level = torch.where(square > 0, cross / square.clamp(min=1e-30), unseen)
     low, high = material.kd.min_value, material.kd.max_value
     level = level.float().to(kd.device)
     if low is not None:
