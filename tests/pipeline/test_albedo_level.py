@@ -88,8 +88,9 @@ def test_a_four_channel_base_colour_keeps_its_alpha():
 @pytest.mark.parametrize(("given", "levels"), [
     ({}, True), ({"light": "learn-from-envmap"}, True), ({"light": "learn"}, False),
     ({"init_textures": "random"}, False), ({"init_textures": "base_mesh"}, False),
-    ({"ks_min": (0.0, 0.08, 0.2)}, False)])
-def test_only_constant_textures_under_a_known_light_without_metal_are_levelled(given, levels):
+    ({"ks_min": (0.0, 0.08, 0.2)}, False), ({"mode": "refine"}, False)])
+def test_only_materials_runs_from_constant_textures_under_a_known_light_are_levelled(given,
+                                                                                  levels):
     assert starts_levelled(parse_settings({**SETTINGS, **given})) == levels
 
 

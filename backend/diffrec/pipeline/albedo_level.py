@@ -26,12 +26,14 @@ INTERIOR = 0.99  # alpha above which a pixel counts, in the target and in the re
 
 
 def starts_levelled(settings: Settings) -> bool:
-    """Whether a materials or refine run levels its starting base colour: constant starting
-    textures (``init_textures``), a light that starts as the HDRI (not ``light`` "learn", where
-    the light's level is unknown) and no metal at the start."""
+    """Whether a run levels its starting base colour: materials mode (in refine mode the
+    vertices move too, and a pass that starts levelled levels off, and stops, before its
+    surface has: docs/BENCHMARKS.md), constant starting textures (``init_textures``), a light
+    that starts as the HDRI (not ``light`` "learn", where the light's level is unknown) and no
+    metal at the start."""
     metallic_floor = settings.material_ranges()["ks"][0][2]
-    return (settings.init_textures == "constant" and settings.light != "learn"
-            and metallic_floor == 0)
+    return (settings.mode == "materials" and settings.init_textures == "constant"
+            and settings.light != "learn" and metallic_floor == 0)
 
 
 @torch.no_grad()

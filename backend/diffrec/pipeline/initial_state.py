@@ -35,8 +35,9 @@ def initial_textures(settings: Settings, device, base_material: Material | None 
     """The textures a materials / refine run starts from (``settings.init_textures``), square
     at ``texture_res``, within ``settings.material_ranges()``:
 
-    - "constant": mid-range, grey kd (alpha 1), roughness 0.5, no metal, flat normals (the
-      run then levels kd to its views where the light is known: ``pipeline.albedo_level``);
+    - "constant": mid-range, grey kd (alpha 1), roughness 0.5, no metal, flat normals (a
+      materials run then levels kd to its views where the light is known:
+      ``pipeline.albedo_level``);
     - "random": kd uniform in its range, occlusion uniform in its range cut at 0.01,
       roughness and metallic uniform in theirs, flat normals (the reference system's random
       textures);
