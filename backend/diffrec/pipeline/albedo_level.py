@@ -68,15 +68,9 @@ def level_albedo_(ctx, mesh, material: TextureMaterial, light, views: Views,
     finally:
         kd[..., :3] = original
     unseen = original.mean((0, 1)).double().cpu()  # no counted pixel: the start as it was
-    level = torch.where(square > 0, cross / square.clamp(min=1e-30), unseen)
-    low, high = material.kd.min_value, material.kd.max_value
-    level = level.float().to(kd.device)
-    if low is not None:
-        level = torch.maximum(level, low[:3])
-    if high is not None:
-        level = torch.minimum(level, high[:3])
-    kd[..., :3] = level
-    return level.cpu()
+    kd[..., :3] = torch.where(square > 0, cross / square.clamp(min=1e-30), unseen).to(kd)
+    material.kd.clamp_()
+    return kd[0, 0, :3].cpu().clone()  # a copy: the texture trains on
 
 
 def _render(ctx, mesh, material, light, cameras, settings: Settings, value: float):
