@@ -53,10 +53,13 @@ def albedo(size=32):
     return torch.stack([0.15 + 0.7 * u, 0.15 + 0.7 * v, torch.full_like(u, 0.3)], -1)
 
 
-def scene(mesh, count, seed, kd=None, size=SIZE):
+def scene(mesh, count, seed, kd=None, size=SIZE, ks=(0.0, 0.6, 0.0), light=None):
+    """``count`` straight-alpha views of ``mesh`` (base colour ``kd``, default ``albedo()``;
+    one ``ks``) under ``light`` (default ``sky()``)."""
     asset = Asset(mesh, [Material(kd=(albedo() if kd is None else kd).numpy(),
-                                  ks=torch.tensor([0.0, 0.6, 0.0]).numpy())],
+                                  ks=torch.tensor(ks).numpy())],
                   torch.zeros(mesh.num_triangles, dtype=torch.long))
     cameras = orbit_cameras(count, 3.2, size, seed=seed, elevations_degrees=(-20, 50))
     ctx = raster.RasterContext("cpu", impl="torch")
-    return render_reference_views(ctx, asset, sky(), cameras, spp=2)
+    return render_reference_views(ctx, asset, sky() if light is None else light, cameras,
+                                  spp=2)

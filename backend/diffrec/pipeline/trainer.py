@@ -12,9 +12,10 @@ nvdiffrec trains (``background`` then applies to validation only).
 Losses (``x`` render, ``y`` target, both composited over the same background, see
 ``diffrec.render.backgrounds``):
 the colour loss on pixels the target covers, MSE on coverage, plus the geometry's regulariser,
-albedo and ks smoothness (ramped in over 500 iterations), visibility on ks.r and light white
-balance. With ``ks_gradient_blur`` the ks texture's gradient is blurred before each step;
-with ``clipped_white`` the render is held to at most the target where the target's own colour
+albedo and ks smoothness (ramped in over 500 iterations), visibility on ks.r, metal or not
+on ks.b (``undecided_metal``, ramped in over the pass) and light white balance. With
+``ks_gradient_blur`` the ks texture's gradient is blurred before each step; with
+``clipped_white`` the render is held to at most the target where the target's own colour
 is white (a clipped highlight: the scene was at least that bright) before the colour loss.
 A path-traced pass (``Pass.renderer``) compares with ``PATH_TRACED_LOSS`` instead of the
 settings' loss: its renders are Monte Carlo estimates, and only a loss quadratic in the render
@@ -62,6 +63,17 @@ def light_rotation(cameras, settings: Settings) -> torch.Tensor | None:
     """Per-view rotations ``[B, 3, 3]`` that turn the light with each camera (world to
     camera, ``settings.camera_space_light``), else None (the light is fixed to the world)."""
     return cameras.world_to_camera()[:, :3, :3] if settings.camera_space_light else None
+
+
+def undecided_metal(metallic: torch.Tensor, covered: torch.Tensor) -> torch.Tensor:
+    """Mean of ``m (1 - m)`` over the covered pixels (``metallic`` ``[..., H, W]``, ``covered``
+    ``[..., H, W, 1]`` bool): 0 where every point is metal (1) or not (0), at most 1/4; its
+    gradient ``1 - 2 m`` pulls each point to the nearer of the two."""
+    mask = covered[..., 0]
+    if not mask.any():
+        return metallic.sum() * 0.0
+    values = metallic[mask]
+    return (values * (1.0 - values)).mean()
 
 
 @dataclass(kw_only=True)
@@ -265,8 +277,13 @@ class PassTrainer:
         # the occlusion regulariser (a path-traced run holds occlusion at 0: no buffer)
         visibility = (settings.visibility * out.buffers["ks"][..., 0].mean()
                       if "ks" in out.buffers else 0.0)
+        # ramped in over the pass: metallic first goes where the views take it (a start at 0
+        # would otherwise hold it there), then is decided
+        metal = (progress * settings.metal_or_not
+                 * undecided_metal(out.buffers["ks"][..., 2], covered)
+                 if settings.metal_or_not and "ks" in out.buffers else 0.0)
         white = settings.white_balance * run.light.white_balance_loss() if run.learn_light else 0.0
-        total = color + alpha + geometry + smoothness + visibility + white
+        total = color + alpha + geometry + smoothness + visibility + metal + white
 
         for optimizer in self.optimizers:
             optimizer.zero_grad(set_to_none=True)
