@@ -69,11 +69,8 @@ def undecided_metal(metallic: torch.Tensor, covered: torch.Tensor) -> torch.Tens
     """Mean of ``m (1 - m)`` over the covered pixels (``metallic`` ``[..., H, W]``, ``covered``
     ``[..., H, W, 1]`` bool): 0 where every point is metal (1) or not (0), at most 1/4; its
     gradient ``1 - 2 m`` pulls each point to the nearer of the two."""
-    mask = covered[..., 0]
-    if not mask.any():
-        return metallic.sum() * 0.0
-    values = metallic[mask]
-    return (values * (1.0 - values)).mean()
+    mask = covered[..., 0].to(metallic.dtype)  # no branch: no device sync on the hot path
+    return (metallic * (1.0 - metallic) * mask).sum() / mask.sum().clamp(min=1.0)
 
 
 @dataclass(kw_only=True)
