@@ -97,8 +97,8 @@ def test_a_rank_that_raises_is_reported_with_its_error():
 
 def _one_step(world, settings, train, mesh, sky, out):
     """One refine step a third into a pass (every loss term non-zero: the Laplacian, albedo
-    smoothness and white balance too); rank 0 saves the gradients the step took and its
-    reported losses into ``out``."""
+    smoothness, white balance and, on the random textures' metal, mostly metal too); rank 0
+    saves the gradients the step took and its reported losses into ``out``."""
     ctx = raster.RasterContext("cpu", impl="torch")
     geometry = ExplicitGeometry(mesh, True, "absolute", settings.laplace_scale)
     run = Pass(name="pass2", index=1, iterations=300, learning_rate=0.01, warmup=0,

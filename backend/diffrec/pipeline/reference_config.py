@@ -396,6 +396,10 @@ def departures(settings, sources=None) -> list[str]:
         found.append(f"white target pixels are taken as clipped (clipped_white "
                      f"{settings.clipped_white!r}: a render at least as bright matches them; "
                      "nvdiffrec compares them as exact): clipped_white off for its")
+    if settings.mostly_metal:
+        found.append(f"points past half metal are pulled to all metal (mostly_metal "
+                     f"{settings.mostly_metal}; nvdiffrec has no such prior): mostly_metal 0 "
+                     "for its")
     if settings.large_steps:
         found.append(f"vertex steps smoothed (large_steps {settings.large_steps}; nvdiffrec: "
                      "plain offsets)")

@@ -12,8 +12,8 @@ nvdiffrec trains (``background`` then applies to validation only).
 Losses (``x`` render, ``y`` target, both composited over the same background, see
 ``diffrec.render.backgrounds``):
 the colour loss on pixels the target covers, MSE on coverage, plus the geometry's regulariser,
-albedo and ks smoothness (ramped in over 500 iterations), visibility on ks.r, metal or not
-on ks.b (``undecided_metal``, ramped in over the pass) and light white balance. With
+albedo and ks smoothness (ramped in over 500 iterations), visibility on ks.r, mostly metal
+on ks.b (``partial_metal``, ramped in over the pass) and light white balance. With
 ``ks_gradient_blur`` the ks texture's gradient is blurred before each step; with
 ``clipped_white`` the render is held to at most the target where the target's own colour
 is white (a clipped highlight: the scene was at least that bright) before the colour loss.
@@ -65,12 +65,15 @@ def light_rotation(cameras, settings: Settings) -> torch.Tensor | None:
     return cameras.world_to_camera()[:, :3, :3] if settings.camera_space_light else None
 
 
-def undecided_metal(metallic: torch.Tensor, covered: torch.Tensor) -> torch.Tensor:
-    """Mean of ``m (1 - m)`` over the covered pixels (``metallic`` ``[..., H, W]``, ``covered``
-    ``[..., H, W, 1]`` bool): 0 where every point is metal (1) or not (0), at most 1/4; its
-    gradient ``1 - 2 m`` pulls each point to the nearer of the two."""
+def partial_metal(metallic: torch.Tensor, covered: torch.Tensor) -> torch.Tensor:
+    """Mean over the covered pixels (``metallic`` ``[..., H, W]``, ``covered`` ``[..., H, W, 1]``
+    bool) of ``m (1 - m)``, each ``m`` taken as at least 1/2: in [0, 1/4], 0 where every point
+    is all metal. Its gradient, ``1 - 2 m`` past 1/2 and 0 up to it, pulls each point that is
+    mostly metal to 1 and leaves the others where the views put them (0 when nothing is
+    covered)."""
     mask = covered[..., 0].to(metallic.dtype)  # no branch: no device sync on the hot path
-    return (metallic * (1.0 - metallic) * mask).sum() / mask.sum().clamp(min=1.0)
+    mostly = metallic.clamp(min=0.5)
+    return (mostly * (1.0 - mostly) * mask).sum() / mask.sum().clamp(min=1.0)
 
 
 @dataclass(kw_only=True)
@@ -263,8 +266,10 @@ class PassTrainer:
         loss = settings.loss if self.tracer is None else PATH_TRACED_LOSS
         render = (clipped_like(out.color, target, targets[..., :3]) if self.run.clips_white
                   else out.color)
-        color = image_loss(render, target, loss, mask=covered)
-        color = color * self.world.batch_weight(covered.sum())
+        # this rank's share of the batch's covered pixels: its means over them, so weighted,
+        # average over the ranks to the whole batch's
+        share = self.world.batch_weight(covered.sum())
+        color = image_loss(render, target, loss, mask=covered) * share
         alpha = (out.alpha - target_alpha).square().mean()
         geometry = run.geometry.regularizer(progress)
         ramp = min(1.0, self.iteration / SMOOTHNESS_RAMP_ITERATIONS)
@@ -274,11 +279,10 @@ class PassTrainer:
         # the occlusion regulariser (a path-traced run holds occlusion at 0: no buffer)
         visibility = (settings.visibility * out.buffers["ks"][..., 0].mean()
                       if "ks" in out.buffers else 0.0)
-        # ramped in over the pass: metallic first goes where the views take it (a start at 0
-        # would otherwise hold it there), then is decided
-        metal = (progress * settings.metal_or_not
-                 * undecided_metal(out.buffers["ks"][..., 2], covered)
-                 if settings.metal_or_not and "ks" in out.buffers else 0.0)
+        # ramped in over the pass: metallic first goes where the views take it
+        metal = (progress * settings.mostly_metal * share
+                 * partial_metal(out.buffers["ks"][..., 2], covered)
+                 if settings.mostly_metal and "ks" in out.buffers else 0.0)
         white = settings.white_balance * run.light.white_balance_loss() if run.learn_light else 0.0
         total = color + alpha + geometry + smoothness + visibility + metal + white
 
