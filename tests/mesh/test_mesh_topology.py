@@ -2,8 +2,8 @@
 
 import torch
 
-from diffrec.mesh import edge_triangles, unique_edges
-from diffrec.mesh.primitives import cube, uv_sphere
+from diffrec.mesh import edge_triangles, unique_edges, uv_seams
+from diffrec.mesh.primitives import cube, plane, uv_sphere
 
 
 def _reference_adjacency(triangles):
@@ -53,3 +53,34 @@ def test_random_soup_matches_reference():
     generator = torch.Generator().manual_seed(1)
     triangles = torch.stack([torch.randperm(12, generator=generator)[:3] for _ in range(40)])
     _check_against_reference(triangles)
+
+
+def _reference_seams(triangles, uv_triangles):
+    """{((uv a, uv b), (uv a', uv b'))} of edges on exactly two triangles whose UV ends differ,
+    ends in increasing position index, by plain Python."""
+    corners = {}
+    for tri, uvs in zip(triangles.tolist(), uv_triangles.tolist(), strict=True):
+        for k in range(3):
+            ends = sorted([(tri[k], uvs[k]), (tri[(k + 1) % 3], uvs[(k + 1) % 3])])
+            corners.setdefault((ends[0][0], ends[1][0]), []).append((ends[0][1], ends[1][1]))
+    return {tuple(sides) for sides in corners.values() if len(sides) == 2 and sides[0] != sides[1]}
+
+
+def _seams(triangles, uv_triangles):
+    side_a, side_b = uv_seams(triangles, uv_triangles)
+    return {(tuple(a), tuple(b)) for a, b in zip(side_a.tolist(), side_b.tolist(), strict=True)}
+
+
+def test_uv_seams_are_the_shared_edges_the_two_triangles_map_apart():
+    square = torch.tensor([[0, 1, 2], [0, 2, 3]])
+    assert _seams(square, square) == set(), "one chart: no seam"
+    # the second triangle maps its corners to UVs of its own: the shared edge 0-2 is a seam,
+    # vertex 0 first on both sides; the outer edges have one triangle each and are not
+    assert _seams(square, torch.tensor([[0, 1, 2], [4, 5, 6]])) == {((0, 2), (4, 5))}
+    fan = torch.tensor([[0, 1, 2], [0, 2, 3], [0, 2, 4]])  # edge 0-2 on three triangles
+    assert _seams(fan, torch.arange(9).reshape(3, 3)) == set(), "non-manifold: not a seam"
+    sphere = uv_sphere(6, 12)  # split along one meridian and at its poles
+    assert _seams(sphere.triangles, sphere.uv_triangles) == _reference_seams(
+        sphere.triangles, sphere.uv_triangles) != set()
+    flat = plane()
+    assert _seams(flat.triangles, flat.uv_triangles) == set()

@@ -1,7 +1,7 @@
 """What holds the materials together: the smoothness regularisers, albedo
 (``albedo_smoothness``) and occlusion / roughness / metallic (``ks_smoothness``), nvdiffrec's
-``|t(x + eps) - t(x)|`` terms; and ks's steps spread over neighbouring texels
-(``ks_gradient_blur``)."""
+``|t(x + eps) - t(x)|`` terms with the two sides of each UV seam; and ks's steps spread over
+neighbouring texels (``ks_gradient_blur``)."""
 
 import math
 
@@ -10,6 +10,7 @@ import stand_ins
 import torch
 
 from diffrec import raster
+from diffrec.mesh import Mesh
 from diffrec.mesh.primitives import uv_sphere
 from diffrec.pipeline.inputs import Inputs
 from diffrec.pipeline.run import optimize
@@ -36,6 +37,33 @@ def test_texture_smoothness_is_the_mean_step_of_each_texture():
     assert kd_step < 1e-6
     expected = 2.0 * std * math.sqrt(2.0 / math.pi) / 3.0
     assert abs(ks_step.item() - expected) < 0.05 * expected
+
+
+def two_chart_square() -> Mesh:
+    """A unit square of two triangles that share the edge from vertex 0 to 2, mapped to two
+    charts: the first triangle into the texture's left half, the second into its right."""
+    positions = torch.tensor([[0.0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0]])
+    uvs = torch.tensor([[0.1, 0.1], [0.4, 0.1], [0.4, 0.4],     # left: vertices 0, 1, 2
+                        [0.6, 0.1], [0.9, 0.4], [0.6, 0.4]])    # right: vertices 0, 2, 3
+    return Mesh(positions, torch.tensor([[0, 1, 2], [0, 2, 3]]), uvs=uvs,
+                uv_triangles=torch.tensor([[0, 1, 2], [3, 4, 5]]))
+
+
+def test_texture_smoothness_ties_the_two_sides_of_a_uv_seam():
+    """Jitter inside a chart never reaches across a seam: the seam's two sides are compared
+    directly. Left half 0.2, right half 0.8: the step along the seam is 0.6 (no jitter pairs),
+    none where the two halves agree, and its gradient pulls the sides together and leaves the
+    texels away from the seam alone."""
+    kd = torch.full((16, 16, 3), 0.2)
+    kd[:, 8:] = 0.8
+    material = TextureMaterial(Texture2D(kd), Texture2D(torch.full((16, 16, 3), 0.5)))
+    generator = torch.Generator().manual_seed(0)
+    kd_step, ks_step = material.smoothness(two_chart_square(), generator, points=0, ctx=CTX)
+    assert kd_step.item() == pytest.approx(0.6, abs=1e-6) and ks_step.item() == 0.0
+    kd_step.backward()
+    grad = material.kd.data.grad[..., 0]
+    assert grad[:, :8].sum() < 0 < grad[:, 8:].sum(), "the dark side up, the bright side down"
+    assert grad[:4].abs().sum() == 0 and grad[:, 15].abs().sum() == 0, "far from the seam"
 
 
 def texel_steps(data: torch.Tensor) -> torch.Tensor:

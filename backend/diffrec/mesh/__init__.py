@@ -5,7 +5,7 @@
   ``with_vertex_normals``, ``with_grouped_normals`` (a mesh's own hard edges kept),
   ``welded_normals``, ``corner_angles``, ``safe_normalize``
 - tangents: ``with_tangents`` (per-vertex, orthogonalised, handedness in w)
-- topology: ``unique_edges``, ``edge_triangles``
+- topology: ``unique_edges``, ``edge_triangles``, ``uv_seams``
 - box: ``bounding_box``, ``fit_to_box`` and its ``BoxTransform``
 
 Cleanup (welding, degenerate/duplicate triangles, unused vertices) works on plain tensors and
@@ -24,7 +24,7 @@ from diffrec.mesh.normals import (
     with_vertex_normals,
 )
 from diffrec.mesh.tangents import with_tangents
-from diffrec.mesh.topology import edge_triangles, unique_edges
+from diffrec.mesh.topology import edge_triangles, unique_edges, uv_seams
 
 __all__ = [
     "BoxTransform",
@@ -36,6 +36,7 @@ __all__ = [
     "fit_to_box",
     "safe_normalize",
     "unique_edges",
+    "uv_seams",
     "vertex_normals",
     "welded_normals",
     "with_grouped_normals",

@@ -40,3 +40,25 @@ def edge_triangles(triangles: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
     )
     adjacent[sorted_edges, slot] = triangle_of_corner[order]
     return edges, adjacent
+
+
+def uv_seams(triangles: torch.Tensor, uv_triangles: torch.Tensor) -> tuple[torch.Tensor,
+                                                                            torch.Tensor]:
+    """The UV seams of a mesh: each edge that exactly two triangles of ``triangles`` [T, 3]
+    share and map to different UVs (``uv_triangles`` [T, 3]). Returns ``side_a`` and ``side_b``
+    [S, 2] int64: the UV indices of the edge's two ends as each triangle maps them, the same
+    end first in both (boundary and non-manifold edges are left out)."""
+    edges, adjacent = edge_triangles(triangles)
+    if adjacent.shape[1] < 2:
+        empty = torch.zeros(0, 2, dtype=torch.int64, device=triangles.device)
+        return empty, empty
+    two = (adjacent[:, 1] >= 0) & ((adjacent[:, 2] < 0) if adjacent.shape[1] > 2 else True)
+    edges, adjacent = edges[two], adjacent[two, :2]
+
+    def uv_ends(triangle: torch.Tensor) -> torch.Tensor:
+        corner = (triangles[triangle][:, None, :] == edges[:, :, None]).int().argmax(-1)
+        return uv_triangles[triangle].gather(1, corner)
+
+    side_a, side_b = uv_ends(adjacent[:, 0]), uv_ends(adjacent[:, 1])
+    seam = (side_a != side_b).any(1)
+    return side_a[seam], side_b[seam]

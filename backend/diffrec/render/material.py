@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from diffrec import raster
+from diffrec.mesh import uv_seams
 from diffrec.render.gbuffer import GBuffer
 from diffrec.render.texture2d import Texture2D
 from diffrec.shading.ranges import KD_RANGE, KS_RANGE, NORMAL_RANGE
@@ -108,14 +109,35 @@ class TextureMaterial(torch.nn.Module):
     def smoothness(self, mesh, generator: torch.Generator, points: int = 4096,
                    std: float = 0.005, *, ctx: raster.RasterContext
                    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(mean ``|kd(uv + eps) - kd(uv)|``, the same of ks) at random texture coordinates,
-        ``eps ~ N(0, std)`` in UV units (nvdiffrec's smoothness terms for textures), sampled
-        with ``ctx``."""
+        """(mean ``|kd(p) - kd(q)|``, the same of ks) over pairs of neighbouring surface
+        points, sampled with ``ctx``: ``points`` random texture coordinates ``p`` with
+        ``q = p + eps``, ``eps ~ N(0, std)`` in UV units (nvdiffrec's smoothness terms for
+        textures), and one random point along each of ``mesh``'s UV seams, read on both sides
+        (the charts' edges, which jitter inside a chart never ties together)."""
         device = self.kd.data.device
-        uv = torch.rand(1, points, 1, 2, generator=generator).to(device)
-        jitter = (torch.randn(1, points, 1, 2, generator=generator) * std).to(device)
-        return tuple((texture.sample(uv + jitter, ctx=ctx) - texture.sample(uv, ctx=ctx))
-                     .abs().mean() for texture in (self.kd, self.ks))
+        uv = torch.rand(points, 2, generator=generator).to(device)
+        jitter = (torch.randn(points, 2, generator=generator) * std).to(device)
+        side_a, side_b = self._seam_points(mesh, generator)
+        p = torch.cat([uv, side_a])[None, :, None]
+        q = torch.cat([uv + jitter, side_b])[None, :, None]
+        return tuple((texture.sample(q, ctx=ctx) - texture.sample(p, ctx=ctx)).abs().mean()
+                     for texture in (self.kd, self.ks))
+
+    def _seam_points(self, mesh, generator: torch.Generator
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """A random point along each UV seam of ``mesh`` as each side maps it, ``[S, 2]``
+        twice (none for a mesh without UVs). The seams are found once per UV index buffer."""
+        if mesh.uv_triangles is None:
+            empty = mesh.positions.new_zeros(0, 2)
+            return empty, empty
+        if getattr(self, "_seams_of", None) is not mesh.uv_triangles:
+            self._seams_of = mesh.uv_triangles  # held: its identity is the cache's key
+            self._seams = uv_seams(mesh.triangles, mesh.uv_triangles)
+        side_a, side_b = self._seams
+        along = torch.rand(len(side_a), 1, 1, generator=generator).to(mesh.uvs.device)
+        ends_a, ends_b = mesh.uvs[side_a], mesh.uvs[side_b]  # [S, 2 ends, 2]
+        return tuple(torch.lerp(ends[:, 0], ends[:, 1], along[:, 0]).detach()
+                     for ends in (ends_a, ends_b))
 
 
 class NeuralSurface(torch.nn.Module):
