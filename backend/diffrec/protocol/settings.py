@@ -230,7 +230,9 @@ class Settings:
                                 "exactly, as this many directional sources (0: none)",
                                 minimum=0)
     albedo_smoothness: float = _material(0.03, "albedo smoothness weight", minimum=0)
-    ks_smoothness: float = _material(0.0, "occlusion, roughness and metallic smoothness "
+    # 0.1 evens out each texel's noisy roughness and ties the charts' seams without holding
+    # roughness at its start (docs/BENCHMARKS.md, "Seams")
+    ks_smoothness: float = _material(0.1, "occlusion, roughness and metallic smoothness "
                                      "weight", minimum=0)
     # each step of ks spread over its neighbourhood: the few pixels that see a texel do not
     # determine its roughness (docs/BENCHMARKS.md, "Relighting, round seven")
