@@ -101,6 +101,8 @@ def test_nvdiffrec_configs_get_its_schedule_light_and_start(tmp_path, monkeypatc
     assert "diffuse is shaded under the specular coat" in departures
     assert "white target pixels are taken as clipped (clipped_white 'auto'" in departures
     assert "pulled to all metal (mostly_metal 0.3" in departures
+    assert "held together (ks_smoothness 0.1" in departures
+    assert "two sides of each UV seam" in departures
     assert "stops early" in departures, "a --preset brings its stopping rule, said as such"
     assert "brightest parts" not in departures, "a learned light is not split into sources"
     shown = json.loads(printed[printed.index("{"):])

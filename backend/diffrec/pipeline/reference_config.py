@@ -396,6 +396,13 @@ def departures(settings, sources=None) -> list[str]:
         found.append(f"white target pixels are taken as clipped (clipped_white "
                      f"{settings.clipped_white!r}: a render at least as bright matches them; "
                      "nvdiffrec compares them as exact): clipped_white off for its")
+    if settings.ks_smoothness:
+        found.append(f"roughness and metallic are held together (ks_smoothness "
+                     f"{settings.ks_smoothness}; nvdiffrec smooths the base colour only): "
+                     "ks_smoothness 0 for its")
+    if settings.albedo_smoothness:
+        found.append("the base colour's smoothness also compares the two sides of each UV "
+                     "seam (nvdiffrec's stays inside a chart)")
     if settings.mostly_metal:
         found.append(f"points past half metal are pulled to all metal (mostly_metal "
                      f"{settings.mostly_metal}; nvdiffrec has no such prior): mostly_metal 0 "
