@@ -52,7 +52,7 @@ def uv_seams(triangles: torch.Tensor, uv_triangles: torch.Tensor) -> tuple[torch
     if adjacent.shape[1] < 2:
         empty = torch.zeros(0, 2, dtype=torch.int64, device=triangles.device)
         return empty, empty
-    two = (adjacent[:, 1] >= 0) & ((adjacent[:, 2] < 0) if adjacent.shape[1] > 2 else True)
+    two = (adjacent >= 0).sum(1) == 2
     edges, adjacent = edges[two], adjacent[two, :2]
 
     def uv_ends(triangle: torch.Tensor) -> torch.Tensor:

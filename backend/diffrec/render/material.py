@@ -40,6 +40,8 @@ class TextureMaterial(torch.nn.Module):
         super().__init__()
         self.kd, self.ks, self.normal = kd, ks, normal
         self.mip_bias = float(mip_bias)
+        self._seams_of: torch.Tensor | None = None  # the UV index buffer ``_seams`` are of
+        self._seams: tuple[torch.Tensor, torch.Tensor] | None = None
 
     @classmethod
     def from_material(cls, material, ks_min=KS_RANGE[0], ks_max=KS_RANGE[1]) -> TextureMaterial:
@@ -130,14 +132,12 @@ class TextureMaterial(torch.nn.Module):
         if mesh.uv_triangles is None:
             empty = mesh.positions.new_zeros(0, 2)
             return empty, empty
-        if getattr(self, "_seams_of", None) is not mesh.uv_triangles:
+        if self._seams_of is not mesh.uv_triangles:
             self._seams_of = mesh.uv_triangles  # held: its identity is the cache's key
             self._seams = uv_seams(mesh.triangles, mesh.uv_triangles)
-        side_a, side_b = self._seams
-        along = torch.rand(len(side_a), 1, 1, generator=generator).to(mesh.uvs.device)
-        ends_a, ends_b = mesh.uvs[side_a], mesh.uvs[side_b]  # [S, 2 ends, 2]
-        return tuple(torch.lerp(ends[:, 0], ends[:, 1], along[:, 0]).detach()
-                     for ends in (ends_a, ends_b))
+        along = torch.rand(len(self._seams[0]), 1, generator=generator).to(mesh.uvs.device)
+        return tuple(torch.lerp(ends[:, 0], ends[:, 1], along).detach()
+                     for ends in (mesh.uvs[side] for side in self._seams))  # [S, 2 ends, 2]
 
 
 class NeuralSurface(torch.nn.Module):
