@@ -400,9 +400,9 @@ def departures(settings, sources=None) -> list[str]:
         found.append(f"roughness and metallic are held together (ks_smoothness "
                      f"{settings.ks_smoothness}; nvdiffrec smooths the base colour only): "
                      "ks_smoothness 0 for its")
-    if settings.albedo_smoothness:
-        found.append("the base colour's smoothness also compares the two sides of each UV "
-                     "seam (nvdiffrec's stays inside a chart)")
+    if settings.albedo_smoothness or settings.ks_smoothness:
+        found.append("the smoothness terms also compare the two sides of each UV seam "
+                     "(nvdiffrec's stay inside a chart)")
     if settings.mostly_metal:
         found.append(f"points past half metal are pulled to all metal (mostly_metal "
                      f"{settings.mostly_metal}; nvdiffrec has no such prior): mostly_metal 0 "
