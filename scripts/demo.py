@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))  # the add-on's package, ``addon``
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # demo_lib
 
 import bpy  # noqa: E402
-from demo_lib import backend, dataset, judge, report, scene  # noqa: E402
+from demo_lib import backend, dataset, judge, out_folder, report, scene  # noqa: E402
 from demo_lib.console import quiet_stdout, without_lines  # noqa: E402
 
 from addon import export_scene  # noqa: E402
@@ -55,7 +55,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                                                   "of Suzanne; keeps its materials if it has any")
     parser.add_argument("--hdri", type=Path, help="your own equirectangular HDRI (.exr, .hdr) "
                                                   "instead of Blender's forest.exr")
-    parser.add_argument("--out", type=Path, default=Path("out/demo"), help="output folder")
+    parser.add_argument("--out", type=Path, default=Path("out/demo"),
+                        help="output folder: new, empty, or one an earlier demo run made "
+                             "(emptied first); any other folder is refused")
     parser.add_argument("--preset", choices=("preview", "standard", "high"),
                         help="backend preset (default: preview on a CPU, standard with CUDA)")
     parser.add_argument("--size", type=int, help="image size in pixels (default 128 on a CPU, "
@@ -180,9 +182,7 @@ def save_blend(path: Path, obj, result) -> None:
 def main(argv=None) -> int:
     args = parse_args(argv)
     out = args.out
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    out_folder.prepare(out)
     clock = Clock()
     print(f"diffrec demo: mode {args.mode}, preset {args.preset}, {args.views} views + "
           f"{args.holdout} held out at {args.size} px, Cycles {args.samples} spp", flush=True)
