@@ -1,0 +1,537 @@
+"""Blender's own route from a heavy object to a real-time one: Decimate (collapse) to a
+triangle budget, Smart UV Project, and a Cycles bake "Selected to Active" of the high-poly's
+base colour, roughness, metallic and tangent-space normals onto the low-poly.
+
+Two users: the add-on, whose fit starts its textures from the baked maps (``MapBaker`` is
+pumped one bake per step on the main thread, as target renders are), and the peer benchmark,
+for which ``decimated_copy`` + ``bake_maps`` + ``baked_material`` is "Blender's route".
+
+How each map is baked (Cycles, with the scene's device; CPU in the tests):
+
+- ``base_color``: the DIFFUSE pass, Color only. Cycles' diffuse colour is the diffuse closure's
+  weight, which a Principled BSDF scales down by its metallic, transmission, specular, coat and
+  sheen layers (a metal bakes black, a dielectric 4 % dark), so the high-poly bakes with copies
+  of its materials in which those inputs of every Principled BSDF are 0: what is left is the
+  base colour, procedural or not, and any other diffuse shader's colour.
+- ``roughness``: the ROUGHNESS pass, with the reference's own materials.
+- ``metallic``: Cycles has no metallic pass; copies of the materials send the Metallic of the
+  Principled BSDF feeding the output (through Mix and Add shaders) into an Emission shader,
+  baked with the EMIT pass.
+- ``normal``: the NORMAL pass in tangent space, R+ G+ B+ (OpenGL, Blender's convention),
+  relative to the start's smooth normals and its UV map's tangents.
+
+The rays leave the start's surface pushed out by an extrusion and run inward up to a maximum
+distance, both fitted to the measured deviation between the two surfaces (``cage_distance``).
+The high-poly bakes as a temporary linked copy of the reference (same mesh, modifiers and
+texture space, so procedural textures on Generated coordinates read the same), the low-poly as a
+temporary copy of the start's mesh with one material holding the target image: neither the
+reference nor the start is touched, and neither copy is in the scene between steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+import bmesh
+import bpy
+import numpy as np
+from mathutils.bvhtree import BVHTree
+
+from .export_scene import _temporarily, image_array
+from .import_result import new_image
+
+MAPS = ("base_color", "roughness", "metallic", "normal")
+"""The baked maps, in baking order."""
+ISLAND_MARGIN = 0.004
+"""Smart UV Project's gap between charts, in UV units: 4 texels at 1024 px, 2 at 512, so that
+bilinear lookups at a chart's edge never read a neighbour's texels."""
+SMART_UV_ANGLE = math.radians(66.0)
+"""Smart UV Project's angle limit (Blender's default)."""
+CAGE_SLACK = 1.25
+"""Extrusion = deviation x this + CAGE_FLOOR x the reference's bounding-box diagonal: rays along
+the start's interpolated normals run longer than the nearest-point distances measured."""
+CAGE_FLOOR = 0.002
+DEVIATION_SAMPLES = 20000
+"""At most this many reference vertices are measured against the start."""
+NEUTRALISED = ("Metallic", "Transmission Weight", "Specular IOR Level", "Coat Weight",
+               "Sheen Weight")
+"""The Principled BSDF inputs zeroed for the base-colour bake (each scales the diffuse weight)."""
+PRINCIPLED = "ShaderNodeBsdfPrincipled"
+
+
+def triangle_count(mesh: bpy.types.Mesh) -> int:
+    """The triangles ``mesh``'s faces make (a face of n corners makes n - 2)."""
+    totals = np.empty(len(mesh.polygons), np.int64)
+    mesh.polygons.foreach_get("loop_total", totals)
+    return int((totals - 2).sum())
+
+
+def _check_reference(reference) -> None:
+    if reference is None or reference.type != "MESH":
+        name = "nothing" if reference is None else repr(reference.name)
+        raise ValueError(f"the reference must be a mesh object, not {name}")
+
+
+@contextlib.contextmanager
+def _selection_kept(view_layer):
+    """Object mode for the block; afterwards the selection, the active object and its mode are
+    as before (objects removed in the block are skipped)."""
+    active = view_layer.objects.active
+    mode = active.mode if active is not None else "OBJECT"
+    if mode != "OBJECT":
+        bpy.ops.object.mode_set(mode="OBJECT")
+    selected = [obj for obj in view_layer.objects if obj.select_get(view_layer=view_layer)]
+    try:
+        yield
+    finally:
+        for obj in view_layer.objects:
+            obj.select_set(False, view_layer=view_layer)
+        for obj in selected:
+            obj.select_set(True, view_layer=view_layer)
+        view_layer.objects.active = active
+        if mode != "OBJECT":
+            bpy.ops.object.mode_set(mode=mode)
+
+
+def _only_selected(view_layer, selected, active) -> None:
+    for obj in view_layer.objects:
+        obj.select_set(False, view_layer=view_layer)
+    for obj in selected:
+        obj.select_set(True, view_layer=view_layer)
+    view_layer.objects.active = active
+
+
+# -- the low-poly ----------------------------------------------------------------------------
+
+
+def decimated_copy(reference: bpy.types.Object, triangles: int, name: str,
+                   collection: bpy.types.Collection | None = None) -> bpy.types.Object:
+    """A new mesh object named ``name``: ``reference``'s evaluated mesh (its modifiers applied)
+    with the reference's world matrix, decimated by collapse (the Decimate modifier, as an artist
+    does) to at most ``triangles`` triangles (a budget at or above the reference's count copies
+    it whole), triangulated, shaded smooth, unwrapped with Smart UV Project (``ISLAND_MARGIN``),
+    no materials; linked to ``collection`` (default: the reference's first collection). The
+    reference is left exactly as it was (mesh, modifiers, selection, active object, mode)."""
+    _check_reference(reference)
+    if triangles < 4:
+        raise ValueError(f"a budget of {triangles} triangles is too small: at least 4")
+    context = bpy.context
+    collection = collection or (reference.users_collection or [context.scene.collection])[0]
+    with _selection_kept(context.view_layer):
+        depsgraph = context.evaluated_depsgraph_get()
+        mesh = bpy.data.meshes.new_from_object(reference.evaluated_get(depsgraph),
+                                               depsgraph=depsgraph)
+        mesh.name = name
+        if not mesh.polygons:
+            bpy.data.meshes.remove(mesh)
+            raise ValueError(f"the reference {reference.name!r} has no faces")
+        mesh.materials.clear()
+        obj = bpy.data.objects.new(name, mesh)
+        obj.matrix_world = reference.matrix_world
+        context.scene.collection.objects.link(obj)  # in the view layer while it is made
+        try:
+            _decimate(obj, triangles)
+            _smart_unwrap(obj, context.view_layer)
+        except Exception:
+            made = obj.data
+            bpy.data.objects.remove(obj)
+            bpy.data.meshes.remove(made)
+            raise
+        context.scene.collection.objects.unlink(obj)
+        collection.objects.link(obj)
+    return obj
+
+
+def _triangulate(mesh: bpy.types.Mesh) -> None:
+    work = bmesh.new()
+    work.from_mesh(mesh)
+    bmesh.ops.triangulate(work, faces=work.faces, quad_method="BEAUTY", ngon_method="BEAUTY")
+    work.to_mesh(mesh)
+    work.free()
+    mesh.update()
+
+
+def _decimate(obj: bpy.types.Object, triangles: int, attempts: int = 8) -> None:
+    """Collapse ``obj``'s mesh (no modifiers) to at most ``triangles`` triangles, triangulated;
+    the ratio shrinks until the Decimate modifier's result fits (collapse may miss slightly)."""
+    _triangulate(obj.data)
+    count = triangle_count(obj.data)
+    ratio = triangles / count
+    for _ in range(attempts if count > triangles else 0):
+        modifier = obj.modifiers.new("decimate", "DECIMATE")
+        modifier.decimate_type = "COLLAPSE"
+        modifier.ratio = ratio
+        modifier.use_collapse_triangulate = True
+        depsgraph = bpy.context.evaluated_depsgraph_get()
+        result = bpy.data.meshes.new_from_object(obj.evaluated_get(depsgraph),
+                                                 depsgraph=depsgraph)
+        obj.modifiers.remove(modifier)
+        _triangulate(result)
+        reached = triangle_count(result)
+        if reached <= triangles:
+            previous, obj.data = obj.data, result
+            name = previous.name
+            bpy.data.meshes.remove(previous)
+            result.name = name
+            return
+        bpy.data.meshes.remove(result)
+        ratio *= 0.98 * triangles / reached
+    if count > triangles:
+        raise RuntimeError(f"Decimate could not bring {count} triangles down to {triangles}")
+
+
+def _smart_unwrap(obj: bpy.types.Object, view_layer) -> None:
+    """Shade ``obj`` smooth and give it one UV map 'UVMap' from Smart UV Project."""
+    mesh = obj.data
+    mesh.shade_smooth()
+    while mesh.uv_layers:
+        mesh.uv_layers.remove(mesh.uv_layers[0])
+    mesh.uv_layers.new(name="UVMap")
+    _only_selected(view_layer, [obj], obj)
+    bpy.ops.object.mode_set(mode="EDIT")
+    try:
+        bpy.ops.mesh.select_all(action="SELECT")
+        bpy.ops.uv.smart_project(angle_limit=SMART_UV_ANGLE, island_margin=ISLAND_MARGIN,
+                                 area_weight=0.0, correct_aspect=True, scale_to_bounds=False)
+    finally:
+        bpy.ops.object.mode_set(mode="OBJECT")
+
+
+# -- the cage --------------------------------------------------------------------------------
+
+
+def _world_triangles(obj, depsgraph) -> tuple[np.ndarray, np.ndarray]:
+    """``obj``'s evaluated mesh as world-space vertices [V,3] and triangles [T,3]."""
+    mesh = obj.evaluated_get(depsgraph).to_mesh()
+    try:
+        vertices = np.empty(len(mesh.vertices) * 3, np.float64)
+        mesh.vertices.foreach_get("co", vertices)
+        mesh.calc_loop_triangles()
+        triangles = np.empty(len(mesh.loop_triangles) * 3, np.int64)
+        mesh.loop_triangles.foreach_get("vertices", triangles)
+    finally:
+        obj.evaluated_get(depsgraph).to_mesh_clear()
+    matrix = np.array(obj.matrix_world)
+    vertices = vertices.reshape(-1, 3) @ matrix[:3, :3].T + matrix[:3, 3]
+    return vertices, triangles.reshape(-1, 3)
+
+
+def _farthest(points: np.ndarray, tree: BVHTree) -> float:
+    """The largest distance from ``points`` to the surface in ``tree``."""
+    farthest = 0.0
+    for point in points:
+        hit = tree.find_nearest(point)
+        if hit[0] is not None:
+            farthest = max(farthest, hit[3])
+    return farthest
+
+
+def cage_distance(reference, start, depsgraph) -> tuple[float, float]:
+    """(extrusion, max ray distance) for baking ``reference`` onto ``start``: the measured
+    deviation between the surfaces (both ways: the start's vertices and triangle centres to the
+    reference, up to DEVIATION_SAMPLES reference vertices to the start), with slack."""
+    high_vertices, high_triangles = _world_triangles(reference, depsgraph)
+    if not len(high_triangles):
+        raise ValueError(f"the reference {reference.name!r} has no faces")
+    low_vertices, low_triangles = _world_triangles(start, depsgraph)
+    high = BVHTree.FromPolygons(high_vertices.tolist(), high_triangles.tolist())
+    low = BVHTree.FromPolygons(low_vertices.tolist(), low_triangles.tolist())
+    low_points = np.concatenate([low_vertices, low_vertices[low_triangles].mean(axis=1)])
+    stride = max(1, len(high_vertices) // DEVIATION_SAMPLES)
+    deviation = max(_farthest(low_points, high), _farthest(high_vertices[::stride], low))
+    diagonal = float(np.linalg.norm(high_vertices.max(0) - high_vertices.min(0)))
+    extrusion = CAGE_SLACK * deviation + CAGE_FLOOR * diagonal
+    return extrusion, 2.0 * extrusion
+
+
+# -- material copies -------------------------------------------------------------------------
+
+
+def _output_node(tree):
+    output = tree.get_output_node("CYCLES")
+    if output is None:
+        output = tree.nodes.new("ShaderNodeOutputMaterial")
+    return output
+
+
+def _neutral_copy(material):
+    """A copy of ``material`` whose Principled BSDFs have the NEUTRALISED inputs at 0 (so the
+    DIFFUSE colour pass reads the base colour)."""
+    copy = material.copy()
+    tree = copy.node_tree
+    for node in tree.nodes:
+        if node.bl_idname != PRINCIPLED:
+            continue
+        for name in NEUTRALISED:
+            socket = node.inputs.get(name)
+            if socket is None:
+                continue
+            for link in list(socket.links):
+                tree.links.remove(link)
+            socket.default_value = 0.0
+    return copy
+
+
+def _source(socket):
+    """What feeds ``socket``: the linked output socket, or its default value."""
+    return socket.links[0].from_socket if socket.is_linked else socket.default_value
+
+
+def _feed(tree, socket, source) -> None:
+    if isinstance(source, float):
+        socket.default_value = source
+    else:
+        tree.links.new(source, socket)
+
+
+def _by_identifier(sockets, identifier: str):
+    return next(socket for socket in sockets if socket.identifier == identifier)
+
+
+def _metallic(tree, shader_socket):
+    """The metallic of the shader feeding ``shader_socket``, as an output socket or a float:
+    a Principled BSDF's Metallic; Mix and Add shaders mix and add it; anything else is 0."""
+    if not shader_socket.is_linked:
+        return 0.0
+    node = shader_socket.links[0].from_node
+    if node.bl_idname == "NodeReroute":
+        return _metallic(tree, node.inputs[0])
+    if node.bl_idname == PRINCIPLED:
+        return _source(node.inputs["Metallic"])
+    if node.bl_idname == "ShaderNodeMixShader":
+        mix = tree.nodes.new("ShaderNodeMix")
+        mix.data_type = "FLOAT"
+        _feed(tree, _by_identifier(mix.inputs, "Factor_Float"), _source(node.inputs[0]))
+        _feed(tree, _by_identifier(mix.inputs, "A_Float"), _metallic(tree, node.inputs[1]))
+        _feed(tree, _by_identifier(mix.inputs, "B_Float"), _metallic(tree, node.inputs[2]))
+        return _by_identifier(mix.outputs, "Result_Float")
+    if node.bl_idname == "ShaderNodeAddShader":
+        add = tree.nodes.new("ShaderNodeMath")
+        add.operation, add.use_clamp = "ADD", True
+        _feed(tree, add.inputs[0], _metallic(tree, node.inputs[0]))
+        _feed(tree, add.inputs[1], _metallic(tree, node.inputs[1]))
+        return add.outputs[0]
+    return 0.0
+
+
+def _metallic_emission_copy(material):
+    """A copy of ``material`` whose surface is an Emission of its metallic (strength 1)."""
+    copy = material.copy()
+    tree = copy.node_tree
+    output = _output_node(tree)
+    metallic = _metallic(tree, output.inputs["Surface"])
+    emission = tree.nodes.new("ShaderNodeEmission")
+    emission.inputs["Strength"].default_value = 1.0
+    if isinstance(metallic, float):
+        emission.inputs["Color"].default_value = (metallic, metallic, metallic, 1.0)
+    else:
+        tree.links.new(metallic, emission.inputs["Color"])
+    tree.links.new(emission.outputs["Emission"], output.inputs["Surface"])
+    return copy
+
+
+# -- the bake --------------------------------------------------------------------------------
+
+
+def _check_cycles(scene) -> None:
+    if not (bpy.app.build_options.cycles and hasattr(scene, "cycles")):
+        raise RuntimeError("baking needs Cycles, which is not available in this Blender")
+
+
+def _check_start(start) -> None:
+    if start is None or start.type != "MESH":
+        raise ValueError("the start must be a mesh object")
+    if not start.data.polygons:
+        raise ValueError(f"the start {start.name!r} has no faces")
+    if not start.data.uv_layers:
+        raise ValueError(f"the start {start.name!r} has no UV map to bake onto")
+
+
+def _bake_margin(size: int) -> int:
+    """Cycles' margin in texels: how far past the charts baked texels are dilated."""
+    return max(2, size // 64)
+
+
+class MapBaker:
+    """Bakes ``reference``'s appearance onto ``start``'s UVs with Cycles, Selected to Active,
+    one map per ``step()`` (main thread only). Maps: 'base_color' linear [H, W, 3],
+    'roughness' [H, W], 'metallic' [H, W], 'normal' tangent-space [H, W, 3] encoded in [0, 1]
+    (OpenGL +Y), all float32, rows top-down, ``size`` x ``size``; texels past the UV charts are
+    dilated by Cycles' margin. Nothing of the scene is changed between steps nor after
+    ``close()`` (which the last step calls): render settings, the reference's materials,
+    selection, active object; the temporary images, materials and objects are removed."""
+
+    def __init__(self, scene, reference, start, size: int, samples: int = 16):
+        _check_reference(reference)
+        _check_start(start)
+        _check_cycles(scene)
+        if size < 1 or samples < 1:
+            raise ValueError(f"size ({size}) and samples ({samples}) must be positive")
+        self.scene, self.size, self.samples = scene, size, samples
+        self.maps: dict[str, np.ndarray] = {}
+        self.done = 0
+        self._made: list = []  # (collection, datablock) to remove on close
+        try:
+            self._prepare(reference, start)
+        except Exception:
+            self.close()
+            raise
+
+    def _keep(self, collection, block):
+        self._made.append((collection, block))
+        return block
+
+    def _prepare(self, reference, start) -> None:
+        depsgraph = bpy.context.evaluated_depsgraph_get()
+        self.extrusion, self.max_ray = cage_distance(reference, start, depsgraph)
+        self._image = self._keep(bpy.data.images, bpy.data.images.new(
+            "diffrec bake", self.size, self.size, alpha=False, float_buffer=True, is_data=True))
+        target = self._keep(bpy.data.materials, bpy.data.materials.new("diffrec bake target"))
+        node = target.node_tree.nodes.new("ShaderNodeTexImage")
+        node.image = self._image
+        target.node_tree.nodes.active = node
+        mesh = self._keep(bpy.data.meshes, bpy.data.meshes.new_from_object(
+            start.evaluated_get(depsgraph), depsgraph=depsgraph))
+        mesh.materials.clear()
+        mesh.materials.append(target)
+        mesh.polygons.foreach_set("material_index", np.zeros(len(mesh.polygons), np.int32))
+        self._low = self._keep(bpy.data.objects, bpy.data.objects.new("diffrec bake low", mesh))
+        self._low.matrix_world = start.matrix_world
+        self._high = self._keep(bpy.data.objects, reference.copy())
+        self._high.name = "diffrec bake high"
+        self._high.hide_viewport = self._high.hide_render = self._high.hide_select = False
+        originals = [slot.material for slot in reference.material_slots]
+        self._materials = {
+            "roughness": originals,
+            "normal": originals,
+            "base_color": [self._copy(_neutral_copy, material) for material in originals],
+            "metallic": [self._copy(_metallic_emission_copy, material)
+                         for material in originals],
+        }
+        for slot in self._high.material_slots:
+            slot.link = "OBJECT"
+
+    def _copy(self, make, material):
+        return None if material is None else self._keep(bpy.data.materials, make(material))
+
+    @property
+    def steps(self) -> int:
+        """How many ``step`` calls bake all the maps."""
+        return len(MAPS)
+
+    @property
+    def text(self) -> str:
+        """What the next step does, e.g. 'baking roughness 2/4'."""
+        if self.done >= self.steps:
+            return "baked"
+        return f"baking {MAPS[self.done].replace('_', ' ')} {self.done + 1}/{self.steps}"
+
+    def step(self) -> bool:
+        """Bake the next map into ``maps``; whether all are done (then closed)."""
+        if self.done < self.steps:
+            try:
+                name = MAPS[self.done]
+                self.maps[name] = self._bake(name)
+                self.done += 1
+            except Exception:
+                self.close()
+                raise
+            if self.done == self.steps:
+                self.close()
+        return self.done >= self.steps
+
+    def _bake(self, name: str) -> np.ndarray:
+        for slot, material in zip(self._high.material_slots, self._materials[name], strict=True):
+            slot.material = material
+        scene, view_layer = self.scene, bpy.context.view_layer
+        with (
+            _temporarily(scene.render, engine="CYCLES"),
+            _temporarily(scene.cycles, samples=self.samples, use_denoising=False),
+            _selection_kept(view_layer),
+            self._linked(),
+        ):
+            _only_selected(view_layer, [self._high, self._low], self._low)
+            bpy.ops.object.bake(**self._settings(name))
+        pixels = image_array(self._image)
+        return np.ascontiguousarray(pixels[..., :3] if name in ("base_color", "normal")
+                                    else pixels[..., 0])
+
+    @contextlib.contextmanager
+    def _linked(self):
+        """The two temporary objects in the scene for the block."""
+        objects = self.scene.collection.objects
+        objects.link(self._high)
+        objects.link(self._low)
+        try:
+            yield
+        finally:
+            objects.unlink(self._low)
+            objects.unlink(self._high)
+
+    def _settings(self, name: str) -> dict:
+        """The bake operator's arguments for map ``name`` (given to the operator, so the
+        scene's own bake settings stay as they are)."""
+        settings = dict(
+            use_selected_to_active=True, use_cage=False, cage_extrusion=self.extrusion,
+            max_ray_distance=self.max_ray, margin=_bake_margin(self.size),
+            margin_type="ADJACENT_FACES", use_clear=True, target="IMAGE_TEXTURES",
+            save_mode="INTERNAL",
+        )
+        if name == "base_color":
+            return settings | dict(type="DIFFUSE", pass_filter={"COLOR"})
+        if name == "roughness":
+            return settings | dict(type="ROUGHNESS")
+        if name == "metallic":
+            return settings | dict(type="EMIT")
+        return settings | dict(type="NORMAL", normal_space="TANGENT", normal_r="POS_X",
+                               normal_g="POS_Y", normal_b="POS_Z")
+
+    def close(self) -> None:
+        """Remove the temporary objects, meshes, materials and image (idempotent; a bake
+        cancelled half-way is closed the same)."""
+        for collection, block in reversed(self._made):
+            with contextlib.suppress(ReferenceError):
+                collection.remove(block)
+        self._made.clear()
+
+
+def bake_maps(scene, reference, start, size: int, samples: int = 16) -> dict[str, np.ndarray]:
+    """All maps at once (``MapBaker`` stepped to the end, closed even on error)."""
+    baker = MapBaker(scene, reference, start, size, samples)
+    try:
+        while not baker.step():
+            pass
+        return baker.maps
+    finally:
+        baker.close()
+
+
+def baked_material(name: str, maps: dict[str, np.ndarray]) -> bpy.types.Material:
+    """Blender's route's result material: a Principled BSDF reading the maps as images packed
+    into the .blend (base colour 8-bit sRGB; roughness, metallic and normal 8-bit Non-Color,
+    the normal through a Normal Map node in tangent space)."""
+    material = bpy.data.materials.new(name)
+    tree = material.node_tree
+    principled = next(node for node in tree.nodes if node.bl_idname == PRINCIPLED)
+
+    def texture(key: str, colorspace: str, location: tuple[float, float]):
+        array = maps[key] if maps[key].ndim == 3 else np.repeat(maps[key][..., None], 3, -1)
+        node = tree.nodes.new("ShaderNodeTexImage")
+        node.image = new_image(f"{name} {key.replace('_', ' ')}", array, colorspace)
+        node.location = location
+        return node
+
+    tree.links.new(texture("base_color", "sRGB", (-600, 300)).outputs["Color"],
+                   principled.inputs["Base Color"])
+    tree.links.new(texture("roughness", "Non-Color", (-600, 0)).outputs["Color"],
+                   principled.inputs["Roughness"])
+    tree.links.new(texture("metallic", "Non-Color", (-600, -300)).outputs["Color"],
+                   principled.inputs["Metallic"])
+    normal_map = tree.nodes.new("ShaderNodeNormalMap")
+    normal_map.space = "TANGENT"
+    normal_map.location = (-250, -600)
+    tree.links.new(texture("normal", "Non-Color", (-600, -600)).outputs["Color"],
+                   normal_map.inputs["Color"])
+    tree.links.new(normal_map.outputs["Normal"], principled.inputs["Normal"])
+    return material

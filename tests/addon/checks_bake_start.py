@@ -1,0 +1,430 @@
+"""Blender's route (addon/bake_start.py) checks, run under bpy (see harness.py): the decimated
+copy within budget with the reference untouched, baked maps against a material whose values
+are known at every point, flat and bumpy normal maps, the scene as it was after the bake."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))  # blender --python does not add it
+import harness  # noqa: I001  (puts the repository on sys.path)
+import bpy
+import numpy as np
+
+from addon import bake_start
+
+SIZE = 64
+NEIGHBOURHOOD = 0.3
+"""How far (object space) a texel's neighbours' points may lie for it to count as interior."""
+RED, BLUE = (0.8, 0.1, 0.05), (0.05, 0.2, 0.9)
+
+
+def _sphere(name="reference", segments=32, rings=16, location=(0.4, -0.3, 0.2)):
+    """A smooth UV sphere of radius 1, moved and turned (the copies must follow its matrix)."""
+    bpy.ops.mesh.primitive_uv_sphere_add(segments=segments, ring_count=rings, radius=1.0,
+                                         location=location, rotation=(0.3, 0.0, 0.7))
+    sphere = bpy.context.active_object
+    sphere.name = name
+    sphere.data.shade_smooth()
+    return sphere
+
+
+def _node(tree, idname, **inputs):
+    node = tree.nodes.new(idname)
+    for key, value in inputs.items():
+        node.inputs[key].default_value = value
+    return node
+
+
+def _split(tree, axis: str):
+    """A node output that is 1 where the object-space ``axis`` coordinate is > 0, else 0."""
+    coordinates = tree.nodes.new("ShaderNodeTexCoord")
+    separate = tree.nodes.new("ShaderNodeSeparateXYZ")
+    tree.links.new(coordinates.outputs["Object"], separate.inputs[0])
+    greater = tree.nodes.new("ShaderNodeMath")
+    greater.operation = "GREATER_THAN"
+    greater.inputs[1].default_value = 0.0
+    tree.links.new(separate.outputs[axis], greater.inputs[0])
+    return greater.outputs[0]
+
+
+def _known_material(name="known"):
+    """Base colour RED above z = 0 and BLUE below, roughness 0.3, metallic 1 where x > 0, all
+    procedural (node links), not defaults."""
+    material = bpy.data.materials.new(name)
+    tree = material.node_tree
+    principled = tree.nodes["Principled BSDF"]
+    mix = tree.nodes.new("ShaderNodeMix")
+    mix.data_type = "RGBA"
+    tree.links.new(_split(tree, "Z"), mix.inputs["Factor"])
+    mix.inputs[6].default_value = (*BLUE, 1.0)  # A (colour)
+    mix.inputs[7].default_value = (*RED, 1.0)  # B (colour)
+    tree.links.new(mix.outputs[2], principled.inputs["Base Color"])
+    tree.links.new(_split(tree, "X"), principled.inputs["Metallic"])
+    principled.inputs["Roughness"].default_value = 0.3
+    return material
+
+
+def _constant_material(name, colour, roughness, metallic):
+    material = bpy.data.materials.new(name)
+    principled = material.node_tree.nodes["Principled BSDF"]
+    principled.inputs["Base Color"].default_value = (*colour, 1.0)
+    principled.inputs["Roughness"].default_value = roughness
+    principled.inputs["Metallic"].default_value = metallic
+    return material
+
+
+def _mesh_arrays(mesh):
+    """Vertices [V,3], triangles [T,3] and their corners' UVs [T,3,2] of a triangle mesh."""
+    mesh.calc_loop_triangles()
+    vertices = np.empty(len(mesh.vertices) * 3)
+    mesh.vertices.foreach_get("co", vertices)
+    triangles = np.empty(len(mesh.loop_triangles) * 3, np.int64)
+    mesh.loop_triangles.foreach_get("vertices", triangles)
+    corners = np.empty(len(mesh.loop_triangles) * 3, np.int64)
+    mesh.loop_triangles.foreach_get("loops", corners)
+    uvs = np.empty(len(mesh.loops) * 2)
+    mesh.uv_layers.active.data.foreach_get("uv", uvs)
+    return (vertices.reshape(-1, 3), triangles.reshape(-1, 3),
+            uvs.reshape(-1, 2)[corners.reshape(-1, 3)])
+
+
+def _covered_texels(start, size, interior=True):
+    """(rows, columns, points): every texel of a ``size``-px map whose centre lies in one of
+    ``start``'s UV triangles, and the object-space point of that centre on the start's
+    surface (barycentric in the triangle), pushed onto the unit sphere around the origin.
+    ``interior``: only texels whose eight neighbours are covered by nearby surface too (at
+    test sizes the charts' gap is under a texel, and a texel at a chart's edge may blend in
+    its neighbour chart)."""
+    vertices, triangles, uvs = _mesh_arrays(start.data)
+    rows, columns = np.mgrid[0:size, 0:size].reshape(2, -1)
+    centres = np.stack([(columns + 0.5) / size, 1 - (rows + 0.5) / size], -1)
+    a, b, c = uvs[:, 0], uvs[:, 1], uvs[:, 2]  # [T,2] each
+    ab, ac, ap = b - a, c - a, centres[:, None] - a  # ap [N,T,2]
+    det = ab[:, 0] * ac[:, 1] - ab[:, 1] * ac[:, 0]
+    safe = np.where(np.abs(det) > 1e-12, det, np.inf)
+    v = (ap[..., 0] * ac[:, 1] - ap[..., 1] * ac[:, 0]) / safe
+    w = (ab[:, 0] * ap[..., 1] - ab[:, 1] * ap[..., 0]) / safe
+    inside = (v >= 0) & (w >= 0) & (v + w <= 1)
+    texel, triangle = np.nonzero(inside)
+    texel, first = np.unique(texel, return_index=True)
+    triangle = triangle[first]
+    weights = np.stack([1 - v[texel, triangle] - w[texel, triangle], v[texel, triangle],
+                        w[texel, triangle]], -1)
+    points = np.einsum("nk,nkd->nd", weights, vertices[triangles[triangle]])
+    points /= np.linalg.norm(points, axis=1, keepdims=True)
+    rows, columns = rows[texel], columns[texel]
+    if interior:
+        grid = np.full((size + 2, size + 2, 3), np.nan)
+        grid[rows + 1, columns + 1] = points
+        shifts = [(dr, dc) for dr in (-1, 0, 1) for dc in (-1, 0, 1)]
+        spread = np.max([np.linalg.norm(grid[rows + 1 + dr, columns + 1 + dc] - points, axis=1)
+                         for dr, dc in shifts], axis=0)
+        keep = spread < NEIGHBOURHOOD  # false where a neighbour is NaN (uncovered)
+        rows, columns, points = rows[keep], columns[keep], points[keep]
+    return rows, columns, points
+
+
+def _away(points, axes, gap=0.1):
+    """Which ``points`` lie at least ``gap`` from the planes x = 0 (etc.) of ``axes``."""
+    return np.all(np.abs(points[:, ["xyz".index(axis) for axis in axes]]) > gap, axis=1)
+
+
+def _known_scene():
+    reference = _sphere()
+    reference.data.materials.append(_known_material())
+    start = bake_start.decimated_copy(reference, 300, "start")
+    return reference, start
+
+
+# -- decimated_copy --------------------------------------------------------------------------
+
+
+def _coordinates(obj):
+    flat = np.empty(len(obj.data.vertices) * 3)
+    obj.data.vertices.foreach_get("co", flat)
+    return flat
+
+
+def check_decimated_copy_is_within_budget_and_leaves_the_reference():
+    reference = _sphere()
+    subdivision = reference.modifiers.new("subdivision", "SUBSURF")
+    subdivision.levels = 1
+    reference.data.materials.append(_known_material())
+    bpy.ops.mesh.primitive_cube_add(location=(4, 0, 0))
+    other = bpy.context.active_object
+    reference.select_set(True)  # two selected, the cube active
+    before = (len(reference.data.vertices), _coordinates(reference).tobytes(),
+              [modifier.name for modifier in reference.modifiers], len(reference.data.materials))
+    low = bake_start.decimated_copy(reference, 500, "low")
+    after = (len(reference.data.vertices), _coordinates(reference).tobytes(),
+             [modifier.name for modifier in reference.modifiers], len(reference.data.materials))
+    assert after == before, "the reference's mesh, modifiers or materials changed"
+    assert bpy.context.view_layer.objects.active == other
+    assert sorted(obj.name for obj in bpy.context.selected_objects) == ["Cube", "reference"]
+    assert bpy.context.mode == "OBJECT"
+    triangles = bake_start.triangle_count(low.data)
+    assert 250 < triangles <= 500, f"{triangles} triangles for a budget of 500"
+    assert all(len(polygon.vertices) == 3 for polygon in low.data.polygons)
+    assert not low.modifiers and not low.data.materials
+    assert [layer.name for layer in low.data.uv_layers] == ["UVMap"]
+    uvs = np.empty(len(low.data.loops) * 2)
+    low.data.uv_layers[0].data.foreach_get("uv", uvs)
+    assert uvs.min() >= 0 and uvs.max() <= 1 and np.ptp(uvs) > 0.5
+    assert low.users_collection[0] == reference.users_collection[0]
+    assert np.allclose(np.array(low.matrix_world), np.array(reference.matrix_world))
+    # the copy lies on the reference's surface (world space): radius about 1 around its centre
+    world = np.array(low.matrix_world)
+    points = _coordinates(low).reshape(-1, 3) @ world[:3, :3].T + world[:3, 3]
+    radii = np.linalg.norm(points - np.array(reference.location), axis=1)
+    assert np.all(np.abs(radii - 1) < 0.05), (radii.min(), radii.max())
+
+
+def check_budget_covering_the_reference_copies_it_whole():
+    reference = _sphere(segments=12, rings=6)
+    count = bake_start.triangle_count(reference.data)
+    whole = bake_start.decimated_copy(reference, count, "whole")
+    assert bake_start.triangle_count(whole.data) == count
+    assert len(whole.data.vertices) == len(reference.data.vertices)
+
+
+def check_decimated_copy_restores_edit_mode():
+    reference = _sphere(segments=12, rings=6)
+    bpy.ops.object.mode_set(mode="EDIT")
+    bake_start.decimated_copy(reference, 40, "low")
+    assert bpy.context.view_layer.objects.active == reference
+    assert reference.mode == "EDIT"
+
+
+def _raises(error, call, words):
+    try:
+        call()
+    except error as raised:
+        assert words in str(raised), str(raised)
+        return
+    raise AssertionError(f"no {error.__name__} ({words})")
+
+
+def check_errors_are_one_sentence():
+    camera = bpy.data.objects.new("camera", bpy.data.cameras.new("camera"))
+    bpy.context.scene.collection.objects.link(camera)
+    _raises(ValueError, lambda: bake_start.decimated_copy(camera, 100, "low"), "mesh object")
+    points = bpy.data.meshes.new("points")
+    points.from_pydata([(0, 0, 0), (1, 0, 0)], [], [])
+    loose = bpy.data.objects.new("points", points)
+    bpy.context.scene.collection.objects.link(loose)
+    _raises(ValueError, lambda: bake_start.decimated_copy(loose, 100, "low"), "no faces")
+    assert "low" not in bpy.data.objects and "low" not in bpy.data.meshes
+    reference = _sphere(segments=8, rings=4)
+    _raises(ValueError, lambda: bake_start.decimated_copy(reference, 3, "low"), "at least 4")
+    scene = bpy.context.scene
+    _raises(ValueError, lambda: bake_start.MapBaker(scene, reference, loose, 16), "no faces")
+    no_uvs = bpy.data.objects.new("no uvs", bpy.data.meshes.new("no uvs"))
+    no_uvs.data.from_pydata([(0, 0, 0), (1, 0, 0), (0, 1, 0)], [], [(0, 1, 2)])
+    scene.collection.objects.link(no_uvs)
+    _raises(ValueError, lambda: bake_start.MapBaker(scene, reference, no_uvs, 16), "UV map")
+    _raises(RuntimeError, lambda: bake_start._check_cycles(object()), "Cycles")
+
+
+# -- the maps --------------------------------------------------------------------------------
+
+
+def check_maps_match_the_known_material():
+    reference, start = _known_scene()
+    maps = bake_start.bake_maps(bpy.context.scene, reference, start, SIZE, samples=1)
+    assert maps["base_color"].shape == (SIZE, SIZE, 3) and maps["roughness"].shape == (SIZE, SIZE)
+    assert all(array.dtype == np.float32 for array in maps.values())
+    rows, columns, points = _covered_texels(start, SIZE, interior=False)
+    assert len(rows) > 0.4 * SIZE**2, f"the charts cover {len(rows)} texels"
+    brightness = maps["base_color"][rows, columns].sum(-1)
+    assert brightness.min() > 0.5, "a texel missed the reference (black)"
+    rows, columns, points = _covered_texels(start, SIZE)
+    known = _away(points, "xz")
+    rows, columns, points = rows[known], columns[known], points[known]
+    expected = np.where(points[:, 2:] > 0, RED, BLUE)
+    base = maps["base_color"][rows, columns]
+    assert np.abs(base - expected).max() < 0.02, np.abs(base - expected).max()
+    assert np.abs(maps["roughness"][rows, columns] - 0.3).max() < 0.01
+    metallic = maps["metallic"][rows, columns]
+    assert np.abs(metallic - (points[:, 0] > 0)).max() < 0.01, metallic
+    # a smooth sphere onto its decimation: no bumps, the normals close to the start's own
+    normal = maps["normal"][rows, columns]
+    assert np.abs(normal - (0.5, 0.5, 1.0)).max() < 0.15
+
+
+def check_multi_material_reference():
+    reference = _sphere()
+    reference.data.materials.append(_constant_material("top", RED, 0.2, 0.0))
+    reference.data.materials.append(_constant_material("bottom", BLUE, 0.7, 1.0))
+    centres = np.empty(len(reference.data.polygons) * 3)
+    reference.data.polygons.foreach_get("center", centres)
+    reference.data.polygons.foreach_set("material_index",
+                                        (centres.reshape(-1, 3)[:, 2] < 0).astype(np.int32))
+    start = bake_start.decimated_copy(reference, 300, "start")
+    maps = bake_start.bake_maps(bpy.context.scene, reference, start, SIZE, samples=1)
+    rows, columns, points = _covered_texels(start, SIZE)
+    known = _away(points, "z")
+    rows, columns, points = rows[known], columns[known], points[known]
+    top = points[:, 2] > 0
+    assert np.abs(maps["base_color"][rows, columns] - np.where(top[:, None], RED, BLUE)).max() \
+        < 0.02
+    assert np.abs(maps["roughness"][rows, columns] - np.where(top, 0.2, 0.7)).max() < 0.01
+    assert np.abs(maps["metallic"][rows, columns] - np.where(top, 0.0, 1.0)).max() < 0.01
+
+
+def check_metallic_through_mix_shader():
+    reference = _sphere(segments=16, rings=8)
+    material = _constant_material("mixed", RED, 0.5, 1.0)
+    tree = material.node_tree
+    diffuse = tree.nodes.new("ShaderNodeBsdfDiffuse")
+    mix = _node(tree, "ShaderNodeMixShader", Fac=0.25)
+    output = tree.nodes["Material Output"]
+    tree.links.new(tree.nodes["Principled BSDF"].outputs[0], mix.inputs[2])
+    tree.links.new(diffuse.outputs[0], mix.inputs[1])
+    tree.links.new(mix.outputs[0], output.inputs["Surface"])
+    reference.data.materials.append(material)
+    start = bake_start.decimated_copy(reference, 10_000, "start")
+    maps = bake_start.bake_maps(bpy.context.scene, reference, start, 32, samples=1)
+    rows, columns, _ = _covered_texels(start, 32)
+    assert np.abs(maps["metallic"][rows, columns] - 0.25).max() < 0.01
+
+
+def check_identical_start_bakes_a_flat_normal_map():
+    reference = _sphere()
+    start = bake_start.decimated_copy(reference, 10_000, "start")
+    maps = bake_start.bake_maps(bpy.context.scene, reference, start, SIZE, samples=1)
+    rows, columns, _ = _covered_texels(start, SIZE, interior=False)
+    normal = maps["normal"][rows, columns]
+    assert np.abs(normal - (0.5, 0.5, 1.0)).max() < 0.02, np.abs(normal - (0.5, 0.5, 1)).max()
+
+
+def _bump_slope(points):
+    """|tangential gradient| of the bumps 0.06 sin 7x sin 7y sin 7z on the unit sphere: the
+    tilt (radians, small) of the bumpy surface's normal from the sphere's."""
+    waves, slopes = np.sin(7 * points), 0.06 * 7 * np.cos(7 * points)
+    gradient = np.stack([slopes[:, 0] * waves[:, 1] * waves[:, 2],
+                         waves[:, 0] * slopes[:, 1] * waves[:, 2],
+                         waves[:, 0] * waves[:, 1] * slopes[:, 2]], -1)
+    tangential = gradient - (gradient * points).sum(-1, keepdims=True) * points
+    return np.linalg.norm(tangential, axis=1)
+
+
+def check_bumpy_reference_bakes_its_bumps():
+    bpy.ops.mesh.primitive_ico_sphere_add(subdivisions=5, radius=1.0)
+    reference = bpy.context.active_object
+    points = _coordinates(reference).reshape(-1, 3)
+    bumps = 1 + 0.06 * np.prod(np.sin(7 * points), axis=1)
+    reference.data.vertices.foreach_set("co", (points * bumps[:, None]).reshape(-1))
+    reference.data.update()
+    reference.data.shade_smooth()
+    start = bake_start.decimated_copy(reference, 160, "start")
+    maps = bake_start.bake_maps(bpy.context.scene, reference, start, SIZE, samples=1)
+    rows, columns, points = _covered_texels(start, SIZE)
+    baked = 2 * np.linalg.norm(maps["normal"][rows, columns, :2] - 0.5, axis=1)  # sin(tilt)
+    expected = _bump_slope(points)
+    assert np.median(baked) > 0.05, "the normal map is flat where the bumps are"
+    assert np.corrcoef(baked, expected)[0, 1] > 0.8
+    assert 0.7 < np.median(baked) / np.median(expected) < 1.3
+
+
+# -- the scene afterwards --------------------------------------------------------------------
+
+
+def _settings(block) -> dict:
+    return {prop.identifier: getattr(block, prop.identifier)
+            for prop in block.bl_rna.properties
+            if prop.type in ("BOOLEAN", "INT", "FLOAT", "ENUM", "STRING")
+            and not getattr(prop, "is_array", False)}
+
+
+def _snapshot(scene, reference) -> dict:
+    tree = reference.data.materials[0].node_tree
+    return {
+        "render": _settings(scene.render), "bake": _settings(scene.render.bake),
+        "cycles": _settings(scene.cycles),
+        "nodes": sorted(node.name for node in tree.nodes),
+        "links": sorted((link.from_socket.identifier, link.from_node.name,
+                         link.to_node.name, link.to_socket.identifier) for link in tree.links),
+        "principled": [tuple(s.default_value) if hasattr(s.default_value, "__len__")
+                       else s.default_value for s in tree.nodes["Principled BSDF"].inputs
+                       if hasattr(s, "default_value")],
+        "slots": [(slot.link, slot.material.name) for slot in reference.material_slots],
+        "selected": sorted(obj.name for obj in bpy.context.selected_objects),
+        "active": bpy.context.view_layer.objects.active.name,
+        "objects": sorted(bpy.data.objects.keys()), "meshes": sorted(bpy.data.meshes.keys()),
+        "materials": sorted(bpy.data.materials.keys()), "images": sorted(bpy.data.images.keys()),
+        "collection": sorted(scene.collection.all_objects.keys()),
+    }
+
+
+DATA = ("objects", "meshes", "materials", "images")
+"""The snapshot's data-block lists: the baker's own blocks are there between steps."""
+
+
+def _assert_same(before, after, keys=None):
+    changed = [key for key in keys or before if before[key] != after[key]]
+    assert not changed, {key: (before[key], after[key]) for key in changed}
+
+
+def check_scene_is_as_before_after_the_bake():
+    scene = bpy.context.scene
+    scene.render.engine = "BLENDER_EEVEE"
+    scene.cycles.samples = 77
+    scene.render.bake.cage_extrusion = 0.123
+    reference, start = _known_scene()
+    bpy.ops.object.select_all(action="DESELECT")
+    reference.select_set(True)
+    bpy.context.view_layer.objects.active = start
+    before = _snapshot(scene, reference)
+    baker = bake_start.MapBaker(scene, reference, start, 32, samples=1)
+    texts = []
+    while True:
+        texts.append(baker.text)
+        over = baker.step()
+        if over:
+            break
+        scene_only = [key for key in before if key not in DATA]
+        _assert_same(before, _snapshot(scene, reference), scene_only)  # between steps too
+    assert texts == ["baking base color 1/4", "baking roughness 2/4", "baking metallic 3/4",
+                     "baking normal 4/4"] and baker.steps == 4
+    _assert_same(before, _snapshot(scene, reference))
+    baker.close()  # again: idempotent
+    half = bake_start.MapBaker(scene, reference, start, 32, samples=1)
+    half.step()
+    half.close()
+    _assert_same(before, _snapshot(scene, reference))
+    assert set(half.maps) == {"base_color"}
+
+
+def check_baked_material_reads_the_maps():
+    rng = np.random.default_rng(0)
+    maps = {"base_color": rng.uniform(0, 1, (8, 8, 3)).astype(np.float32),
+            "roughness": rng.uniform(0, 1, (8, 8)).astype(np.float32),
+            "metallic": rng.uniform(0, 1, (8, 8)).astype(np.float32),
+            "normal": rng.uniform(0, 1, (8, 8, 3)).astype(np.float32)}
+    material = bake_start.baked_material("baked", maps)
+    principled = material.node_tree.nodes["Principled BSDF"]
+
+    def image_into(socket):
+        node = socket.links[0].from_node
+        if node.bl_idname == "ShaderNodeNormalMap":
+            assert node.space == "TANGENT"
+            node = node.inputs["Color"].links[0].from_node
+        assert node.image.packed_file is not None
+        return node.image
+
+    from addon.export_scene import image_array
+
+    base = image_into(principled.inputs["Base Color"])
+    assert base.colorspace_settings.name == "sRGB"
+    assert np.abs(image_array(base)[..., :3] - maps["base_color"]).max() < 0.01
+    for key, socket in (("roughness", "Roughness"), ("metallic", "Metallic"),
+                        ("normal", "Normal")):
+        image = image_into(principled.inputs[socket])
+        assert image.colorspace_settings.name == "Non-Color"
+        read = image_array(image)[..., :3]
+        expected = maps[key] if maps[key].ndim == 3 else maps[key][..., None]
+        assert np.abs(read - expected).max() < 1 / 255 + 1e-6, key
+
+
+if __name__ == "__main__":
+    harness.main(globals())
