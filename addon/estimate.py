@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import export_scene, panel_fields, submission, validate
+from . import export_scene, panel_fields, subjects, submission, validate
 from .wire import protocol
 
 CALIBRATION_S_PER_MEGAPIXEL = 3.0
@@ -131,9 +131,12 @@ def for_scene(context, settings) -> Estimate | None:
     size is known once read)."""
     if settings.target_source == "DATASET":
         return None
-    subject = context.active_object
-    sent = subject is not None and subject.type == "MESH" and subject.select_get()
+    subject = (subjects.reference_object(context, settings)
+               if subjects.start_kind(settings) == "BAKED" else subjects.subject(context))
+    sent = subject is not None and subject.type == "MESH" and settings.mode != "reconstruct"
     triangles, vertices = _triangles(context, subject) if sent else (None, 0)
+    if triangles is not None and 0 < settings.triangles < triangles:  # decimated: about 2 : 1
+        triangles, vertices = settings.triangles, settings.triangles // 2 + 2
     width, height = submission.training_size(context.scene, settings.train_resolution)
     traced = settings.mode == "materials" and settings.shading == "path-traced"
     return estimate(triangles=triangles, vertices=vertices,

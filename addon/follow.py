@@ -105,12 +105,14 @@ class JobRun:
     def _build_step(self, context) -> bool:
         settings = context.scene.diffrec
         if self.cancelled:
+            self.builder.close()
             settings.status, settings.progress = "cancelled: nothing was sent", 0.0
             self.report({"INFO"}, f"diffrec: {settings.status}")
             return True
         try:
             complete = self.builder.step(context)
         except BUILD_ERRORS as exc:
+            self.builder.close()
             text = messages.sentence(exc)
             settings.status, settings.progress = f"not sent: {text}", 0.0
             self.report({"ERROR"}, text)
@@ -129,6 +131,7 @@ class JobRun:
         entry = settings.jobs.add()
         entry.job_id, entry.state, entry.created = self.job, "submitting", time.time()
         entry.mode, entry.object_name = choices.mode, self.builder.object_name
+        entry.light = submission.spec["settings"]["light"]
         width, height = training_size(self.builder.scene, choices.train_resolution)
         entry.megapixels = choices.batch * width * height / 1e6
         settings.progress, settings.status = 0.0, "submitting"

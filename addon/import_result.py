@@ -32,6 +32,8 @@ IMPORTED_ROLES = ("mesh", "light")
 """The manifest roles the add-on imports, hence all it fetches."""
 RESULTS = "diffrec results"
 """The collection results are imported into."""
+ORIGINAL = "diffrec_original"
+"""The custom property a result carries: the name of the object its job started from."""
 
 
 def new_image(name: str, array: np.ndarray, colorspace: str, pack: bool = True):
@@ -67,7 +69,8 @@ class Imported(NamedTuple):
 def import_result(context, folder: Path, name: str, use_world: bool = True,
                   beside: bpy.types.Object | None = None) -> Imported:
     """Import the result in ``folder`` as ``name``: the object (made the only selected and the
-    active one, in the RESULTS collection, moved along X to stand beside ``beside`` when given)
+    active one, in the RESULTS collection, moved along X to stand beside ``beside`` and its
+    earlier results when given, and marked as ``beside``'s with the ORIGINAL property)
     and, if ``use_world`` and the result has a light, a world lit by it. Neither ``beside`` nor
     the scene's world is changed. Raises the protocol's ManifestError when the manifest is
     missing or the files it lists for import do not match it (nothing is imported then)."""
@@ -82,18 +85,28 @@ def import_result(context, folder: Path, name: str, use_world: bool = True,
     _into_results(context, obj)
     if beside is not None:
         place_beside(obj, beside)
+        obj[ORIGINAL] = beside.name
     world = build_world(name, paths["light"]) if use_world and "light" in paths else None
     return Imported(obj, world)
 
 
+def results_of(original: bpy.types.Object) -> list[bpy.types.Object]:
+    """The objects imported as results of ``original`` (their ORIGINAL property names it)."""
+    return [obj for obj in bpy.data.objects
+            if obj != original and obj.get(ORIGINAL) == original.name]
+
+
 def place_beside(obj: bpy.types.Object, original: bpy.types.Object) -> None:
     """Move ``obj`` along X so that its bounding box starts a tenth of the original's width
-    (at least 0.1 m) past the original's: side by side, never overlapping."""
+    (at least 0.1 m) past the original's and past every earlier result of it: side by side,
+    never overlapping, never stacked on an earlier result."""
     bpy.context.view_layer.update()  # matrix_world of a just-imported object
     low = validate.world_box(obj)[:, 0].min()
     original_x = validate.world_box(original)[:, 0]
+    right = max([original_x.max(), *(validate.world_box(other)[:, 0].max()
+                                     for other in results_of(original) if other != obj)])
     gap = max(0.1, 0.1 * (original_x.max() - original_x.min()))
-    obj.location.x += original_x.max() + gap - low
+    obj.location.x += right + gap - low
 
 
 def _into_results(context, obj: bpy.types.Object) -> None:

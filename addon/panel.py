@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import bpy
 
-from . import estimate, follow, queue_operators, scene_updates
+from . import estimate, follow, panel_fields, queue_operators, scene_updates
 
 PREVIEW_SCALE = 8.0
 """The live preview's size in the panel, in units of a button's height."""
@@ -27,6 +27,26 @@ def _draw_estimate(layout, context, settings) -> None:
         column.label(text=warning, icon="ERROR")
 
 
+def _draw_subjects(layout, settings) -> None:
+    """Reference, Start From and Triangles: what the targets show, what the fit starts from
+    and the result's budget (``subjects``)."""
+    if settings.target_source == "RENDER":
+        layout.prop(settings, "reference")
+        layout.prop(settings, "reference_object")
+    if settings.mode != "reconstruct":
+        layout.prop(settings, "start_from")
+    layout.prop(settings, "triangles")
+
+
+def light_line(settings, has_world: bool) -> str:
+    """Which light the fit uses, in words (the panel's Light as the job will send it)."""
+    light = panel_fields.light_setting(settings.light, settings.target_source, has_world)
+    if light == "fixed":
+        why = " (the true light of these renders)" if settings.light == "AUTO" else ""
+        return f"Fit under the world's light, kept{why}"
+    return "Fit learns the light" + (", from the world" if has_world else "")
+
+
 class DIFFREC_PT_main(bpy.types.Panel):
     bl_idname = "DIFFREC_PT_main"
     bl_label = "diffrec"
@@ -44,6 +64,7 @@ class DIFFREC_PT_main(bpy.types.Panel):
         else:
             layout.prop(settings, "cameras", expand=True)
         layout.prop(settings, "mode")
+        _draw_subjects(layout, settings)
         layout.prop(settings, "preset")
         column = layout.column(align=True)  # every value here is sent as shown
         column.prop(settings, "iterations")
@@ -57,6 +78,7 @@ class DIFFREC_PT_main(bpy.types.Panel):
             layout.prop(settings, "shading")
         layout.prop(settings, "gpus")
         layout.prop(settings, "light", expand=True)
+        layout.label(text=light_line(settings, context.scene.world is not None), icon="LIGHT")
         row = layout.row()
         row.prop(settings, "live_mesh")
         row.prop(settings, "save_glb")

@@ -86,6 +86,11 @@ class DiffrecJob(bpy.types.PropertyGroup):
         description="Listed by the server, not submitted from this file",
         default=False,
     )
+    light: StringProperty(
+        name="Light",
+        description="The job's light setting (fixed, learn, learn-from-envmap): whether its "
+                    "result brings a learned world",
+    )
 
 
 class DiffrecSceneSettings(bpy.types.PropertyGroup):
@@ -166,10 +171,52 @@ class DiffrecSceneSettings(bpy.types.PropertyGroup):
     light: EnumProperty(
         name="Light",
         items=[
+            ("AUTO", "Auto", "Keep the world's light where the targets are its renders (it is "
+                             "the true light), learn it from photos and datasets"),
             ("LEARN", "Learn", "Optimise the environment light, starting from the world"),
             ("KEEP", "Keep HDRI", "Keep the world's light fixed"),
         ],
-        default="LEARN",
+        default="AUTO",
+    )
+    triangles: IntProperty(
+        name="Triangles",
+        description="The result's triangle budget (0: keep the start's count). With Start "
+                    "From Auto, a budget starts the fit from the reference decimated to it "
+                    "and baked by Cycles",
+        default=0,
+        min=0,
+        max=100_000_000,
+    )
+    reference: EnumProperty(
+        name="Reference",
+        description="What the target renders show",
+        items=[
+            ("SCENE", "Scene", "The scene as it renders"),
+            ("OBJECT", "Object Alone", "The reference object rendered alone: every other "
+                                       "object is hidden from the target renders"),
+        ],
+        default="SCENE",
+    )
+    reference_object: PointerProperty(
+        name="Reference Object",
+        description="The object the targets show and the bake reads (empty: the selected "
+                    "mesh)",
+        type=bpy.types.Object,
+        poll=lambda _settings, obj: obj.type == "MESH",
+    )
+    start_from: EnumProperty(
+        name="Start From",
+        description="The mesh the fit begins from (Reconstruct finds its own)",
+        items=[
+            ("AUTO", "Auto", "The reference decimated and baked when Triangles is set, else "
+                             "the selected mesh"),
+            ("SELECTED", "Selected Mesh", "The selected mesh as it is (decimated by the "
+                                          "backend when it is over the budget)"),
+            ("BAKED", "Baked Copy", "A copy of the reference decimated to Triangles, its base "
+                                    "colour, roughness, metallic and normals baked by Cycles: "
+                                    "the fit starts where Blender's own bake ends"),
+        ],
+        default="AUTO",
     )
     jobs: CollectionProperty(type=DiffrecJob)
     # what the followed job last reported: pass, iteration, loss, PSNR, ETA

@@ -114,11 +114,13 @@ def _import_fetched(context, entry, paths: list[Path], report) -> None:
     settings = context.scene.diffrec
     name = f"{entry.object_name or 'diffrec'} optimised" if entry else "diffrec result"
     original = bpy.data.objects.get(entry.object_name) if entry and entry.object_name else None
+    # a kept HDRI comes back only resampled: only a learned light makes a world; the job's
+    # own light decides (jobs of files saved before jobs kept it: the panel's)
+    learned = (entry.light.startswith("learn") if entry is not None and entry.light
+               else settings.light == "LEARN")
     try:
-        # a kept HDRI comes back only resampled: only a learned light makes a world
         imported = import_result.import_result(context, paths[0].parent, name,
-                                               use_world=settings.light == "LEARN",
-                                               beside=original)
+                                               use_world=learned, beside=original)
     except Exception as exc:  # a bad manifest (checked before anything is imported), a bad file
         messages.log(exc)
         report({"ERROR"}, f"diffrec: the result cannot be imported. {messages.sentence(exc)}")

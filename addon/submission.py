@@ -2,9 +2,12 @@
 
 ``SubmissionBuilder`` works in steps so that the interface can stay responsive between them:
 with rendered targets, one camera view per step (rendered and exported together, so an image
-and its pose always agree), then one step exporting the selected mesh and the world light.
-Camera images and dataset folders are read in one step. No step leaves the scene changed: a
-builder dropped half-way (cancelled) leaves nothing behind.
+and its pose always agree; what ``subjects.hidden_from_targets`` names hidden), then, for a
+baked start (``subjects.start_kind``), one step making the reference's decimated copy and one
+per map Cycles bakes onto it (``bake_start``), then one step exporting the start mesh (with
+its baked maps) and the world light. Camera images and dataset folders are read in one step.
+No step leaves the scene changed: the decimated copy is removed once exported, and a builder
+dropped half-way (``close``) leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -15,10 +18,10 @@ from types import SimpleNamespace
 import bpy
 import numpy as np
 
-from . import export_scene, job_session, panel_fields, validate
+from . import bake_start, export_scene, job_session, panel_fields, subjects, validate
 from .wire import protocol
 
-CHOICES = (*panel_fields.FIELD_SETTINGS, "light")
+CHOICES = (*panel_fields.FIELD_SETTINGS, "light", "target_source", "triangles")
 """The panel's choices a job is made of, read once when Optimize is pressed."""
 
 
@@ -46,12 +49,27 @@ def dataset_targets(folder: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return images, capture.camera_to_world().astype(np.float32), intrinsics.astype(np.float32)
 
 
+def start_textures(maps: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The baked maps (``bake_start.MapBaker.maps``) as the job's starting textures
+    (docs/protocol.md, section 8): ``start_kd`` linear base colour, ``start_ks`` glTF-packed
+    (no occlusion, roughness, metallic), ``start_normal`` tangent-space in [0, 1]; each
+    float32 [H, W, 3], rows top-down."""
+    occlusion = np.zeros_like(maps["roughness"])
+    return {"start_kd": np.ascontiguousarray(maps["base_color"], np.float32),
+            "start_ks": np.stack([occlusion, maps["roughness"], maps["metallic"]],
+                                 -1).astype(np.float32),
+            "start_normal": np.ascontiguousarray(maps["normal"], np.float32)}
+
+
 class SubmissionBuilder:
     """Builds one Optimize submission in ``steps`` calls of ``step`` (main thread only).
 
-    Created when Optimize is pressed: the panel's choices, the target cameras and the subject
-    (the active object when it is a selected mesh; ``object_name`` names the active object in
-    any case) are fixed then. ``done`` counts the steps taken; the last sets ``submission``.
+    Created when Optimize is pressed: the panel's choices, the target cameras, the reference
+    and the start are fixed then (``subjects``): ``reference`` the object the targets show
+    (None: not one object's), ``start`` ``SELECTED`` (``subject``, the active selected mesh,
+    or its original when it is a result), ``BAKED`` (the reference's decimated, baked copy)
+    or None (reconstruct). ``object_name`` names the object the result stands beside. ``done``
+    counts the steps taken; the last sets ``submission``.
     """
 
     def __init__(self, context, settings):
@@ -61,19 +79,29 @@ class SubmissionBuilder:
         self.dataset_path = settings.dataset_path
         self.cameras = [] if self.source == "DATASET" else validate.target_cameras(context,
                                                                                    settings)
-        subject = context.active_object
-        self.object_name = subject.name if subject is not None else ""
-        self.subject = (subject if subject is not None and subject.type == "MESH"
-                        and subject.select_get() else None)
+        subject = subjects.subject(context)
+        self.subject = subject if subject is not None and subject.type == "MESH" else None
+        self.reference = subjects.reference_object(context, settings)
+        self.alone = settings.reference == "OBJECT" and self.source == "RENDER"
+        self.start = (None if settings.mode == "reconstruct" else
+                      subjects.start_kind(settings))
+        if self.start == "SELECTED" and self.subject is None:
+            self.start = None
+        named = self.reference if self.start == "BAKED" else self.subject or context.active_object
+        self.object_name = named.name if named is not None else ""
         self.done = 0
         self.submission: job_session.Submission | None = None
         self._views: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._targets: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._copy: bpy.types.Object | None = None  # the BAKED start, until exported
+        self._baker: bake_start.MapBaker | None = None
 
     @property
     def steps(self) -> int:
         """How many steps the whole submission takes."""
-        return (len(self.cameras) if self.source == "RENDER" else 1) + 1
+        targets = len(self.cameras) if self.source == "RENDER" else 1
+        baking = 1 + (self._baker.steps if self._baker else len(bake_start.MAPS))
+        return targets + (baking if self.start == "BAKED" else 0) + 1
 
     @property
     def text(self) -> str:
@@ -82,6 +110,10 @@ class SubmissionBuilder:
             return f"rendering targets {self.done + 1}/{len(self.cameras)}"
         if self._targets is None:
             return "reading targets"
+        if self.start == "BAKED" and self._copy is None:
+            return "decimating the reference"
+        if self._baker is not None and self._baker.maps.keys() < set(bake_start.MAPS):
+            return self._baker.text
         return "exporting mesh and light"
 
     def step(self, context) -> bool:
@@ -90,10 +122,32 @@ class SubmissionBuilder:
             return True
         if self._targets is None:
             self._targets = self._next_targets()
+        elif self.start == "BAKED" and self._copy is None:
+            self._copy = self._decimated_copy()
+            self._baker = bake_start.MapBaker(self.scene, self.reference, self._copy,
+                                              int(self.choices.texture_resolution))
+        elif self._baker is not None and self._baker.maps.keys() < set(bake_start.MAPS):
+            self._baker.step()
         else:
             self.submission = self._finish(context)
         self.done += 1
         return self.submission is not None
+
+    def close(self) -> None:
+        """Remove what the builder added to the scene (the baked copy, the bake's own
+        leftovers); safe to call at any point, and more than once."""
+        if self._baker is not None:
+            self._baker.close()
+        if self._copy is not None:
+            mesh = self._copy.data
+            bpy.data.objects.remove(self._copy)
+            if mesh.users == 0:
+                bpy.data.meshes.remove(mesh)
+            self._copy = None
+
+    def _hidden(self) -> list:
+        start = self.subject if self.start == "SELECTED" else None
+        return subjects.hidden_from_targets(self.scene, self.reference, self.alone, start)
 
     def _next_targets(self):
         """All the targets, (images, poses, intrinsics); with rendered targets, one more view
@@ -106,7 +160,8 @@ class SubmissionBuilder:
             return (images, *export_scene.export_cameras(self.cameras, self.scene, size))
         size = training_size(self.scene, self.choices.train_resolution)
         camera = self.cameras[len(self._views)]
-        image = export_scene.render_view(self.scene, camera, size)
+        with subjects.hidden_from_render(self._hidden()):
+            image = export_scene.render_view(self.scene, camera, size)
         self._views.append((image, *export_scene.export_camera(camera, self.scene, size)))
         if len(self._views) < len(self.cameras):
             return None
@@ -114,17 +169,40 @@ class SubmissionBuilder:
                                                                           strict=True))
         return images, poses.astype(np.float32), intrinsics.astype(np.float32)
 
+    def _decimated_copy(self) -> bpy.types.Object:
+        """The reference decimated to the panel's Triangles (copied as it is without a budget
+        or under it), hidden in the viewport and from renders while it exists."""
+        budget = self.choices.triangles or subjects.triangle_count(
+            self.reference, bpy.context.evaluated_depsgraph_get())
+        copy = bake_start.decimated_copy(self.reference, budget,
+                                         f"{self.reference.name} diffrec start")
+        copy.hide_render = copy.hide_viewport = True
+        return copy
+
+    def _start_arrays(self, depsgraph) -> dict[str, np.ndarray]:
+        """The start mesh's arrays (``export_scene.export_mesh``), and with a baked start its
+        maps as the job's starting textures (docs/protocol.md, section 8)."""
+        start = self._copy if self.start == "BAKED" else self.subject
+        if start is None:
+            return {}
+        mesh = export_scene.export_mesh(start, depsgraph)
+        arrays = {"vertices": mesh.vertices, "faces": mesh.faces, "normals": mesh.normals,
+                  "normal_faces": mesh.normal_faces}
+        if mesh.uvs is not None:
+            arrays.update(uvs=mesh.uvs, uv_faces=mesh.uv_faces)
+        if self._baker is not None:
+            arrays.update(start_textures(self._baker.maps))
+        return arrays
+
     def _finish(self, context) -> job_session.Submission:
         images, poses, intrinsics = self._targets
         arrays = {"images": images, "cameras": poses, "intrinsics": intrinsics}
-        if self.subject is not None:
-            mesh = export_scene.export_mesh(self.subject, context.evaluated_depsgraph_get())
-            arrays.update(vertices=mesh.vertices, faces=mesh.faces, normals=mesh.normals,
-                          normal_faces=mesh.normal_faces)
-            if mesh.uvs is not None:
-                arrays.update(uvs=mesh.uvs, uv_faces=mesh.uv_faces)
+        try:
+            arrays.update(self._start_arrays(context.evaluated_depsgraph_get()))
+        finally:
+            self.close()
         if self.scene.world is not None:
             arrays["envmap"] = export_scene.export_world(self.scene)
         settings = panel_fields.optimize_settings(self.choices, "envmap" in arrays)
         return job_session.Submission({"task": "optimize", "settings": settings,
-                                "label": self.object_name}, arrays)
+                                       "label": self.object_name}, arrays)

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import camera_model, export_scene
+from . import camera_model, export_scene, subjects
 
 NOTHING_SELECTED = "Nothing is selected: select the mesh to optimise."
 NO_CAMERAS = "The scene has no cameras: add cameras that look at the object."
 NO_SELECTED_CAMERAS = "No camera is selected: select cameras or use all cameras."
 NO_WORLD = "The scene has no world light: add a world with an HDRI or a colour."
 DARK_WORLD = "The world emits no light: give its Background a colour and a strength above 0."
+NO_REFERENCE = ("Nothing to bake from: select the heavy mesh, or set the Reference Object, "
+                "to start from its baked copy.")
+FEW_TRIANGLES = "Triangles is below 4: set a budget of at least 4 triangles, or 0 for none."
 
 
 def target_cameras(context, settings) -> list:
@@ -24,12 +27,19 @@ def target_cameras(context, settings) -> list:
 
 
 def _subject_problems(context, settings) -> list[str]:
-    subject = context.active_object
-    if subject is None or not subject.select_get():
-        return [] if settings.mode == "reconstruct" else [NOTHING_SELECTED]
+    problems = [FEW_TRIANGLES] if 0 < settings.triangles < 4 else []
+    if settings.mode == "reconstruct":
+        return problems
+    if subjects.start_kind(settings) == "BAKED":
+        return problems + ([] if subjects.reference_object(context, settings) else
+                           [NO_REFERENCE])
+    subject = subjects.subject(context)
+    if subject is None:
+        return [*problems, NOTHING_SELECTED]
     if subject.type != "MESH":
-        return [f"'{subject.name}' is a {subject.type.lower()}, not a mesh: select a mesh object."]
-    return []
+        return [*problems, f"'{subject.name}' is a {subject.type.lower()}, not a mesh: select "
+                           "a mesh object."]
+    return problems
 
 
 def world_box(obj) -> np.ndarray:
@@ -42,12 +52,12 @@ def world_box(obj) -> np.ndarray:
 def _camera_problems(context, settings, cameras) -> list[str]:
     problems = []
     size = export_scene.render_size(context.scene)
-    subject = context.active_object
+    subject = subjects.reference_object(context, settings)
     for camera in cameras:
         if camera.data.type != "PERSP":
             problems.append(f"Camera '{camera.name}' is not a perspective camera.")
             continue
-        if subject is not None and subject.type == "MESH":
+        if subject is not None:
             pose, intrinsics = export_scene.export_camera(camera, context.scene, size)
             if not camera_model.sees_box(world_box(subject), pose, intrinsics[:4], size):
                 problems.append(

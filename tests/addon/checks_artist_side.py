@@ -76,6 +76,7 @@ def _scene(server: str):
     bpy.context.view_layer.update()
     settings = scene.diffrec
     settings.preset, settings.iterations, settings.train_resolution = "PREVIEW", 10, 16
+    settings.light = "LEARN"  # the learned light's world is what these checks follow
     RENDERS.clear()
     if _count_render not in bpy.app.handlers.render_post:
         bpy.app.handlers.render_post.append(_count_render)

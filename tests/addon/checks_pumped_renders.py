@@ -116,7 +116,7 @@ def check_one_view_per_tick_with_progress_then_the_job_is_sent():
         assert len(pump.submitted) == 1, pump.submitted
         job, spec, arrays = pump.submitted[0]
         assert job == pump.run.job and spec["task"] == "optimize"
-        assert spec["settings"]["light"] == "learn-from-envmap"
+        assert spec["settings"]["light"] == "fixed"  # Auto: the renders' world is the true light
         assert spec["settings"]["ranks"] == 2
         assert arrays["images"].shape == (VIEWS, 12, 16, 4), arrays["images"].shape
         assert arrays["cameras"].shape == (VIEWS, 4, 4) and arrays["intrinsics"].shape == (

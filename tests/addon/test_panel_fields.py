@@ -76,7 +76,8 @@ def test_the_estimate_counts_the_stopping_rule_the_server_will_run():
 def _panel(**changes):
     values = {"mode": "reconstruct", "preset": "CUSTOM", "iterations": 120, "batch": 3,
               "train_resolution": 96, "texture_resolution": "512", "light_resolution": 64,
-              "grid": 32, "gpus": 1, "light": "LEARN", "shading": "rasterized"}
+              "grid": 32, "gpus": 1, "light": "LEARN", "shading": "rasterized",
+              "target_source": "RENDER", "triangles": 0}
     return SimpleNamespace(**{**values, **changes})
 
 
@@ -101,6 +102,26 @@ def test_the_shading_goes_with_materials_only():
         "path-traced"
     sent = panel_fields.optimize_settings(_panel(shading="path-traced"), True)
     assert "renderer" not in sent and parse_settings(sent).renderer == "rasterized"
+
+
+@pytest.mark.parametrize(("light", "source", "has_envmap", "expected"), [
+    ("AUTO", "RENDER", True, "fixed"),  # the targets are the world's renders: the true light
+    ("AUTO", "CAMERA_IMAGES", True, "learn-from-envmap"),  # photos: learnt
+    ("AUTO", "DATASET", False, "learn"),
+    ("LEARN", "RENDER", True, "learn-from-envmap"),
+    ("KEEP", "DATASET", True, "fixed"),
+])
+def test_auto_keeps_the_world_for_renders_of_it_and_learns_for_photos(light, source,
+                                                                      has_envmap, expected):
+    sent = panel_fields.optimize_settings(_panel(light=light, target_source=source),
+                                          has_envmap)
+    assert parse_settings(sent).light == expected
+
+
+def test_the_triangle_budget_is_sent_when_set():
+    assert "target_triangles" not in panel_fields.optimize_settings(_panel(), True)
+    sent = panel_fields.optimize_settings(_panel(mode="refine", triangles=3300), True)
+    assert parse_settings(sent).target_triangles == 3300
 
 
 def test_the_guides_preset_row_states_the_backends_values():

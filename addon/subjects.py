@@ -1,0 +1,110 @@
+"""Which objects a job is about (main thread only): the reference the targets show, the start
+the fit begins from, and what every target render hides.
+
+- The **reference** is what the target renders show: the scene as rendered (``SCENE``), or
+  one object alone (``OBJECT``: the panel's Reference Object, else the active mesh) with every
+  other object that has geometry hidden from the renders (lights and the world stay). It is
+  never changed.
+- The **start** is the mesh the fit begins from: the active mesh as it is (``SELECTED``), or a
+  copy of the reference decimated to the panel's Triangles and baked by Cycles (``BAKED``,
+  ``addon.bake_start``); ``AUTO`` is BAKED when Triangles is set, else SELECTED.
+- Hidden from every target render, whatever the reference: a start that is not the
+  reference, every result in the results collection, and the live mesh, so that no job
+  trains on what diffrec made or on the copy the artist placed beside the original.
+
+A result picked as the active object stands for its original (``original_of``): pressing
+Optimize again optimises the original, never the result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import bpy
+
+from . import import_result, scene_updates
+
+GEOMETRY_TYPES = frozenset({"MESH", "CURVE", "CURVES", "SURFACE", "META", "FONT",
+                            "POINTCLOUD", "VOLUME", "GREASEPENCIL", "GPENCIL"})
+"""Object types that draw something in a render (hidden when the reference is one object)."""
+
+
+def original_of(obj: bpy.types.Object | None) -> bpy.types.Object | None:
+    """``obj``, or the object it is a result of when it is one (and that object still
+    exists)."""
+    if obj is None:
+        return None
+    name = obj.get(import_result.ORIGINAL)
+    original = bpy.data.objects.get(name) if isinstance(name, str) else None
+    return original if original is not None and original != obj else obj
+
+
+def subject(context) -> bpy.types.Object | None:
+    """The active object when it is selected (its original when it is a result), else None."""
+    active = context.active_object
+    if active is None or not active.select_get():
+        return None
+    return original_of(active)
+
+
+def reference_object(context, settings) -> bpy.types.Object | None:
+    """The object the targets show: the panel's Reference Object when set, else the subject
+    (None when neither is a mesh)."""
+    chosen = settings.reference_object or subject(context)
+    return chosen if chosen is not None and chosen.type == "MESH" else None
+
+
+def triangle_count(obj: bpy.types.Object, depsgraph) -> int:
+    """Triangles of ``obj``'s evaluated mesh (modifiers applied): what its export sends."""
+    evaluated = obj.evaluated_get(depsgraph)
+    mesh = evaluated.to_mesh()
+    try:
+        mesh.calc_loop_triangles()
+        return len(mesh.loop_triangles)
+    finally:
+        evaluated.to_mesh_clear()
+
+
+def start_kind(settings) -> str:
+    """``SELECTED`` or ``BAKED``: the panel's Start From with AUTO decided by Triangles. A
+    reconstruction starts from neither (it finds the surface itself)."""
+    if settings.start_from != "AUTO":
+        return settings.start_from
+    return "BAKED" if settings.triangles > 0 else "SELECTED"
+
+
+def made_by_diffrec(scene) -> list[bpy.types.Object]:
+    """The objects diffrec made in ``scene``: results and the live mesh."""
+    results = bpy.data.collections.get(import_result.RESULTS)
+    found = list(results.all_objects) if results is not None else []
+    live = bpy.data.objects.get(scene_updates.LIVE_MESH)
+    if live is not None:
+        found.append(live)
+    return [obj for obj in found if obj.name in scene.objects]
+
+
+def hidden_from_targets(scene, reference: bpy.types.Object | None, alone: bool,
+                        start: bpy.types.Object | None = None) -> list[bpy.types.Object]:
+    """The objects a target render hides: what diffrec made, a ``start`` other than the
+    reference, and, with ``alone``, every other object with geometry but the reference."""
+    hidden = set(made_by_diffrec(scene))
+    if start is not None and start != reference:
+        hidden.add(start)
+    if alone and reference is not None:
+        hidden |= {obj for obj in scene.objects
+                   if obj.type in GEOMETRY_TYPES and obj != reference}
+    hidden.discard(reference)
+    return sorted(hidden, key=lambda obj: obj.name)
+
+
+@contextlib.contextmanager
+def hidden_from_render(objects):
+    """``hide_render`` set on ``objects`` for the block, each restored to its own value."""
+    saved = [(obj, obj.hide_render) for obj in objects]
+    try:
+        for obj, _ in saved:
+            obj.hide_render = True
+        yield
+    finally:
+        for obj, value in saved:
+            obj.hide_render = value
