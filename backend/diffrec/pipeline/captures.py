@@ -1,7 +1,8 @@
 """Every capture layout the backend reads, behind one call: ``diffrec.protocol.captures``'
-NeRF-style folders and LLFF captures (numpy only, shared with the add-on), and COLMAP models
-(``diffrec.pipeline.colmap_capture``, through the optional pycolmap). Captures only: images
-are decoded into ``Views`` by ``diffrec.pipeline.loading``.
+NeRF-style folders, capture tools' ``transforms.json`` and LLFF captures (numpy only, shared
+with the add-on), and COLMAP models (``diffrec.pipeline.colmap_capture``, through the optional
+pycolmap). Captures only: images are decoded (and undistorted, ``Frame.undistort``) into
+``Views`` by ``diffrec.pipeline.loading``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ __all__ = ["capture_layout", "read_any_capture"]
 
 
 def capture_layout(folder: str | Path) -> str | None:
-    """``"nerf"``, ``"llff"``, ``"colmap"`` or None (``detect_layout`` plus COLMAP models)."""
+    """``"nerf"``, ``"nerfstudio"``, ``"llff"``, ``"colmap"`` or None (``detect_layout``
+    plus COLMAP models)."""
     layout = detect_layout(folder) if Path(folder).is_dir() else None
     return layout or ("colmap" if detect_colmap(folder) else None)
 
@@ -23,13 +25,14 @@ def capture_layout(folder: str | Path) -> str | None:
 def read_any_capture(folder: str | Path, split: str = "train", *,
                      longest_side: int | None = None) -> Capture:
     """``read_capture``, and COLMAP models where the folder is neither NeRF-style nor LLFF
-    (one split, "train", as LLFF)."""
+    (one split, "train", as LLFF). Frames with a lens must have their images undistorted
+    (``Frame.undistort``)."""
     folder = Path(folder)
     if not folder.is_dir() or detect_layout(folder) or any(folder.glob("transforms*.json")):
-        return read_capture(folder, split, longest_side=longest_side)
+        return read_capture(folder, split, longest_side=longest_side, undistorts=True)
     if detect_colmap(folder) is None:
         try:
-            return read_capture(folder, split, longest_side=longest_side)
+            return read_capture(folder, split, longest_side=longest_side, undistorts=True)
         except CaptureError as error:
             raise CaptureError(f"{error}; nor a COLMAP model (cameras and images .bin or .txt "
                                "in sparse/0/, sparse/ or the folder itself)") from None

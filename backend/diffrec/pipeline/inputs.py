@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +22,9 @@ from diffrec.mesh.box import fit_to_box
 from diffrec.pipeline.config import RunConfig
 from diffrec.pipeline.loading import load_dataset
 from diffrec.pipeline.reference_views import render_reference_views
-from diffrec.pipeline.views import Views, hold_out_views
+from diffrec.pipeline.views import HELD_OUT_SHARE, Views, hold_out_views
+
+log = logging.getLogger(__name__)
 
 REFERENCE_CAMERA_RADIUS = 3.0  # nvdiffrec's mesh mode: unit-box mesh, cameras at radius 3
 REFERENCE_FOV_DEGREES = 45.0
@@ -82,6 +85,10 @@ def load_inputs(config: RunConfig, ctx: raster.RasterContext, hold_out: bool = T
             test = load_dataset(dataset, "test", settings.train_res, near_far=sources.near_far)
         except UserError:
             train, test = hold_out_views(train, settings.test_views, settings.seed)
+            log.info("%s has no test split: %d of its %d views held out for validation "
+                     "(test_views %d, at most one in %d, chosen at random from seed %d): %s",
+                     dataset, len(test), len(train) + len(test), settings.test_views,
+                     HELD_OUT_SHARE, settings.seed, ", ".join(test.names))
         return Inputs(train, test, base, envmap, base_material)
     if sources.ref_mesh:
         if envmap is None:

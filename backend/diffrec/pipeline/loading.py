@@ -2,10 +2,11 @@
 capture's poses and intrinsics.
 
 ``load_dataset`` reads every layout ``diffrec.protocol.captures`` reads (NeRF-style
-``transforms_{split}.json`` + images, LLFF ``poses_bounds.npy`` + images + masks), and COLMAP
-models (``sparse/0/`` + images + masks, ``diffrec.pipeline.colmap_capture``). The capture
-formats themselves are parsed in ``diffrec.protocol.captures`` alone (numpy only, shared with
-the add-on and ``diffrec submit``); this module decodes the images and builds ``Views``.
+``transforms_{split}.json`` + images, capture tools' ``transforms.json`` + images + masks,
+LLFF ``poses_bounds.npy`` + images + masks), and COLMAP models (``sparse/0/`` + images +
+masks, ``diffrec.pipeline.colmap_capture``). The capture formats themselves are parsed in
+``diffrec.protocol.captures`` alone (numpy only, shared with the add-on and ``diffrec
+submit``); this module decodes (and undistorts) the images and builds ``Views``.
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ def load_dataset(
     exr_premultiplied: bool = True,
 ) -> Views:
     """The views of a capture folder in any layout ``diffrec.protocol.captures`` reads: a
-    NeRF-style folder (``transforms_{split}.json`` + images) or an LLFF capture
+    NeRF-style folder (``transforms_{split}.json`` + images), a capture tool's
+    ``transforms.json`` (+ images and ``mask_path`` masks; one split unless it lists them;
+    distorted photos undistorted, ``Frame.undistort``), an LLFF capture
     (``poses_bounds.npy`` + ``images[_N]/`` + ``masks/``; one split, "train") or a COLMAP
     model (``sparse/0/`` + ``images[_N]/`` + ``masks/``; one split; needs pycolmap).
 
@@ -59,12 +62,16 @@ def load_dataset(
         capture = read_any_capture(folder, split, longest_side=longest)
     except CaptureError as error:
         raise UserError(str(error)) from None
+    for note in capture.notes:
+        log.info("%s: %s", capture.source, note)
     paths = [frame.image for frame in capture.frames]
     images, missing_alpha, file_size = [], [], None
     for frame in capture.frames:
         image, has_alpha = _read_rgba(frame.image, exr_premultiplied)
         if frame.mask is not None:
             image = _with_mask(image, frame.mask)
+        if frame.lens is not None:
+            image = _undistorted(frame, image)
         size = (image.shape[1], image.shape[0])
         if file_size is None:
             file_size = size
@@ -98,6 +105,13 @@ def _with_mask(image: torch.Tensor, mask_path: Path) -> torch.Tensor:
         mask = F.interpolate(mask.permute(2, 0, 1)[None], size=(height, width), mode="bilinear",
                              align_corners=False, antialias=True)[0].permute(1, 2, 0)
     return torch.cat([image[..., :3], mask.clamp(0.0, 1.0)], -1)
+
+
+def _undistorted(frame, image: torch.Tensor) -> torch.Tensor:
+    """``image`` [H, W, 4] straight RGBA as ``frame.pinhole`` sees it (``Frame.undistort``,
+    resampled with premultiplied alpha)."""
+    premultiplied = torch.cat([image[..., :3] * image[..., 3:], image[..., 3:]], -1)
+    return premultiplied_to_straight(torch.from_numpy(frame.undistort(premultiplied.numpy())))
 
 
 def _read_rgba(path: Path, exr_premultiplied: bool) -> tuple[torch.Tensor, bool]:

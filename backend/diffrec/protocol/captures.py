@@ -12,6 +12,12 @@ Layouts (``detect_layout``):
   ``matrix_world``) and the intrinsics ``camera_angle_x`` / ``camera_angle_y`` (field of view,
   radians) or ``fl_x`` / ``fl_y`` / ``cx`` / ``cy`` (pixels at the file's ``w`` x ``h``), at
   the top level or per frame (a frame's value wins). Alpha comes with the images.
+- **Capture tools'** (nerfstudio's ``ns-process-data``, instant-ngp's ``colmap2nerf``,
+  Polycam, Record3D, KIRI): one ``transforms.json``, keys as above (``capture_tools`` lists
+  what else is read, refused or noted), read by ``read_nerf``. Its frames are one split,
+  "train", unless the file lists ``train_filenames`` / ``test_filenames`` (or
+  ``val_filenames``) as nerfstudio's may; the cameras are moved so that the point nearest to
+  all optical axes is the origin (``Capture.offset``), as for LLFF.
 - **LLFF** (real captures, as LLFF's ``imgs2poses`` writes them): ``poses_bounds.npy``, one
   row of 17 numbers per image: a 3x5 matrix (row-major) whose first four columns are the
   camera-to-world matrix with LLFF's camera axes (columns: down, right, backwards) and whose
@@ -28,12 +34,18 @@ COLMAP models (``sparse/0/`` next to ``images/``) need the optional pycolmap pac
 are read in the pipeline (``diffrec.pipeline.colmap_capture``), with the helpers shared here
 (``choose_image_folder``, ``find_masks``, ``nearest_point_to_lines``).
 
+Lens distortion (``camera_model`` OPENCV or OPENCV_FISHEYE, in any transforms file) is
+undone on reading: a frame's ``pinhole`` is the camera of its undistorted image, and callers
+pass the decoded image (and mask) through ``Frame.undistort`` (numpy, ``diffrec.protocol.lens``)
+and say so with ``read_capture(..., undistorts=True)``; without it such a capture is refused.
+
 Everything here raises ``CaptureError`` (a ``ValueError``) with a sentence that names the
 file and says what to fix.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -42,8 +54,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .capture_tools import file_key, file_notes, frame_lens, split_paths
+from .lens import Lens
+
 IMAGE_SUFFIXES = (".png", ".exr", ".jpg", ".jpeg")  # tried in this order after a bare path
-LAYOUTS = ("nerf", "llff")
+LAYOUTS = ("nerf", "nerfstudio", "llff")
+CAPTURE_TOOLS_FILE = "transforms.json"  # the layout "nerfstudio": one file, every frame
 _NAMED = 5  # how many offending files an error message names
 _DOWNSCALED = re.compile(r"images_(\d+)$")
 # LLFF camera axes (down, right, backwards) -> OpenGL (right, up, backwards)
@@ -115,7 +131,9 @@ class Pinhole:
 @dataclass
 class Frame:
     """One view: its image file, camera-to-world ``[4, 4]`` float64 (OpenGL camera, Blender's
-    ``matrix_world``), intrinsics, clipping depths and, for LLFF, its mask file."""
+    ``matrix_world``), intrinsics, clipping depths, its mask file (white = object) where it
+    has one, and the lens of its photo where that is not a pinhole: ``pinhole`` is then the
+    camera of the undistorted image (``undistort``)."""
 
     image: Path
     camera_to_world: np.ndarray
@@ -123,20 +141,28 @@ class Frame:
     near: float = 0.1
     far: float = 1000.0
     mask: Path | None = None
+    lens: Lens | None = None
+
+    def undistort(self, pixels: np.ndarray) -> np.ndarray:
+        """The decoded image or mask ``pixels`` ``[H, W, C]`` (float, any size) as ``pinhole``
+        sees it: resampled by ``lens`` (``Lens.undistort``), or as it is without one."""
+        return pixels if self.lens is None else self.lens.undistort(pixels)
 
 
 @dataclass
 class Capture:
     """The frames of one split of a capture folder. ``source``: the file that holds the
-    cameras; ``offset``: what was added to the file's world positions (LLFF recentring; zeros
+    cameras; ``offset``: what was added to the file's world positions (recentring; zeros
     for NeRF folders); ``root``: the capture folder where it is not ``source``'s (a COLMAP
-    model in ``sparse/0/``)."""
+    model in ``sparse/0/``); ``notes``: one sentence per key of the file read in a way a user
+    may want to know (``capture_tools.file_notes``, the recentring), for the log."""
 
     layout: str
     source: Path
     frames: list[Frame]
     offset: np.ndarray = field(default_factory=lambda: np.zeros(3))
     root: Path | None = None
+    notes: list[str] = field(default_factory=list)
 
     @property
     def folder(self) -> Path:
@@ -158,37 +184,58 @@ class Capture:
 
 
 def detect_layout(folder: str | Path) -> str | None:
-    """``"nerf"`` (``transforms_train.json``), ``"llff"`` (``poses_bounds.npy``) or None."""
+    """``"nerf"`` (``transforms_train.json``), ``"nerfstudio"`` (a capture tool's
+    ``transforms.json``), ``"llff"`` (``poses_bounds.npy``) or None."""
     folder = Path(folder)
     if (folder / "transforms_train.json").is_file():
         return "nerf"
+    if (folder / CAPTURE_TOOLS_FILE).is_file():
+        return "nerfstudio"
     if (folder / "poses_bounds.npy").is_file():
         return "llff"
     return None
 
 
 def read_capture(folder: str | Path, split: str = "train", *,
-                 longest_side: int | None = None) -> Capture:
+                 longest_side: int | None = None, undistorts: bool = False) -> Capture:
     """The frames of ``folder``, whatever its layout. NeRF folders give ``split``'s frames;
-    LLFF captures have one split, every image (``split`` is ignored). ``longest_side``: LLFF
-    only, the size the images will be used at; the smallest ``images_N`` copy that is still
-    at least that large is chosen (None: the full-size ``images``)."""
+    LLFF captures have one split, every image, as a capture tool's ``transforms.json`` has
+    unless it lists its splits. ``longest_side``: LLFF only, the size the images will be used
+    at; the smallest ``images_N`` copy that is still at least that large is chosen (None: the
+    full-size ``images``). ``undistorts``: the caller passes each frame's decoded image and
+    mask through ``Frame.undistort``; without it, a capture with lens distortion is refused."""
     folder = Path(folder)
     if not folder.is_dir():
         raise CaptureError(f"dataset folder not found: {folder}: give the folder that holds "
-                           "transforms_train.json (NeRF-style) or poses_bounds.npy (LLFF)")
+                           "transforms_train.json (NeRF-style), transforms.json (nerfstudio, "
+                           "instant-ngp) or poses_bounds.npy (LLFF)")
+    capture = _read_layout(folder, split, longest_side)
+    distorted = [frame for frame in capture.frames if frame.lens is not None]
+    if distorted and not undistorts:
+        lens = distorted[0].lens
+        raise CaptureError(
+            f"{capture.source}: {len(distorted)} of {len(capture.frames)} cameras have lens "
+            f"distortion ({lens.model} {lens.coefficients}); only pinhole captures are read "
+            "here: `diffrec optimize --dataset` and `diffrec submit` undistort the images on "
+            "reading, or undistort them first")
+    return capture
+
+
+def _read_layout(folder: Path, split: str, longest_side: int | None) -> Capture:
     layout = detect_layout(folder)
     if layout == "llff":
         if split != "train":
             raise CaptureError(f"{folder} is an LLFF capture: it has one split of views "
                                f"('train'), not '{split}'")
         return read_llff(folder, longest_side=longest_side)
+    if layout == "nerfstudio":
+        return read_nerf(folder / CAPTURE_TOOLS_FILE, split=split)
     if layout == "nerf" or any(folder.glob("transforms*.json")):
         return read_nerf(folder / f"transforms_{split}.json")
     present = sorted(p.name for p in folder.iterdir())[:8]
     raise CaptureError(f"{folder} holds neither transforms_train.json (a NeRF-style folder) nor "
-                       "poses_bounds.npy (an LLFF capture); found "
-                       f"{', '.join(present) or 'nothing'}")
+                       "transforms.json (nerfstudio, instant-ngp) nor poses_bounds.npy (an "
+                       f"LLFF capture); found {', '.join(present) or 'nothing'}")
 
 
 # -- NeRF-style ------------------------------------------------------------------------------
@@ -197,8 +244,10 @@ _NERF_KEYS = {"fl_x": "fl_x", "fl_y": "fl_y", "camera_angle_x": "angle_x",
               "camera_angle_y": "angle_y", "cx": "cx", "cy": "cy", "w": "w", "h": "h"}
 
 
-def read_nerf(path: str | Path, *, near: float = 0.1, far: float = 1000.0) -> Capture:
-    """The frames of one ``transforms_*.json`` (see the module docstring)."""
+def read_nerf(path: str | Path, *, near: float = 0.1, far: float = 1000.0,
+              split: str = "train") -> Capture:
+    """The frames of one ``transforms_*.json``, or ``split``'s frames of a capture tool's
+    ``transforms.json`` (see the module docstring)."""
     path = Path(path)
     if not path.is_file():
         present = sorted(p.name for p in path.parent.glob("transforms*.json"))
@@ -215,7 +264,7 @@ def read_nerf(path: str | Path, *, near: float = 0.1, far: float = 1000.0) -> Ca
     if not isinstance(entries, list) or not entries:
         raise CaptureError(f"{path} has no frames: its 'frames' list must name at least one "
                            "image with its transform_matrix")
-    frames, missing = [], []
+    frames, missing, missing_masks = [], [], []
     for index, entry in enumerate(entries):
         where = f"{path}, frame {index}"
         if not isinstance(entry, dict) or not isinstance(entry.get("file_path"), str):
@@ -226,14 +275,90 @@ def read_nerf(path: str | Path, *, near: float = 0.1, far: float = 1000.0) -> Ca
         if image is None:
             missing.append(entry["file_path"])
         pinhole = nerf_pinhole({**transforms, **entry}, where)
-        frames.append(Frame(image, matrix, pinhole, near, far))
+        frames.append(_capture_tool_frame(Frame(image, matrix, pinhole, near, far), transforms,
+                                          entry, path.parent, where))
+        if frames[-1].mask is not None and not frames[-1].mask.is_file():
+            missing_masks.append(entry["mask_path"])
     if missing:
         shown = ", ".join(missing[:_NAMED]) + (", ..." if len(missing) > _NAMED else "")
         raise CaptureError(
             f"{len(missing)} of {len(entries)} images named in {path.name} are missing "
             f"({shown}); tried {'/'.join(IMAGE_SUFFIXES)} after each file_path, relative to "
             f"{path.parent}")
-    return Capture("nerf", path, frames)
+    if missing_masks:
+        shown = ", ".join(map(str, missing_masks[:_NAMED]))
+        more = ", ..." if len(missing_masks) > _NAMED else ""
+        raise CaptureError(f"{len(missing_masks)} of {len(entries)} masks named in {path.name} "
+                           f"(mask_path) are missing ({shown}{more}), relative to {path.parent}")
+    return _nerf_capture(path, transforms, entries, frames, split)
+
+
+def _capture_tool_frame(frame: Frame, transforms: dict, entry: dict, folder: Path,
+                        where: str) -> Frame:
+    """``frame`` with the capture tools' keys of its file (``transforms``) and its ``entry``
+    read (``capture_tools``): its mask file, and its lens, ``pinhole`` becoming the camera of
+    the undistorted image."""
+    mask = entry.get("mask_path")
+    if mask is not None:
+        if not isinstance(mask, str):
+            raise CaptureError(f"{where}: mask_path must be a file path, got {mask!r}")
+        frame.mask = inside(folder, mask, where)
+    pinhole = frame.pinhole
+    size = None if pinhole.w is None or pinhole.h is None else (pinhole.w, pinhole.h)
+    try:
+        intrinsics = pinhole.at(*size) if size else None
+        frame.lens = frame_lens({**transforms, **entry}, intrinsics, size)
+        if frame.lens is not None:
+            fx, fy, cx, cy = frame.lens.pinhole()
+            frame.pinhole = dataclasses.replace(pinhole, fl_x=fx, fl_y=fy, angle_x=None,
+                                                angle_y=None, cx=cx, cy=cy)
+    except ValueError as error:
+        raise CaptureError(f"{where}: {error}") from None
+    return frame
+
+
+def _nerf_capture(path: Path, transforms: dict, entries: list, frames: list[Frame],
+                  split: str) -> Capture:
+    """The capture of a transforms file's ``frames`` (one per ``entries`` item): refuses
+    frames stating different image sizes; a capture tool's ``transforms.json`` is recentred
+    on its cameras' focus and gives ``split``'s frames."""
+    sizes = {}
+    for index, frame in enumerate(frames):
+        if frame.pinhole.w is not None and frame.pinhole.h is not None:
+            sizes.setdefault((frame.pinhole.w, frame.pinhole.h), index)
+    if len(sizes) > 1:
+        listed = "; ".join(f"{w:g}x{h:g} (frame {index}, {entries[index]['file_path']})"
+                           for (w, h), index in list(sizes.items())[:_NAMED])
+        raise CaptureError(f"{path}: the frames state images of different sizes ({listed}): "
+                           "diffrec needs images of one size")
+    try:
+        notes = file_notes(transforms, entries)
+        listed = split_paths(transforms, split) if path.name == CAPTURE_TOOLS_FILE else None
+    except ValueError as error:
+        raise CaptureError(f"{path}: {error}") from None
+    if path.name != CAPTURE_TOOLS_FILE:
+        return Capture("nerf", path, frames, notes=notes)
+    matrices = np.stack([frame.camera_to_world for frame in frames])
+    focus = nearest_point_to_lines(matrices[:, :3, 3], -matrices[:, :3, 2])
+    offset = np.zeros(3) if focus is None else -focus
+    for frame in frames:
+        frame.camera_to_world = frame.camera_to_world.copy()
+        frame.camera_to_world[:3, 3] += offset
+    if focus is not None:
+        notes.append(f"the cameras are moved by {np.round(offset, 6).tolist()} so that the "
+                     "point nearest to all their optical axes is the origin")
+    if listed is None:
+        if split != "train":
+            raise CaptureError(f"{path} lists no splits (train_filenames, test_filenames): its "
+                               f"frames are one split, 'train', not '{split}'")
+        return Capture("nerfstudio", path, frames, offset, notes=notes)
+    keys = [file_key(entry["file_path"]) for entry in entries]
+    unmatched = sorted(listed - set(keys))
+    if unmatched:
+        raise CaptureError(f"{path}: {split}_filenames names {len(unmatched)} files that no "
+                           f"frame has ({', '.join(map(str, unmatched[:_NAMED]))})")
+    chosen = [frame for frame, key in zip(frames, keys, strict=True) if key in listed]
+    return Capture("nerfstudio", path, chosen, offset, notes=notes)
 
 
 def _matrix(value, where: str) -> np.ndarray:
