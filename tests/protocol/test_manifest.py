@@ -24,7 +24,7 @@ def entry(name="mesh.glb", size=3, sha256=SHA, role="mesh") -> dict:
 
 
 @pytest.mark.parametrize("text, message", [
-    ("not json", "not JSON"),
+    ("not json", "not valid JSON"),
     (manifest(version=2), "format 2"),
     (json.dumps([]), "format None"),
     (json.dumps({"format": 1}), "no list of files"),

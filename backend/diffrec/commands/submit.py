@@ -1,7 +1,8 @@
 """``diffrec submit``: send a job to a server.
 
 The source is what ``diffrec optimize`` reads, made into an ``optimize`` job
-(docs/protocol.md, section 8): a NeRF-style dataset folder (``--dataset``) or a settings file
+(docs/protocol.md, section 8): a dataset folder in any layout ``diffrec optimize --dataset``
+reads (NeRF-style, a capture tool's ``transforms.json``, LLFF, COLMAP) or a settings file
 (``--config``, with its ``dataset`` or ``ref_mesh`` rendered under ``envmap``, its
 ``base_mesh`` and ``envmap``), loaded here into the task's arrays, plus the settings flags
 ``diffrec optimize`` shares. Or it is a job file of ready arrays: ``FOLDER/job.json`` or a
@@ -10,7 +11,6 @@ JSON file with a top-level ``spec`` object.
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from pathlib import Path
@@ -19,7 +19,8 @@ import numpy as np
 
 from diffrec.errors import UserError
 from diffrec.protocol import ProtocolError, ServerUnavailable
-from diffrec.protocol.captures import CaptureError, inside
+from diffrec.protocol.captures import CaptureError, clipped, inside
+from diffrec.protocol.file_checks import FileCheckError, load_npy, read_json
 from diffrec.protocol.settings import FIELDS
 
 from ._connection import add_server_arguments, connect
@@ -29,7 +30,7 @@ from .status import print_event
 log = logging.getLogger(__name__)
 
 NAME = "submit"
-HELP = ("submit a job to a server: a NeRF-style dataset FOLDER or a settings CONFIG, read as "
+HELP = ("submit a job to a server: a dataset FOLDER or a settings CONFIG, read as "
         "`diffrec optimize` reads them, is sent as an optimize job (the server holds out some "
         "of the views for validation); FOLDER/job.json, or a JSON file with a 'spec', sends "
         "that job and its .npy inputs")
@@ -37,7 +38,8 @@ HELP = ("submit a job to a server: a NeRF-style dataset FOLDER or a settings CON
 
 def add_arguments(parser) -> None:
     parser.add_argument("source", metavar="FOLDER|CONFIG", type=Path,
-                        help="a NeRF-style folder (transforms_train.json + images), or a .toml "
+                        help="a dataset folder (transforms_train.json or transforms.json + "
+                             "images, poses_bounds.npy, a COLMAP model), or a .toml "
                              "/ .json settings file as `diffrec optimize --config` reads it "
                              "(its dataset, or ref_mesh rendered under envmap, are the targets); "
                              'or a job file {"spec": {"task": ...}, "inputs": {"images": '
@@ -57,9 +59,9 @@ def load_job(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
     if path.is_dir():
         path = path / "job.json"
     try:
-        config = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UserError(f"cannot read the job file {path}: {exc}") from None
+        config = read_json(path, f"the job file {path}")
+    except FileCheckError as exc:
+        raise UserError(str(exc)) from None
     if not isinstance(config, dict) or not isinstance(config.get("spec"), dict):
         raise UserError(f"{path} must be a JSON object with a 'spec' object")
     inputs = config.get("inputs", {})
@@ -67,19 +69,19 @@ def load_job(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
         raise UserError(f"{path}: 'inputs' must map input names to .npy paths relative to it")
     arrays = {}
     for name, relative in inputs.items():
+        where = f"{path}, input {name!r}"
         try:
-            arrays[name] = np.load(inside(path.parent, relative, f"{path}, input {name!r}"),
-                                   allow_pickle=False)
-        except CaptureError as exc:
+            arrays[name] = load_npy(inside(path.parent, relative, where),
+                                    f"{clipped(relative)} (input {name!r} of {path})")
+        except (CaptureError, FileCheckError) as exc:
             raise UserError(str(exc)) from None
-        except (OSError, ValueError, EOFError) as exc:
-            raise UserError(f"{path}, input {name!r}: cannot load {relative}: {exc}") from None
     return config["spec"], arrays
 
 
 def source_kind(path: Path) -> str:
-    """"job" (a job file, or a folder with job.json), "dataset" (a NeRF-style folder, an
-    LLFF capture or a COLMAP model) or "config" (a settings file)."""
+    """"job" (a job file, or a folder with job.json), "dataset" (a NeRF-style folder, a
+    capture tool's transforms.json, an LLFF capture or a COLMAP model) or "config" (a
+    settings file)."""
     from diffrec.pipeline.captures import capture_layout
 
     if path.is_dir():
@@ -88,9 +90,9 @@ def source_kind(path: Path) -> str:
         if capture_layout(path) or any(path.glob("transforms*.json")):
             return "dataset"
         raise UserError(f"{path} holds neither job.json (a job file) nor transforms_train.json "
-                        "(a NeRF-style dataset) nor poses_bounds.npy (an LLFF capture) nor a "
-                        "COLMAP model (sparse/0/): give a folder with one of them, or a settings "
-                        "file")
+                        "(a NeRF-style dataset) nor transforms.json (nerfstudio, instant-ngp) "
+                        "nor poses_bounds.npy (an LLFF capture) nor a COLMAP model (sparse/0/): "
+                        "give a folder with one of them, or a settings file")
     if not path.is_file():
         raise UserError(f"{path} does not exist: give a dataset folder, a settings file (.toml "
                         "or .json) or a job file")
@@ -101,8 +103,8 @@ def source_kind(path: Path) -> str:
         raise UserError(f"{path} is neither a folder nor a .toml or .json file: give a dataset "
                         "folder, a settings file or a job file")
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = read_json(path)
+    except FileCheckError:
         return "config"  # read_config_file reports what is wrong with it
     return "job" if isinstance(data, dict) and isinstance(data.get("spec"), dict) else "config"
 

@@ -27,6 +27,8 @@ from diffrec.geometry.cleanup import weld_vertices
 from diffrec.io.images import decode_image
 from diffrec.io.material import Asset, Material, decode_normal_map, yup_to_blender
 from diffrec.mesh import Mesh
+from diffrec.protocol.captures import CaptureError, inside
+from diffrec.protocol.file_checks import FileCheckError, parse_json
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +57,7 @@ def read_gltf(path: str | Path, weld: bool = True) -> Asset:
 
 def _read(path: Path, weld: bool) -> Asset:
     """``read_gltf`` on an existing file; a malformed one raises what its parser raises."""
-    gltf = gl.GLTF2().load(str(path))
+    gltf = _load(path)
     if gltf is None:
         raise ValueError("not a glTF file")
     reader = _Reader(gltf, path)
@@ -74,6 +76,22 @@ def _read(path: Path, weld: bool) -> Asset:
         positions, triangles = weld_vertices(mesh.positions, mesh.triangles)
         mesh = mesh.replace(positions=positions, triangles=triangles)
     return Asset(mesh, materials, material_ids)
+
+
+def _load(path: Path) -> gl.GLTF2 | None:
+    """pygltflib's reading of ``path``, its JSON checked first (``parse_json``: a nesting limit,
+    so that a deeply nested file is a sentence, not a RecursionError inside pygltflib)."""
+    data = path.read_bytes()
+    binary = path.suffix.lower() == ".glb"
+    json_length, = struct.unpack_from("<I", data, 12) if binary else (len(data),)
+    try:
+        parse_json(data[20:20 + json_length] if binary else data, f"the glTF file {path}")
+    except FileCheckError as error:
+        raise UserError(str(error)) from None
+    gltf = gl.GLTF2.load_from_bytes(data) if binary else gl.GLTF2.gltf_from_json(data.decode())
+    if gltf is not None:
+        gltf._path, gltf._name = path.parent, path.name
+    return gltf
 
 
 def _mesh_nodes(gltf: gl.GLTF2):
@@ -117,13 +135,18 @@ class _Reader:
             if uri is None:
                 self.buffers[index] = self.gltf.binary_blob()
             else:
-                self.buffers[index] = self._uri_bytes(uri)
+                self.buffers[index] = self._uri_bytes(uri, f"buffer {index}")
         return self.buffers[index]
 
-    def _uri_bytes(self, uri: str) -> bytes:
+    def _uri_bytes(self, uri: str, what: str) -> bytes:
+        """The bytes a buffer's or an image's ``uri`` names: embedded, or a file inside the
+        glTF's folder (``inside``: the rule for every file an input names)."""
         if uri.startswith("data:"):
             return base64.b64decode(uri.split(",", 1)[1])
-        return (self.path.parent / uri).read_bytes()
+        try:
+            return inside(self.path.parent, uri, f"{self.path}, {what}").read_bytes()
+        except CaptureError as error:
+            raise UserError(str(error)) from None
 
     def view_bytes(self, index: int) -> tuple[bytes, int, int | None]:
         view = self.gltf.bufferViews[index]
@@ -190,7 +213,7 @@ class _Reader:
             length = self.gltf.bufferViews[image.bufferView].byteLength
             encoded = raw[offset : offset + length]
         else:
-            encoded = self._uri_bytes(image.uri)
+            encoded = self._uri_bytes(image.uri, f"image of texture {texture_index}")
         return decode_image(encoded, data=data, name=f"{self.path} image {texture_index}")
 
     def material(self, index: int) -> Material:

@@ -14,6 +14,8 @@ Colour: 8/16-bit images hold sRGB-encoded colour; ``read_image`` returns scene-l
 unless ``data=True`` (normal maps, roughness/metallic, masks), and ``write_image`` encodes the
 same way. Alpha (channel 4, or 2 for grey+alpha) is always linear. Float formats (EXR, HDR)
 store linear values as they are; ``data`` does not change them.
+An image is refused from its header, before decoding, when it has more pixels than this
+machine's memory allows (``image_size.max_pixels``).
 Values written to 8/16-bit files are clipped to [0, 1] (after encoding) and rounded.
 """
 
@@ -27,6 +29,7 @@ import OpenEXR
 
 from diffrec.color import linear_to_srgb, srgb_to_linear
 from diffrec.errors import UserError, one_line
+from diffrec.io.image_size import check_pixels, encoded_size
 
 INTEGER_SUFFIXES = (".png", ".jpg", ".jpeg")
 FLOAT_SUFFIXES = (".exr", ".hdr")
@@ -76,7 +79,11 @@ def write_image(path: str | Path, image, *, data: bool = False, bit_depth: int =
 
 
 def decode_image(buffer: bytes, *, data: bool = False, name: str = "image") -> np.ndarray:
-    """Decode PNG / JPEG / HDR bytes (as embedded in a GLB) like ``read_image`` reads a file."""
+    """Decode PNG / JPEG / HDR bytes (as embedded in a GLB) like ``read_image`` reads a file;
+    UserError naming ``name`` if the header claims more pixels than ``max_pixels()``."""
+    size = encoded_size(buffer)
+    if size is not None:
+        check_pixels(*size, name)
     raw = (cv2.imdecode(np.frombuffer(buffer, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
            if len(buffer) else None)
     if raw is None:
@@ -117,6 +124,9 @@ def _encode(suffix: str, image: np.ndarray) -> bytes:
 
 
 def _read_exr(path: Path) -> np.ndarray:
+    with OpenEXR.File(str(path), header_only=True) as exr:
+        (left, top), (right, bottom) = exr.header()["dataWindow"]
+    check_pixels(int(right - left + 1), int(bottom - top + 1), str(path))
     with OpenEXR.File(str(path)) as exr:
         channels = exr.channels()
         for key in ("RGBA", "RGB", "Y"):

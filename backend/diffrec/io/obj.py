@@ -13,7 +13,8 @@ Materials (MTL), diffrec's and nvdiffrec's layout: ``Kd`` (linear base colour), 
 ``Pr`` / ``Pm`` (roughness / metallic, the PBR extension Blender's OBJ exporter writes; these
 win over ``Ks``), ``map_Kd`` (sRGB image), ``map_Ks`` (linear image, same layout as ``Ks``),
 ``bump`` / ``map_bump`` / ``norm`` (tangent-space normal map, OpenGL convention). Texture
-options such as ``-bm 1`` are skipped. Tangents are not stored: recompute them.
+options such as ``-bm 1`` are skipped. Tangents are not stored: recompute them. Material
+libraries and textures must lie inside the folder of the file that names them (``inside``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from diffrec.io.material import (
     yup_to_blender,
 )
 from diffrec.mesh import Mesh
+from diffrec.protocol.captures import CaptureError, inside
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +107,9 @@ def read_obj(path: str | Path) -> Asset:
                 current = " ".join(args)
             elif key == "mtllib":
                 for name in " ".join(args).split():
-                    materials.update(_read_mtl(path.parent / name))
+                    materials.update(_read_mtl(inside(path.parent, name, f"{path}:{number}")))
+        except CaptureError as error:  # a file named outside the folder: its own sentence
+            raise UserError(str(error)) from None
         except (ValueError, IndexError) as error:
             raise UserError(f"{path}:{number}: cannot read {line.strip()!r}: {error}") from None
     if not faces:
@@ -204,7 +208,10 @@ def _read_mtl(path: Path) -> dict[str, Material]:
             elif key == "Tr":
                 values["d"] = 1.0 - float(args[0])
             elif key in ("map_Kd", "map_Ks", *_NORMAL_MAP_KEYS):
-                values["bump" if key in _NORMAL_MAP_KEYS else key] = path.parent / _map_file(args)
+                values["bump" if key in _NORMAL_MAP_KEYS else key] = inside(
+                    path.parent, _map_file(args), f"{path}:{number}")
+        except CaptureError as error:  # a file named outside the folder: its own sentence
+            raise UserError(str(error)) from None
         except (ValueError, IndexError) as error:
             raise UserError(f"{path}:{number}: cannot read {line.strip()!r}: {error}") from None
     return {name: _material(name, values) for name, values in found.items()}

@@ -11,7 +11,6 @@ Every key of nvdiffrec's JSON configs is honoured with its meaning or refused wi
 from __future__ import annotations
 
 import dataclasses
-import json
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 from diffrec.errors import UserError
 from diffrec.pipeline.reference_config import Reading, translate
 from diffrec.protocol.close_names import setting_hint
+from diffrec.protocol.file_checks import FileCheckError, parse_json
 from diffrec.protocol.settings import (
     FIELDS,
     PRESETS,
@@ -119,9 +119,12 @@ def read_config_reading(path: str | Path) -> Reading:
         raise UserError(f"config file not found: {path}")
     text = path.read_text()
     try:
-        data = tomllib.loads(text) if path.suffix.lower() == ".toml" else json.loads(text)
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as error:
+        data = (tomllib.loads(text) if path.suffix.lower() == ".toml" else
+                parse_json(text, f"config {path}"))
+    except tomllib.TOMLDecodeError as error:
         raise UserError(f"cannot read config {path}: {error}") from None
+    except FileCheckError as error:
+        raise UserError(str(error)) from None
     if not isinstance(data, dict):
         raise UserError(f"config {path} must hold a table / object of settings")
     found = {key: _resolved(data[key], path.parent) for key in INPUT_PATH_KEYS

@@ -48,6 +48,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,7 @@ from pathlib import Path
 import numpy as np
 
 from .capture_tools import file_key, file_notes, frame_lens, split_paths
+from .file_checks import FileCheckError, load_npy, read_json
 from .lens import Lens
 
 IMAGE_SUFFIXES = (".png", ".exr", ".jpg", ".jpeg")  # tried in this order after a bare path
@@ -66,6 +68,9 @@ _DOWNSCALED = re.compile(r"images_(\d+)$")
 _LLFF_TO_OPENGL = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
 LLFF_DEPTH_MARGIN = 2.0  # near / far are the LLFF bounds divided / multiplied by this
 ROTATION_TOLERANCE = 1e-2  # largest |R Rᵀ - I| entry of a camera's rotation as read
+MAX_NAME_BYTES = 255  # one file or folder name, as ext4, APFS and NTFS take it
+MAX_PATH_BYTES = 4096  # a whole path (Linux's PATH_MAX)
+_SHOWN_NAME = 80  # characters of a refused name a message quotes
 
 
 class CaptureError(ValueError):
@@ -74,15 +79,37 @@ class CaptureError(ValueError):
 
 def inside(folder: Path, name: str | Path, where: str) -> Path:
     """``folder / name``, which must stay inside ``folder`` once resolved: no absolute path,
-    no ``..`` and no symbolic link leading out of it (a dataset names only its own files);
-    CaptureError naming ``where`` and the entry otherwise."""
+    no ``..`` and no symbolic link leading out of it, no NUL character and no name longer
+    than the file system takes (the one rule for every file an input names: a dataset's
+    images, a job file's arrays, a glTF's buffers and images, an OBJ's material libraries and
+    textures); CaptureError naming ``where`` and the entry otherwise."""
+    text = str(name)
+    shown = repr(clipped(text))
+    if "\0" in text:
+        raise CaptureError(f"{where}: {shown} holds a NUL character, which no file name can "
+                           "hold: fix the name")
     path = Path(folder) / name
-    root = Path(folder).resolve()
-    if Path(name).is_absolute() or not path.resolve().is_relative_to(root):
-        raise CaptureError(f"{where}: {str(name)!r} leads outside {folder}: a dataset may only "
-                           "name files inside its own folder (a relative path, without '..' or "
+    if (len(os.fsencode(path)) > MAX_PATH_BYTES or
+            any(len(os.fsencode(part)) > MAX_NAME_BYTES for part in Path(name).parts)):
+        raise CaptureError(f"{where}: the name {shown} ({len(text)} characters) is longer than "
+                           f"a file system takes ({MAX_NAME_BYTES} bytes a name, "
+                           f"{MAX_PATH_BYTES} a path): fix the name")
+    try:
+        leaves = Path(name).is_absolute() or not path.resolve().is_relative_to(
+            Path(folder).resolve())
+    except (OSError, RuntimeError) as error:  # a loop of links, a folder not readable
+        raise CaptureError(f"{where}: cannot follow {shown} in {folder}: "
+                           f"{' '.join(str(error).split())}") from None
+    if leaves:
+        raise CaptureError(f"{where}: {shown} leads outside {folder}: a file may only name "
+                           "files inside its own folder (a relative path, without '..' or "
                            "links out of it)")
     return path
+
+
+def clipped(text: str) -> str:
+    """``text`` as a message quotes a name from a file: at most ``_SHOWN_NAME`` characters."""
+    return text if len(text) <= _SHOWN_NAME else text[:_SHOWN_NAME] + "..."
 
 
 @dataclass(frozen=True)
@@ -255,9 +282,9 @@ def read_nerf(path: str | Path, *, near: float = 0.1, far: float = 1000.0,
         raise CaptureError(f"{path.parent} has no {path.name} ({found}): a NeRF-style folder "
                            f"needs {path.name} next to its images")
     try:
-        transforms = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise CaptureError(f"{path} is not valid JSON: {error}") from None
+        transforms = read_json(path)
+    except FileCheckError as error:
+        raise CaptureError(str(error)) from None
     if not isinstance(transforms, dict):
         raise CaptureError(f"{path} must hold a JSON object with 'camera_angle_x' and 'frames'")
     entries = transforms.get("frames")
@@ -269,7 +296,7 @@ def read_nerf(path: str | Path, *, near: float = 0.1, far: float = 1000.0,
         where = f"{path}, frame {index}"
         if not isinstance(entry, dict) or not isinstance(entry.get("file_path"), str):
             raise CaptureError(f"{where}: each frame needs a 'file_path' string")
-        where += f" ({entry['file_path']})"
+        where += f" ({clipped(entry['file_path'])})"
         matrix = _matrix(entry.get("transform_matrix"), where)
         image = _find_image(path.parent, entry["file_path"], where)
         if image is None:
@@ -453,10 +480,9 @@ def read_llff(folder: str | Path, *, longest_side: int | None = None,
 
 def _poses_bounds(path: Path) -> np.ndarray:
     try:
-        table = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as error:
-        raise CaptureError(f"cannot read {path} (is it a whole .npy file?): "
-                           f"{' '.join(str(error).split())}") from None
+        table = load_npy(path)
+    except FileCheckError as error:
+        raise CaptureError(str(error)) from None
     if table.ndim != 2 or table.shape[1] != 17 or len(table) == 0 or table.dtype.kind != "f":
         raise CaptureError(f"{path} must hold a float array [N, 17] (a 3x5 pose with height, "
                            f"width, focal, then near and far per image), got {table.dtype} "

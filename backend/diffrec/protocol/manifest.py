@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .file_checks import FileCheckError, parse_json
 from .schema import FILE_NAME_RE
 
 FORMAT_VERSION = 1
@@ -86,9 +87,9 @@ def write_manifest(folder: str | Path, roles: Mapping[str, str]) -> Path:
 def parse_manifest(text: str | bytes) -> list[Entry]:
     """The entries of a manifest's JSON text, each checked; ManifestError if it is not one."""
     try:
-        document = json.loads(text)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ManifestError(f"{MANIFEST_NAME} is not JSON: {exc}") from None
+        document = parse_json(text, MANIFEST_NAME)
+    except FileCheckError as exc:
+        raise ManifestError(str(exc)) from None
     if not isinstance(document, dict) or document.get("format") != FORMAT_VERSION:
         found = document.get("format") if isinstance(document, dict) else None
         raise ManifestError(f"{MANIFEST_NAME} has format {found!r}; this version reads format "

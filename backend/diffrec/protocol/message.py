@@ -15,6 +15,7 @@ import numpy as np
 
 from .arrays import check_descriptor, from_frame, to_wire
 from .errors import ProtocolError
+from .file_checks import json_depth
 from .limits import MAX_ARRAYS, MAX_HEADER_BYTES, MAX_INLINE_BYTES, MAX_JSON_DEPTH
 from .schema import Schema
 
@@ -73,17 +74,6 @@ def _finite_float(text: str) -> float:
     if not math.isfinite(value):
         raise ValueError(f"{text} overflows a double")
     return value
-
-
-def json_depth(value) -> int:
-    """How deep ``value`` (decoded JSON) nests objects and lists (a scalar: 0), found without
-    recursion."""
-    depth, level = 0, [value]
-    while level:
-        level = [item for node in level if isinstance(node, dict | list)
-                 for item in (node.values() if isinstance(node, dict) else node)]
-        depth += 1
-    return depth - 1
 
 
 def decode(frames: Sequence, schemas: Mapping[str, Schema]) -> Message:
