@@ -366,6 +366,8 @@ class MapBaker:
         _check_reference(reference)
         _check_start(start)
         _check_cycles(scene)
+        if scene != bpy.context.scene:
+            raise ValueError(f"the bake runs in the current scene, not in {scene.name!r}")
         if size < 1 or samples < 1:
             raise ValueError(f"size ({size}) and samples ({samples}) must be positive")
         self.scene, self.size, self.samples = scene, size, samples
@@ -430,6 +432,8 @@ class MapBaker:
     def step(self) -> bool:
         """Bake the next map into ``maps``; whether all are done (then closed)."""
         if self.done < self.steps:
+            if not self._made:
+                raise RuntimeError("this bake was closed before its last map")
             try:
                 name = MAPS[self.done]
                 self.maps[name] = self._bake(name)

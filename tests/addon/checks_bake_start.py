@@ -223,6 +223,9 @@ def check_errors_are_one_sentence():
     scene.collection.objects.link(no_uvs)
     _raises(ValueError, lambda: bake_start.MapBaker(scene, reference, no_uvs, 16), "UV map")
     _raises(RuntimeError, lambda: bake_start._check_cycles(object()), "Cycles")
+    other = bpy.data.scenes.new("other")
+    _raises(ValueError, lambda: bake_start.MapBaker(other, reference, reference, 16),
+            "current scene")
 
 
 # -- the maps --------------------------------------------------------------------------------
@@ -393,6 +396,7 @@ def check_scene_is_as_before_after_the_bake():
     half.close()
     _assert_same(before, _snapshot(scene, reference))
     assert set(half.maps) == {"base_color"}
+    _raises(RuntimeError, half.step, "closed")
 
 
 def check_baked_material_reads_the_maps():
