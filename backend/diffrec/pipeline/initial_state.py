@@ -8,13 +8,13 @@ import torch.nn.functional as F
 
 from diffrec.errors import UserError
 from diffrec.io import Material
+from diffrec.io.material import is_texture
 from diffrec.light.envmap import EnvironmentLight
 from diffrec.protocol.settings import Settings
 from diffrec.render.material import FLAT_NORMAL, TextureMaterial
 from diffrec.render.texture2d import Texture2D
 
-__all__ = ["initial_textures", "make_light"]
-
+__all__ = ["averaged", "has_textures", "initial_textures", "make_light"]
 
 
 def make_light(settings: Settings, envmap: torch.Tensor | None, device) -> EnvironmentLight:
@@ -71,6 +71,21 @@ def initial_textures(settings: Settings, device, base_material: Material | None 
     for texture in textures:
         texture.clamp_()  # a base mesh's material may lie outside the ranges
     return TextureMaterial(*textures, mip_bias=settings.texture_mip_bias).to(device)
+
+
+def has_textures(material: Material) -> bool:
+    """Whether any of ``material``'s channels is a texture (not a constant)."""
+    return any(channel is not None and is_texture(channel)
+               for channel in (material.kd, material.ks, material.normal))
+
+
+def averaged(material: Material) -> Material:
+    """``material`` with each texture replaced by its mean value and no normal map: the start
+    a material's textures leave when the mesh's UVs they follow were replaced."""
+    def mean(channel: torch.Tensor) -> torch.Tensor:
+        return channel.mean((0, 1)) if is_texture(channel) else channel
+
+    return Material(material.name, mean(material.kd), mean(material.ks), None)
 
 
 def _resampled(channel: torch.Tensor, size: int, like: torch.Tensor) -> torch.Tensor:

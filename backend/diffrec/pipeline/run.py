@@ -40,7 +40,7 @@ from diffrec.pipeline.bake import bake_textures
 from diffrec.pipeline.checkpoints import CheckpointStore
 from diffrec.pipeline.frustum import check_views_see_box
 from diffrec.pipeline.geometry_models import ExplicitGeometry, IsosurfaceGeometry
-from diffrec.pipeline.initial_state import initial_textures, make_light
+from diffrec.pipeline.initial_state import averaged, has_textures, initial_textures, make_light
 from diffrec.pipeline.inputs import Inputs
 from diffrec.pipeline.reporter import Reporter
 from diffrec.pipeline.sampler import ViewSampler
@@ -132,7 +132,10 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
     vertices, triangles = remove_small_pieces(*clean_mesh(mesh.positions.detach(),
                                                          mesh.triangles))
     extracted = len(triangles)
-    vertices, triangles = simplify(vertices, triangles, settings.max_triangles)
+    vertices, triangles = simplify(vertices, triangles, settings.surface_triangles())
+    if len(triangles) < extracted:
+        reporter.log(f"simplified pass 1's surface {extracted:,} -> {len(triangles):,} "
+                     "triangles")
     mesh, unwrapping = _unwrapped(ctx, Mesh(vertices, triangles), settings, reporter, world)
     unwrapping.update(triangles=len(triangles), extracted_triangles=extracted)
     _stop_if_asked(reporter, world, "after unwrapping the surface")
@@ -148,6 +151,19 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
     material = TextureMaterial(baked["kd"], baked["ks"], baked.get("normal"),
                                mip_bias=settings.texture_mip_bias).to(device)
     return mesh, material, trainer, type(geometry.surface).__name__, unwrapping
+
+
+def _decimated(mesh: Mesh, budget: int, reporter: Reporter) -> Mesh:
+    """``mesh`` itself when it has at most ``budget`` triangles (or ``budget`` is 0), else its
+    surface decimated to the budget (``simplify``) without its UVs, normals and tangents,
+    which followed the triangles it had (unwrapping gives it new UVs; its normals are then
+    the surface's own, smooth)."""
+    if not budget or mesh.num_triangles <= budget:
+        return mesh
+    vertices, triangles = simplify(mesh.positions.detach(), mesh.triangles, budget)
+    reporter.log(f"decimated {mesh.num_triangles:,} -> {len(triangles):,} triangles "
+                 f"(target_triangles {budget:,})")
+    return Mesh(vertices, triangles)
 
 
 def _unwrapped(ctx, mesh: Mesh, settings: Settings, reporter: Reporter,
@@ -208,7 +224,7 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     clips_white = settings.clips_white(float(train.images[..., :3].max()))
     trainers: list[PassTrainer] = []
 
-    surface_model = None
+    surface_model, warnings = None, []
     if settings.mode == "reconstruct":
         mesh, material, first, surface_model, unwrapping = _surface_pass(
             ctx, settings, train, light, reporter, checkpoints, world, clips_white)
@@ -219,9 +235,17 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     else:
         if inputs.base_mesh is None:
             raise UserError(f"mode {settings.mode!r} needs a starting mesh (base_mesh)")
-        mesh, unwrapping = _unwrapped(ctx, inputs.base_mesh.to(torch_device), settings,
-                                      reporter, world)
-        material = initial_textures(settings, torch_device, inputs.base_material)
+        base = _decimated(inputs.base_mesh.to(torch_device), settings.target_triangles,
+                          reporter)
+        mesh, unwrapping = _unwrapped(ctx, base, settings, reporter, world)
+        base_material = inputs.base_material
+        if (base_material is not None and settings.init_textures == "base_mesh"
+                and unwrapping["method"] != "own UVs" and has_textures(base_material)):
+            base_material = averaged(base_material)
+            warnings.append("the base mesh's textures follow UVs it no longer has (now "
+                            f"{unwrapping['method']}): they start as their averages")
+            reporter.log(warnings[-1], level="warning")
+        material = initial_textures(settings, torch_device, base_material)
         if starts_levelled(settings):
             level = level_albedo_(ctx, mesh, material, light, train, settings)
             reporter.log("the base colour starts at the views' level, "
@@ -267,10 +291,12 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     if not world.is_main:
         return None
     metrics.update({"mode": settings.mode, "preset": settings.preset,
+                    "triangles": final_mesh.num_triangles,
+                    "target_triangles": settings.target_triangles,
                     "device": str(torch_device), "engine": ctx.engine,
                     "surface_model": surface_model, "iterations": settings.iterations,
                     "unwrap": {k: v for k, v in unwrapping.items() if k != "warning"},
-                    "warnings": [unwrapping["warning"]] if unwrapping["warning"] else [],
+                    "warnings": [w for w in (unwrapping["warning"], *warnings) if w],
                     "time_s": {t.run.name: t.elapsed_s for t in trainers},
                     "stopped_early": {t.run.name: {"iteration": t.iteration,
                                                    "why": t.stopped_early}

@@ -302,6 +302,10 @@ class Settings:
     unwrap_timeout_s: float = _geometry(120.0, "UV unwrapping time limit, seconds", minimum=0)
     max_triangles: int = _geometry(20000, "reconstruct: pass 1's surface is simplified to at most "
                                    "this many triangles before unwrapping (0: never)", minimum=0)
+    target_triangles: int = _geometry(0, "the triangle budget: the result has at most this "
+                                      "many triangles (materials and refine decimate the base "
+                                      "mesh to it, reconstruct simplifies its surface to it "
+                                      "when below max_triangles; 0: no budget)", minimum=0)
     export_obj: bool = _bookkeeping(False, "also write OBJ + MTL + PNG textures (nvdiffrec's "
                                     "format)")
     ranks: int = _bookkeeping(1, "processes training the job data-parallel: one per GPU on a CUDA "
@@ -326,6 +330,11 @@ class Settings:
         """Whether the textures include a normal map: ``normal_map``, "auto" meaning on
         unless the mesh is given and kept (materials mode)."""
         return self.normal_map == "on" or (self.normal_map == "auto" and self.mode != "materials")
+
+    def surface_triangles(self) -> int:
+        """The most triangles reconstruct's pass-1 surface keeps: the smaller of
+        ``max_triangles`` and ``target_triangles`` where each is set (0: no limit)."""
+        return min((n for n in (self.max_triangles, self.target_triangles) if n), default=0)
 
     def clips_white(self, brightest: float) -> bool:
         """Whether the image loss takes white target pixels as clipped (``clipped_white``),
