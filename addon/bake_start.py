@@ -144,6 +144,9 @@ def decimated_copy(reference: bpy.types.Object, triangles: int, name: str,
 
 
 def _triangulate(mesh: bpy.types.Mesh) -> None:
+    """Split ``mesh``'s quads and n-gons into triangles (nothing to do for a triangle mesh)."""
+    if triangle_count(mesh) == len(mesh.polygons):
+        return
     work = bmesh.new()
     work.from_mesh(mesh)
     bmesh.ops.triangulate(work, faces=work.faces, quad_method="BEAUTY", ngon_method="BEAUTY")
