@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from unittest import mock
 
 import pytest
 from helpers.servers import fit_spec, server_in_process, target_images
@@ -88,18 +89,22 @@ class CorruptingRunner(TextureFitRunner):
 
 
 def test_a_file_that_does_not_match_the_manifest_is_refused(tmp_path, capsys):
+    """By the client, from a server that does not check its results (an older one), and by
+    the server itself, which then marks the job failed (``damaged``)."""
     with server_in_process(tmp_path / "data", [CorruptingRunner()]) as server, \
             Client(server.endpoint, timeout=2.0, retry_for=30.0) as client:
         client.submit("bad", fit_spec(task="corrupting_fit", iterations=20),
                       {"images": target_images()})
         assert client.wait("bad")["kind"] == "done"
-        with pytest.raises(ManifestError, match=r"texture\.npy does not match the manifest"):
-            client.fetch("bad", tmp_path / "out")
-        held = sorted(path.name for path in (tmp_path / "out").iterdir())
-        assert held == ["manifest.json", "metrics.json", "render.npy"], "the bad file is removed"
-        # a subset without the bad file is fine
-        paths = client.fetch("bad", tmp_path / "part", only=["render.npy"])
-        assert [path.name for path in paths] == ["render.npy", "manifest.json"]
+        with mock.patch.object(server.jobs.result_check, "problems", lambda *args: []):
+            with pytest.raises(ManifestError, match=r"texture\.npy does not match the manifest"):
+                client.fetch("bad", tmp_path / "out")
+            held = sorted(path.name for path in (tmp_path / "out").iterdir())
+            assert held == ["manifest.json", "metrics.json", "render.npy"], "the bad file is gone"
+            # a subset without the bad file is fine
+            paths = client.fetch("bad", tmp_path / "part", only=["render.npy"])
+            assert [path.name for path in paths] == ["render.npy", "manifest.json"]
         assert cli.main(["fetch", "bad", "--out", str(tmp_path / "cli"), "--server",
                          server.endpoint, "--timeout", "2"]) == 2
         assert "texture.npy does not match the manifest" in capsys.readouterr().err
+        assert client.status("bad")["state"] == "failed"

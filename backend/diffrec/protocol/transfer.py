@@ -221,8 +221,8 @@ class ResumableFile:
         self._stream.close()
         if self._digest.hexdigest() != self.expected:
             self.part.unlink(missing_ok=True)
-            raise ProtocolError("hash_mismatch",
-                                "the received bytes do not match their content hash")
+            raise ProtocolError("hash_mismatch", f"{self.final.name}: the received bytes do not "
+                                                 "match its content hash; they were discarded")
         os.replace(self.part, self.final)
         fsync_dir(self.final.parent)
         return self.final

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import mmap
+import os
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -40,6 +41,7 @@ from .gate import Gate, open_gate
 from .job_table import JobTable
 from .quotas import DEFAULT_QUOTAS, Quotas
 from .registry import runners
+from .result_check import size_problem
 from .runner import JobFailed
 from .security import Security, secure
 from .storage import storage_error
@@ -276,10 +278,9 @@ class Server:
         return self.jobs.delete(owner, message["job"])
 
     def _op_fetch(self, peer, owner, message) -> dict:
-        """The result files of a finished job: [{name, size, content_hash}]."""
-        record = self.jobs.get(owner, message["job"])
-        if record.state != "done":
-            raise ProtocolError("not_ready", f"job {record.id!r} is {record.state}, not done")
+        """The result files of a finished job, each checked on the disk: [{name, size,
+        content_hash}]."""
+        record = self.jobs.checked_results(owner, message["job"])
         return {"job": record.id, "files": record.results}
 
     def _op_read(self, peer, owner, message) -> None:
@@ -290,8 +291,15 @@ class Server:
         offset = message["offset"]
         length = max(0, min(message["length"], entry["size"] - offset))
         data = np.empty(0, np.uint8)
-        if length:  # zero-copy: the frame is a view of the file's pages
-            with open(self.jobs.store.results_dir(record.id) / entry["name"], "rb") as stream:
+        try:
+            stream = open(self.jobs.store.results_dir(record.id) / entry["name"], "rb")
+        except FileNotFoundError:
+            raise self.jobs.damaged(record.id, [size_problem(entry["name"], None,
+                                                             entry["size"])]) from None
+        with stream:
+            if problem := size_problem(entry["name"], os.fstat(stream.fileno()), entry["size"]):
+                raise self.jobs.damaged(record.id, [problem])
+            if length:  # zero-copy: the frame is a view of the file's pages
                 mapped = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
-            data = np.frombuffer(mapped, np.uint8, count=length, offset=offset)
+                data = np.frombuffer(mapped, np.uint8, count=length, offset=offset)
         self._send(peer, "data", {"re": message["id"], "offset": offset}, {"data": data})

@@ -33,8 +33,9 @@ from diffrec.protocol.message import Message
 from diffrec.protocol.schema import INPUTS
 
 from .blobs import BlobStore
-from .executor import Executor, Report, Ticket
+from .executor import Executor, Report, Ticket, discard
 from .quotas import Quotas, exceeded, over_bound
+from .result_check import ResultCheck
 from .runner import JobFailed, Runner
 from .store import TERMINAL, JobStore
 
@@ -145,6 +146,7 @@ class JobTable:
             for ref in record.inputs.values():
                 self.blobs.adopt_legacy(record.owner, ref["blob"])
         self.previews: dict[str, tuple[dict, dict]] = {}
+        self.result_check = ResultCheck()
         self.logs: defaultdict[str, deque[dict]] = defaultdict(lambda: deque(maxlen=LOG_REPLAY))
         self.tombstones: OrderedDict[tuple[str, str], None] = OrderedDict()
         self.unsaved: set[str] = set()
@@ -170,6 +172,32 @@ class JobTable:
         if record is None or record.owner != owner:
             raise _not_found(job_id)
         return record
+
+    def checked_results(self, owner: str, job_id: str) -> JobRecord:
+        """``owner``'s done job ``job_id``, its result files checked on disk (``ResultCheck``);
+        ProtocolError ``not_ready`` for a job that is not done, ``damaged`` (the job is then
+        failed, ``damaged``) for one whose result files changed since it ended."""
+        record = self.get(owner, job_id)
+        if record.state != "done":
+            raise ProtocolError("not_ready", f"job {job_id!r} is {record.state}, not done")
+        problems = self.result_check.problems(job_id, self.store.results_dir(job_id),
+                                              record.results)
+        if problems:
+            raise self.damaged(job_id, problems)
+        return record
+
+    def damaged(self, job_id: str, problems: list[str]) -> ProtocolError:
+        """Mark the done job ``job_id`` failed because its result files changed on the disk
+        (``problems``: one sentence per file), discarding them, so that ``resume`` runs it
+        again; the ``damaged`` error that says so."""
+        sentence = fit_text(f"job {job_id!r}'s results on the server's disk are damaged: "
+                            f"{'; '.join(problems)}; the job is now failed: resume it to run "
+                            "it again")
+        log.error("%s", sentence)
+        self.result_check.forget(job_id)
+        discard(self.store.results_dir(job_id))
+        self._finish(job_id, "failed", sentence, [])
+        return ProtocolError("damaged", sentence)
 
     def page(self, owner: str, cursor: int = 0) -> dict:
         """The ``list`` reply: ``owner``'s jobs after ``cursor`` in submission order, up to
@@ -440,6 +468,7 @@ class JobTable:
             while len(self.tombstones) > TOMBSTONES:
                 self.tombstones.popitem(last=False)
         self._forget(job_id)
+        self.result_check.forget(job_id)
         self.unsaved.discard(job_id)
         self.previews.pop(job_id, None)
         self.logs.pop(job_id, None)
