@@ -105,6 +105,26 @@ def test_a_dataset_folder_sends_what_optimize_loads(nerf_folder):
     torch.testing.assert_close(mesh.uv_triangles, loaded.base_mesh.uv_triangles)
 
 
+def test_a_base_mesh_the_run_would_start_from_sends_its_material(nerf_folder, tmp_path):
+    """With init_textures "base_mesh" the base mesh's material goes as start textures (what
+    the local run would start from); not without it, nor on a mesh the budget decimates."""
+    folder, _, _, _ = nerf_folder
+    base = tmp_path / "textured.obj"
+    kd = np.random.default_rng(5).random((8, 8, 3)).astype(np.float32)
+    write_obj(base, uv_sphere(8, 4), Material(kd=kd, ks=np.float32([0.0, 0.7, 0.2])))
+    flags = {"mode": "materials", "base_mesh": str(base), "train_res": WIDTH}
+    _, arrays = load_submission(folder, {**flags, "init_textures": "base_mesh"})
+    config = build_config({}, {"dataset": str(folder), **flags})
+    material = load_inputs(config, raster.RasterContext("cpu", impl="torch")).base_material
+    np.testing.assert_array_equal(arrays["start_kd"], material.kd.numpy())
+    np.testing.assert_allclose(arrays["start_kd"], kd, atol=0.01)  # 8-bit sRGB in the file
+    np.testing.assert_allclose(arrays["start_ks"], [[[0.0, 0.7, 0.2]]], atol=1e-6)
+    assert "start_normal" not in arrays, "no normal map, none sent"
+    for others in ({}, {"init_textures": "base_mesh", "target_triangles": 10}):
+        _, arrays = load_submission(folder, {**flags, **others})
+        assert not {"start_kd", "start_ks"} & set(arrays), others
+
+
 def test_train_res_resizes_before_sending_and_scales_the_intrinsics(nerf_folder):
     folder, _, _, base = nerf_folder
     settings = {"mode": "materials", "base_mesh": str(base)}

@@ -39,15 +39,12 @@ def add_settings_arguments(parser) -> None:
     parser.add_argument("--train-res", dest="train_res", type=int)
     parser.add_argument("--texture-res", dest="texture_res", type=int)
     parser.add_argument("--seed", type=int)
-    parser.add_argument("--triangles", dest="target_triangles", type=int, metavar="N",
-                        help="triangle budget: the result has at most N triangles (the base "
-                             "mesh decimated to it; reconstruct's surface simplified to it)")
     parser.add_argument("--schedule", choices=("diffrec", "nvdiffrec"),
                         help="training schedule (nvdiffrec configs: nvdiffrec's)")
 
 
 SETTINGS_FLAGS = ("mode", "preset", "base_mesh", "envmap", "light", "geometry", "iterations",
-                  "batch", "train_res", "texture_res", "seed", "schedule", "target_triangles")
+                  "batch", "train_res", "texture_res", "seed", "schedule")
 
 
 def settings_flags(args, extra: tuple[str, ...] = ()) -> dict:
@@ -159,8 +156,10 @@ def check_report(path: str | None, reading: Reading, config: RunConfig) -> str:
         lines += [f"{path} ({kind}):", *(f"  {line}" for line in reading.lines)]
     sources = config.sources
     if sources.dataset:
-        found = {"nerf": "a NeRF-style folder", "llff": "an LLFF capture",
-                 "colmap": "a COLMAP model", None: "see below"}[capture_layout(sources.dataset)]
+        found = {"nerf": "a NeRF-style folder",
+                 "nerfstudio": "a capture tool's transforms.json (nerfstudio, instant-ngp)",
+                 "llff": "an LLFF capture", "colmap": "a COLMAP model",
+                 None: "see below"}[capture_layout(sources.dataset)]
         lines.append(f"targets: the images of {sources.dataset} ({found})")
     elif sources.ref_mesh:
         lines.append(f"targets: {config.settings.views} renders of {sources.ref_mesh} "
@@ -208,7 +207,8 @@ def missing_files(config: RunConfig) -> list[str]:
     sources, missing = config.sources, []
     if sources.dataset and capture_layout(sources.dataset) is None:
         missing.append(f"dataset {sources.dataset}: "
-                       + ("no transforms_train.json, poses_bounds.npy or COLMAP model there"
+                       + ("no transforms_train.json, transforms.json, poses_bounds.npy or "
+                          "COLMAP model there"
                           if Path(sources.dataset).is_dir() else "no such folder"))
     for key in ("ref_mesh", "base_mesh", "envmap", "ref_material"):
         value = getattr(sources, key)

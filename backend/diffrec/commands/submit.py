@@ -11,6 +11,7 @@ JSON file with a top-level ``spec`` object.
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from pathlib import Path
@@ -19,8 +20,7 @@ import numpy as np
 
 from diffrec.errors import UserError
 from diffrec.protocol import ProtocolError, ServerUnavailable
-from diffrec.protocol.captures import CaptureError, clipped, inside
-from diffrec.protocol.file_checks import FileCheckError, load_npy, read_json
+from diffrec.protocol.captures import CaptureError, inside
 from diffrec.protocol.settings import FIELDS
 
 from ._connection import add_server_arguments, connect
@@ -59,9 +59,9 @@ def load_job(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
     if path.is_dir():
         path = path / "job.json"
     try:
-        config = read_json(path, f"the job file {path}")
-    except FileCheckError as exc:
-        raise UserError(str(exc)) from None
+        config = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot read the job file {path}: {exc}") from None
     if not isinstance(config, dict) or not isinstance(config.get("spec"), dict):
         raise UserError(f"{path} must be a JSON object with a 'spec' object")
     inputs = config.get("inputs", {})
@@ -69,12 +69,13 @@ def load_job(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
         raise UserError(f"{path}: 'inputs' must map input names to .npy paths relative to it")
     arrays = {}
     for name, relative in inputs.items():
-        where = f"{path}, input {name!r}"
         try:
-            arrays[name] = load_npy(inside(path.parent, relative, where),
-                                    f"{clipped(relative)} (input {name!r} of {path})")
-        except (CaptureError, FileCheckError) as exc:
+            arrays[name] = np.load(inside(path.parent, relative, f"{path}, input {name!r}"),
+                                   allow_pickle=False)
+        except CaptureError as exc:
             raise UserError(str(exc)) from None
+        except (OSError, ValueError, EOFError) as exc:
+            raise UserError(f"{path}, input {name!r}: cannot load {relative}: {exc}") from None
     return config["spec"], arrays
 
 
@@ -103,8 +104,8 @@ def source_kind(path: Path) -> str:
         raise UserError(f"{path} is neither a folder nor a .toml or .json file: give a dataset "
                         "folder, a settings file or a job file")
     try:
-        data = read_json(path)
-    except FileCheckError:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
         return "config"  # read_config_file reports what is wrong with it
     return "job" if isinstance(data, dict) and isinstance(data.get("spec"), dict) else "config"
 

@@ -14,7 +14,11 @@ from diffrec.protocol.settings import Settings
 from diffrec.render.material import FLAT_NORMAL, TextureMaterial
 from diffrec.render.texture2d import Texture2D
 
-__all__ = ["averaged", "has_textures", "initial_textures", "make_light"]
+__all__ = ["CONSTANT_START", "averaged", "has_textures", "initial_textures", "make_light"]
+
+CONSTANT_START = {"kd": (0.5, 0.5, 0.5), "ks": (0.0, 0.5, 0.0)}
+"""The constant start (``init_textures`` "constant"), before clamping into the settings'
+ranges: mid grey, roughness 0.5, no occlusion or metal."""
 
 
 def make_light(settings: Settings, envmap: torch.Tensor | None, device) -> EnvironmentLight:
@@ -48,9 +52,10 @@ def initial_textures(settings: Settings, device, base_material: Material | None 
     size, ranges = settings.texture_res, settings.material_ranges()
     kd_low, kd_high = (torch.tensor(v) for v in ranges["kd"])
     ks_low, ks_high = (torch.tensor(v, dtype=torch.float32) for v in ranges["ks"])
-    mid_kd = [0.5, 0.5, 0.5, 1.0][:len(kd_low)]
+    mid_kd = [*CONSTANT_START["kd"], 1.0][:len(kd_low)]
     values = {"kd": torch.tensor(mid_kd).clamp(kd_low, kd_high).expand(size, size, -1),
-              "ks": torch.tensor([0.0, 0.5, 0.0]).clamp(ks_low, ks_high).expand(size, size, 3),
+              "ks": torch.tensor(CONSTANT_START["ks"]).clamp(ks_low, ks_high)
+              .expand(size, size, 3),
               "normal": FLAT_NORMAL.expand(size, size, 3)}
     if settings.init_textures == "random":
         generator = torch.Generator().manual_seed(settings.seed)

@@ -10,6 +10,14 @@ cx, cy (pixels, origin at the top-left corner), near, far; ``vertices`` float32 
 ``faces`` int32 [F, 3], optional ``uvs`` float32 [U, 2] (origin bottom-left) with
 ``uv_faces`` int32 [F, 3] and ``normals`` float32 [N, 3] with ``normal_faces`` int32 [F, 3],
 in Blender's world; ``envmap`` float32 [H, W, 3] equirectangular linear radiance.
+
+Start textures (``START_TEXTURES``), each optional, each float32 [H, W, 3] over the base
+mesh's UVs with rows top-down as images are (row 0 is v = 1; the backend's textures are
+stored the same way, so no row is flipped here): ``start_kd`` linear base colour,
+``start_ks`` occlusion (0: none), roughness, metallic (glTF's channel order), ``start_normal``
+a tangent-space normal map encoded ``(n + 1) / 2`` in [0, 1] (OpenGL: +Y along increasing
+v). They become the base material (``start_material``), which a job starts from
+(``settings_for_start``).
 """
 
 from __future__ import annotations
@@ -19,13 +27,23 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
+from diffrec.io import Material
+from diffrec.io.material import decode_normal_map, encode_normal_map
 from diffrec.mesh import Mesh
+from diffrec.pipeline.initial_state import CONSTANT_START
 from diffrec.pipeline.views import Views, from_arrays
+from diffrec.protocol.settings import Settings
+
+START_TEXTURES = ("start_kd", "start_ks", "start_normal")
+"""The start textures' array names, in the material's channel order (kd, ks, normal)."""
 
 
 def to_job_arrays(views: Views, base_mesh: Mesh | None = None,
-                  envmap: torch.Tensor | np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """The wire arrays of ``views`` and, when given, the starting mesh and the HDRI."""
+                  envmap: torch.Tensor | np.ndarray | None = None,
+                  base_material: Material | None = None) -> dict[str, np.ndarray]:
+    """The wire arrays of ``views`` and, when given, the starting mesh, the HDRI and the
+    starting mesh's material as start textures (a constant channel as one texel; a base
+    colour's alpha is not sent)."""
     cameras = views.cameras.to("cpu")
     intrinsics = torch.stack([cameras.fx, cameras.fy, cameras.cx, cameras.cy,
                               cameras.near, cameras.far], -1)
@@ -45,6 +63,13 @@ def to_job_arrays(views: Views, base_mesh: Mesh | None = None,
                                  .astype(np.int32))
     if envmap is not None:
         arrays["envmap"] = _float32(envmap[..., :3])
+    if base_material is not None:
+        for name, channel in zip(START_TEXTURES, (base_material.kd, base_material.ks,
+                                                  base_material.normal), strict=True):
+            if channel is not None:
+                texels = channel if channel.ndim == 3 else channel[None, None]
+                arrays[name] = (encode_normal_map(texels) if name == "start_normal"
+                                else _float32(texels[..., :3]))
     return arrays
 
 
@@ -69,6 +94,35 @@ def from_job_arrays(arrays: Mapping[str, np.ndarray]
     return views, base, None if envmap is None else _tensor(envmap).float()
 
 
+def start_material(arrays: Mapping[str, np.ndarray]) -> Material | None:
+    """The base material the start textures make (None without any): a channel not sent is
+    the constant start's (``initial_state.CONSTANT_START``), the normal map decoded to unit
+    vectors."""
+    if not any(name in arrays for name in START_TEXTURES):
+        return None
+    kd, ks, normal = (arrays.get(name) for name in START_TEXTURES)
+    return Material(
+        "start textures",
+        kd=_tensor(kd).float() if kd is not None else torch.tensor(CONSTANT_START["kd"]),
+        ks=_tensor(ks).float() if ks is not None else torch.tensor(CONSTANT_START["ks"]),
+        normal=None if normal is None else decode_normal_map(np.asarray(normal, np.float32)))
+
+
+def settings_for_start(settings: Settings, material: Material | None) -> Settings:
+    """The settings a job with start textures (``material``, from ``start_material``) runs:
+    it starts from them, its ``init_textures`` "constant" (the default) read as "base_mesh",
+    and trains the normal map it was given, ``normal_map`` "auto" read as "on"; an explicit
+    "random" start, or ``normal_map`` "off", is kept. ``settings`` itself without them."""
+    if material is None:
+        return settings
+    changes = {}
+    if settings.init_textures == "constant":
+        changes["init_textures"] = "base_mesh"
+    if material.normal is not None and settings.normal_map == "auto":
+        changes["normal_map"] = "on"
+    return settings.replace(**changes) if changes else settings
+
+
 def _float32(value) -> np.ndarray:
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu().numpy()
@@ -79,4 +133,5 @@ def _tensor(value) -> torch.Tensor:
     return torch.from_numpy(np.array(value))  # an own, writable copy
 
 
-__all__ = ["from_job_arrays", "to_job_arrays"]
+__all__ = ["START_TEXTURES", "from_job_arrays", "settings_for_start", "start_material",
+           "to_job_arrays"]

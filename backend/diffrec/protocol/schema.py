@@ -212,4 +212,10 @@ INPUTS: dict[str, ArraySpec] = {
     "normal_faces": ArraySpec(("int32", "int64"), 2, (3,)),
     # equirectangular environment map (H, W, 3), scene-linear
     "envmap": ArraySpec(_FLOATS, 3, (3,), finite=True),
+    # start textures (H, W, 3) over the base mesh's UVs, rows top-down as images (row 0 at
+    # v = 1): linear base colour; occlusion (0: none), roughness, metallic; a tangent-space
+    # normal map encoded (n + 1) / 2, OpenGL (+Y along increasing v)
+    "start_kd": ArraySpec(_FLOATS, 3, (3,), finite=True),
+    "start_ks": ArraySpec(_FLOATS, 3, (3,), finite=True),
+    "start_normal": ArraySpec(_FLOATS, 3, (3,), finite=True),
 }

@@ -7,7 +7,9 @@ files, the device and the output folder are the server's business). Inputs: ``im
 ``cameras``, ``intrinsics`` (required);
 ``vertices`` + ``faces`` (required for materials and refine), ``uvs`` + ``uv_faces``,
 ``normals`` + ``normal_faces``
-(optional), ``envmap`` (required when the light is kept or starts from the HDRI).
+(optional), ``envmap`` (required when the light is kept or starts from the HDRI),
+``start_kd``, ``start_ks``, ``start_normal`` (optional, over the base mesh's UVs: the textures
+the job starts from, ``pipeline.job_arrays``).
 
 Results: the result folder of ``pipeline.outputs`` as the run wrote it (``mesh.glb``,
 ``probe.hdr``, ``validation_view_NN.png``, ``metrics.json``) and its ``manifest.json``, copied
@@ -58,6 +60,7 @@ def _check_inputs(settings: Settings, inputs: Mapping[str, np.ndarray]) -> None:
     for values, index in (("uvs", "uv_faces"), ("normals", "normal_faces")):
         if (values in inputs) != (index in inputs):
             raise JobFailed(f"{values} and {index} go together")
+    _check_start_textures(settings, inputs)
     if "faces" in inputs:
         faces, vertices = inputs["faces"], inputs.get("vertices")
         if vertices is None or faces.min() < 0 or faces.max() >= len(vertices):
@@ -68,6 +71,29 @@ def _check_inputs(settings: Settings, inputs: Mapping[str, np.ndarray]) -> None:
                                      or rows.max() >= len(inputs[values])):
                 raise JobFailed(f"{index} must have one row per face and index the {values} "
                                 "sent")
+
+
+def _check_start_textures(settings: Settings, inputs: Mapping[str, np.ndarray]) -> None:
+    """Start textures come with a base mesh that has UVs, in a mode that keeps that mesh,
+    within the triangle budget (decimation would lose the UVs they were baked over)."""
+    from diffrec.pipeline.job_arrays import START_TEXTURES
+
+    sent = [name for name in START_TEXTURES if name in inputs]
+    if not sent:
+        return
+    names = ", ".join(sent)
+    if settings.mode == "reconstruct":
+        raise JobFailed(f"{names}: start textures cover a base mesh's UVs, and mode "
+                        "'reconstruct' finds its own surface: use materials or refine, or "
+                        "leave them out")
+    if "uvs" not in inputs or "faces" not in inputs:
+        raise JobFailed(f"{names}: start textures cover the base mesh's UVs: send the mesh "
+                        "(vertices, faces) with its uvs and uv_faces")
+    budget, triangles = settings.target_triangles, len(inputs["faces"])
+    if budget and triangles > budget:
+        raise JobFailed(f"{names}: the base mesh has {triangles:,} triangles, over "
+                        f"target_triangles {budget:,}; decimating it would lose the UVs the "
+                        "start textures cover: send a mesh within the budget")
 
 
 def _small(image) -> np.ndarray:
@@ -186,17 +212,22 @@ class OptimizeRunner(Runner):
     def run(self, ctx: JobContext) -> None:
         from diffrec.errors import UserError
         from diffrec.pipeline.inputs import Inputs
-        from diffrec.pipeline.job_arrays import from_job_arrays
+        from diffrec.pipeline.job_arrays import (
+            from_job_arrays,
+            settings_for_start,
+            start_material,
+        )
         from diffrec.pipeline.outputs import write_result
         from diffrec.pipeline.run import optimize
         from diffrec.pipeline.views import hold_out_views
 
-        settings = ctx.settings
         run_dir = ctx.state_dir / "run"
         try:
             views, base, envmap = from_job_arrays(ctx.inputs)
+            material = start_material(ctx.inputs)
+            settings = settings_for_start(ctx.settings, material)
             train, test = hold_out_views(views, settings.test_views, settings.seed)
-            inputs = Inputs(train, test, base, envmap)
+            inputs = Inputs(train, test, base, envmap, material)
             if settings.ranks > 1:
                 if not run_ranks(ctx, settings, inputs, run_dir):
                     return  # stopped

@@ -1,0 +1,110 @@
+"""Start textures on the wire (``start_kd``, ``start_ks``, ``start_normal``): what the add-on
+bakes onto the start mesh's UVs travels as image-like arrays, becomes the base material and is
+where a job's textures start."""
+
+import numpy as np
+import torch
+from running import config
+from stand_ins import ball_asset, render, ring_cameras, sky
+
+from diffrec import raster
+from diffrec.io import Material
+from diffrec.mesh.primitives import plane
+from diffrec.pipeline.albedo_level import starts_levelled
+from diffrec.pipeline.initial_state import _resampled, initial_textures
+from diffrec.pipeline.inputs import Inputs
+from diffrec.pipeline.job_arrays import (
+    settings_for_start,
+    start_material,
+    to_job_arrays,
+)
+from diffrec.pipeline.run import optimize
+from diffrec.pipeline.views import Views
+from diffrec.protocol.settings import parse_settings
+
+CTX = raster.RasterContext("cpu", impl="torch")
+SIZE = 32
+
+
+def _views(count: int) -> Views:
+    cameras = ring_cameras(count, SIZE, SIZE)
+    return Views(cameras, render(cameras))
+
+
+def _blank_views() -> Views:
+    """Two views of nothing: what a test of the mesh's arrays sends beside them."""
+    return Views(ring_cameras(2, 8, 8), torch.zeros(2, 8, 8, 4))
+
+
+def test_start_textures_travel_both_ways():
+    generator = torch.Generator().manual_seed(0)
+    normal = torch.randn(6, 4, 3, generator=generator) + torch.tensor([0.0, 0.0, 3.0])
+    material = Material(kd=torch.rand(8, 8, 4, generator=generator),
+                        ks=torch.tensor([0.0, 0.3, 1.0]),
+                        normal=normal / normal.norm(dim=-1, keepdim=True))
+    arrays = to_job_arrays(_blank_views(), plane(2), None, material)
+    assert {arrays[name].dtype for name in ("start_kd", "start_ks", "start_normal")} == \
+        {np.dtype(np.float32)}
+    np.testing.assert_array_equal(arrays["start_kd"], material.kd[..., :3].numpy())
+    np.testing.assert_array_equal(arrays["start_ks"], np.float32([[[0.0, 0.3, 1.0]]]))
+    np.testing.assert_allclose(arrays["start_normal"], (material.normal.numpy() + 1) / 2)
+    back = start_material(arrays)
+    torch.testing.assert_close(back.kd, material.kd[..., :3])
+    torch.testing.assert_close(back.ks, torch.tensor([[[0.0, 0.3, 1.0]]]))
+    torch.testing.assert_close(back.normal, material.normal)
+
+
+def test_channels_not_sent_are_the_constant_start():
+    encoded = np.full((4, 4, 3), [0.5, 0.5, 1.0], np.float32)
+    material = start_material({"start_normal": encoded})
+    torch.testing.assert_close(material.kd, torch.tensor([0.5, 0.5, 0.5]))
+    torch.testing.assert_close(material.ks, torch.tensor([0.0, 0.5, 0.0]))
+    torch.testing.assert_close(material.normal, torch.tensor([0.0, 0.0, 1.0]).expand(4, 4, 3))
+    assert start_material({"images": encoded}) is None
+
+
+def test_row_zero_of_a_start_texture_is_the_top_of_uv_space():
+    """Rows top-down, as images: texel (row 0, column 0) of a 5 x 5 texture covers u in
+    [0, 0.2] and v in [0.8, 1], so UV (0.1, 0.9), its centre, reads it."""
+    kd = np.zeros((5, 5, 3), np.float32)
+    kd[..., 2] = 1.0
+    kd[0, 0] = (1.0, 0.0, 0.0)
+    settings = settings_for_start(parse_settings({"texture_res": 5}),
+                                  start_material({"start_kd": kd}))
+    textures = initial_textures(settings, "cpu", start_material({"start_kd": kd}))
+    uv = torch.tensor([[0.1, 0.9], [0.1, 0.1], [0.9, 0.9]]).reshape(1, 1, 3, 2)
+    read = textures.kd.sample(uv, ctx=CTX).reshape(3, 3)
+    torch.testing.assert_close(read, torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0],
+                                                   [0.0, 0.0, 1.0]]))
+
+
+def test_a_job_with_start_textures_starts_from_them_unless_told_otherwise():
+    material = Material(kd=torch.rand(4, 4, 3), normal=torch.tensor([0.0, 0.0, 1.0])
+                        .expand(4, 4, 3))
+    given = settings_for_start(parse_settings({"light": "fixed"}), material)
+    assert (given.init_textures, given.normal_map) == ("base_mesh", "on")
+    assert not starts_levelled(given), "a baked base colour is not levelled to the views"
+    kept = settings_for_start(parse_settings({"init_textures": "random", "normal_map": "off"}),
+                              material)
+    assert (kept.init_textures, kept.normal_map) == ("random", "off")
+    plain = parse_settings({})
+    assert settings_for_start(plain, None) is plain
+
+
+def test_a_materials_run_renders_the_start_textures_from_its_first_iteration(tmp_path):
+    """The ball's own textures sent as start textures: the first iteration already renders
+    the targets (a grey start is far off), and the textures the run holds are the ones given,
+    resampled to texture_res, not levelled to the views."""
+    asset = ball_asset()
+    truth = asset.materials[0]
+    arrays = to_job_arrays(_blank_views(), asset.mesh, None, Material(kd=truth.kd, ks=truth.ks))
+    material = start_material(arrays)
+    run = config(tmp_path, train_res=SIZE, texture_res=16, iterations=1, log_every=1,
+                 plateau_window=0, validation=False, learning_rate=[0.03, 1e-12])
+    settings = settings_for_start(run.settings, material)
+    result = optimize(settings, Inputs(_views(6), None, asset.mesh, sky(), material),
+                      device="cpu")
+    first = result.metrics["history"][0]
+    assert first["iteration"] == 1 and first["psnr"] > 30, first
+    kd = result.material.kd.data.detach()
+    torch.testing.assert_close(kd, _resampled(truth.kd, 16, kd), atol=1e-4, rtol=0)
