@@ -39,12 +39,15 @@ def add_settings_arguments(parser) -> None:
     parser.add_argument("--train-res", dest="train_res", type=int)
     parser.add_argument("--texture-res", dest="texture_res", type=int)
     parser.add_argument("--seed", type=int)
+    parser.add_argument("--triangles", dest="target_triangles", type=int, metavar="N",
+                        help="triangle budget: the result has at most N triangles (the base "
+                             "mesh decimated to it; reconstruct's surface simplified to it)")
     parser.add_argument("--schedule", choices=("diffrec", "nvdiffrec"),
                         help="training schedule (nvdiffrec configs: nvdiffrec's)")
 
 
 SETTINGS_FLAGS = ("mode", "preset", "base_mesh", "envmap", "light", "geometry", "iterations",
-                  "batch", "train_res", "texture_res", "seed", "schedule")
+                  "batch", "train_res", "texture_res", "seed", "schedule", "target_triangles")
 
 
 def settings_flags(args, extra: tuple[str, ...] = ()) -> dict:
