@@ -11,7 +11,6 @@ JSON file with a top-level ``spec`` object.
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from pathlib import Path
@@ -20,7 +19,8 @@ import numpy as np
 
 from diffrec.errors import UserError
 from diffrec.protocol import ProtocolError, ServerUnavailable
-from diffrec.protocol.captures import CaptureError, inside
+from diffrec.protocol.captures import CaptureError, clipped, inside
+from diffrec.protocol.file_checks import FileCheckError, load_npy, read_json
 from diffrec.protocol.settings import FIELDS
 
 from ._connection import add_server_arguments, connect
@@ -59,9 +59,9 @@ def load_job(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
     if path.is_dir():
         path = path / "job.json"
     try:
-        config = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UserError(f"cannot read the job file {path}: {exc}") from None
+        config = read_json(path, f"the job file {path}")
+    except FileCheckError as exc:
+        raise UserError(str(exc)) from None
     if not isinstance(config, dict) or not isinstance(config.get("spec"), dict):
         raise UserError(f"{path} must be a JSON object with a 'spec' object")
     inputs = config.get("inputs", {})
@@ -69,13 +69,12 @@ def load_job(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
         raise UserError(f"{path}: 'inputs' must map input names to .npy paths relative to it")
     arrays = {}
     for name, relative in inputs.items():
+        where = f"{path}, input {name!r}"
         try:
-            arrays[name] = np.load(inside(path.parent, relative, f"{path}, input {name!r}"),
-                                   allow_pickle=False)
-        except CaptureError as exc:
+            arrays[name] = load_npy(inside(path.parent, relative, where),
+                                    f"{clipped(relative)} (input {name!r} of {path})")
+        except (CaptureError, FileCheckError) as exc:
             raise UserError(str(exc)) from None
-        except (OSError, ValueError, EOFError) as exc:
-            raise UserError(f"{path}, input {name!r}: cannot load {relative}: {exc}") from None
     return config["spec"], arrays
 
 
@@ -104,8 +103,8 @@ def source_kind(path: Path) -> str:
         raise UserError(f"{path} is neither a folder nor a .toml or .json file: give a dataset "
                         "folder, a settings file or a job file")
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = read_json(path)
+    except FileCheckError:
         return "config"  # read_config_file reports what is wrong with it
     return "job" if isinstance(data, dict) and isinstance(data.get("spec"), dict) else "config"
 
@@ -159,10 +158,17 @@ def optimize_job(values: dict, origin: str = "the settings file"
     inputs = load_inputs(config, ctx, hold_out=False)
     base = inputs.base_mesh if settings.mode != "reconstruct" else None  # reconstruct ignores it
     envmap = inputs.envmap if settings.light != "learn" else None  # a learnt light starts grey
-    arrays = to_job_arrays(inputs.train, base, envmap)
+    # the base mesh's material goes as start textures where the run would start from it
+    # and keep the UVs it covers (the server refuses them on a mesh it must decimate)
+    material = (inputs.base_material if base is not None and base.uvs is not None
+                and settings.init_textures == "base_mesh" and not (
+                    settings.target_triangles and base.num_triangles > settings.target_triangles)
+                else None)
+    arrays = to_job_arrays(inputs.train, base, envmap, material)
     views = inputs.train
-    log.info("sending %d views of %dx%d%s%s", len(views), views.cameras.width,
+    log.info("sending %d views of %dx%d%s%s%s", len(views), views.cameras.width,
              views.cameras.height, ", the base mesh" if base is not None else "",
+             ", its material" if material is not None else "",
              ", the envmap" if envmap is not None else "")
     chosen = settings.to_dict()
     sent = {key: chosen[key] for key in values if key in FIELDS}  # the preset does the rest
