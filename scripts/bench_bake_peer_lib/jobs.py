@@ -1,0 +1,43 @@
+"""What one run of the peer benchmark does (plain data, no bpy)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .lights import ROLES, judging_lights
+
+
+@dataclass(frozen=True)
+class PeerJob:
+    """One asset at one budget. ``size``: pixels of every image (targets, training,
+    judging); ``views`` / ``holdout``: training and held-out cameras; ``samples``: Cycles
+    samples of the targets and of the judging renders; ``texture_res``: both routes' textures;
+    ``bake_samples``: Cycles samples per bake; ``preset`` / ``iterations`` (None: the
+    preset's): diffrec's; ``roles``: the judging lights (``lights.ROLES``); ``threads``: the
+    optimize child's torch threads (None: torch's default); ``commit``: the checkout's."""
+
+    asset: str
+    fraction: float
+    out: Path
+    cache: Path
+    size: int = 128
+    views: int = 24
+    holdout: int = 8
+    samples: int = 16
+    texture_res: int = 512
+    bake_samples: int = 16
+    preset: str = "preview"
+    iterations: int | None = None
+    roles: tuple[str, ...] = ROLES
+    threads: int | None = None
+    device: str | None = None
+    commit: str = ""
+
+    def lights(self) -> list[dict]:
+        return judging_lights(self.asset, self.roles)
+
+    @property
+    def label(self) -> str:
+        """``<asset>-<percent>pc``, e.g. ``sculpt-1pc``: the run's folder name."""
+        return f"{self.asset}-{100 * self.fraction:g}pc"

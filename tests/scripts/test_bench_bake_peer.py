@@ -1,0 +1,128 @@
+"""The peer benchmark against Blender's route (scripts/bench_bake_peer.py), its cheap parts:
+the assets it builds have the triangles and materials issue 50 asks for, a result is judged
+alone in the scene, and the table and the targets read the records right."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.blender
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+sys.path.insert(0, str(SCRIPTS.parent))
+sys.path.insert(0, str(SCRIPTS))
+
+
+@pytest.fixture(scope="module")
+def built():
+    """Each asset built in a fresh scene, described before the next one clears it: {name:
+    {triangles, materials, principled inputs that are linked, colour ramps' interpolations,
+    share of the area marked metal (None: no mark), bounding-box corners}}."""
+    bpy = pytest.importorskip("bpy")
+    from bench_bake_peer_lib import assets
+    from bench_bake_peer_lib.catalogue import ASSETS
+    from demo_lib import scene as demo_scene
+
+    out = {}
+    for name in ASSETS:
+        demo_scene.empty_scene(16, 1, use_gpu=False)
+        obj = assets.build(name)
+        assert len(bpy.data.objects) == 1  # parts joined into one object, nothing left over
+        nodes = obj.data.materials[0].node_tree.nodes
+        principled = [n for n in nodes if n.bl_idname == "ShaderNodeBsdfPrincipled"]
+        metal = obj.data.attributes.get(assets.METAL)
+        values, areas = (np.empty(len(obj.data.polygons), np.float32) for _ in range(2))
+        obj.data.polygons.foreach_get("area", areas)
+        if metal is not None:
+            metal.data.foreach_get("value", values)
+        out[name] = {
+            "triangles": assets.triangles(obj), "materials": len(obj.data.materials),
+            "principled": len(principled),
+            "linked": {s.name for s in principled[0].inputs if s.is_linked},
+            "ramps": {n.color_ramp.interpolation for n in nodes
+                      if n.bl_idname == "ShaderNodeValToRGB"},
+            "metal": None if metal is None else float((values * areas).sum() / areas.sum()),
+            "corners": np.array([list(corner) for corner in obj.bound_box])}
+    return out
+
+
+def test_each_asset_is_one_heavy_triangulated_object_inside_the_unit_sphere(built):
+    for name, asset in built.items():
+        assert 200_000 <= asset["triangles"] <= 350_000, name
+        assert asset["materials"] == 1, name
+        radius = np.linalg.norm(asset["corners"], axis=1).max()
+        assert radius == pytest.approx(1.0, abs=1e-4), name  # centred, fits the unit sphere
+
+
+def test_materials_have_the_sharp_features_and_metal_the_issue_names(built):
+    for name, asset in built.items():  # one Principled BSDF: what the bake and judge read
+        assert asset["principled"] == 1, name
+        assert asset["ramps"] == {"CONSTANT"}, name
+        assert {"Base Color", "Roughness"} <= asset["linked"], name
+    assert 0.05 < built["hard_surface"]["metal"] < 0.4  # the cap and feet, not the housing
+    assert "Metallic" in built["hard_surface"]["linked"]
+    assert built["sculpt"]["metal"] is None and "Metallic" not in built["sculpt"]["linked"]
+    corners = built["chair"]["corners"]
+    height = corners[:, 2].max() - corners[:, 2].min()
+    assert height > 1.5  # tall and narrow: legs 0.05 units across, 3 % of its height
+
+
+def test_a_result_is_judged_alone_and_the_others_come_back():
+    bpy = pytest.importorskip("bpy")
+    from bench_bake_peer_lib.routes import alone
+    from demo_lib import scene as demo_scene
+
+    scene = demo_scene.empty_scene(16, 1, use_gpu=False)
+    bpy.ops.mesh.primitive_cube_add()
+    first = bpy.context.view_layer.objects.active
+    bpy.ops.mesh.primitive_uv_sphere_add()
+    second = bpy.context.view_layer.objects.active
+    with alone(first):
+        assert [obj.name for obj in scene.objects if obj.type == "MESH"] == [first.name]
+    assert {obj.name for obj in scene.objects} == {first.name, second.name}
+
+
+def _record(fraction, bake, fit, seconds=(60.0, 180.0)):
+    from bench_bake_peer_lib.lights import judging_lights
+
+    lights = judging_lights("sculpt")
+
+    def scores(psnr):
+        return {"psnr_mean": psnr, "ssim_mean": 0.9, "iou_mean": 0.99}
+
+    def route(psnr):
+        return {"lights": {light["name"]: scores(psnr) for light in lights},
+                "triangles": 3277}
+
+    return {"asset": "sculpt", "fraction": fraction, "budget": 3277, "lights": lights,
+            "commit": "0123456789abcdef", "ceiling": {light["name"]: scores(30.0)
+                                                      for light in lights},
+            "routes": {"baseline": route(20.0), "bake": route(bake), "diffrec": route(fit)},
+            "time_s": {"blender_route": seconds[0], "diffrec_route": seconds[1]}}
+
+
+def test_lights_are_the_fitted_hdri_another_and_the_sun():
+    from bench_bake_peer_lib.catalogue import ASSETS
+    from bench_bake_peer_lib.lights import judging_lights
+
+    for name, asset in ASSETS.items():
+        lights = judging_lights(name)
+        assert [light["role"] for light in lights] == ["fitted", "other", "sun"]
+        assert lights[0]["hdri"] == asset["hdri"] != lights[1]["hdri"]
+    assert [light["role"] for light in judging_lights("chair", ("sun",))] == ["sun"]
+
+
+def test_table_and_targets_read_the_gain_over_the_bake():
+    from bench_bake_peer_lib import table
+
+    records = [_record(0.01, bake=25.0, fit=27.0), _record(0.05, bake=26.0, fit=26.5,
+                                                           seconds=(60.0, 200.0))]
+    text = table.markdown(records)
+    assert "| +2.00 |" in text and "| +0.50 |" in text
+    assert "25.00 / 0.900 / 0.9900" in text and "0123456789" not in text  # commit shortened
+    stats = table.summary(records)
+    assert stats["1 %"]["fitted_gain_mean"] == pytest.approx(2.0)
+    assert stats["1 %"]["targets"]["fitted_gain_mean"]["met"]
+    assert not stats["5 %"]["targets"]["fitted_gain_mean"]["met"]  # +0.5 against +1
+    assert not stats["5 %"]["targets"]["time_ratio_max"]["met"]  # 200 / 60 > 3
