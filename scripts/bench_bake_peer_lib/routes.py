@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -52,7 +53,7 @@ def supports_triangles() -> bool:
     """Whether this checkout's ``diffrec optimize`` takes ``--triangles``."""
     help_text = subprocess.run([sys.executable, "-m", "diffrec", "optimize", "--help"],
                                capture_output=True, text=True, cwd=REPO,
-                               env={"PYTHONPATH": str(REPO / "backend")}).stdout
+                               env={**os.environ, "PYTHONPATH": str(REPO / "backend")}).stdout
     return "--triangles" in help_text
 
 
