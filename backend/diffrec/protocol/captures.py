@@ -313,7 +313,7 @@ def read_nerf(path: str | Path, *, near: float = 0.1, far: float = 1000.0,
             f"({shown}); tried {'/'.join(IMAGE_SUFFIXES)} after each file_path, relative to "
             f"{path.parent}")
     if missing_masks:
-        shown = ", ".join(map(str, missing_masks[:_NAMED]))
+        shown = ", ".join(map(clipped, missing_masks[:_NAMED]))
         more = ", ..." if len(missing_masks) > _NAMED else ""
         raise CaptureError(f"{len(missing_masks)} of {len(entries)} masks named in {path.name} "
                            f"(mask_path) are missing ({shown}{more}), relative to {path.parent}")
@@ -354,7 +354,7 @@ def _nerf_capture(path: Path, transforms: dict, entries: list, frames: list[Fram
         if frame.pinhole.w is not None and frame.pinhole.h is not None:
             sizes.setdefault((frame.pinhole.w, frame.pinhole.h), index)
     if len(sizes) > 1:
-        listed = "; ".join(f"{w:g}x{h:g} (frame {index}, {entries[index]['file_path']})"
+        listed = "; ".join(f"{w:g}x{h:g} (frame {index}, {clipped(entries[index]['file_path'])})"
                            for (w, h), index in list(sizes.items())[:_NAMED])
         raise CaptureError(f"{path}: the frames state images of different sizes ({listed}): "
                            "diffrec needs images of one size")
@@ -383,7 +383,7 @@ def _nerf_capture(path: Path, transforms: dict, entries: list, frames: list[Fram
     unmatched = sorted(listed - set(keys))
     if unmatched:
         raise CaptureError(f"{path}: {split}_filenames names {len(unmatched)} files that no "
-                           f"frame has ({', '.join(map(str, unmatched[:_NAMED]))})")
+                           f"frame has ({', '.join(map(clipped, unmatched[:_NAMED]))})")
     chosen = [frame for frame, key in zip(frames, keys, strict=True) if key in listed]
     return Capture("nerfstudio", path, chosen, offset, notes=notes)
 
