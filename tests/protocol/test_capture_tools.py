@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from diffrec.protocol.captures import CaptureError, detect_layout, read_capture
+from diffrec.protocol.captures import CaptureError, detect_layout, read_capture, read_nerf
 
 TARGET = np.array([0.4, -0.3, 0.2])  # where the cameras look
 SHARED = {"fl_x": 150.0, "fl_y": 140.0, "cx": 83.0, "cy": 57.5, "w": 160, "h": 120}
@@ -82,10 +82,12 @@ def test_per_frame_intrinsics_and_camera_angle_x(tmp_path):
 
 def test_an_opencv_lens_gives_the_undistorted_pinhole_camera(tmp_path):
     """The frame keeps its lens; its pinhole is the lens's (zoom 1 for this barrel lens), and
-    the reader refuses the capture to a caller that does not undistort."""
+    the reader refuses the capture to a caller that does not undistort (the add-on's Dataset
+    targets call read_capture, its File > Import read_nerf)."""
     write_capture(tmp_path, 3, top={**SHARED, **OPENCV})
-    with pytest.raises(CaptureError, match=r"3 of 3 cameras have lens distortion \(opencv"):
-        read_capture(tmp_path)
+    for read in (lambda: read_capture(tmp_path), lambda: read_nerf(tmp_path / "transforms.json")):
+        with pytest.raises(CaptureError, match=r"3 of 3 cameras have lens distortion \(opencv"):
+            read()
     capture = read_capture(tmp_path, undistorts=True)
     lens = capture.frames[0].lens
     assert lens.model == "opencv" and lens.coefficients == (-0.28, 0.09, 0.001, -0.0015, 0.0)

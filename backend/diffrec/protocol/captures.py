@@ -37,7 +37,8 @@ are read in the pipeline (``diffrec.pipeline.colmap_capture``), with the helpers
 Lens distortion (``camera_model`` OPENCV or OPENCV_FISHEYE, in any transforms file) is
 undone on reading: a frame's ``pinhole`` is the camera of its undistorted image, and callers
 pass the decoded image (and mask) through ``Frame.undistort`` (numpy, ``diffrec.protocol.lens``)
-and say so with ``read_capture(..., undistorts=True)``; without it such a capture is refused.
+and say so with ``undistorts=True`` (``read_capture``, ``read_nerf``); without it such a
+capture is refused (the add-on's Dataset targets and File > Import, which do not resample).
 
 Everything here raises ``CaptureError`` (a ``ValueError``) with a sentence that names the
 file and says what to fix.
@@ -236,19 +237,6 @@ def read_capture(folder: str | Path, split: str = "train", *,
         raise CaptureError(f"dataset folder not found: {folder}: give the folder that holds "
                            "transforms_train.json (NeRF-style), transforms.json (nerfstudio, "
                            "instant-ngp) or poses_bounds.npy (LLFF)")
-    capture = _read_layout(folder, split, longest_side)
-    distorted = [frame for frame in capture.frames if frame.lens is not None]
-    if distorted and not undistorts:
-        lens = distorted[0].lens
-        raise CaptureError(
-            f"{capture.source}: {len(distorted)} of {len(capture.frames)} cameras have lens "
-            f"distortion ({lens.model} {lens.coefficients}); only pinhole captures are read "
-            "here: `diffrec optimize --dataset` and `diffrec submit` undistort the images on "
-            "reading, or undistort them first")
-    return capture
-
-
-def _read_layout(folder: Path, split: str, longest_side: int | None) -> Capture:
     layout = detect_layout(folder)
     if layout == "llff":
         if split != "train":
@@ -256,9 +244,9 @@ def _read_layout(folder: Path, split: str, longest_side: int | None) -> Capture:
                                f"('train'), not '{split}'")
         return read_llff(folder, longest_side=longest_side)
     if layout == "nerfstudio":
-        return read_nerf(folder / CAPTURE_TOOLS_FILE, split=split)
+        return read_nerf(folder / CAPTURE_TOOLS_FILE, split=split, undistorts=undistorts)
     if layout == "nerf" or any(folder.glob("transforms*.json")):
-        return read_nerf(folder / f"transforms_{split}.json")
+        return read_nerf(folder / f"transforms_{split}.json", undistorts=undistorts)
     present = sorted(p.name for p in folder.iterdir())[:8]
     raise CaptureError(f"{folder} holds neither transforms_train.json (a NeRF-style folder) nor "
                        "transforms.json (nerfstudio, instant-ngp) nor poses_bounds.npy (an "
@@ -272,9 +260,9 @@ _NERF_KEYS = {"fl_x": "fl_x", "fl_y": "fl_y", "camera_angle_x": "angle_x",
 
 
 def read_nerf(path: str | Path, *, near: float = 0.1, far: float = 1000.0,
-              split: str = "train") -> Capture:
+              split: str = "train", undistorts: bool = False) -> Capture:
     """The frames of one ``transforms_*.json``, or ``split``'s frames of a capture tool's
-    ``transforms.json`` (see the module docstring)."""
+    ``transforms.json`` (see the module docstring); ``undistorts`` as for ``read_capture``."""
     path = Path(path)
     if not path.is_file():
         present = sorted(p.name for p in path.parent.glob("transforms*.json"))
@@ -317,7 +305,16 @@ def read_nerf(path: str | Path, *, near: float = 0.1, far: float = 1000.0,
         more = ", ..." if len(missing_masks) > _NAMED else ""
         raise CaptureError(f"{len(missing_masks)} of {len(entries)} masks named in {path.name} "
                            f"(mask_path) are missing ({shown}{more}), relative to {path.parent}")
-    return _nerf_capture(path, transforms, entries, frames, split)
+    capture = _nerf_capture(path, transforms, entries, frames, split)
+    distorted = [frame for frame in capture.frames if frame.lens is not None]
+    if distorted and not undistorts:
+        lens = distorted[0].lens
+        raise CaptureError(
+            f"{path}: {len(distorted)} of {len(capture.frames)} cameras have lens distortion "
+            f"({lens.model} {lens.coefficients}); only pinhole captures are read here: "
+            "`diffrec optimize --dataset` and `diffrec submit` undistort the images on reading, "
+            "or undistort them first")
+    return capture
 
 
 def _capture_tool_frame(frame: Frame, transforms: dict, entry: dict, folder: Path,
