@@ -160,7 +160,7 @@ def check_report(path: str | None, reading: Reading, config: RunConfig) -> str:
     sources = config.sources
     if sources.dataset:
         found = {"nerf": "a NeRF-style folder",
-                 "nerfstudio": "a capture tool's transforms.json (nerfstudio, instant-ngp)",
+                 "nerfstudio": "a nerfstudio / instant-ngp transforms.json",
                  "llff": "an LLFF capture", "colmap": "a COLMAP model",
                  None: "see below"}[capture_layout(sources.dataset)]
         lines.append(f"targets: the images of {sources.dataset} ({found})")
