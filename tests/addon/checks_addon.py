@@ -320,4 +320,51 @@ def check_llff_capture_as_dataset_targets_and_import():
             addon.unregister()
 
 
+
+def check_capture_tool_folder_as_dataset_targets():
+    """A capture tool's transforms.json (pinhole intrinsics at the top, mask_path per frame):
+    the Dataset source sends the mask as alpha and the stated intrinsics; the same folder with
+    an OPENCV lens is refused with the sentence that says the backend undistorts it."""
+    import json
+
+    from addon import submission
+    from addon.wire import protocol
+
+    addon.register()
+    scene = bpy.context.scene
+    with tempfile.TemporaryDirectory() as directory:
+        root = Path(directory)
+        for folder in ("images", "masks"):
+            image = bpy.data.images.new(folder, 32, 24)
+            pixels = np.ones((24, 32, 4), np.float32)
+            pixels[:, :16, :3] = 0.0  # left half black (the mask: not covered)
+            image.pixels.foreach_set(pixels.reshape(-1))
+            (root / folder).mkdir()
+            image.filepath_raw, image.file_format = str(root / folder / "a.png"), "PNG"
+            image.save()
+        pose = np.eye(4)
+        pose[:3, 3] = (0.5, -1.0, 4.0)
+        content = {"fl_x": 20.0, "fl_y": 21.0, "cx": 15.0, "cy": 12.5, "w": 32, "h": 24,
+                   "frames": [{"file_path": "images/a.png", "mask_path": "masks/a.png",
+                               "transform_matrix": pose.tolist()}]}
+        (root / "transforms.json").write_text(json.dumps(content))
+        try:
+            scene.diffrec.dataset_path = directory
+            images, poses, sent = submission.dataset_targets(scene.diffrec.dataset_path)
+            assert images.shape == (1, 24, 32, 4), images.shape
+            assert images[0, 5, 3, 3] == 0 and images[0, 5, 30, 3] == 1, "mask as alpha"
+            assert np.allclose(sent[0, :4], (20.0, 21.0, 15.0, 12.5)), sent
+            assert np.allclose(poses[0], pose), "a lone camera is not recentred"
+            content.update(camera_model="OPENCV", k1=-0.1)
+            (root / "transforms.json").write_text(json.dumps(content))
+            try:
+                submission.dataset_targets(scene.diffrec.dataset_path)
+            except protocol().captures.CaptureError as error:
+                assert "lens distortion" in str(error) and "diffrec submit" in str(error)
+            else:
+                raise AssertionError("a distorted capture was read as a pinhole one")
+        finally:
+            addon.unregister()
+
+
 harness.main(globals())
