@@ -258,13 +258,9 @@ class JobTable:
             if existing.owner != owner:
                 raise ProtocolError("conflict", f"job id {job_id!r} is taken; choose another")
             return {**existing.public(), "existing": True}
-        owned = [r for r in self.records.values() if r.owner == owner]
-        if len(owned) >= MAX_JOBS_PER_OWNER:
+        if sum(r.owner == owner for r in self.records.values()) >= MAX_JOBS_PER_OWNER:
             raise ProtocolError("too_many_jobs", "delete finished jobs before submitting more")
-        waiting = sum(r.state not in TERMINAL for r in owned)
-        if waiting >= self.quotas.queued_jobs:
-            raise exceeded("queued_jobs", self.quotas.queued_jobs, waiting, 1,
-                           "wait for your queued jobs to finish, or cancel some")
+        self._check_queue(owner)
         spec = dict(message["spec"])
         label = spec.pop("label", "")
         if not isinstance(label, str) or len(label) > MAX_LABEL_CHARS:
@@ -277,11 +273,7 @@ class JobTable:
                                 f"spec 'task' must be one of {sorted(self.runners)}")
         inputs = self._submitted_inputs(owner, message)
         settings = runner.parse(spec)
-        runner.check_inputs(settings, {name: array for name, (_, array) in inputs.items()})
-        iterations = runner.iterations(settings)
-        if iterations > self.quotas.iterations:
-            raise over_bound("iterations", iterations, self.quotas.iterations,
-                             "lower iterations, or split the work into several jobs")
+        self._check_job(runner, settings, {name: array for name, (_, array) in inputs.items()})
         manifest = {}
         for name, (ref, array) in inputs.items():
             blob = ref["blob"] if ref else self.blobs.put(
@@ -298,6 +290,32 @@ class JobTable:
         self.tombstones.pop((owner, job_id), None)
         self._enqueue(record, settings)
         return {**record.public(), "existing": False}
+
+    def _check_queue(self, owner: str) -> None:
+        """``quota_exceeded`` if ``owner`` cannot queue one more job (``Quotas.queued_jobs``):
+        at submit and at resume alike."""
+        waiting = sum(r.owner == owner and r.state not in TERMINAL for r in self.records.values())
+        if waiting >= self.quotas.queued_jobs:
+            raise exceeded("queued_jobs", self.quotas.queued_jobs, waiting, 1,
+                           "wait for your queued jobs to finish, or cancel some")
+
+    def _check_job(self, runner: Runner, settings: Any,
+                   inputs: Mapping[str, np.ndarray]) -> None:
+        """Whether this server, as it is now, takes a job of ``settings`` on ``inputs``: the
+        task's own checks (the inputs, and ranks and memory against this server's device,
+        ``JobFailed``) and the bound on iterations (``invalid_input``). At submit, at resume
+        and for the jobs a restarted server finds queued, so that a bound lowered since
+        holds for them too."""
+        runner.check_inputs(settings, inputs)
+        iterations = runner.iterations(settings)
+        if iterations > self.quotas.iterations:
+            raise over_bound("iterations", iterations, self.quotas.iterations,
+                             "lower iterations, or split the work into several jobs")
+
+    def _stored_inputs(self, record: JobRecord) -> dict[str, np.ndarray]:
+        """``record``'s inputs from the blob store."""
+        return {name: self.blobs.load(record.owner, ref["blob"], ref["dtype"], ref["shape"])
+                for name, ref in record.inputs.items()}
 
     def _submitted_inputs(self, owner: str,
                           message: Message) -> dict[str, tuple[dict | None, np.ndarray]]:
@@ -324,9 +342,7 @@ class JobTable:
     def _enqueue(self, record: JobRecord, settings: Any) -> None:
         """Queue ``record`` (whose spec its runner parsed into ``settings``) behind its
         owner's waiting jobs, and hand out what may run."""
-        inputs = {name: self.blobs.load(record.owner, ref["blob"], ref["dtype"], ref["shape"])
-                  for name, ref in record.inputs.items()}
-        ticket = Ticket(record.id, self.runners[record.task], settings, inputs,
+        ticket = Ticket(record.id, self.runners[record.task], settings, self._stored_inputs(record),
                         self.store.checkpoint_dir(record.id), self.store.results_dir(record.id),
                         self.quotas.wall_time_s)
         self.waiting.setdefault(record.owner, deque()).append(ticket)
@@ -391,7 +407,10 @@ class JobTable:
             try:
                 if record.task not in self.runners:
                     raise ProtocolError("invalid_input", f"unknown task {record.task!r}")
-                self._enqueue(record, self.runners[record.task].parse(record.spec))
+                runner = self.runners[record.task]
+                settings = runner.parse(record.spec)
+                self._check_job(runner, settings, self._stored_inputs(record))
+                self._enqueue(record, settings)
             except ProtocolError as exc:
                 self._finish(record.id, "failed", f"cannot resume: {exc.message}", [])
             except JobFailed as exc:  # a spec this server's version no longer takes
@@ -413,14 +432,20 @@ class JobTable:
     def resume(self, owner: str, job_id: str) -> dict:
         """Queue a cancelled or failed job again with the inputs it was submitted with; it
         starts from its checkpoints when it has some (a cancelled job keeps them, a failed
-        one's were removed, so it starts over). The reply's fields; ProtocolError
+        one's were removed, so it starts over). It passes what a submit passes (the queue
+        quota, ``_check_job``), or stays as it was. The reply's fields; ProtocolError
         ``not_ready`` for a job that has not ended, ``conflict`` for a done one."""
         record = self.get(owner, job_id)
         if record.state not in ("cancelled", "failed"):
             code = "conflict" if record.state == "done" else "not_ready"
             raise ProtocolError(code, f"job {job_id!r} is {record.state}: only a cancelled or "
                                       "failed job can be resumed")
-        settings = self.runners[record.task].parse(record.spec)
+        self._check_queue(owner)
+        runner = self.runners.get(record.task)
+        if runner is None:
+            raise ProtocolError("invalid_input", f"this server has no task {record.task!r}")
+        settings = runner.parse(record.spec)
+        self._check_job(runner, settings, self._stored_inputs(record))
         record.state, record.message, record.results = "queued", "", []
         record.finished, record.stop, record.progress = None, None, None
         self._save(record)
