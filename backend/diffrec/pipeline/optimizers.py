@@ -49,3 +49,50 @@ class UniformAdam(torch.optim.Optimizer):
                 scale = (state["exp_avg_sq"] / (1 - beta2 ** step)).sqrt().max() + group["eps"]
                 p.sub_(state["exp_avg"] / ((1 - beta1 ** step) * scale), alpha=group["lr"])
         return loss
+
+
+class LogAdam(torch.optim.Optimizer):
+    """Adam on the logarithm of a non-negative parameter, which stays the parameter itself:
+    each step multiplies every entry by ``exp(-lr * m_hat / (sqrt(v_hat) + eps))``, ``m`` and
+    ``v`` the moments of the gradient with respect to ``log p``, ``g * p``. An entry then moves
+    by about the same factor per step whatever its size, so radiance can grow by orders of
+    magnitude within a pass (a sun) and still settle a dim sky; plain Adam moves each entry by
+    about ``lr`` per step, so a texel that starts at 0.5 would need thousands of steps to
+    become a sun of 50 (docs/BENCHMARKS.md, "Learning a sun"). Entries are taken as at least
+    ``floor`` before each step (a zero would stay zero). State as torch's Adam's.
+    """
+
+    def __init__(self, params, lr: float = 1e-2, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, floor: float = 1e-4):
+        if lr < 0 or eps < 0 or floor <= 0 or not all(0.0 <= beta < 1.0 for beta in betas):
+            raise ValueError(f"invalid LogAdam settings lr={lr}, betas={betas}, eps={eps}, "
+                             f"floor={floor}")
+        super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "floor": floor})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["step"] = 0
+                    state["exp_avg"] = torch.zeros_like(p)
+                    state["exp_avg_sq"] = torch.zeros_like(p)
+                state["step"] += 1
+                step = state["step"]
+                p.clamp_(min=group["floor"])
+                grad = p.grad * p  # d loss / d log p
+                state["exp_avg"].mul_(beta1).add_(grad, alpha=1 - beta1)
+                state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                denominator = (state["exp_avg_sq"] / (1 - beta2 ** step)).sqrt_().add_(
+                    group["eps"])
+                p.mul_(torch.exp(state["exp_avg"] / denominator
+                                 * (-group["lr"] / (1 - beta1 ** step))))
+        return loss
