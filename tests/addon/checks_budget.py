@@ -1,0 +1,171 @@
+"""Issue 50's one click, high to low, under bpy beside a real ``diffrec serve`` (DIFFREC_SERVER,
+started by test_budget.py): select the heavy object, set Triangles, press Optimize.
+
+The reference is never changed; a low-poly copy the artist placed beside it, the results and
+the live mesh are hidden from every target render (and only then); the fit starts from the
+reference's Cycles bake; the result is within the budget and stands beside the reference; a
+second press with the result selected optimises the original again, and its result stands
+past the first; nothing the job made for itself is left in the scene.
+"""
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))  # blender --python does not add it
+import harness  # noqa: I001  (puts the repository on sys.path)
+import bpy
+import numpy as np
+import scenes
+
+from addon import import_result, submission
+
+BUDGET = 120
+SEEN: list[dict[str, bool]] = []
+"""Per target render: each mesh object's ``hide_render`` as the render began."""
+
+
+def _record_render(scene, *_args):
+    SEEN.append({obj.name: obj.hide_render for obj in scene.objects if obj.type == "MESH"})
+
+
+def _enable():
+    import addon_utils
+
+    addon_utils.enable("addon", default_set=True)
+    preferences = bpy.context.preferences.addons["addon"].preferences
+    preferences.endpoint = os.environ["DIFFREC_SERVER"]
+    preferences.timeout = 10.0
+
+
+def _heavy_object() -> bpy.types.Object:
+    """A subdivided sphere (about 2,000 triangles) whose material's base colour is red above
+    z = 0 and blue below, roughness 0.4."""
+    bpy.ops.mesh.primitive_ico_sphere_add(subdivisions=4, radius=1.0)
+    heavy = bpy.context.active_object
+    heavy.name = "heavy"
+    material = bpy.data.materials.new("heavy paint")
+    nodes, links = material.node_tree.nodes, material.node_tree.links
+    bsdf = nodes["Principled BSDF"]
+    position = nodes.new("ShaderNodeNewGeometry")
+    split = nodes.new("ShaderNodeSeparateXYZ")
+    above = nodes.new("ShaderNodeMath")
+    above.operation = "GREATER_THAN"
+    mix = nodes.new("ShaderNodeMix")
+    mix.data_type = "RGBA"
+    mix.inputs["A"].default_value = (0.05, 0.1, 0.8, 1.0)
+    mix.inputs["B"].default_value = (0.8, 0.1, 0.05, 1.0)
+    links.new(position.outputs["Position"], split.inputs["Vector"])
+    links.new(split.outputs["Z"], above.inputs[0])
+    links.new(above.outputs["Value"], mix.inputs["Factor"])
+    links.new(mix.outputs["Result"], bsdf.inputs["Base Color"])
+    bsdf.inputs["Roughness"].default_value = 0.4
+    heavy.data.materials.append(material)
+    return heavy
+
+
+def _fingerprint(obj) -> tuple:
+    """What 'unchanged' means for the reference: its mesh, modifiers, materials, visibility."""
+    coordinates = np.empty(len(obj.data.vertices) * 3, np.float32)
+    obj.data.vertices.foreach_get("co", coordinates)
+    material = obj.data.materials[0]
+    return (len(obj.data.polygons), hashlib.sha256(coordinates.tobytes()).hexdigest(),
+            [modifier.name for modifier in obj.modifiers], tuple(obj.matrix_world.col[3]),
+            len(material.node_tree.nodes), len(material.node_tree.links), obj.hide_render,
+            obj.hide_viewport)
+
+
+def _scene():
+    _enable()
+    scene = bpy.context.scene
+    scene.render.engine = "CYCLES"
+    scene.cycles.device, scene.cycles.samples = "CPU", 2
+    scene.render.resolution_x = scene.render.resolution_y = 32
+    heavy = _heavy_object()
+    bpy.ops.mesh.primitive_cube_add(size=0.5, location=(3.0, 0.0, 0.0))
+    beside = bpy.context.active_object
+    beside.name = "low copy"
+    scenes.cameras_around(scene, 6, radius=4.5, height=1.0)
+    scenes.sky_world(scene, np.linspace(2.0, 0.4, 8), width=16)
+    for obj in scene.objects:
+        obj.select_set(obj == heavy)
+    bpy.context.view_layer.objects.active = heavy
+    settings = scene.diffrec
+    settings.mode, settings.preset = "refine", "CUSTOM"
+    settings.iterations, settings.batch, settings.train_resolution = 4, 2, 32
+    settings.texture_resolution, settings.light_resolution = "256", 32
+    settings.reference_object = heavy
+    settings.triangles = BUDGET
+    if _record_render not in bpy.app.handlers.render_pre:
+        bpy.app.handlers.render_pre.append(_record_render)
+    SEEN.clear()
+    return scene, heavy, beside
+
+
+def _press() -> None:
+    result = bpy.ops.diffrec.optimize()
+    assert result == {"FINISHED"}, (result, bpy.context.scene.diffrec.status)
+
+
+def check_live_one_click_makes_a_result_within_budget_beside_an_untouched_reference():
+    scene, heavy, beside = _scene()
+    before, objects_before = _fingerprint(heavy), set(scene.objects)
+    settings = scene.diffrec
+    settings.reference = "OBJECT"
+    _press()
+    assert _fingerprint(heavy) == before
+    entry = settings.jobs[-1]
+    assert entry.state == "done" and entry.object_name == "heavy", (entry.state, settings.status)
+    assert entry.light == "fixed"  # Auto keeps the world: the targets are its renders
+    result = bpy.data.objects[f"{heavy.name} optimised"]
+    assert len(result.data.polygons) <= BUDGET, len(result.data.polygons)
+    assert result.get(import_result.ORIGINAL) == "heavy"
+    heavy_right = max((heavy.matrix_world @ v.co).x for v in heavy.data.vertices)
+    assert min((result.matrix_world @ v.co).x for v in result.data.vertices) > heavy_right
+    # the targets: six renders, the reference alone in each, the scene's flags back after
+    assert len(SEEN) == 6, len(SEEN)
+    for flags in SEEN:
+        assert flags["heavy"] is False and flags["low copy"] is True, flags
+    assert not beside.hide_render and not heavy.hide_render
+    left = {obj.name for obj in set(scene.objects) - objects_before} - {result.name}
+    assert not left, left  # no decimated copy, no live mesh left behind
+
+
+def check_live_the_scene_reference_hides_results_and_a_second_press_optimises_the_original():
+    scene, heavy, _beside = _scene()
+    settings = scene.diffrec
+    settings.reference = "SCENE"
+    _press()
+    first = bpy.data.objects[f"{heavy.name} optimised"]
+    assert bpy.context.active_object == first  # the import selects the result
+    SEEN.clear()
+    _press()  # with the result selected
+    assert settings.jobs[-1].object_name == "heavy", settings.jobs[-1].object_name
+    for flags in SEEN:  # the scene as rendered, but never what diffrec made
+        assert flags["heavy"] is False and flags["low copy"] is False, flags
+        assert flags[first.name] is True, flags
+    second = next(obj for obj in bpy.data.objects
+                  if obj.get(import_result.ORIGINAL) == "heavy" and obj != first)
+    first_right = max((first.matrix_world @ v.co).x for v in first.data.vertices)
+    assert min((second.matrix_world @ v.co).x for v in second.data.vertices) > first_right
+
+
+def check_a_cancelled_bake_leaves_the_scene_as_it_was():
+    scene, _heavy, _beside = _scene()
+    builder = submission.SubmissionBuilder(bpy.context, scene.diffrec)
+    while builder._targets is None:  # the renders (which leave Blender's Render Result)
+        builder.step(bpy.context)
+    objects, meshes, images = set(scene.objects), set(bpy.data.meshes), set(bpy.data.images)
+    materials = set(bpy.data.materials)
+    builder.step(bpy.context)  # the decimated copy
+    assert builder._copy is not None and builder._copy.name in scene.objects
+    assert len(builder._copy.data.polygons) <= BUDGET
+    builder.step(bpy.context)  # one map baked
+    assert builder.text.startswith("baking"), builder.text
+    builder.close()
+    assert set(scene.objects) == objects and set(bpy.data.meshes) == meshes
+    assert set(bpy.data.images) == images and set(bpy.data.materials) == materials
+
+
+harness.main(globals())
