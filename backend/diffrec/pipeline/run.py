@@ -258,13 +258,16 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     path_traced = settings.renderer == "path-traced"
     passes = 2 if settings.mode == "reconstruct" or path_traced else 1
     learn_light = settings.light != "fixed" and not settings.lock_light
+    given_start = (settings.mode != "reconstruct" and settings.init_textures == "base_mesh"
+                   and inputs.base_material is not None)
     second = Pass(name="pass2", index=1, iterations=settings.iterations,
                   learning_rate=learning_rate, warmup=warmup, geometry=geometry,
                   material=material, light=light, learn_light=learn_light,
                   surface_learning_rate=surface_rate, number=passes - path_traced,
                   passes=passes,
                   later_iterations=(settings.path_iterations * PATH_TRACED_COST if path_traced
-                                    else None), clips_white=clips_white)
+                                    else None), clips_white=clips_white,
+                  start_prior=settings.start_prior if given_start else 0.0)
     trainers.append(_run_pass(ctx, second, train, settings, reporter, checkpoints, world))
     if path_traced:  # materials mode only (settings): the mesh stays as it is
         material.fold_occlusion_()  # light transport shades cavities from here on

@@ -13,7 +13,8 @@ Losses (``x`` render, ``y`` target, both composited over the same background, se
 ``diffrec.render.backgrounds``):
 the colour loss on pixels the target covers, MSE on coverage, plus the geometry's regulariser,
 albedo and ks smoothness (ramped in over 500 iterations), visibility on ks.r, mostly metal
-on ks.b (``partial_metal``, ramped in over the pass) and light white balance. With
+on ks.b (``partial_metal``, ramped in over the pass), light white balance and, from a given
+start, the pull back to it (``Pass.start_prior``). With
 ``ks_gradient_blur`` the ks texture's gradient is blurred before each step; with
 ``clipped_white`` the render is held to at most the target where the target's own colour
 is white (a clipped highlight: the scene was at least that bright) before the colour loss.
@@ -43,6 +44,7 @@ from diffrec.pipeline.distributed import SINGLE, World
 from diffrec.pipeline.optimizers import UniformAdam
 from diffrec.pipeline.plateau import Plateau
 from diffrec.pipeline.reporter import Preview, Progress, Reporter
+from diffrec.pipeline.start_prior import StartPrior
 from diffrec.protocol import events
 from diffrec.protocol.settings import Settings, expected_iterations
 from diffrec.render.backgrounds import background_for, composite
@@ -88,7 +90,9 @@ class Pass:
     at the mip level the views see, ``PATH_TRACED_LOSS``). ``later_iterations``: what the
     passes still to come cost, in iterations of this one (None: ``passes - number`` passes as
     long as this one), for the job's ETA. ``clips_white``: the colour loss takes the targets'
-    white pixels as clipped (``Settings.clips_white``, decided once from the training views)."""
+    white pixels as clipped (``Settings.clips_white``, decided once from the training views).
+    ``start_prior``: the weight of ``pipeline.start_prior.StartPrior`` on the textures (0:
+    none)."""
 
     name: str
     index: int
@@ -105,6 +109,7 @@ class Pass:
     renderer: str = "rasterized"
     later_iterations: float | None = None
     clips_white: bool = False
+    start_prior: float = 0.0
 
 
 def learning_rate_factor(iteration: int, iterations: int, warmup: int,
@@ -154,6 +159,7 @@ class PassTrainer:
         # a resumed pass stays stopped
         self.generator = torch.Generator().manual_seed(settings.seed * 7919 + run.index)
         self.optimizers = self._optimizers(run, settings)
+        self.start_prior = StartPrior(run.material, run.start_prior) if run.start_prior else None
         self.tracer, self.texture_level = None, 0
         if run.renderer == "path-traced":
             self.tracer, self.texture_level = self._path_tracing(run, sampler.views, settings)
@@ -284,7 +290,8 @@ class PassTrainer:
                  * partial_metal(out.buffers["ks"][..., 2], covered)
                  if settings.mostly_metal and "ks" in out.buffers else 0.0)
         white = settings.white_balance * run.light.white_balance_loss() if run.learn_light else 0.0
-        total = color + alpha + geometry + smoothness + visibility + metal + white
+        anchor = self.start_prior() if self.start_prior is not None else 0.0
+        total = color + alpha + geometry + smoothness + visibility + metal + white + anchor
 
         for optimizer in self.optimizers:
             optimizer.zero_grad(set_to_none=True)

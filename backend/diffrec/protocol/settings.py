@@ -245,6 +245,11 @@ class Settings:
     mostly_metal: float = _material(0.3, "weight of the prior that pulls each rendered point "
                                     "whose metallic is past 0.5 to 1 (mean m (1 - m) there, "
                                     "ramped in over the pass; 0: none)", minimum=0)
+    # a start that is already right (a bake of the reference) stays where the views do not
+    # ask for a change (docs/BENCHMARKS.md, "Against Blender's own route")
+    start_prior: float = _material(0.0, "weight of the pull of the textures back to their "
+                                   "start when init_textures is base_mesh (mean absolute "
+                                   "difference per texel; 0: none)", minimum=0)
     visibility: float = _light(0.001, "occlusion regulariser weight", minimum=0)
     white_balance: float = _light(0.005, "light white-balance weight", minimum=0)
     # path tracing (docs/guide.md, "Materials that relight: path-traced fitting"):
