@@ -53,6 +53,16 @@ def _budgets(text: str) -> list[float]:
     return values
 
 
+def _setting(text: str) -> tuple[str, object]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"a setting is NAME=VALUE, e.g. start_prior=3: {text!r}")
+    try:
+        return name, json.loads(value)
+    except json.JSONDecodeError:
+        return name, value  # a plain string
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="scripts/bench_bake_peer.py",
                                      description=__doc__.split("\n\n")[0])
@@ -76,6 +86,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--preset", choices=("preview", "standard", "high"), default="preview")
     parser.add_argument("--iterations", type=int, help="diffrec's iterations (default: the "
                                                        "preset's)")
+    parser.add_argument("--mode", choices=("refine", "materials"), default="refine",
+                        help="diffrec's mode (default refine: the vertices move too)")
+    parser.add_argument("--set", dest="settings", type=_setting, action="append", default=[],
+                        metavar="NAME=VALUE", help="one more diffrec setting (JSON value), "
+                                                   "e.g. start_prior=3; repeatable")
     parser.add_argument("--threads", type=int, help="torch threads of the optimize child")
     parser.add_argument("--device", help="backend device (default: the backend's choice)")
     parser.add_argument("--quick", action="store_true", help="the smallest case: "
@@ -116,7 +131,7 @@ def jobs_for(args) -> list[PeerJob]:
     return [PeerJob(asset, fraction, args.out.resolve(), args.cache.resolve(), args.res,
                     args.views, args.holdout, args.samples, args.texture_res,
                     args.bake_samples, args.preset, args.iterations, tuple(args.lights),
-                    args.threads, args.device, revision)
+                    args.threads, args.device, revision, args.mode, tuple(args.settings))
             for fraction in args.budgets for asset in args.assets]
 
 

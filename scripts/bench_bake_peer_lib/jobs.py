@@ -14,7 +14,8 @@ class PeerJob:
     judging); ``views`` / ``holdout``: training and held-out cameras; ``samples``: Cycles
     samples of the targets and of the judging renders; ``texture_res``: both routes' textures;
     ``bake_samples``: Cycles samples per bake; ``preset`` / ``iterations`` (None: the
-    preset's): diffrec's; ``roles``: the judging lights (``lights.ROLES``); ``threads``: the
+    preset's) / ``mode`` / ``settings`` (more ``optimize`` settings, (name, value) pairs):
+    diffrec's; ``roles``: the judging lights (``lights.ROLES``); ``threads``: the
     optimize child's torch threads (None: torch's default); ``commit``: the checkout's."""
 
     asset: str
@@ -33,6 +34,8 @@ class PeerJob:
     threads: int | None = None
     device: str | None = None
     commit: str = ""
+    mode: str = "refine"
+    settings: tuple[tuple[str, object], ...] = ()
 
     def lights(self) -> list[dict]:
         return judging_lights(self.asset, self.roles)

@@ -59,11 +59,12 @@ def supports_triangles() -> bool:
 
 def optimize_command(job: PeerJob, dataset: Path, start: Path, config: Path, result: Path,
                      triangles: int | None) -> list[str]:
-    """``diffrec optimize`` refining the baked start on the truth's training views under the
-    fitted HDRI, kept fixed; ``triangles``: the budget (None: the flag is not passed)."""
+    """``diffrec optimize`` (``job.mode``) from the baked start on the truth's training views
+    under the fitted HDRI, kept fixed; ``triangles``: the budget (None: the flag is not
+    passed)."""
     hdri = demo_scene.bundled_hdri(catalogue.ASSETS[job.asset]["hdri"])
     command = [sys.executable, "-m", "diffrec", "optimize", "--dataset", str(dataset),
-               "--mode", "refine", "--preset", job.preset, "--train-res", str(job.size),
+               "--mode", job.mode, "--preset", job.preset, "--train-res", str(job.size),
                "--texture-res", str(job.texture_res), "--envmap", str(hdri),
                "--light", "fixed", "--base-mesh", str(start), "--config", str(config),
                "--out-dir", str(result), "--quiet"]
@@ -181,7 +182,7 @@ def run_budget(job: PeerJob) -> dict:
     baseline = baseline_copy(start, reference)
 
     config = out / "diffrec_config.json"
-    config.write_text(json.dumps({"init_textures": "base_mesh"}))
+    config.write_text(json.dumps({"init_textures": "base_mesh", **dict(job.settings)}))
     result = out / "diffrec"
     shutil.rmtree(result, ignore_errors=True)  # a previous run's checkpoints would resume
     budget = record["budget"] if supports_triangles() else None
