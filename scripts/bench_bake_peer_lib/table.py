@@ -32,6 +32,11 @@ def _scores(record: dict, route: str, light: str) -> dict | None:
     return routes[route]["lights"][light] if route in routes else None
 
 
+def _commit(revision: str) -> str:
+    """A commit as the table shows it: 9 hex digits, ``+dirty`` kept."""
+    return revision[:9] + ("+dirty" if revision.endswith("+dirty") else "")
+
+
 def rows(record: dict) -> list[list[str]]:
     """One row per judging light of ``record``."""
     budget = f"{100 * record['fraction']:g} % ({record['budget']:,})"
@@ -48,7 +53,7 @@ def rows(record: dict) -> list[list[str]]:
                     _cell(_scores(record, "baseline", name)), _cell(bake), _cell(fit), gain,
                     triangles, f"{seconds['blender_route']:.0f}",
                     f"{seconds['diffrec_route']:.0f}" if fit else "failed",
-                    record["commit"][:9]])
+                    _commit(record["commit"])])
     return out
 
 

@@ -96,7 +96,7 @@ def _record(fraction, bake, fit, seconds=(60.0, 180.0)):
                 "triangles": 3277}
 
     return {"asset": "sculpt", "fraction": fraction, "budget": 3277, "lights": lights,
-            "commit": "0123456789abcdef", "ceiling": {light["name"]: scores(30.0)
+            "commit": "0123456789abcdef+dirty", "ceiling": {light["name"]: scores(30.0)
                                                       for light in lights},
             "routes": {"baseline": route(20.0), "bake": route(bake), "diffrec": route(fit)},
             "time_s": {"blender_route": seconds[0], "diffrec_route": seconds[1]}}
@@ -120,7 +120,8 @@ def test_table_and_targets_read_the_gain_over_the_bake():
                                                            seconds=(60.0, 200.0))]
     text = table.markdown(records)
     assert "| +2.00 |" in text and "| +0.50 |" in text
-    assert "25.00 / 0.900 / 0.9900" in text and "0123456789" not in text  # commit shortened
+    assert "25.00 / 0.900 / 0.9900" in text
+    assert "| 012345678+dirty |" in text  # the commit shortened, its state kept
     stats = table.summary(records)
     assert stats["1 %"]["fitted_gain_mean"] == pytest.approx(2.0)
     assert stats["1 %"]["targets"]["fitted_gain_mean"]["met"]
