@@ -62,3 +62,31 @@ def test_settings_mistakes_are_sentences(tmp_path):
     with pytest.raises(UserError, match="cannot read config"):
         read_config_file(tmp_path / "bad.toml")
     assert cli.main(["optimize", "--config", str(tmp_path / "missing.json")]) == 2
+
+
+@pytest.mark.slow
+def test_a_base_mesh_started_from_keeps_its_normal_map_in_materials_mode(tmp_path):
+    """``init_textures`` base_mesh with a normal map on the mesh (a Cycles bake's start): the
+    map is trained and exported, as a job's start textures are, not dropped as materials
+    mode drops a normal map by default."""
+    from diffrec.io import read_gltf, write_glb
+    from diffrec.mesh.normals import with_vertex_normals
+
+    mesh = with_vertex_normals(uv_sphere(16, 8))
+    tilted = torch.nn.functional.normalize(torch.tensor([0.6, 0.5, 0.9]), dim=0)  # tangent space
+    tilted = tilted.expand(8, 8, 3).clone()
+    write_glb(tmp_path / "start.glb", mesh, Material(kd=torch.tensor([0.7, 0.3, 0.2]),
+                                                     normal=tilted))
+    sky = (0.7 + 0.3 * equirect_pixel_directions(16, 32)[..., 2:3]).expand(16, 32, 3)
+    write_image(tmp_path / "sky.hdr", sky.float().numpy())
+    (tmp_path / "start.json").write_text(json.dumps({"init_textures": "base_mesh"}))
+    out = tmp_path / "out"
+    assert cli.main(["optimize", "--mode", "materials", "--device", "cpu",
+                     "--ref-mesh", str(tmp_path / "start.glb"), "--base-mesh",
+                     str(tmp_path / "start.glb"), "--envmap", str(tmp_path / "sky.hdr"),
+                     "--light", "fixed", "--iterations", "2", "--train-res", "32",
+                     "--texture-res", "8", "--config", str(tmp_path / "start.json"),
+                     "--out-dir", str(out), "--quiet"]) == 0
+    normal = read_gltf(out / "mesh.glb").materials[0].normal
+    assert normal is not None
+    assert torch.allclose(normal.mean((0, 1)), tilted[0, 0], atol=0.05), normal.mean((0, 1))

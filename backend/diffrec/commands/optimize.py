@@ -303,6 +303,7 @@ def optimize_rank(world, config: RunConfig, quiet: bool = False) -> None:
     from diffrec import raster
     from diffrec.devices import resolve_device
     from diffrec.pipeline.inputs import load_inputs
+    from diffrec.pipeline.job_arrays import settings_for_start
     from diffrec.pipeline.outputs import write_result
     from diffrec.pipeline.run import optimize
 
@@ -310,13 +311,16 @@ def optimize_rank(world, config: RunConfig, quiet: bool = False) -> None:
         logging.getLogger("diffrec").setLevel(logging.ERROR)
     device = config.device if world.size == 1 else str(world.device)
     inputs = load_inputs(config, raster.RasterContext(resolve_device(device)))
-    reporter = TerminalReporter(config.out_dir, config.settings.preview_res,
+    settings = config.settings
+    if settings.init_textures == "base_mesh":  # a start's normal map is trained, as a job's
+        settings = settings_for_start(settings, inputs.base_material)
+    reporter = TerminalReporter(config.out_dir, settings.preview_res,
                                 None if quiet else sys.stderr)
-    result = optimize(config.settings, inputs, reporter,
+    result = optimize(settings, inputs, reporter,
                       checkpoints=checkpoint_store(config.out_dir), device=device, world=world)
     if result is None:
         return
-    write_result(Path(config.out_dir), result, export_obj=config.settings.export_obj)
+    write_result(Path(config.out_dir), result, export_obj=settings.export_obj)
     summary = {key: result.metrics[key] for key in ("psnr_mean", "ssim_mean", "time_s")}
     print(json.dumps({"out_dir": config.out_dir, **summary}, indent=2))
 
