@@ -247,7 +247,7 @@ class Settings:
                                     "ramped in over the pass; 0: none)", minimum=0)
     # a start that is already right (a bake of the reference) stays where the views do not
     # ask for a change (docs/BENCHMARKS.md, "Against Blender's own route")
-    start_prior: float = _material(0.0, "weight of the pull of the textures back to their "
+    start_prior: float = _material(3.0, "weight of the pull of the textures back to their "
                                    "start when init_textures is base_mesh (mean absolute "
                                    "difference per texel; 0: none)", minimum=0)
     visibility: float = _light(0.001, "occlusion regulariser weight", minimum=0)
