@@ -392,6 +392,11 @@ def departures(settings, sources=None) -> list[str]:
         found.append(f"the fixed light's {settings.light_sources} brightest parts are shaded "
                      "exactly, as directional sources (nvdiffrec: split-sum for all of it): "
                      "light_sources 0 for its")
+    if settings.light != "fixed" and settings.light_log_rate:
+        found.append(f"the learned light steps in log radiance (light_log_rate "
+                     f"{settings.light_log_rate}), so a sun can grow within a pass (nvdiffrec: "
+                     "plain Adam at learning_rate, about that much a texel a step): "
+                     "light_log_rate 0 for its")
     if settings.clipped_white != "off":
         found.append(f"white target pixels are taken as clipped (clipped_white "
                      f"{settings.clipped_white!r}: a render at least as bright matches them; "

@@ -6,6 +6,9 @@ linearly over ``warmup`` iterations (pass 2) and decays exponentially to a tenth
 (nvdiffrec's ``10^(-0.0002 it)`` over its 5000 iterations, rescaled to the pass; with
 ``schedule`` "nvdiffrec", its own formula whatever the pass length); after each step the
 material is clamped into range and the light to >= 0; the light's gradients are scaled up.
+A learned light steps in log radiance (``LogAdam`` at ``light_log_rate``, on the same
+schedule), so a sun can grow by orders of magnitude within a pass; at ``light_log_rate`` 0 it
+steps with the rest, as nvdiffrec's.
 With ``schedule`` "nvdiffrec" the training targets are composited over per-pixel noise, as
 nvdiffrec trains (``background`` then applies to validation only).
 
@@ -41,7 +44,7 @@ import torch
 from diffrec.errors import Cancelled, UserError
 from diffrec.pipeline.checkpoints import CheckpointStore, settings_fingerprint
 from diffrec.pipeline.distributed import SINGLE, World
-from diffrec.pipeline.optimizers import UniformAdam
+from diffrec.pipeline.optimizers import LogAdam, UniformAdam
 from diffrec.pipeline.plateau import Plateau
 from diffrec.pipeline.reporter import Preview, Progress, Reporter
 from diffrec.pipeline.start_prior import StartPrior
@@ -170,20 +173,24 @@ class PassTrainer:
 
     @staticmethod
     def _optimizers(run: Pass, settings: Settings) -> list[torch.optim.Optimizer]:
-        """Adam (0.9, 0.999) over what ``run`` trains, and, when the geometry asks for it
-        (``uniform_adam``), ``UniformAdam`` over the geometry's parameters instead."""
+        """Adam (0.9, 0.999) over what ``run`` trains; ``LogAdam`` over a learned light
+        (``light_log_rate`` > 0) and, when the geometry asks for it (``uniform_adam``),
+        ``UniformAdam`` over the geometry's parameters instead."""
         surface_rate = run.surface_learning_rate
         geometry = {"params": [p for p in run.geometry.parameters() if p.requires_grad],
                     "lr": run.learning_rate if surface_rate is None else surface_rate}
         param_groups = [{"params": [p for p in run.material.parameters() if p.requires_grad],
                          "lr": run.learning_rate}]
+        optimizers = []
         if run.learn_light:
             run.light.base.requires_grad_(True)
             run.light.base.register_hook(lambda grad: grad * settings.light_gradient_scale)
-            param_groups.append({"params": [run.light.base], "lr": run.learning_rate})
+            if settings.light_log_rate:
+                optimizers.append(LogAdam([run.light.base], lr=settings.light_log_rate))
+            else:
+                param_groups.append({"params": [run.light.base], "lr": run.learning_rate})
         else:
             run.light.base.requires_grad_(False)
-        optimizers = []
         if run.geometry.uniform_adam:
             optimizers.append(UniformAdam([geometry], betas=(0.9, 0.999)))
         else:
