@@ -181,6 +181,8 @@ def print_summary(records: list[dict], stats: dict) -> None:
     print()
     print(table.markdown(records))
     print()
+    print(table.albedo_markdown(records))
+    print()
     print("\n".join(table.summary_lines(stats)))
 
 

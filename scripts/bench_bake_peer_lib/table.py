@@ -65,6 +65,23 @@ def markdown(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def albedo_markdown(records: list[dict]) -> str:
+    """Each run's base colour against the reference's (``relight``'s albedo error: RMSE after
+    the best per-channel scale, and relative), per route."""
+    routes = ("baseline", "bake", "diffrec")
+    lines = ["| asset | budget | " + " | ".join(f"{r}: RMSE / rel." for r in routes) + " |",
+             "|" + " --- |" * (2 + len(routes))]
+    for record in records:
+        if "routes" not in record:
+            continue
+        cells = [f"{record['routes'][r]['albedo']['rmse']:.4f} / "
+                 f"{record['routes'][r]['albedo']['relative']:.3f}"
+                 if r in record["routes"] else "-" for r in routes]
+        lines.append(f"| {record['asset']} | {100 * record['fraction']:g} % | "
+                     + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def summary(records: list[dict]) -> dict:
     """Per budget: diffrec's PSNR gain over the bake, mean over assets under the fitted light,
     the worst under any light, IoU at or above the bake's everywhere, the worst ratio of

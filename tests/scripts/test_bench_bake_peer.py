@@ -93,7 +93,7 @@ def _record(fraction, bake, fit, seconds=(60.0, 180.0)):
 
     def route(psnr):
         return {"lights": {light["name"]: scores(psnr) for light in lights},
-                "triangles": 3277}
+                "albedo": {"rmse": 0.01, "relative": 0.05}, "triangles": 3277}
 
     return {"asset": "sculpt", "fraction": fraction, "budget": 3277, "lights": lights,
             "commit": "0123456789abcdef+dirty", "ceiling": {light["name"]: scores(30.0)
@@ -122,6 +122,8 @@ def test_table_and_targets_read_the_gain_over_the_bake():
     assert "| +2.00 |" in text and "| +0.50 |" in text
     assert "25.00 / 0.900 / 0.9900" in text
     assert "| 012345678+dirty |" in text  # the commit shortened, its state kept
+    albedo = table.albedo_markdown(records)
+    assert albedo.count("0.0100 / 0.050") == 6  # both runs, three routes
     stats = table.summary(records)
     assert stats["1 %"]["fitted_gain_mean"] == pytest.approx(2.0)
     assert stats["1 %"]["targets"]["fitted_gain_mean"]["met"]
