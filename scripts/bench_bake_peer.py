@@ -11,7 +11,8 @@ Run with the test environment's Python: ``python scripts/bench_bake_peer.py --qu
 ``bench_bake_peer.json`` (command, commit, machine, settings, every run's record, the summary
 against issue 50's targets) and per run ``<asset>-<percent>pc/`` (``start.glb``, the baked
 maps, ``diffrec/`` (the result folder), ``optimize.log``, each route's ``<route>.png``,
-``result.json``); ``--pictures`` the per-asset strips. The truth is cached in ``--cache`` by a
+``result.json``); ``--pictures`` the per-asset strips (``--quick`` keeps both apart from the
+full run's, under ``out/bench_bake_peer_quick``). The truth is cached in ``--cache`` by a
 content key (``bench_bake_peer_lib.truth``), so a rerun only bakes, fits and judges.
 """
 
@@ -95,12 +96,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--device", help="backend device (default: the backend's choice)")
     parser.add_argument("--quick", action="store_true", help="the smallest case: "
                         + ", ".join(f"{key} {value}" for key, value in QUICK.items()))
-    parser.add_argument("--out", type=Path, default=Path("out/bench_bake_peer"))
+    parser.add_argument("--out", type=Path, help="default out/bench_bake_peer (--quick: "
+                        "out/bench_bake_peer_quick)")
     parser.add_argument("--cache", type=Path, default=Path("out/bench_bake_peer_truth"),
                         help="where the assets' truth renders are kept between runs")
-    parser.add_argument("--pictures", type=Path, default=Path("docs/images"),
+    parser.add_argument("--pictures", type=Path,
                         help="where each asset's truth | bake | diffrec strip goes "
-                             "(bake_peer_<asset>.png)")
+                             "(bake_peer_<asset>.png; default docs/images, --quick: "
+                             "<out>/pictures)")
     parser.add_argument("--report", type=Path, metavar="JSON",
                         help="run nothing: print the table and the summary of the runs an "
                              "earlier bench_bake_peer.json holds (finished or not)")
@@ -110,6 +113,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     for key, value in (QUICK if args.quick else defaults).items():
         if getattr(args, key) is None:
             setattr(args, key, value)
+    args.out = args.out or Path("out/bench_bake_peer_quick" if args.quick else
+                                "out/bench_bake_peer")
+    args.pictures = args.pictures or (args.out / "pictures" if args.quick else
+                                      Path("docs/images"))
     if args.res < 16 or args.views < 2 or args.holdout < 1 or args.texture_res < 16:
         parser.error("--res and --texture-res must be at least 16, --views at least 2, "
                      "--holdout at least 1")
