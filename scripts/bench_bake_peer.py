@@ -24,7 +24,6 @@ import datetime
 import json
 import multiprocessing
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -35,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # demo_lib, bench_*_li
 
 from bench_bake_peer_lib import picture, table  # noqa: E402
 from bench_bake_peer_lib.catalogue import ASSETS, BUDGETS  # noqa: E402
-from bench_bake_peer_lib.jobs import PeerJob  # noqa: E402
+from bench_bake_peer_lib.jobs import PeerJob, checkout_commit  # noqa: E402
 from bench_bake_peer_lib.lights import ROLES  # noqa: E402
 from bench_quality import _names, machine  # noqa: E402
 
@@ -123,18 +122,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def commit() -> str:
-    """The checkout's commit, with ``+dirty`` when tracked files differ from it."""
-    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                          cwd=REPO).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True, cwd=REPO).stdout.strip()
-    return head + ("+dirty" if dirty else "")
-
-
 def jobs_for(args) -> list[PeerJob]:
     """Every asset at the first budget, then at the next (the smaller budgets finish first)."""
-    revision = commit()
+    revision = checkout_commit(REPO)
     return [PeerJob(asset, fraction, args.out.resolve(), args.cache.resolve(), args.res,
                     args.views, args.holdout, args.samples, args.texture_res,
                     args.bake_samples, args.preset, args.iterations, tuple(args.lights),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,3 +45,13 @@ class PeerJob:
     def label(self) -> str:
         """``<asset>-<percent>pc``, e.g. ``sculpt-1pc``: the run's folder name."""
         return f"{self.asset}-{100 * self.fraction:g}pc"
+
+
+def checkout_commit(repo: Path) -> str:
+    """``repo``'s HEAD commit, with ``+dirty`` when tracked files differ from it (other work
+    in the tree: what a child process started now runs is not exactly that commit)."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                          cwd=repo).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True, cwd=repo).stdout.strip()
+    return head + ("+dirty" if dirty else "")

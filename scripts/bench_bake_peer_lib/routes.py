@@ -39,7 +39,7 @@ from demo_lib import scene as demo_scene
 from demo_lib.console import quiet_stdout
 
 from . import assets, catalogue, truth
-from .jobs import PeerJob
+from .jobs import PeerJob, checkout_commit
 
 ROUTES = ("baseline", "bake", "diffrec")
 
@@ -188,6 +188,7 @@ def run_budget(job: PeerJob) -> dict:
     budget = record["budget"] if supports_triangles() else None
     command = optimize_command(job, folder, glb, config, result, budget)
     record["diffrec_command"] = " ".join(command)
+    record["commit_at_fit"] = checkout_commit(REPO)  # others change diffrec's defaults meanwhile
     child = run_child(command, out / "optimize.log", job.threads)
     record["optimize"] = child
     record["time_s"]["optimize"] = child["wall_s"]
@@ -207,6 +208,7 @@ def run_budget(job: PeerJob) -> dict:
         metrics = json.loads((result / "metrics.json").read_text())
         record["backend_validation"] = {key: metrics.get(key) for key in
                                         ("psnr_mean", "ssim_mean", "device", "engine")}
+        record["diffrec_settings"] = metrics.get("settings")  # every default as it ran
     started = time.monotonic()
     record["routes"] = {}
     for route, obj in results.items():

@@ -8,7 +8,7 @@ import numpy as np
 
 COLUMNS = ("asset", "budget", "light", "truth again (noise ceiling)", "baseline: own material",
            "Blender bake", "diffrec", "diffrec - bake dB", "triangles start / diffrec",
-           "bake s", "diffrec s (bake + fit)", "commit")
+           "bake s", "diffrec s (bake + fit)", "commit (of the fit)")
 CELL = "PSNR / SSIM / IoU"
 
 # issue 50's targets: diffrec's PSNR minus the bake's, mean over the assets under the fitted
@@ -53,7 +53,7 @@ def rows(record: dict) -> list[list[str]]:
                     _cell(_scores(record, "baseline", name)), _cell(bake), _cell(fit), gain,
                     triangles, f"{seconds['blender_route']:.0f}",
                     f"{seconds['diffrec_route']:.0f}" if fit else "failed",
-                    _commit(record["commit"])])
+                    _commit(record.get("commit_at_fit", record["commit"]))])
     return out
 
 
