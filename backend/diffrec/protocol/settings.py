@@ -224,10 +224,10 @@ class Settings:
     lock_light: bool = _light(False, "learn the light in pass 1 only")
     camera_space_light: bool = _light(False, "the light is fixed to each camera")
     light_gradient_scale: float = _light(64.0, "light learning-rate multiplier", minimum=0)
-    # plain Adam moves each texel by about the learning rate per step: a sun of 50 is out of
-    # reach from 0.5 in a pass; in log radiance it grows by a factor per step
+    # plain Adam moves each texel by about the learning rate per step; in log radiance a texel
+    # grows by a factor per step. Off by default: on its own it did not find the test sun
     # (docs/BENCHMARKS.md, "Learning a sun")
-    light_log_rate: float = _light(0.03, "learned light: Adam's rate on the log of its "
+    light_log_rate: float = _light(0.0, "learned light: Adam's rate on the log of its "
                                    "radiance, each step a factor of about exp(this) at most, "
                                    "on the pass's schedule (0: plain Adam at the pass's "
                                    "learning_rate, as nvdiffrec)", minimum=0)
