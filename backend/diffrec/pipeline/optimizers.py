@@ -28,27 +28,7 @@ class UniformAdam(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            beta1, beta2 = group["betas"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if not state:
-                    state["step"] = 0
-                    state["exp_avg"] = torch.zeros_like(p)
-                    state["exp_avg_sq"] = torch.zeros_like(p)
-                state["step"] += 1
-                step = state["step"]
-                state["exp_avg"].mul_(beta1).add_(p.grad, alpha=1 - beta1)
-                state["exp_avg_sq"].mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
-                scale = (state["exp_avg_sq"] / (1 - beta2 ** step)).sqrt().max() + group["eps"]
-                p.sub_(state["exp_avg"] / ((1 - beta1 ** step) * scale), alpha=group["lr"])
-        return loss
+        return _adam_steps(self, closure, _uniform_update)
 
 
 class LogAdam(torch.optim.Optimizer):
@@ -71,28 +51,47 @@ class LogAdam(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            beta1, beta2 = group["betas"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if not state:
-                    state["step"] = 0
-                    state["exp_avg"] = torch.zeros_like(p)
-                    state["exp_avg_sq"] = torch.zeros_like(p)
-                state["step"] += 1
-                step = state["step"]
-                p.clamp_(min=group["floor"])
-                grad = p.grad * p  # d loss / d log p
-                state["exp_avg"].mul_(beta1).add_(grad, alpha=1 - beta1)
-                state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-                denominator = (state["exp_avg_sq"] / (1 - beta2 ** step)).sqrt_().add_(
-                    group["eps"])
-                p.mul_(torch.exp(state["exp_avg"] / denominator
-                                 * (-group["lr"] / (1 - beta1 ** step))))
-        return loss
+        return _adam_steps(self, closure, _log_update)
+
+
+def _adam_steps(optimizer: torch.optim.Optimizer, closure, update) -> torch.Tensor | None:
+    """One step of an Adam variant: for each parameter with a gradient, its state made on
+    first use (``step``, ``exp_avg``, ``exp_avg_sq``) and counted, then ``update(p, grad_fn,
+    state, group)`` moves ``p``; the closure's loss is returned as torch's optimisers do."""
+    loss = None
+    if closure is not None:
+        with torch.enable_grad():
+            loss = closure()
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            state = optimizer.state[p]
+            if not state:
+                state["step"] = 0
+                state["exp_avg"] = torch.zeros_like(p)
+                state["exp_avg_sq"] = torch.zeros_like(p)
+            state["step"] += 1
+            update(p, state, group)
+    return loss
+
+
+def _moments(grad: torch.Tensor, state: dict, group: dict) -> tuple[float, float]:
+    """Adam's moments of ``grad`` updated in ``state``; their bias corrections (1 - beta^t)."""
+    beta1, beta2 = group["betas"]
+    state["exp_avg"].mul_(beta1).add_(grad, alpha=1 - beta1)
+    state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    return 1 - beta1 ** state["step"], 1 - beta2 ** state["step"]
+
+
+def _uniform_update(p: torch.Tensor, state: dict, group: dict) -> None:
+    first, second = _moments(p.grad, state, group)
+    scale = (state["exp_avg_sq"] / second).sqrt().max() + group["eps"]
+    p.sub_(state["exp_avg"] / (first * scale), alpha=group["lr"])
+
+
+def _log_update(p: torch.Tensor, state: dict, group: dict) -> None:
+    p.clamp_(min=group["floor"])
+    first, second = _moments(p.grad * p, state, group)  # d loss / d log p
+    denominator = (state["exp_avg_sq"] / second).sqrt_().add_(group["eps"])
+    p.mul_(torch.exp(state["exp_avg"] / denominator * (-group["lr"] / first)))
