@@ -1,7 +1,8 @@
 """Liveness over real sockets: a client notices a hung (SIGSTOPped) server by its silence,
 reconnects and attaches again; a dead one makes it raise ServerUnavailable within about
-``retry_for`` instead of hanging; the server heartbeats attached connections and drops the
-subscriptions of silent ones. And a smoke run of scripts/bench_transfer.py."""
+``retry_for`` instead of hanging; a follower says a killed server stopped within seconds and
+follows again once it is restarted (or says the job was lost); the server heartbeats attached
+connections and drops the subscriptions of silent ones. And a smoke run of scripts/bench_transfer.py."""
 
 from __future__ import annotations
 
@@ -18,11 +19,12 @@ from pathlib import Path
 
 import pytest
 import zmq
-from helpers.servers import fit_spec, server_in_process, target_images
+from helpers.servers import ServerProcess, fit_spec, server_in_process, target_images
 
 from diffrec.protocol import PROTOCOL_VERSION, Client, ServerUnavailable
 from diffrec.protocol import channel as channel_module
-from diffrec.protocol.limits import HEARTBEAT_S
+from diffrec.protocol.errors import JobLost
+from diffrec.protocol.limits import HEARTBEAT_S, STOPPED_AFTER_S
 from diffrec.protocol.message import decode, encode
 from diffrec.protocol.schema import SERVER_MESSAGES
 from diffrec.server import app
@@ -215,6 +217,61 @@ def test_a_client_waiting_on_a_dead_server_raises_server_unavailable_after_retry
         client.wait("orphan", on_event=on_event)
     took = time.monotonic() - killed_at[0]
     assert retry_for - 0.5 <= took <= retry_for + HEARTBEAT_S + 2.0, took
+
+
+# -- a killed and restarted server -----------------------------------------------------------
+
+
+def _follow_through_a_restart(server, restart, connect):
+    """Follow a job; SIGKILL ``server`` at its first progress event and call ``restart`` once the
+    client reports it stopped. The final event (or the JobLost raised), [(seconds since the
+    kill, change)] and the client."""
+    client = connect(server, timeout=2.0, retry_for=60.0)
+    client.submit("phoenix", long_fit(), {"images": target_images()})
+    killed_at, changes = [], []
+
+    def on_event(event):
+        if event["kind"] == "progress" and not killed_at:
+            server.kill()
+            killed_at.append(time.monotonic())
+
+    def on_link(change):
+        changes.append((time.monotonic() - killed_at[0], change))
+        if change == "stopped":
+            restart()
+
+    with deadline(90):
+        try:
+            final = client.wait("phoenix", on_event=on_event, on_link=on_link)
+        except JobLost as lost:
+            final = lost
+    return final, changes, client
+
+
+@pytest.mark.slow  # two server starts and a job resumed: 20-25 s
+def test_a_follower_says_the_server_stopped_and_follows_again_after_a_restart(
+        start_server, connect):
+    server = start_server()
+    final, changes, client = _follow_through_a_restart(server, server.start, connect)
+    assert [change for _, change in changes] == ["stopped", "restarted"], changes
+    stopped_after = changes[0][0]
+    assert STOPPED_AFTER_S <= stopped_after <= STOPPED_AFTER_S + HEARTBEAT_S + 1.0, changes
+    assert final["kind"] == "done", final.fields  # the restarted server resumed and finished
+    assert client.status("phoenix")["state"] == "done"
+
+
+@pytest.mark.slow  # two server starts and a job resumed: 20-25 s
+def test_a_follower_says_the_job_was_lost_when_the_restarted_server_does_not_know_it(
+        start_server, connect, tmp_path):
+    server = start_server()
+    elsewhere = ServerProcess(tmp_path / "other-data", port=server.port)
+    try:
+        final, changes, _ = _follow_through_a_restart(server, elsewhere.start, connect)
+    finally:
+        elsewhere.kill()
+    assert isinstance(final, JobLost) and final.job == "phoenix", final
+    assert "the job was lost" in final.message
+    assert [change for _, change in changes] == ["stopped"], changes
 
 
 # -- the server's side ----------------------------------------------------------------------

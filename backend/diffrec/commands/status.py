@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from diffrec.errors import UserError
 from diffrec.protocol import Message, ProtocolError, ServerUnavailable, events
+from diffrec.protocol.liveness import SAID
 
 from ._connection import add_server_arguments, connect
 
@@ -35,6 +36,12 @@ def print_event(event: Message) -> None:
         print(f"{kind}: {event.get('message', '')}", flush=True)
     elif kind == "done":
         print("done: " + ", ".join(f["name"] for f in event["results"]), flush=True)
+
+
+def print_link(change: str) -> None:
+    """A change of the server's liveness while following a job (``Client.wait``'s
+    ``on_link``): "the server stopped: following again when it is back" and its sequels."""
+    print(SAID[change], flush=True)
 
 
 def run(args) -> int:

@@ -25,7 +25,7 @@ from diffrec.protocol.settings import FIELDS
 
 from ._connection import add_server_arguments, connect
 from .optimize import add_settings_arguments, settings_flags
-from .status import print_event
+from .status import print_event, print_link
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +184,7 @@ def run(args) -> int:
             again = " (already submitted)" if reply["existing"] else ""
             print(f"job {job_id}: {reply['state']}{again}")
             if args.wait:
-                final = client.wait(job_id, on_event=print_event)
+                final = client.wait(job_id, on_event=print_event, on_link=print_link)
                 return 0 if final["kind"] == "done" else 1
         except (ProtocolError, ServerUnavailable) as exc:
             raise UserError(str(exc)) from None

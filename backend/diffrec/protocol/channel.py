@@ -1,6 +1,7 @@
 """The client's request loop: a DEALER socket with timeouts, reconnection with backoff,
-requests answered or repeated, and the event stream with heartbeats (``Client`` adds the
-operations, ``client_transfers`` the uploads and downloads).
+requests answered or repeated, and the event stream with heartbeats and the silence clock
+(``liveness``: a stopped or restarted server noticed, attached jobs attached again) (``Client``
+adds the operations, ``client_transfers`` the uploads and downloads).
 
 Every request is idempotent, so after a timeout the channel reconnects (a fresh socket,
 linger 0) and repeats it. ``ServerUnavailable`` is raised when the server stays silent for
@@ -17,8 +18,9 @@ from collections.abc import Callable, Iterator, Mapping
 
 import zmq
 
-from .errors import ProtocolError, ServerError, ServerUnavailable
+from .errors import JobLost, ProtocolError, ServerError, ServerUnavailable
 from .limits import HEARTBEAT_S, MAX_FRAME_BYTES, PEER_TIMEOUT_S
+from .liveness import Liveness
 from .message import Message, decode, encode
 from .schema import SERVER_MESSAGES
 
@@ -35,7 +37,8 @@ class Channel:
     ``server_key`` pins the server's CURVE public key (Z85) and ``client_keypair`` is
     (public, secret) in Z85; both or neither. ``timeout`` bounds each wait for an answer,
     ``retry_for`` the total time spent reconnecting before ``ServerUnavailable``.
-    Not thread-safe (its socket is not): use one per thread.
+    ``liveness`` is the connection's silence clock. Not thread-safe (its socket is not): use
+    one per thread.
     """
 
     def __init__(
@@ -60,6 +63,9 @@ class Channel:
         self._events: deque[Message] = deque()
         self._attached: set[str] = set()
         self._socket: zmq.Socket | None = None
+        self.liveness = Liveness()
+        self._last_ping = 0.0
+        self._backoff = 0.1
         self._connect()
 
     # -- connection ------------------------------------------------------------------------
@@ -77,6 +83,7 @@ class Channel:
             socket.curve_secretkey = self.client_keypair[1].encode()
         socket.connect(self.address)
         self._socket = socket
+        self._connected_at = time.monotonic()
 
     def _reconnect(self, backoff: float) -> None:
         """A fresh socket after ``backoff`` seconds; attached jobs are attached again."""
@@ -112,6 +119,7 @@ class Channel:
             self._socket.send_multipart(frames, copy=False)
         except zmq.Again:
             raise Lost from None  # no connection took the message within the timeout
+        self.liveness.asked()
         return request_id
 
     def _receive(self, timeout: float) -> Message | None:
@@ -126,6 +134,8 @@ class Channel:
             except ProtocolError as exc:
                 log.warning("ignoring a malformed message from the server: %s", exc)
                 continue
+            self.liveness.heard(message.get("session") if message.op in ("reply", "heartbeat")
+                                else None)
             if message.op == "event":
                 self._events.append(message)
             elif message.op != "heartbeat":
@@ -185,36 +195,68 @@ class Channel:
         """Stop attaching ``job`` again after a reconnection."""
         self._attached.discard(job)
 
-    def events(self, idle_timeout: float | None = None) -> Iterator[Message]:
-        """Events of attached jobs as they arrive. Pings every HEARTBEAT_S; a server silent
-        for PEER_TIMEOUT_S is presumed dead and reconnected to (jobs re-attached). Stops after
-        ``idle_timeout`` seconds without an event (never, if None)."""
-        last_event = last_heard = connected = time.monotonic()
-        last_ping = 0.0
-        backoff = 0.1
-        silence = min(PEER_TIMEOUT_S, self.timeout)
+    def events(self, idle_timeout: float | None = None,
+               on_link: Callable[[str], None] | None = None,
+               give_up: bool = True) -> Iterator[Message]:
+        """Events of attached jobs as they arrive. Pings every HEARTBEAT_S; the server's
+        silence is measured on ``liveness``, the connection's wall clock, across calls (a
+        caller polling with a short ``idle_timeout`` sees it add up). A server silent for
+        min(PEER_TIMEOUT_S, timeout) is presumed dead or hung and reconnected to, with
+        backoff; when it answers again after a ``stopped`` spell or as a new session, the
+        attached jobs are attached again (the server replays their state). ``on_link`` is
+        told each change of ``liveness`` ("stopped", "back", "restarted"), after it is handled.
+
+        Stops after ``idle_timeout`` seconds without an event (never, if None). Raises
+        ServerUnavailable after ``retry_for`` seconds of silence (never, without
+        ``give_up``), JobLost when the server answers again without an attached job."""
+        last_event = time.monotonic()
+        reconnect_after = min(PEER_TIMEOUT_S, self.timeout)
         while True:
             while self._events:
                 last_event = time.monotonic()
                 yield self._events.popleft()
+            change = self.liveness.change()
+            if change in ("back", "restarted"):
+                self._attach_again()
+            if change and on_link:
+                on_link(change)
             now = time.monotonic()
             if idle_timeout is not None and now - last_event > idle_timeout:
                 return
-            if now - max(last_heard, connected) > silence:  # a new connection gets as long
-                if now - last_heard > self.retry_for:
+            silence = self.liveness.silence_s()
+            if min(silence, now - self._connected_at) > reconnect_after:  # a new one gets as long
+                if give_up and silence > self.retry_for:
                     raise ServerUnavailable(f"no answer from {self.address}")
-                self._reconnect(backoff)
-                backoff = min(backoff * 2, 5.0)
-                now = connected = time.monotonic()  # after the backoff
-                last_ping = 0.0  # ask the new connection at once
-            if now - last_ping >= HEARTBEAT_S:
-                last_ping = now
+                self._reconnect(self._backoff)
+                self._backoff = min(self._backoff * 2, 5.0)
+                now = time.monotonic()  # after the backoff
+                self._last_ping = 0.0  # ask the new connection at once
+            if now - self._last_ping >= HEARTBEAT_S:
+                self._last_ping = now
                 try:
                     self.send("ping", {})
                 except Lost:
                     continue  # counted as silence
-            if self._receive_until(last_ping + HEARTBEAT_S):
-                last_heard, backoff = time.monotonic(), 0.1
+            crossings = (self.liveness.silent_at(limit + 0.01)  # wake just past each limit
+                         for limit in (reconnect_after, self.liveness.stopped_after_s))
+            until = min([self._last_ping + HEARTBEAT_S,
+                         *(at for at in crossings if at is not None and at > now)])
+            if idle_timeout is not None:
+                until = min(until, last_event + idle_timeout)
+            if self._receive_until(until):
+                self._backoff = 0.1
+
+    def _attach_again(self) -> None:
+        """Attach every attached job again (a server back or restarted); JobLost for one it
+        does not know."""
+        for job in list(self._attached):
+            try:
+                self.call("attach", {"job": job})
+            except ServerError as exc:
+                if exc.code != "not_found":
+                    raise
+                self._attached.discard(job)
+                raise JobLost(job) from None
 
     def _receive_until(self, deadline: float) -> bool:
         """Wait for messages until ``deadline`` or an event; whether the server spoke."""

@@ -94,11 +94,14 @@ class Client(Channel):
 
     # -- events ----------------------------------------------------------------------------
 
-    def wait(self, job: str, on_event: Callable[[Message], None] | None = None) -> Message | dict:
+    def wait(self, job: str, on_event: Callable[[Message], None] | None = None,
+             on_link: Callable[[str], None] | None = None) -> Message | dict:
         """Attach and follow ``job`` to its end; returns the final event (or, if it had already
-        ended, the final event replayed by the server)."""
+        ended, the final event replayed by the server). ``on_link``: told when the server
+        stops answering, and when it is back or restarted (``events``; attached again then).
+        Raises JobLost when a restarted server no longer knows ``job``."""
         self.attach(job)
-        for event in self.events():
+        for event in self.events(on_link=on_link):
             if event["job"] != job:
                 continue
             if on_event:

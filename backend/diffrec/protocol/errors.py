@@ -22,3 +22,13 @@ class ServerError(ProtocolError):
 
 class ServerUnavailable(Exception):
     """No answer from the server within the client's retry budget."""
+
+
+class JobLost(ServerError):
+    """A server that answers again after a silence (a restart) no longer knows a job its
+    client followed: the job was lost."""
+
+    def __init__(self, job: str):
+        super().__init__("not_found", f"the server came back without job {job}: the job was "
+                                      "lost; submit it again")
+        self.job = job

@@ -51,3 +51,7 @@ HEARTBEAT_S = 1.0
 
 PEER_TIMEOUT_S = 10.0
 """A client silent this long loses its subscriptions; a server silent this long is presumed dead."""
+
+STOPPED_AFTER_S = 3 * HEARTBEAT_S
+"""A server that has not answered a client's request for this long (wall clock) is reported
+stopped to the one following a job; it goes on following, and attaches again when it answers."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import mmap
 import os
+import secrets
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -91,6 +92,9 @@ class Server:
         self.gate: Gate | None = None
         self.subscribers: defaultdict[str, set[bytes]] = defaultdict(set)
         self.last_seen: dict[bytes, float] = {}
+        self.session = secrets.token_hex(8)
+        """This run of the server, named in ping replies and heartbeats: a client hearing
+        another one knows the server restarted (and forgot its subscribers)."""
         self._handlers: dict[str, Callable[[bytes, str, Message], dict | None]] = {
             op: getattr(self, f"_op_{op}") for op in REQUESTS
         }
@@ -228,12 +232,13 @@ class Server:
                 self._forget(peer)
         subscribed = set().union(*self.subscribers.values()) if self.subscribers else set()
         for peer in subscribed:
-            self._send(peer, "heartbeat", {"time": time.time()})
+            self._send(peer, "heartbeat", {"time": time.time(), "session": self.session})
 
     # -- operations ------------------------------------------------------------------------
 
     def _op_ping(self, peer, owner, message) -> dict:
-        return {"protocol": PROTOCOL_VERSION, "server": __version__, **self.jobs.executor.engine(),
+        return {"protocol": PROTOCOL_VERSION, "server": __version__, "session": self.session,
+                **self.jobs.executor.engine(),
                 "queued": self.jobs.queued(owner), "chunk_bytes": CHUNK_BYTES,
                 "window_chunks": WINDOW_CHUNKS, "heartbeat_s": HEARTBEAT_S,
                 "tasks": sorted(self.jobs.runners)}
