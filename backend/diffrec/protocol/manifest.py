@@ -35,6 +35,8 @@ ROLES = {
     "metrics": "figures of the run (metrics.json)",
     "validation": "a held-out view: target | result | error (validation_view_NN.png)",
     "obj": "the asset again as OBJ + MTL + PNG textures (when asked for: export_obj)",
+    "ktx2": "the asset for real-time engines: mesh_ktx2.glb, whose textures name the KTX2 "
+            "files beside it (texture_*.ktx2, mip chains) through KHR_texture_basisu",
     "data": "a task's own arrays or files (e.g. fit_texture's texture.npy)",
 }
 SHA256_RE = re.compile(r"[0-9a-f]{64}\Z")

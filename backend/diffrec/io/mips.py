@@ -1,0 +1,35 @@
+"""Mip chains of a ``Material``'s textures for export: the fitted levels where it has them
+(``Material.mips``), linear-space 2x2 box averages below them.
+
+Level ``k + 1`` of a box chain is the mean of 2x2 texel blocks of level ``k`` (1x2 where a
+side is 1), taken on the linear values the material holds (never on sRGB-encoded ones);
+normal map levels are renormalised to unit length. A chain ends at 1x1, or earlier at the
+first level with an odd side longer than 1, which 2x2 blocks cannot halve.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from diffrec.io.material import Material
+from diffrec.raster._torch.texture_mip import downsample
+
+
+def mip_chain(material: Material, name: str) -> list[torch.Tensor]:
+    """Levels 0..n ``[h, w, C]`` of the texture channel ``name`` ("kd", "ks" or "normal"):
+    the channel, its fitted levels, then box averages down to the chain's end."""
+    chain = [getattr(material, name), *(material.mips or {}).get(name, [])]
+    while (level := box_level(name, chain[-1])) is not None:
+        chain.append(level)
+    return chain
+
+
+def box_level(name: str, level: torch.Tensor) -> torch.Tensor | None:
+    """The linear 2x2 box average of ``level`` (renormalised for "normal"), or None at the
+    chain's end (1x1, or an odd side longer than 1)."""
+    height, width = level.shape[:2]
+    if (height == 1 and width == 1) or any(side > 1 and side % 2 for side in (height, width)):
+        return None
+    smaller = downsample(level)
+    return F.normalize(smaller, dim=-1) if name == "normal" else smaller

@@ -1,0 +1,149 @@
+"""KTX2 export: the container read by an independent reader (ktx-parse), every level of every
+texture read back through basisu's own transcoder equal to what was fitted within UASTC's
+error (stated below), and the GLB variant that names the files."""
+
+import json
+
+import numpy as np
+import pygltflib
+import pytest
+import torch
+from helpers.node_tools import require_basisu, run_node, unpack_levels
+
+from diffrec.io import Material, read_gltf, write_glb
+from diffrec.io.gltf_write import BASISU, file_texture
+from diffrec.io.images import decode_image, encode_integer_image
+from diffrec.io.ktx2 import (
+    SUPERCOMPRESSION_NONE,
+    SUPERCOMPRESSION_ZSTD,
+    Ktx2,
+    Level,
+    read_ktx2,
+    write_ktx2,
+)
+from diffrec.io.ktx2_textures import KTX2_NAMES, VARIANT_NAME, write_ktx2_variant
+from diffrec.io.mips import box_level, mip_chain
+
+# UASTC's error on the 32x32 smooth textures below, per level 0..4, against the 8-bit PNG
+# of the same level (what the KTX2 would hold were it lossless), as measured (basisu 1.15,
+# UASTC level 2) less 1.5 dB, and the largest error in 8-bit steps on any texel and channel,
+# as measured plus 2. Each 4x4 block holds more of the texture's variation as levels shrink,
+# so small levels lose more; a level of one block or less (2x2, 1x1) is exact here.
+MIN_PSNR = {"kd": (40.4, 35.7, 30.3, 25.0, 36.9), "ks": (43.9, 36.9, 31.6, 24.4, 41.3),
+            "normal": (50.5, 47.2, 40.1, 34.3, 57.4)}
+MAX_ERROR = {"kd": (11, 17, 24, 32, 9), "ks": (9, 15, 21, 32, 5), "normal": (4, 5, 7, 10, 3)}
+
+
+def test_the_container_reads_back_here_and_in_ktx_parse(tmp_path):
+    rng = np.random.default_rng(3)
+    levels = [Level(rng.bytes(size), uncompressed) for size, uncompressed
+              in ((70, 128), (33, 32), (17, 16), (9, 16))]
+    for scheme in (SUPERCOMPRESSION_ZSTD, SUPERCOMPRESSION_NONE):
+        texture = Ktx2(12, 8, levels, scheme, alpha=scheme == SUPERCOMPRESSION_NONE,
+                       srgb=scheme == SUPERCOMPRESSION_ZSTD)
+        path = tmp_path / f"scheme{scheme}.ktx2"
+        path.write_bytes(write_ktx2(texture))
+        assert read_ktx2(path.read_bytes()) == texture
+        info = run_node("ktx2_info.mjs", path)[str(path)]
+        assert (info["vkFormat"], info["typeSize"], info["pixelWidth"], info["pixelHeight"],
+                info["pixelDepth"], info["layerCount"], info["faceCount"],
+                info["supercompressionScheme"]) == (0, 1, 12, 8, 0, 0, 1, scheme)
+        assert info["levels"] == [{"byteLength": len(level.data), "byteSum": sum(level.data),
+                                   "uncompressedByteLength": level.uncompressed_length}
+                                  for level in levels]
+        dfd = info["dfd"]
+        # KHR_texture_basisu: UASTC; colour data BT.709 + sRGB, other data unspecified + linear
+        assert (dfd["colorModel"], dfd["texelBlockDimension"], dfd["bitLengths"]) == (
+            166, [3, 3, 0, 0], [127])
+        srgb = scheme == SUPERCOMPRESSION_ZSTD
+        assert (dfd["colorPrimaries"], dfd["transferFunction"]) == ((1, 2) if srgb else (0, 1))
+        assert dfd["channels"] == ([0] if srgb else [3])  # UASTC RGB, UASTC RGBA
+        assert dfd["bytesPlane"][0] == (0 if srgb else 16)  # unsized when supercompressed
+        assert info["keyValue"] == {"KTXwriter": "diffrec"}
+
+
+def smooth_material() -> tuple[Material, Material]:
+    """32x32 textures that vary smoothly (as baked textures mostly do), with fitted level 1s
+    for kd and normal that differ from the box averages, so the test sees which was written."""
+    y, x = torch.meshgrid(torch.linspace(0, 1, 32), torch.linspace(0, 1, 32), indexing="ij")
+    wave = 0.5 + 0.4 * torch.sin(6 * x) * torch.cos(4 * y)
+    kd = torch.stack([0.2 + 0.6 * x, wave, 0.7 - 0.5 * y, 0.5 + 0.5 * x * y], -1)
+    ks = torch.stack([0.3 * y, 0.2 + 0.6 * wave, 0.8 * x], -1)
+    normal = torch.stack([0.4 * torch.sin(5 * x), 0.3 * torch.cos(3 * y), torch.ones_like(x)], -1)
+    normal = normal / normal.norm(dim=-1, keepdim=True)
+    plain = Material(kd=kd, ks=ks, normal=normal)
+    fitted_kd = box_level("kd", kd).flip(-1)  # alpha, blue, green, red
+    fitted_normal = box_level("normal", normal) * torch.tensor([-1.0, -1.0, 1.0])
+    fitted = Material(kd=kd, ks=ks, normal=normal,
+                      mips={"kd": [fitted_kd], "normal": [fitted_normal]})
+    return fitted, plain
+
+
+def stored(name: str, level: torch.Tensor) -> np.ndarray:
+    """A texture level as its 8-bit PNG stores it (``gltf_write``'s layout), uint8."""
+    image, data = file_texture(name, level)
+    return np.round(decode_image(encode_integer_image(image, data=data), data=True) * 255
+                    ).astype(np.uint8)
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+    return float("inf") if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
+
+
+def test_every_level_reads_back_as_fitted_within_uastc_error(tmp_path, textured_mesh):
+    require_basisu()
+    material, plain = smooth_material()
+    written, notes = write_ktx2_variant(tmp_path, textured_mesh, material)
+    assert notes == []
+    assert written == [VARIANT_NAME, *KTX2_NAMES.values()]
+    for name, file in KTX2_NAMES.items():
+        decoded = unpack_levels(require_basisu(), tmp_path / file, tmp_path / f"{name}_unpacked")
+        chain = mip_chain(material, name)
+        assert [level.shape[:2] for level in decoded] == [
+            (32 >> k, 32 >> k) for k in range(6)] == [tuple(level.shape[:2]) for level in chain]
+        for index, (level, got) in enumerate(zip(chain, decoded, strict=True)):
+            want = stored(name, level)
+            got = got[..., :want.shape[-1]]
+            where = f"{name} level {index}: {psnr(got, want):.1f} dB"
+            floor, largest = ((MIN_PSNR[name][index], MAX_ERROR[name][index]) if index < 5
+                              else (np.inf, 0))
+            assert psnr(got, want) >= floor, where
+            assert np.abs(got.astype(int) - want).max() <= largest, where
+            if index == 1 and name in material.mips:  # the fitted level, not the box average
+                assert psnr(got, stored(name, mip_chain(plain, name)[1])) < 20, where
+
+
+def test_the_variant_names_the_ktx2_files_and_keeps_the_pngs(tmp_path, textured_mesh):
+    material, _ = smooth_material()
+    names = {"kd": "texture_kd.ktx2", "normal": "texture_n.ktx2"}
+    write_glb(tmp_path / "mesh.glb", textured_mesh, material)
+    write_glb(tmp_path / "variant.glb", textured_mesh, material, ktx2=names)
+    gltf = pygltflib.GLTF2().load(str(tmp_path / "variant.glb"))
+    assert gltf.extensionsUsed == [BASISU] and not gltf.extensionsRequired
+    sources = {}
+    for texture in gltf.textures:
+        assert gltf.images[texture.source].mimeType == "image/png"  # the fallback
+        if texture.extensions:
+            sources[texture.source] = gltf.images[texture.extensions[BASISU]["source"]].uri
+    pbr = gltf.materials[0].pbrMetallicRoughness
+    kd_png = gltf.textures[pbr.baseColorTexture.index].source
+    normal_png = gltf.textures[gltf.materials[0].normalTexture.index].source
+    assert sources == {kd_png: "texture_kd.ktx2", normal_png: "texture_n.ktx2"}
+    # A reader that ignores the extension gets exactly mesh.glb's material.
+    plain, variant = (read_gltf(tmp_path / name).materials[0]
+                      for name in ("mesh.glb", "variant.glb"))
+    for channel in ("kd", "ks", "normal"):
+        torch.testing.assert_close(getattr(variant, channel), getattr(plain, channel))
+    document = json.loads(gltf.gltf_to_json())
+    assert all("mimeType" not in image for image in document["images"] if "uri" in image)
+
+
+@pytest.mark.parametrize("side", [6, 10])
+def test_sides_not_a_multiple_of_4_stay_png(tmp_path, textured_mesh, side):
+    require_basisu()
+    material = Material(kd=torch.rand(side, 8, 3), ks=torch.rand(8, 8, 3))
+    written, notes = write_ktx2_variant(tmp_path, textured_mesh, material)
+    assert written == [VARIANT_NAME, "texture_ks.ktx2"]
+    assert notes == [f"the kd texture is {side}x8, not a multiple of 4 on both sides as KTX2 "
+                     f"with Basis Universal needs: it stays PNG only"]
