@@ -10,6 +10,9 @@ from . import connection, messages, preferences
 
 CHECK_BUDGET_S = 2.0
 """How long ``check`` waits for the backend's answer before saying what is wrong."""
+ASK_BUDGET_S = 2.0
+"""How long a question asked on the main thread (the Jobs list's Refresh, Remove...) waits for
+the backend's answer: Blender's interface waits as long."""
 
 
 def _target(context) -> tuple[connection.Endpoint, tuple[str, str] | None]:
@@ -40,9 +43,12 @@ def check(context) -> dict | None:
     return None
 
 
-def connector(context):
+def connector(context, budget_s: float | None = None):
     """A function making a protocol Client from the preferences. Everything it needs is read
-    here, on the main thread; the function itself never touches bpy (worker threads call it)."""
+    here, on the main thread; the function itself never touches bpy (worker threads call it).
+    ``budget_s``: each request's Client gives up after this many seconds (ServerUnavailable),
+    and connecting raises ``connection.Unreachable`` at once when nothing listens (no local
+    backend is started): for questions asked on the main thread."""
     from .wire import protocol
 
     target, keypair = _target(context)
@@ -52,14 +58,16 @@ def connector(context):
     data_dir = preferences.user_directory() / "backend"
 
     def connect():
-        if auto_start and not connection.listening(target, 1.0):
+        if budget_s is not None and not connection.listening(target, budget_s / 2):
+            raise connection.Unreachable(connection.nothing_listening(target))
+        if budget_s is None and auto_start and not connection.listening(target, 1.0):
             connection.start_local_backend(python, target.address, data_dir)
         return protocol().Client(
             target.address,
             server_key=target.server_key,
             client_keypair=keypair,
-            timeout=timeout,
-            retry_for=max(30.0, 3 * timeout),
+            timeout=timeout if budget_s is None else min(timeout, budget_s),
+            retry_for=max(30.0, 3 * timeout) if budget_s is None else budget_s,
         )
 
     return connect

@@ -67,7 +67,7 @@ class Estimate:
             warnings.append(f"{self.triangles:,} triangles: decimate the mesh first, or expect "
                             "a long upload and slow iterations")
         if self.seconds > LONG_JOB_S:
-            warnings.append(f"about {_duration(self.seconds)}: lower the iterations, batch or "
+            warnings.append(f"{_duration(self.seconds)}: lower the iterations, batch or "
                             "resolution, or choose a faster preset")
         return warnings
 

@@ -4,6 +4,11 @@
 ``Update``s that the main thread applies to the scene. It runs on a worker thread (``start``)
 whether the main thread drains the queue on a modal operator's timer or in a blocking loop
 (``blender --background``); both go through ``follow.JobRun.tick``.
+
+A followed job outlives its server's outages: the client's silence clock
+(``diffrec.protocol.liveness``) says when the server stopped and when it is back or restarted
+('link' updates), the session goes on waiting meanwhile and attaches again, and a restarted
+server that no longer knows the job ends it as 'lost'.
 """
 
 from __future__ import annotations
@@ -35,8 +40,9 @@ class Update:
     kind: 'uploading' (fields done/total bytes of all the uploads together), 'submitted' (the
     job's status), any event kind of the protocol ('progress', 'preview', 'log', 'done',
     'failed', 'cancelled'; fields and arrays as sent, and ``event`` the typed event of
-    ``diffrec.protocol.events``), 'fetched' (fields['files']: local paths) or 'error'
-    (fields['message']).
+    ``diffrec.protocol.events``), 'link' (fields['change']: the server 'stopped', is 'back' or
+    'restarted', ``liveness.SAID``), 'fetched' (fields['files']: local paths), 'lost' or
+    'error' (fields['message']).
     """
 
     kind: str
@@ -45,7 +51,11 @@ class Update:
     event: object | None = None
 
 
-FINAL = ("fetched", "failed", "cancelled", "error")
+FINAL = ("fetched", "failed", "cancelled", "error", "lost")
+LOST = ("the job was lost: the server restarted without it. Resume optimizes its object "
+        "again")
+NOT_CANCELLED = ("The server is not answering, so the job was not cancelled: it goes on when "
+                 "the server is back. Re-attach it then, and cancel it again.")
 
 
 class JobSession:
@@ -111,22 +121,39 @@ class JobSession:
             self._post("error", {"message": messages.sentence(exc)})
 
     def _follow(self, client) -> str:
-        """Stream events until the job ends; returns the final event's kind."""
+        """Stream events until the job ends, through the server's outages; returns the final
+        event's kind, or 'lost' or 'error' once posted."""
         client.attach(self.job)
         cancel_sent = False
         while True:
             if self._cancel.is_set() and not cancel_sent:
+                if client.liveness.stopped:  # it would wait for the server's return
+                    self._post("error", {"message": NOT_CANCELLED})
+                    return "error"
                 client.cancel(self.job)
                 cancel_sent = True
-            for event in client.events(idle_timeout=self.poll_s):
-                if event["job"] != self.job:
-                    continue
-                fields = {k: v for k, v in event.fields.items() if k not in ("op", "arrays")}
-                arrays = {name: np.array(array) for name, array in event.arrays.items()}
-                typed = protocol().events.parse(event["kind"], fields)
-                self._post(event["kind"], fields, arrays, typed)  # copies: frames are views
-                if event["kind"] in ("done", "failed", "cancelled"):
-                    return event["kind"]
-                if self._cancel.is_set() and not cancel_sent:
-                    break
+            try:
+                kind = self._follow_slice(client, cancel_sent)
+            except protocol().JobLost:
+                self._post("lost", {"message": LOST})
+                return "lost"
+            if kind is not None:
+                return kind
+
+    def _follow_slice(self, client, cancel_sent: bool) -> str | None:
+        """The events of one ``poll_s`` without any (or until a cancel is asked); the final
+        event's kind when the job ended, else None."""
+        for event in client.events(idle_timeout=self.poll_s, give_up=False,
+                                   on_link=lambda change: self._post("link", {"change": change})):
+            if event["job"] != self.job:
+                continue
+            fields = {k: v for k, v in event.fields.items() if k not in ("op", "arrays")}
+            arrays = {name: np.array(array) for name, array in event.arrays.items()}
+            typed = protocol().events.parse(event["kind"], fields)
+            self._post(event["kind"], fields, arrays, typed)  # copies: frames are views
+            if event["kind"] in ("done", "failed", "cancelled"):
+                return event["kind"]
+            if self._cancel.is_set() and not cancel_sent:
+                return None
+        return None
 

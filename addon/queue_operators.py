@@ -1,8 +1,10 @@
 """The Jobs list's operators: Refresh (the server's jobs too), Remove, Clear Finished, Resume /
 Retry, Open Folder. Import is ``diffrec.attach`` (job_operators).
 
-Each asks the server once, on the main thread, with the preferences' timeout; Resume then
-follows the job as Attach does (modal, or to its end in the background).
+Each asks the server once, on the main thread, within ``backend_link.ASK_BUDGET_S`` (a
+server that is down or silent is said at once or after that, never after the preferences'
+longer timeout); Resume then follows the job as Attach does (modal, or to its end in the
+background).
 """
 
 from __future__ import annotations
@@ -20,11 +22,17 @@ FINISHED = ("done", "failed", "cancelled")
 
 
 def _ask(context, report, request):
-    """``request(client)`` on a new client of the preferences' backend; its answer, or None
-    once a failure is reported in one sentence (``messages.sentence``)."""
+    """``request(client)`` on a new client of the preferences' backend, each request within
+    ASK_BUDGET_S; its answer, or None once a failure is reported in one sentence
+    (``messages.sentence``)."""
+    budget = backend_link.ASK_BUDGET_S
     try:
-        with backend_link.connector(context)() as client:
+        with backend_link.connector(context, budget)() as client:
             return request(client)
+    except protocol().ServerUnavailable:
+        report({"ERROR"}, f"diffrec: The backend did not answer within {budget:.0f} s: check "
+                          "that it still runs, then try again.")
+        return None
     except Exception as exc:
         messages.log(exc)
         report({"ERROR"}, f"diffrec: {messages.sentence(exc)}")

@@ -178,6 +178,8 @@ def apply_update(context, job: str, update: job_session.Update, report) -> None:
         learn_speed(settings, entry, event)
         if entry is not None:
             entry.progress = settings.progress
+            if entry.state in ("submitting", "queued"):  # it trains: no longer waiting
+                entry.state = "running"
     elif update.kind == "preview" and {"render", "target"} <= update.arrays.keys():
         update_preview(update.arrays["render"], update.arrays["target"])
         if settings.live_mesh and {"vertices", "faces"} <= update.arrays.keys():
@@ -193,9 +195,15 @@ def apply_update(context, job: str, update: job_session.Update, report) -> None:
     elif update.kind == "cancelled":
         settings.status = "cancelled: Resume in the Jobs list continues from its checkpoint"
         report({"INFO"}, f"diffrec: {settings.status}")
-    elif update.kind in ("failed", "error"):
+    elif update.kind in ("failed", "error", "lost"):
         settings.status = update.fields.get("message") or update.kind
         report({"ERROR"}, f"diffrec: {settings.status}")
+    elif update.kind == "link":  # the server stopped, is back, or restarted
+        settings.status = protocol().liveness.SAID[update.fields["change"]]
+        report({"WARNING" if update.fields["change"] == "stopped" else "INFO"},
+               f"diffrec: {settings.status}")
+        if bpy.app.background:
+            print(f"diffrec: {settings.status}", flush=True)
     elif update.kind == "fetched":
         paths = [Path(path) for path in update.fields["files"]]
         folder = f"results/{job[:8]}…"  # the folder's short name; Open Folder shows it
@@ -211,5 +219,7 @@ def apply_update(context, job: str, update: job_session.Update, report) -> None:
         entry.state, entry.on_server = update.fields.get("state", update.kind), True
     if update.kind in ("failed", "cancelled", "error"):
         _final_state(entry, update)
+    if update.kind == "lost":  # Resume optimizes its object again
+        entry.state, entry.on_server, entry.message = "failed", False, update.fields["message"]
     if update.kind == "fetched":
         entry.state, entry.progress = "done", 100.0

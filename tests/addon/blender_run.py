@@ -48,6 +48,20 @@ def assert_check(script: str, name: str, tmp_dir: Path) -> None:
         pytest.fail(f"{script}::{name}\n{error}", pytrace=False)
 
 
+def assert_check_alone(script: str, name: str, tmp_dir: Path, timeout: float = 600) -> None:
+    """Run the one check ``name`` of ``script`` under bpy in a Python of its own (``--only``),
+    so that selecting a fast check never runs the slow ones; fail with its traceback."""
+    output = tmp_dir / f"{script}.{name}.json"
+    process = subprocess.run(
+        [sys.executable, str(HERE / script), "--", "--json", str(output), "--only", name],
+        capture_output=True, text=True, timeout=timeout)
+    if not output.exists():
+        raise AssertionError(f"{script} crashed:\n{process.stdout}\n{process.stderr}")
+    error = json.loads(output.read_text())[name]
+    if error is not None:
+        pytest.fail(f"{script}::{name}\n{error}", pytrace=False)
+
+
 
 def results_beside_server(script: str, root: Path, servers, timeout: float = 600) -> dict:
     """{check name: None or traceback} from running ``script`` once under bpy beside a real

@@ -7,9 +7,9 @@ the keys) load on first use, so ``events``, ``settings`` and the rest import wit
 
 from importlib import import_module
 
-from . import captures, events, images, manifest, settings
+from . import captures, events, images, liveness, manifest, settings
 from .arrays import DTYPES, ArraySpec
-from .errors import ProtocolError, ServerError, ServerUnavailable
+from .errors import JobLost, ProtocolError, ServerError, ServerUnavailable
 from .limits import PROTOCOL_VERSION
 from .manifest import ManifestError
 from .message import Message, decode, encode
@@ -24,6 +24,7 @@ __all__ = [
     "TERMINAL_EVENTS",
     "ArraySpec",
     "Client",
+    "JobLost",
     "ManifestError",
     "Message",
     "ProtocolError",
@@ -34,6 +35,7 @@ __all__ = [
     "encode",
     "events",
     "images",
+    "liveness",
     "manifest",
     "pairing_string",
     "parse_pairing",
