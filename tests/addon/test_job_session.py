@@ -1,0 +1,95 @@
+"""A followed job through its server's outages, without bpy (addon/job_session.py) and with a
+scripted client: each change of the server's liveness becomes a 'link' update and the follow
+goes on (the client never gives up); a job a restarted server lost ends as 'lost'; a Cancel
+while the server is down ends the follow at once instead of waiting for the server."""
+
+from types import SimpleNamespace
+
+from addon import job_session
+from addon.wire import protocol
+
+WIRE = protocol()
+
+
+def _event(kind: str, **fields):
+    return WIRE.Message("event", {"job": "j", "kind": kind, **fields})
+
+
+class ScriptedClient:
+    """A client whose ``events`` calls play ``slices`` in turn: each a list of link changes
+    (str), events (Message) or an exception to raise."""
+
+    def __init__(self, slices, stopped=False):
+        self.slices = list(slices)
+        self.liveness = SimpleNamespace(stopped=stopped)
+        self.cancelled, self.give_up = [], []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+    def attach(self, job):
+        return {"job": job, "state": "running"}
+
+    def cancel(self, job):
+        self.cancelled.append(job)
+
+    def fetch(self, job, directory, only=None):
+        return []
+
+    def events(self, idle_timeout, give_up, on_link):
+        self.give_up.append(give_up)
+        for item in self.slices.pop(0):
+            if isinstance(item, Exception):
+                raise item
+            if isinstance(item, str):
+                on_link(item)
+            else:
+                yield item
+
+
+def _updates(client, cancel=False) -> list:
+    session = job_session.JobSession(lambda: client, "j", "/nonexistent")
+    if cancel:
+        session.cancel()
+    session.run()  # here, not on a thread: the updates are all queued when it returns
+    updates = []
+    while not session.updates.empty():
+        updates.append(session.updates.get())
+    return updates
+
+
+def test_a_stop_and_a_restart_are_posted_and_the_job_followed_to_its_end():
+    progress = _event("progress", **{"pass": "pass1", "iteration": 5, "iterations": 10,
+                                     "losses": {"total": 0.1}})
+    client = ScriptedClient([["stopped"], [], ["restarted", progress, _event("done")]])
+    updates = _updates(client)
+    assert [(u.kind, u.fields.get("change")) for u in updates] == [
+        ("link", "stopped"), ("link", "restarted"), ("progress", None), ("done", None),
+        ("fetched", None)]
+    assert client.give_up == [False] * 3  # a silent server is waited for, never given up on
+
+
+def test_a_job_the_restarted_server_does_not_know_ends_as_lost():
+    client = ScriptedClient([["stopped"], [WIRE.JobLost("j")]])
+    updates = _updates(client)
+    assert [u.kind for u in updates] == ["link", "lost"]
+    assert updates[-1].fields["message"] == job_session.LOST
+    assert "lost" in job_session.FINAL
+
+
+def test_a_cancel_while_the_server_is_down_ends_the_follow_at_once():
+    client = ScriptedClient([], stopped=True)
+    updates = _updates(client, cancel=True)
+    assert [(u.kind, u.fields["message"]) for u in updates] == [
+        ("error", job_session.NOT_CANCELLED)]
+    assert client.cancelled == []  # nothing waited on a server that does not answer
+
+
+def test_a_cancel_while_the_server_answers_reaches_it():
+    client = ScriptedClient([[_event("cancelled", message="cancelled at iteration 5")]])
+    updates = _updates(client, cancel=True)
+    assert client.cancelled == ["j"]
+    assert [u.kind for u in updates] == ["cancelled"]
