@@ -164,9 +164,12 @@ class DIFFREC_OT_resume_job(_OnListedJob, _FollowsJob, bpy.types.Operator):
         if not entry.on_server:
             return self._optimize_again(context, entry)
         connect = checked_connector(context, self.report)
-        if _ask(context, self.report, lambda client: client.resume(self.job_id)) is None:
+        reply = _ask(context, self.report, lambda client: client.resume(self.job_id))
+        if reply is None:
             return {"CANCELLED"}
         entry.state, entry.message = "queued", ""
+        # where it starts, as the server found it: from a checkpoint's iteration, or over
+        context.scene.diffrec.status = reply.get("message") or "resumed"
         return self.follow(context, follow.JobRun(self.job_id, connect, self.report))
 
     def _optimize_again(self, context, entry):

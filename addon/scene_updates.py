@@ -192,8 +192,8 @@ def apply_update(context, job: str, update: job_session.Update, report) -> None:
         report({"WARNING" if event.level == "warning" else "INFO"}, event.message)
     elif update.kind == "done":
         settings.status = "finished: fetching the result"
-    elif update.kind == "cancelled":
-        settings.status = "cancelled: Resume in the Jobs list continues from its checkpoint"
+    elif update.kind == "cancelled":  # the server says where it stopped, Resume where it goes on
+        settings.status = update.fields.get("message") or "the job was cancelled"
         report({"INFO"}, f"diffrec: {settings.status}")
     elif update.kind in ("failed", "error", "lost"):
         settings.status = update.fields.get("message") or update.kind

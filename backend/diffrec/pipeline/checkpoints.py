@@ -4,6 +4,10 @@ Stages are named by the pipeline ("pass1", "pass1-result", "pass2"). A file is w
 temporary name, flushed to disk and renamed over the old one, so a run killed at any moment
 leaves either the previous checkpoint or the new one, never a torn file. torch is imported
 when a checkpoint is read or written, so the job server's process can hold a store cheaply.
+
+Beside them, ``LATEST_NAME`` says where the latest checkpoint stands ("iteration 10 of 200
+of pass 1 of 2"), in JSON, so that the server can say where a cancelled job stopped and where
+a resumed one starts without loading a checkpoint (``latest``).
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from pathlib import Path
 
 from diffrec.files import atomic_writer
 from diffrec.protocol.settings import BOOKKEEPING, Settings
+
+LATEST_NAME = "latest.json"
 
 
 def settings_fingerprint(settings: Settings) -> str:
@@ -30,11 +36,25 @@ class CheckpointStore:
     def path(self, stage: str) -> Path:
         return self.directory / f"{stage}.pt"
 
-    def save(self, stage: str, state: dict) -> None:
+    def save(self, stage: str, state: dict, where: str | None = None) -> None:
+        """Keep ``state`` as ``stage``'s checkpoint; ``where`` says where the run stands
+        ("iteration 10 of 200 of pass 1 of 2"; None: not said), for ``latest``."""
         import torch
 
         with atomic_writer(self.path(stage)) as file:
             torch.save(state, file)
+        with atomic_writer(self.directory / LATEST_NAME) as file:
+            file.write(json.dumps({"stage": stage, "where": where or ""}).encode())
+
+    def latest(self) -> str | None:
+        """Where the latest checkpoint stands (``save``'s ``where``; "" when that is not
+        known), or None when there is none. Reads no checkpoint."""
+        if not any(self.directory.glob("*.pt")):
+            return None
+        try:
+            return str(json.loads((self.directory / LATEST_NAME).read_text())["where"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return ""
 
     def load(self, stage: str) -> dict | None:
         """The stage's state, or None if it was never saved."""
@@ -48,3 +68,4 @@ class CheckpointStore:
     def clear(self) -> None:
         for path in self.directory.glob("*.pt"):
             path.unlink()
+        (self.directory / LATEST_NAME).unlink(missing_ok=True)

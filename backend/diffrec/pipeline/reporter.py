@@ -3,7 +3,8 @@
 The trainer calls one ``Reporter``: ``progress`` every ``log_every`` iterations (a
 ``diffrec.protocol.events.Progress``, the event every hop forwards unchanged), ``preview``
 every ``preview_every``, ``log`` for sentences (a pass resumed; with ``stage``, what the run
-does between passes) and ``should_stop`` every iteration. The command line's progress line
+does between passes), ``should_stop`` every iteration and ``stop_takes`` when the time a
+stop would take grows. The command line's progress line
 and the job server's events are subclasses; this base reports nothing and never stops.
 Checkpoints are no report: a run keeps them in the ``CheckpointStore`` it is given
 (``pipeline.checkpoints``).
@@ -65,3 +66,7 @@ class Reporter:
     def should_stop(self) -> bool:
         """Polled every iteration and between stages; True cancels the run."""
         return False
+
+    def stop_takes(self, seconds: float) -> None:
+        """The longest a stop asked now would take, its checkpoint written (measured by the
+        trainer, ``trainer.StopCost``); a job server waits that long before killing a job."""

@@ -128,6 +128,31 @@ def learning_rate_factor(iteration: int, iterations: int, warmup: int,
     return ramp * 10.0 ** (-iteration / max(iterations, 1))
 
 
+class StopCost:
+    """The longest a stop asked now may take to return with its checkpoint written: the
+    slowest iteration of the pass so far (a stop is seen between iterations) plus the latest
+    checkpoint's write, both measured. Told to ``reporter.stop_takes`` whenever it grows by
+    more than GROWTH, so that the job server waits that long before killing a job it asked to
+    stop (``server.executor.StopGrace``)."""
+
+    GROWTH = 1.25
+
+    def __init__(self, reporter: Reporter):
+        self.reporter = reporter
+        self.slowest = self.told = 0.0
+        self._lap_began = time.monotonic()
+
+    def lap(self, save_s: float) -> None:
+        """An iteration ended; ``save_s``: the latest checkpoint's write, in seconds."""
+        now = time.monotonic()
+        self.slowest = max(self.slowest, now - self._lap_began)
+        self._lap_began = now
+        cost = self.slowest + save_s
+        if cost > self.told * self.GROWTH:
+            self.reporter.stop_takes(cost)
+            self.told = cost
+
+
 class PassTrainer:
     """Runs a ``Pass`` on batches from ``sampler`` (a ``pipeline.sampler.ViewSampler``),
     reporting to ``reporter``: a ``Progress`` every ``settings.log_every`` iterations and at
@@ -155,6 +180,7 @@ class PassTrainer:
         self.iteration = 0
         self.history: list[dict] = []
         self.elapsed_s = 0.0
+        self.save_s = 0.0  # seconds the latest checkpoint took to write
         self._fingerprint = settings_fingerprint(settings)
         self._last_views = None
         self.plateau = Plateau(settings.plateau_window, settings.plateau_db)
@@ -337,8 +363,8 @@ class PassTrainer:
         if state is None:
             return
         self.load_state_dict(state)
-        self.reporter.log(f"resumed {self.run.name} from its checkpoint at iteration "
-                          f"{self.iteration}", resumed_from=self.iteration)
+        self.reporter.log(f"resumed from its checkpoint at {self.where()}",
+                          resumed_from=self.iteration)
 
     def _own_checkpoint(self) -> dict | None:
         """This pass's checkpoint if it was made with these settings."""
@@ -349,16 +375,30 @@ class PassTrainer:
             return None
         return state
 
+    def where(self) -> str:
+        """Where the pass stands: "iteration 10 of 200", with "of pass 1 of 2" when the job
+        runs several passes."""
+        run = self.run
+        of_pass = f" of pass {run.number} of {run.passes}" if run.passes > 1 else ""
+        return f"iteration {self.iteration} of {run.iterations}{of_pass}"
+
     def save(self) -> None:
-        """Keep the current state as this pass's checkpoint (none without ``checkpoints``)."""
+        """Keep the current state as this pass's checkpoint (none without ``checkpoints``),
+        timing the write (``save_s``, for ``StopCost``)."""
         if self.checkpoints is not None:
+            began = time.monotonic()
             self.checkpoints.save(self.run.name,
-                                  {**self.state_dict(), "settings": self._fingerprint})
+                                  {**self.state_dict(), "settings": self._fingerprint},
+                                  self.where())
+            self.save_s = time.monotonic() - began
 
     def train(self) -> None:
         """Run the remaining iterations, reporting progress and checkpointing."""
         started, first = time.monotonic(), self.iteration
         settings, reporter = self.settings, self.reporter
+        if self.checkpoints is not None and self.iteration == 0:
+            self.save()  # a stop in the first iteration loses nothing; the write is timed
+        stop_cost = StopCost(reporter)
         while self.iteration < self.run.iterations and not self.stopped_early:
             if self.world.main_says(reporter.should_stop()):
                 self.save()
@@ -381,6 +421,7 @@ class PassTrainer:
                 self.stopped_early = self.plateau.why()
                 reporter.log(f"{self.run.name} stopped at iteration {self.iteration} of "
                              f"{self.run.iterations}: {self.stopped_early}")
+            stop_cost.lap(self.save_s)
         self.elapsed_s = time.monotonic() - started
         self.save()
 

@@ -16,7 +16,8 @@ as it does for local jobs. An actor on a node without the directory fails its jo
 **Events.** The actor keeps its runner's events in a buffer, numbered; one gateway thread
 polls every actor every POLL_S (one call in flight per actor), forwards the new events and,
 once a verdict is there, reports ``finished`` and kills the actor. Cancel sets the runner's
-stop flag through ``JobActor.stop``; an actor still running STOP_GRACE_S later is killed.
+stop flag through ``JobActor.stop``; an actor still running STOP_GRACE_S, plus the time the
+job measured a stop takes (``executor.StopGrace``), later is killed.
 
 **Failures.** An actor that dies (its process killed, its node lost) is created again, up to
 MAX_STARTS starts, and its runner resumes from the job's last checkpoint wherever Ray places
@@ -36,14 +37,14 @@ import sys
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import ray
 from ray.exceptions import RayActorError
 
 from . import job_process
-from .executor import Executor, Report, Ticket, conclude, no_room
+from .executor import Executor, Report, StopGrace, Ticket, conclude, no_room
 
 log = logging.getLogger(__name__)
 POLL_S = 0.1
@@ -126,6 +127,7 @@ class _Job:
     started: bool = False
     polling: ray.ObjectRef | None = None
     stop_asked: float | None = None
+    grace: StopGrace = field(default_factory=lambda: StopGrace(STOP_GRACE_S))
 
 
 class RayExecutor(Executor):
@@ -254,9 +256,9 @@ class RayExecutor(Executor):
                 if job.polling in answered:
                     self._answer(job)
                 elif (job.stop_asked is not None
-                      and time.monotonic() - job.stop_asked > STOP_GRACE_S):
+                      and time.monotonic() - job.stop_asked > job.grace.seconds):
                     log.info("job %s did not stop within %.1f s; killing its actor",
-                             job.ticket.job_id, STOP_GRACE_S)
+                             job.ticket.job_id, job.grace.seconds)
                     self._end(job, None)
 
     def _answer(self, job: _Job) -> None:
@@ -274,7 +276,8 @@ class RayExecutor(Executor):
             self._report(job_id, "started", {}, None)
         for number, kind, fields, arrays in events:
             if number >= job.seen:
-                self._report(job_id, kind, fields, arrays)
+                if not job.grace.heard(kind, fields):
+                    self._report(job_id, kind, fields, arrays)
                 job.seen = number + 1
         if verdict is not None:
             self._end(job, verdict)

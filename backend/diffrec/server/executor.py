@@ -15,9 +15,10 @@ attempt), ``progress``, ``preview`` and ``log`` (the runner's events), and last 
 cluster, is re-attached) when the server starts again.
 
 What both executors do alike lives here: ``no_room`` (a job refused before it starts when its
-output cannot fit on the disk), ``result_files`` (the ``results`` list of a job that is done)
-and ``conclude`` (the ``finished`` report of a job that ended). ``app.executor_factory``
-picks the executor.
+output cannot fit on the disk), ``result_files`` (the ``results`` list of a job that is done),
+``StopGrace`` (how long a job asked to stop may take before it is killed) and ``conclude``
+(the ``finished`` report of a job that ended, a cancelled one saying where it stopped).
+``app.executor_factory`` picks the executor.
 """
 
 from __future__ import annotations
@@ -31,13 +32,16 @@ from typing import Any
 
 import numpy as np
 
+from diffrec.pipeline.checkpoints import CheckpointStore
 from diffrec.protocol.schema import FILE_NAME_RE
 from diffrec.protocol.transfer import content_hash_file
 
-from .runner import Runner
+from .runner import STOP_TAKES, Runner
 from .storage import DISK_RESERVE_BYTES, disk_full_message, free_bytes
 
 Report = Callable[[str, str, dict, "Mapping[str, np.ndarray] | None"], None]
+STOP_MARGIN = 1.5
+"""A job asked to stop gets this many times the time it measured a stop takes."""
 
 
 @dataclass
@@ -119,13 +123,46 @@ def no_room(ticket: Ticket) -> tuple | None:
     return None
 
 
+class StopGrace:
+    """How long a job asked to stop may take to return by itself before it is killed:
+    ``base`` seconds plus STOP_MARGIN times what the job last said a stop takes (the slowest
+    iteration and a checkpoint's write, measured: ``runner.STOP_TAKES``), so that a job whose
+    iterations take seconds still writes its checkpoint."""
+
+    def __init__(self, base: float):
+        self.base = base
+        self.measured = 0.0
+
+    def heard(self, kind: str, fields: Mapping) -> bool:
+        """Take in a report of the job's; whether it was the STOP_TAKES word (no event)."""
+        if kind != STOP_TAKES:
+            return False
+        self.measured = max(0.0, float(fields.get("seconds", 0.0)))
+        return True
+
+    @property
+    def seconds(self) -> float:
+        return self.base + STOP_MARGIN * self.measured
+
+
+def cancelled_message(state_dir: Path) -> str:
+    """The sentence for a job cancelled with its checkpoints in ``state_dir``: where it
+    stopped and whether Resume continues from there or starts over."""
+    where = CheckpointStore(state_dir).latest()
+    if where is None:
+        return "the job was cancelled before its first checkpoint: Resume starts it over"
+    at = f" at {where}" if where else ""
+    return f"the job was cancelled, its checkpoint kept{at}: Resume continues from there"
+
+
 def conclude(ticket: Ticket, verdict: tuple | None, stopped: bool) -> dict:
     """The ``finished`` report's fields for a job that ended with ``verdict`` (outcome,
-    message, results; None: no verdict), ``stopped`` when it was asked to stop. A failed
-    job's partial files are discarded."""
+    message, results; None: no verdict), ``stopped`` when it was asked to stop (the message
+    says where it stopped, ``cancelled_message``). A failed job's partial files are
+    discarded."""
     outcome, message, results = verdict or ("failed", "", [])
     if stopped:
-        outcome, message, results = "cancelled", "the job was cancelled", []
+        outcome, message, results = "cancelled", cancelled_message(ticket.state_dir), []
     if outcome == "failed":
         discard(ticket.results_dir, ticket.state_dir)
     return {"outcome": outcome, "message": message, "results": results}

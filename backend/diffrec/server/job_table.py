@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from diffrec.pipeline.checkpoints import CheckpointStore
+from diffrec.protocol import events
 from diffrec.protocol.arrays import wire_dtype
 from diffrec.protocol.errors import ProtocolError
 from diffrec.protocol.limits import MAX_ARRAYS, MAX_HEADER_BYTES, MAX_MESSAGE_CHARS
@@ -60,6 +62,14 @@ def fit_text(text: str) -> str:
     if len(text) <= MAX_MESSAGE_CHARS:
         return text
     return text[:MAX_MESSAGE_CHARS - 1] + "…"
+
+
+def resume_message(where: str | None) -> str:
+    """Where a resumed job starts: ``where`` its latest checkpoint stands
+    (``CheckpointStore.latest``; None: it has none, "": not known)."""
+    if where is None:
+        return "resuming from the start: the job kept no checkpoint"
+    return "resuming from its checkpoint" + (f" at {where}" if where else "")
 
 
 def _not_found(job_id: str) -> ProtocolError:
@@ -432,8 +442,9 @@ class JobTable:
     def resume(self, owner: str, job_id: str) -> dict:
         """Queue a cancelled or failed job again with the inputs it was submitted with; it
         starts from its checkpoints when it has some (a cancelled job keeps them, a failed
-        one's were removed, so it starts over). It passes what a submit passes (the queue
-        quota, ``_check_job``), or stays as it was. The reply's fields; ProtocolError
+        one's were removed, so it starts over): its message, and a ``log`` event with
+        ``stage`` "resuming", say which (``resume_message``). It passes what a submit passes
+        (the queue quota, ``_check_job``), or stays as it was. The reply's fields; ProtocolError
         ``not_ready`` for a job that has not ended, ``conflict`` for a done one."""
         record = self.get(owner, job_id)
         if record.state not in ("cancelled", "failed"):
@@ -446,10 +457,13 @@ class JobTable:
             raise ProtocolError("invalid_input", f"this server has no task {record.task!r}")
         settings = runner.parse(record.spec)
         self._check_job(runner, settings, self._stored_inputs(record))
-        record.state, record.message, record.results = "queued", "", []
+        record.state, record.message, record.results = "queued", resume_message(
+            CheckpointStore(self.store.checkpoint_dir(job_id)).latest()), []
         record.finished, record.stop, record.progress = None, None, None
         self._save(record)
         self.previews.pop(job_id, None)
+        self._apply_report(job_id, "log", events.Log(record.message, stage="resuming").fields(),
+                           None)
         self._enqueue(record, settings)
         return record.public()
 

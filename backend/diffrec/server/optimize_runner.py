@@ -33,7 +33,7 @@ from diffrec.protocol.limits import MAX_INLINE_BYTES
 from diffrec.protocol.settings import Settings, SettingsError, parse_settings
 
 from . import lifeline
-from .runner import JobContext, JobFailed, Runner
+from .runner import STOP_TAKES, JobContext, JobFailed, Runner
 
 PREVIEW_SIZE = 128
 OUTPUT_FIXED_BYTES = 64 * 2**20
@@ -148,6 +148,9 @@ class JobReporter(Reporter):
 
     def should_stop(self) -> bool:
         return self._should_stop()
+
+    def stop_takes(self, seconds: float) -> None:
+        self.emit(STOP_TAKES, {"seconds": seconds})
 
 
 class OptimizeRunner(Runner):

@@ -8,8 +8,9 @@ submit reach the client as ``invalid_input``) and, in a child process of its own
 settings are pickled to get there), ``run`` with a ``JobContext``. ``run``
 writes its result files into ``ctx.results_dir`` and returns; it checks ``ctx.should_stop()``
 at least every few hundred milliseconds and returns early when it is set (the job was
-cancelled, deleted or the server is stopping; a run that has not returned half a second later
-is killed); it keeps checkpoints in ``ctx.checkpoints`` (a ``CheckpointStore`` in the job's
+cancelled, deleted or the server is stopping), writing a checkpoint first; a run that has not
+returned half a second, plus the time it said a stop takes (``STOP_TAKES``), later is killed;
+it keeps checkpoints in ``ctx.checkpoints`` (a ``CheckpointStore`` in the job's
 state folder) and starts from them when there are some, so a job resumes after a server
 crash. It raises
 ``JobFailed`` with a sentence the user can act on; any other exception fails the job alone
@@ -31,6 +32,9 @@ import numpy as np
 from diffrec.pipeline.checkpoints import CheckpointStore
 
 EmitFn = Callable[[str, dict, "Mapping[str, np.ndarray] | None"], None]
+STOP_TAKES = "stop_takes"
+"""What a runner emits to tell its executor the longest a stop asked now would take, its
+checkpoint written, ``{"seconds": s}`` (measured; ``executor.StopGrace``): no event."""
 
 
 class JobFailed(Exception):
@@ -55,8 +59,9 @@ class JobContext:
     stop_flag: threading.Event | multiprocessing.synchronize.Event
 
     def emit(self, kind: str, fields: dict, arrays: Mapping[str, np.ndarray] | None = None):
-        """Send a ``progress``, ``preview`` or ``log`` event to attached clients."""
-        if kind not in ("progress", "preview", "log"):
+        """Send a ``progress``, ``preview`` or ``log`` event to attached clients, or tell the
+        executor how long a stop would take (``STOP_TAKES``, ``{"seconds": s}``: no event)."""
+        if kind not in ("progress", "preview", "log", STOP_TAKES):
             raise ValueError(f"runners emit progress, preview or log events, not {kind!r}")
         self.emit_fn(kind, fields, arrays)
 

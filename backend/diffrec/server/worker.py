@@ -3,10 +3,11 @@ the order the job table hands them over (keys taking turns), each in a child pro
 own (``job_process``), for at most its ticket's wall time.
 
 Stopping always wins: a job asked to stop (cancel, delete, or the server closing) gets
-STOP_GRACE_S to return by itself, then its process is killed. A job interrupted by ``close``
-reports nothing, so it is still "running" on disk and resumes from its last checkpoint when
-the server starts again (checkpoints are replaced atomically, so a kill never tears one).
-A job that fails has its partial files (results and checkpoints) removed.
+STOP_GRACE_S plus the time it measured a stop takes (``executor.StopGrace``: an iteration and
+a checkpoint's write) to return by itself, then its process is killed. A job interrupted by
+``close`` reports nothing, so it is still "running" on disk and resumes from its last
+checkpoint when the server starts again (checkpoints are replaced atomically, so a kill
+never tears one). A job that fails has its partial files (results and checkpoints) removed.
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ from collections import deque
 import torch
 
 from . import job_process, lifeline
-from .executor import Executor, Report, Ticket, conclude, no_room
+from .executor import Executor, Report, StopGrace, Ticket, conclude, no_room
 
 log = logging.getLogger(__name__)
 STOP_GRACE_S = 0.5
-"""How long a job asked to stop may take to return by itself before its process is killed."""
+"""How long a job asked to stop may take to return by itself before its process is killed,
+besides the time it measured a stop takes (``executor.StopGrace``)."""
 POLL_S = 0.05
 
 
@@ -76,8 +78,8 @@ class Worker(Executor):
         return False
 
     def stop(self, job_id: str) -> bool:
-        """Ask the running job to stop (it ends as cancelled within STOP_GRACE_S and a poll);
-        whether it was running."""
+        """Ask the running job to stop (it ends as cancelled within its ``StopGrace`` and a
+        poll); whether it was running."""
         with self._cond:
             if self._current and self._current[0] == job_id:
                 self._current[1].set()
@@ -98,7 +100,7 @@ class Worker(Executor):
 
     def close(self, timeout: float = 10.0) -> None:
         """Stop the running job without a verdict (it resumes on restart) and end the thread;
-        returns within STOP_GRACE_S and a little more."""
+        returns within the job's ``StopGrace`` (at most ``timeout``) and a little more."""
         with self._cond:
             self._closing = True
             if self._current:
@@ -149,7 +151,7 @@ class Worker(Executor):
                                   name=f"diffrec-job-{ticket.job_id}", daemon=True)
         process.start()
         sender.close()
-        verdict, stop_asked, overtime = None, None, False
+        verdict, stop_asked, overtime, grace = None, None, False, StopGrace(STOP_GRACE_S)
         deadline = time.monotonic() + (ticket.wall_time_s or float("inf"))
         try:
             while True:
@@ -158,9 +160,9 @@ class Worker(Executor):
                 if (stop.is_set() or overtime) and stop_asked is None:
                     child_stop.set()
                     stop_asked = time.monotonic()
-                if stop_asked is not None and time.monotonic() - stop_asked > STOP_GRACE_S:
+                if stop_asked is not None and time.monotonic() - stop_asked > grace.seconds:
                     log.info("job %s did not stop within %.1f s; killing its processes",
-                             ticket.job_id, STOP_GRACE_S)
+                             ticket.job_id, grace.seconds)
                     with contextlib.suppress(ProcessLookupError):  # its group: it and its ranks
                         os.killpg(process.pid, signal.SIGKILL)
                     process.kill()
@@ -171,7 +173,7 @@ class Worker(Executor):
                     message = receiver.recv()
                 except (EOFError, OSError):
                     break  # the process has ended
-                if message[0] == "event":
+                if message[0] == "event" and not grace.heard(*message[1:3]):
                     self._report(ticket.job_id, *message[1:])
                 else:
                     verdict = message[1:]
