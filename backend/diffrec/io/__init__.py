@@ -2,6 +2,8 @@
 
 - ``read_obj(path) -> Asset``, ``write_obj(path, mesh, material=None)``: OBJ + MTL + PNGs
 - ``read_gltf(path, weld=True) -> Asset``, ``write_glb(path, mesh, material=None)``: glTF 2.0
+- ``ktx2_textures.write_ktx2_variant(folder, mesh, material)``: the textures' mip chains
+  (``mips``) as KTX2 files (``ktx2``, encoded by ``basisu``) and a GLB naming them
 - ``read_image(path, data=False)``, ``write_image(path, image, data=False, bit_depth=8)``:
   PNG 8/16, JPEG, EXR, Radiance HDR as float32 [H, W, C] numpy arrays
 - ``Material``, ``Asset`` and the Y-up conversions ``blender_to_yup`` / ``yup_to_blender``
