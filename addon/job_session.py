@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +53,8 @@ class Update:
 
 
 FINAL = ("fetched", "failed", "cancelled", "error", "lost")
+FETCH_TRIES = 3
+FETCH_RETRY_S = 1.0
 LOST = ("the job was lost: the server restarted without it. Resume optimizes its object "
         "again")
 NOT_CANCELLED = ("The server is not answering, so the job was not cancelled: it goes on when "
@@ -114,11 +117,36 @@ class JobSession:
                     )
                     self._post("submitted", reply)
                 if self._follow(client) == "done":
-                    files = client.fetch(self.job, self.results_dir, only=self.only)
+                    files = self._fetch_complete(client)
                     self._post("fetched", {"files": [str(path) for path in files]})
         except Exception as exc:  # reported to the user; the worker must not die silently
             messages.log(exc)
             self._post("error", {"message": messages.sentence(exc)})
+
+    def _fetch_complete(self, client) -> list[Path]:
+        """The results, fetched until the folder's manifest reads whole and every file of
+        ``only`` matches it: another follower of this job (a reopened file's) may fetch into
+        the same folder, so a fetch that finds it half-written is tried again, FETCH_TRIES
+        times FETCH_RETRY_S apart, before its error stands."""
+        manifest = protocol().manifest
+        for _ in range(FETCH_TRIES - 1):
+            try:
+                return self._fetch_whole(client)
+            except (manifest.ManifestError, FileNotFoundError):
+                time.sleep(FETCH_RETRY_S)
+        return self._fetch_whole(client)
+
+    def _fetch_whole(self, client) -> list[Path]:
+        """One fetch, then the files it brought checked against the folder's manifest as it
+        reads now."""
+        manifest = protocol().manifest
+        files = client.fetch(self.job, self.results_dir, only=self.only)
+        if files:
+            fetched = {Path(path).name for path in files}
+            manifest.verify(self.results_dir, [entry for entry in
+                                               manifest.read_manifest(self.results_dir)
+                                               if entry.name in fetched])
+        return files
 
     def _follow(self, client) -> str:
         """Stream events until the job ends, through the server's outages; returns the final

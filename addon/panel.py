@@ -155,7 +155,8 @@ class DIFFREC_PT_jobs(bpy.types.Panel):
                 row = layout.row(align=True)
                 row.label(text=job_line(entry))
                 _job_buttons(row, entry)
-                if entry.message and entry.state in ("failed", "cancelled"):
+                if entry.message and (entry.state in ("failed", "cancelled")
+                                      or (entry.state == "done" and not entry.imported)):
                     layout.label(text=entry.message, icon="INFO")
 
 

@@ -124,6 +124,8 @@ def _import_fetched(context, entry, paths: list[Path], report) -> None:
     except Exception as exc:  # a bad manifest (checked before anything is imported), a bad file
         messages.log(exc)
         report({"ERROR"}, f"diffrec: the result cannot be imported. {messages.sentence(exc)}")
+        if entry is not None:
+            entry.message = not_imported(messages.sentence(exc))
         return
     if imported.object is None:
         return
@@ -131,11 +133,16 @@ def _import_fetched(context, entry, paths: list[Path], report) -> None:
         worlds.adopt(context, imported.world)
     remove_live_mesh()  # no undo push here: Optimize's or Re-attach's own step holds it all
     if entry is not None:
-        entry.imported = True
+        entry.imported, entry.message = True, ""
     if settings.save_glb:
         saved = import_result.save_glb_beside_blend(paths, name)
         report({"INFO"}, f"diffrec: saved {saved}" if saved else
                "diffrec: save the .blend first to keep a GLB beside it")
+
+
+def not_imported(why: str) -> str:
+    """The Jobs list's sentence for a done job whose result could not be brought in."""
+    return f"done, not imported: {why.rstrip('.')}. Re-attach and Fetch tries again."
 
 
 def learn_speed(settings, entry, progress) -> None:
@@ -155,6 +162,8 @@ def _final_state(entry, update) -> None:
         entry.state = "failed"
     if update.kind in ("failed", "cancelled", "error"):
         entry.message = update.fields.get("message", "")
+    if update.kind == "error" and entry.state == "done":  # the fetch failed, tries and all
+        entry.message = not_imported(entry.message)
 
 
 def apply_update(context, job: str, update: job_session.Update, report) -> None:
@@ -211,7 +220,8 @@ def apply_update(context, job: str, update: job_session.Update, report) -> None:
             settings.status = f"done: already imported (files in {folder})"
         else:
             _import_fetched(context, entry, paths, report)
-            settings.status = f"done: files in {folder}"
+            failed = entry is not None and paths and not entry.imported and entry.message
+            settings.status = entry.message if failed else f"done: files in {folder}"
         settings.progress = 100.0
     if entry is None:
         return

@@ -1,16 +1,24 @@
 """The client's side of uploads and downloads over a ``channel.Channel``: blobs sent in
 windows of chunks, results read in windows of chunks into resumable files, each verified by
 its content hash; both continue from the byte offset the receiver holds after any
-interruption (``Lost``: the channel reconnects and the transfer resumes).
+interruption (``Lost``: the channel reconnects and the transfer resumes). Fetches into one
+folder take turns (``folder_lock``), so that two followers of one job never write one file.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
 
 import numpy as np
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
+    import msvcrt
 
 from .channel import Channel, Lost
 from .errors import ProtocolError, ServerError
@@ -21,6 +29,8 @@ from .transfer import ResumableFile, chunk_ranges, content_hash, content_hash_fi
 
 Progress = Callable[[int, int], None]
 """on_progress(done, total): bytes."""
+FETCH_LOCK = ".fetch.lock"
+"""The file in a results folder whose lock a fetch into that folder holds."""
 
 
 def _as_bytes(data) -> np.ndarray:
@@ -106,20 +116,46 @@ def fetch(channel: Channel, job: str, directory: Path, on_progress: Progress | N
     if MANIFEST_NAME not in listing:
         raise ManifestError(f"job {job!r}'s results have no {MANIFEST_NAME}")
     directory.mkdir(parents=True, exist_ok=True)  # only once the job is known to exist
-    manifest = _download(channel, job, directory, listing[MANIFEST_NAME], on_progress)
-    chosen = select(parse_manifest(manifest.read_bytes()), only)
     problems = []
-    for entry in chosen:
-        if entry.name not in listing:
-            problems.append(f"{entry.name} is in the manifest but not among the results")
-            continue
-        path = _download(channel, job, directory, listing[entry.name], on_progress)
-        if problem := mismatch(path, entry):
-            path.unlink()
-            problems.append(problem)
+    with folder_lock(directory):  # another fetch into it waits, then finds the files held
+        manifest = _download(channel, job, directory, listing[MANIFEST_NAME], on_progress)
+        chosen = select(parse_manifest(manifest.read_bytes()), only)
+        for entry in chosen:
+            if entry.name not in listing:
+                problems.append(f"{entry.name} is in the manifest but not among the results")
+                continue
+            path = _download(channel, job, directory, listing[entry.name], on_progress)
+            if problem := mismatch(path, entry):
+                path.unlink()
+                problems.append(problem)
     if problems:
         raise ManifestError(f"job {job!r}: " + "; ".join(problems))
     return [directory / entry.name for entry in chosen] + [manifest]
+
+
+@contextlib.contextmanager
+def folder_lock(directory: Path) -> Iterator[None]:
+    """Hold ``directory``'s FETCH_LOCK exclusively for the block: fetches into one folder,
+    from threads of one process or from several processes, take turns."""
+    with open(Path(directory) / FETCH_LOCK, "a+b") as handle:
+        if fcntl is not None:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        else:
+            handle.seek(0)
+            while True:
+                try:  # LK_LOCK tries for 10 s, then raises: a long fetch is waited for
+                    msvcrt.locking(handle.fileno(), msvcrt.LK_LOCK, 1)
+                    break
+                except OSError:
+                    continue
+        try:
+            yield
+        finally:
+            if fcntl is not None:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            else:
+                handle.seek(0)
+                msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)
 
 
 def _download(channel: Channel, job: str, directory: Path, entry: Mapping, on_progress) -> Path:
