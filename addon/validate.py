@@ -1,14 +1,18 @@
-"""Setups that cannot make a job, found before anything is exported or sent.
+"""Setups that cannot make a job, found before anything is rendered, exported or sent.
 
 ``problems(context, settings)`` lists every problem as a sentence the user can act on; the
-Optimize operator refuses to start while the list is not empty.
+Optimize operator refuses to start while the list is not empty. Besides the scene (a mesh
+with faces, usable cameras, a world that lights), the panel's values are held to the server's
+own bounds (``diffrec.protocol.settings``, and the smallest image it can score,
+``images.MIN_SIDE``), so that nothing is rendered for a job the server would refuse.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from . import camera_model, export_scene, subjects
+from . import camera_model, export_scene, panel_fields, subjects
+from .wire import protocol
 
 NOTHING_SELECTED = "Nothing is selected: select the mesh to optimise."
 NO_CAMERAS = "The scene has no cameras: add cameras that look at the object."
@@ -39,6 +43,11 @@ def _subject_problems(context, settings) -> list[str]:
     if subject.type != "MESH":
         return [*problems, f"'{subject.name}' is a {subject.type.lower()}, not a mesh: select "
                            "a mesh object."]
+    shown = subjects.reference_object(context, settings)
+    for obj in dict.fromkeys(mesh for mesh in (subject, shown) if mesh is not None):
+        if subjects.triangle_count(obj, context.evaluated_depsgraph_get()) == 0:
+            problems.append(f"'{obj.name}' has no faces (only vertices or edges): add faces "
+                            "to it, or select a mesh that has some.")
     return problems
 
 
@@ -55,7 +64,12 @@ def _camera_problems(context, settings, cameras) -> list[str]:
     subject = subjects.reference_object(context, settings)
     for camera in cameras:
         if camera.data.type != "PERSP":
-            problems.append(f"Camera '{camera.name}' is not a perspective camera.")
+            kind = {"ORTHO": "orthographic", "PANO": "panoramic"}.get(camera.data.type,
+                                                                      camera.data.type)
+            problems.append(
+                f"Camera '{camera.name}' is {kind}, and diffrec renders through perspective "
+                "cameras only: set its Type to Perspective, or leave it out (select the other "
+                "cameras and set Cameras to Selected).")
             continue
         if subject is not None:
             pose, intrinsics = export_scene.export_camera(camera, context.scene, size)
@@ -83,6 +97,11 @@ def _world_problems(world) -> list[str]:
         return [NO_WORLD]
     if export_scene.environment_node(world)[0] is not None or world.node_tree is None:
         return []
+    if not any(node.bl_idname == "ShaderNodeOutputWorld" and node.inputs["Surface"].is_linked
+               for node in world.node_tree.nodes):
+        return [f"The world '{world.name}' has no shader linked to a World Output (its node "
+                "tree is empty or cut), so the targets would render black: add a Background "
+                "node linked to a World Output, or pick another world."]
     background = next(
         (node for node in world.node_tree.nodes if node.bl_idname == "ShaderNodeBackground"), None
     )
@@ -95,9 +114,32 @@ def _world_problems(world) -> list[str]:
     return []
 
 
+def _bounds_problems(context, settings) -> list[str]:
+    """The panel's values the server would refuse (its settings' bounds), and training
+    images too small for it to score (fewer than MIN_SIDE pixels on a side)."""
+    wire = protocol()
+    try:
+        wire.settings.parse_settings(panel_fields.optimize_settings(settings, False))
+    except wire.settings.SettingsError as error:
+        fields = {setting: field for field, setting in panel_fields.FIELD_SETTINGS.items()}
+        field = fields.get(error.field)
+        label = settings.bl_rna.properties[field].name if field else error.field
+        return [f"{label}: the server refuses this value ({error}); change it in the panel."]
+    if settings.target_source == "DATASET":
+        return []  # the dataset's own size: the server checks it at submit
+    frame = export_scene.render_size(context.scene)
+    size = wire.images.longest_side_size(*frame, settings.train_resolution)
+    if min(size) >= wire.images.MIN_SIDE:
+        return []
+    return [f"Resolution {settings.train_resolution} makes the training images {size[0]}x"
+            f"{size[1]} pixels, and the server needs at least {wire.images.MIN_SIDE} on each "
+            f"side to score the result: set Resolution to "
+            f"{wire.images.smallest_longest_side(*frame)} or more."]
+
+
 def problems(context, settings) -> list[str]:
     """Every reason the job cannot start, or [] when it can."""
-    found = _subject_problems(context, settings)
+    found = _subject_problems(context, settings) + _bounds_problems(context, settings)
     if settings.target_source != "DATASET":
         cameras = target_cameras(context, settings)
         if not cameras:

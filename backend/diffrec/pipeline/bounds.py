@@ -2,7 +2,8 @@
 
 An optimisation whose settings cannot fit (``batch: 10**7``, ``texture_res: 65536``) must be
 refused before it starts, with the setting named, not found out hours later or never (one
-such step can hold a device for longer than anyone waits). ``check_bounds`` estimates the
+such step can hold a device for longer than anyone waits); so must images too small to
+score (``check_image_size``). ``check_bounds`` estimates the
 memory of each part of a run from per-element costs (below, in bytes; generous, so that only
 settings that clearly cannot fit are refused) and raises ``UserError`` when one part, or all
 together, need more than the device has. The server checks at submit, ``diffrec optimize``
@@ -78,6 +79,20 @@ def check_bounds(settings: Settings, memory_bytes: int, triangles: int | None = 
         name, (_, advice) = max(parts.items(), key=lambda item: item[1][0])
         raise UserError(f"these settings would need about {total / GIB:.1f} GiB of memory "
                         f"together and {have}: {advice} (the largest part is {name})")
+
+
+def check_image_size(settings: Settings, width: int, height: int) -> None:
+    """Raise UserError if ``width x height`` images, resized to ``train_res`` on their longer
+    side as a run trains and scores them, have fewer than MIN_SIDE pixels on a side (the
+    score's SSIM window): found before the run, not after its training."""
+    from diffrec.protocol.images import MIN_SIDE, longest_side_size, smallest_longest_side
+
+    resized = longest_side_size(width, height, settings.train_res)
+    if min(resized) < MIN_SIDE:
+        raise UserError(
+            f"train_res {settings.train_res} makes the {width}x{height} images "
+            f"{resized[0]}x{resized[1]} pixels, and a run's score needs at least {MIN_SIDE} "
+            f"on each side: raise train_res to {smallest_longest_side(width, height)} or more")
 
 
 def device_ranks(device: str) -> int:

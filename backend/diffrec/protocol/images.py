@@ -8,7 +8,8 @@ longest-side size a training resolution means.
   segment (HDR values pass through); clip first where 8-bit values or a display are made.
 - ``premultiplied_to_straight``: colour / alpha where alpha > 0, colour unchanged where alpha
   is 0 (Blender's EXR renders carry premultiplied alpha; the wire wants straight alpha).
-- ``longest_side_size``: an image's size scaled to a longest side (``train_res``).
+- ``longest_side_size``: an image's size scaled to a longest side (``train_res``);
+  ``smallest_longest_side``: the least longest side that keeps MIN_SIDE pixels on each side.
 
 The backend's torch versions (``diffrec.color``) use the same thresholds and are tested
 against these.
@@ -20,13 +21,18 @@ import numpy as np
 
 LINEAR_THRESHOLD = 0.0031308
 SRGB_THRESHOLD = 0.04045
+MIN_SIDE = 11
+"""The fewest pixels a job's images (at ``train_res``) may have on a side: a run scores its
+held-out views with SSIM, whose window (``diffrec.render.metrics.ssim``) is 11 pixels wide."""
 
 __all__ = [
     "LINEAR_THRESHOLD",
+    "MIN_SIDE",
     "SRGB_THRESHOLD",
     "linear_to_srgb",
     "longest_side_size",
     "premultiplied_to_straight",
+    "smallest_longest_side",
     "srgb_to_linear",
 ]
 
@@ -64,6 +70,15 @@ def longest_side_size(width: int, height: int, longest_side: int) -> tuple[int, 
     kept, the other side rounded, at least 1)."""
     scale = longest_side / max(width, height)
     return max(1, round(width * scale)), max(1, round(height * scale))
+
+
+def smallest_longest_side(width: int, height: int, side: int = MIN_SIDE) -> int:
+    """The least longest side (``train_res``) at which a ``width x height`` image, resized by
+    ``longest_side_size``, has at least ``side`` pixels on each side."""
+    longest = side
+    while min(longest_side_size(width, height, longest)) < side:
+        longest += 1
+    return longest
 
 
 def _float_array(a) -> np.ndarray:

@@ -26,6 +26,7 @@ from functools import partial
 from typing import Any
 
 from .close_names import setting_hint
+from .images import MIN_SIDE
 
 MODES = ("materials", "refine", "reconstruct")
 LIGHT_MODES = ("learn", "fixed", "learn-from-envmap")
@@ -157,7 +158,7 @@ class Settings:
                             "(the stopping rule, plateau_window, may end it sooner)", minimum=1)
     batch: int = _size(_DEFAULT_SIZES["batch"], "views per iteration", minimum=1)
     train_res: int = _size(_DEFAULT_SIZES["train_res"],
-                           "longest side of training images, pixels", minimum=8)
+                           "longest side of training images, pixels", minimum=MIN_SIDE)
     texture_res: int = _size(_DEFAULT_SIZES["texture_res"], "texture side, texels", minimum=4)
     dmtet_grid: int = _size(_DEFAULT_SIZES["dmtet_grid"],
                             "surface grid resolution (even): DMTet's tetrahedral grid; "

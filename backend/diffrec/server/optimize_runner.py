@@ -61,6 +61,8 @@ def _check_inputs(settings: Settings, inputs: Mapping[str, np.ndarray]) -> None:
         if (values in inputs) != (index in inputs):
             raise JobFailed(f"{values} and {index} go together")
     _check_start_textures(settings, inputs)
+    if "faces" in inputs and len(inputs["faces"]) == 0:
+        raise JobFailed("the mesh sent has no faces: send a mesh with at least one triangle")
     if "faces" in inputs:
         faces, vertices = inputs["faces"], inputs.get("vertices")
         if vertices is None or faces.min() < 0 or faces.max() >= len(vertices):
@@ -181,6 +183,7 @@ class OptimizeRunner(Runner):
         from diffrec.errors import UserError
         from diffrec.pipeline.bounds import (
             check_bounds,
+            check_image_size,
             check_ranks,
             device_memory_bytes,
             device_ranks,
@@ -188,9 +191,11 @@ class OptimizeRunner(Runner):
 
         _check_inputs(settings, inputs)
         triangles = len(inputs["faces"]) if "faces" in inputs else None
+        _, height, width, _ = inputs["images"].shape
         try:
             check_ranks(settings, device_ranks(self.device))
             check_bounds(settings, device_memory_bytes(self.device), triangles)
+            check_image_size(settings, width, height)
         except UserError as error:
             raise JobFailed(str(error)) from None
 

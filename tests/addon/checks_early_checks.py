@@ -1,0 +1,170 @@
+"""Checks that come before anything is rendered (issue 56.9), and a result that cannot be
+imported yet (56.7), under bpy (see harness.py): a mesh with no faces, a Resolution too small
+for the server to score, a world whose node tree was emptied and an orthographic camera are
+each refused by ``validate.problems`` (what Optimize asks before it renders) with a sentence
+naming them and what to do; a non-manifold mesh exports every face; a half-written manifest
+leaves the job "done, not imported" with a sentence."""
+
+import contextlib
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))  # blender --python does not add it
+import harness  # noqa: I001  (puts the repository on sys.path)
+import bpy
+import numpy as np
+import scenes
+
+import addon
+from addon import export_scene, job_session, scene_updates, validate
+from addon.wire import protocol
+
+
+@contextlib.contextmanager
+def _registered():
+    addon.register()
+    try:
+        yield
+    finally:
+        addon.unregister()
+
+
+def _scene_with(obj=None):
+    """Four cameras around the origin, a lit world and ``obj`` (a cube when None), selected
+    and active (the add-on registered)."""
+    scene = bpy.context.scene
+    if obj is None:
+        bpy.ops.mesh.primitive_cube_add(size=1.0)
+        obj = bpy.context.active_object
+    else:
+        scene.collection.objects.link(obj)
+    for other in scene.objects:
+        other.select_set(other == obj)
+    bpy.context.view_layer.objects.active = obj
+    scenes.cameras_around(scene, 4, 6.0, 1.0)
+    world = bpy.data.worlds.new("world")
+    world.use_nodes = True
+    scene.world = world
+    bpy.context.view_layer.update()
+    return scene, obj
+
+
+def _problems() -> list[str]:
+    return validate.problems(bpy.context, bpy.context.scene.diffrec)
+
+
+def _mesh_object(name, vertices, edges=(), faces=()):
+    mesh = bpy.data.meshes.new(name)
+    mesh.from_pydata([tuple(v) for v in vertices], list(edges), list(faces))
+    mesh.update()
+    return bpy.data.objects.new(name, mesh)
+
+
+def check_the_setup_used_below_has_no_problems():
+    with _registered():
+        _scene_with()
+        assert _problems() == []
+
+
+def check_a_mesh_without_faces_is_refused_naming_it():
+    with _registered():
+        wire = _mesh_object("wire", [(0, 0, 0), (1, 0, 0), (0, 1, 0)], edges=[(0, 1), (1, 2)])
+        _scene_with(wire)
+        problems = _problems()
+        assert "'wire' has no faces (only vertices or edges): add faces to it, or select a mesh " \
+               "that has some." in problems, problems
+
+
+def check_a_resolution_too_small_to_score_is_refused_with_the_one_that_does():
+    with _registered():
+        scene, _ = _scene_with()
+        scene.render.resolution_x, scene.render.resolution_y = 1920, 1080
+        scene.diffrec.train_resolution = 16
+        wanted = ("Resolution 16 makes the training images 16x9 pixels, and the server needs at "
+                  "least 11 on each side to score the result: set Resolution to 19 or more.")
+        assert wanted in _problems()
+        scene.diffrec.train_resolution = 19
+        assert _problems() == []
+
+
+def check_a_panel_value_the_server_refuses_is_named():
+    with _registered():
+        scene, _ = _scene_with()
+        scene.diffrec.mode = "reconstruct"
+        scene.diffrec.grid = 33  # the server's dmtet_grid must be even
+        problems = _problems()
+        assert any(problem.startswith("Grid: the server refuses this value (dmtet_grid: must be "
+                                      "even)") for problem in problems), problems
+
+
+def check_an_emptied_world_is_refused_naming_it():
+    with _registered():
+        scene, _ = _scene_with()
+        scene.world.node_tree.nodes.clear()
+        problems = _problems()
+        assert any(problem.startswith("The world 'world' has no shader linked to a World Output")
+                   and "render black" in problem for problem in problems), problems
+
+
+def check_an_orthographic_camera_is_named_with_how_to_leave_it_out():
+    with _registered():
+        scene, _ = _scene_with()
+        scene.objects["cam1"].data.type = "ORTHO"
+        problems = _problems()
+        assert problems == [
+            "Camera 'cam1' is orthographic, and diffrec renders through perspective cameras only: "
+            "set its Type to Perspective, or leave it out (select the other cameras and set "
+            "Cameras to Selected)."], problems
+        for name in ("cam0", "cam2", "cam3"):  # as the sentence says
+            scene.objects[name].select_set(True)
+        scene.diffrec.cameras = "SELECTED"
+        assert _problems() == []
+
+
+def check_a_non_manifold_mesh_exports_every_face_at_its_height():
+    """A fin (three faces on one edge), a face on its own and a loose edge: the export keeps
+    every face's triangles and the mesh's full 3.1 m height."""
+    vertices = [(0, 0, 0), (1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, 1),
+                (3, 3, 2.0), (4, 3, 2.0), (3, 4, 3.1), (5, 5, 0), (6, 6, 0)]
+    faces = [(0, 1, 2), (0, 1, 3), (0, 1, 4), (5, 6, 7)]
+    import bmesh  # once bpy is loaded
+
+    fin = _mesh_object("fin", vertices, edges=[(8, 9)], faces=faces)
+    bpy.context.scene.collection.objects.link(fin)
+    bm = bmesh.new()
+    bm.from_mesh(fin.data)
+    assert sum(not edge.is_manifold for edge in bm.edges) > 0
+    bm.free()
+    arrays = export_scene.export_mesh(fin, bpy.context.evaluated_depsgraph_get())
+    assert len(arrays.faces) == len(faces), arrays.faces
+    used = arrays.vertices[np.unique(arrays.faces)]
+    assert np.isclose(used[:, 2].max() - used[:, 2].min(), 3.1), used
+
+
+def check_a_half_written_manifest_leaves_the_job_done_not_imported_with_a_sentence():
+    addon.register()
+    try:
+        folder = Path(tempfile.mkdtemp())
+        (folder / "mesh.glb").write_bytes(b"glTF")
+        manifest = protocol().manifest
+        path = manifest.write_manifest(folder, {"mesh.glb": "mesh"})
+        path.write_text(path.read_text() * 2)  # two writers of one part file
+        settings = bpy.context.scene.diffrec
+        entry = settings.jobs.add()
+        entry.job_id, entry.state, entry.object_name = "j", "done", "ball"
+        reports = []
+        update = job_session.Update("fetched", {"files": [str(folder / "mesh.glb"), str(path)]})
+        scene_updates.apply_update(bpy.context, "j", update, lambda *report: reports.append(
+            report))
+        assert not entry.imported and entry.state == "done"
+        assert entry.message.startswith("done, not imported: ") and "Extra data" in \
+            entry.message and entry.message.endswith("Re-attach and Fetch tries again."), \
+            entry.message
+        assert settings.status == entry.message, settings.status
+        assert not bpy.data.objects
+    finally:
+        addon.unregister()
+
+
+harness.main(globals())
