@@ -8,7 +8,9 @@ whether the main thread drains the queue on a modal operator's timer or in a blo
 A followed job outlives its server's outages: the client's silence clock
 (``diffrec.protocol.liveness``) says when the server stopped and when it is back or restarted
 ('link' updates), the session goes on waiting meanwhile and attaches again, and a restarted
-server that no longer knows the job ends it as 'lost'.
+server that no longer knows the job ends it as 'lost'. A server that does not answer when the
+session attaches (a reopened file, Attach) is waited for the same way. ``detach`` stops
+following without cancelling: the job goes on on the server (its .blend was closed).
 """
 
 from __future__ import annotations
@@ -83,11 +85,17 @@ class JobSession:
         self.poll_s = poll_s
         self.updates: queue.Queue[Update] = queue.Queue()
         self._cancel = threading.Event()
+        self._detach = threading.Event()
         self._thread: threading.Thread | None = None
 
     def cancel(self) -> None:
         """Ask the server to cancel the job (honoured within a second by the server)."""
         self._cancel.set()
+
+    def detach(self) -> None:
+        """Stop following within ``poll_s``, posting nothing more; the job goes on on the
+        server and nothing is fetched (an upload under way still ends in its submit)."""
+        self._detach.set()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self.run, name=f"diffrec {self.job}", daemon=True)
@@ -150,10 +158,15 @@ class JobSession:
 
     def _follow(self, client) -> str:
         """Stream events until the job ends, through the server's outages; returns the final
-        event's kind, or 'lost' or 'error' once posted."""
+        event's kind, 'lost' or 'error' once posted, or 'detached'."""
+        ended = self._await_server(client)
+        if ended is not None:
+            return ended
         client.attach(self.job)
         cancel_sent = False
         while True:
+            if self._detach.is_set():
+                return "detached"
             if self._cancel.is_set() and not cancel_sent:
                 if client.liveness.stopped:  # it would wait for the server's return
                     self._post("error", {"message": NOT_CANCELLED})
@@ -168,11 +181,32 @@ class JobSession:
             if kind is not None:
                 return kind
 
+    def _await_server(self, client) -> str | None:
+        """Wait until the server answers (at once when it is up): one that does not is said
+        'stopped' by the silence clock within seconds and 'back' when it answers, as in an
+        outage mid-job, instead of failing after the client's retry time. None once it
+        answered, else how the wait ended: 'detached', or 'error' once a cancel is posted as
+        one (the job could not be cancelled)."""
+        liveness = client.liveness
+        while liveness.session is None or liveness.stopped:
+            if self._detach.is_set():
+                return "detached"
+            if self._cancel.is_set():
+                self._post("error", {"message": NOT_CANCELLED})
+                return "error"
+            for _ in client.events(idle_timeout=self.poll_s, give_up=False,
+                                   on_link=self._post_link):
+                pass  # nothing is attached yet: no event comes
+        return None
+
+    def _post_link(self, change: str) -> None:
+        self._post("link", {"change": change})
+
     def _follow_slice(self, client, cancel_sent: bool) -> str | None:
         """The events of one ``poll_s`` without any (or until a cancel is asked); the final
         event's kind when the job ended, else None."""
         for event in client.events(idle_timeout=self.poll_s, give_up=False,
-                                   on_link=lambda change: self._post("link", {"change": change})):
+                                   on_link=self._post_link):
             if event["job"] != self.job:
                 continue
             fields = {k: v for k, v in event.fields.items() if k not in ("op", "arrays")}

@@ -1,7 +1,9 @@
 """A followed job through its server's outages, without bpy (addon/job_session.py) and with a
 scripted client: each change of the server's liveness becomes a 'link' update and the follow
 goes on (the client never gives up); a job a restarted server lost ends as 'lost'; a Cancel
-while the server is down ends the follow at once instead of waiting for the server."""
+while the server is down ends the follow at once instead of waiting for the server; a server
+down when the session attaches is waited for the same way; a detached session stops following
+without cancelling."""
 
 from types import SimpleNamespace
 
@@ -17,12 +19,13 @@ def _event(kind: str, **fields):
 
 class ScriptedClient:
     """A client whose ``events`` calls play ``slices`` in turn: each a list of link changes
-    (str), events (Message) or an exception to raise."""
+    (str, left on ``liveness`` as ``Liveness.change`` leaves them), events (Message) or an
+    exception to raise. ``session``: the server's, None before it answered."""
 
-    def __init__(self, slices, stopped=False):
+    def __init__(self, slices, stopped=False, session="s"):
         self.slices = list(slices)
-        self.liveness = SimpleNamespace(stopped=stopped)
-        self.cancelled, self.give_up = [], []
+        self.liveness = SimpleNamespace(stopped=stopped, session=session)
+        self.cancelled, self.give_up, self.attached = [], [], []
 
     def __enter__(self):
         return self
@@ -31,6 +34,9 @@ class ScriptedClient:
         pass
 
     def attach(self, job):
+        if self.liveness.session is None:  # as a real client, after its retry time
+            raise WIRE.ServerUnavailable("no answer")
+        self.attached.append(job)
         return {"job": job, "state": "running"}
 
     def cancel(self, job):
@@ -45,15 +51,19 @@ class ScriptedClient:
             if isinstance(item, Exception):
                 raise item
             if isinstance(item, str):
+                self.liveness.stopped = item == "stopped"
+                self.liveness.session = self.liveness.session if self.liveness.stopped else "s"
                 on_link(item)
             else:
                 yield item
 
 
-def _updates(client, cancel=False) -> list:
+def _updates(client, cancel=False, detach=False) -> list:
     session = job_session.JobSession(lambda: client, "j", "/nonexistent")
     if cancel:
         session.cancel()
+    if detach:
+        session.detach()
     session.run()  # here, not on a thread: the updates are all queued when it returns
     updates = []
     while not session.updates.empty():
@@ -93,3 +103,26 @@ def test_a_cancel_while_the_server_answers_reaches_it():
     updates = _updates(client, cancel=True)
     assert client.cancelled == ["j"]
     assert [u.kind for u in updates] == ["cancelled"]
+
+
+def test_a_server_down_when_the_session_attaches_is_said_stopped_and_waited_for():
+    done = _event("done")
+    client = ScriptedClient([["stopped"], [], ["back"], [done]], session=None)
+    updates = _updates(client)
+    assert [(u.kind, u.fields.get("change")) for u in updates] == [
+        ("link", "stopped"), ("link", "back"), ("done", None), ("fetched", None)]
+    assert client.attached == ["j"] and client.give_up == [False] * 4  # attached once back
+
+
+def test_a_cancel_while_waiting_for_the_server_to_attach_ends_at_once():
+    client = ScriptedClient([], session=None)
+    updates = _updates(client, cancel=True)
+    assert [(u.kind, u.fields["message"]) for u in updates] == [
+        ("error", job_session.NOT_CANCELLED)]
+    assert client.attached == [] and client.cancelled == []
+
+
+def test_a_detached_session_stops_following_and_cancels_nothing():
+    client = ScriptedClient([[_event("done")]])
+    assert _updates(client, detach=True) == []  # nothing posted, nothing fetched
+    assert client.cancelled == [] and client.slices  # the job's events were never read
