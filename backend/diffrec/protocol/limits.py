@@ -1,6 +1,6 @@
 """Protocol version and the limits both sides enforce (see docs/protocol.md, "Limits")."""
 
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 
 KIB = 1024
 MIB = 1024 * KIB
