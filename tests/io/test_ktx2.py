@@ -10,7 +10,9 @@ import pytest
 import torch
 from helpers.node_tools import require_basisu, run_node, unpack_levels
 
+from diffrec.errors import UserError
 from diffrec.io import Material, read_gltf, write_glb
+from diffrec.io.basisu import ENV_VARIABLE
 from diffrec.io.gltf_write import BASISU, file_texture
 from diffrec.io.images import decode_image, encode_integer_image
 from diffrec.io.ktx2 import (
@@ -148,3 +150,25 @@ def test_sides_not_a_multiple_of_4_stay_png(tmp_path, textured_mesh, side):
     assert written == [VARIANT_NAME, "texture_ks.ktx2"]
     assert notes == [f"the kd texture is {side}x8, not a multiple of 4 on both sides as KTX2 "
                      f"with Basis Universal needs: it stays PNG only"]
+
+
+def test_files_that_are_not_uastc_ktx2_are_refused_with_a_sentence():
+    whole = write_ktx2(Ktx2(4, 4, [Level(b"x" * 16, 16)], SUPERCOMPRESSION_NONE, False, False))
+    for data, message in ((b"not a texture", "is not a KTX2 file"),
+                          (whole[:-8], "is cut short in level 0")):
+        with pytest.raises(UserError, match=f"texture.ktx2 {message}"):
+            read_ktx2(data, "texture.ktx2")
+
+
+def test_a_failing_basisu_leaves_the_variant_out_and_says_why(tmp_path, textured_mesh,
+                                                              monkeypatch):
+    broken = tmp_path / "basisu"
+    broken.write_text("#!/bin/sh\necho 'out of cheese'\nexit 3\n")
+    broken.chmod(0o755)
+    monkeypatch.setenv(ENV_VARIABLE, str(broken))
+    out = tmp_path / "out"
+    out.mkdir()
+    written, notes = write_ktx2_variant(out, textured_mesh, Material(kd=torch.rand(4, 4, 3)))
+    assert written == [] and not (out / VARIANT_NAME).exists()
+    assert notes == [f"KTX2 export skipped (no {VARIANT_NAME}): basisu ({broken}) failed with "
+                     f"exit code 3: out of cheese"]
