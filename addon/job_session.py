@@ -159,9 +159,10 @@ class JobSession:
     def _follow(self, client) -> str:
         """Stream events until the job ends, through the server's outages; returns the final
         event's kind, 'lost' or 'error' once posted, or 'detached'."""
-        ended = self._await_server(client)
-        if ended is not None:
-            return ended
+        if self.submission is None:  # attaching only: a submit found the server answering
+            ended = self._await_server(client)
+            if ended is not None:
+                return ended
         client.attach(self.job)
         cancel_sent = False
         while True:
