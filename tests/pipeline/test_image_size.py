@@ -27,9 +27,9 @@ def test_min_side_is_the_ssim_window_and_smaller_images_cannot_be_scored():
 def test_a_wide_frame_at_a_small_train_res_is_refused_naming_the_size_that_scores():
     with pytest.raises(UserError) as info:
         check_image_size(parse_settings({"train_res": 16}), 1920, 1080)
-    assert str(info.value) == ("train_res 16 makes the 1920x1080 images 16x9 pixels, and a "
-                               "run's score needs at least 11 on each side: raise train_res to "
-                               "19 or more")
+    assert str(info.value) == ("train_res 16 makes the images 16x9 pixels (from 1920x1080), "
+                               "and a run's score needs at least 11 on each side: raise "
+                               "train_res to 19 or more")
     check_image_size(parse_settings({"train_res": 19}), 1920, 1080)  # 19x11
 
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from diffrec.errors import UserError
-from diffrec.pipeline.bounds import GIB, check_bounds, device_memory_bytes
+from diffrec.pipeline.bounds import GIB, check_bounds, check_image_size, device_memory_bytes
 from diffrec.pipeline.checkpoints import CheckpointStore
 from diffrec.pipeline.config import RunConfig, build_config, read_config_reading
 from diffrec.pipeline.reference_config import Reading, departures
@@ -312,6 +312,7 @@ def optimize_rank(world, config: RunConfig, quiet: bool = False) -> None:
     device = config.device if world.size == 1 else str(world.device)
     inputs = load_inputs(config, raster.RasterContext(resolve_device(device)))
     settings = config.settings
+    check_image_size(settings, inputs.train.cameras.width, inputs.train.cameras.height)
     if settings.init_textures == "base_mesh":  # a start's normal map is trained, as a job's
         settings = settings_for_start(settings, inputs.base_material)
     reporter = TerminalReporter(config.out_dir, settings.preview_res,

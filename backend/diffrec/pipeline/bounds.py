@@ -89,10 +89,11 @@ def check_image_size(settings: Settings, width: int, height: int) -> None:
 
     resized = longest_side_size(width, height, settings.train_res)
     if min(resized) < MIN_SIDE:
+        sent = f" (from {width}x{height})" if resized != (width, height) else ""
         raise UserError(
-            f"train_res {settings.train_res} makes the {width}x{height} images "
-            f"{resized[0]}x{resized[1]} pixels, and a run's score needs at least {MIN_SIDE} "
-            f"on each side: raise train_res to {smallest_longest_side(width, height)} or more")
+            f"train_res {settings.train_res} makes the images {resized[0]}x{resized[1]} "
+            f"pixels{sent}, and a run's score needs at least {MIN_SIDE} on each side: raise "
+            f"train_res to {smallest_longest_side(width, height)} or more")
 
 
 def device_ranks(device: str) -> int:
