@@ -137,14 +137,14 @@ class StopCost:
 
     GROWTH = 1.25
 
-    def __init__(self, reporter: Reporter):
-        self.reporter = reporter
+    def __init__(self, reporter: Reporter, clock=time.monotonic):
+        self.reporter, self.clock = reporter, clock
         self.slowest = self.told = 0.0
-        self._lap_began = time.monotonic()
+        self._lap_began = clock()
 
     def lap(self, save_s: float) -> None:
         """An iteration ended; ``save_s``: the latest checkpoint's write, in seconds."""
-        now = time.monotonic()
+        now = self.clock()
         self.slowest = max(self.slowest, now - self._lap_began)
         self._lap_began = now
         cost = self.slowest + save_s
