@@ -34,21 +34,25 @@ def _subject_problems(context, settings) -> list[str]:
     problems = [FEW_TRIANGLES] if 0 < settings.triangles < 4 else []
     if settings.mode == "reconstruct":
         return problems
+    shown = subjects.reference_object(context, settings)
     if subjects.start_kind(settings) == "BAKED":
-        return problems + ([] if subjects.reference_object(context, settings) else
-                           [NO_REFERENCE])
+        return problems + (_faceless(context, [shown]) if shown else [NO_REFERENCE])
     subject = subjects.subject(context)
     if subject is None:
         return [*problems, NOTHING_SELECTED]
     if subject.type != "MESH":
         return [*problems, f"'{subject.name}' is a {subject.type.lower()}, not a mesh: select "
                            "a mesh object."]
-    shown = subjects.reference_object(context, settings)
-    for obj in dict.fromkeys(mesh for mesh in (subject, shown) if mesh is not None):
-        if subjects.triangle_count(obj, context.evaluated_depsgraph_get()) == 0:
-            problems.append(f"'{obj.name}' has no faces (only vertices or edges): add faces "
-                            "to it, or select a mesh that has some.")
-    return problems
+    return problems + _faceless(context, [subject, shown])
+
+
+def _faceless(context, meshes) -> list[str]:
+    """A sentence for each of ``meshes`` (None left out, each once) that renders no faces."""
+    depsgraph = context.evaluated_depsgraph_get()
+    return [f"'{obj.name}' has no faces (only vertices or edges): add faces to it, or select a "
+            "mesh that has some."
+            for obj in dict.fromkeys(mesh for mesh in meshes if mesh is not None)
+            if subjects.triangle_count(obj, depsgraph) == 0]
 
 
 def world_box(obj) -> np.ndarray:
@@ -123,7 +127,7 @@ def _bounds_problems(context, settings) -> list[str]:
     except wire.settings.SettingsError as error:
         fields = {setting: field for field, setting in panel_fields.FIELD_SETTINGS.items()}
         field = fields.get(error.field)
-        label = settings.bl_rna.properties[field].name if field else error.field
+        label = settings.bl_rna.properties[field].name if field else error.field or "Settings"
         return [f"{label}: the server refuses this value ({error}); change it in the panel."]
     if settings.target_source == "DATASET":
         return []  # the dataset's own size: the server checks it at submit
