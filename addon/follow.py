@@ -5,11 +5,15 @@ step), then its ``job_session.JobSession`` (network work on a worker thread) fol
 applying its updates to the scene. ``tick`` does one piece of main-thread work and says
 whether the run is over: a modal operator calls it on each timer event; ``follow_blocking``
 calls it in a loop where no event loop runs (``blender --background``, the bpy module).
-Runs in progress are in ``running``, by job id, for the panel and the Cancel operator.
+Runs in progress are in ``running``, by job id, for the panel and the Cancel operator: the
+open file's runs only.
 
-Reopening a .blend re-attaches to its jobs still queued or running (``reattach``, a
-``load_post`` handler): the same ``JobRun``s, ticked by a ``bpy.app.timers`` function
-(``tick_reattached``) instead of an operator.
+Jobs belong to the .blend that sent them. Loading a file (another, or the same again)
+first detaches every run (``detach_all``, a ``load_pre`` handler): its job goes on on the
+server and nothing more of it reaches any scene. Then the loaded file's own jobs still
+queued or running are followed again (``reattach``, a ``load_post`` handler): the same
+``JobRun``s, ticked by a ``bpy.app.timers`` function (``tick_reattached``) instead of an
+operator, their results imported into that file only.
 """
 
 from __future__ import annotations
@@ -81,6 +85,7 @@ class JobRun:
         self.report = report
         self.builder = builder
         self.cancelled = False
+        self.detached = False
         self.session: job_session.JobSession | None = None
         if builder is None:
             self.session = job_session.JobSession(connect, job, results_dir(job), submission,
@@ -92,9 +97,18 @@ class JobRun:
         if self.session is not None:
             self.session.cancel()
 
+    def detach(self) -> None:
+        """Stop following: the next tick ends the run with nothing applied (its file was
+        closed); the job goes on on the server, a submission not yet sent is dropped."""
+        self.detached = True
+        if self.session is not None:
+            self.session.detach()
+
     def tick(self, context, block: bool = False) -> bool:
         """Do the next piece of work; whether the run is over. ``block``: follow the submitted
         job to its end in this call instead of applying only the updates already queued."""
+        if self.detached:
+            return True
         if self.session is None:
             return self._build_step(context)
         if not self._started:
@@ -149,7 +163,23 @@ def follow_blocking(context, run: JobRun) -> None:
         while not run.tick(context, block=True):
             pass
     finally:
-        running.pop(run.job, None)
+        forget(run)
+
+
+def forget(run: JobRun) -> None:
+    """Take ``run`` out of ``running`` (not another run of its job: the one a reopened file
+    re-attached)."""
+    if running.get(run.job) is run:
+        del running[run.job]
+        _reattached.discard(run.job)
+
+
+def detach_all() -> None:
+    """Detach every run (``JobRun.detach``): the open file is being closed."""
+    for run in running.values():
+        run.detach()
+    running.clear()
+    _reattached.clear()
 
 
 def _print_report(kinds, message: str) -> None:
@@ -159,12 +189,14 @@ def _print_report(kinds, message: str) -> None:
 
 
 def reattach(context) -> list[str]:
-    """Follow again this scene's jobs that have not ended (FOLLOWABLE states), by the same
-    ``JobRun`` path as Attach; the jobs now followed. A backend that cannot be reached is put
-    in the status line, and the jobs stay as they are for Attach."""
+    """Follow again this scene's own jobs that have not ended (FOLLOWABLE states; not the
+    other files' jobs Refresh lists), by the same ``JobRun`` path as Attach; the jobs now
+    followed. A server that does not answer is waited for (``job_session``: the status says
+    it stopped); a backend address that is wrong is put in the status line, and the jobs
+    stay as they are for Attach."""
     settings = context.scene.diffrec
-    pending = [entry.job_id for entry in settings.jobs
-               if entry.state in FOLLOWABLE and entry.job_id not in running]
+    pending = [entry.job_id for entry in settings.jobs if entry.state in FOLLOWABLE
+               and not entry.from_server and entry.job_id not in running]
     if not pending:
         return []
     try:
@@ -192,6 +224,11 @@ def tick_reattached(block: bool = False) -> float | None:
 
 
 @bpy.app.handlers.persistent
+def _on_load_pre(*_args) -> None:
+    detach_all()
+
+
+@bpy.app.handlers.persistent
 def _on_load_post(*_args) -> None:
     if (reattach(bpy.context) and not bpy.app.background  # timers never fire in background
             and not bpy.app.timers.is_registered(tick_reattached)):
@@ -199,12 +236,15 @@ def _on_load_post(*_args) -> None:
 
 
 def register() -> None:
+    bpy.app.handlers.load_pre.append(_on_load_pre)
     bpy.app.handlers.load_post.append(_on_load_post)
 
 
 def unregister() -> None:
-    if _on_load_post in bpy.app.handlers.load_post:
-        bpy.app.handlers.load_post.remove(_on_load_post)
+    for handlers, handler in ((bpy.app.handlers.load_pre, _on_load_pre),
+                              (bpy.app.handlers.load_post, _on_load_post)):
+        if handler in handlers:
+            handlers.remove(handler)
     if bpy.app.timers.is_registered(tick_reattached):
         bpy.app.timers.unregister(tick_reattached)
     for job in _reattached:  # no longer followed here; the jobs go on on the server

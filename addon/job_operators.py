@@ -53,12 +53,13 @@ class _FollowsJob(pump.Pumped):
         follow.follow_blocking(context, self._run)
 
     def finish(self, context) -> set:
-        follow.running.pop(self._run.job, None)
-        return {"FINISHED"} if self._run.session is not None else {"CANCELLED"}
+        follow.forget(self._run)
+        followed = self._run.session is not None and not self._run.detached
+        return {"FINISHED"} if followed else {"CANCELLED"}
 
     def abandon(self, context) -> None:
         self._run.cancel()
-        follow.running.pop(self._run.job, None)
+        follow.forget(self._run)
 
 
 class DIFFREC_OT_optimize(_FollowsJob, bpy.types.Operator):
@@ -93,8 +94,12 @@ class DIFFREC_OT_attach(_FollowsJob, bpy.types.Operator):
 
     @messages.reported
     def execute(self, context):
-        if scene_updates.job_entry(context.scene, self.job_id) is None:
+        entry = scene_updates.job_entry(context.scene, self.job_id)
+        if entry is None:
             self.report({"ERROR"}, f"job {self.job_id!r} is not one of this file's jobs")
+            return {"CANCELLED"}
+        if entry.from_server:
+            self.report({"ERROR"}, scene_updates.another_files(entry))
             return {"CANCELLED"}
         if self.job_id in follow.running:
             self.report({"INFO"}, "this job is already being followed")

@@ -93,7 +93,8 @@ class DIFFREC_PT_main(bpy.types.Panel):
             layout.operator("diffrec.cancel", icon="CANCEL")
         if settings.status:
             layout.progress(factor=settings.progress / 100, text=settings.status)
-        latest = settings.jobs[-1] if settings.jobs else None
+        own = [entry for entry in settings.jobs if not entry.from_server]
+        latest = own[-1] if own else None
         if (not following and latest is not None and latest.state == "done"
                 and follow.results_dir(latest.job_id).is_dir()):
             layout.operator("diffrec.open_folder", icon="FILE_FOLDER").job_id = latest.job_id
@@ -103,9 +104,15 @@ class DIFFREC_PT_main(bpy.types.Panel):
 
 
 def _job_buttons(row, entry) -> None:
-    """The actions a job's state allows, as icon buttons."""
+    """The actions a job's state allows, as icon buttons; another file's job (listed by
+    Refresh) is read-only: its files' folder at most."""
     followed = entry.job_id in follow.running
     done = entry.state == "done"
+    if entry.from_server:
+        if done and follow.results_dir(entry.job_id).is_dir():
+            row.operator("diffrec.open_folder", text="", icon="FILE_FOLDER").job_id = (
+                entry.job_id)
+        return
     if followed:
         row.operator("diffrec.cancel", text="", icon="CANCEL").job_id = entry.job_id
     elif entry.state in follow.FOLLOWABLE or (done and not entry.imported):

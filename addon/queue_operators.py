@@ -1,6 +1,11 @@
 """The Jobs list's operators: Refresh (the server's jobs too), Remove, Clear Finished, Resume /
 Retry, Open Folder. Import is ``diffrec.attach`` (job_operators).
 
+The list holds this file's own jobs and, apart and read-only, the jobs of the same key that
+Refresh found on the server (``from_server``: sent from other .blend files). Remove, Clear
+Finished, Resume and Import act on this file's jobs only, so one file never deletes, resumes
+or imports another's.
+
 Each asks the server once, on the main thread, within ``backend_link.ASK_BUDGET_S`` (a
 server that is down or silent is said at once or after that, never after the preferences'
 longer timeout); Resume then follows the job as Attach does (modal, or to its end in the
@@ -40,8 +45,9 @@ def _ask(context, report, request):
 
 
 class _OnListedJob:
-    """An operator on the Jobs list's entry ``job_id``: ``execute`` finds the entry (a job
-    not in this file's list is reported, and cancels) and hands it to ``on_entry``."""
+    """An operator on this file's job ``job_id``: ``execute`` finds its entry (a job not in
+    this file's list, or another file's listed by Refresh, is reported, and cancels) and
+    hands it to ``on_entry``."""
 
     job_id: StringProperty(name="Job")
 
@@ -50,6 +56,9 @@ class _OnListedJob:
         entry = scene_updates.job_entry(context.scene, self.job_id)
         if entry is None:
             self.report({"ERROR"}, f"job {self.job_id[:8]} is not in this file's list")
+            return {"CANCELLED"}
+        if entry.from_server:
+            self.report({"ERROR"}, scene_updates.another_files(entry))
             return {"CANCELLED"}
         return self.on_entry(context, entry)
 
@@ -63,11 +72,28 @@ def _delete_on_server(client, job: str) -> None:
             raise
 
 
+GONE = "the server no longer has this job: Resume optimizes its object again"
+"""A job of this file that the server's listing lacks (deleted there, or another server's)."""
+
+
 def apply_listing(settings, listed: list[dict]) -> None:
     """Bring the Jobs list up to date with the server's listing of this key's jobs: states,
-    progress and messages of the file's jobs, and the server's other jobs added (marked
-    ``from_server``, named by their label)."""
+    progress and messages of the file's jobs, and the server's other jobs (other files')
+    listed apart as they are now (marked ``from_server``, named by their label). A job of
+    this file the server no longer has is no longer ``on_server``; unless its result is
+    imported it is failed, with GONE for a message."""
     events = protocol().events
+    known = {job["job"] for job in listed}
+    for index in reversed(range(len(settings.jobs))):
+        entry = settings.jobs[index]
+        if entry.job_id in known or not entry.on_server:
+            continue
+        if entry.from_server:
+            settings.jobs.remove(index)
+            continue
+        entry.on_server = False
+        if not (entry.state == "done" and entry.imported):
+            entry.state, entry.message = "failed", GONE
     for job in listed:
         entry = next((e for e in settings.jobs if e.job_id == job["job"]), None)
         if entry is None:
@@ -122,7 +148,8 @@ def _remove_entries(settings, jobs: set[str]) -> None:
 
 
 class DIFFREC_OT_clear_finished(bpy.types.Operator):
-    """Remove every finished job (done, failed or cancelled) from the list and the server"""
+    """Remove this file's finished jobs (done, failed or cancelled) from the list and the
+    server; other files' jobs are left to them"""
 
     bl_idname = "diffrec.clear_finished"
     bl_label = "Clear Finished"
@@ -131,7 +158,8 @@ class DIFFREC_OT_clear_finished(bpy.types.Operator):
     @messages.reported
     def execute(self, context):
         settings = context.scene.diffrec
-        finished = {entry.job_id for entry in settings.jobs if entry.state in FINISHED}
+        finished = {entry.job_id for entry in settings.jobs
+                    if entry.state in FINISHED and not entry.from_server}
         if not finished:
             self.report({"INFO"}, "diffrec: no finished jobs")
             return {"CANCELLED"}

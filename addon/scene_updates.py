@@ -31,6 +31,14 @@ def job_entry(scene, job: str):
     return next((entry for entry in scene.diffrec.jobs if entry.job_id == job), None)
 
 
+def another_files(entry) -> str:
+    """Why a job Refresh listed from the server (``from_server``: sent from another .blend)
+    is not imported, resumed or removed from this file."""
+    return (f"diffrec: the job {entry.object_name or entry.job_id[:8]!r} was sent from another "
+            ".blend: open that file to import, resume or remove it (the server keeps it until "
+            "then)")
+
+
 def update_preview(render: np.ndarray, target: np.ndarray) -> bpy.types.Image:
     """Show render | target side by side in the 'diffrec preview' image (rows top-down)."""
     side_by_side = np.concatenate(
@@ -108,16 +116,17 @@ def _import_fetched(context, entry, paths: list[Path], report) -> None:
     """Import the fetched result (when it holds a mesh) beside the object the job started
     from, its learned light as a world of its own (``worlds.adopt``), and save its GLB when
     asked. A failure is reported as a sentence. The operator that follows
-    the job (UNDO in its options) makes the import part of its undo step."""
-    if not paths:
+    the job (UNDO in its options) makes the import part of its undo step. A job that is not
+    this file's own (no ``entry``, or another file's listed by Refresh) is never imported
+    here: its files stay in its results folder."""
+    if not paths or entry is None or entry.from_server:
         return
     settings = context.scene.diffrec
-    name = f"{entry.object_name or 'diffrec'} optimised" if entry else "diffrec result"
-    original = bpy.data.objects.get(entry.object_name) if entry and entry.object_name else None
+    name = f"{entry.object_name or 'diffrec'} optimised"
+    original = bpy.data.objects.get(entry.object_name) if entry.object_name else None
     # a kept HDRI comes back only resampled: only a learned light makes a world; the job's
     # own light decides (jobs of files saved before jobs kept it: the panel's)
-    learned = (entry.light.startswith("learn") if entry is not None and entry.light
-               else settings.light == "LEARN")
+    learned = entry.light.startswith("learn") if entry.light else settings.light == "LEARN"
     try:
         imported = import_result.import_result(context, paths[0].parent, name,
                                                use_world=learned, beside=original)
