@@ -157,10 +157,12 @@ def not_imported(why: str) -> str:
 def learn_speed(settings, entry, progress) -> None:
     """Keep the server's measured speed (seconds per iteration per megapixel of a batch) for
     the panel's estimate (``estimate``), from a progress event of ``entry``'s job: of a
-    rasterized pass only (a path-traced one costs ``settings.PATH_TRACED_COST`` times that)."""
+    rasterized training pass only (a path-traced one costs ``settings.PATH_TRACED_COST`` times
+    that; the fit of the mip levels renders smaller images)."""
     per_iteration = progress.seconds_per_iteration
-    traced = progress.pass_name == protocol().settings.PATH_TRACED_PASS
-    if entry is not None and entry.megapixels > 0 and per_iteration and not traced:
+    other = progress.pass_name in (protocol().settings.PATH_TRACED_PASS,
+                                   protocol().events.MIP_PASS)
+    if entry is not None and entry.megapixels > 0 and per_iteration and not other:
         settings.seconds_per_megapixel = per_iteration / entry.megapixels
 
 

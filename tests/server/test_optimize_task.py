@@ -43,7 +43,7 @@ def sphere_job(views: int = 6) -> tuple[dict, dict]:
               "envmap": sky}
     settings = {"mode": "refine", "preset": "preview", "light": "fixed", "iterations": 10,
                 "train_res": SIZE, "texture_res": 16, "batch": 2, "log_every": 5,
-                "preview_every": 5, "test_views": 1}
+                "preview_every": 5, "test_views": 1, "mip_iterations": 10}
     return {"task": "optimize", "settings": settings}, inputs
 
 
@@ -57,6 +57,10 @@ def test_an_optimize_job_streams_the_documented_events_and_returns_its_files(
     assert final["kind"] == "done", final.fields
 
     progress = [event for event in events if event["kind"] == "progress"]
+    mips = [event for event in progress if event["pass"] == "mips"]  # after the last pass
+    assert progress[-len(mips):] == mips and [event["iteration"] for event in mips] == [5, 10]
+    assert all(set(event["losses"]) == {"mips"} and event["psnr"] is None for event in mips)
+    progress = progress[:-len(mips)]
     assert [event["iteration"] for event in progress] == [5, 10]
     for event in progress:
         assert event["pass"] and event["iterations"] == 10
@@ -129,7 +133,8 @@ def test_a_job_on_two_ranks_streams_rank_zeros_events_and_matches_one_process(
         events = []
         final = client.wait(name, on_event=events.append)
         assert final["kind"] == "done", final.fields
-        progress = [event["iteration"] for event in events if event["kind"] == "progress"]
+        progress = [event["iteration"] for event in events
+                    if event["kind"] == "progress" and event["pass"] != "mips"]
         assert progress == [5, 10], progress
         client.fetch(name, tmp_path / name)
         results[name] = json.loads((tmp_path / name / "metrics.json").read_text())

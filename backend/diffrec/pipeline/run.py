@@ -42,6 +42,7 @@ from diffrec.pipeline.frustum import check_views_see_box
 from diffrec.pipeline.geometry_models import ExplicitGeometry, IsosurfaceGeometry
 from diffrec.pipeline.initial_state import averaged, has_textures, initial_textures, make_light
 from diffrec.pipeline.inputs import Inputs
+from diffrec.pipeline.mip_fit import STEP_COST, fit_mips
 from diffrec.pipeline.reporter import Reporter
 from diffrec.pipeline.sampler import ViewSampler
 from diffrec.pipeline.scoring import Validation, score_views
@@ -260,13 +261,15 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     learn_light = settings.light != "fixed" and not settings.lock_light
     given_start = (settings.mode != "reconstruct" and settings.init_textures == "base_mesh"
                    and inputs.base_material is not None)
+    mip_cost = settings.mip_iterations * STEP_COST  # in rasterized iterations
     second = Pass(name="pass2", index=1, iterations=settings.iterations,
                   learning_rate=learning_rate, warmup=warmup, geometry=geometry,
                   material=material, light=light, learn_light=learn_light,
                   surface_learning_rate=surface_rate, number=passes - path_traced,
                   passes=passes,
-                  later_iterations=(settings.path_iterations * PATH_TRACED_COST if path_traced
-                                    else None), clips_white=clips_white,
+                  later_iterations=mip_cost + (settings.path_iterations * PATH_TRACED_COST
+                                               if path_traced else 0.0),
+                  clips_white=clips_white,
                   start_prior=settings.start_prior if given_start else 0.0)
     trainers.append(_run_pass(ctx, second, train, settings, reporter, checkpoints, world))
     if path_traced:  # materials mode only (settings): the mesh stays as it is
@@ -275,12 +278,20 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
                       learning_rate=settings.path_learning_rate, warmup=0, geometry=geometry,
                       material=material, light=light, learn_light=learn_light,
                       number=passes, passes=passes, renderer="path-traced",
-                      clips_white=clips_white)
+                      later_iterations=mip_cost / PATH_TRACED_COST, clips_white=clips_white)
         trainers.append(_run_pass(ctx, refine, _path_traced_views(train, settings.path_res),
                                   settings, reporter, checkpoints, world))
 
     with torch.no_grad():
         final_mesh = geometry.mesh()
+    mips = None
+    if settings.mip_iterations:
+        _stop_if_asked(reporter, world, "before fitting the mip levels")
+        if world.is_main:  # what the asset exports; the other ranks wait at the next stop
+            reporter.log("fitting the textures' mip levels…", stage="mips")
+            mips = fit_mips(ctx, final_mesh, material, light, train.cameras, settings,
+                            reporter, iterations=settings.mip_iterations, passes=passes)
+            material.mips = mips.levels
     metrics: dict = {"views": [], "psnr_mean": None, "ssim_mean": None}
     validation = None
     if settings.validation:
@@ -300,7 +311,9 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
                     "surface_model": surface_model, "iterations": settings.iterations,
                     "unwrap": {k: v for k, v in unwrapping.items() if k != "warning"},
                     "warnings": [w for w in (unwrapping["warning"], *warnings) if w],
-                    "time_s": {t.run.name: t.elapsed_s for t in trainers},
+                    "time_s": {t.run.name: t.elapsed_s for t in trainers}
+                    | ({"mips": mips.seconds} if mips else {}),
+                    "mips": mips.summary() if mips else None,
                     "stopped_early": {t.run.name: {"iteration": t.iteration,
                                                    "why": t.stopped_early}
                                       for t in trainers if t.stopped_early},

@@ -30,6 +30,7 @@ __all__ = [
     "HELD_OUT_SHARE",
     "Views",
     "at_longest_side",
+    "cameras_at_size",
     "from_arrays",
     "held_out_count",
     "hold_out_views",
@@ -159,11 +160,16 @@ def at_longest_side(views: Views, longest_side: int) -> Views:
     width, height = longest_side_size(cameras.width, cameras.height, longest_side)
     if (width, height) == (cameras.width, cameras.height):
         return views
+    return Views(cameras_at_size(cameras, width, height),
+                 resize_rgba(views.images, width, height), list(views.names))
+
+
+def cameras_at_size(cameras: Cameras, width: int, height: int) -> Cameras:
+    """``cameras`` making ``width x height`` images of what they see: intrinsics scaled."""
     sx, sy = width / cameras.width, height / cameras.height
-    resized = dataclasses.replace(cameras, fx=cameras.fx * sx, cx=cameras.cx * sx,
-                                  fy=cameras.fy * sy, cy=cameras.cy * sy,
-                                  width=width, height=height)
-    return Views(resized, resize_rgba(views.images, width, height), list(views.names))
+    return dataclasses.replace(cameras, fx=cameras.fx * sx, cx=cameras.cx * sx,
+                               fy=cameras.fy * sy, cy=cameras.cy * sy, width=width,
+                               height=height)
 
 
 def from_arrays(

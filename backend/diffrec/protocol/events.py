@@ -26,10 +26,11 @@ def _number(value) -> float | None:
 @dataclass(frozen=True)
 class Progress:
     """Where a job is: pass ``pass_number`` of ``passes`` (1-based, counting only the passes
-    this job runs), named ``pass_name`` (``pass1``, ``pass2``, ``fit``), ``pass_index`` the
-    pass's own index (0 for ``pass1``, 1 for ``pass2``), ``iteration`` of ``iterations`` (this
-    pass's most), ``expected_iterations`` where the pass is expected to end (before
-    ``iterations`` when the stopping rule may end it sooner; None: at ``iterations``),
+    this job runs), named ``pass_name`` (``pass1``, ``pass2``, ``path``, ``fit``, ``mips``),
+    ``pass_index`` the pass's own index (0 for ``pass1``, 1 for ``pass2``), ``iteration`` of
+    ``iterations`` (this pass's most), ``expected_iterations`` where the pass is expected to
+    end (before ``iterations`` when the stopping rule may end it sooner; None: at
+    ``iterations``),
     ``losses`` {name: value}, the batch ``psnr`` (dB), seconds spent in this pass
     (``elapsed_s``), still needed for this pass (``eta_s``, to its expected end) and for the
     whole job (``job_eta_s``; None: unknown)."""
@@ -129,10 +130,15 @@ class Preview:
                    max(1, int(fields.get("passes", 1))), int(fields.get("pass_index", 0)))
 
 
+MIP_PASS = "mips"
+"""The pass name of the fit of the textures' mip levels after the last pass: its progress
+events count its steps, and it has no PSNR."""
+
+
 @dataclass(frozen=True)
 class Log:
     """A sentence for the user. ``stage``: set when the sentence says what the job does now
-    between passes ("unwrapping", "baking", "validating", "writing"): a front end shows it
+    between passes ("unwrapping", "baking", "mips", "validating", "writing"): a front end shows it
     as the job's status rather than as a message; ``resumed_from``: the iteration a resumed
     pass starts at."""
 
@@ -212,8 +218,11 @@ def time_left(seconds: float | None) -> str:
 
 def describe(progress: Progress) -> str:
     """One line for a person: "Pass 1 of 2 · 120/300 · 27.4 dB · about 3 min left" (the pass
-    only when the job has several; the ETA is the whole job's)."""
+    only when the job has several; the ETA is the whole job's); "Mip levels · 40/100 · ..."
+    for the fit of the textures' mip levels (``MIP_PASS``)."""
     parts = [f"Pass {progress.pass_number} of {progress.passes}"] if progress.passes > 1 else []
+    if progress.pass_name == MIP_PASS:
+        parts = ["Mip levels"]
     parts.append(f"{progress.iteration}/{progress.iterations}")
     if progress.psnr is not None:
         parts.append(f"{progress.psnr:.1f} dB")

@@ -33,13 +33,18 @@ class SurfaceSample:
 class TextureMaterial(torch.nn.Module):
     """kd / ks / normal textures sampled at the mesh's UVs, mipmapped by the UV footprint:
     the level is log2 of a pixel's footprint in texels plus ``mip_bias`` (levels; negative
-    reads finer levels, -16 or below the full-resolution texture only)."""
+    reads finer levels, -16 or below the full-resolution texture only).
+
+    ``mips``: {"kd" | "ks" | "normal": levels 1..n ``[h, w, C]``} read instead of the
+    textures' 2x2 box averages (``pipeline.mip_fit``); a channel absent from it, or None, is
+    box-averaged."""
 
     def __init__(self, kd: Texture2D, ks: Texture2D, normal: Texture2D | None = None,
                  mip_bias: float = 0.0):
         super().__init__()
         self.kd, self.ks, self.normal = kd, ks, normal
         self.mip_bias = float(mip_bias)
+        self.mips: dict[str, list[torch.Tensor]] | None = None
         self._seams_of: torch.Tensor | None = None  # the UV index buffer ``_seams`` are of
         self._seams: tuple[torch.Tensor, torch.Tensor] | None = None
 
@@ -78,11 +83,15 @@ class TextureMaterial(torch.nn.Module):
 
     def forward(self, gb: GBuffer) -> SurfaceSample:
         uv_da = self.footprint(gb)
+        mips = self.mips or {}
+
+        def sample(name: str) -> torch.Tensor:
+            return getattr(self, name).sample(gb.uv, uv_da, ctx=gb.ctx, mip=mips.get(name))
+
         normal = None
         if self.normal is not None and gb.tangent is not None:
-            normal = self.normal.sample(gb.uv, uv_da, ctx=gb.ctx)
-        return SurfaceSample(kd=self.kd.sample(gb.uv, uv_da, ctx=gb.ctx),
-                             ks=self.ks.sample(gb.uv, uv_da, ctx=gb.ctx), normal=normal)
+            normal = sample("normal")
+        return SurfaceSample(kd=sample("kd"), ks=sample("ks"), normal=normal)
 
     @torch.no_grad()
     def fold_occlusion_(self) -> None:

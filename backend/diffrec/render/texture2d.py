@@ -65,13 +65,16 @@ class Texture2D(torch.nn.Module):
         return self.data.shape[0], self.data.shape[1]
 
     def sample(self, uv: torch.Tensor, uv_da: torch.Tensor | None = None, *,
-               ctx: raster.RasterContext) -> torch.Tensor:
+               ctx: raster.RasterContext, mip: Sequence[torch.Tensor] | None = None
+               ) -> torch.Tensor:
         """Values at ``uv [B, H, W, 2]``; trilinear mipmapped when ``uv_da`` is given; with
-        ``ctx``'s engine."""
+        ``ctx``'s engine. ``mip``: levels 1..n ``[h, w, C]`` to read instead of 2x2 box
+        averages of the texels (gradients reach them)."""
         tex_uv, tex_da = flip_v(uv, uv_da)
         mode = "linear" if tex_da is None else "linear-mipmap-linear"
+        chain = None if mip is None else [level[None] for level in mip]
         return raster.texture(self.data[None], tex_uv.contiguous(), tex_da, filter_mode=mode,
-                              ctx=ctx)
+                              mip=chain, ctx=ctx)
 
     @torch.no_grad()
     def resized(self, size: int) -> Texture2D:
