@@ -53,4 +53,4 @@ def test_two_fetches_into_one_folder_take_turns(tmp_path, monkeypatch):
     entries = read_manifest(folder)
     verify(folder, entries)
     assert {path.name for path in outcomes["a"]} == {e.name for e in entries} | {"manifest.json"}
-    assert not list(folder.glob("*.part"))
+    assert not list(folder.glob("*.part")) and not list(folder.glob(".*"))

@@ -8,6 +8,7 @@ folder take turns (``folder_lock``), so that two followers of one job never writ
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
@@ -30,7 +31,8 @@ from .transfer import ResumableFile, chunk_ranges, content_hash, content_hash_fi
 Progress = Callable[[int, int], None]
 """on_progress(done, total): bytes."""
 FETCH_LOCK = ".fetch.lock"
-"""The file in a results folder whose lock a fetch into that folder holds."""
+"""Where there is no ``flock``: the file in a results folder whose lock a fetch into that
+folder holds."""
 
 
 def _as_bytes(data) -> np.ndarray:
@@ -135,27 +137,31 @@ def fetch(channel: Channel, job: str, directory: Path, on_progress: Progress | N
 
 @contextlib.contextmanager
 def folder_lock(directory: Path) -> Iterator[None]:
-    """Hold ``directory``'s FETCH_LOCK exclusively for the block: fetches into one folder,
-    from threads of one process or from several processes, take turns."""
+    """Hold an exclusive lock on ``directory`` for the block: fetches into one folder, from
+    threads of one process or from several processes, take turns. The folder itself is locked
+    (``flock``), so nothing is added to it; where there is no ``flock`` (Windows), a
+    FETCH_LOCK file in it is."""
+    if fcntl is not None:
+        descriptor = os.open(directory, os.O_RDONLY)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(descriptor)  # closing releases the lock
+        return
     with open(Path(directory) / FETCH_LOCK, "a+b") as handle:
-        if fcntl is not None:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        else:
-            handle.seek(0)
-            while True:
-                try:  # LK_LOCK tries for 10 s, then raises: a long fetch is waited for
-                    msvcrt.locking(handle.fileno(), msvcrt.LK_LOCK, 1)
-                    break
-                except OSError:
-                    continue
+        handle.seek(0)
+        while True:
+            try:  # LK_LOCK tries for 10 s, then raises: a long fetch is waited for
+                msvcrt.locking(handle.fileno(), msvcrt.LK_LOCK, 1)
+                break
+            except OSError:
+                continue
         try:
             yield
         finally:
-            if fcntl is not None:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-            else:
-                handle.seek(0)
-                msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)
+            handle.seek(0)
+            msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)
 
 
 def _download(channel: Channel, job: str, directory: Path, entry: Mapping, on_progress) -> Path:
