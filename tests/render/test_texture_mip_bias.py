@@ -50,3 +50,36 @@ def test_a_two_texel_footprint_reads_the_box_average_and_a_low_bias_the_texels()
 def test_the_setting_defaults_to_no_bias_and_takes_any_number():
     assert parse_settings({}).texture_mip_bias == 0.0
     assert parse_settings({"texture_mip_bias": -16}).texture_mip_bias == -16.0
+
+
+def test_given_levels_are_read_instead_of_box_averages_and_take_gradients():
+    """``TextureMaterial.mips``: level 1 given as 0.2 everywhere is what a footprint of two
+    texels reads (the box average would be 0.5); a gradient reaches the given level and
+    matches a finite difference."""
+    texture = _checker()
+    material = TextureMaterial(Texture2D(texture), Texture2D(texture))
+    given = [torch.full((SIZE >> k, SIZE >> k, 3), 0.2, requires_grad=True)
+             for k in range(1, 4)]
+    material.mips = {"kd": given}
+    kd = material(_gbuffer(2.0)).kd
+    assert torch.allclose(kd, torch.tensor(0.2))
+    kd.sum().backward()
+    analytic = float(given[0].grad[1, 2, 0])
+    with torch.no_grad():
+        def total(delta):
+            nudged = [level.clone() for level in given]
+            nudged[0][1, 2, 0] += delta
+            material.mips = {"kd": nudged}
+            return float(material(_gbuffer(2.0)).kd.double().sum())
+        numeric = (total(1e-2) - total(-1e-2)) / 2e-2
+    assert analytic > 0 and abs(analytic - numeric) < 1e-3 * max(1.0, abs(numeric))
+
+
+def test_from_material_reads_a_materials_levels_and_moves_them_with_the_module():
+    from diffrec.io import Material
+
+    texture = _checker()
+    levels = [torch.full((SIZE >> k, SIZE >> k, 3), 0.25) for k in range(1, 4)]
+    shader = TextureMaterial.from_material(Material(kd=texture, mips={"kd": levels}))
+    assert torch.equal(shader.mips["kd"][0], levels[0])
+    assert shader.double().mips["kd"][2].dtype == torch.float64

@@ -1,5 +1,5 @@
 """Basis Universal's command-line encoder ``basisu``, found at run time, encoding one image
-to one UASTC level.
+to one UASTC level, and decoding a KTX2 file's levels back (``decode_levels``).
 
 diffrec does not link libktx or the Basis Universal library: ``basisu`` writes a one-level
 KTX2 file per image, whose level bytes (UASTC blocks, Zstandard-supercompressed on their
@@ -18,7 +18,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 from diffrec.errors import UserError, one_line
+from diffrec.io.images import decode_image
 from diffrec.io.ktx2 import SUPERCOMPRESSION_ZSTD, Level, read_ktx2
 
 ENV_VARIABLE = "DIFFREC_BASISU"
@@ -83,3 +86,21 @@ def encode_uastc(basisu: Path, pngs: list[bytes], *, alpha: bool, srgb: bool) ->
                             f"supercompression {texture.supercompression}, not one Zstandard "
                             f"level per image")
     return [texture.levels[0] for texture in encoded]
+
+
+def decode_levels(basisu: Path, ktx2: Path) -> list[np.ndarray]:
+    """Every level of the KTX2 file ``ktx2`` decoded by basisu's own transcoder (UASTC to
+    ASTC 4x4, which is lossless, then to 8-bit RGBA): uint8 ``[h, w, 4]`` arrays, level 0
+    first. UserError when basisu fails."""
+    with tempfile.TemporaryDirectory(prefix="diffrec-basisu-") as folder:
+        done = subprocess.run([str(basisu), "-unpack", "-no_ktx", "-file", str(Path(ktx2))],
+                              cwd=folder, capture_output=True, text=True, timeout=TIMEOUT_S)
+        if done.returncode != 0:
+            raise UserError(f"basisu could not decode {ktx2}: "
+                            f"{one_line(done.stdout + done.stderr)[-300:]}")
+        levels = []
+        while (png := Path(folder) / f"{Path(ktx2).stem}_unpacked_rgba_ASTC_RGBA_"
+                                     f"{len(levels)}_0000.png").is_file():
+            levels.append(np.round(decode_image(png.read_bytes(), data=True) * 255)
+                          .astype(np.uint8))
+    return levels

@@ -50,7 +50,8 @@ class TextureMaterial(torch.nn.Module):
 
     @classmethod
     def from_material(cls, material, ks_min=KS_RANGE[0], ks_max=KS_RANGE[1]) -> TextureMaterial:
-        """Trainable textures from a ``diffrec.io.Material`` (constants become 1x1 textures)."""
+        """Trainable textures from a ``diffrec.io.Material`` (constants become 1x1 textures),
+        reading its mip levels where it has them."""
 
         def texture(value, low, high):
             data = torch.as_tensor(np.asarray(value, dtype=np.float32))
@@ -63,7 +64,19 @@ class TextureMaterial(torch.nn.Module):
         kd = texture(material.kd, *KD_RANGE)
         ks = texture(material.ks, ks_min, ks_max)
         normal = None if material.normal is None else texture(material.normal, *NORMAL_RANGE)
-        return cls(kd, ks, normal)
+        shader = cls(kd, ks, normal)
+        if material.mips is not None:
+            shader.mips = {name: [torch.as_tensor(level, dtype=torch.float32) for level in levels]
+                           for name, levels in material.mips.items()}
+        return shader
+
+    def _apply(self, fn, recurse=True):
+        """``Module.to`` and the like move ``mips`` too (plain tensors, not buffers)."""
+        super()._apply(fn, recurse)
+        if self.mips is not None:
+            self.mips = {name: [fn(level) for level in levels]
+                         for name, levels in self.mips.items()}
+        return self
 
     def footprint(self, gb: GBuffer) -> torch.Tensor | None:
         """``gb``'s UV derivatives with the mip bias applied (scaling the footprint by
