@@ -25,7 +25,12 @@ from diffrec.io.ktx2 import (
     read_ktx2,
     write_ktx2,
 )
-from diffrec.io.ktx2_textures import KTX2_NAMES, VARIANT_NAME, write_ktx2_variant
+from diffrec.io.ktx2_textures import (
+    KTX2_NAMES,
+    VARIANT_NAME,
+    read_ktx2_textures,
+    write_ktx2_variant,
+)
 from diffrec.io.mips import box_level, mip_chain
 
 # UASTC's error on the 32x32 smooth textures below, per level 0..4, against the 8-bit PNG
@@ -125,6 +130,29 @@ def test_every_level_reads_back_as_fitted_within_uastc_error(tmp_path, textured_
             assert np.abs(got.astype(int) - want).max() <= largest, where
             if index == 1 and name in material.mips:  # the fitted level, not the box average
                 assert psnr(got, stored(name, mip_chain(plain, name)[1])) < 20, where
+
+
+def test_the_files_read_back_in_the_materials_conventions(tmp_path, textured_mesh):
+    """``read_ktx2_textures`` undoes the files' layout: the levels it returns, laid out again
+    as a file stores them, are the 8-bit levels basisu decodes."""
+    require_basisu()
+    material, _ = smooth_material()
+    write_ktx2_variant(tmp_path, textured_mesh, material)
+    channels = read_ktx2_textures(tmp_path)
+    assert set(channels) == set(KTX2_NAMES)
+    for name, levels in channels.items():
+        decoded = decode_levels(require_basisu(), tmp_path / KTX2_NAMES[name])
+        assert len(levels) == len(decoded) == 6
+        for level, got in zip(levels, decoded, strict=True):
+            if name == "normal":  # renormalised after decoding: the bytes' direction
+                direction = torch.nn.functional.normalize(
+                    torch.from_numpy(got[..., :3] / 127.5 - 1.0).float(), dim=-1)
+                assert float((direction * level).sum(-1).min()) > 0.99999
+                continue
+            again = stored(name, level)  # kd's sRGB decode rounds back but for a step of 1
+            assert np.abs(again.astype(int) - got[..., :again.shape[-1]]).max() <= 1, name
+    assert channels["kd"][0].shape == (32, 32, 4)
+    assert torch.allclose(channels["normal"][2].norm(dim=-1), torch.ones(8, 8), atol=1e-5)
 
 
 def test_the_variant_names_the_ktx2_files_and_keeps_the_pngs(tmp_path, textured_mesh):

@@ -5,19 +5,24 @@ quantised to 8 bits like the PNG, then encoded by ``basisu`` to UASTC (``io.basi
 
 ``KHR_texture_basisu`` takes only textures whose sides are multiples of 4; others stay PNG.
 ``write_ktx2_variant`` writes the KTX2 files and ``mesh_ktx2.glb``, a GLB that names them
-through ``KHR_texture_basisu`` with its PNGs as fallback.
+through ``KHR_texture_basisu`` with its PNGs as fallback; ``read_ktx2_textures`` reads the
+files' levels back into the material's conventions.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import torch
+
+from diffrec.color import srgb_to_linear
 from diffrec.errors import UserError
-from diffrec.io.basisu import INSTALL_HINT, encode_uastc, find_basisu
+from diffrec.io.basisu import INSTALL_HINT, decode_levels, encode_uastc, find_basisu
 from diffrec.io.gltf_write import file_texture, write_glb
 from diffrec.io.images import encode_integer_image
-from diffrec.io.ktx2 import SUPERCOMPRESSION_ZSTD, Ktx2, write_ktx2
-from diffrec.io.material import MIP_CHANNELS, Material, is_texture
+from diffrec.io.ktx2 import SUPERCOMPRESSION_ZSTD, Ktx2, read_ktx2, write_ktx2
+from diffrec.io.material import MIP_CHANNELS, Material, decode_normal_map, is_texture
 from diffrec.io.mips import mip_chain
 from diffrec.mesh import Mesh
 
@@ -83,3 +88,32 @@ def write_ktx2_variant(folder: Path, mesh: Mesh, material: Material
     write_glb(Path(folder) / VARIANT_NAME, mesh, material, ktx2=names)
     return [VARIANT_NAME, *names.values()], notes
 
+
+
+def read_ktx2_textures(folder: Path) -> dict[str, list[torch.Tensor]]:
+    """{channel: levels 0..n} of the ``KTX2_NAMES`` files in ``folder`` (those present),
+    decoded by basisu and turned back into ``Material``'s conventions: kd linear (RGB, or RGBA
+    where the file has alpha), ks (occlusion, roughness, metallic), normals unit vectors; as
+    8-bit files hold them. UserError when basisu is missing or fails."""
+    basisu = find_basisu()
+    if basisu is None:
+        raise UserError(f"reading KTX2 files needs basisu, which was not found; {INSTALL_HINT}")
+    channels = {}
+    for name, file in KTX2_NAMES.items():
+        path = Path(folder) / file
+        if path.is_file():
+            alpha = name == "kd" and read_ktx2(path.read_bytes(), file).alpha
+            channels[name] = [_from_file(name, level, alpha)
+                              for level in decode_levels(basisu, path)]
+    return channels
+
+
+def _from_file(name: str, level: np.ndarray, alpha: bool) -> torch.Tensor:
+    """One decoded 8-bit RGBA level as channel ``name`` holds it (``file_texture`` undone)."""
+    values = torch.from_numpy(level.astype(np.float32) / 255.0)
+    if name == "kd":
+        colour = srgb_to_linear(values[..., :3])
+        return torch.cat([colour, values[..., 3:]], -1) if alpha else colour
+    if name == "ks":
+        return torch.stack([1.0 - values[..., 0], values[..., 1], values[..., 2]], -1)
+    return decode_normal_map(values.numpy())
