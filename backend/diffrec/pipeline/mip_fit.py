@@ -61,6 +61,9 @@ ROUGHNESS = 1
 """ks's roughness channel (ks = occlusion, roughness, metallic)."""
 LEARNING_RATE = 0.03
 """Adam's step at the start (decaying to a tenth); 0.01 and 0.1 fitted less in 100 steps."""
+FIT_VIEWS = 8
+"""The most training views the fit renders (evenly spread among them): its references and
+its three evaluations cost as many renders."""
 STEP_COST = 0.5
 """A fit step's time in training iterations of the pass before it, for the job's ETA."""
 
@@ -286,6 +289,9 @@ def _fit(ctx, mesh, material: TextureMaterial, light, cameras: Cameras, settings
          reporter: Reporter, iterations: int, learning_rate: float, passes: int) -> MipFit:
     started = time.monotonic()
     render = _Render(ctx, mesh, material, light, settings)
+    if len(cameras) > FIT_VIEWS:
+        cameras = cameras[torch.linspace(0, len(cameras) - 1, FIT_VIEWS).round().long()
+                          .to(cameras.device)]
     scales = fit_scales(cameras)
     targets = references(render, cameras, scales)
     fitted = _Levels(start_levels(material)).to(cameras.device)

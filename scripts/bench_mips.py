@@ -1,0 +1,201 @@
+"""Assets seen from afar (issue 51): the quality suite's results drawn at 1/2, 1/4 and 1/8 of
+their training size by diffrec's rasterizer at one sample per pixel, as an engine draws them,
+with the mip levels an engine builds (2x2 box averages, base colour averaged in its sRGB
+encoding or in linear) and with the levels diffrec fitted and exported (read back from the
+KTX2 files), each judged against Cycles rendering the full-resolution asset at that size with
+many samples and a one-pixel box filter: the ground truth of how the asset should look from
+that far.
+
+Judges the fits that ``scripts/bench_quality.py`` left in ``--fits`` (its ``--out``; the
+KTX2 files need basisu, ``scripts/install_tools``), one scene per process (bpy)::
+
+    python scripts/bench_quality.py --scenes critter,blob --out out/bench_mips_fits
+    python scripts/bench_mips.py --fits out/bench_mips_fits --samples 256
+
+Scores are PSNR (dB, sRGB peak 1) over the pixels wholly covered in both images (the levels
+change nothing else); the mean over the held-out views of each scene. Writes
+``bench_mips.json`` (command, every scene's scores, the summary against issue 51's targets)
+and ``<scene>.png`` (the first held-out view at each size: sRGB box | linear box | fitted |
+Cycles, enlarged) into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import multiprocessing
+import shlex
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # the add-on's package, ``addon``
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # demo_lib, bench_quality_lib
+
+VARIANTS = ("box_srgb", "box_linear", "fitted")
+"""The mip levels judged: what an engine builds from the PNGs (base colour averaged as sRGB
+or as linear values), and diffrec's fitted levels from the KTX2 files."""
+WHOLE = 0.999
+"""Coverage above which a pixel counts as wholly the object's, in both images."""
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="scripts/bench_mips.py",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fits", type=Path, required=True,
+                        help="bench_quality's --out folder (materials/<scene>/)")
+    parser.add_argument("--scales", default="1,2,3",
+                        help="sizes judged, as powers of two below the training size")
+    parser.add_argument("--samples", type=int, default=256, help="Cycles samples per pixel")
+    parser.add_argument("--out", type=Path, default=Path("out/bench_mips"))
+    return parser.parse_args(argv)
+
+
+def object_psnr(render, truth) -> float:
+    """PSNR over the pixels wholly covered in both ``[N, H, W, 4]`` straight-alpha images,
+    all views together (nan where there are none)."""
+    import torch
+
+    from diffrec.render.metrics import display
+
+    render, truth = (torch.as_tensor(image, dtype=torch.float32) for image in (render, truth))
+    whole = ((render[..., 3] > WHOLE) & (truth[..., 3] > WHOLE))[..., None].float()
+    error = ((display(render[..., :3]) - display(truth[..., :3])).square() * whole).sum()
+    count = float(whole.sum()) * 3
+    return float("nan") if count == 0 else float(-10 * torch.log10(error / count))
+
+
+def judge_scene(scene_dir: Path, scales: list[int], samples: int, out: Path) -> dict:
+    """One scene's scores {scale: {variant: dB}} and its picture; in a fresh process."""
+    import numpy as np
+    import torch
+    from bench_quality_lib.run import SceneJob, judging_scene
+    from demo_lib.console import quiet_stdout
+
+    from addon import export_scene
+    from diffrec import raster
+    from diffrec.io import read_gltf, read_image
+    from diffrec.io.ktx2_textures import read_ktx2_textures
+    from diffrec.pipeline.mip_fit import engine_levels
+    from diffrec.pipeline.reference_views import render_reference_views
+    from diffrec.pipeline.views import from_arrays
+    from diffrec.render.material import TextureMaterial
+
+    record = json.loads((scene_dir / "result.json").read_text())
+    asset_dir, dataset = scene_dir / "asset", Path(record["dataset"])
+    size = record["size"]
+    job = SceneJob(record["scene"], scene_dir, dataset.parent, "materials", record["preset"],
+                   size, record["views"], record["holdout"], samples)
+    bl_scene, cameras, world = judging_scene(job, dataset, asset_dir)
+    if world is not None:
+        bl_scene.world = world
+    # each pixel the mean over its own square, as the fit's references and an engine's
+    # supersampling take it (Cycles' default, a 1.5 px Blackman-Harris, blurs a 16 px image)
+    bl_scene.cycles.pixel_filter_type, bl_scene.cycles.filter_width = "BOX", 1.0
+    asset = read_gltf(asset_dir / "mesh.glb")
+    material = asset.materials[0]
+    shader = TextureMaterial.from_material(material)
+    exported = read_ktx2_textures(asset_dir)
+    levels = {"box_srgb": engine_levels(shader, srgb_colour=True),
+              "box_linear": engine_levels(shader, srgb_colour=False),
+              "fitted": {name: chain[1:] for name, chain in exported.items()}}
+    probe = read_image(asset_dir / "probe.hdr")
+    light_res = json.loads((asset_dir / "metrics.json").read_text())["settings"]["light_res"]
+    ctx = raster.RasterContext("cpu", impl="torch")
+    scores, strips = {}, []
+    for scale in scales:
+        side = size >> scale
+        with quiet_stdout():
+            truth = export_scene.render_views(bl_scene, cameras, (side, side))
+        poses, intrinsics = export_scene.export_cameras(cameras, bl_scene, (side, side))
+        views = from_arrays(poses, intrinsics[:, :4], truth, intrinsics[:, 4], intrinsics[:, 5])
+        renders = {}
+        for variant in VARIANTS:
+            material.mips = levels[variant]
+            renders[variant] = render_reference_views(ctx, asset, probe, views.cameras, spp=1,
+                                                      light_resolution=light_res).images
+        material.mips = None
+        scores[scale] = {variant: object_psnr(render, truth)
+                         for variant, render in renders.items()}
+        first = [renders[variant][0].numpy() for variant in VARIANTS] + [truth[0]]
+        strips.append(np.concatenate([np.kron(image, np.ones((2 ** scale, 2 ** scale, 1)))
+                                      for image in first], axis=1))
+    _write_picture(out / f"{record['scene']}.png", strips)
+    return {"scene": record["scene"], "size": size, "recipe": record["recipe"],
+            "mips": json.loads((asset_dir / "metrics.json").read_text()).get("mips"),
+            "scores": {str(scale): values for scale, values in scores.items()},
+            "samples": samples, "torch_threads": torch.get_num_threads()}
+
+
+def _write_picture(path: Path, strips) -> None:
+    """The strips (one per size, enlarged to the training size) stacked, over black, sRGB."""
+    import numpy as np
+    import torch
+
+    from diffrec.io import write_image
+    from diffrec.render.metrics import display
+
+    image = np.concatenate(strips, axis=0)
+    shown = display(torch.from_numpy(image[..., :3] * image[..., 3:4]).float())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_image(path, np.ascontiguousarray(shown.numpy()), data=True)
+
+
+def summary(records: list[dict]) -> dict:
+    """Issue 51's targets: fitted over linear box at 1/4 and 1/8 by >= 1 dB on the mean and
+    >= 2 dB on the bumpiest scene; no scale of any scene below linear box."""
+    gains = {scale: [r["scores"][scale]["fitted"] - r["scores"][scale]["box_linear"]
+                     for r in records] for scale in records[0]["scores"]}
+    bumpiest = max(records, key=lambda r: r["recipe"]["material"]["bump"])
+    far = [scale for scale in ("2", "3") if scale in gains]
+    return {"mean_gain_db": {scale: sum(values) / len(values) for scale, values in gains.items()},
+            "bumpiest": bumpiest["scene"],
+            "bumpiest_gain_db": {scale: bumpiest["scores"][scale]["fitted"]
+                                 - bumpiest["scores"][scale]["box_linear"] for scale in far},
+            "worst_gain_db": min(min(values) for values in gains.values()),
+            "targets_met": all(sum(gains[s]) / len(gains[s]) >= 1.0 for s in far)
+            and all(bumpiest["scores"][s]["fitted"] - bumpiest["scores"][s]["box_linear"]
+                    >= 2.0 for s in far)
+            and min(min(values) for values in gains.values()) >= 0.0}
+
+
+def table(records: list[dict]) -> str:
+    """A markdown table: per scene and size, the three variants' dB."""
+    lines = ["| scene | size | box (sRGB) | box (linear) | fitted | fitted - linear box |",
+             "|---|---|---|---|---|---|"]
+    for record in records:
+        for scale, values in record["scores"].items():
+            lines.append(f"| {record['scene']} | 1/{2 ** int(scale)} | "
+                         + " | ".join(f"{values[v]:.2f}" for v in VARIANTS)
+                         + f" | {values['fitted'] - values['box_linear']:+.2f} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    scales = [int(scale) for scale in args.scales.split(",")]
+    scenes = sorted(path.parent for path in (args.fits / "materials").glob("*/result.json"))
+    if not scenes:
+        sys.exit(f"no bench_quality results under {args.fits}/materials: run "
+                 "scripts/bench_quality.py --out there first")
+    context = multiprocessing.get_context("spawn")
+    records = []
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=context,
+                                                max_tasks_per_child=1) as pool:
+        for scene_dir in scenes:
+            record = pool.submit(judge_scene, scene_dir, scales, args.samples, args.out).result()
+            records.append(record)
+            print(f"{record['scene']}: " + " | ".join(
+                f"1/{2 ** int(s)} " + " ".join(f"{v[k]:.2f}" for k in VARIANTS)
+                for s, v in record["scores"].items()), flush=True)
+    report = {"command": shlex.join(sys.argv), "scenes": records, "summary": summary(records)}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "bench_mips.json").write_text(json.dumps(report, indent=2))
+    print(table(records))
+    print(json.dumps(report["summary"], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
