@@ -261,7 +261,8 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     learn_light = settings.light != "fixed" and not settings.lock_light
     given_start = (settings.mode != "reconstruct" and settings.init_textures == "base_mesh"
                    and inputs.base_material is not None)
-    mip_cost = settings.mip_iterations * STEP_COST  # in rasterized iterations
+    mip_steps = min(settings.mip_iterations, settings.iterations)  # never longer than a pass
+    mip_cost = mip_steps * STEP_COST  # in rasterized iterations
     second = Pass(name="pass2", index=1, iterations=settings.iterations,
                   learning_rate=learning_rate, warmup=warmup, geometry=geometry,
                   material=material, light=light, learn_light=learn_light,
@@ -290,7 +291,7 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
         if world.is_main:  # what the asset exports; the other ranks wait at the next stop
             reporter.log("fitting the textures' mip levels…", stage="mips")
             mips = fit_mips(ctx, final_mesh, material, light, train.cameras, settings,
-                            reporter, iterations=settings.mip_iterations, passes=passes)
+                            reporter, iterations=mip_steps, passes=passes)
             material.mips = mips.levels
     metrics: dict = {"views": [], "psnr_mean": None, "ssim_mean": None}
     validation = None

@@ -259,8 +259,9 @@ class Settings:
                                    "start when init_textures is base_mesh (mean absolute "
                                    "difference per texel; 0: none)", minimum=0)
     mip_iterations: int = _material(100, "steps of the fit of the textures' mip levels after "
-                                    "the last pass, exported with the asset (0: none; the "
-                                    "exports then carry linear box averages)", minimum=0)
+                                    "the last pass, exported with the asset (at most "
+                                    "iterations; 0: none, the exports then carry linear box "
+                                    "averages)", minimum=0)
     visibility: float = _light(0.001, "occlusion regulariser weight", minimum=0)
     white_balance: float = _light(0.005, "light white-balance weight", minimum=0)
     # path tracing (docs/guide.md, "Materials that relight: path-traced fitting"):
