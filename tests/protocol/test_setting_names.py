@@ -13,8 +13,8 @@ def test_a_typo_names_the_setting_meant_and_the_table():
     with pytest.raises(SettingsError) as info:
         parse_settings({"iteratons": 3})
     assert str(info.value) == ("iteratons: unknown setting; did you mean iterations or "
-                               "path_iterations? Every setting is listed in docs/protocol.md, "
-                               "section 8")
+                               "mip_iterations or path_iterations? Every setting is listed in "
+                               "docs/protocol.md, section 8")
 
 
 def test_a_name_like_none_says_only_where_the_table_is():
@@ -29,6 +29,7 @@ def test_the_config_file_error_names_the_closest_setting(tmp_path, capsys):
     config.write_text(json.dumps({"iteration": 5, "textur_res": 64}))
     assert cli.main(["optimize", "--config", str(config), "--check"]) == 2
     err = capsys.readouterr().err
-    assert "unknown setting 'iteration': did you mean iterations or path_iterations?" in err
+    assert ("unknown setting 'iteration': did you mean iterations or mip_iterations or "
+            "path_iterations?") in err
     assert "unknown setting 'textur_res': did you mean texture_res? Every" in err
     assert err.count("docs/protocol.md, section 8") == 2
