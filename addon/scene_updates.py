@@ -234,6 +234,8 @@ def apply_update(context, job: str, update: job_session.Update, report) -> None:
             failed = entry is not None and paths and not entry.imported and entry.message
             settings.status = entry.message if failed else f"done: files in {folder}"
         settings.progress = 100.0
+    if update.kind in ("failed", "cancelled", "error", "lost"):
+        remove_live_mesh()  # what the job showed while it ran ends with it
     if entry is None:
         return
     if update.kind in ("submitted", "done", "failed", "cancelled"):

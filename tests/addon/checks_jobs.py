@@ -319,8 +319,11 @@ def check_live_a_cancel_is_reported_as_such_and_resume_continues_from_the_checkp
                 run.cancel()
 
         scene_updates.apply_update = cancelling
+        # as a refine job's previews leave it (issue 56 item 2: it stayed after a cancel)
+        scene_updates.update_live_mesh(bpy.context, np.eye(3), np.array([[0, 1, 2]]))
         follow.follow_blocking(bpy.context, run)
         scene_updates.apply_update = original
+        assert scene_updates.LIVE_MESH not in bpy.data.objects, "the live mesh ends with it"
         assert entry.state == "cancelled", (entry.state, REPORTS)
         assert not [r for r in REPORTS if "ERROR" in r[0]], REPORTS
         assert any("INFO" in kinds and "cancelled" in text for kinds, text in REPORTS), REPORTS
