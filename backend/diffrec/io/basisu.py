@@ -93,7 +93,8 @@ def decode_levels(basisu: Path, ktx2: Path) -> list[np.ndarray]:
     ASTC 4x4, which is lossless, then to 8-bit RGBA): uint8 ``[h, w, 4]`` arrays, level 0
     first. UserError when basisu fails."""
     with tempfile.TemporaryDirectory(prefix="diffrec-basisu-") as folder:
-        done = subprocess.run([str(basisu), "-unpack", "-no_ktx", "-file", str(Path(ktx2))],
+        done = subprocess.run([str(basisu), "-unpack", "-no_ktx", "-file",
+                               str(Path(ktx2).resolve())],  # it runs in the scratch folder
                               cwd=folder, capture_output=True, text=True, timeout=TIMEOUT_S)
         if done.returncode != 0:
             raise UserError(f"basisu could not decode {ktx2}: "
