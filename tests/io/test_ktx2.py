@@ -213,3 +213,14 @@ def test_a_failing_basisu_leaves_the_variant_out_and_says_why(tmp_path, textured
     assert written == [] and not (out / VARIANT_NAME).exists()
     assert notes == [f"KTX2 export skipped (no {VARIANT_NAME}): basisu ({broken}) failed with "
                      f"exit code 3: out of cheese"]
+
+
+def test_grey_levels_read_back_in_colour(tmp_path, textured_mesh):
+    """basisu writes a grey level's PNG with one channel: it reads back as RGB like the rest."""
+    require_basisu()
+    grey = Material(kd=torch.full((16, 16, 3), 0.5), ks=torch.full((16, 16, 3), 0.5))
+    write_ktx2_variant(tmp_path, textured_mesh, grey)
+    channels = read_ktx2_textures(tmp_path)
+    assert [level.shape[-1] for level in channels["kd"]] == [3] * 5
+    assert all(torch.allclose(level, torch.tensor(0.5), atol=0.01) for level in channels["kd"])
+    assert all(level.shape[-1] == 3 for level in channels["ks"])

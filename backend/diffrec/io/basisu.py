@@ -102,6 +102,15 @@ def decode_levels(basisu: Path, ktx2: Path) -> list[np.ndarray]:
         levels = []
         while (png := Path(folder) / f"{Path(ktx2).stem}_unpacked_rgba_ASTC_RGBA_"
                                      f"{len(levels)}_0000.png").is_file():
-            levels.append(np.round(decode_image(png.read_bytes(), data=True) * 255)
-                          .astype(np.uint8))
+            levels.append(_rgba(np.round(decode_image(png.read_bytes(), data=True) * 255)
+                                .astype(np.uint8)))
     return levels
+
+
+def _rgba(image: np.ndarray) -> np.ndarray:
+    """``[h, w, C]`` uint8 as RGBA: grey (C = 1, 2) spread to RGB, opaque where no alpha (the
+    PNGs basisu writes drop channels that hold nothing)."""
+    grey = image.shape[-1] in (1, 2)
+    colour = np.repeat(image[..., :1], 3, axis=-1) if grey else image[..., :3]
+    alpha = image[..., -1:] if image.shape[-1] in (2, 4) else np.full_like(image[..., :1], 255)
+    return np.concatenate([colour, alpha], axis=-1)
