@@ -18,7 +18,9 @@ from diffrec.mesh.primitives import uv_sphere
 from diffrec.mesh.tangents import with_tangents
 from diffrec.pipeline.inputs import Inputs
 from diffrec.pipeline.mip_fit import (
+    FIT_VIEWS,
     engine_levels,
+    fit_and_check_views,
     fit_mips,
     fit_scales,
     level_sizes,
@@ -52,6 +54,16 @@ def test_level_sizes_halve_to_one_texel_or_stop_at_an_odd_side():
     assert level_sizes(8, 2) == [(4, 1), (2, 1), (1, 1)]
     assert level_sizes(12, 12) == [(6, 6), (3, 3)]
     assert level_sizes(1, 1) == []
+
+
+def test_the_fit_trains_on_some_views_and_is_judged_on_others():
+    cameras = orbit_cameras(20, 3.0, 16)
+    fit, check = fit_and_check_views(cameras)
+    assert len(fit) == len(check) == FIT_VIEWS
+    eyes = {tuple(c.tolist()) for c in fit.camera_to_world[:, :3, 3]}
+    assert not eyes & {tuple(c.tolist()) for c in check.camera_to_world[:, :3, 3]}
+    one = orbit_cameras(1, 3.0, 16)
+    assert fit_and_check_views(one) == (one, one)
 
 
 def test_engine_levels_average_colour_in_linear_or_srgb_encoding():
@@ -107,25 +119,26 @@ def bumpy_sphere(texels: int = 64):
 
 def test_fit_beats_the_engines_box_levels_against_supersampled_renders():
     mesh, textures, light = bumpy_sphere()
-    cameras = orbit_cameras(8, 3.2, 32, seed=3, elevations_degrees=(-20, 50))
+    cameras = orbit_cameras(16, 3.2, 32, seed=3, elevations_degrees=(-20, 50))
     reports = []
 
     class Heard:
         def progress(self, progress):
             reports.append(progress)
 
-    settings = Settings(batch=2, log_every=5, seed=0)
-    fit = fit_mips(CTX, mesh, textures, light, cameras, settings, Heard(), iterations=20,
+    settings = Settings(batch=2, log_every=10, seed=0)
+    fit = fit_mips(CTX, mesh, textures, light, cameras, settings, Heard(), iterations=40,
                    passes=2)
     assert fit.scales == fit_scales(cameras) == [0, 1, 2]
     # the loss is the squared display error on wholly covered pixels against level 0
-    # supersampled; box levels flatten the ridges' highlights, the start widens them
-    assert fit.start_loss < fit.box_loss
-    # measured 0.68 of the box levels' loss after 20 steps, 0.55 after 40
-    assert fit.kept == "fitted" and fit.loss == fit.fitted_loss < 0.8 * fit.box_loss, fit
-    assert [r.iteration for r in reports] == [5, 10, 15, 20]
+    # supersampled, on the 8 views the fit did not train on; box levels flatten the ridges'
+    # highlights, the start widens them (measured 0.944 of the box levels' loss), the fit
+    # does better still (0.922)
+    assert fit.start_loss < 0.96 * fit.box_loss, fit
+    assert fit.kept == "fitted" and fit.loss == fit.fitted_loss < fit.start_loss, fit
+    assert [r.iteration for r in reports] == [10, 20, 30, 40]
     assert all(r.pass_name == MIP_PASS and r.passes == 2 for r in reports)
-    assert describe(reports[0]).startswith("Mip levels · 5/20")
+    assert describe(reports[0]).startswith("Mip levels · 10/40")
     for name, levels in fit.levels.items():
         base = getattr(textures, name).data
         assert [tuple(level.shape[:2]) for level in levels] == level_sizes(*base.shape[:2])
