@@ -2,7 +2,8 @@
 reconnects and attaches again; a dead one makes it raise ServerUnavailable within about
 ``retry_for`` instead of hanging; a follower says a killed server stopped within seconds and
 follows again once it is restarted (or says the job was lost); the server heartbeats attached
-connections and drops the subscriptions of silent ones. And a smoke run of scripts/bench_transfer.py."""
+connections and drops the subscriptions of silent ones. And a smoke run of
+scripts/bench_transfer.py."""
 
 from __future__ import annotations
 
