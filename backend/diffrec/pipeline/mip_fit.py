@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import time
 from dataclasses import dataclass
 
@@ -351,8 +350,3 @@ def _mean_loss(render: _Render, cameras: Cameras, targets: dict[int, torch.Tenso
         for scale, reference in targets.items():
             losses.append(float(_loss(render(_scaled(cameras, scale)), reference)))
     return sum(losses) / len(losses)
-
-
-def psnr_of(loss: float) -> float:
-    """The PSNR (dB, peak 1) of a mean squared error."""
-    return -10.0 * math.log10(max(loss, 1e-10))
