@@ -138,7 +138,7 @@ class Recorder(Reporter):
 class Checkpoints(dict):
     """A ``CheckpointStore`` in memory: the last state of each stage."""
 
-    def save(self, stage, state):
+    def save(self, stage, state, where=None):
         self[stage] = state
 
     def load(self, stage):

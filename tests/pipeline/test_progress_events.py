@@ -8,9 +8,11 @@ from running import config, sky
 from diffrec.camera import orbit_cameras
 from diffrec.mesh.primitives import uv_sphere
 from diffrec.pipeline.inputs import Inputs
+from diffrec.pipeline.mip_fit import STEP_COST
 from diffrec.pipeline.reporter import Reporter
 from diffrec.pipeline.run import optimize
 from diffrec.pipeline.views import Views
+from diffrec.protocol.events import MIP_PASS
 from diffrec.protocol.settings import PATH_TRACED_COST, PATH_TRACED_PASS
 
 
@@ -46,15 +48,30 @@ def _run(tmp_path, mode, **overrides):
     return reporter.seen
 
 
-def test_a_one_pass_run_reports_pass_one_of_one(tmp_path):
-    seen = [event for event in _run(tmp_path, "materials") if not isinstance(event, tuple)]
-    assert [(p.pass_number, p.passes, p.iteration) for p in seen] == [(1, 1, 2), (1, 1, 4)]
-    assert all(p.job_eta_s == p.eta_s for p in seen)
+MIP_STEPS = 4
+"""The mip fit's steps in these runs: ``mip_iterations`` (100) cut to the pass's 4."""
+
+
+def test_a_one_pass_run_reports_pass_one_of_one_then_its_mip_fit(tmp_path):
+    seen = _run(tmp_path, "materials")
+    progress = [event for event in seen if not isinstance(event, tuple)]
+    assert [(p.pass_name, p.pass_number, p.passes, p.iteration) for p in progress] == [
+        ("pass2", 1, 1, 2), ("pass2", 1, 1, 4), (MIP_PASS, 1, 1, 2), (MIP_PASS, 1, 1, 4)]
+    halfway = progress[0]  # 2 of 4 iterations left, then the mip fit at its step's cost
+    per_iteration = halfway.eta_s / 2
+    assert halfway.job_eta_s == pytest.approx(halfway.eta_s + MIP_STEPS * STEP_COST
+                                              * per_iteration)
+    assert all(p.job_eta_s == p.eta_s for p in progress[2:])  # the fit is the last thing
+    stages = [stage for _, stage in (event for event in seen if isinstance(event, tuple))]
+    assert stages[-1] == "mips" and seen.index(progress[2]) > seen.index(("fitting the "
+                                                                          "textures' mip "
+                                                                          "levels…", "mips"))
 
 
 def test_reconstruct_reports_two_passes_a_whole_job_eta_and_the_pause_between(tmp_path):
     seen = _run(tmp_path, "reconstruct")
-    progress = [event for event in seen if not isinstance(event, tuple)]
+    progress = [event for event in seen
+                if not isinstance(event, tuple) and event.pass_name != MIP_PASS]
     assert [(p.pass_number, p.passes, p.iteration) for p in progress] == [
         (1, 2, 2), (1, 2, 4), (2, 2, 2), (2, 2, 4)]
     end_of_first = progress[1]
@@ -68,12 +85,15 @@ def test_reconstruct_reports_two_passes_a_whole_job_eta_and_the_pause_between(tm
 @pytest.mark.mitsuba
 def test_the_path_traced_pass_counts_in_the_job_eta_at_its_own_cost(tmp_path):
     seen = [event for event in _run(tmp_path, "materials", renderer="path-traced",
-                                    path_iterations=6) if not isinstance(event, tuple)]
+                                    path_iterations=6)
+            if not isinstance(event, tuple) and event.pass_name != MIP_PASS]
     assert [(p.pass_name, p.pass_number, p.passes, p.iteration) for p in seen] == [
         ("pass2", 1, 2, 2), ("pass2", 1, 2, 4),
         (PATH_TRACED_PASS, 2, 2, 2), (PATH_TRACED_PASS, 2, 2, 4), (PATH_TRACED_PASS, 2, 2, 6)]
-    halfway = seen[0]  # 2 of 4 rasterized iterations left, then 6 path-traced ones
+    halfway = seen[0]  # 2 of 4 rasterized iterations left, 6 path-traced ones, the mip fit
     per_iteration = halfway.eta_s / 2
-    assert halfway.job_eta_s == pytest.approx(halfway.eta_s + 6 * PATH_TRACED_COST
-                                              * per_iteration)
-    assert all(p.job_eta_s == p.eta_s for p in seen[2:])  # the last pass
+    assert halfway.job_eta_s == pytest.approx(
+        halfway.eta_s + (6 * PATH_TRACED_COST + MIP_STEPS * STEP_COST) * per_iteration)
+    traced = seen[2]  # 4 path-traced iterations left, then the fit at a traced step's share
+    assert traced.job_eta_s == pytest.approx(
+        traced.eta_s + MIP_STEPS * STEP_COST / PATH_TRACED_COST * traced.eta_s / 4)
