@@ -19,11 +19,11 @@ from diffrec.mesh.tangents import with_tangents
 from diffrec.pipeline.inputs import Inputs
 from diffrec.pipeline.mip_fit import (
     FIT_VIEWS,
+    box_levels,
     engine_levels,
     fit_and_check_views,
     fit_mips,
     fit_scales,
-    level_sizes,
     start_levels,
 )
 from diffrec.pipeline.run import optimize
@@ -48,6 +48,11 @@ def ridges(size: int, tilt: float) -> torch.Tensor:
     sign = 1 - 2 * (torch.arange(size) % 2)
     x = (math.sin(tilt) * sign).float().expand(size, size)
     return torch.stack([x, torch.zeros_like(x), torch.full_like(x, math.cos(tilt))], -1)
+
+
+def level_sizes(height: int, width: int) -> list[tuple[int, int]]:
+    """The sizes of ``box_levels`` of a ``height x width`` texture."""
+    return [tuple(level.shape[:2]) for level in box_levels(torch.zeros(height, width, 1))]
 
 
 def test_level_sizes_halve_to_one_texel_or_stop_at_an_odd_side():

@@ -28,8 +28,16 @@ def mip_chain(material: Material, name: str) -> list[torch.Tensor]:
 def box_level(name: str, level: torch.Tensor) -> torch.Tensor | None:
     """The linear 2x2 box average of ``level`` (renormalised for "normal"), or None at the
     chain's end (1x1, or an odd side longer than 1)."""
+    smaller = halved(level)
+    if smaller is None or name != "normal":
+        return smaller
+    return F.normalize(smaller, dim=-1)
+
+
+def halved(level: torch.Tensor) -> torch.Tensor | None:
+    """The 2x2 box average of ``level [h, w, C]`` as its values are, or None at the chain's
+    end (1x1, or an odd side longer than 1)."""
     height, width = level.shape[:2]
     if (height == 1 and width == 1) or any(side > 1 and side % 2 for side in (height, width)):
         return None
-    smaller = downsample(level)
-    return F.normalize(smaller, dim=-1) if name == "normal" else smaller
+    return downsample(level)

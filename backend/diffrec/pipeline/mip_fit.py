@@ -40,12 +40,12 @@ import torch.nn.functional as F
 
 from diffrec.camera import Cameras
 from diffrec.color import linear_to_srgb, srgb_to_linear
+from diffrec.io.mips import halved
 from diffrec.pipeline.reporter import Progress, Reporter
 from diffrec.pipeline.trainer import light_rotation
 from diffrec.pipeline.views import cameras_at_size
 from diffrec.protocol.events import MIP_PASS
 from diffrec.protocol.settings import Settings
-from diffrec.raster._torch.texture_mip import downsample
 from diffrec.render.material import TextureMaterial
 from diffrec.render.metrics import display
 from diffrec.render.renderer import render_mesh
@@ -70,23 +70,12 @@ STEP_COST = 0.5
 """A fit step's time in training iterations of the pass before it, for the job's ETA."""
 
 
-def level_sizes(height: int, width: int) -> list[tuple[int, int]]:
-    """(h, w) of levels 1..n: each halves the previous (a side of 1 stays 1), down to 1x1 or
-    to the last level whose odd side cannot be halved."""
-    sizes = []
-    while (height > 1 or width > 1) and (height == 1 or height % 2 == 0) and \
-            (width == 1 or width % 2 == 0):
-        height, width = max(1, height // 2), max(1, width // 2)
-        sizes.append((height, width))
-    return sizes
-
-
 def box_levels(texels: torch.Tensor) -> list[torch.Tensor]:
-    """Levels 1..n of ``texels [H, W, C]``, each the 2x2 means of the previous."""
-    levels, current = [], texels
-    for _ in level_sizes(*texels.shape[:2]):
-        current = downsample(current)
-        levels.append(current)
+    """Levels 1..n of ``texels [H, W, C]``, each the 2x2 means of the previous, as far as
+    ``io.mips`` halves a chain (to 1x1, or to an odd side)."""
+    levels = []
+    while (smaller := halved(levels[-1] if levels else texels)) is not None:
+        levels.append(smaller)
     return levels
 
 
