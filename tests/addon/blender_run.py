@@ -26,6 +26,13 @@ def check_names(script: str) -> list[str]:
     ]
 
 
+def check_params(script: str, slow_when: str) -> list:
+    """``check_names(script)`` as pytest parameters, those whose name holds ``slow_when``
+    marked slow."""
+    return [pytest.param(name, marks=pytest.mark.slow) if slow_when in name else name
+            for name in check_names(script)]
+
+
 def blender_results(script: str, tmp_dir: Path, timeout: float = 600) -> dict:
     """{check name: None or traceback} from running ``script`` once under bpy."""
     if script not in _cache:

@@ -4,15 +4,13 @@ or hung, a running job's line and the hour warning. Each check runs alone; the l
 and kill real ``diffrec serve`` processes (those through a restart take 25-30 s: slow)."""
 
 import pytest
-from blender_run import assert_check_alone, check_names
+from blender_run import assert_check_alone, check_params
 
 SCRIPT = "checks_server_outage.py"
 
 
 @pytest.mark.blender
-@pytest.mark.parametrize("name", [
-    pytest.param(name, marks=pytest.mark.slow) if "restart" in name else name
-    for name in check_names(SCRIPT)])
+@pytest.mark.parametrize("name", check_params(SCRIPT, slow_when="restart"))
 def test_server_outage(name, tmp_path, monkeypatch):
     monkeypatch.setenv("BLENDER_USER_RESOURCES", str(tmp_path / "blender-user"))
     assert_check_alone(SCRIPT, name, tmp_path)
