@@ -2,13 +2,17 @@
 place that picks a device without being told (``diffrec info``, ``diffrec serve``, the memory
 bounds, a ``RasterContext``, a ``NeuralMaterial``) picks the same one."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
 from diffrec import devices, raster
 from diffrec.commands import info, serve
+from diffrec.commands.optimize import launched_world, ranks_asked
 from diffrec.errors import UserError
 from diffrec.pipeline import bounds
+from diffrec.pipeline.config import build_config
 
 
 def _machine(monkeypatch, *, cuda: bool, mps: bool) -> None:
@@ -58,3 +62,27 @@ def test_devices_torch_cannot_use_are_refused_in_one_sentence(monkeypatch):
     with pytest.raises(UserError, match="no CUDA device"):
         serve._device("cuda")
     assert devices.resolve_device("cpu") == torch.device("cpu")
+
+
+@pytest.mark.parametrize(("cuda", "mps", "name", "expected"), [
+    (True, False, "auto", "cuda"), (True, False, "cuda:0", "cuda"), (True, False, "cpu", "cpu"),
+    (False, False, "auto", "cpu"), (False, True, "cpu", "cpu")])
+def test_ranked_runs_train_on_cuda_or_the_cpu_by_one_rule(monkeypatch, cuda, mps, name, expected):
+    _machine(monkeypatch, cuda=cuda, mps=mps)
+    assert devices.ranks_device_type(name) == expected
+
+
+@pytest.mark.parametrize("name", ["auto", "mps"])
+def test_ranked_runs_on_mps_are_refused_everywhere_in_the_same_sentence(monkeypatch, name):
+    """The command line's flags, a launched rank and the server once disagreed about MPS (the
+    server put its ranks on the CPU unasked); now every place asks ``ranks_device_type``."""
+    _machine(monkeypatch, cuda=False, mps=True)
+    config = build_config({"device": name, "batch": 4, "ranks": 2})
+    sentence = "not on MPS: give device cpu"
+    with pytest.raises(UserError, match=sentence):
+        ranks_asked(SimpleNamespace(gpus=None, ranks=None), config)
+    with pytest.raises(UserError, match=sentence):
+        bounds.check_ranks(config.settings, name)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(UserError, match=sentence):
+        launched_world(SimpleNamespace(gpus=None, ranks=None), config)

@@ -17,7 +17,8 @@ from diffrec.errors import UserError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["default_device", "mps_available", "peak_memory_mb", "resolve_device"]
+__all__ = ["default_device", "mps_available", "peak_memory_mb", "ranks_device_type",
+           "resolve_device"]
 
 
 def mps_available() -> bool:
@@ -57,6 +58,20 @@ def resolve_device(name: str | torch.device | None = "auto") -> torch.device:
     if device.type == "mps" and not mps_available():
         raise UserError(f"device {str(name)!r} asked for, but torch cannot use MPS here")
     return device
+
+
+def ranks_device_type(name: str | torch.device | None = "auto") -> str:
+    """The device type a run on several processes trains on when its device is ``name``
+    (resolved as ``resolve_device`` does): "cuda" (NCCL, one GPU per rank) or "cpu" (gloo, one
+    process per core). The one rule for ``--gpus``/``--ranks``, launched ranks and the server's
+    ranked jobs. Raises UserError for MPS: its processes cannot join one group, so a ranked run
+    there goes on the CPU only when asked (``device cpu``)."""
+    device = resolve_device(name)
+    if device.type == "mps":
+        raise UserError("a run on several processes trains on CUDA GPUs (NCCL) or on the CPU "
+                        "(gloo), not on MPS: give device cpu to train the ranks on the CPU, "
+                        "or ranks 1 to train on MPS")
+    return device.type
 
 
 def peak_memory_mb(device: torch.device) -> float | None:

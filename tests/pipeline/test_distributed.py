@@ -61,7 +61,7 @@ def test_rank_shares_together_are_the_single_process_batch():
         ViewSampler(views, 6, seed=3, rank=0, ranks=4)
 
 
-def test_gpus_are_refused_where_there_are_none_and_ranks_need_the_cpu():
+def test_gpus_are_refused_where_there_are_none_and_ranks_need_the_cpu(monkeypatch):
     config = build_config({"device": "auto", "batch": 4})
     cpu = build_config({"device": "cpu", "batch": 4})
 
@@ -72,8 +72,10 @@ def test_gpus_are_refused_where_there_are_none_and_ranks_need_the_cpu():
     if torch.cuda.device_count() < 2:
         with pytest.raises(UserError, match=r"--gpus 2 needs 2 CUDA devices.*--ranks 2 --device"):
             asked(gpus=2)
-    with pytest.raises(UserError, match="give --device cpu"):
-        asked(ranks=2)
+    with monkeypatch.context() as gpu_machine:  # where "auto" is a GPU, --ranks needs the CPU
+        gpu_machine.setattr(torch.cuda, "is_available", lambda: True)
+        with pytest.raises(UserError, match="give --device cpu"):
+            asked(ranks=2)
     with pytest.raises(UserError, match="leave out --device cpu"):
         asked(gpus=2, run_config=cpu)
     assert asked(ranks=2, run_config=cpu) == (2, "cpu")

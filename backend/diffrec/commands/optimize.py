@@ -233,15 +233,17 @@ def memory_line(config: RunConfig) -> str:
 
 def ranks_asked(args, config: RunConfig) -> tuple[int, str]:
     """``(ranks, device type)`` that ``--gpus N`` ("cuda") or ``--ranks N`` ("cpu") ask for
-    (without either, the ``ranks`` setting: GPUs, or CPU processes with ``--device cpu``),
-    ``(1, "")`` for one process; refuses (UserError) what cannot run here: fewer CUDA devices
-    than ``--gpus``, ``--ranks`` without ``--device cpu``, a batch that does not split evenly."""
+    (without either, the ``ranks`` setting, on the device type ``devices.ranks_device_type``
+    gives), ``(1, "")`` for one process; refuses (UserError) what cannot run here: fewer CUDA
+    devices than ``--gpus``, ``--ranks`` where the device is not the CPU, MPS, a batch that
+    does not split evenly."""
+    from diffrec.devices import ranks_device_type
     from diffrec.pipeline.sampler import rank_share
 
     gpus, ranks = args.gpus, args.ranks
     if gpus is None and ranks is None and config.settings.ranks > 1:
-        gpus, ranks = ((None, config.settings.ranks) if config.device == "cpu"
-                       else (config.settings.ranks, None))
+        gpus, ranks = ((config.settings.ranks, None) if ranks_device_type(config.device) == "cuda"
+                       else (None, config.settings.ranks))
     if gpus is not None:
         count = _at_least_one("--gpus", gpus)
         if config.device not in ("auto", "cuda"):
@@ -257,7 +259,7 @@ def ranks_asked(args, config: RunConfig) -> tuple[int, str]:
         kind = "cuda"
     elif ranks is not None:
         count = _at_least_one("--ranks", ranks)
-        if config.device != "cpu":
+        if ranks_device_type(config.device) != "cpu":
             raise UserError("--ranks trains in processes on the CPU (gloo): give --device cpu "
                             "too, or --gpus N to train on GPUs")
         kind = "cpu"
@@ -275,23 +277,18 @@ def _at_least_one(flag: str, count: int) -> int:
 
 def launched_world(args, config: RunConfig):
     """This process's ``distributed.World`` when a launcher (``torchrun``) started it as one
-    of several ranks (``WORLD_SIZE`` > 1), joined (NCCL on ``cuda:LOCAL_RANK``, or gloo with
-    ``--device cpu``); None otherwise."""
+    of several ranks (``WORLD_SIZE`` > 1), joined (NCCL on ``cuda:LOCAL_RANK``, or gloo on
+    the CPU: ``devices.ranks_device_type``); None otherwise."""
     size = int(os.environ.get("WORLD_SIZE", "1"))
     if size == 1:
         return None
     if args.gpus is not None or args.ranks is not None:
         raise UserError(f"started by a launcher as one of {size} ranks (WORLD_SIZE): the "
                         "launcher starts the ranks, leave out --gpus / --ranks")
-    import torch
-
+    from diffrec.devices import ranks_device_type
     from diffrec.pipeline import distributed
 
-    kind = "cpu" if config.device == "cpu" else "cuda"
-    if kind == "cuda" and not torch.cuda.is_available():
-        raise UserError(f"started as one of {size} ranks but torch sees no CUDA device here: "
-                        "give --device cpu to train the ranks on the CPU (gloo)")
-    return distributed.from_environment(kind)
+    return distributed.from_environment(ranks_device_type(config.device))
 
 
 def optimize_rank(world, config: RunConfig, quiet: bool = False) -> None:

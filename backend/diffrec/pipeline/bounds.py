@@ -96,24 +96,22 @@ def check_image_size(settings: Settings, width: int, height: int) -> None:
             f"train_res to {smallest_longest_side(width, height)} or more")
 
 
-def device_ranks(device: str) -> int:
-    """How many ranks a job may have on ``device`` (a torch device string): one per GPU on
-    CUDA, one per CPU core otherwise."""
+def check_ranks(settings: Settings, device: str) -> None:
+    """Raise UserError if ``settings.ranks`` (over 1) cannot run on ``device`` (a torch device
+    string; ``devices.ranks_device_type``), is over the room there (one rank per GPU on CUDA,
+    per CPU core otherwise) or its batch does not split evenly over them; checked before any
+    rank starts."""
     import torch
 
-    if device.startswith("cuda") and torch.cuda.is_available():
-        return torch.cuda.device_count()
-    return os.cpu_count() or 1
-
-
-def check_ranks(settings: Settings, ranks_available: int) -> None:
-    """Raise UserError if ``settings.ranks`` is over ``ranks_available`` (``device_ranks``) or
-    its batch does not split evenly over them; checked before any rank starts."""
+    from diffrec.devices import ranks_device_type
     from diffrec.pipeline.sampler import rank_share
 
-    if settings.ranks > ranks_available:
+    if settings.ranks == 1:
+        return
+    on_cuda = ranks_device_type(device) == "cuda"
+    available = torch.cuda.device_count() if on_cuda else os.cpu_count() or 1
+    if settings.ranks > available:
         raise UserError(f"ranks {settings.ranks} is more than this worker has room for "
-                        f"({ranks_available}: one per GPU, or per CPU core without one): "
-                        f"lower ranks to {ranks_available} or fewer")
-    if settings.ranks > 1:
-        rank_share(settings.batch, settings.ranks)
+                        f"({available}: one per GPU, or per CPU core without one): "
+                        f"lower ranks to {available} or fewer")
+    rank_share(settings.batch, settings.ranks)

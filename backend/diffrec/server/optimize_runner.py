@@ -186,14 +186,13 @@ class OptimizeRunner(Runner):
             check_image_size,
             check_ranks,
             device_memory_bytes,
-            device_ranks,
         )
 
         _check_inputs(settings, inputs)
         triangles = len(inputs["faces"]) if "faces" in inputs else None
         _, height, width, _ = inputs["images"].shape
         try:
-            check_ranks(settings, device_ranks(self.device))
+            check_ranks(settings, self.device)
             check_bounds(settings, device_memory_bytes(self.device), triangles)
             check_image_size(settings, width, height)
         except UserError as error:
@@ -266,9 +265,10 @@ def run_ranks(ctx: JobContext, settings: Settings, inputs, run_dir: Path) -> boo
     import torch
     import torch.multiprocessing as mp
 
+    from diffrec.devices import ranks_device_type
     from diffrec.pipeline import distributed
 
-    kind = "cuda" if str(ctx.device).startswith("cuda") else "cpu"
+    kind = ranks_device_type(ctx.device)
     if kind == "cuda" and torch.cuda.device_count() < settings.ranks:
         raise JobFailed(f"ranks {settings.ranks} needs {settings.ranks} GPUs and this worker "
                         f"has {torch.cuda.device_count()}")
