@@ -25,7 +25,8 @@ from typing import NamedTuple
 import bpy
 import numpy as np
 
-from . import pixels, validate, wire
+from . import pixels, wire
+from .world_bounds import world_box
 
 LINEAR = "Linear Rec.709"
 IMPORTED_ROLES = ("mesh", "light")
@@ -101,9 +102,9 @@ def place_beside(obj: bpy.types.Object, original: bpy.types.Object) -> None:
     (at least 0.1 m) past the original's and past every earlier result of it: side by side,
     never overlapping, never stacked on an earlier result."""
     bpy.context.view_layer.update()  # matrix_world of a just-imported object
-    low = validate.world_box(obj)[:, 0].min()
-    original_x = validate.world_box(original)[:, 0]
-    right = max([original_x.max(), *(validate.world_box(other)[:, 0].max()
+    low = world_box(obj)[:, 0].min()
+    original_x = world_box(original)[:, 0]
+    right = max([original_x.max(), *(world_box(other)[:, 0].max()
                                      for other in results_of(original) if other != obj)])
     gap = max(0.1, 0.1 * (original_x.max() - original_x.min()))
     obj.location.x += right + gap - low

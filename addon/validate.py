@@ -9,10 +9,9 @@ own bounds (``diffrec.protocol.settings``, and the smallest image it can score,
 
 from __future__ import annotations
 
-import numpy as np
-
 from . import camera_model, export_scene, panel_fields, subjects
 from .wire import protocol
+from .world_bounds import world_box
 
 NOTHING_SELECTED = "Nothing is selected: select the mesh to optimise."
 NO_CAMERAS = "The scene has no cameras: add cameras that look at the object."
@@ -53,13 +52,6 @@ def _faceless(context, meshes) -> list[str]:
             "mesh that has some."
             for obj in dict.fromkeys(mesh for mesh in meshes if mesh is not None)
             if subjects.triangle_count(obj, depsgraph) == 0]
-
-
-def world_box(obj) -> np.ndarray:
-    """The 8 corners of the object's bounding box in world coordinates, [8, 3] metres."""
-    matrix = np.array([list(row) for row in obj.matrix_world])
-    corners = np.array([list(corner) for corner in obj.bound_box], dtype=np.float64)
-    return corners @ matrix[:3, :3].T + matrix[:3, 3]
 
 
 def _camera_problems(context, settings, cameras) -> list[str]:

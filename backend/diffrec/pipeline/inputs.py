@@ -21,14 +21,15 @@ from diffrec.mesh import Mesh
 from diffrec.mesh.box import fit_to_box
 from diffrec.pipeline.config import RunConfig
 from diffrec.pipeline.loading import load_dataset
+from diffrec.pipeline.reference_cameras import (
+    REFERENCE_CAMERA_RADIUS,
+    REFERENCE_ELEVATIONS_DEGREES,
+    REFERENCE_FOV_DEGREES,
+)
 from diffrec.pipeline.reference_views import render_reference_views
 from diffrec.pipeline.views import HELD_OUT_SHARE, Views, hold_out_views
 
 log = logging.getLogger(__name__)
-
-REFERENCE_CAMERA_RADIUS = 3.0  # nvdiffrec's mesh mode: unit-box mesh, cameras at radius 3
-REFERENCE_FOV_DEGREES = 45.0
-REFERENCE_ELEVATIONS_DEGREES = (-30.0, 60.0)  # the renders' cameras, below and above the middle
 
 
 @dataclass

@@ -24,6 +24,7 @@ from typing import Any
 
 from diffrec.errors import UserError
 from diffrec.pipeline.captures import capture_layout
+from diffrec.pipeline.reference_cameras import REFERENCE_ELEVATIONS_DEGREES
 from diffrec.protocol.close_names import setting_hint
 from diffrec.protocol.settings import BACKGROUNDS
 
@@ -420,8 +421,6 @@ def departures(settings, sources=None) -> list[str]:
                      "test split), which then do not train (nvdiffrec trains on every image)")
     if (sources is not None and sources.ref_mesh and not sources.dataset
             and not Path(sources.ref_mesh).is_dir()):  # a mesh to render, not a capture
-        from diffrec.pipeline.inputs import REFERENCE_ELEVATIONS_DEGREES
-
         low, high = REFERENCE_ELEVATIONS_DEGREES
         found.append(f"the targets are {settings.views} renders made once, from cameras at "
                      f"{low:g} to {high:g} degrees of elevation (nvdiffrec renders a new view "

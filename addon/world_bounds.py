@@ -1,0 +1,13 @@
+"""An object's bounding box in world space, without bpy (any object with Blender's
+``matrix_world`` and ``bound_box`` will do)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def world_box(obj) -> np.ndarray:
+    """The 8 corners of the object's bounding box in world coordinates, [8, 3] metres."""
+    matrix = np.array([list(row) for row in obj.matrix_world])
+    corners = np.array([list(corner) for corner in obj.bound_box], dtype=np.float64)
+    return corners @ matrix[:3, :3].T + matrix[:3, 3]
