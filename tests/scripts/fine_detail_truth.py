@@ -15,12 +15,14 @@ from pathlib import Path
 
 import numpy as np
 
-from diffrec_bench.checkout import addon_module
-from diffrec_bench.demo import scene as demo_scene
-from diffrec_bench.demo.console import quiet_stdout
-from diffrec_bench.quality import dataset, relight, scenes
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
-export_scene = addon_module("export_scene")
+from bench_quality_lib import dataset, relight, scenes  # noqa: E402
+from demo_lib import scene as demo_scene  # noqa: E402
+from demo_lib.console import quiet_stdout  # noqa: E402
+
+from addon import export_scene  # noqa: E402
 
 SCENES, SIZE, SAMPLES = ("dots", "glyphs"), 256, 4
 

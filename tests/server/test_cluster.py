@@ -5,9 +5,9 @@ Two jobs run at once (one per node) with progress, previews, cancel and fetch; t
 killed mid-job and a new one re-attaches to the job still running on the cluster; a node is
 killed mid-job and its job resumes from its checkpoint on the other node, its results
 byte-identical to an uninterrupted run's. Each wait is bounded; the cluster is shut down
-after the module. First, without that cluster: the job actor's own contract, a gateway with
-a Ray of its own (``--cluster local``), and a smoke run of scripts/bench_cluster.py (which
-starts clusters of its own).
+after the module. First, without that cluster: the job actor's own contract and a smoke run
+of scripts/bench_cluster.py (which starts clusters of its own). A gateway with a Ray of its
+own (``--cluster local``) is test_private_ray's.
 """
 
 from __future__ import annotations
@@ -145,22 +145,6 @@ def test_the_cluster_benchmark_runs_and_reports_a_table():
     assert re.search(r"^\| local executor \| 1 \| [\d.]+ \| [\d,]+ \| [\d.]+ \|$", out, re.M), out
     assert re.search(r"^\| Ray \| 1 \| [\d.]+ \| [\d,]+ \| [\d.]+ \|$", out, re.M), out
 
-
-def test_a_gateway_runs_jobs_on_a_ray_of_its_own_and_stops_it(start_server, connect):
-    server = start_server("--cluster", "local")
-    client = connect(server)
-    assert client.ping()["engine"].startswith("Ray cluster: 1 nodes")
-    client.submit("own", fit_spec(), {"images": target_images()})
-    assert client.wait("own")["kind"] == "done"
-    client.close()
-    ray_processes = subprocess.run(["ps", "-o", "pid=", "--ppid", str(server.process.pid)],
-                                   capture_output=True, text=True).stdout.split()
-    assert ray_processes  # the Ray the gateway started: its head node's processes
-    server.process.terminate()
-    assert server.process.wait(30) == 0
-    until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in ray_processes),
-          "the gateway's Ray to stop with it", timeout=15)
-    assert "Started a local Ray instance" in server.log.read_text()
 
 def test_two_jobs_run_at_once_with_progress_cancel_and_fetch(gateway, connect, tmp_path):
     server = gateway()

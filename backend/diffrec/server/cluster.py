@@ -25,6 +25,12 @@ it. ``close`` lets go of the actors without stopping them: a gateway that starts
 each job still "running" in its records by its actor's name and re-attaches (the events
 buffered meanwhile arrive then); a job that ended meanwhile reports its verdict at once, and
 the actor of a job cancelled or deleted meanwhile is killed.
+
+**Exposure.** With ``--cluster local`` the gateway starts a Ray of its own on loopback, its
+token in no file and its session folders in a private folder removed when it stops
+(``private_ray``). On a cluster the operator started, Ray's processes listen on every
+interface (its gRPC servers bind 127.0.0.1 or all of them, nothing between); the gateway
+makes Ray's token file readable by its owner only (``private_ray.tighten_token_file``).
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from ray.exceptions import RayActorError
 
 from . import job_process
 from .executor import Executor, Report, StopGrace, Ticket, conclude, no_room
+from .private_ray import PrivateRay, tighten_token_file
 
 log = logging.getLogger(__name__)
 POLL_S = 0.1
@@ -140,7 +147,11 @@ class RayExecutor(Executor):
     def __init__(self, address: str, data_dir: Path, report: Report):
         self.namespace = namespace(data_dir)
         self._connected = not ray.is_initialized()
-        if self._connected:
+        self._private: PrivateRay | None = None
+        if self._connected and address == "local":
+            self._private = PrivateRay(self.namespace)
+        elif self._connected:
+            tighten_token_file()
             ray.init(address=address, namespace=self.namespace)
         self._report = report
         self._jobs: dict[str, _Job] = {}
@@ -212,7 +223,9 @@ class RayExecutor(Executor):
         disconnect from Ray if this executor connected (a Ray it started ends with it)."""
         self._closing.set()
         self._thread.join(10)
-        if self._connected:
+        if self._private is not None:
+            self._private.stop()
+        elif self._connected:
             ray.shutdown()
 
     # -- following the actors --------------------------------------------------------------

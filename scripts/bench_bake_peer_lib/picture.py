@@ -8,8 +8,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-
-from diffrec_bench import relit_figure
+import relit_figure
 
 
 def write_strip(path: Path, runs: list[tuple[str, Path]], tile: int = 128) -> Path | None:

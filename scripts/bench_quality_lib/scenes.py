@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import bpy
-
-from diffrec_bench.demo import scene as demo_scene
+from demo_lib import scene as demo_scene
 
 from .materials import make_material
 from .recipes import RECIPES

@@ -6,11 +6,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from diffrec_bench.checkout import addon_module
-
-export_scene = addon_module("export_scene")
-nerf_io = addon_module("nerf_io")
-submission = addon_module("submission")
+from addon import export_scene, nerf_io, submission
 
 
 @contextlib.contextmanager
