@@ -21,31 +21,29 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests" / "addon"), str(REPO / "tests")]
+import bpy
 
-import bpy  # noqa: E402
-import numpy as np  # noqa: E402
-import scenes  # noqa: E402
-from helpers.servers import ServerProcess, free_port  # noqa: E402
+from diffrec_bench.checkout import addon_module, enable_addon
+from diffrec_bench.demo import scene as demo_scene
+from diffrec_bench.demo.backend import LocalBackend, free_port
 
-from addon import follow, scene_updates  # noqa: E402
+follow = addon_module("follow")
+scene_updates = addon_module("scene_updates")
 
 
 def small_scene(endpoint: str) -> None:
-    """A fresh scene: the selected sphere 'ball', four cameras, a sky world; the add-on on."""
-    import addon_utils  # bpy's, importable once bpy is
-
+    """A fresh scene: the selected sphere 'ball', four cameras, the demo's HDRI world; the
+    add-on on."""
     bpy.ops.wm.read_factory_settings(use_empty=True)
-    addon_utils.enable("addon", default_set=True)
+    enable_addon()
     bpy.context.preferences.addons["addon"].preferences.endpoint = endpoint
     scene = bpy.context.scene
     scene.render.engine = "CYCLES"
     scene.cycles.device, scene.cycles.samples = "CPU", 4
     scene.render.resolution_x = scene.render.resolution_y = 64
     bpy.ops.mesh.primitive_uv_sphere_add(segments=16, ring_count=8, radius=1.0)
-    scenes.cameras_around(scene, 4, radius=4.0, height=1.0)
-    scenes.sky_world(scene, np.linspace(1.5, 0.3, 16), width=32)
+    demo_scene.orbit_cameras(4, 0.0, "cam")
+    demo_scene.set_world(scene, demo_scene.bundled_hdri())
     settings = scene.diffrec
     settings.preset, settings.train_resolution = "PREVIEW", 64
 
@@ -95,15 +93,12 @@ def main() -> int:
         down.append(seconds)
     print(f"server down: to the error sentence {statistics.median(down):.3f} s median, "
           f"{max(down):.3f} s max ({args.repeat} runs)\n  {text}")
-    with tempfile.TemporaryDirectory() as folder:
-        server = ServerProcess(Path(folder) / "data").start()
-        try:
-            runs = []
-            for _ in range(args.repeat):
-                small_scene(server.address)
-                runs.append(until_first_progress())
-        finally:
-            server.stop()
+    with tempfile.TemporaryDirectory() as folder, LocalBackend(
+            Path(folder) / "data", Path(folder) / "serve.log", device="cpu") as server:
+        runs = []
+        for _ in range(args.repeat):
+            small_scene(server.endpoint)
+            runs.append(until_first_progress())
     for name, column in (("submitted", 0), ("first progress event", 1)):
         times = [run[column] for run in runs]
         print(f"local server: to {name} " + ", ".join(f"{t:.2f}" for t in times)

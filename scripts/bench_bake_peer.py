@@ -13,7 +13,7 @@ against issue 50's targets) and per run ``<asset>-<percent>pc/`` (``start.glb``,
 maps, ``diffrec/`` (the result folder), ``optimize.log``, each route's ``<route>.png``,
 ``result.json``); ``--pictures`` the per-asset strips (``--quick`` keeps both apart from the
 full run's, under ``out/bench_bake_peer_quick``). The truth is cached in ``--cache`` by a
-content key (``bench_bake_peer_lib.truth``), so a rerun only bakes, fits and judges.
+content key (``diffrec_bench.bake_peer.truth``), so a rerun only bakes, fits and judges.
 """
 
 from __future__ import annotations
@@ -28,15 +28,12 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # the add-on's package, ``addon``
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # demo_lib, bench_*_lib
-
-from bench_bake_peer_lib import picture, table  # noqa: E402
-from bench_bake_peer_lib.catalogue import ASSETS, BUDGETS  # noqa: E402
-from bench_bake_peer_lib.jobs import PeerJob, checkout_commit  # noqa: E402
-from bench_bake_peer_lib.lights import ROLES  # noqa: E402
-from bench_quality import _names, machine  # noqa: E402
+from diffrec_bench.bake_peer import picture, table
+from diffrec_bench.bake_peer.catalogue import ASSETS, BUDGETS
+from diffrec_bench.bake_peer.jobs import PeerJob, checkout_commit
+from diffrec_bench.bake_peer.lights import ROLES
+from diffrec_bench.checkout import REPO
+from diffrec_bench.runs import machine, names
 
 QUICK = {"assets": ["sculpt"], "budgets": [0.01], "res": 64, "views": 12, "holdout": 3,
          "samples": 16, "texture_res": 256, "iterations": 40}
@@ -66,12 +63,12 @@ def _setting(text: str) -> tuple[str, object]:
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="scripts/bench_bake_peer.py",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--assets", type=lambda t: _names(t, ASSETS, "asset"),
+    parser.add_argument("--assets", type=lambda t: names(t, ASSETS, "asset"),
                         help=f"comma-separated, or 'all' (default): {', '.join(ASSETS)}")
     parser.add_argument("--budgets", type=_budgets, help="triangle budgets in percent of the "
                         "asset's, comma-separated (default: "
                         f"{','.join(f'{100 * b:g}' for b in BUDGETS)})")
-    parser.add_argument("--lights", type=lambda t: tuple(_names(t, ROLES, "light")),
+    parser.add_argument("--lights", type=lambda t: tuple(names(t, ROLES, "light")),
                         default=ROLES, help="judging lights, comma-separated, or 'all' "
                         f"(default): {', '.join(ROLES)}")
     parser.add_argument("--res", type=int, help="image size in pixels (default 128)")
@@ -133,7 +130,7 @@ def jobs_for(args) -> list[PeerJob]:
 
 
 def _run(job: PeerJob) -> dict:
-    from bench_bake_peer_lib.routes import run_budget
+    from diffrec_bench.bake_peer.routes import run_budget
 
     return run_budget(job)
 

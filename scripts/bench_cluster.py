@@ -25,10 +25,10 @@ import time
 
 import numpy as np
 import ray
-from bench_transfer import free_port
 from ray.cluster_utils import Cluster
 
 from diffrec.protocol import Client
+from diffrec_bench.demo.backend import free_port
 
 
 def spec(iterations: int) -> dict:

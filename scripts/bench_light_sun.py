@@ -130,8 +130,7 @@ def bundled_hdri(name: str) -> Path:
     """A path to ``name``, or to the HDRI of that name among Blender's studio lights."""
     if Path(name).is_file():
         return Path(name)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from demo_lib.scene import bundled_hdri as in_blender  # imports bpy: only when asked
+    from diffrec_bench.demo.scene import bundled_hdri as in_blender  # imports bpy: only when asked
 
     return in_blender(name)
 

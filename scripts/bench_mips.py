@@ -29,10 +29,6 @@ import shlex
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # the add-on's package, ``addon``
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # demo_lib, bench_quality_lib
-
 VARIANTS = ("box_srgb", "box_linear", "fitted")
 """The mip levels judged: what an engine builds from the PNGs (base colour averaged as sRGB
 or as linear values), and diffrec's fitted levels from the KTX2 files."""
@@ -70,10 +66,7 @@ def judge_scene(scene_dir: Path, scales: list[int], samples: int, out: Path) -> 
     """One scene's scores {scale: {variant: dB}} and its picture; in a fresh process."""
     import numpy as np
     import torch
-    from bench_quality_lib.run import SceneJob, judging_scene
-    from demo_lib.console import quiet_stdout
 
-    from addon import export_scene
     from diffrec import raster
     from diffrec.io import read_gltf, read_image
     from diffrec.io.ktx2_textures import read_ktx2_textures
@@ -81,7 +74,12 @@ def judge_scene(scene_dir: Path, scales: list[int], samples: int, out: Path) -> 
     from diffrec.pipeline.reference_views import render_reference_views
     from diffrec.pipeline.views import from_arrays
     from diffrec.render.material import TextureMaterial
+    from diffrec_bench.checkout import addon_module
+    from diffrec_bench.demo.console import quiet_stdout
+    from diffrec_bench.quality.job import SceneJob
+    from diffrec_bench.quality.judging import judging_scene
 
+    export_scene = addon_module("export_scene")
     record = json.loads((scene_dir / "result.json").read_text())
     asset_dir, dataset = scene_dir / "asset", Path(record["dataset"])
     size = record["size"]

@@ -34,23 +34,20 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "backend"))
-
-from diffrec import raster  # noqa: E402
-from diffrec.pipeline.config import build_config  # noqa: E402
-from diffrec.pipeline.geometry_models import ExplicitGeometry  # noqa: E402
-from diffrec.pipeline.initial_state import make_light  # noqa: E402
-from diffrec.pipeline.inputs import load_inputs  # noqa: E402
-from diffrec.pipeline.outputs import write_result  # noqa: E402
-from diffrec.pipeline.run import Result  # noqa: E402
-from diffrec.pipeline.scoring import VALIDATION_PATH_SAMPLES_FACTOR, Validation  # noqa: E402
-from diffrec.pipeline.unwrap import with_uvs  # noqa: E402
-from diffrec.render.footprint import nearest_level, seen_texture_level  # noqa: E402
-from diffrec.render.material import FLAT_NORMAL, TextureMaterial  # noqa: E402
-from diffrec.render.metrics import psnr, ssim  # noqa: E402
-from diffrec.render.path_tracer import TEXTURE_KEYS, PathTracer  # noqa: E402
-from diffrec.render.texture2d import Texture2D  # noqa: E402
+from diffrec import raster
+from diffrec.pipeline.config import build_config
+from diffrec.pipeline.geometry_models import ExplicitGeometry
+from diffrec.pipeline.initial_state import make_light
+from diffrec.pipeline.inputs import load_inputs
+from diffrec.pipeline.outputs import write_result
+from diffrec.pipeline.run import Result
+from diffrec.pipeline.scoring import VALIDATION_PATH_SAMPLES_FACTOR, Validation
+from diffrec.pipeline.unwrap import with_uvs
+from diffrec.render.footprint import nearest_level, seen_texture_level
+from diffrec.render.material import FLAT_NORMAL, TextureMaterial
+from diffrec.render.metrics import psnr, ssim
+from diffrec.render.path_tracer import TEXTURE_KEYS, PathTracer
+from diffrec.render.texture2d import Texture2D
 
 TEXTURES = ("base_color", "roughness", "metallic")
 

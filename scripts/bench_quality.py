@@ -9,7 +9,7 @@ Outputs in ``--out``: ``bench_quality.json`` (settings, machine, every scene's r
 summary against issue 12's targets) and per scene ``<mode>/<scene>/`` (the result folder in
 ``asset/``, ``optimize.log``, ``comparison.png``, ``result.json``). Scenes' targets are cached
 in ``--cache`` by a content hash, so a rerun only optimizes and judges. ``--relight`` adds the
-relit judging of ``bench_quality_lib.relight`` (its targets cached beside the scene's; a
+relit judging of ``diffrec_bench.quality.relight`` (its targets cached beside the scene's; a
 scene's ``relit.png`` shows its first held-out view under each light and as base colour);
 ``--albedo`` its base-colour comparison alone.
 """
@@ -23,38 +23,26 @@ import functools
 import json
 import multiprocessing
 import os
-import platform
 import shlex
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # the add-on's package, ``addon``
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # demo_lib, bench_quality_lib
-
-from bench_quality_lib import remote, table  # noqa: E402
-from bench_quality_lib.recipes import RECIPES  # noqa: E402
-from bench_quality_lib.run import SceneJob, run_scene  # noqa: E402
+from diffrec_bench.quality import remote, table
+from diffrec_bench.quality.job import SceneJob
+from diffrec_bench.quality.recipes import RECIPES
+from diffrec_bench.quality.run import run_scene
+from diffrec_bench.runs import machine, names
 
 MODES = ("materials", "reconstruct")
-
-
-def _names(text: str, known, what: str) -> list[str]:
-    names = list(known) if text == "all" else [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [name for name in names if name not in known]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(f"unknown {what} {', '.join(unknown) or text!r}; "
-                                         f"choose from {', '.join(known)} or 'all'")
-    return names
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="scripts/bench_quality",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scenes", default="all", type=lambda t: _names(t, RECIPES, "scene"),
+    parser.add_argument("--scenes", default="all", type=lambda t: names(t, RECIPES, "scene"),
                         help=f"comma-separated, or 'all' (default): {', '.join(RECIPES)}")
-    parser.add_argument("--mode", default="materials", type=lambda t: _names(t, MODES, "mode"),
+    parser.add_argument("--mode", default="materials", type=lambda t: names(t, MODES, "mode"),
                         help="materials (default; the true mesh is the start), reconstruct, or "
                              "both comma-separated")
     parser.add_argument("--preset", choices=("preview", "standard", "high"), default="preview")
@@ -83,7 +71,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--export-fits", type=Path, metavar="DIR",
                         help="fit nothing: write each scene's targets, HDRI and its diffrec "
                              "optimize command (DIR/fit.sh) for another machine, e.g. a GPU box "
-                             "without Blender (bench_quality_lib/remote.py)")
+                             "without Blender (diffrec_bench/quality/remote.py)")
     parser.add_argument("--fitted", type=Path, metavar="RESULTS",
                         help="judge the fits that DIR/fit.sh left in RESULTS instead of fitting "
                              "(same scenes, mode, preset and sizes as the export)")
@@ -144,14 +132,6 @@ def export_fits(jobs: list[SceneJob], dest: Path) -> Path:
                                                 max_tasks_per_child=1) as pool:
         lines = list(pool.map(functools.partial(remote.export_job, dest=dest), jobs))
     return remote.write_fit_script(dest, lines)
-
-
-def machine() -> dict:
-    import torch
-
-    return {"platform": platform.platform(), "cpus": os.cpu_count(),
-            "python": platform.python_version(), "torch": torch.__version__,
-            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
 
 
 def main(argv=None) -> int:

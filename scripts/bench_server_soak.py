@@ -37,12 +37,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-from bench_transfer import free_port
-from zmtp_peer import send_unfinished, zmtp_dealer
 
 from diffrec import cli
 from diffrec.protocol import Client, ServerError, ServerUnavailable, read_keypair, write_keypair
 from diffrec.protocol.limits import MIB
+from diffrec_bench.demo.backend import free_port
+from diffrec_bench.zmtp_peer import send_unfinished, zmtp_dealer
 
 VARIANTS = 4
 EXPECTED_CODES = ("quota_exceeded", "too_many_jobs")

@@ -14,7 +14,6 @@ against the same server and prints each run, then the best and the median.
 from __future__ import annotations
 
 import argparse
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,12 +30,7 @@ from diffrec.protocol.transfer import HASH_THREADS, content_hash
 from diffrec.server.blobs import namespace
 from diffrec.server.executor import result_files
 from diffrec.server.store import JobStore
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from diffrec_bench.demo.backend import free_port
 
 
 def finished_job(data_dir: Path, payload: np.ndarray) -> None:

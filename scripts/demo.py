@@ -19,17 +19,14 @@ import sys
 import time
 from pathlib import Path
 
+import bpy
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # the add-on's package, ``addon``
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # demo_lib
+from diffrec_bench.checkout import addon_module, enable_addon
+from diffrec_bench.demo import backend, dataset, judge, out_folder, report, scene
+from diffrec_bench.demo.console import quiet_stdout, without_lines
 
-import bpy  # noqa: E402
-from demo_lib import backend, dataset, judge, out_folder, report, scene  # noqa: E402
-from demo_lib.console import quiet_stdout, without_lines  # noqa: E402
-
-from addon import export_scene  # noqa: E402
+export_scene = addon_module("export_scene")
 
 MODES = ("materials", "refine", "reconstruct")
 REFINE_DECIMATION = 0.1  # refine starts from the mesh collapsed to 10 % of its triangles
@@ -123,14 +120,7 @@ def optimize_with_addon(args, subject, train, endpoint: str):
     """Press Optimize, as an artist would: the add-on renders the training cameras, sends the
     job to the backend, follows it (the blocking path Blender takes in background mode) and
     imports the result. Returns (job id, imported object)."""
-    import os
-
-    import addon_utils
-
-    import addon
-
-    addon.__time__ = os.path.getmtime(addon.__file__)  # imported here already: no reload
-    addon_utils.enable("addon", default_set=True)
+    enable_addon()
     preferences = bpy.context.preferences.addons["addon"].preferences
     preferences.endpoint, preferences.timeout = endpoint, 60.0
     preferences.use_learned_world = args.light == "learn"  # judged under the light it learned

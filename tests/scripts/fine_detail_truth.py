@@ -15,14 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
+from diffrec_bench.checkout import addon_module
+from diffrec_bench.demo import scene as demo_scene
+from diffrec_bench.demo.console import quiet_stdout
+from diffrec_bench.quality import dataset, relight, scenes
 
-from bench_quality_lib import dataset, relight, scenes  # noqa: E402
-from demo_lib import scene as demo_scene  # noqa: E402
-from demo_lib.console import quiet_stdout  # noqa: E402
-
-from addon import export_scene  # noqa: E402
+export_scene = addon_module("export_scene")
 
 SCENES, SIZE, SAMPLES = ("dots", "glyphs"), 256, 4
 

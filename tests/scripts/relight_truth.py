@@ -12,13 +12,10 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
-
-from bench_quality_lib import dataset, relight, scenes  # noqa: E402
-from bench_quality_lib.lights import relight_lights  # noqa: E402
-from bench_quality_lib.run import JUDGE_SEED, held_out_cameras  # noqa: E402
-from demo_lib import judge, report  # noqa: E402
+from diffrec_bench.demo import judge, report
+from diffrec_bench.quality import dataset, relight, scenes
+from diffrec_bench.quality.judging import JUDGE_SEED, held_out_cameras
+from diffrec_bench.quality.lights import relight_lights
 
 SCENE, SIZE, SAMPLES = "box", 32, 8
 

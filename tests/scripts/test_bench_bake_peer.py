@@ -2,16 +2,11 @@
 the assets it builds have the triangles and materials issue 50 asks for, a result is judged
 alone in the scene, and the table and the targets read the records right."""
 
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 pytestmark = pytest.mark.blender
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
-sys.path.insert(0, str(SCRIPTS.parent))
-sys.path.insert(0, str(SCRIPTS))
 
 
 @pytest.fixture(scope="module")
@@ -20,9 +15,9 @@ def built():
     {triangles, materials, principled inputs that are linked, colour ramps' interpolations,
     share of the area marked metal (None: no mark), bounding-box corners}}."""
     bpy = pytest.importorskip("bpy")
-    from bench_bake_peer_lib import assets
-    from bench_bake_peer_lib.catalogue import ASSETS
-    from demo_lib import scene as demo_scene
+    from diffrec_bench.bake_peer import assets
+    from diffrec_bench.bake_peer.catalogue import ASSETS
+    from diffrec_bench.demo import scene as demo_scene
 
     out = {}
     for name in ASSETS:
@@ -70,8 +65,8 @@ def test_materials_have_the_sharp_features_and_metal_the_issue_names(built):
 
 def test_a_result_is_judged_alone_and_the_others_come_back():
     bpy = pytest.importorskip("bpy")
-    from bench_bake_peer_lib.routes import alone
-    from demo_lib import scene as demo_scene
+    from diffrec_bench.bake_peer.routes import alone
+    from diffrec_bench.demo import scene as demo_scene
 
     scene = demo_scene.empty_scene(16, 1, use_gpu=False)
     bpy.ops.mesh.primitive_cube_add()
@@ -84,7 +79,7 @@ def test_a_result_is_judged_alone_and_the_others_come_back():
 
 
 def _record(fraction, bake, fit, seconds=(60.0, 180.0)):
-    from bench_bake_peer_lib.lights import judging_lights
+    from diffrec_bench.bake_peer.lights import judging_lights
 
     lights = judging_lights("sculpt")
 
@@ -103,8 +98,8 @@ def _record(fraction, bake, fit, seconds=(60.0, 180.0)):
 
 
 def test_lights_are_the_fitted_hdri_another_and_the_sun():
-    from bench_bake_peer_lib.catalogue import ASSETS
-    from bench_bake_peer_lib.lights import judging_lights
+    from diffrec_bench.bake_peer.catalogue import ASSETS
+    from diffrec_bench.bake_peer.lights import judging_lights
 
     for name, asset in ASSETS.items():
         lights = judging_lights(name)
@@ -114,7 +109,7 @@ def test_lights_are_the_fitted_hdri_another_and_the_sun():
 
 
 def test_table_and_targets_read_the_gain_over_the_bake():
-    from bench_bake_peer_lib import table
+    from diffrec_bench.bake_peer import table
 
     records = [_record(0.01, bake=25.0, fit=27.0), _record(0.05, bake=26.0, fit=26.5,
                                                            seconds=(60.0, 200.0))]

@@ -8,18 +8,16 @@ and some survive one of 3 pixels (a dot is a slice of a ball, so many are smalle
 largest). ``--albedo``'s targets
 (the true albedo alone) are rendered once, then found in the cache."""
 
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from truth_scripts import run_truth_script
 
+from diffrec_bench.quality.recipes import RECIPES, feature_size
+
 pytestmark = pytest.mark.blender
 SCRIPT = Path(__file__).with_name("fine_detail_truth.py")
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
-from bench_quality_lib.recipes import RECIPES, feature_size  # noqa: E402
 
 OBJECT_SIZE = 2.0  # scene units: every scene fits the unit sphere
 

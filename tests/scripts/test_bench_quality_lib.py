@@ -2,18 +2,15 @@
 (closest points, Chamfer-L1, normal consistency, topology), the summary against issue 12's
 targets, and relighting's (issue 25) lights, base-colour error and relit summary."""
 
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 trimesh = pytest.importorskip("trimesh")
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
-from bench_quality_lib import albedo, geometry, light_level, lights, table  # noqa: E402
-from bench_quality_lib.recipes import RECIPES  # noqa: E402
+from diffrec_bench.quality import albedo, geometry, light_level, lights, table  # noqa: E402
+from diffrec_bench.quality.recipes import RECIPES  # noqa: E402
 
 
 def test_closest_point_on_triangles_is_the_nearest_of_the_whole_triangle():

@@ -7,19 +7,17 @@ how the lights or the base colour are set up between targets and judging shows),
 the seed results are judged with it carries noise of its own. Runs
 ``relight_truth.py`` in a child Python (bpy)."""
 
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from truth_scripts import run_truth_script
 
+from diffrec_bench.quality.lights import relight_lights
+from diffrec_bench.quality.recipes import RECIPES
+
 pytestmark = pytest.mark.blender
 SCRIPT = Path(__file__).with_name("relight_truth.py")
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
-from bench_quality_lib.lights import relight_lights  # noqa: E402
-from bench_quality_lib.recipes import RECIPES  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -1,20 +1,16 @@
-"""Fits exported for another machine (``bench_quality_lib.remote``) without Blender: the
+"""Fits exported for another machine (``diffrec_bench.quality.remote``) without Blender: the
 exported inputs, ``fit.sh`` run with a stand-in interpreter, and the result taken back as
 ``run_scene`` takes its own."""
 
 import json
 import os
 import subprocess
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
-from bench_quality_lib import remote
-from bench_quality_lib.run import SceneJob
+from diffrec_bench.quality import remote
+from diffrec_bench.quality.job import SceneJob
 
 # stands in for python3: says what it was asked, writes a result where --out-dir (the last
 # argument) points, and fails with status 3

@@ -2,14 +2,10 @@
 non-empty folder without the demo's marker is refused with a sentence, before anything is
 touched; a folder the demo made (it holds the marker) is emptied and reused."""
 
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
-from demo_lib import out_folder
+from diffrec_bench.demo import out_folder
 
 pytestmark = pytest.mark.blender  # demo.py imports bpy
 

@@ -1,16 +1,13 @@
 """``scripts/relit_figure.py``: two runs' ``relit.png`` of one scene side by side (target,
 first result, second result per row); pictures of different targets are refused."""
 
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
-import relit_figure
-from demo_lib import report
+from diffrec_bench import relit_figure
+from diffrec_bench.demo import report
 
 ROWS, SIZE = 4, 32
 

@@ -22,9 +22,7 @@ from diffrec import cli
 from diffrec.protocol import Client, read_keypair, write_keypair
 from diffrec.protocol.limits import MAX_FRAME_BYTES, MIB, PEER_BUDGET_BYTES
 from diffrec.server import gate
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-from zmtp_peer import send_unfinished, zmtp_dealer
+from diffrec_bench.zmtp_peer import send_unfinished, zmtp_dealer
 
 FRAME = 4 * MIB
 FRAMES = 100  # 400 MiB per connection if nothing held it back

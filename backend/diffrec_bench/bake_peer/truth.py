@@ -5,7 +5,7 @@ judging, and the judge's noise ceiling.
 
 - the training views and the held-out views under the fitted HDRI in the NeRF-synthetic
   layout (``transforms_train.json`` + ``train/``, ``transforms_test.json`` + ``test/``;
-  ``bench_quality_lib.dataset.write_split``): what ``diffrec optimize`` reads (it validates on
+  ``diffrec_bench.quality.dataset.write_split``): what ``diffrec optimize`` reads (it validates on
   the held-out views, never trains on them);
 - ``targets.npz``: the held-out cameras (as the add-on's NeRF import brings them back)
   rendered under each judging light and as base colour (``relight.render_relit``, seed 0);
@@ -26,17 +26,19 @@ import json
 from pathlib import Path
 
 import numpy as np
-from bench_quality_lib import dataset as datasets
-from bench_quality_lib import relight
-from bench_quality_lib.run import JUDGE_SEED, held_out_cameras
-from demo_lib import judge
-from demo_lib import scene as demo_scene
 
-from addon import export_scene
+from diffrec_bench.checkout import addon_module
+from diffrec_bench.demo import judge
+from diffrec_bench.demo import scene as demo_scene
+from diffrec_bench.quality import dataset as datasets
+from diffrec_bench.quality import relight
+from diffrec_bench.quality.judging import JUDGE_SEED, held_out_cameras
 
 from . import assets, catalogue
 from . import lights as judging_lights
 from .jobs import PeerJob
+
+export_scene = addon_module("export_scene")
 
 
 def truth_key(job: PeerJob) -> str:

@@ -4,16 +4,17 @@ PSNR is taken on sRGB-encoded images with peak 1, so the same relative colour er
 dB under a brighter light: the critter, fitted under the dim ``night`` HDRI, has object pixels
 about 4.5x darker (linear) than under ``city``. ``expected_drop`` measures that effect on the
 targets themselves: every target's colour is made ``RELATIVE_ERROR`` too bright, each such copy
-is scored against its target by ``demo_lib.judge.score``, and the fitted light's PSNR minus the
-mean over the relit HDRIs is the drop an asset with that one uniform error would show. A
-result's measured drop minus this is the part its light transport (baked shading, shadows,
-reflections) is responsible for.
+is scored against its target by ``diffrec_bench.demo.judge.score``, and the fitted light's
+PSNR minus the mean over the relit HDRIs is the drop an asset with that one uniform error
+would show. A result's measured drop minus this is the part its light transport (baked
+shading, shadows, reflections) is responsible for.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from demo_lib import judge
+
+from diffrec_bench.demo import judge
 
 RELATIVE_ERROR = 0.1  # a 10 % colour error; the suite's expected drops move < 0.3 dB in 5-20 %
 

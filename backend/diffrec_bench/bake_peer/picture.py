@@ -8,7 +8,8 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-import relit_figure
+
+from diffrec_bench import relit_figure
 
 
 def write_strip(path: Path, runs: list[tuple[str, Path]], tile: int = 128) -> Path | None:

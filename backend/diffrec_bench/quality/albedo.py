@@ -13,7 +13,8 @@ the texture does not resolve (a mug's stripes a few pixels apart).
 from __future__ import annotations
 
 import numpy as np
-from demo_lib.judge import COVERED
+
+from diffrec_bench.demo.judge import COVERED
 
 SHADING_SCALE = 1 / 64
 """The blur of ``relative_shading``: a Gaussian whose sigma is this fraction of a render's

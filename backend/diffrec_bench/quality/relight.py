@@ -6,7 +6,7 @@ shown as emission; cached in ``<dataset>/relit-<key>/targets.npz`` (float32 ``[N
 linear, straight alpha, one array per light name and ``albedo``), the key hashing the dataset's
 folder name (its own content key), the lights and this code. Judging: the imported result's
 ``mesh.glb`` (its textures; its learned probe is not used) rendered the same way, scored per
-light by ``demo_lib.judge.score`` and its base colour by ``albedo.albedo_error``.
+light by ``diffrec_bench.demo.judge.score`` and its base colour by ``albedo.albedo_error``.
 """
 
 from __future__ import annotations
@@ -19,12 +19,14 @@ from pathlib import Path
 
 import bpy
 import numpy as np
-from demo_lib import scene as demo_scene
-from demo_lib.console import quiet_stdout
 
-from addon import export_scene
+from diffrec_bench.checkout import addon_module
+from diffrec_bench.demo import scene as demo_scene
+from diffrec_bench.demo.console import quiet_stdout
 
 from . import lights as relight_lights
+
+export_scene = addon_module("export_scene")
 
 SUN_OBJECT = "relight sun"
 ALBEDO_SAMPLES = 64  # emission only, cheap: samples just antialias the edges
@@ -117,7 +119,7 @@ def ensure_targets(dataset: Path, name: str, size: int, samples: int, lights: li
     true albedo alone) and its true albedo, whether they were rendered now rather than found
     beside its ``dataset``). Leaves the bpy session with the true scene in it."""
     from . import scenes
-    from .run import held_out_cameras
+    from .judging import held_out_cameras
 
     path = Path(dataset) / f"relit-{targets_key(dataset, lights)}" / "targets.npz"
     if path.is_file():
@@ -139,8 +141,8 @@ def judge(bl_scene, cameras, lights: list[dict], targets: dict[str, np.ndarray],
     the true albedo. The result's materials are changed for good. With ``picture``, also
     writes there the first held-out view under each light and as base colour, one row each
     (target | result | error, ``report.comparison_image``)."""
-    from demo_lib import judge as scoring
-    from demo_lib import report
+    from diffrec_bench.demo import judge as scoring
+    from diffrec_bench.demo import report
 
     from .albedo import albedo_error
 

@@ -1,11 +1,11 @@
 """The lights an asset is judged under (plain data, no bpy): its fitted HDRI (the light the
 training views were rendered with), the next of the quality suite's HDRIs and the suite's sun
-(``bench_quality_lib.lights``), as ``bench_quality_lib.relight.use_light`` takes them, each
+(``diffrec_bench.quality.lights``), as ``diffrec_bench.quality.relight.use_light`` takes them, each
 with a ``role``: ``fitted``, ``other`` or ``sun``."""
 
 from __future__ import annotations
 
-from bench_quality_lib.lights import SUN, suite_hdris
+from diffrec_bench.quality.lights import SUN, suite_hdris
 
 from .catalogue import ASSETS
 

@@ -6,7 +6,11 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from addon import export_scene, nerf_io, submission
+from diffrec_bench.checkout import addon_module
+
+export_scene = addon_module("export_scene")
+nerf_io = addon_module("nerf_io")
+submission = addon_module("submission")
 
 
 @contextlib.contextmanager

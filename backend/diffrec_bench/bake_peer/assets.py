@@ -11,15 +11,17 @@ real-time, each one mesh object of 200k-350k triangles with one procedural Princ
   grain of constant bands.
 
 Every builder leaves the object's modifiers applied, triangulated, its transform applied and
-its bounding box within the unit sphere at the origin (``demo_lib.scene.fit_to_unit_sphere``).
+its bounding box within the unit sphere at the origin
+(``diffrec_bench.demo.scene.fit_to_unit_sphere``).
 Their names and lights are in ``catalogue``.
 """
 
 from __future__ import annotations
 
 import bpy
-from demo_lib import scene as demo_scene
 from mathutils import Matrix
+
+from diffrec_bench.demo import scene as demo_scene
 
 
 def _active() -> bpy.types.Object:

@@ -1,15 +1,24 @@
-"""A local diffrec backend for the demo: ``diffrec serve`` as a child process on a random
-loopback port (the add-on connects to it as it would to any backend)."""
+"""A local diffrec backend for the demo and the benchmarks: ``diffrec serve`` as a child process
+on a random loopback port (the add-on connects to it as it would to any backend), and a free
+loopback port (where nothing listens)."""
 
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 START_TIMEOUT_S = 120.0
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listened on a moment ago."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 class LocalBackend:

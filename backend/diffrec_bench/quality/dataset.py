@@ -26,16 +26,18 @@ from pathlib import Path
 import bpy
 import numpy as np
 import torch
-from demo_lib import scene as demo_scene
-from demo_lib.console import quiet_stdout
 
-from addon import export_scene
 from diffrec.io import write_image
 from diffrec.io.obj import write_obj
 from diffrec.mesh import Mesh
 from diffrec.protocol.captures import write_nerf
+from diffrec_bench.checkout import addon_module
+from diffrec_bench.demo import scene as demo_scene
+from diffrec_bench.demo.console import quiet_stdout
 
 from . import materials, recipes, scenes, shapes
+
+export_scene = addon_module("export_scene")
 
 HELD_OUT_OFFSET = 0.37  # turns the held-out spiral so its cameras fall between training ones
 

@@ -48,7 +48,7 @@ def folder_name(job) -> str:
 def export(job, dataset: Path, hdri: Path, dest: Path) -> str:
     """Copy ``job``'s targets and HDRI under ``dest/<mode>-<scene>/`` and return its line of
     ``fit.sh`` (paths relative to ``dest``)."""
-    from .run import optimize_command
+    from .job import optimize_command
 
     name = folder_name(job)
     inputs = dest / name
@@ -65,7 +65,7 @@ def export(job, dataset: Path, hdri: Path, dest: Path) -> str:
 def export_job(job, dest: Path) -> str:
     """``export`` for one scene, its targets made (or found in the cache) first; run in a
     process of its own, as ``run_scene`` is (bpy)."""
-    from demo_lib import scene as demo_scene
+    from diffrec_bench.demo import scene as demo_scene
 
     from . import dataset as datasets
     from .recipes import RECIPES

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -33,10 +32,13 @@ from pathlib import Path
 
 import bpy
 import numpy as np
-from bench_quality_lib import relight
-from bench_quality_lib.run import JUDGE_SEED, REPO, held_out_cameras, run_child
-from demo_lib import scene as demo_scene
-from demo_lib.console import quiet_stdout
+
+from diffrec_bench.checkout import REPO, addon_module
+from diffrec_bench.demo import scene as demo_scene
+from diffrec_bench.demo.console import quiet_stdout
+from diffrec_bench.quality import relight
+from diffrec_bench.quality.job import run_child
+from diffrec_bench.quality.judging import JUDGE_SEED, held_out_cameras
 
 from . import assets, catalogue, truth
 from .jobs import PeerJob, checkout_commit
@@ -52,8 +54,7 @@ def budget_triangles(reference_triangles: int, fraction: float) -> int:
 def supports_triangles() -> bool:
     """Whether this checkout's ``diffrec optimize`` takes ``--triangles``."""
     help_text = subprocess.run([sys.executable, "-m", "diffrec", "optimize", "--help"],
-                               capture_output=True, text=True, cwd=REPO,
-                               env={**os.environ, "PYTHONPATH": str(REPO / "backend")}).stdout
+                               capture_output=True, text=True, cwd=REPO).stdout
     return "--triangles" in help_text
 
 
@@ -129,8 +130,7 @@ def start_texture_error(path: Path, maps: dict) -> dict:
 
 def blender_route(bl_scene, reference, triangles: int, job: PeerJob, folder: Path) -> tuple:
     """(the start object with its baked material, the maps, wall seconds)."""
-    from addon import bake_start
-
+    bake_start = addon_module("bake_start")
     started = time.monotonic()
     start = bake_start.decimated_copy(reference, triangles, f"{job.asset} start")
     with quiet_stdout():
@@ -159,8 +159,7 @@ def run_budget(job: PeerJob) -> dict:
     """The whole run; its record is also written to ``<out>/<label>/result.json``. A failed
     ``diffrec optimize`` gives a record with ``error`` (the log's tail) and the other routes'
     scores."""
-    from addon import import_result
-
+    import_result = addon_module("import_result")
     out = job.out / job.label
     out.mkdir(parents=True, exist_ok=True)
     record = {"asset": job.asset, "kind": catalogue.ASSETS[job.asset]["kind"],

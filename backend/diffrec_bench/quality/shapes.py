@@ -3,8 +3,8 @@ surface (parts are merged by exact Boolean unions and cut by exact differences, 
 inner faces are left for the geometry metrics to trip over).
 
 Every builder returns one mesh object with its modifiers applied; the caller scales it into
-the unit sphere (``demo_lib.scene.fit_to_unit_sphere``). Sizes are in Blender units before that
-scaling, Z up.
+the unit sphere (``diffrec_bench.demo.scene.fit_to_unit_sphere``). Sizes are in Blender units
+before that scaling, Z up.
 """
 
 from __future__ import annotations

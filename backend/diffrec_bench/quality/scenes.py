@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import bpy
-from demo_lib import scene as demo_scene
+
+from diffrec_bench.demo import scene as demo_scene
 
 from .materials import make_material
 from .recipes import RECIPES

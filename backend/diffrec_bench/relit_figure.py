@@ -11,15 +11,12 @@ base colour (the rows of the scene's ``relit.png`` in each run), all rendered by
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import cv2
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # demo_lib
-
-from demo_lib import report
+from diffrec_bench.demo import report
 
 
 def columns(path: Path) -> tuple[np.ndarray, np.ndarray]:
