@@ -19,6 +19,8 @@ ring's) open from the start.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import cv2
 import numpy as np
 import torch
@@ -66,10 +68,22 @@ def hull_distance(points: torch.Tensor, cameras: Cameras, alpha: torch.Tensor) -
     [P, 3]`` to the visual hull of the views (``cameras``, ``alpha [N, H, W]`` in [0, 1],
     rows top-down as images are); ``UNSEEN`` (infinity) where fewer than half the views see
     the point (it projects in front of the camera and inside the image)."""
-    homogeneous = torch.cat([points, torch.ones_like(points[:, :1])], -1)
-    pixels = signed_pixel_distance(alpha)[:, None].to(points)
     seen = torch.zeros(len(points), dtype=torch.int64, device=points.device)
     distance = torch.full((len(points),), -UNSEEN, dtype=points.dtype, device=points.device)
+    for in_image, in_world in view_distances(points, cameras, alpha):
+        distance = torch.maximum(distance, torch.where(in_image, in_world, -UNSEEN).amax(0))
+        seen += in_image.sum(0)
+    return torch.where(2 * seen < len(cameras), UNSEEN, distance)
+
+
+def view_distances(points: torch.Tensor, cameras: Cameras, alpha: torch.Tensor
+                   ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Per chunk of up to ``VIEWS_PER_CHUNK`` views, in order: ``(in_image [n, P] bool,
+    distance [n, P])``: whether each view sees each of ``points [P, 3]`` (in front of the
+    camera, inside the image) and the signed distance (world units at the point's depth,
+    positive outside) from it to that view's silhouette cone (``alpha [N, H, W]``)."""
+    homogeneous = torch.cat([points, torch.ones_like(points[:, :1])], -1)
+    pixels = signed_pixel_distance(alpha)[:, None].to(points)
     for start in range(0, len(cameras), VIEWS_PER_CHUNK):
         views = cameras[range(start, min(start + VIEWS_PER_CHUNK, len(cameras)))]
         clip = homogeneous @ views.world_to_clip().to(points).transpose(1, 2)
@@ -82,7 +96,4 @@ def hull_distance(points: torch.Tensor, cameras: Cameras, alpha: torch.Tensor) -
                                   padding_mode="border", align_corners=False)[:, 0, :, 0]
         # a pixel spans depth / focal length (in pixels) world units at that depth
         focal = ((views.fx + views.fy) / 2).to(points)[:, None]
-        in_world = in_pixels * w / focal
-        distance = torch.maximum(distance, torch.where(in_image, in_world, -UNSEEN).amax(0))
-        seen += in_image.sum(0)
-    return torch.where(2 * seen < len(cameras), UNSEEN, distance)
+        yield in_image, in_pixels * w / focal
