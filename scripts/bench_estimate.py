@@ -10,7 +10,7 @@ depend on what the images show) with ``--iterations`` per run; time per iteratio
 measured between the first and the last progress report, so start-up work is left out.
 Prints one markdown row per run.
 
-    scripts/bench_estimate.py [--iterations 12] [--device cpu] [--renderer path-traced]
+    scripts/bench_estimate.py [--iterations 12] [--device cpu] [--renderer path-traced] [--runs 7]
 """
 
 from __future__ import annotations
@@ -64,10 +64,12 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=12)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--renderer", default="rasterized", choices=RENDERERS)
+    parser.add_argument("--runs", type=int, default=len(RUNS),
+                        help="the first RUNS rows only (1: the smallest, a smoke test)")
     args = parser.parse_args()
     print("| batch | train_res | triangles | pass | s / iteration | s / iteration / megapixel |")
     print("|---:|---:|---:|---|---:|---:|")
-    for batch, size, segments in RUNS:
+    for batch, size, segments in RUNS[:args.runs]:
         mesh = uv_sphere(segments, segments // 2, radius=0.8)
         settings = parse_settings({
             "preset": "preview", "mode": "materials", "iterations": args.iterations,

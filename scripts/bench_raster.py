@@ -8,6 +8,7 @@ Prints two markdown tables and the growth of cost with pixels and with triangles
 2. a sweep over triangle count (UV spheres, 1k to 1M triangles) at 256^2, batch 1.
 
     scripts/bench_raster.py [--device cpu|cuda] [--engine torch|nvdiffrast] [--repeat 5]
+        [--resolutions 128 256 512] [--batches 1 4] [--max-triangles 1000000]
 """
 
 from __future__ import annotations
@@ -99,6 +100,10 @@ def main() -> None:
     parser.add_argument("--engine", default="auto", choices=["auto", *raster.ENGINES])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--max-triangles", type=int, default=1_000_000)
+    parser.add_argument("--resolutions", type=int, nargs="+", default=[128, 256, 512],
+                        help="image sides of the first table")
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 4],
+                        help="batch sizes of the first table")
     args = parser.parse_args()
 
     ctx = raster.RasterContext(args.device, impl=args.engine)
@@ -109,8 +114,8 @@ def main() -> None:
     print("| resolution | batch | forward ms | forward+backward ms | ms per megapixel |")
     print("| --- | --- | --- | --- | --- |")
     pixels, costs = [], []
-    for resolution in (128, 256, 512):
-        for batch in (1, 4):
+    for resolution in args.resolutions:
+        for batch in args.batches:
             fwd, full = time_step(ctx, mesh, kd, batch, resolution, args.repeat)
             megapixels = batch * resolution * resolution / 1e6
             print(f"| {resolution}² | {batch} | {fwd * 1e3:.1f} | {full * 1e3:.1f} | "
