@@ -36,7 +36,21 @@ no more from it (beyond one more frame): the frames of messages not yet read, fi
 not. A client within its window of chunks never reaches it."""
 
 TOTAL_BUDGET_BYTES = 1 * GIB
-"""The same, for all connections together."""
+"""The same, for all connections together: beyond it the biggest unauthenticated holder is
+closed (no connection is held back for the others' bytes)."""
+
+ADDRESS_BUDGET_BYTES = 256 * MIB
+"""The same, for the unauthenticated connections from one address together (all of them
+without CURVE); beyond it the biggest of them is closed."""
+
+REPLY_BUDGET_BYTES = PEER_BUDGET_BYTES
+"""Bytes of replies and events queued for one connection (sent by the server, not yet taken
+by the client) beyond which more are dropped. A client that reads its window of chunks never
+reaches it."""
+
+TOTAL_REPLY_BUDGET_BYTES = 1 * GIB
+"""The same, for all connections together: beyond it the unauthenticated connection with the
+most queued is closed."""
 
 GATE_IDLE_S = 60.0
 """A connection with an unfinished message that neither sends nor is served this long is

@@ -12,7 +12,6 @@ subscribed to which job, who was seen when, and the heartbeat.
 from __future__ import annotations
 
 import logging
-import mmap
 import os
 import secrets
 import time
@@ -24,6 +23,7 @@ import numpy as np
 import zmq
 
 from diffrec import __version__
+from diffrec.errors import UserError
 from diffrec.protocol.errors import ProtocolError
 from diffrec.protocol.limits import (
     CHUNK_BYTES,
@@ -120,6 +120,8 @@ class Server:
     def serve_forever(self, should_stop: Callable[[], bool] = lambda: False) -> None:
         next_beat = next_maintenance = time.monotonic()
         while not should_stop():
+            if self.gate and self.gate.failure:
+                raise UserError(self.gate.failure)
             if self.socket.poll(50):
                 for _ in range(256):  # bounded, so worker events and heartbeats keep flowing
                     try:
@@ -159,16 +161,27 @@ class Server:
         return self._send_frames(peer, encode(op, fields, arrays))
 
     def _send_frames(self, peer: bytes, frames: list) -> bool:
+        """Send ``frames`` to ``peer`` unless the gate says it has too much queued already
+        (a client that does not read its replies loses them)."""
+        cost = self.gate.reserve(peer, frames) if self.gate else 0
+        if cost is None:
+            return False
         try:
             self.socket.send_multipart([peer, *frames], zmq.NOBLOCK, copy=False)
             return True
         except zmq.Again:
+            self._release(peer, cost)
             return False
         except zmq.ZMQError as exc:
+            self._release(peer, cost)
             if exc.errno == zmq.EHOSTUNREACH:
                 self._forget(peer)
                 return False
             raise
+
+    def _release(self, peer: bytes, cost: int) -> None:
+        if self.gate:
+            self.gate.release(peer, cost)
 
     def _forget(self, peer: bytes) -> None:
         self.last_seen.pop(peer, None)
@@ -295,7 +308,6 @@ class Server:
             raise ProtocolError("not_found", f"no result file {message['file']!r}")
         offset = message["offset"]
         length = max(0, min(message["length"], entry["size"] - offset))
-        data = np.empty(0, np.uint8)
         try:
             stream = open(self.jobs.store.results_dir(record.id) / entry["name"], "rb")
         except FileNotFoundError:
@@ -304,7 +316,11 @@ class Server:
         with stream:
             if problem := size_problem(entry["name"], os.fstat(stream.fileno()), entry["size"]):
                 raise self.jobs.damaged(record.id, [problem])
-            if length:  # zero-copy: the frame is a view of the file's pages
-                mapped = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
-                data = np.frombuffer(mapped, np.uint8, count=length, offset=offset)
+            # read now, so that a reply waiting for a slow client holds no descriptor
+            data = np.empty(length, np.uint8)
+            stream.seek(offset)
+            if stream.readinto(memoryview(data)) != length:
+                raise self.jobs.damaged(record.id, [size_problem(
+                    entry["name"], os.fstat(stream.fileno()), entry["size"])
+                    or f"{entry['name']} ended before its listed size"])
         self._send(peer, "data", {"re": message["id"], "offset": offset}, {"data": data})
