@@ -60,8 +60,9 @@ def test_unfinished_messages_cost_at_most_the_budget_per_connection(start_server
 @pytest.mark.parametrize("curve", [False, True])
 def test_finished_messages_leave_no_balance(tmp_path, curve):
     """The gate's count of what libzmq holds goes back to zero once the server has read every
-    message, in plain text and under CURVE (whose frames carry 33 bytes more), so that
-    clients that behave are never held back."""
+    message, and its count of replies queued once the client has taken them, in plain text
+    and under CURVE (whose frames carry 33 bytes more), so that clients that behave are never
+    held back nor lose a reply; a CURVE client is authenticated, a plain one is not."""
     data = tmp_path / "data"
     keys = {}
     if curve:
@@ -75,9 +76,11 @@ def test_finished_messages_leave_no_balance(tmp_path, curve):
         client.upload(np.random.default_rng(1).bytes(3 * FRAME + 12345))
         client.ping()
         deadline = time.monotonic() + 5
-        while server.gate.held_bytes() and time.monotonic() < deadline:
+        while (server.gate.held_bytes() or server.gate.queued_bytes()) \
+                and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert server.gate.held_bytes() == 0
+        assert server.gate.held_bytes() == 0 and server.gate.queued_bytes() == 0
+        assert [link.authenticated for link in server.gate.links.values()] == [curve]
 
 
 def test_a_killed_servers_gate_folder_is_removed_by_the_next(tmp_path, monkeypatch):
