@@ -156,6 +156,14 @@ def test_the_binary_model_gives_the_same_cameras(capture, tmp_path):
     np.testing.assert_allclose(binary.intrinsics(32, 24), text.intrinsics(32, 24), atol=1e-9)
     assert [f.image.name for f in binary.frames] == [f.image.name for f in text.frames]
     assert all(0 < frame.near < frame.far for frame in binary.frames)
+    assert binary.points.shape == (0, 3), "a model without points3D has none"
+
+
+def test_sparse_points_come_with_the_capture_moved_with_the_cameras(capture):
+    capture_read = read_colmap(capture[0])
+    expected = ball_points() + capture_read.offset
+    by_x = capture_read.points[np.argsort(capture_read.points[:, 0])]
+    np.testing.assert_allclose(by_x, expected[np.argsort(expected[:, 0])], atol=1e-9)
 
 
 def test_distorted_cameras_and_mixed_sizes_are_refused(tmp_path):

@@ -59,11 +59,11 @@ def test_exr_folder_stays_linear_and_is_unpremultiplied(tmp_path):
     torch.testing.assert_close(as_written.images[0], premultiplied, atol=0, rtol=0)
 
 
-def test_images_without_alpha_get_alpha_one_and_a_warning(tmp_path, caplog):
+def test_images_without_alpha_get_alpha_one_and_a_warning_without_auto_masks(tmp_path, caplog):
     codes = random_codes(2, channels=3)
     write_folder(tmp_path, linear_of_codes(codes))
     with caplog.at_level(logging.WARNING):
-        views = load_dataset(tmp_path)
+        views = load_dataset(tmp_path, auto_masks=False)
     assert (views.images[..., 3] == 1).all()
     torch.testing.assert_close(views.images[..., :3], linear_of_codes(codes), atol=1e-6, rtol=0)
     assert "no alpha channel" in caplog.text and "r_0.png" in caplog.text

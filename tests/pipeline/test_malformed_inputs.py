@@ -30,8 +30,9 @@ def poses() -> np.ndarray:
     return look_at(eyes, (0.0, 0.0, 0.0)).numpy()
 
 
-def write_images(folder, suffix=".png", alpha=True) -> list:
-    images = np.random.default_rng(3).random((VIEWS, SIZE, SIZE, 4 if alpha else 3))
+def write_images(folder, suffix=".png") -> list:
+    """Noise with alpha (noise without would have masks made for it, which noise has none of)."""
+    images = np.random.default_rng(3).random((VIEWS, SIZE, SIZE, 4))
     paths = [folder / f"view_{i}{suffix}" for i in range(VIEWS)]
     for path, image in zip(paths, images, strict=True):
         write_image(path, image.astype(np.float32))
@@ -47,7 +48,7 @@ def nerf_folder(root):
 
 def llff_folder(root):
     folder = root / "llff"
-    write_images(folder / "images", alpha=False)
+    write_images(folder / "images")
     write_llff(folder, poses(), SIZE, SIZE, 10.0, np.full(VIEWS, 2.0), np.full(VIEWS, 4.0))
     return folder
 

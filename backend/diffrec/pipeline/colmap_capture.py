@@ -128,14 +128,16 @@ def read_colmap(folder: str | Path, *, longest_side: int | None = None,
     centres = -np.einsum("nij,nj->ni", rotation, world_to_camera[:, :, 3])
     focus = nearest_point_to_lines(centres, rotation[:, :, 2])
     offset = np.zeros(3) if focus is None else -focus
-    depths = _depth_ranges(reconstruction, world_to_camera, posed, pinholes, centres, focus)
+    points = _points(reconstruction)
+    depths = _depth_ranges(points, world_to_camera, posed, pinholes, centres, focus)
     frames = []
     for i, image in enumerate(posed):
         matrix = np.eye(4)
         matrix[:3, :3], matrix[:3, 3] = rotation[i] @ _OPENCV_TO_OPENGL, centres[i] + offset
         frames.append(Frame(files[i], matrix, pinholes[image.camera_id], *depths[i],
                             masks[i] if masks else None))
-    return Capture("colmap", model / f"images{_model_suffix(model)}", frames, offset, root)
+    return Capture("colmap", model / f"images{_model_suffix(model)}", frames, offset, root,
+                   points=points + offset)
 
 
 def _pycolmap():
@@ -242,14 +244,18 @@ def _image_paths(image_folder: Path, names: list[str], model: Path) -> list[Path
     return paths
 
 
-def _depth_ranges(reconstruction, world_to_camera: np.ndarray, posed: list,
+def _points(reconstruction) -> np.ndarray:
+    """``[P, 3]`` float64: the model's 3D points, in its world."""
+    return np.array([point.xyz for point in reconstruction.points3D.values()],
+                    dtype=np.float64).reshape(-1, 3)
+
+
+def _depth_ranges(points: np.ndarray, world_to_camera: np.ndarray, posed: list,
                   pinholes: dict[int, Pinhole], centres: np.ndarray,
                   focus: np.ndarray | None) -> list[tuple[float, float]]:
-    """``(near, far)`` per image: the depth percentiles of the 3D points inside its view,
+    """``(near, far)`` per image: the depth percentiles of the 3D ``points`` inside its view,
     widened by ``LLFF_DEPTH_MARGIN``; without such points, the distance to ``focus``
     divided / multiplied by ``_NO_POINTS_RANGE`` (0.1 / 1000 without a focus either)."""
-    points = np.array([point.xyz for point in reconstruction.points3D.values()],
-                      dtype=np.float64).reshape(-1, 3)
     ranges = []
     for i, image in enumerate(posed):
         local = points @ world_to_camera[i, :, :3].T + world_to_camera[i, :, 3]

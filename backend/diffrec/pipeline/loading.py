@@ -19,8 +19,9 @@ import torch.nn.functional as F
 
 from diffrec.camera import capture_cameras
 from diffrec.color import premultiplied_to_straight
-from diffrec.errors import UserError
-from diffrec.io import read_image
+from diffrec.errors import UserError, one_line
+from diffrec.io import read_image, write_image
+from diffrec.pipeline.auto_masks import make_masks
 from diffrec.pipeline.captures import read_any_capture
 from diffrec.pipeline.views import Views, resize_rgba
 from diffrec.protocol.captures import CaptureError
@@ -38,6 +39,7 @@ def load_dataset(
     *,
     near_far: tuple[float, float] | None = None,
     exr_premultiplied: bool = True,
+    auto_masks: bool = True,
 ) -> Views:
     """The views of a capture folder in any layout ``diffrec.protocol.captures`` reads: a
     NeRF-style folder (``transforms_{split}.json`` + images), a capture tool's
@@ -48,8 +50,11 @@ def load_dataset(
 
     PNG / JPEG are sRGB and are decoded to linear; EXR is linear and, with
     ``exr_premultiplied`` (Blender's renders), divided by alpha. Coverage is the mask file
-    where the capture has one (first channel, as data), else the image's alpha; images with
-    neither get alpha 1 (with a warning).
+    where the capture has one (first channel, as data), else the image's alpha. Where no
+    image has either and ``auto_masks``: the masks kept in ``Capture.auto_masks`` where every
+    frame has one, else masks made from the photos (``diffrec.pipeline.auto_masks``) and
+    written there; the log says which. Otherwise images with neither get alpha 1 (with a
+    warning).
 
     ``resolution``: None keeps the images' size; an int is the longer side (aspect kept,
     the other side rounded); ``(width, height)`` is exact. See ``resize_rgba`` for the
@@ -85,12 +90,44 @@ def load_dataset(
         if not has_alpha and frame.mask is None:
             missing_alpha.append(frame.image.name)
         images.append(resize_rgba(image[None], *target)[0])
+    cameras = capture_cameras(capture, *target, file_size, near_far)
+    if auto_masks and len(missing_alpha) == len(images):
+        return Views(cameras, _auto_masked(capture, cameras, torch.stack(images)),
+                     capture.names())
     if missing_alpha:
         log.warning("%d images of %s have no alpha channel and no mask (e.g. %s): treating them "
                     "as fully covered (alpha = 1)", len(missing_alpha), folder,
                     ", ".join(missing_alpha[:3]))
-    cameras = capture_cameras(capture, *target, file_size, near_far)
     return Views(cameras, torch.stack(images), capture.names())
+
+
+def _auto_masked(capture, cameras, images: torch.Tensor) -> torch.Tensor:
+    """``images [N, H, W, 4]`` (of a capture without masks or alpha) with the alpha of the
+    masks kept for the capture (``Capture.auto_masks``) where all are there, else of masks
+    made from the images (``make_masks``) and written there for the artist to inspect."""
+    files = capture.auto_masks()
+    folder = files[0].parent
+    if all(path.is_file() for path in files):
+        log.info("%s: masks read from %s (made by an earlier run: correct them there, or "
+                 "delete them to have them made again)", capture.source, folder)
+        return torch.stack([_with_mask(image, path)
+                            for image, path in zip(images, files, strict=True)])
+    log.info("%s: no masks and no alpha: making masks from the photos and their cameras",
+             capture.source)
+    try:
+        alpha = make_masks(cameras, images[..., :3], capture.points)
+    except UserError as error:
+        raise UserError(f"{capture.source}: {error}") from None
+    try:
+        for path, mask in zip(files, alpha, strict=True):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_image(path, mask.numpy(), data=True)
+        log.info("%s: masks made and written to %s (white = object): inspect them, correct "
+                 "them there if need be; the next run reads them", capture.source, folder)
+    except OSError as error:
+        log.warning("%s: masks made but not written to %s (%s)", capture.source, folder,
+                    one_line(error))
+    return torch.cat([images[..., :3], alpha[..., None]], -1)
 
 
 def _with_mask(image: torch.Tensor, mask_path: Path) -> torch.Tensor:

@@ -63,6 +63,7 @@ from .lens import Lens
 IMAGE_SUFFIXES = (".png", ".exr", ".jpg", ".jpeg")  # tried in this order after a bare path
 LAYOUTS = ("nerf", "nerfstudio", "llff")
 CAPTURE_TOOLS_FILE = "transforms.json"  # the layout "nerfstudio": one file, every frame
+AUTO_MASKS = "masks_auto"  # the folder of masks made for a capture that has none
 _NAMED = 5  # how many offending files an error message names
 _DOWNSCALED = re.compile(r"images_(\d+)$")
 # LLFF camera axes (down, right, backwards) -> OpenGL (right, up, backwards)
@@ -183,7 +184,9 @@ class Capture:
     cameras; ``offset``: what was added to the file's world positions (recentring; zeros
     for NeRF folders); ``root``: the capture folder where it is not ``source``'s (a COLMAP
     model in ``sparse/0/``); ``notes``: one sentence per key of the file read in a way a user
-    may want to know (``capture_tools.file_notes``, the recentring), for the log."""
+    may want to know (``capture_tools.file_notes``, the recentring), for the log;
+    ``points``: ``[P, 3]`` world positions (offset added) of the sparse 3D points the capture
+    holds (a COLMAP model's), else None."""
 
     layout: str
     source: Path
@@ -191,6 +194,7 @@ class Capture:
     offset: np.ndarray = field(default_factory=lambda: np.zeros(3))
     root: Path | None = None
     notes: list[str] = field(default_factory=list)
+    points: np.ndarray | None = None
 
     @property
     def folder(self) -> Path:
@@ -209,6 +213,13 @@ class Capture:
         """One label per frame: the image path relative to the folder, without suffix."""
         return [frame.image.relative_to(self.folder).with_suffix("").as_posix()
                 for frame in self.frames]
+
+    def auto_masks(self) -> list[Path]:
+        """Where the masks made for the frames of a capture that has none are kept, whether
+        they exist or not: ``AUTO_MASKS/<name>.png`` in the folder, one per frame (``names``),
+        drawn on the image as the pipeline uses it (undistorted, where the frame has a lens;
+        any size of the image's aspect); white = object."""
+        return [self.folder / AUTO_MASKS / f"{name}.png" for name in self.names()]
 
 
 def detect_layout(folder: str | Path) -> str | None:

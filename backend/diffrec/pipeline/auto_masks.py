@@ -1,0 +1,269 @@
+"""Foreground masks for photos that come without any (no alpha, no mask files), made from
+the photos and their cameras alone: no learned model, nothing downloaded.
+
+1. **The object's region** (``object_region``): a sphere around the point nearest to all the
+   cameras' optical axes (``nearest_point_to_lines``), as large as the views' fields of view
+   allow (the largest sphere there that the median view sees whole, times ``FILL``), shrunk
+   to the capture's sparse 3D points inside it where it has them (a COLMAP model's). Cameras
+   whose axes do not meet in front of them (a room seen from inside, a wall seen from along
+   it) are refused with ``NOT_OBJECT_CENTRED``.
+2. **A segmentation per view** (``segment``): OpenCV's GrabCut, seeded with the region's
+   projection as probable foreground, the rest of the image as probable background and its
+   border as background.
+3. **Carving** (``carve``, ``hull_silhouettes``): the voxels of the region that the masks of
+   all but ``TOLERANCE`` of the views that see them cover form a visual hull (one poor mask
+   does not cut the object; a background patch one view took for the object is carved away
+   by the others); its silhouette in each view seeds GrabCut again, which may move the
+   outline at most ``BAND`` of the image's size from it. ``CARVE_ROUNDS`` times.
+
+Masks are made at ``WORKING_SIZE`` pixels at most (the longer side) and scaled to the views.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from diffrec.camera import Cameras
+from diffrec.color import linear_to_srgb
+from diffrec.errors import UserError
+from diffrec.pipeline.views import cameras_at_size, resize_rgba
+from diffrec.pipeline.visual_hull import view_distances
+from diffrec.protocol.captures import nearest_point_to_lines
+from diffrec.protocol.images import longest_side_size
+
+__all__ = ["NOT_OBJECT_CENTRED", "Region", "make_masks", "object_region"]
+
+NOT_OBJECT_CENTRED = (
+    "its cameras do not look at one object (their optical axes do not meet in front of them, "
+    "as in a room seen from inside or a wall seen from along it), so masks cannot be made "
+    "from them: give masks (mask_path, or a masks/ folder) or images with alpha")
+WORKING_SIZE = 512  # longest side, pixels, masks are made at
+FILL = 0.9  # the region's radius: this share of the largest sphere the median view sees whole
+MIN_FACING = 0.8  # share of the cameras that must see the axes' meeting point
+MIN_SPREAD_DEGREES = 30.0  # the widest angle between two cameras, seen from that point
+MIN_POINTS = 20  # sparse points inside the region needed to size it by them
+POINTS_QUANTILE, POINTS_MARGIN = 0.95, 1.2  # the points' extent, and the margin around it
+GRID = 64  # voxels a side of the carving grid (the region's bounding cube)
+TOLERANCE = 0.1  # share of the views seeing a voxel whose masks may leave it out
+BORDER, BAND = 0.02, 0.04  # the background border and the refining band, shares of the size
+GRABCUT_ITERATIONS = 5
+CARVE_ROUNDS = 2
+_SPHERE_SAMPLES = 256  # points on the region's sphere projected to outline it
+_RAY_POINTS = 4_000_000  # ray samples per chunk of the hull's projection
+
+
+@dataclass(frozen=True)
+class Region:
+    """Where the object is: a sphere, world units."""
+
+    centre: np.ndarray
+    radius: float
+
+
+def make_masks(cameras: Cameras, colours: torch.Tensor, points: np.ndarray | None = None
+               ) -> torch.Tensor:
+    """Foreground masks ``[N, H, W]`` (0 or 1) of the views' linear RGB ``colours [N, H, W,
+    3]`` seen by ``cameras``, at their size; ``points [P, 3]``: sparse 3D points of the
+    capture where it has them. Raises ``UserError`` (``NOT_OBJECT_CENTRED``, the caller
+    prefixes the capture's name) for cameras that do not look at one object."""
+    region = object_region(cameras, points)
+    width, height = longest_side_size(cameras.width, cameras.height,
+                                      min(WORKING_SIZE, max(cameras.width, cameras.height)))
+    small = cameras_at_size(cameras, width, height)
+    opaque = torch.cat([colours, torch.ones_like(colours[..., :1])], -1)
+    pixels = resize_rgba(opaque, width, height)[..., :3].clamp(0, 1)
+    images = (linear_to_srgb(pixels) * 255 + 0.5).to(torch.uint8).numpy()
+    seeds = _outlines(small, region)
+    masks = np.stack([segment(image, _region_labels(seed))
+                      for image, seed in zip(images, seeds, strict=True)])
+    for _ in range(CARVE_ROUNDS):
+        occupied = carve(small, masks, region)
+        if not occupied.any():
+            raise UserError("no part of the object's region is inside the masks of most views: "
+                            "give masks (mask_path, or a masks/ folder) or images with alpha")
+        silhouettes = hull_silhouettes(small, occupied, region)
+        masks = np.stack([segment(image, _hull_labels(silhouette))
+                          for image, silhouette in zip(images, silhouettes, strict=True)])
+    alpha = torch.from_numpy(masks.astype(np.float32))
+    if (width, height) != (cameras.width, cameras.height):
+        alpha = F.interpolate(alpha[:, None], size=(cameras.height, cameras.width),
+                              mode="bilinear", align_corners=False)[:, 0].round()
+    return alpha
+
+
+def object_region(cameras: Cameras, points: np.ndarray | None = None) -> Region:
+    """The sphere the object is in (see the module docstring); ``UserError``
+    (``NOT_OBJECT_CENTRED``) where the cameras do not look at one point from around it."""
+    matrices = cameras.camera_to_world.double().cpu().numpy()
+    origins = matrices[:, :3, 3]
+    axes = -matrices[:, :3, 2] / np.linalg.norm(matrices[:, :3, 2], axis=-1, keepdims=True)
+    focus = nearest_point_to_lines(origins, axes)
+    if focus is None:
+        raise UserError(NOT_OBJECT_CENTRED)
+    pixels, depth = _project(cameras, focus[None])
+    x, y = pixels[:, 0, 0], pixels[:, 0, 1]
+    facing = (depth[:, 0] > 0) & (x >= 0) & (x <= cameras.width) & (y >= 0) & (y <= cameras.height)
+    if facing.mean() < MIN_FACING or _widest_angle(origins[facing] - focus) < MIN_SPREAD_DEGREES:
+        raise UserError(NOT_OBJECT_CENTRED)
+    fx, fy, cx, cy = (getattr(cameras, name).double().cpu().numpy()
+                      for name in ("fx", "fy", "cx", "cy"))
+    half_field = np.minimum(np.arctan(np.minimum(cx, cameras.width - cx) / fx),
+                            np.arctan(np.minimum(cy, cameras.height - cy) / fy))
+    to_focus = focus - origins
+    distance = np.linalg.norm(to_focus, axis=-1)
+    off_axis = np.arccos(np.clip((to_focus * axes).sum(-1) / distance, -1, 1))
+    fits = distance * np.sin(np.clip(half_field - off_axis, 0, None))
+    radius = FILL * float(np.median(fits[facing]))
+    if points is not None and len(points):
+        near = np.linalg.norm(np.asarray(points, np.float64) - focus, axis=-1)
+        near = near[near < radius]
+        if len(near) >= MIN_POINTS:
+            radius = min(radius, POINTS_MARGIN * float(np.quantile(near, POINTS_QUANTILE)))
+    return Region(focus, radius)
+
+
+def _widest_angle(directions: np.ndarray) -> float:
+    """The largest angle, degrees, between two of ``directions [N, 3]`` (0 for fewer than 2)."""
+    if len(directions) < 2:
+        return 0.0
+    unit = directions / np.linalg.norm(directions, axis=-1, keepdims=True)
+    return math.degrees(math.acos(float(np.clip((unit @ unit.T).min(), -1, 1))))
+
+
+def _project(cameras: Cameras, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(pixels [N, P, 2], depth [N, P])``: world ``points [P, 3]`` in each view's image
+    (x right, y down, origin at the top-left corner) and their depth along its axis."""
+    world_to_camera = cameras.world_to_camera().double().cpu().numpy()
+    local = points @ world_to_camera[:, :3, :3].transpose(0, 2, 1) + world_to_camera[:, None, :3, 3]
+    depth = -local[..., 2]
+    safe = np.where(depth > 0, depth, 1.0)
+    fx, fy, cx, cy = (getattr(cameras, name).double().cpu().numpy()[:, None]
+                      for name in ("fx", "fy", "cx", "cy"))
+    pixels = np.stack([cx + fx * local[..., 0] / safe, cy - fy * local[..., 1] / safe], -1)
+    return pixels, depth
+
+
+def _outlines(cameras: Cameras, region: Region) -> np.ndarray:
+    """``[N, H, W]`` bool: the region's sphere as each view sees it (the whole image where a
+    camera is inside it)."""
+    index = np.arange(_SPHERE_SAMPLES) + 0.5
+    polar, azimuth = np.arccos(1 - 2 * index / _SPHERE_SAMPLES), np.pi * (1 + 5 ** 0.5) * index
+    sphere = region.centre + region.radius * np.stack(
+        [np.sin(polar) * np.cos(azimuth), np.sin(polar) * np.sin(azimuth), np.cos(polar)], -1)
+    pixels, depth = _project(cameras, sphere)
+    outlines = np.zeros((len(cameras), cameras.height, cameras.width), np.uint8)
+    for outline, view, ahead in zip(outlines, pixels, depth, strict=True):
+        if (ahead <= 0).any():
+            outline[:] = 1
+            continue
+        hull = cv2.convexHull(np.round((view - 0.5) * 16).astype(np.int32))
+        cv2.fillConvexPoly(outline, hull, 1, lineType=cv2.LINE_8, shift=4)
+    return outlines.astype(bool)
+
+
+def _border(shape: tuple[int, int]) -> int:
+    return max(2, round(BORDER * min(shape)))
+
+
+def _region_labels(outline: np.ndarray) -> np.ndarray:
+    """GrabCut's labels from the region's outline: probable foreground inside, probable
+    background outside, background on the image's border."""
+    labels = np.where(outline, cv2.GC_PR_FGD, cv2.GC_PR_BGD).astype(np.uint8)
+    border = _border(outline.shape)
+    labels[:border], labels[-border:], labels[:, :border], labels[:, -border:] = (cv2.GC_BGD,) * 4
+    return labels
+
+
+def _hull_labels(silhouette: np.ndarray) -> np.ndarray:
+    """GrabCut's labels from the hull's silhouette: probable foreground inside, probable
+    background in a band ``BAND`` of the size around it, background beyond."""
+    band = max(2, round(BAND * min(silhouette.shape)))
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * band + 1, 2 * band + 1))
+    near = cv2.dilate(silhouette.astype(np.uint8), kernel).astype(bool)
+    return np.select([silhouette, near], [cv2.GC_PR_FGD, cv2.GC_PR_BGD], cv2.GC_BGD
+                     ).astype(np.uint8)
+
+
+def segment(image: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """``[H, W]`` bool foreground of the 8-bit RGB ``image [H, W, 3]`` by GrabCut from the
+    starting ``labels`` (``cv2.GC_*``); none where the labels hold no foreground."""
+    if not np.isin(labels, (cv2.GC_FGD, cv2.GC_PR_FGD)).any():
+        return np.zeros(labels.shape, bool)
+    if not np.isin(labels, (cv2.GC_BGD, cv2.GC_PR_BGD)).any():
+        return np.ones(labels.shape, bool)
+    result = labels.copy()
+    models = np.zeros((1, 65), np.float64), np.zeros((1, 65), np.float64)
+    cv2.setRNGSeed(0)
+    cv2.grabCut(np.ascontiguousarray(image[..., ::-1]), result, None, *models,
+                GRABCUT_ITERATIONS, cv2.GC_INIT_WITH_MASK)
+    return np.isin(result, (cv2.GC_FGD, cv2.GC_PR_FGD))
+
+
+def _grid_points(region: Region) -> torch.Tensor:
+    """``[GRID³, 3]`` float32 cell centres of the region's bounding cube, x slowest."""
+    steps = torch.linspace(-1.0, 1.0, GRID, dtype=torch.float64)
+    cube = torch.stack(torch.meshgrid(steps, steps, steps, indexing="ij"), -1).reshape(-1, 3)
+    return (torch.from_numpy(region.centre) + region.radius * cube).float()
+
+
+def carve(cameras: Cameras, masks: np.ndarray, region: Region) -> torch.Tensor:
+    """``[GRID, GRID, GRID]`` bool (x, y, z): the voxels of the region's sphere that at least
+    half the views see and that the ``masks [N, H, W]`` of all but ``TOLERANCE`` of them
+    cover (``view_distances``, the visual hull's own test)."""
+    points = _grid_points(region)
+    in_sphere = (points - torch.from_numpy(region.centre).float()).norm(dim=-1) <= region.radius
+    points = points[in_sphere]
+    seen = torch.zeros(len(points), dtype=torch.int64)
+    left_out = torch.zeros(len(points), dtype=torch.int64)
+    alpha = torch.from_numpy(masks.astype(np.float32))
+    for in_image, distance in view_distances(points, cameras.to("cpu"), alpha):
+        seen += in_image.sum(0)
+        left_out += (in_image & (distance > 0)).sum(0)
+    allowed = torch.floor(TOLERANCE * seen.double()).long()
+    occupied = torch.zeros(GRID ** 3, dtype=torch.bool)
+    occupied[in_sphere] = (2 * seen >= len(cameras)) & (left_out <= allowed)
+    return occupied.reshape(GRID, GRID, GRID)
+
+
+def hull_silhouettes(cameras: Cameras, occupied: torch.Tensor, region: Region) -> np.ndarray:
+    """``[N, H, W]`` bool: the pixels whose ray meets the carved voxels (``occupied``,
+    trilinear occupancy >= 0.5, sampled every voxel along the rays through the occupied
+    voxels' bounding box)."""
+    volume = occupied.float().permute(2, 1, 0)[None, None]  # grid_sample's (D, H, W) = (z, y, x)
+    cameras = cameras.to("cpu")
+    centre = torch.from_numpy(region.centre).float()
+    voxel = 2 * region.radius / (GRID - 1)
+    indices = occupied.nonzero()
+    low = centre + (indices.amin(0) - (GRID - 1) / 2 - 1) * voxel
+    high = centre + (indices.amax(0) - (GRID - 1) / 2 + 1) * voxel
+    corners = torch.stack(torch.meshgrid(*torch.stack([low, high], -1), indexing="ij"),
+                          -1).reshape(-1, 3)
+    pixels, _ = _project(cameras, corners.double().numpy())
+    silhouettes = np.zeros((len(cameras), cameras.height, cameras.width), bool)
+    for view in range(len(cameras)):
+        origin = cameras.centers()[view]
+        nearest = ((low - origin).clamp_min(0) + (origin - high).clamp_min(0)).norm()
+        farthest = (corners - origin).norm(dim=-1).max()
+        depths = torch.arange(float(nearest), float(farthest) + voxel, voxel)
+        (left, top), (right, bottom) = pixels[view].min(0), pixels[view].max(0)
+        cols = slice(max(0, math.floor(left)), min(cameras.width, math.ceil(right) + 1))
+        rows = range(max(0, math.floor(top)), min(cameras.height, math.ceil(bottom) + 1))
+        if cols.start >= cols.stop or not rows:
+            continue
+        directions = cameras[view].ray_directions()[0, rows.start:rows.stop, cols]
+        chunk = max(1, _RAY_POINTS // (len(depths) * directions.shape[1]))
+        for top_row in range(0, len(rows), chunk):
+            rays = directions[top_row:top_row + chunk]
+            samples = origin + rays[..., None, :] * depths[:, None]  # [h, w, steps, 3]
+            grid = ((samples - centre) / region.radius)[None]
+            inside = F.grid_sample(volume, grid, mode="bilinear", padding_mode="zeros",
+                                   align_corners=True)[0, 0]
+            silhouettes[view, rows.start + top_row:rows.start + top_row + len(rays), cols] = (
+                inside.amax(-1) >= 0.5).numpy()
+    return silhouettes

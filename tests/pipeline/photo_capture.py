@@ -1,0 +1,141 @@
+"""A photo-like capture made by ray casting in numpy: a textured ball on a wooden table in a
+room (floor, four walls, ceiling), lit by a sun that casts the ball's shadow on the table,
+supersampled 3x3, with sensor noise and no alpha; the true masks (the ball's coverage >= 0.5)
+are kept aside for scoring automatic ones."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from diffrec.camera import Cameras, look_at, orbit_cameras
+from diffrec.io import write_image
+
+BALL_CENTRE, BALL_RADIUS = np.array([0.0, 0.0, 0.5]), 0.5
+TABLE_HALF = 1.6  # the table top: |x|, |y| below this at z = 0
+ROOM = np.array([[-4.0, -4.0, -0.75], [4.0, 4.0, 3.0]])  # floor at the lowest z
+SUN = np.array([0.45, 0.3, 0.84]) / np.linalg.norm([0.45, 0.3, 0.84])
+SUPERSAMPLING = 3
+
+
+def object_cameras(count: int = 14, size: int = 112) -> Cameras:
+    """Cameras around the ball, above the table, looking at it."""
+    return orbit_cameras(count, 2.6, size, fov_degrees=40.0, elevations_degrees=(12.0, 40.0),
+                         target=tuple(BALL_CENTRE))
+
+
+def photos(cameras: Cameras, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``(linear RGB [N, H, W, 3] float32 in [0, 1], true masks [N, H, W] bool)``."""
+    fine = Cameras(cameras.camera_to_world, cameras.fx * SUPERSAMPLING,
+                   cameras.fy * SUPERSAMPLING, cameras.cx * SUPERSAMPLING,
+                   cameras.cy * SUPERSAMPLING, cameras.width * SUPERSAMPLING,
+                   cameras.height * SUPERSAMPLING)
+    directions = fine.ray_directions().double().numpy()
+    origins = np.broadcast_to(fine.centers().double().numpy()[:, None, None], directions.shape)
+    colour, ball = _shade(origins.reshape(-1, 3), directions.reshape(-1, 3))
+    n, h, w = len(cameras), cameras.height, cameras.width
+    block = (n, h, SUPERSAMPLING, w, SUPERSAMPLING)
+    colour = colour.reshape(*block, 3).mean((2, 4))
+    coverage = ball.reshape(block).mean((2, 4))
+    noise = np.random.default_rng(seed).normal(0.0, 0.01, colour.shape)
+    return np.clip(colour + noise, 0, 1).astype(np.float32), coverage >= 0.5
+
+
+def write_capture(folder: Path, cameras: Cameras, images: np.ndarray) -> None:
+    """A nerfstudio ``transforms.json`` folder of the views, as RGB PNGs (no alpha)."""
+    (folder / "images").mkdir(parents=True, exist_ok=True)
+    frames = []
+    for index, (image, matrix) in enumerate(zip(images, cameras.camera_to_world, strict=True)):
+        write_image(folder / "images" / f"frame_{index:03d}.png", image)
+        frames.append({"file_path": f"images/frame_{index:03d}.png",
+                       "transform_matrix": matrix.double().tolist()})
+    (folder / "transforms.json").write_text(json.dumps({
+        "fl_x": float(cameras.fx[0]), "fl_y": float(cameras.fy[0]), "cx": float(cameras.cx[0]),
+        "cy": float(cameras.cy[0]), "w": cameras.width, "h": cameras.height,
+        "frames": frames}))
+
+
+def outward_cameras(count: int = 12, size: int = 64) -> Cameras:
+    """Cameras in the middle of a room, each looking away from the others (a room scan)."""
+    azimuth = np.arange(count) * 2 * math.pi / count
+    eye = np.stack([0.3 * np.cos(azimuth), 0.3 * np.sin(azimuth), np.full(count, 1.5)], -1)
+    return _looking(eye, eye + np.stack([np.cos(azimuth), np.sin(azimuth), np.zeros(count)], -1),
+                    size)
+
+
+def parallel_cameras(count: int = 12, size: int = 64) -> Cameras:
+    """Cameras along a wall, all looking straight at it."""
+    eye = np.stack([np.linspace(-3, 3, count), np.full(count, -2.0), np.full(count, 1.5)], -1)
+    return _looking(eye, eye + np.array([0.0, 1.0, 0.0]), size)
+
+
+def _looking(eye: np.ndarray, target: np.ndarray, size: int) -> Cameras:
+    focal = 0.5 * size / math.tan(math.radians(20))
+    return Cameras(look_at(torch.from_numpy(eye), torch.from_numpy(target)).float(), focal, focal,
+                   size / 2, size / 2, size, size)
+
+
+def _shade(origins: np.ndarray, directions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(linear RGB [R, 3], whether the ball is what each ray meets [R])``."""
+    t_ball = _ball_hit(origins, directions)
+    t_table = np.where(directions[:, 2] < 0, -origins[:, 2] / np.minimum(directions[:, 2], -1e-9),
+                       np.inf)
+    on_table = origins + t_table[:, None] * directions
+    t_table = np.where((np.abs(on_table[:, :2]) < TABLE_HALF).all(-1), t_table, np.inf)
+    t_room, face = _room_exit(origins, directions)
+    nearest = np.argmin(np.stack([t_ball, t_table, t_room]), 0)
+    colour = np.zeros_like(origins)
+    for kind, t in enumerate((t_ball, t_table, t_room)):
+        hit = nearest == kind
+        point = origins[hit] + t[hit, None] * directions[hit]
+        colour[hit] = (_ball_colour, _table_colour, _room_colour)[kind](point, face[hit])
+    return colour, nearest == 0
+
+
+def _ball_hit(origins: np.ndarray, directions: np.ndarray) -> np.ndarray:
+    offset = origins - BALL_CENTRE
+    b = (offset * directions).sum(-1)
+    disc = b ** 2 - (offset ** 2).sum(-1) + BALL_RADIUS ** 2
+    t = -b - np.sqrt(np.maximum(disc, 0))
+    return np.where((disc > 0) & (t > 0), t, np.inf)
+
+
+def _room_exit(origins: np.ndarray, directions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distance to the room's inside and which face (0-5: -x, +x, -y, +y, floor, ceiling)."""
+    safe = np.where(np.abs(directions) < 1e-12, 1e-12, directions)
+    exits = np.where(safe > 0, (ROOM[1] - origins) / safe, (ROOM[0] - origins) / safe)
+    axis = np.argmin(exits, -1)
+    return exits.min(-1), 2 * axis + (np.take_along_axis(safe, axis[:, None], 1)[:, 0] > 0)
+
+
+def _lit(albedo: np.ndarray, normal: np.ndarray, shadow=None) -> np.ndarray:
+    sun = np.clip(normal @ SUN, 0, None) * (1.0 if shadow is None else np.where(shadow, 0.15, 1))
+    return albedo * (0.35 + 0.75 * sun)[:, None]
+
+
+def _ball_colour(point: np.ndarray, _face) -> np.ndarray:
+    normal = (point - BALL_CENTRE) / BALL_RADIUS
+    azimuth, height = np.arctan2(normal[:, 1], normal[:, 0]), normal[:, 2]
+    stripe = (np.floor(azimuth * 6 / math.pi) + np.floor(height * 4)) % 3
+    albedo = np.array([[0.75, 0.12, 0.08], [0.85, 0.45, 0.05], [0.9, 0.8, 0.2]])[stripe.astype(int)]
+    return _lit(albedo, normal)
+
+
+def _table_colour(point: np.ndarray, _face) -> np.ndarray:
+    grain = 0.5 + 0.5 * np.sin(point[:, 0] * 23 + 2 * np.sin(point[:, 1] * 5))
+    albedo = np.array([0.32, 0.2, 0.1]) + grain[:, None] * np.array([0.12, 0.08, 0.04])
+    shadow = np.isfinite(_ball_hit(point + 1e-6 * SUN, np.broadcast_to(SUN, point.shape)))
+    return _lit(albedo, np.broadcast_to([0.0, 0.0, 1.0], point.shape), shadow)
+
+
+def _room_colour(point: np.ndarray, face: np.ndarray) -> np.ndarray:
+    walls = np.array([[0.35, 0.45, 0.55], [0.4, 0.55, 0.45], [0.5, 0.5, 0.6], [0.3, 0.4, 0.5],
+                      [0.45, 0.45, 0.42], [0.85, 0.85, 0.82]])
+    tiles = (np.floor(point * 2).sum(-1) % 2)[:, None]
+    albedo = walls[face] * (0.85 + 0.3 * tiles)
+    normals = np.array([[1.0, 0, 0], [-1, 0, 0], [0, 1, 0], [0, -1, 0], [0, 0, 1], [0, 0, -1]])
+    return _lit(albedo, normals[face])
