@@ -33,14 +33,19 @@ def training_size(scene, longest_side: int) -> tuple[int, int]:
 
 def dataset_targets(folder: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(images [N,H,W,4], cameras [N,4,4], intrinsics [N,6]) from a dataset folder (a
-    Blender path), NeRF-style or LLFF (masks become the images' alpha), read with
-    ``diffrec.protocol.captures``, the reader the backend uses."""
+    Blender path), NeRF-style or LLFF (masks become the images' alpha; without masks, those
+    the backend made for the capture, ``Capture.auto_masks``, where it made them all), read
+    with ``diffrec.protocol.captures``, the reader the backend uses."""
     capture = protocol().captures.read_capture(Path(bpy.path.abspath(folder)))
+    made = capture.auto_masks()
+    if any(frame.mask for frame in capture.frames) or not all(p.is_file() for p in made):
+        made = [None] * len(made)
     images = []
-    for frame in capture.frames:
+    for frame, made_mask in zip(capture.frames, made, strict=True):
         image = export_scene.load_image_array(frame.image)
-        if frame.mask is not None:
-            image[..., 3] = export_scene.load_image_array(frame.mask, data=True)[..., 0]
+        mask = frame.mask or made_mask
+        if mask is not None:
+            image[..., 3] = export_scene.load_image_array(mask, data=True)[..., 0]
         images.append(image)
     images = np.stack(images)
     height, width = images.shape[1:3]

@@ -323,8 +323,9 @@ def check_llff_capture_as_dataset_targets_and_import():
 
 def check_capture_tool_folder_as_dataset_targets():
     """A capture tool's transforms.json (pinhole intrinsics at the top, mask_path per frame):
-    the Dataset source sends the mask as alpha and the stated intrinsics; the same folder with
-    an OPENCV lens is refused with the sentence that says the backend undistorts it."""
+    the Dataset source sends the mask as alpha and the stated intrinsics, and without
+    mask_path the masks the backend made (masks_auto/); the same folder with an OPENCV lens
+    is refused with the sentence that says the backend undistorts it."""
     import json
 
     from addon import submission
@@ -355,6 +356,13 @@ def check_capture_tool_folder_as_dataset_targets():
             assert images[0, 5, 3, 3] == 0 and images[0, 5, 30, 3] == 1, "mask as alpha"
             assert np.allclose(sent[0, :4], (20.0, 21.0, 15.0, 12.5)), sent
             assert np.allclose(poses[0], pose), "a lone camera is not recentred"
+            # without mask_path: the masks the backend made for the capture, where it has
+            (root / "masks_auto" / "images").mkdir(parents=True)
+            (root / "masks" / "a.png").rename(root / "masks_auto" / "images" / "a.png")
+            del content["frames"][0]["mask_path"]
+            (root / "transforms.json").write_text(json.dumps(content))
+            images, _poses, _sent = submission.dataset_targets(scene.diffrec.dataset_path)
+            assert images[0, 5, 3, 3] == 0 and images[0, 5, 30, 3] == 1, "made masks as alpha"
             content.update(camera_model="OPENCV", k1=-0.1)
             (root / "transforms.json").write_text(json.dumps(content))
             try:

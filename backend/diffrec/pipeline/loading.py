@@ -92,7 +92,7 @@ def load_dataset(
         images.append(resize_rgba(image[None], *target)[0])
     cameras = capture_cameras(capture, *target, file_size, near_far)
     if auto_masks and len(missing_alpha) == len(images):
-        return Views(cameras, _auto_masked(capture, cameras, torch.stack(images)),
+        return Views(cameras, _auto_masked(capture, cameras, torch.stack(images), file_size),
                      capture.names())
     if missing_alpha:
         log.warning("%d images of %s have no alpha channel and no mask (e.g. %s): treating them "
@@ -101,10 +101,12 @@ def load_dataset(
     return Views(cameras, torch.stack(images), capture.names())
 
 
-def _auto_masked(capture, cameras, images: torch.Tensor) -> torch.Tensor:
+def _auto_masked(capture, cameras, images: torch.Tensor, file_size: tuple[int, int]
+                 ) -> torch.Tensor:
     """``images [N, H, W, 4]`` (of a capture without masks or alpha) with the alpha of the
     masks kept for the capture (``Capture.auto_masks``) where all are there, else of masks
-    made from the images (``make_masks``) and written there for the artist to inspect."""
+    made from the images (``make_masks``) and written there, at the photos' ``file_size``
+    (width, height), for the artist to inspect."""
     files = capture.auto_masks()
     folder = files[0].parent
     if all(path.is_file() for path in files):
@@ -119,7 +121,9 @@ def _auto_masked(capture, cameras, images: torch.Tensor) -> torch.Tensor:
     except UserError as error:
         raise UserError(f"{capture.source}: {error}") from None
     try:
-        for path, mask in zip(files, alpha, strict=True):
+        full = F.interpolate(alpha[:, None], size=file_size[::-1], mode="bilinear",
+                             align_corners=False)[:, 0].round()
+        for path, mask in zip(files, full, strict=True):
             path.parent.mkdir(parents=True, exist_ok=True)
             write_image(path, mask.numpy(), data=True)
         log.info("%s: masks made and written to %s (white = object): inspect them, correct "
