@@ -9,13 +9,20 @@ import time
 
 def zmtp_dealer(address: str) -> socket.socket:
     """A raw TCP connection to ``address`` (tcp://HOST:PORT, plain text) that has greeted as
-    a ZMTP 3.0 DEALER (NULL mechanism)."""
+    a ZMTP 3.0 DEALER (NULL mechanism) and received the server's READY (libzmq closes a
+    connection whose messages arrive before its handshake has ended)."""
     host, port = address.removeprefix("tcp://").rsplit(":", 1)
     peer = socket.create_connection((host, int(port)), timeout=5)
     greeting = b"\xff" + bytes(8) + b"\x7f" + bytes([3, 0]) + b"NULL".ljust(20, b"\0")
     peer.sendall(greeting + bytes(32))
     ready = b"\x05READY" + b"\x0bSocket-Type" + (6).to_bytes(4, "big") + b"DEALER"
     peer.sendall(bytes([0x04, len(ready)]) + ready)
+    seen = b""
+    while b"READY" not in seen:
+        received = peer.recv(4096)
+        if not received:
+            raise ConnectionError(f"{address} closed the connection in its handshake")
+        seen += received
     return peer
 
 

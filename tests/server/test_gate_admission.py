@@ -36,16 +36,6 @@ ANSWER_S = 1.0
 """How soon a well-behaved client must be answered while others misbehave."""
 
 
-def ready_dealer(address: str) -> socket.socket:
-    """``zmtp_dealer``, once the server's READY has come back (libzmq closes a connection
-    whose messages arrive before its handshake ends)."""
-    peer = zmtp_dealer(address)
-    seen = b""
-    while b"READY" not in seen:
-        seen += peer.recv(4096) or pytest.fail("the server closed a fresh connection")
-    return peer
-
-
 def curve_greeting(address: str) -> socket.socket:
     """A raw TCP connection to ``address`` that has sent a ZMTP 3.0 greeting for CURVE and
     nothing of the handshake after it."""
@@ -110,7 +100,7 @@ def test_paced_small_frames_cost_at_most_the_budget_per_connection(small_budget_
     the gate now charges that, so each connection is held at its budget."""
     server, budget = small_budget_server
     connections, frames = 8, 4000
-    peers = [ready_dealer(server.endpoint) for _ in range(connections)]
+    peers = [zmtp_dealer(server.endpoint) for _ in range(connections)]
     frame = bytes([0x01, 34]) + bytes(34)
     before = rss_bytes(os.getpid())
     for peer in peers:
@@ -224,7 +214,7 @@ def test_a_failure_in_one_connection_closes_only_it(tmp_path, monkeypatch):
             return feed(self, data)
 
         monkeypatch.setattr(gate._Framing, "feed", failing)
-        peer = ready_dealer(server.endpoint)
+        peer = zmtp_dealer(server.endpoint)
         peer.sendall(b"poison")
         assert peer.recv(1) == b""  # closed
         answered_within(client, ANSWER_S)
