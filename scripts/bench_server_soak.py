@@ -20,6 +20,14 @@ normal client pings; it prints the server's RSS before and at its peak, and the 
 Fairness: a second server (CURVE, keys A and B, ``--max-wall-time-s --wall-time``) gets
 ``--long-jobs`` jobs of 10^6 iterations from key A, then a 5-iteration job from key B; it
 prints how long B's job took to start.
+
+Then issue 55's hostile clients, on a third server: ``--hostile-clients`` well-behaved clients
+ping and read 256 KiB of a 192 KiB-plus result file for ``--hostile-seconds``, alone and then
+beside ``--declared`` connections that declare a 4 MiB frame and send none of it,
+``--small-frames`` connections pacing 34-byte frames with MORE set, ``--unread`` clients
+asking for the file again and again and reading no reply, and ``--idle`` connections that send
+nothing; it prints the well-behaved clients' p99 latency and errors, and the server's peak RSS
+and descriptors, in each run.
 """
 
 from __future__ import annotations
@@ -27,7 +35,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import os
 import random
+import socket
 import statistics
 import subprocess
 import sys
@@ -37,10 +47,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+import zmq
 
 from diffrec import cli
 from diffrec.protocol import Client, ServerError, ServerUnavailable, read_keypair, write_keypair
-from diffrec.protocol.limits import MIB
+from diffrec.protocol.limits import MAX_FRAME_BYTES, MIB
+from diffrec.protocol.message import encode
 from diffrec_bench.demo.backend import free_port
 from diffrec_bench.zmtp_peer import send_unfinished, zmtp_dealer
 
@@ -100,6 +112,9 @@ class ServerUnderTest:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
         return float("nan")
+
+    def descriptors(self) -> int:
+        return len(os.listdir(f"/proc/{self.process.pid}/fd"))
 
     def stop(self) -> None:
         self.process.terminate()
@@ -284,6 +299,131 @@ def fairness_phase(root: Path, long_jobs: int, wall_time_s: float) -> float:
         server.stop()
 
 
+class Peaks:
+    """The server's peak RSS (MiB) and descriptors, sampled every 0.2 s while in use."""
+
+    def __init__(self, server: ServerUnderTest):
+        self.server, self.rss, self.fds = server, 0.0, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.2):
+            with contextlib.suppress(OSError):
+                self.rss = max(self.rss, self.server.rss_mib())
+                self.fds = max(self.fds, self.server.descriptors())
+
+    def __enter__(self) -> Peaks:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def well_behaved(address: str, clients: int, seconds: float, job: str,
+                 size: int) -> tuple[float, int, int]:
+    """(p99 latency in ms, errors, requests) of ``clients`` threads that ping and read the
+    job's texture.npy (``size`` bytes) in turns for ``seconds``."""
+    latencies, errors = [], []
+
+    def loop() -> None:
+        with TimedClient(address, timeout=5.0, retry_for=10.0, latencies=latencies) as client:
+            while time.monotonic() < deadline:
+                try:
+                    client.ping()
+                    client.call("read", {"job": job, "file": "texture.npy", "offset": 0,
+                                         "length": min(size, 256 * 1024)})
+                except (ServerError, ServerUnavailable) as exc:
+                    errors.append(exc)
+
+    deadline = time.monotonic() + seconds
+    threads = [threading.Thread(target=loop) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    latencies.sort()
+    return latencies[int(0.99 * (len(latencies) - 1))] * 1000, len(errors), len(latencies)
+
+
+def pace_small_frames(peers: list[socket.socket], deadline: float) -> None:
+    """One 34-byte frame with MORE set to each peer in turn, every 2 ms, until ``deadline``."""
+    frame = bytes([0x01, 34]) + bytes(34)
+    for peer in peers:
+        peer.setblocking(False)
+    while time.monotonic() < deadline:
+        for peer in peers:
+            with contextlib.suppress(OSError):  # held back, or closed by the server
+                peer.send(frame)
+        time.sleep(0.002)
+
+
+def ask_without_reading(address: str, job: str, size: int, deadline: float) -> None:
+    """Ask for the job's texture.npy again and again until ``deadline``, reading nothing."""
+    stalled = zmq.Context.instance().socket(zmq.DEALER)
+    stalled.rcvhwm, stalled.rcvbuf, stalled.linger = 1, 4096, 0
+    stalled.connect(address)
+    number = 0
+    while time.monotonic() < deadline:
+        number += 1
+        try:
+            stalled.send_multipart(encode("read", {"id": number, "job": job,
+                                                   "file": "texture.npy", "offset": 0,
+                                                   "length": size}), zmq.NOBLOCK)
+        except zmq.Again:
+            time.sleep(0.05)
+    stalled.close()
+
+
+def hostile_phase(root: Path, args) -> list[tuple]:
+    """Per run, alone and beside the hostile clients: (p99 ms, errors, requests, peak RSS
+    MiB, peak descriptors, whether the server was still running)."""
+    server = ServerUnderTest(root / "hostile")
+    server.start()
+    runs = []
+    try:
+        with Client(server.address, timeout=10.0, retry_for=60.0) as client:
+            spec = {**job_spec(), "iterations": 10, "checkpoint_every": 5, "texture_size": 128}
+            client.submit("big", spec, {"images": variant_images(0)})
+            assert client.wait("big")["kind"] == "done"
+            size = next(entry["size"] for entry in client.call("fetch", {"job": "big"})["files"]
+                        if entry["name"] == "texture.npy")
+        for hostile in (False, True):
+            peers, senders = [], []
+            deadline = time.monotonic() + args.hostile_seconds
+            if hostile:
+                declared = bytes([0x03]) + MAX_FRAME_BYTES.to_bytes(8, "big")
+                for _ in range(args.declared):
+                    peers.append(zmtp_dealer(server.address))
+                    peers[-1].sendall(declared)
+                small = [zmtp_dealer(server.address) for _ in range(args.small_frames)]
+                peers += small
+                host, port = server.address.removeprefix("tcp://").rsplit(":", 1)
+                for _ in range(args.idle):
+                    with contextlib.suppress(OSError):  # the server may close old ones
+                        peers.append(socket.create_connection((host, int(port)), timeout=5))
+                senders = [threading.Thread(target=pace_small_frames, args=(small, deadline))]
+                senders += [threading.Thread(target=ask_without_reading,
+                                             args=(server.address, "big", size, deadline))
+                            for _ in range(args.unread)]
+                for sender in senders:
+                    sender.start()
+            with Peaks(server) as peaks:
+                p99, errors, requests = well_behaved(server.address, args.hostile_clients,
+                                                     args.hostile_seconds, "big", size)
+            for sender in senders:
+                sender.join()
+            for peer in peers:
+                peer.close()
+            runs.append((p99, errors, requests, peaks.rss, peaks.fds,
+                         server.process.poll() is None))
+    finally:
+        server.stop()
+    return runs
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=50)
@@ -297,6 +437,16 @@ def main(argv=None) -> int:
     parser.add_argument("--long-jobs", type=int, default=3, help="key A's jobs (fairness)")
     parser.add_argument("--wall-time", type=float, default=10.0,
                         help="the fairness server's --max-wall-time-s")
+    parser.add_argument("--hostile-clients", type=int, default=8)
+    parser.add_argument("--hostile-seconds", type=float, default=10.0)
+    parser.add_argument("--declared", type=int, default=300,
+                        help="connections declaring a 4 MiB frame and sending none of it")
+    parser.add_argument("--small-frames", type=int, default=16,
+                        help="connections pacing 34-byte frames with MORE set")
+    parser.add_argument("--unread", type=int, default=8,
+                        help="clients asking for a file again and again, reading nothing")
+    parser.add_argument("--idle", type=int, default=500,
+                        help="connections that send nothing")
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory(dir=args.tmp) as temp:
@@ -328,6 +478,7 @@ def main(argv=None) -> int:
         finally:
             server.stop()
         waited = fairness_phase(Path(temp), args.long_jobs, args.wall_time)
+        hostile = hostile_phase(Path(temp), args)
     latencies = sorted(soak.latencies)
     counts = soak.counts
     if counts["mismatched"]:
@@ -349,6 +500,15 @@ def main(argv=None) -> int:
     print(f"fairness: key B's 5-iteration job started {waited:.1f} s after its submit, key A "
           f"holding {args.long_jobs} jobs of 10^6 iterations (wall-time limit "
           f"{args.wall_time:g} s)")
+    labels = ("alone", f"beside {args.declared} declared-frame, {args.small_frames} "
+              f"small-frame, {args.unread} unread-reply and {args.idle} idle connections")
+    for (p99, errors, requests, rss, fds, alive), label in zip(hostile, labels, strict=True):
+        print(f"hostile: {args.hostile_clients} well-behaved clients {label}: p99 {p99:.0f} "
+              f"ms, errors {errors} of {requests} requests; server peak RSS {rss:.0f} MiB, "
+              f"descriptors {fds}, {'running' if alive else 'DEAD'}")
+        if errors or not alive:
+            problems.append(f"well-behaved clients {label}: {errors} errors, "
+                            f"{'running' if alive else 'dead'}")
     for sample in soak.error_samples:
         print(f"  error: {sample}")
     for problem in problems:
