@@ -20,6 +20,9 @@ TABLE_HALF = 1.6  # the table top: |x|, |y| below this at z = 0
 ROOM = np.array([[-4.0, -4.0, -0.75], [4.0, 4.0, 3.0]])  # floor at the lowest z
 SUN = np.array([0.45, 0.3, 0.84]) / np.linalg.norm([0.45, 0.3, 0.84])
 SUPERSAMPLING = 3
+# the ball's stripes: unlike anything else in the room, or of the table's browns
+PALETTES = {"warm": ((0.75, 0.12, 0.08), (0.85, 0.45, 0.05), (0.9, 0.8, 0.2)),
+            "wood": ((0.45, 0.28, 0.12), (0.55, 0.38, 0.2), (0.3, 0.19, 0.09))}
 
 
 def object_cameras(count: int = 14, size: int = 112) -> Cameras:
@@ -28,15 +31,18 @@ def object_cameras(count: int = 14, size: int = 112) -> Cameras:
                          target=tuple(BALL_CENTRE))
 
 
-def photos(cameras: Cameras, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """``(linear RGB [N, H, W, 3] float32 in [0, 1], true masks [N, H, W] bool)``."""
+def photos(cameras: Cameras, seed: int = 0, palette: str = "warm"
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """``(linear RGB [N, H, W, 3] float32 in [0, 1], true masks [N, H, W] bool)``; the
+    ball striped in ``PALETTES[palette]``."""
     fine = Cameras(cameras.camera_to_world, cameras.fx * SUPERSAMPLING,
                    cameras.fy * SUPERSAMPLING, cameras.cx * SUPERSAMPLING,
                    cameras.cy * SUPERSAMPLING, cameras.width * SUPERSAMPLING,
                    cameras.height * SUPERSAMPLING)
     directions = fine.ray_directions().double().numpy()
     origins = np.broadcast_to(fine.centers().double().numpy()[:, None, None], directions.shape)
-    colour, ball = _shade(origins.reshape(-1, 3), directions.reshape(-1, 3))
+    colour, ball = _shade(origins.reshape(-1, 3), directions.reshape(-1, 3),
+                          np.array(PALETTES[palette]))
     n, h, w = len(cameras), cameras.height, cameras.width
     block = (n, h, SUPERSAMPLING, w, SUPERSAMPLING)
     colour = colour.reshape(*block, 3).mean((2, 4))
@@ -79,7 +85,8 @@ def _looking(eye: np.ndarray, target: np.ndarray, size: int) -> Cameras:
                    size / 2, size / 2, size, size)
 
 
-def _shade(origins: np.ndarray, directions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _shade(origins: np.ndarray, directions: np.ndarray, palette: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray]:
     """``(linear RGB [R, 3], whether the ball is what each ray meets [R])``."""
     t_ball = _ball_hit(origins, directions)
     t_table = np.where(directions[:, 2] < 0, -origins[:, 2] / np.minimum(directions[:, 2], -1e-9),
@@ -92,7 +99,8 @@ def _shade(origins: np.ndarray, directions: np.ndarray) -> tuple[np.ndarray, np.
     for kind, t in enumerate((t_ball, t_table, t_room)):
         hit = nearest == kind
         point = origins[hit] + t[hit, None] * directions[hit]
-        colour[hit] = (_ball_colour, _table_colour, _room_colour)[kind](point, face[hit])
+        colour[hit] = (_ball_colour, _table_colour, _room_colour)[kind](point, face[hit],
+                                                                        palette)
     return colour, nearest == 0
 
 
@@ -117,22 +125,22 @@ def _lit(albedo: np.ndarray, normal: np.ndarray, shadow=None) -> np.ndarray:
     return albedo * (0.35 + 0.75 * sun)[:, None]
 
 
-def _ball_colour(point: np.ndarray, _face) -> np.ndarray:
+def _ball_colour(point: np.ndarray, _face, palette: np.ndarray) -> np.ndarray:
     normal = (point - BALL_CENTRE) / BALL_RADIUS
     azimuth, height = np.arctan2(normal[:, 1], normal[:, 0]), normal[:, 2]
     stripe = (np.floor(azimuth * 6 / math.pi) + np.floor(height * 4)) % 3
-    albedo = np.array([[0.75, 0.12, 0.08], [0.85, 0.45, 0.05], [0.9, 0.8, 0.2]])[stripe.astype(int)]
+    albedo = palette[stripe.astype(int)]
     return _lit(albedo, normal)
 
 
-def _table_colour(point: np.ndarray, _face) -> np.ndarray:
+def _table_colour(point: np.ndarray, _face, _palette) -> np.ndarray:
     grain = 0.5 + 0.5 * np.sin(point[:, 0] * 23 + 2 * np.sin(point[:, 1] * 5))
     albedo = np.array([0.32, 0.2, 0.1]) + grain[:, None] * np.array([0.12, 0.08, 0.04])
     shadow = np.isfinite(_ball_hit(point + 1e-6 * SUN, np.broadcast_to(SUN, point.shape)))
     return _lit(albedo, np.broadcast_to([0.0, 0.0, 1.0], point.shape), shadow)
 
 
-def _room_colour(point: np.ndarray, face: np.ndarray) -> np.ndarray:
+def _room_colour(point: np.ndarray, face: np.ndarray, _palette) -> np.ndarray:
     walls = np.array([[0.35, 0.45, 0.55], [0.4, 0.55, 0.45], [0.5, 0.5, 0.6], [0.3, 0.4, 0.5],
                       [0.45, 0.45, 0.42], [0.85, 0.85, 0.82]])
     tiles = (np.floor(point * 2).sum(-1) % 2)[:, None]
