@@ -30,7 +30,7 @@ from diffrec.protocol import Client
 from diffrec.protocol.limits import MAX_FRAME_BYTES, MIB, REPLY_BUDGET_BYTES
 from diffrec.protocol.message import encode
 from diffrec.server import app, gate
-from diffrec_bench.zmtp_peer import zmtp_dealer
+from diffrec_bench.zmtp_peer import send_unfinished, zmtp_dealer
 
 ANSWER_S = 1.0
 """How soon a well-behaved client must be answered while others misbehave."""
@@ -120,6 +120,27 @@ def test_paced_small_frames_cost_at_most_the_budget_per_connection(small_budget_
         peer.close()
     bound = connections * (budget + 16 * 1024) + 48 * MIB  # beyond it: one frame's charge
     assert grown < bound, f"the server grew by {grown / MIB:.0f} MiB (bound {bound / MIB:.0f})"
+
+
+def test_beyond_the_address_budget_the_biggest_unfinished_holder_is_closed(tmp_path):
+    """6 connections send 4 MiB frames with MORE set, never the last one, to a gate whose
+    unauthenticated connections of one address may hold 12 MiB together: the biggest are
+    closed until the rest fit (before, every connection was held back, the well-behaved
+    one included, once all together passed the total)."""
+    budget, address_budget = 4 * MIB, 12 * MIB
+    with mock.patch.object(app, "open_gate", lambda bind: gate.Gate(
+            "127.0.0.1", free_port(), peer_budget=budget, address_budget=address_budget)):
+        with server_in_process(tmp_path / "data") as server, \
+                Client(server.endpoint, timeout=ANSWER_S, retry_for=0) as client:
+            client.ping()
+            peers = [zmtp_dealer(server.endpoint) for _ in range(6)]
+            send_unfinished(peers, 4, 4 * MIB, time.monotonic() + 3.0)
+            held, links = server.gate.held_bytes(), len(server.gate.links)
+            answered_within(client, ANSWER_S)
+            for peer in peers:
+                peer.close()
+    assert held <= address_budget + MAX_FRAME_BYTES
+    assert links < 7  # some were closed; the client's stays
 
 
 def open_fds() -> int:

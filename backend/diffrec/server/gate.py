@@ -16,8 +16,9 @@ flag is encrypted) and keeps two balances per connection:
   finds a message's connection from the Unix socket it came through, ``ZMQ_SRCFD``). The
   gate reads no more from a connection over ``PEER_BUDGET_BYTES``; beyond
   ``ADDRESS_BUDGET_BYTES`` for the unauthenticated connections of one address, or
-  ``TOTAL_BUDGET_BYTES`` for all, it closes the biggest unauthenticated holder (libzmq then
-  frees its frames). No connection is held back for another's bytes.
+  ``TOTAL_BUDGET_BYTES`` for all, it closes the biggest unauthenticated holder, those the
+  server has read nothing of lately first (libzmq then frees their frames). No connection is
+  held back for another's bytes.
 - ``backlog``: replies and events the server queued for the client (``reserve``) that have
   not yet come through the relay. The server drops a message for a connection over
   ``REPLY_BUDGET_BYTES``; beyond ``TOTAL_REPLY_BUDGET_BYTES`` for all, the unauthenticated
@@ -92,6 +93,9 @@ FDS_KEPT_MIN = 64
 of the process's limit, and no fewer than this."""
 FAILURES_TO_STOP = 20
 """Rounds of the relay loop failing one after the other before the gate gives up."""
+SERVED_S = 1.0
+"""A connection the server has read a message of this recently is closed for holding too
+much only after those it has not."""
 
 
 def frame_cost(size: int) -> int:
@@ -176,7 +180,8 @@ class _Framing:
 @dataclass(eq=False)
 class _Link:
     """One client connection and its relay to the ROUTER; ``events``: what the selector
-    watches on each side; ``active``: when the client last sent or was served."""
+    watches on each side; ``active``: when the client last sent or was served; ``served``:
+    when the server last read a message of it."""
 
     client: socket.socket
     upstream: socket.socket
@@ -191,6 +196,7 @@ class _Link:
     authenticated: bool = False
     route: bytes | None = None
     active: float = field(default_factory=time.monotonic)
+    served: float = 0.0
     events: dict = field(default_factory=dict)
 
 
@@ -275,7 +281,7 @@ class Gate:
             link = self.links.get(name)
             if link is not None:
                 self._charge(link, -cost)
-                link.active = time.monotonic()
+                link.active = link.served = time.monotonic()
                 if link.route is None:
                     link.route = frames[0].bytes
                     self._routes[link.route] = link
@@ -386,7 +392,13 @@ class Gate:
                 return
         self._count += 1
         name = f"c{self._count}"
-        upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        except OSError as exc:
+            log.warning("gate: closing a new connection from %s: %s", host, exc)
+            client.close()
+            self._make_room(None, "the process is out of descriptors")
+            return
         try:
             upstream.bind(os.path.join(self.folder, name))
             upstream.connect(self.upstream[len("ipc://"):])
@@ -450,16 +462,19 @@ class Gate:
 
     def _shed(self, link: _Link) -> None:
         """Close the biggest unauthenticated holders while the unauthenticated connections of
-        ``link``'s address, or all connections, hold more than their budget."""
+        ``link``'s address, or all connections, hold more than their budget: first those the
+        server has read nothing of for ``SERVED_S`` (unfinished messages), then the others."""
         while self._unauthenticated[link.address] > self.address_budget \
                 or self._total > self.total_budget:
             over_address = self._unauthenticated[link.address] > self.address_budget
+            stale = time.monotonic() - SERVED_S
             biggest = max((other for other in self.links.values() if not other.authenticated
+                           and other.balance > 0
                            and (not over_address or other.address == link.address)),
-                          key=lambda other: other.balance, default=None)
-            if biggest is None or biggest.balance <= 0:
+                          key=lambda other: (other.served < stale, other.balance), default=None)
+            if biggest is None:
                 return  # what is held belongs to authenticated clients, each within budget
-            self._drop(biggest, f"{biggest.balance} bytes of unfinished messages, the most "
+            self._drop(biggest, f"{biggest.balance} bytes held, the most "
                                 f"while {'its address' if over_address else 'all'} "
                                 f"held over budget")
 
