@@ -1,10 +1,11 @@
 """Masks made for photos that come without any: a ray-cast ball on a table in a room (no
 alpha, no mask files) read through the capture reader gets masks close to the true ones,
-written beside the photos and read back in preference to making them again; cameras that do
-not look at one object are told so."""
+written beside the photos (at their size) and read back in preference to making them again;
+cameras that do not look at one object are told so."""
 
 import logging
 import math
+import shutil
 
 import numpy as np
 import photo_capture
@@ -56,6 +57,20 @@ def test_masks_are_made_written_and_read_back(capture, caplog):
     alpha = again.images[..., 3]
     assert (alpha[0, :, :22] == 0).all() and alpha[0, :, 26:].sum() > 50
     assert (alpha[1, :, :22] > 0.5).sum() > 50, "the other views keep their masks"
+
+
+def test_masks_made_for_smaller_views_are_written_at_the_photos_size(capture, tmp_path):
+    folder, truth = capture
+    shutil.copytree(folder / "images", tmp_path / "images")
+    shutil.copy(folder / "transforms.json", tmp_path)
+    views = load_dataset(tmp_path, resolution=48)
+    assert views.images.shape[1:3] == (48, 48)
+    written = np.stack([read_image(path, data=True)[..., 0] for path in
+                        sorted((tmp_path / "masks_auto" / "images").iterdir())])
+    assert written.shape == truth.shape
+    scores = iou(written > 0.5, truth)
+    # made at 48 px and scaled up: measured 0.933 on average, 0.883 at worst
+    assert scores.mean() >= 0.9 and scores.min() >= 0.8, np.round(scores, 3)
 
 
 def test_the_region_is_where_the_axes_meet_sized_by_the_view_or_the_points():
