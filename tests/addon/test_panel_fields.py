@@ -88,7 +88,7 @@ def test_the_submitted_settings_are_what_the_panel_shows():
         "reconstruct", "custom", 120, 3)
     assert (settings.train_res, settings.texture_res, settings.light_res, settings.dmtet_grid) \
         == (96, 512, 64, 32)
-    assert settings.light == "learn-from-envmap" and "ranks" not in sent
+    assert settings.light.mode == "learn-from-envmap" and "ranks" not in sent
 
 
 def test_the_grid_goes_with_reconstruct_and_the_gpus_when_several():
@@ -115,7 +115,7 @@ def test_auto_keeps_the_world_for_renders_of_it_and_learns_for_photos(light, sou
                                                                       has_envmap, expected):
     sent = panel_fields.optimize_settings(_panel(light=light, target_source=source),
                                           has_envmap)
-    assert parse_settings(sent).light == expected
+    assert parse_settings(sent).light.mode == expected
 
 
 def test_the_triangle_budget_is_sent_when_set():

@@ -47,7 +47,7 @@ def test_reference_system_config_keys_are_translated(tmp_path):
     settings = config.settings
     assert settings.mode == "reconstruct", "nvdiffrec runs DMTet without a base mesh"
     assert (settings.iterations, settings.train_res, settings.dmtet_grid) == (500, 256, 32)
-    assert settings.learning_rate == (0.03, 0.003) and settings.light == "fixed"
+    assert settings.learning_rate == (0.03, 0.003) and settings.light.mode == "fixed"
     assert config.sources.ref_mesh == "data/spot.obj", "found nowhere: as nvdiffrec reads it"
 
 

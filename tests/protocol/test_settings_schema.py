@@ -13,6 +13,7 @@ from diffrec.pipeline.config import build_config
 from diffrec.protocol import ServerError
 from diffrec.protocol.settings import (
     FIELDS,
+    HINTS,
     PRESETS,
     SECTIONS,
     Settings,
@@ -20,8 +21,6 @@ from diffrec.protocol.settings import (
     parse_settings,
     settings_schema,
 )
-
-HINTS = typing.get_type_hints(Settings)
 
 
 def wrong_value(name: str):

@@ -169,7 +169,7 @@ def check_report(path: str | None, reading: Reading, config: RunConfig) -> str:
                      f"under {sources.envmap}")
     lines += [f"NOT FOUND: {problem}" for problem in missing_files(config)]
     lines.append(validation_line(config))
-    if reading.reference or config.settings.schedule == "nvdiffrec":
+    if reading.reference or config.settings.schedule.kind == "nvdiffrec":
         lines += ["departures from nvdiffrec's behaviour:",
                   *(f"  - {line}" for line in departures(config.settings, sources))]
     lines += [memory_line(config), "settings:", json.dumps(config.to_dict(), indent=2)]

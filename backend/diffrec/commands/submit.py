@@ -146,9 +146,9 @@ def optimize_job(values: dict, origin: str = "the settings file"
     if settings.mode != "reconstruct" and not sources.base_mesh:
         raise UserError(f"mode {settings.mode!r} needs a starting mesh: pass --base-mesh MESH (or "
                         "set base_mesh in a settings file), or use --mode reconstruct")
-    if settings.light != "learn" and not sources.envmap:
-        raise UserError(f"light {settings.light!r} needs an envmap: pass --envmap HDRI (or set "
-                        "envmap in a settings file)")
+    if settings.light.mode != "learn" and not sources.envmap:
+        raise UserError(f"light {settings.light.mode!r} needs an envmap: pass --envmap HDRI "
+                        "(or set envmap in a settings file)")
     local = sorted(key for key in ("out_dir", "device") if key in values)
     if local:
         log.info("not sending %s: the server chooses %s", ", ".join(local),
@@ -157,7 +157,7 @@ def optimize_job(values: dict, origin: str = "the settings file"
     ctx = raster.RasterContext(resolve_device("auto"))  # renders a ref_mesh's targets
     inputs = load_inputs(config, ctx, hold_out=False)
     base = inputs.base_mesh if settings.mode != "reconstruct" else None  # reconstruct ignores it
-    envmap = inputs.envmap if settings.light != "learn" else None  # a learnt light starts grey
+    envmap = inputs.envmap if settings.light.mode != "learn" else None  # a learnt light starts grey
     # the base mesh's material goes as start textures where the run would start from it
     # and keep the UVs it covers (the server refuses them on a mesh it must decimate)
     material = (inputs.base_material if base is not None and base.uvs is not None

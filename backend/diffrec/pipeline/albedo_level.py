@@ -33,7 +33,7 @@ def starts_levelled(settings: Settings) -> bool:
     metal at the start."""
     metallic_floor = settings.material_ranges()["ks"][0][2]
     return (settings.mode == "materials" and settings.init_textures == "constant"
-            and settings.light != "learn" and metallic_floor == 0)
+            and settings.light.mode != "learn" and metallic_floor == 0)
 
 
 @torch.no_grad()

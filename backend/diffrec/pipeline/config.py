@@ -99,9 +99,9 @@ def _sources(values: dict[str, Any]) -> Sources:
 
 
 def _check_light(settings: Settings, sources: Sources) -> None:
-    if settings.light == "fixed" and sources.envmap is None and sources.dataset is not None:
+    if settings.light.mode == "fixed" and sources.envmap is None and sources.dataset is not None:
         raise UserError("light 'fixed' needs an envmap (the HDRI to keep)")
-    if settings.light == "learn-from-envmap" and sources.envmap is None:
+    if settings.light.mode == "learn-from-envmap" and sources.envmap is None:
         raise UserError("light 'learn-from-envmap' needs an envmap")
 
 

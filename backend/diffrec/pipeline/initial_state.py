@@ -25,11 +25,11 @@ def make_light(settings: Settings, envmap: torch.Tensor | None, device) -> Envir
     """The light a run starts with on ``device``: grey 0.5 to learn (``light`` "learn"), else
     the HDRI ``envmap`` (equirect ``[H, W, 3]`` linear; UserError without one), with
     ``light_sources`` of its brightest parts shaded exactly where it stays fixed."""
-    if settings.light == "learn" or envmap is None:
-        if settings.light != "learn":
-            raise UserError(f"light {settings.light!r} needs an envmap (the HDRI)")
+    if settings.light.mode == "learn" or envmap is None:
+        if settings.light.mode != "learn":
+            raise UserError(f"light {settings.light.mode!r} needs an envmap (the HDRI)")
         return EnvironmentLight(resolution=settings.light_res, init=0.5).to(device)
-    sources = settings.light_sources if settings.light == "fixed" else 0
+    sources = settings.light.sources if settings.light.mode == "fixed" else 0
     return EnvironmentLight.from_equirect(envmap.to(device), resolution=settings.light_res,
                                           sources=sources)
 

@@ -348,7 +348,7 @@ def departures(settings, sources=None) -> list[str]:
     (``pipeline.config.Sources``, if given) departs from what nvdiffrec does, one sentence
     each, saying why."""
     found = []
-    if settings.schedule != "nvdiffrec":
+    if settings.schedule.kind != "nvdiffrec":
         found += ["learning rate decays to 0.1 over each pass, whatever its length (nvdiffrec: "
                   "10^(-0.0002 it), 0.66 at 1000 iterations); schedule: nvdiffrec for its",
                   f"training background {settings.background!r} (nvdiffrec: per-pixel noise); "
@@ -389,13 +389,13 @@ def departures(settings, sources=None) -> list[str]:
                      "between microfacets given back, as Blender's Principled BSDF shows the "
                      "result (nvdiffrec adds the two, single scattering): bsdf nvdiffrec for "
                      "its")
-    if settings.light == "fixed" and settings.light_sources:
-        found.append(f"the fixed light's {settings.light_sources} brightest parts are shaded "
+    if settings.light.mode == "fixed" and settings.light.sources:
+        found.append(f"the fixed light's {settings.light.sources} brightest parts are shaded "
                      "exactly, as directional sources (nvdiffrec: split-sum for all of it): "
                      "light_sources 0 for its")
-    if settings.light != "fixed" and settings.light_log_rate:
+    if settings.light.mode != "fixed" and settings.light.log_rate:
         found.append(f"the learned light steps in log radiance (light_log_rate "
-                     f"{settings.light_log_rate}), so a sun can grow within a pass (nvdiffrec: "
+                     f"{settings.light.log_rate}), so a sun can grow within a pass (nvdiffrec: "
                      "plain Adam at learning_rate, about that much a texel a step): "
                      "light_log_rate 0 for its")
     if settings.clipped_white != "off":

@@ -96,7 +96,7 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
     UVs and its baked TextureMaterial for pass 2, the pass's trainer, the name of the surface
     model that ran (``DMTetGeometry`` or ``FlexiCubesGeometry``) and how the mesh was unwrapped
     (``_unwrapped``)."""
-    half, nvdiffrec = settings.mesh_scale / 2, settings.schedule == "nvdiffrec"
+    half, nvdiffrec = settings.mesh_scale / 2, settings.schedule.kind == "nvdiffrec"
     center = torch.tensor(settings.center)
     check_views_see_box(train.cameras, (center - half).tolist(), (center + half).tolist(),
                         train.names)
@@ -123,7 +123,7 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
     first = Pass(name="pass1", index=0, iterations=settings.iterations,
                  learning_rate=settings.learning_rate[0], warmup=0, geometry=geometry,
                  material=NeuralSurface(field), light=light,
-                 learn_light=settings.light != "fixed",
+                 learn_light=settings.light.mode != "fixed",
                  surface_learning_rate=settings.surface_learning_rate[0] if hull_start else None,
                  number=1, passes=2, clips_white=clips_white)
     trainer = _run_pass(ctx, first, train, settings, reporter, checkpoints, world)
@@ -213,7 +213,7 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     """
     reporter = distributed.main_only(world, reporter or Reporter())
     checkpoints = checkpoints if world.is_main else None
-    nvdiffrec = settings.schedule == "nvdiffrec"  # warm-up in every mesh pass, one rate
+    nvdiffrec = settings.schedule.kind == "nvdiffrec"  # warm-up in every mesh pass, one rate
     torch_device = resolve_device(device)
     torch.manual_seed(settings.seed)
     ctx = raster.RasterContext(torch_device)
@@ -258,7 +258,7 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
                                 settings.large_steps).to(torch_device)
     path_traced = settings.renderer == "path-traced"
     passes = 2 if settings.mode == "reconstruct" or path_traced else 1
-    learn_light = settings.light != "fixed" and not settings.lock_light
+    learn_light = settings.light.mode != "fixed" and not settings.light.lock
     given_start = (settings.mode != "reconstruct" and settings.init_textures == "base_mesh"
                    and inputs.base_material is not None)
     mip_steps = min(settings.mip_iterations, settings.iterations)  # never longer than a pass

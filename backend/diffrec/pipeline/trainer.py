@@ -194,7 +194,7 @@ class PassTrainer:
             self.tracer, self.texture_level = self._path_tracing(run, sampler.views, settings)
         self.schedulers = [torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda it: learning_rate_factor(it, run.iterations, run.warmup,
-                                                       settings.schedule))
+                                                       settings.schedule.kind))
             for optimizer in self.optimizers]
 
     @staticmethod
@@ -291,7 +291,7 @@ class PassTrainer:
         run, settings, device = self.run, self.settings, self.ctx.device
         cameras, targets = next(self.sampler)
         cameras, targets = cameras.to(device), targets.to(device)
-        kind = "noise" if settings.schedule == "nvdiffrec" else settings.background
+        kind = "noise" if settings.schedule.kind == "nvdiffrec" else settings.background
         background = background_for(kind, targets, self.generator,
                                     (self.sampler.rows, self.sampler.batch_size))
         target_alpha = targets[..., 3:4]

@@ -96,7 +96,8 @@ _DEFAULT_SIZES = PRESETS[DEFAULT_PRESET]
 CUSTOM = "custom"
 """The preset that fills nothing: what a client sends when every size is its own choice."""
 
-_HINTS: dict[str, Any] = {}  # field name -> type, filled once Settings is defined
+HINTS: dict[str, Any] = {}
+"""Setting (wire name) -> its Python type, filled once the records are defined."""
 
 
 class SettingsError(ValueError):
@@ -122,38 +123,60 @@ SECTIONS: dict[str, str] = {
     "run": "what is optimized, from which preset, with which random seed",
     "size": "sizes a preset sets: iterations, images, textures, the grid, the light, views",
     "schedule": "learning rates and their schedule, and the rule that ends a pass early",
-    "geometry": "the surface: its grid, regularisers, starting shape, simplification, UVs",
+    "surface": "the surface: its grid, regularisers, starting shape, simplification",
     "material": "the textures: value ranges, starting values, the neural material's size",
     "light": "the environment light and its regularisers",
-    "rendering": "the image loss, layers, supersampling, the compositing background and the "
-                 "renderer",
-    "bookkeeping": "what a run reports or how it is spread, not what it learns",
+    "rendering": "the image loss, layers, supersampling and the compositing background",
+    "path_tracing": "the path-traced pass that may follow the rasterized one",
+    "reporting": "what a run reports and keeps, not what it learns",
+    "limits": "how a run is spread over processes and how long its unwrapping may take",
 }
 """The settings' sections, in the order docs/protocol.md lists them, each with what it
-holds; every field names one (its ``section`` metadata). The wire and the files stay flat."""
+holds: each is a record of ``Settings`` (``settings.light``, a ``LightSettings``), and every
+field names its own in its ``section`` metadata. The wire and the files stay flat."""
 
 # the field makers of each section
 _run = partial(_setting, "run")
 _size = partial(_setting, "size")
 _schedule = partial(_setting, "schedule")
-_geometry = partial(_setting, "geometry")
+_surface = partial(_setting, "surface")
 _material = partial(_setting, "material")
 _light = partial(_setting, "light")
 _rendering = partial(_setting, "rendering")
-_bookkeeping = partial(_setting, "bookkeeping")
+_path_tracing = partial(_setting, "path_tracing")
+_reporting = partial(_setting, "reporting")
+_limits = partial(_setting, "limits")
+
+
+class _Record:
+    """A section's settings: frozen, each value coerced (``as_type``) and checked on
+    construction, errors naming the setting as the wire does. ``WIRE`` maps the attributes
+    whose flat (wire, file) name differs to that name (``light.log_rate`` is
+    ``light_log_rate``)."""
+
+    WIRE: typing.ClassVar[dict[str, str]] = {}
+
+    def __post_init__(self):
+        for spec in dataclasses.fields(self):
+            name = self.WIRE.get(spec.name, spec.name)
+            value = as_type(name, HINTS[name], getattr(self, spec.name))
+            _check_field(name, spec, value)
+            object.__setattr__(self, spec.name, value)
 
 
 @dataclass(frozen=True)
-class Settings:
-    """Every tuning setting of an ``optimize`` run (docs/protocol.md lists them). Per-pass
-    values are pairs (pass 1, pass 2); single-pass modes (materials, refine) use the second."""
-
+class RunSettings(_Record):
     mode: str = _run("materials", "what is optimized", **_choice(MODES))
     preset: str = _run(DEFAULT_PRESET, "the sizes and schedule below, unless given "
                        "(custom: none, the given values over these defaults)",
                        **_choice((*PRESETS, CUSTOM)))
     seed: int = _run(0, "random seed")
-    # sizes (preset values unless set)
+
+
+@dataclass(frozen=True)
+class SizeSettings(_Record):
+    """The sizes a preset sets (preset values unless given)."""
+
     iterations: int = _size(_DEFAULT_SIZES["iterations"], "the most iterations a pass runs "
                             "(the stopping rule, plateau_window, may end it sooner)", minimum=1)
     batch: int = _size(_DEFAULT_SIZES["batch"], "views per iteration", minimum=1)
@@ -168,30 +191,60 @@ class Settings:
     views: int = _size(_DEFAULT_SIZES["views"], "reference renders of a ref_mesh", minimum=1)
     test_views: int = _size(_DEFAULT_SIZES["test_views"], "held-out views for validation",
                             minimum=0)
+
+
+@dataclass(frozen=True)
+class ScheduleSettings(_Record):
+    """Per-pass values are pairs (pass 1, pass 2): ``pipeline.pass_config`` takes each pass's
+    own, single-pass modes (materials, refine) the second."""
+
+    WIRE: typing.ClassVar[dict[str, str]] = {"kind": "schedule"}
+
     learning_rate: tuple[float, float] = _schedule((0.03, 0.01), "per pass", length=2)
     warmup_iterations: int = _schedule(100, "learning-rate warm-up", minimum=0)
     # "nvdiffrec": its rules, so that a comparison sees the same training: the decay
     # 10^(-0.0002 it) whatever the pass length, the warm-up in every mesh pass (materials and
     # refine too), per-pixel noise behind the training targets, the geometry at
     # learning_rate (docs/guide.md, "Coming from nvdiffrec")
-    schedule: str = _schedule("diffrec", "training schedule: diffrec's or nvdiffrec's",
-                              **_choice(("diffrec", "nvdiffrec")))
-    geometry: str = _geometry("flexicubes", "surface extraction", **_choice(GEOMETRIES))
-    mesh_scale: float = _geometry(2.1, "side of the grid's cube, scene units")
-    center: tuple[float, float, float] = _geometry((0.0, 0.0, 0.0), "the grid's centre", length=3)
-    laplace: str = _geometry("relative", "Laplacian regulariser", **_choice(LAPLACE_MODES))
-    laplace_scale: float = _geometry(10000.0, "Laplacian weight", minimum=0)
-    large_steps: float = _geometry(0.0, "pass 2's and refine's vertex smoothing lambda "
-                                   "(0: plain offsets)", minimum=0)
-    sdf_regularizer: float = _geometry(0.2, "SDF sign-change weight", minimum=0)
-    surface_init: str = _geometry("visual-hull", "pass 1's starting surface",
-                                  **_choice(SURFACE_INITS))
+    kind: str = _schedule("diffrec", "training schedule: diffrec's or nvdiffrec's",
+                          **_choice(("diffrec", "nvdiffrec")))
     # reconstruct's surface starts close (the visual hull, then pass 1's result): large steps
     # undo it (docs/BENCHMARKS.md); a sphere start (pass 1) and refine's given mesh move at
     # learning_rate, as the reference system's do
     surface_learning_rate: tuple[float, float] = _schedule(
         (0.001, 0.001), "reconstruct's surface, per pass (a visual-hull start; pass 2's mesh)",
         length=2)
+    # stopping: a pass ends early once its training PSNR, averaged over plateau_window
+    # iterations, gains less than plateau_db on the window before (diffrec.pipeline.plateau)
+    plateau_window: int = _schedule(_DEFAULT_SIZES["plateau_window"],
+                                    "iterations per window of the plateau stopping rule "
+                                    "(0: every pass runs all its iterations)", minimum=0)
+    plateau_db: float = _schedule(0.3, "a pass stops when its training PSNR gains less than "
+                                  "this over its last plateau_window iterations, dB", minimum=0)
+
+
+@dataclass(frozen=True)
+class SurfaceSettings(_Record):
+    geometry: str = _surface("flexicubes", "surface extraction", **_choice(GEOMETRIES))
+    mesh_scale: float = _surface(2.1, "side of the grid's cube, scene units")
+    center: tuple[float, float, float] = _surface((0.0, 0.0, 0.0), "the grid's centre", length=3)
+    laplace: str = _surface("relative", "Laplacian regulariser", **_choice(LAPLACE_MODES))
+    laplace_scale: float = _surface(10000.0, "Laplacian weight", minimum=0)
+    large_steps: float = _surface(0.0, "pass 2's and refine's vertex smoothing lambda "
+                                  "(0: plain offsets)", minimum=0)
+    sdf_regularizer: float = _surface(0.2, "SDF sign-change weight", minimum=0)
+    surface_init: str = _surface("visual-hull", "pass 1's starting surface",
+                                 **_choice(SURFACE_INITS))
+    max_triangles: int = _surface(20000, "reconstruct: pass 1's surface is simplified to at most "
+                                  "this many triangles before unwrapping (0: never)", minimum=0)
+    target_triangles: int = _surface(0, "the triangle budget: the result has at most this "
+                                     "many triangles (materials and refine decimate the base "
+                                     "mesh to it, reconstruct simplifies its surface to it "
+                                     "when below max_triangles; 0: no budget)", minimum=0)
+
+
+@dataclass(frozen=True)
+class MaterialSettings(_Record):
     # neural material (pass 1 of reconstruct): entries per hash-grid level, a power of two;
     # nvdiffrec's 19 is cheap on a GPU, while Adam's dense update of that many parameters
     # dominates a CPU step, so the preview preset uses a smaller table
@@ -221,22 +274,6 @@ class Settings:
     normal_map: str = _material("auto", "train a tangent-space normal map: on, off (the "
                                 "mesh's own normals) or auto (off in materials mode)",
                                 **_choice(NORMAL_MAPS))
-    light: str = _light("learn", "what happens to the light", **_choice(LIGHT_MODES))
-    lock_light: bool = _light(False, "learn the light in pass 1 only")
-    camera_space_light: bool = _light(False, "the light is fixed to each camera")
-    light_gradient_scale: float = _light(64.0, "light learning-rate multiplier", minimum=0)
-    # plain Adam moves each texel by about the learning rate per step; in log radiance a texel
-    # grows by a factor per step. Off by default: on its own it did not find the test sun
-    # (docs/BENCHMARKS.md, "Learning a sun")
-    light_log_rate: float = _light(0.0, "learned light: Adam's rate on the log of its "
-                                   "radiance, each step a factor of about exp(this) at most, "
-                                   "on the pass's schedule (0: plain Adam at the pass's "
-                                   "learning_rate, as nvdiffrec)", minimum=0)
-    # split-sum blurs small bright lamps as if seen head-on; shaded as directional sources
-    # they land where Cycles puts them (docs/BENCHMARKS.md, "Small bright lamps")
-    light_sources: int = _light(64, "with light fixed: the HDRI's brightest parts shaded "
-                                "exactly, as this many directional sources (0: none)",
-                                minimum=0)
     albedo_smoothness: float = _material(0.03, "albedo smoothness weight", minimum=0)
     # 0.1 evens out each texel's noisy roughness and ties the charts' seams without holding
     # roughness at its start (docs/BENCHMARKS.md, "Seams")
@@ -262,28 +299,36 @@ class Settings:
                                     "the last pass, exported with the asset (at most "
                                     "iterations; 0: none, the exports then carry linear box "
                                     "averages)", minimum=0)
+
+
+@dataclass(frozen=True)
+class LightSettings(_Record):
+    WIRE: typing.ClassVar[dict[str, str]] = {
+        "mode": "light", "lock": "lock_light", "camera_space": "camera_space_light",
+        "gradient_scale": "light_gradient_scale", "log_rate": "light_log_rate",
+        "sources": "light_sources"}
+
+    mode: str = _light("learn", "what happens to the light", **_choice(LIGHT_MODES))
+    lock: bool = _light(False, "learn the light in pass 1 only")
+    camera_space: bool = _light(False, "the light is fixed to each camera")
+    gradient_scale: float = _light(64.0, "light learning-rate multiplier", minimum=0)
+    # plain Adam moves each texel by about the learning rate per step; in log radiance a texel
+    # grows by a factor per step. Off by default: on its own it did not find the test sun
+    # (docs/BENCHMARKS.md, "Learning a sun")
+    log_rate: float = _light(0.0, "learned light: Adam's rate on the log of its "
+                             "radiance, each step a factor of about exp(this) at most, "
+                             "on the pass's schedule (0: plain Adam at the pass's "
+                             "learning_rate, as nvdiffrec)", minimum=0)
+    # split-sum blurs small bright lamps as if seen head-on; shaded as directional sources
+    # they land where Cycles puts them (docs/BENCHMARKS.md, "Small bright lamps")
+    sources: int = _light(64, "with light fixed: the HDRI's brightest parts shaded "
+                          "exactly, as this many directional sources (0: none)", minimum=0)
     visibility: float = _light(0.001, "occlusion regulariser weight", minimum=0)
     white_balance: float = _light(0.005, "light white-balance weight", minimum=0)
-    # path tracing (docs/guide.md, "Materials that relight: path-traced fitting"):
-    # after the rasterized pass, Mitsuba 3 renders path_iterations more and the validation,
-    # so shadows and light bounced between the object's own surfaces are not painted into
-    # the base colour; the mesh stays fixed (materials mode)
-    renderer: str = _rendering("rasterized", "rasterized with the split-sum light, or "
-                               "path-traced: a rasterized pass, then path_iterations path-"
-                               "traced by Mitsuba 3 (the pathtracing extra; materials mode)",
-                               **_choice(RENDERERS))
-    path_iterations: int = _rendering(100, "path-traced iterations refining the textures "
-                                      "after the rasterized pass", minimum=1)
-    path_learning_rate: float = _rendering(0.01, "the path-traced pass's learning rate",
-                                           minimum=0)
-    path_samples: int = _rendering(8, "samples per pixel of a path-traced training image "
-                                   "(validation takes four times as many)", minimum=1)
-    path_res: int = _rendering(0, "longest side in pixels of the path-traced training "
-                               "images, the views resized down to it (0, or at least the "
-                               "views' size: the training views as they are)", minimum=0)
-    path_max_depth: int = _rendering(3, "path length as Mitsuba's max_depth: 2 direct light "
-                                     "with shadows, 3 also one bounce between the object's "
-                                     "own surfaces", minimum=2, maximum=16)
+
+
+@dataclass(frozen=True)
+class RenderingSettings(_Record):
     # rendering and loss; background: what targets and renders are composited over in
     # training ("random": a colour per image) and validation ("random": black)
     loss: str = _rendering("logl1", "image loss", **_choice(LOSSES))
@@ -302,88 +347,176 @@ class Settings:
                                     "least as bright matches them (on; auto: when no target "
                                     "is brighter than white) or they are exact (off)",
                                     **_choice(CLIPPED_WHITE))
-    # stopping: a pass ends early once its training PSNR, averaged over plateau_window
-    # iterations, gains less than plateau_db on the window before (diffrec.pipeline.plateau)
-    plateau_window: int = _schedule(_DEFAULT_SIZES["plateau_window"],
-                                    "iterations per window of the plateau stopping rule "
-                                    "(0: every pass runs all its iterations)", minimum=0)
-    plateau_db: float = _schedule(0.3, "a pass stops when its training PSNR gains less than "
-                                  "this over its last plateau_window iterations, dB", minimum=0)
-    validation: bool = _bookkeeping(True, "render and score the held-out views at the end")
-    checkpoint_every: int = _bookkeeping(250, "iterations between checkpoints (0: none)", minimum=0)
-    preview_every: int = _bookkeeping(0, "iterations between previews (0: none)", minimum=0)
-    preview_res: int | None = _bookkeeping(None, "preview panels' longest side", minimum=8)
-    display: tuple[str, ...] = _bookkeeping((), "panels beside render | target in previews",
-                                            choices=PREVIEW_PANELS)
-    log_every: int = _bookkeeping(10, "iterations between progress reports", minimum=1)
-    unwrap_timeout_s: float = _geometry(120.0, "UV unwrapping time limit, seconds", minimum=0)
-    max_triangles: int = _geometry(20000, "reconstruct: pass 1's surface is simplified to at most "
-                                   "this many triangles before unwrapping (0: never)", minimum=0)
-    target_triangles: int = _geometry(0, "the triangle budget: the result has at most this "
-                                      "many triangles (materials and refine decimate the base "
-                                      "mesh to it, reconstruct simplifies its surface to it "
-                                      "when below max_triangles; 0: no budget)", minimum=0)
-    export_obj: bool = _bookkeeping(False, "also write OBJ + MTL + PNG textures (nvdiffrec's "
-                                    "format)")
-    ranks: int = _bookkeeping(1, "processes training the job data-parallel: one per GPU on a CUDA "
-                              "worker, CPU processes on a CPU worker", minimum=1, maximum=64)
 
-    def __post_init__(self):
-        for spec in dataclasses.fields(self):
-            value = as_type(spec.name, _HINTS[spec.name], getattr(self, spec.name))
-            _check_field(spec, value)
-            object.__setattr__(self, spec.name, value)
+
+@dataclass(frozen=True)
+class PathTracingSettings(_Record):
+    WIRE: typing.ClassVar[dict[str, str]] = {
+        "iterations": "path_iterations", "learning_rate": "path_learning_rate",
+        "samples": "path_samples", "res": "path_res", "max_depth": "path_max_depth"}
+
+    # path tracing (docs/guide.md, "Materials that relight: path-traced fitting"):
+    # after the rasterized pass, Mitsuba 3 renders path_iterations more and the validation,
+    # so shadows and light bounced between the object's own surfaces are not painted into
+    # the base colour; the mesh stays fixed (materials mode)
+    renderer: str = _path_tracing("rasterized", "rasterized with the split-sum light, or "
+                                  "path-traced: a rasterized pass, then path_iterations path-"
+                                  "traced by Mitsuba 3 (the pathtracing extra; materials "
+                                  "mode)", **_choice(RENDERERS))
+    iterations: int = _path_tracing(100, "path-traced iterations refining the textures "
+                                    "after the rasterized pass", minimum=1)
+    learning_rate: float = _path_tracing(0.01, "the path-traced pass's learning rate",
+                                         minimum=0)
+    samples: int = _path_tracing(8, "samples per pixel of a path-traced training image "
+                                 "(validation takes four times as many)", minimum=1)
+    res: int = _path_tracing(0, "longest side in pixels of the path-traced training "
+                             "images, the views resized down to it (0, or at least the "
+                             "views' size: the training views as they are)", minimum=0)
+    max_depth: int = _path_tracing(3, "path length as Mitsuba's max_depth: 2 direct light "
+                                   "with shadows, 3 also one bounce between the object's "
+                                   "own surfaces", minimum=2, maximum=16)
+
+
+@dataclass(frozen=True)
+class ReportingSettings(_Record):
+    validation: bool = _reporting(True, "render and score the held-out views at the end")
+    checkpoint_every: int = _reporting(250, "iterations between checkpoints (0: none)", minimum=0)
+    preview_every: int = _reporting(0, "iterations between previews (0: none)", minimum=0)
+    preview_res: int | None = _reporting(None, "preview panels' longest side", minimum=8)
+    display: tuple[str, ...] = _reporting((), "panels beside render | target in previews",
+                                          choices=PREVIEW_PANELS)
+    log_every: int = _reporting(10, "iterations between progress reports", minimum=1)
+    export_obj: bool = _reporting(False, "also write OBJ + MTL + PNG textures (nvdiffrec's "
+                                  "format)")
+
+
+@dataclass(frozen=True)
+class LimitsSettings(_Record):
+    unwrap_timeout_s: float = _limits(120.0, "UV unwrapping time limit, seconds", minimum=0)
+    ranks: int = _limits(1, "processes training the job data-parallel: one per GPU on a CUDA "
+                         "worker, CPU processes on a CPU worker", minimum=1, maximum=64)
+
+
+RECORDS: dict[str, type[_Record]] = {
+    "run": RunSettings, "size": SizeSettings, "schedule": ScheduleSettings,
+    "surface": SurfaceSettings, "material": MaterialSettings, "light": LightSettings,
+    "rendering": RenderingSettings, "path_tracing": PathTracingSettings,
+    "reporting": ReportingSettings, "limits": LimitsSettings,
+}
+"""``Settings``' records by section (attribute) name, in SECTIONS' order."""
+PLACES: dict[str, tuple[str, str]] = {
+    record.WIRE.get(spec.name, spec.name): (section, spec.name)
+    for section, record in RECORDS.items() for spec in dataclasses.fields(record)}
+"""Setting (wire name) -> (its section, its attribute in that section's record)."""
+FIELDS: dict[str, dataclasses.Field] = {
+    name: {spec.name: spec for spec in dataclasses.fields(RECORDS[section])}[attribute]
+    for name, (section, attribute) in PLACES.items()}
+"""Setting (wire name) -> its dataclass field (default, and in ``metadata`` its section,
+help and checks), in the order the wire, the files and docs/protocol.md list them."""
+for _name, (_section, _attribute) in PLACES.items():
+    HINTS[_name] = typing.get_type_hints(RECORDS[_section])[_attribute]
+BOOKKEEPING = (*(name for name, (section, _) in PLACES.items() if section == "reporting"),
+               "ranks")
+"""Settings that change what a run reports or how it is spread, not what it learns (a
+checkpoint taken under other values of these still resumes)."""
+
+
+@dataclass(frozen=True, init=False)
+class Settings:
+    """Every tuning setting of an ``optimize`` run (docs/protocol.md lists them), one record
+    per section: ``settings.light.log_rate``, ``settings.schedule.learning_rate``.
+
+    Built from records, from flat (wire) names, or both, the flat names winning:
+    ``Settings(mode="refine", batch=2)``, ``dataclasses.replace(settings, texture_res=64)``.
+    ``to_dict`` is flat, as the wire and the files are. Reading a setting by its flat name
+    (``settings.batch``) still works for the readers not moved to the records yet, except
+    ``light`` and ``schedule``, which name records (``settings.light.mode``,
+    ``settings.schedule.kind``); the trainer reads its pass's config
+    (``pipeline.pass_config``) and the passes are built from the records."""
+
+    run: RunSettings
+    size: SizeSettings
+    schedule: ScheduleSettings
+    surface: SurfaceSettings
+    material: MaterialSettings
+    light: LightSettings
+    rendering: RenderingSettings
+    path_tracing: PathTracingSettings
+    reporting: ReportingSettings
+    limits: LimitsSettings
+
+    def __init__(self, **values):
+        records = {section: values.pop(section) for section, record in RECORDS.items()
+                   if isinstance(values.get(section), record)}
+        unknown = sorted(str(name) for name in values if name not in PLACES)
+        if unknown:
+            raise SettingsError(unknown[0], f"unknown setting; {setting_hint(unknown[0], PLACES)}")
+        for section, record in RECORDS.items():
+            given = {attribute: values[name] for name, (home, attribute) in PLACES.items()
+                     if home == section and name in values}
+            built = records.get(section)
+            built = (record(**given) if built is None else
+                     dataclasses.replace(built, **given) if given else built)
+            object.__setattr__(self, section, built)
         _check_together(self)
 
+    def __getattr__(self, name: str):
+        """A setting read by its flat name (``settings.batch``): the migration's bridge."""
+        section, attribute = PLACES.get(name, (None, None))
+        record = self.__dict__.get(section) if section != name else None
+        if record is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(record, attribute)
+
     def to_dict(self) -> dict[str, Any]:
-        """The settings as JSON-able values (tuples as lists once serialised)."""
-        return dataclasses.asdict(self)
+        """The settings as JSON-able values under their flat names (tuples as lists once
+        serialised)."""
+        return {name: getattr(getattr(self, section), attribute)
+                for name, (section, attribute) in PLACES.items()}
 
     def replace(self, **changes) -> Settings:
-        """A copy with ``changes`` applied (coerced and checked like ``parse_settings``)."""
+        """A copy with ``changes`` (flat names) applied (coerced and checked like
+        ``parse_settings``)."""
         return parse_settings({**self.to_dict(), **changes}, apply_preset=False)
 
     def trains_normal_map(self) -> bool:
         """Whether the textures include a normal map: ``normal_map``, "auto" meaning on
         unless the mesh is given and kept (materials mode)."""
-        return self.normal_map == "on" or (self.normal_map == "auto" and self.mode != "materials")
+        normal_map = self.material.normal_map
+        return normal_map == "on" or (normal_map == "auto" and self.run.mode != "materials")
 
     def surface_triangles(self) -> int:
         """The most triangles reconstruct's pass-1 surface keeps: the smaller of
         ``max_triangles`` and ``target_triangles`` where each is set (0: no limit)."""
-        return min((n for n in (self.max_triangles, self.target_triangles) if n), default=0)
+        surface = self.surface
+        return min((n for n in (surface.max_triangles, surface.target_triangles) if n),
+                   default=0)
 
     def clips_white(self, brightest: float) -> bool:
         """Whether the image loss takes white target pixels as clipped (``clipped_white``),
         for targets whose brightest colour value is ``brightest`` (linear)."""
-        return self.clipped_white == "on" or (self.clipped_white == "auto" and brightest <= 1.0)
+        clipped = self.rendering.clipped_white
+        return clipped == "on" or (clipped == "auto" and brightest <= 1.0)
 
     def layered_bsdf(self) -> bool:
         """Whether the split-sum shading lays the diffuse under the specular coat (``bsdf``
         "principled"; ``diffrec.shading.bsdf``)."""
-        return self.bsdf == "principled"
+        return self.rendering.bsdf == "principled"
 
     def material_ranges(self) -> dict[str, tuple[tuple[float, ...], tuple[float, ...]]]:
         """``{"kd", "ks", "normal"}`` -> (low, high) per channel: kd has alpha (4 channels)
         when ``layers`` > 1 (range [0, 1] unless kd_min / kd_max give a 4th value), and the
         roughness floor is the larger of ks_min's and ``min_roughness``."""
-        kd_low, kd_high = list(self.kd_min), list(self.kd_max)
-        if self.layers > 1 and len(kd_low) == 3:
+        material, layers = self.material, self.rendering.layers
+        kd_low, kd_high = list(material.kd_min), list(material.kd_max)
+        if layers > 1 and len(kd_low) == 3:
             kd_low, kd_high = [*kd_low, 0.0], [*kd_high, 1.0]
-        elif self.layers == 1:
+        elif layers == 1:
             kd_low, kd_high = kd_low[:3], kd_high[:3]
-        ks_low = list(self.ks_min)
-        ks_low[1] = max(ks_low[1], self.min_roughness)
-        return {"kd": (tuple(kd_low), tuple(kd_high)), "ks": (tuple(ks_low), self.ks_max),
-                "normal": (self.normal_min, self.normal_max)}
-
-
-FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(Settings)}
-BOOKKEEPING = tuple(name for name, spec in FIELDS.items()
-                    if spec.metadata["section"] == "bookkeeping")
-"""Settings that change what a run reports or how it is spread, not what it learns (a
-checkpoint taken under other values of these still resumes)."""
-_HINTS.update(typing.get_type_hints(Settings))
+        ks_low = list(material.ks_min)
+        ks_low[1] = max(ks_low[1], material.min_roughness)
+        return {"kd": (tuple(kd_low), tuple(kd_high)), "ks": (tuple(ks_low), material.ks_max),
+                "normal": (material.normal_min, material.normal_max)}
 
 
 def preset_values(preset: str, mode: str) -> dict[str, Any]:
@@ -416,7 +549,7 @@ def parse_settings(values: Mapping[str, Any], apply_preset: bool = True) -> Sett
     if unknown:
         raise SettingsError(unknown[0], f"unknown setting; {setting_hint(unknown[0], FIELDS)}")
     preset = as_type("preset", str, values.get("preset", FIELDS["preset"].default))
-    _check_field(FIELDS["preset"], preset)
+    _check_field("preset", FIELDS["preset"], preset)
     mode = as_type("mode", str, values.get("mode", FIELDS["mode"].default))
     base = preset_values(preset, mode) if apply_preset else {}
     return Settings(**{**base, **values})
@@ -478,8 +611,8 @@ def _as_float(name: str, value) -> float:
     return number
 
 
-def _check_field(spec: dataclasses.Field, value) -> None:
-    name, meta = spec.name, spec.metadata
+def _check_field(name: str, spec: dataclasses.Field, value) -> None:
+    meta = spec.metadata
     items = value if isinstance(value, tuple) else (value,)
     choices = meta.get("choices")
     if choices is not None and not set(items) <= set(choices):
@@ -500,27 +633,29 @@ def _check_field(spec: dataclasses.Field, value) -> None:
 
 def _check_together(settings: Settings) -> None:
     """The checks that involve one value's shape or several fields."""
+    size, material = settings.size, settings.material
     checks = [
-        ("dmtet_grid", settings.dmtet_grid % 2 == 0, "must be even"),
-        ("light_res", settings.light_res & (settings.light_res - 1) == 0,
-         "must be a power of two"),
-        ("mesh_scale", settings.mesh_scale > 0, "must be positive"),
-        ("learning_rate", all(lr > 0 for lr in settings.learning_rate), "must be positive"),
-        ("kd_max", len(settings.kd_min) == len(settings.kd_max),
+        ("dmtet_grid", size.dmtet_grid % 2 == 0, "must be even"),
+        ("light_res", size.light_res & (size.light_res - 1) == 0, "must be a power of two"),
+        ("mesh_scale", settings.surface.mesh_scale > 0, "must be positive"),
+        ("learning_rate", all(lr > 0 for lr in settings.schedule.learning_rate),
+         "must be positive"),
+        ("kd_max", len(material.kd_min) == len(material.kd_max),
          "must have as many values as kd_min"),
         (None, all(lo <= hi for lo, hi in zip(
-            (*settings.kd_min, *settings.ks_min, *settings.normal_min),
-            (*settings.kd_max, *settings.ks_max, *settings.normal_max), strict=True)),
+            (*material.kd_min, *material.ks_min, *material.normal_min),
+            (*material.kd_max, *material.ks_max, *material.normal_max), strict=True)),
          "each material range's minimum must not exceed its maximum"),
-        ("min_roughness", settings.min_roughness <= settings.ks_max[1],
+        ("min_roughness", material.min_roughness <= material.ks_max[1],
          "must not exceed ks_max's roughness"),
     ]
-    if settings.renderer == "path-traced":
+    if settings.path_tracing.renderer == "path-traced":
         checks += [
-            ("renderer", settings.mode == "materials",
+            ("renderer", settings.run.mode == "materials",
              "path-traced needs a fixed mesh: mode materials"),
-            ("renderer", settings.layers == 1, "path-traced renders one layer (layers 1)"),
-            ("renderer", not settings.camera_space_light,
+            ("renderer", settings.rendering.layers == 1,
+             "path-traced renders one layer (layers 1)"),
+            ("renderer", not settings.light.camera_space,
              "path-traced needs the light fixed to the world (camera_space_light false)"),
         ]
     for name, ok, message in checks:
@@ -533,7 +668,7 @@ def settings_schema() -> dict[str, dict[str, Any]]:
     json_types = {bool: "boolean", int: "integer", float: "number", str: "string"}
     schema = {}
     for name, spec in FIELDS.items():
-        hint, optional = _HINTS[name], False
+        hint, optional = HINTS[name], False
         if typing.get_origin(hint) in (typing.Union, types.UnionType):
             (hint,) = [arg for arg in typing.get_args(hint) if arg is not type(None)]
             optional = True

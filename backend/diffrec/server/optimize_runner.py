@@ -44,11 +44,11 @@ def _check_inputs(settings: Settings, inputs: Mapping[str, np.ndarray]) -> None:
     missing = [name for name in ("images", "cameras", "intrinsics") if name not in inputs]
     if settings.mode != "reconstruct":
         missing += [name for name in ("vertices", "faces") if name not in inputs]
-    if settings.light != "learn" and "envmap" not in inputs:
+    if settings.light.mode != "learn" and "envmap" not in inputs:
         missing.append("envmap")
     if missing:
-        raise JobFailed(f"mode {settings.mode!r} with light {settings.light!r} needs the inputs "
-                        f"{', '.join(missing)}")
+        raise JobFailed(f"mode {settings.mode!r} with light {settings.light.mode!r} needs the "
+                        f"inputs {', '.join(missing)}")
     if inputs["images"].shape[-1] != 4:
         raise JobFailed("optimize needs RGBA images (N, H, W, 4): alpha is the object's mask")
     count = len(inputs["images"])
@@ -345,4 +345,3 @@ def _collect_results(run_dir: Path, results_dir: Path) -> None:
     for entry in read_manifest(run_dir):
         shutil.copy2(run_dir / entry.name, results_dir / entry.name)
     shutil.copy2(run_dir / MANIFEST_NAME, results_dir / MANIFEST_NAME)
-
