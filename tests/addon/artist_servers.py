@@ -10,6 +10,7 @@ import contextlib
 import shutil
 from pathlib import Path
 
+from diffrec.protocol.events import Progress
 from diffrec.server import storage
 from diffrec.server.optimize_runner import OptimizeRunner
 from diffrec.server.runner import JobFailed
@@ -29,8 +30,7 @@ class PreparedResult(OptimizeRunner):
         self.folder = Path(folder)
 
     def run(self, ctx) -> None:
-        ctx.emit("progress", {"pass": "pass1", "iteration": 1, "iterations": 1,
-                              "losses": {"total": 0.5}})
+        ctx.emit(Progress("pass1", 1, 1, {"total": 0.5}))
         shutil.copytree(self.folder, ctx.results_dir, dirs_exist_ok=True)
 
 

@@ -4,23 +4,37 @@ panel, read back as sent, described in one sentence, importable without pyzmq or
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from diffrec.protocol import events
-from diffrec.protocol.events import End, Log, Preview, Progress, describe, parse, time_left
+from diffrec.protocol.events import (
+    Finished,
+    Log,
+    Outcome,
+    Preview,
+    Progress,
+    Started,
+    describe,
+    parse,
+    time_left,
+    to_wire,
+)
 
 
 def test_every_event_reads_back_as_it_was_sent():
-    sent = [Progress("pass1", 120, 300, {"total": 0.25}, 27.41, 60.0, 90.0, 400.0, 1, 2, 0),
+    sent = [Progress("pass1", 120, 300, {"total": 0.25}, 27.41, 60.0, 90.0, 400.0, 1, 2),
             Progress("pass2", 120, 1000, psnr=27.4, eta_s=46.0, expected_iterations=350),
-            Preview("pass2", 40, 2, 2, 1),
+            Preview("pass2", 40, 2, 2),
             Log("baking textures…", stage="baking"),
             Log("resumed", resumed_from=250),
-            End("done", results=[{"name": "mesh.glb", "size": 3, "content_hash": "ab"}]),
-            End("failed", "the GPU ran out of memory"),
-            End("cancelled", "the job was cancelled")]
+            Started(),
+            Finished(Outcome.DONE, results=[{"name": "mesh.glb", "size": 3, "content_hash": "ab"}]),
+            Finished(Outcome.FAILED, "the GPU ran out of memory"),
+            Finished(Outcome.CANCELLED, "the job was cancelled")]
     for event in sent:
         assert parse(event.kind, event.fields()) == event
+        assert parse(*to_wire(event)) == event
 
 
 def test_the_artist_reads_the_pass_of_all_passes_and_the_whole_jobs_time_left():
@@ -29,7 +43,7 @@ def test_the_artist_reads_the_pass_of_all_passes_and_the_whole_jobs_time_left():
     assert describe(first) == "Pass 1 of 2 · 120/300 · 27.4 dB · about 3 min left"
     assert first.fraction == pytest.approx(0.2)  # 120/300 of the first of two passes
     # a one-pass job (materials) names no pass: never "pass2" in a run of one pass
-    only = Progress("pass2", 10, 20, psnr=30.0, eta_s=5.0, job_eta_s=5.0, pass_index=1)
+    only = Progress("pass2", 10, 20, psnr=30.0, eta_s=5.0, job_eta_s=5.0)
     assert describe(only) == "10/20 · 30.0 dB · less than a minute left"
     assert only.fraction == 0.5
     assert first.seconds_per_iteration == 90.0 / 180  # what its ETA was reckoned at
@@ -79,4 +93,43 @@ def test_the_event_model_imports_without_pyzmq_or_torch():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "1/2"
-    assert events.FINAL_KINDS == ("done", "failed", "cancelled")
+    assert events.FINAL_STATES == ("done", "failed", "cancelled")
+
+
+def test_a_preview_carries_its_images_to_the_wire_and_back():
+    render = np.arange(12, dtype=np.float32).reshape(2, 2, 3)
+    kind, fields, arrays = to_wire(Preview("pass1", 7, images={"render": render}))
+    assert (kind, fields["iteration"], arrays["render"] is render) == ("preview", 7, True)
+    back = parse(kind, fields, {"render": render.copy()})
+    assert np.array_equal(back.images["render"], render) and back.iteration == 7
+    assert to_wire(Log("x"))[2] is None and to_wire(Preview("fit", 1))[2] is None
+
+
+def test_every_kind_is_described_in_one_line():
+    said = [
+        (Progress("pass1", 120, 300, psnr=27.43, job_eta_s=190.0, pass_number=1, passes=2),
+            "Pass 1 of 2 · 120/300 · 27.4 dB · about 3 min left"),
+        (Preview("pass2", 40, 2, 2), "preview: pass 2 of 2 · 40"),
+        (Preview("fit", 5), "preview: 5"),
+        (Log("baking textures…", stage="baking"), "baking textures…"),
+        (Log("no UV layout: a fallback", "warning"), "warning: no UV layout: a fallback"),
+        (Started(), "started"),
+        (Finished(Outcome.DONE, results=[{"name": "manifest.json"}, {"name": "mesh.glb"}]),
+            "done: manifest.json, mesh.glb"),
+        (Finished(Outcome.FAILED, "the GPU ran out of memory"),
+            "failed: the GPU ran out of memory"),
+        (Finished(Outcome.CANCELLED, "the job was cancelled"), "cancelled: the job was cancelled"),
+        (Finished(Outcome.CANCELLED), "cancelled"),
+    ]
+    for event, line in said:
+        assert describe(event) == line
+    assert {type(event) for event, _ in said} == set(events.Event.__args__)  # every kind
+
+
+def test_the_final_states_are_the_outcomes_and_the_kinds_of_their_events():
+    assert events.FINAL_STATES == tuple(outcome.value for outcome in Outcome)
+    for outcome in Outcome:
+        finished = parse(outcome.value, {})
+        assert isinstance(finished, Finished) and finished.outcome is outcome
+        assert finished.kind == outcome == outcome.value
+

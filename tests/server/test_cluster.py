@@ -27,6 +27,7 @@ from helpers.servers import ServerProcess, fit_spec, target_images
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
+from diffrec.protocol.events import Finished, Log, Outcome, Progress  # noqa: E402
 from diffrec.server.cluster import JobActor, actor_name, namespace  # noqa: E402
 from diffrec.server.job_process import JobOrder  # noqa: E402
 from diffrec.server.texture_fit import TextureFitRunner  # noqa: E402
@@ -100,9 +101,9 @@ def test_an_actor_buffers_numbered_events_and_drops_those_polled(tmp_path):
     actor = JobActor()
     assert actor.poll(0) == ([], False, None)
     for index in range(3):
-        actor._emit("log", {"message": str(index)})
+        actor._emit(Log(str(index)))
     events, started, verdict = actor.poll(1)
-    assert [(number, fields["message"]) for number, _, fields, _ in events] == [(1, "1"), (2, "2")]
+    assert [(number, event.message) for number, event in events] == [(1, "1"), (2, "2")]
     assert actor.poll(3)[0] == [] and actor.poll(0)[0] == []  # gone once acknowledged
     assert (started, verdict) == (False, None)
 
@@ -121,8 +122,8 @@ def test_an_actor_runs_a_job_and_stops_when_asked(tmp_path):
     actor.stop()
     runner.join(30)
     events, started, verdict = actor.poll(0)
-    assert started and verdict == ("stopped", "", [])
-    assert events[0][1] == "progress" and events[0][2]["iterations"] == 10**6
+    assert started and verdict == Finished(Outcome.CANCELLED)
+    assert isinstance(events[0][1], Progress) and events[0][1].iterations == 10**6
 
 
 def test_an_actor_that_does_not_see_the_data_directory_says_so(tmp_path):
@@ -132,7 +133,8 @@ def test_an_actor_that_does_not_see_the_data_directory_says_so(tmp_path):
                      missing / "results", "cpu")
     actor = JobActor()
     actor.run(order)
-    outcome, message, results = actor.poll(0)[2]
+    verdict = actor.poll(0)[2]
+    outcome, message, results = verdict.outcome, verdict.message, verdict.results
     assert outcome == "failed" and results == []
     assert str(tmp_path / "elsewhere") in message and "same path on every node" in message
 

@@ -24,13 +24,13 @@ from helpers.servers import (
 )
 
 from diffrec.protocol import Client
+from diffrec.protocol.events import FINAL_STATES, Log
 from diffrec.protocol.limits import CHUNK_BYTES, MIB
 from diffrec.protocol.transfer import ResumableFile
 from diffrec.server import blobs as blob_module
 from diffrec.server import storage
 from diffrec.server import store as store_module
 from diffrec.server.quotas import Quotas
-from diffrec.server.store import TERMINAL
 from diffrec.server.texture_fit import TextureFitRunner
 
 
@@ -196,7 +196,7 @@ def test_a_job_whose_results_fill_the_disk_fails_cleanly_and_stays_failed(tmp_pa
     real_writer = store_module.write_json_atomic
 
     def full_disk_writer(path, record):  # the disk is full until the partial result is gone
-        ending = path.name == "state.json" and record["state"] in TERMINAL
+        ending = path.name == "state.json" and record["state"] in FINAL_STATES
         if (ending and reserve.exists()) or list(data.glob("jobs/*/results/partial.bin")):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         real_writer(path, record)
@@ -232,7 +232,7 @@ def test_a_state_that_cannot_be_written_is_written_when_the_disk_allows(tmp_path
     read_only = {"on": True}
 
     def writer(path, record):
-        if read_only["on"] and record["state"] in TERMINAL:
+        if read_only["on"] and record["state"] in FINAL_STATES:
             raise OSError(errno.EROFS, os.strerror(errno.EROFS))
         real_writer(path, record)
 
@@ -256,7 +256,7 @@ class StubbornRunner(TextureFitRunner):
     task = "stubborn"
 
     def run(self, ctx):
-        ctx.emit("log", {"level": "info", "message": "started"})
+        ctx.emit(Log("started"))
         time.sleep(600)
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from helpers.servers import fit_spec, optimize_inputs, target_images
 
+from diffrec.protocol.events import Finished
 from diffrec.server import lifeline
 from diffrec.server.executor import Ticket
 from diffrec.server.optimize_runner import OptimizeRunner
@@ -114,7 +115,7 @@ def test_a_job_waits_while_processes_of_its_earlier_run_live(tmp_path):
     old_process = os.open(work / lifeline.LOCK_NAME, os.O_RDWR | os.O_CREAT)
     fcntl.flock(old_process, fcntl.LOCK_SH)
     finished = threading.Event()
-    worker = Worker("cpu", lambda job, kind, *_: kind == "finished" and finished.set())
+    worker = Worker("cpu", lambda job, event: isinstance(event, Finished) and finished.set())
     try:
         fit = TextureFitRunner()
         worker.enqueue(Ticket("again", fit, fit.parse(fit_spec(iterations=5)),

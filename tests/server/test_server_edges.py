@@ -30,8 +30,8 @@ class OversizedRunner(TextureFitRunner):
 
     def run(self, ctx):
         side = int((MAX_INLINE_BYTES / 4) ** 0.5) + 8
-        ctx.emit("preview", {"iteration": 1}, {"render": np.zeros((side, side), np.float32)})
-        ctx.emit("log", {"level": "info", "message": "x" * 100_000})
+        ctx.emit(events.Preview("fit", 1, images={"render": np.zeros((side, side), np.float32)}))
+        ctx.emit(events.Log("x" * 100_000))
         raise JobFailed("y" * 100_000)
 
 
@@ -73,7 +73,7 @@ def test_events_over_the_limits_are_cut_or_dropped_and_the_server_goes_on(tmp_pa
 
 def test_previews_leave_out_a_mesh_too_big_for_one_frame():
     image = torch.rand(16, 16, 3)
-    small = Preview(events.Preview("pass2", 10, pass_index=1), image, image,
+    small = Preview(events.Preview("pass2", 10), image, image,
                     vertices=torch.rand(10, 3), faces=torch.randint(0, 10, (8, 3)))
     arrays = _preview_arrays(small)
     assert np.array_equal(arrays["vertices"], small.vertices.numpy())

@@ -10,6 +10,7 @@ from helpers.servers import optimize_inputs, server_in_process
 from diffrec.errors import UserError
 from diffrec.protocol import Client
 from diffrec.protocol import settings as settings_module
+from diffrec.protocol.events import Started
 from diffrec.server import app, job_process, optimize_runner
 from diffrec.server.executor import Executor, conclude, no_room
 
@@ -22,13 +23,13 @@ class InThisProcess(Executor):
         self._report = report
 
     def enqueue(self, ticket) -> None:
-        self._report(ticket.job_id, "started", {}, None)
+        self._report(ticket.job_id, Started())
         order = job_process.JobOrder(ticket.job_id, ticket.runner, ticket.settings,
                                      job_process.JobOrder.portable(ticket.inputs),
                                      ticket.state_dir, ticket.results_dir, "cpu")
-        verdict = no_room(ticket) or job_process.execute(order, lambda *event: None,
+        verdict = no_room(ticket) or job_process.execute(order, lambda event: None,
                                                          mock.Mock(is_set=lambda: False))
-        self._report(ticket.job_id, "finished", conclude(ticket, verdict, False), None)
+        self._report(ticket.job_id, conclude(ticket, verdict, False))
 
     def dequeue(self, job_id: str) -> bool:
         return False

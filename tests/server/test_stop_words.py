@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 
 from diffrec.pipeline.checkpoints import CheckpointStore
+from diffrec.protocol.events import Progress
 from diffrec.server.executor import STOP_MARGIN, StopGrace, cancelled_message
 from diffrec.server.job_table import resume_message
-from diffrec.server.runner import STOP_TAKES
+from diffrec.server.runner import StopTakes
 
 
 def test_a_job_with_no_checkpoint_says_resume_starts_it_over(tmp_path):
@@ -43,7 +44,7 @@ def test_a_checkpoint_kept_without_its_position_is_still_said(tmp_path):
 @pytest.mark.parametrize("measured", [0.0, 4.0])
 def test_the_grace_grows_with_what_the_job_measured(measured):
     grace = StopGrace(0.5)
-    assert not grace.heard("progress", {"seconds": 99.0})
+    assert not grace.heard(Progress("pass1", 1, 10, elapsed_s=99.0))
     assert grace.seconds == 0.5
-    assert grace.heard(STOP_TAKES, {"seconds": measured})
+    assert grace.heard(StopTakes(measured))
     assert grace.seconds == pytest.approx(0.5 + STOP_MARGIN * measured)

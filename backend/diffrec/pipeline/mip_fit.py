@@ -320,7 +320,7 @@ def _fit(ctx, mesh, material: TextureMaterial, light, cameras: Cameras, settings
             reporter.progress(Progress(pass_name=MIP_PASS, iteration=step + 1,
                                        iterations=iterations, losses={"mips": loss.item()},
                                        elapsed_s=elapsed, eta_s=left, job_eta_s=left,
-                                       pass_number=passes, passes=passes, pass_index=3))
+                                       pass_number=passes, passes=passes))
     candidates["fitted"] = {name: [level.detach() for level in chain]
                             for name, chain in fitted.read().items()}
     losses = {name: _mean_loss(render, checks, check_targets, levels)

@@ -46,10 +46,6 @@ class Preview:
     def iteration(self) -> int:
         return self.event.iteration
 
-    def fields(self) -> dict[str, Any]:
-        """The protocol's ``preview`` event fields (the images travel as arrays)."""
-        return self.event.fields()
-
 
 class Reporter:
     """Receives a run's reports; override what a front end shows."""

@@ -438,7 +438,7 @@ class PassTrainer:
         later = (run.later_iterations if run.later_iterations is not None else
                  (run.passes - run.number) * expected_iterations(run.iterations, window))
         self.reporter.progress(Progress(
-            pass_name=run.name, pass_index=run.index, pass_number=run.number,
+            pass_name=run.name, pass_number=run.number,
             passes=run.passes, iteration=self.iteration, iterations=run.iterations,
             expected_iterations=expected, losses=stats["losses"], psnr=stats["psnr"],
             elapsed_s=elapsed, eta_s=eta, job_eta_s=eta + later * per_iteration))
@@ -447,8 +447,7 @@ class PassTrainer:
         render, target, mesh, camera = self._last_views
         panels = self._panels(mesh, camera, render.shape[:2]) if self.settings.display else {}
         moving = any(p.requires_grad for p in self.run.geometry.parameters())
-        event = events.Preview(self.run.name, self.iteration, self.run.number, self.run.passes,
-                               self.run.index)
+        event = events.Preview(self.run.name, self.iteration, self.run.number, self.run.passes)
         return Preview(event, render.cpu(), target.cpu(), panels,
                        mesh.positions.detach().cpu() if moving else None,
                        mesh.triangles.cpu() if moving else None)

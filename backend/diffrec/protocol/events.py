@@ -1,9 +1,12 @@
 """A job's events, typed (docs/protocol.md, section 7): standard library only.
 
-The trainer builds a ``Progress`` (and the server's tasks a ``Log`` or an ``End``); each hop
-forwards it unchanged, as its ``fields()`` (serialised once at the process boundary and once
-on the wire); a front end reads it back with ``parse`` and shows it with ``describe``, the
-one formatting function that the add-on and the command line share.
+One union, ``Event``: ``Progress``, ``Preview`` (its images with it), ``Log``, ``Started`` (the
+executor's word to the job table: never on the wire) and ``Finished`` (how a job ended, an
+``Outcome``). The trainer and the server's tasks build them; every hop in the server passes the
+object itself (pickled as it is across processes); the server's transport writes it with
+``to_wire`` and the client's channel reads it back with ``parse``, once each; front ends show
+any of them with ``describe``, the one formatting function that the add-on and the command
+line share. ``Outcome`` is the one definition of a job's final states.
 """
 
 from __future__ import annotations
@@ -11,9 +14,21 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
-FINAL_KINDS = ("done", "failed", "cancelled")
+
+class Outcome(StrEnum):
+    """How a job ended: its final state, and the kind of the event that says so."""
+
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+FINAL_STATES = tuple(outcome.value for outcome in Outcome)
+"""A job's final states as the wire and its state files spell them: ``done``, ``failed``,
+``cancelled``."""
 
 
 def _number(value) -> float | None:
@@ -27,13 +42,11 @@ def _number(value) -> float | None:
 class Progress:
     """Where a job is: pass ``pass_number`` of ``passes`` (1-based, counting only the passes
     this job runs), named ``pass_name`` (``pass1``, ``pass2``, ``path``, ``fit``, ``mips``),
-    ``pass_index`` the pass's own index (0 for ``pass1``, 1 for ``pass2``), ``iteration`` of
-    ``iterations`` (this pass's most), ``expected_iterations`` where the pass is expected to
-    end (before ``iterations`` when the stopping rule may end it sooner; None: at
-    ``iterations``),
-    ``losses`` {name: value}, the batch ``psnr`` (dB), seconds spent in this pass
-    (``elapsed_s``), still needed for this pass (``eta_s``, to its expected end) and for the
-    whole job (``job_eta_s``; None: unknown)."""
+    ``iteration`` of ``iterations`` (this pass's most), ``expected_iterations`` where the pass
+    is expected to end (before ``iterations`` when the stopping rule may end it sooner; None:
+    at ``iterations``), ``losses`` {name: value}, the batch ``psnr`` (dB), seconds spent in
+    this pass (``elapsed_s``), still needed for this pass (``eta_s``, to its expected end) and
+    for the whole job (``job_eta_s``; None: unknown)."""
 
     pass_name: str
     iteration: int
@@ -45,15 +58,13 @@ class Progress:
     job_eta_s: float | None = None
     pass_number: int = 1
     passes: int = 1
-    pass_index: int = 0
     expected_iterations: int | None = None
 
     kind = "progress"
 
     def fields(self) -> dict[str, Any]:
         """The ``progress`` event's fields (docs/protocol.md)."""
-        return {"pass": self.pass_name, "pass_index": self.pass_index,
-                "pass_number": self.pass_number, "passes": self.passes,
+        return {"pass": self.pass_name, "pass_number": self.pass_number, "passes": self.passes,
                 "iteration": self.iteration, "iterations": self.iterations,
                 "expected_iterations": self.expected_iterations, "losses": dict(self.losses),
                 "psnr": self.psnr, "elapsed_s": self.elapsed_s, "eta_s": self.eta_s,
@@ -78,7 +89,6 @@ class Progress:
             job_eta_s=_number(fields.get("job_eta_s", eta)),
             pass_number=max(1, int(fields.get("pass_number", 1))),
             passes=max(1, int(fields.get("passes", 1))),
-            pass_index=int(fields.get("pass_index", 0)),
             expected_iterations=None if expected is None else int(expected),
         )
 
@@ -108,26 +118,27 @@ class Progress:
 
 @dataclass(frozen=True)
 class Preview:
-    """A live preview's fields (its images travel as arrays): the pass and iteration."""
+    """A live preview: the pass and iteration, and ``images`` its arrays by name (``render``,
+    ``target`` and, when the geometry moves, ``vertices`` and ``faces``: docs/protocol.md),
+    which travel as the message's arrays; they take no part in comparing two previews."""
 
     pass_name: str
     iteration: int
     pass_number: int = 1
     passes: int = 1
-    pass_index: int = 0
+    images: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     kind = "preview"
 
     def fields(self) -> dict[str, Any]:
-        return {"pass": self.pass_name, "pass_index": self.pass_index,
-                "pass_number": self.pass_number, "passes": self.passes,
+        return {"pass": self.pass_name, "pass_number": self.pass_number, "passes": self.passes,
                 "iteration": self.iteration}
 
     @classmethod
-    def from_fields(cls, fields: Mapping) -> Preview:
+    def from_fields(cls, fields: Mapping, images: Mapping | None = None) -> Preview:
         return cls(str(fields.get("pass", "")), int(fields.get("iteration", 0)),
                    max(1, int(fields.get("pass_number", 1))),
-                   max(1, int(fields.get("passes", 1))), int(fields.get("pass_index", 0)))
+                   max(1, int(fields.get("passes", 1))), dict(images or {}))
 
 
 MIP_PASS = "mips"
@@ -166,40 +177,66 @@ class Log:
 
 
 @dataclass(frozen=True)
-class End:
-    """A job's final event: ``kind`` done, failed or cancelled; ``message`` why (failed,
-    cancelled); ``results`` the result files of a done job [{name, size, content_hash}]."""
+class Started:
+    """A job began running, or began again after a restart (the job table counts an attempt).
+    The executor's word to the job table: never sent on the wire."""
 
-    kind: str
+    kind = "started"
+
+    def fields(self) -> dict[str, Any]:
+        return {}
+
+    @classmethod
+    def from_fields(cls, fields: Mapping) -> Started:
+        return cls()
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A job's final event: its ``outcome``; ``message`` why (failed, cancelled); ``results``
+    the result files of a done job [{name, size, content_hash}]."""
+
+    outcome: Outcome
     message: str = ""
     results: list[dict] = field(default_factory=list)
 
+    @property
+    def kind(self) -> str:
+        """The event's kind on the wire: the outcome's name."""
+        return self.outcome.value
+
     def fields(self) -> dict[str, Any]:
-        return {"results": list(self.results)} if self.kind == "done" else {
-            "message": self.message}
+        return ({"results": list(self.results)} if self.outcome is Outcome.DONE
+                else {"message": self.message})
 
     @classmethod
-    def from_fields(cls, kind: str, fields: Mapping) -> End:
+    def from_fields(cls, kind: str, fields: Mapping) -> Finished:
         results = fields.get("results")
-        return cls(kind, str(fields.get("message", "")),
+        return cls(Outcome(kind), str(fields.get("message", "")),
                    list(results) if isinstance(results, list) else [])
 
 
-Event = Progress | Preview | Log | End
+Event = Progress | Preview | Log | Started | Finished
+_KINDS = {"progress": Progress, "log": Log, "started": Started}
 
 
-def parse(kind: str, fields: Mapping) -> Event:
-    """The typed event of an ``event`` message's ``kind`` and fields. Raises ValueError for a
-    kind this protocol does not know."""
-    if kind == "progress":
-        return Progress.from_fields(fields)
+def parse(kind: str, fields: Mapping, arrays: Mapping | None = None) -> Event:
+    """The typed event of an ``event`` message's ``kind``, fields and arrays (a preview's
+    images). Raises ValueError for a kind this protocol does not know."""
     if kind == "preview":
-        return Preview.from_fields(fields)
-    if kind == "log":
-        return Log.from_fields(fields)
-    if kind in FINAL_KINDS:
-        return End.from_fields(kind, fields)
+        return Preview.from_fields(fields, arrays)
+    if kind in FINAL_STATES:
+        return Finished.from_fields(kind, fields)
+    if kind in _KINDS:
+        return _KINDS[kind].from_fields(fields)
     raise ValueError(f"unknown event kind {kind!r}")
+
+
+def to_wire(event: Event) -> tuple[str, dict[str, Any], Mapping[str, Any] | None]:
+    """``event`` as an ``event`` message carries it: (kind, fields, arrays or None); ``parse``
+    reads it back."""
+    arrays = event.images if isinstance(event, Preview) else None
+    return event.kind, event.fields(), arrays or None
 
 
 def time_left(seconds: float | None) -> str:
@@ -216,10 +253,28 @@ def time_left(seconds: float | None) -> str:
     return f"about {hours} h {minutes} min left" if minutes else f"about {hours} h left"
 
 
-def describe(progress: Progress) -> str:
-    """One line for a person: "Pass 1 of 2 · 120/300 · 27.4 dB · about 3 min left" (the pass
-    only when the job has several; the ETA is the whole job's); "Mip levels · 40/100 · ..."
-    for the fit of the textures' mip levels (``MIP_PASS``)."""
+def describe(event: Event) -> str:
+    """One line for a person, for any event: "Pass 1 of 2 · 120/300 · 27.4 dB · about 3 min
+    left" for progress (the pass only when the job has several; the ETA is the whole job's;
+    "Mip levels · 40/100 · ..." for the fit of the textures' mip levels, ``MIP_PASS``),
+    "preview: 120" (its iteration, after "pass 1 of 2 · " likewise), a log's sentence
+    ("warning: " before a warning's), "started", "done: mesh.glb, manifest.json", "failed:
+    why", "cancelled: why"."""
+    if isinstance(event, Progress):
+        return _describe_progress(event)
+    if isinstance(event, Preview):
+        several = f"pass {event.pass_number} of {event.passes} · " if event.passes > 1 else ""
+        return f"preview: {several}{event.iteration}"
+    if isinstance(event, Log):
+        return f"warning: {event.message}" if event.level == "warning" else event.message
+    if isinstance(event, Finished):
+        said = (", ".join(str(entry.get("name", "")) for entry in event.results)
+                if event.outcome is Outcome.DONE else event.message)
+        return f"{event.kind}: {said}" if said else event.kind
+    return event.kind
+
+
+def _describe_progress(progress: Progress) -> str:
     parts = [f"Pass {progress.pass_number} of {progress.passes}"] if progress.passes > 1 else []
     if progress.pass_name == MIP_PASS:
         parts = ["Mip levels"]

@@ -16,12 +16,14 @@ import numpy as np
 
 from .arrays import DTYPES, ArraySpec, shape_problem
 from .errors import ProtocolError
+from .events import FINAL_STATES
 from .limits import CHUNK_BYTES, MAX_ARRAYS, MAX_BLOB_BYTES
 
 JOB_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
 CONTENT_HASH_RE = re.compile(r"[0-9a-f]{64}\Z")
 FILE_NAME_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}\Z")
-EVENT_KINDS = ("progress", "preview", "log", "done", "failed", "cancelled")
+EVENT_KINDS = ("progress", "preview", "log", *FINAL_STATES)
+"""The kinds of job event a server sends (``events``; ``Started`` never goes on the wire)."""
 MAX_REQUEST_ID = 2**53
 
 Check = Callable[[object], "str | None"]

@@ -24,6 +24,7 @@ import zmq
 
 from diffrec import __version__
 from diffrec.errors import UserError
+from diffrec.protocol import events
 from diffrec.protocol.errors import ProtocolError
 from diffrec.protocol.limits import (
     CHUNK_BYTES,
@@ -225,12 +226,14 @@ class Server:
             return "local"
         return frame.get("User-Id")
 
-    def _event(self, job_id: str, kind: str, fields: dict, arrays=None, peers=None) -> None:
-        """Send an event to the job's subscribers (or ``peers``). One that breaks a limit (a
-        runner's bug, such as a preview over the frame size) is logged and dropped."""
+    def _event(self, job_id: str, event: events.Event, peers=None) -> None:
+        """Send ``event`` to the job's subscribers (or ``peers``): the one place a job's event
+        is written for the wire (``events.to_wire``). One that breaks a limit (a runner's bug,
+        such as a preview over the frame size) is logged and dropped."""
         peers = list(self.subscribers.get(job_id, ()) if peers is None else peers)
         if not peers:
             return
+        kind, fields, arrays = events.to_wire(event)
         try:
             frames = encode("event", {"job": job_id, "kind": kind, **fields}, arrays)
         except ProtocolError as exc:
@@ -279,8 +282,8 @@ class Server:
         record = self.jobs.get(owner, message["job"])
         self.subscribers[record.id].add(peer)
         self._send(peer, "reply", {"re": message["id"], **record.public()})
-        for kind, fields, arrays in self.jobs.replay(record):
-            self._event(record.id, kind, fields, arrays, peers=[peer])
+        for event in self.jobs.replay(record):
+            self._event(record.id, event, peers=[peer])
 
     def _op_detach(self, peer, owner, message) -> dict:
         self.subscribers.get(self.jobs.get(owner, message["job"]).id, set()).discard(peer)

@@ -49,9 +49,12 @@ from pathlib import Path
 import ray
 from ray.exceptions import RayActorError
 
+from diffrec.protocol.events import Finished, Log, Outcome, Started
+
 from . import job_process
 from .executor import Executor, Report, StopGrace, Ticket, conclude, no_room
 from .private_ray import PrivateRay, tighten_token_file
+from .runner import Emitted
 
 log = logging.getLogger(__name__)
 POLL_S = 0.1
@@ -79,10 +82,10 @@ class JobActor:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._events: deque[tuple] = deque(maxlen=EVENT_BUFFER)
+        self._events: deque[tuple[int, Emitted]] = deque(maxlen=EVENT_BUFFER)
         self._next = 0
         self._started = False
-        self._verdict: tuple | None = None
+        self._verdict: Finished | None = None
         self._stop = threading.Event()
 
     def run(self, order: job_process.JobOrder) -> None:
@@ -92,21 +95,21 @@ class JobActor:
         if order.state_dir.is_dir():
             verdict = job_process.execute(order, self._emit, self._stop)
         else:
-            verdict = ("failed", f"cluster node {socket.gethostname()} does not see the server's "
-                                 f"data directory {order.state_dir.parents[2]}: mount it at the "
-                                 "same path on every node (docs/guide.md, 'Running a cluster')",
-                       [])
+            verdict = Finished(Outcome.FAILED, f"cluster node {socket.gethostname()} does not "
+                               f"see the server's data directory {order.state_dir.parents[2]}: "
+                               "mount it at the same path on every node (docs/guide.md, "
+                               "'Running a cluster')")
         with self._lock:
             self._verdict = verdict
 
-    def _emit(self, kind: str, fields: dict, arrays=None) -> None:
+    def _emit(self, emitted: Emitted) -> None:
         with self._lock:
-            self._events.append((self._next, kind, fields, arrays))
+            self._events.append((self._next, emitted))
             self._next += 1
 
-    def poll(self, after: int) -> tuple[list[tuple], bool, tuple | None]:
-        """(the buffered events numbered ``after`` or later as (number, kind, fields, arrays),
-        whether the job started, its verdict or None); older events are dropped."""
+    def poll(self, after: int) -> tuple[list[tuple[int, Emitted]], bool, Finished | None]:
+        """(the buffered events numbered ``after`` or later as (number, event), whether the
+        job started, its verdict or None); older events are dropped."""
         with self._lock:
             while self._events and self._events[0][0] < after:
                 self._events.popleft()
@@ -172,7 +175,7 @@ class RayExecutor(Executor):
         except ValueError:
             verdict = no_room(ticket)
             if verdict is not None:
-                self._report(ticket.job_id, "finished", conclude(ticket, verdict, False), None)
+                self._report(ticket.job_id, conclude(ticket, verdict, False))
                 return
             actor = self._start(ticket)
         with self._lock:
@@ -286,22 +289,22 @@ class RayExecutor(Executor):
             job.polling = None
         if started and not job.started:
             job.started = True
-            self._report(job_id, "started", {}, None)
-        for number, kind, fields, arrays in events:
+            self._report(job_id, Started())
+        for number, emitted in events:
             if number >= job.seen:
-                if not job.grace.heard(kind, fields):
-                    self._report(job_id, kind, fields, arrays)
+                if not job.grace.heard(emitted):
+                    self._report(job_id, emitted)
                 job.seen = number + 1
         if verdict is not None:
             self._end(job, verdict)
 
-    def _end(self, job: _Job, verdict: tuple | None) -> None:
+    def _end(self, job: _Job, verdict: Finished | None) -> None:
         """Report the job finished (cancelled if it was asked to stop) and kill its actor."""
         with self._lock:
             del self._jobs[job.ticket.job_id]
         ray.kill(job.actor)
-        self._report(job.ticket.job_id, "finished",
-                     conclude(job.ticket, verdict, job.stop_asked is not None), None)
+        self._report(job.ticket.job_id,
+                     conclude(job.ticket, verdict, job.stop_asked is not None))
 
     def _died(self, job: _Job, exc: RayActorError) -> None:
         """The job's actor is gone: start it again from the checkpoint, or give up."""
@@ -311,14 +314,12 @@ class RayExecutor(Executor):
             return
         if job.starts >= MAX_STARTS:
             cause = f"its worker died {job.starts} times (last: {type(exc).__name__})"
-            self._end(job, ("failed", f"the job cannot run on this cluster: {cause}; the "
-                                      "server log has the details", []))
+            self._end(job, Finished(Outcome.FAILED, f"the job cannot run on this cluster: "
+                                                    f"{cause}; the server log has the details"))
             return
         log.warning("job %s: its actor died (%s); starting it again", job_id, exc)
-        self._report(job_id, "log", {
-            "level": "warning",
-            "message": "the cluster worker running this job stopped; starting it again from "
-                       "its last checkpoint"}, None)
+        self._report(job_id, Log("the cluster worker running this job stopped; starting it "
+                                 "again from its last checkpoint", "warning"))
         job.actor = self._start(job.ticket)
         job.starts, job.seen, job.started = job.starts + 1, 0, False
 

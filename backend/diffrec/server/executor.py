@@ -7,17 +7,17 @@ executors keep the same contract:
 - ``cluster.RayExecutor`` (``diffrec serve --cluster``): each job in a Ray actor on whichever
   cluster node has a free GPU (or CPU), as many at once as the cluster has room for.
 
-An executor never touches job records. It reports through ``report(job_id, kind, fields,
-arrays)``, from any thread: ``started`` (a job began, or began again: the table counts an
-attempt), ``progress``, ``preview`` and ``log`` (the runner's events), and last ``finished``
-(fields ``outcome``: done|failed|cancelled, ``message``, ``results``). A job stopped by
+An executor never touches job records. It reports through ``report(job_id, event)``, from
+any thread, an event of ``diffrec.protocol.events`` as it is: ``Started`` (a job began, or
+began again: the table counts an attempt), ``Progress``, ``Preview`` and ``Log`` (the
+runner's events), and last ``Finished`` (its ``Outcome``, message and results). A job stopped by
 ``close`` reports nothing: it is still "running" in its record and resumes (or, on a
 cluster, is re-attached) when the server starts again.
 
 What both executors do alike lives here: ``no_room`` (a job refused before it starts when its
 output cannot fit on the disk), ``result_files`` (the ``results`` list of a job that is done),
 ``StopGrace`` (how long a job asked to stop may take before it is killed) and ``conclude``
-(the ``finished`` report of a job that ended, a cancelled one saying where it stopped).
+(the ``Finished`` report of a job that ended, a cancelled one saying where it stopped).
 ``app.executor_factory`` picks the executor.
 """
 
@@ -33,13 +33,15 @@ from typing import Any
 import numpy as np
 
 from diffrec.pipeline.checkpoints import CheckpointStore
+from diffrec.protocol.events import Event, Finished, Outcome
 from diffrec.protocol.schema import FILE_NAME_RE
 from diffrec.protocol.transfer import content_hash_file
 
-from .runner import STOP_TAKES, Runner
+from .runner import Runner, StopTakes
 from .storage import DISK_RESERVE_BYTES, disk_full_message, free_bytes
 
-Report = Callable[[str, str, dict, "Mapping[str, np.ndarray] | None"], None]
+Report = Callable[[str, Event], None]
+"""``report(job_id, event)``: what an executor tells the job table."""
 STOP_MARGIN = 1.5
 """A job asked to stop gets this many times the time it measured a stop takes."""
 
@@ -114,30 +116,30 @@ def discard(*directories: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
 
 
-def no_room(ticket: Ticket) -> tuple | None:
+def no_room(ticket: Ticket) -> Finished | None:
     """The verdict of a job whose output cannot fit on the disk, checked before it starts;
     None when it fits (or its size is unknown)."""
     needed = ticket.runner.output_bytes(ticket.settings, ticket.inputs)
     if needed and needed + DISK_RESERVE_BYTES > free_bytes(ticket.results_dir):
-        return ("failed", disk_full_message(ticket.results_dir, needed), [])
+        return Finished(Outcome.FAILED, disk_full_message(ticket.results_dir, needed))
     return None
 
 
 class StopGrace:
     """How long a job asked to stop may take to return by itself before it is killed:
     ``base`` seconds plus STOP_MARGIN times what the job last said a stop takes (the slowest
-    iteration and a checkpoint's write, measured: ``runner.STOP_TAKES``), so that a job whose
+    iteration and a checkpoint's write, measured: ``runner.StopTakes``), so that a job whose
     iterations take seconds still writes its checkpoint."""
 
     def __init__(self, base: float):
         self.base = base
         self.measured = 0.0
 
-    def heard(self, kind: str, fields: Mapping) -> bool:
-        """Take in a report of the job's; whether it was the STOP_TAKES word (no event)."""
-        if kind != STOP_TAKES:
+    def heard(self, emitted: object) -> bool:
+        """Take in what the job emitted; whether it was a ``StopTakes`` (no event)."""
+        if not isinstance(emitted, StopTakes):
             return False
-        self.measured = max(0.0, float(fields.get("seconds", 0.0)))
+        self.measured = max(0.0, float(emitted.seconds))
         return True
 
     @property
@@ -155,14 +157,13 @@ def cancelled_message(state_dir: Path) -> str:
     return f"the job was cancelled, its checkpoint kept{at}: Resume continues from there"
 
 
-def conclude(ticket: Ticket, verdict: tuple | None, stopped: bool) -> dict:
-    """The ``finished`` report's fields for a job that ended with ``verdict`` (outcome,
-    message, results; None: no verdict), ``stopped`` when it was asked to stop (the message
-    says where it stopped, ``cancelled_message``). A failed job's partial files are
-    discarded."""
-    outcome, message, results = verdict or ("failed", "", [])
+def conclude(ticket: Ticket, verdict: Finished | None, stopped: bool) -> Finished:
+    """The ``Finished`` report of a job that ended with ``verdict`` (None: none came),
+    ``stopped`` when it was asked to stop: cancelled, the message saying where it stopped
+    (``cancelled_message``). A failed job's partial files are discarded."""
+    finished = verdict or Finished(Outcome.FAILED)
     if stopped:
-        outcome, message, results = "cancelled", cancelled_message(ticket.state_dir), []
-    if outcome == "failed":
+        finished = Finished(Outcome.CANCELLED, cancelled_message(ticket.state_dir))
+    if finished.outcome is Outcome.FAILED:
         discard(ticket.results_dir, ticket.state_dir)
-    return {"outcome": outcome, "message": message, "results": results}
+    return finished

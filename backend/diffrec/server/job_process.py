@@ -2,11 +2,11 @@
 
 The worker thread (``worker.py``) starts ``main`` in a process forked from a fork server (a
 clean process that imported torch once, before any thread, CUDA context or OpenMP pool
-existed), hands it the job through ``JobOrder`` and listens on a pipe. The child sends
-``("event", kind, fields, arrays)`` for each progress, preview or log event and, last,
-``("verdict", outcome, message, results)`` with ``outcome`` one of ``done``, ``failed`` or
-``stopped`` (it saw the stop flag and returned early). A child that is killed, or dies, sends
-no verdict; the worker decides from its exit code.
+existed), hands it the job through ``JobOrder`` and listens on a pipe. The child sends each
+event its runner emits as it is (``runner.Emitted``: a ``Progress``, ``Preview`` or ``Log`` of
+``diffrec.protocol.events``, or a ``StopTakes``; objects pickle) and, last, its verdict: a
+``Finished``, cancelled when it saw the stop flag and returned early. A child that is killed,
+or dies, sends no verdict; the worker decides from its exit code.
 
 Inputs are memory-mapped blob files: the order carries their paths, never their bytes.
 """
@@ -23,9 +23,11 @@ from typing import Any
 
 import numpy as np
 
+from diffrec.protocol.events import Finished, Outcome
+
 from . import lifeline
 from .executor import result_files
-from .runner import JobContext, JobFailed, Runner
+from .runner import EmitFn, JobContext, JobFailed, Runner
 from .storage import disk_full_message, is_full, read_only_message
 
 log = logging.getLogger(__name__)
@@ -94,16 +96,15 @@ def unexpected_failure(exc: BaseException) -> str:
             "has the details for a bug report")
 
 
-def execute(order: JobOrder, emit, stop_flag) -> tuple:
-    """Run the job in this process, sending its events through ``emit(kind, fields,
-    arrays)``; its verdict (outcome, message, results). Shared by this module's child process
-    and the cluster's job actors (``cluster``)."""
+def execute(order: JobOrder, emit: EmitFn, stop_flag) -> Finished:
+    """Run the job in this process, sending its events through ``emit(event)``; its verdict.
+    Shared by this module's child process and the cluster's job actors (``cluster``)."""
     ctx = JobContext(order.job_id, order.settings, order.arrays(), order.state_dir,
                      order.results_dir, order.device, emit, stop_flag)
     try:
         order.runner.run(ctx)
-        return (("stopped", "", []) if stop_flag.is_set()
-                else ("done", "", result_files(order.results_dir)))
+        return (Finished(Outcome.CANCELLED) if stop_flag.is_set()
+                else Finished(Outcome.DONE, results=result_files(order.results_dir)))
     except Exception as exc:
         if not isinstance(exc, (JobFailed, OSError)):
             log.exception("job %s failed", order.job_id)
@@ -111,7 +112,7 @@ def execute(order: JobOrder, emit, stop_flag) -> tuple:
             needed = order.runner.output_bytes(order.settings, ctx.inputs)
         except Exception:  # only for the message: a failed estimate must not hide the failure
             needed = 0
-        return ("failed", failure_message(exc, order.results_dir, needed), [])
+        return Finished(Outcome.FAILED, failure_message(exc, order.results_dir, needed))
 
 
 def main(order: JobOrder, pipe, stop_flag) -> None:
@@ -120,8 +121,5 @@ def main(order: JobOrder, pipe, stop_flag) -> None:
     lifeline.end_with_reader(pipe)
     lifeline.hold(order.state_dir)
 
-    def emit(kind, fields, arrays=None):
-        pipe.send(("event", kind, fields, arrays))
-
-    pipe.send(("verdict", *execute(order, emit, stop_flag)))
+    pipe.send(execute(order, pipe.send, stop_flag))
     pipe.close()

@@ -30,6 +30,7 @@ from diffrec.pipeline.checkpoints import CheckpointStore
 from diffrec.protocol import events
 from diffrec.protocol.arrays import wire_dtype
 from diffrec.protocol.errors import ProtocolError
+from diffrec.protocol.events import FINAL_STATES, Finished, Outcome
 from diffrec.protocol.limits import MAX_ARRAYS, MAX_HEADER_BYTES, MAX_MESSAGE_CHARS
 from diffrec.protocol.message import Message
 from diffrec.protocol.schema import INPUTS
@@ -39,7 +40,7 @@ from .executor import Executor, Report, Ticket, discard
 from .quotas import Quotas, exceeded, over_bound
 from .result_check import ResultCheck
 from .runner import JobFailed, Runner
-from .store import TERMINAL, JobStore
+from .store import JobStore
 
 log = logging.getLogger(__name__)
 MAX_JOBS_PER_OWNER = 1000
@@ -52,9 +53,8 @@ MAX_LABEL_CHARS = 200
 TOMBSTONES = 10_000
 """Deleted job ids remembered, so that a repeated ``delete`` still answers ``deleted``."""
 
-# event(job_id, kind, fields, arrays=None, peers=None): send to the job's subscribers (or peers)
+# event(job_id, event, peers=None): send the event to the job's subscribers (or peers)
 EventFn = Callable[..., None]
-Replay = tuple[str, dict, "Mapping[str, np.ndarray] | None"]
 
 
 def fit_text(text: str) -> str:
@@ -125,9 +125,9 @@ class JobRecord:
         return {"job": self.id, **{key: getattr(self, key) for key in self.PUBLIC},
                 **({"label": self.label} if self.label else {})}
 
-    def end_fields(self) -> dict:
-        """The fields of the event that announces this finished job's end."""
-        return {"results": self.results} if self.state == "done" else {"message": self.message}
+    def ending(self) -> Finished:
+        """The event that announces this finished job's end."""
+        return Finished(Outcome(self.state), self.message, self.results)
 
 
 class JobTable:
@@ -155,9 +155,10 @@ class JobTable:
         for record in self.records.values():
             for ref in record.inputs.values():
                 self.blobs.adopt_legacy(record.owner, ref["blob"])
-        self.previews: dict[str, tuple[dict, dict]] = {}
+        self.previews: dict[str, events.Preview] = {}
         self.result_check = ResultCheck()
-        self.logs: defaultdict[str, deque[dict]] = defaultdict(lambda: deque(maxlen=LOG_REPLAY))
+        self.logs: defaultdict[str, deque[events.Log]] = defaultdict(
+            lambda: deque(maxlen=LOG_REPLAY))
         self.tombstones: OrderedDict[tuple[str, str], None] = OrderedDict()
         self.unsaved: set[str] = set()
         """Jobs whose state file could not be written; tried again every heartbeat."""
@@ -206,7 +207,7 @@ class JobTable:
         log.error("%s", sentence)
         self.result_check.forget(job_id)
         discard(self.store.results_dir(job_id))
-        self._finish(job_id, "failed", sentence, [])
+        self._finish(job_id, Finished(Outcome.FAILED, sentence))
         return ProtocolError("damaged", sentence)
 
     def page(self, owner: str, cursor: int = 0) -> dict:
@@ -222,17 +223,16 @@ class JobTable:
                 return {"jobs": jobs, "cursor": record.seq}
         return {"jobs": jobs, "cursor": None}
 
-    def replay(self, record: JobRecord) -> Iterator[Replay]:
-        """The events an attaching client gets: recent log lines, the last progress and
-        preview, and the end of a finished job."""
-        for fields in self.logs.get(record.id, ()):
-            yield "log", fields, None
+    def replay(self, record: JobRecord) -> Iterator[events.Event]:
+        """The events an attaching client gets: recent log lines, the last progress (as the
+        record keeps it) and preview, and the end of a finished job."""
+        yield from self.logs.get(record.id, ())
         if record.progress:
-            yield "progress", record.progress, None
+            yield events.Progress.from_fields(record.progress)
         if record.id in self.previews:
-            yield "preview", *self.previews[record.id]
-        if record.state in TERMINAL:
-            yield record.state, record.end_fields(), None
+            yield self.previews[record.id]
+        if record.state in FINAL_STATES:
+            yield record.ending()
 
     def _save(self, record: JobRecord) -> None:
         """Write ``record``'s state file. A failure (a read-only disk, or a full one past the
@@ -304,7 +304,8 @@ class JobTable:
     def _check_queue(self, owner: str) -> None:
         """``quota_exceeded`` if ``owner`` cannot queue one more job (``Quotas.queued_jobs``):
         at submit and at resume alike."""
-        waiting = sum(r.owner == owner and r.state not in TERMINAL for r in self.records.values())
+        waiting = sum(r.owner == owner and r.state not in FINAL_STATES
+                      for r in self.records.values())
         if waiting >= self.quotas.queued_jobs:
             raise exceeded("queued_jobs", self.quotas.queued_jobs, waiting, 1,
                            "wait for your queued jobs to finish, or cancel some")
@@ -408,7 +409,7 @@ class JobTable:
                 self._remove(record.id)
                 continue
             if record.stop == "cancel":
-                self._finish(record.id, "cancelled", "the job was cancelled", [])
+                self._finish(record.id, Finished(Outcome.CANCELLED, "the job was cancelled"))
                 continue
             if record.state == "running":
                 log.info("job %s was running when the server stopped; resuming", record.id)
@@ -422,9 +423,9 @@ class JobTable:
                 self._check_job(runner, settings, self._stored_inputs(record))
                 self._enqueue(record, settings)
             except ProtocolError as exc:
-                self._finish(record.id, "failed", f"cannot resume: {exc.message}", [])
+                self._finish(record.id, Finished(Outcome.FAILED, f"cannot resume: {exc.message}"))
             except JobFailed as exc:  # a spec this server's version no longer takes
-                self._finish(record.id, "failed", f"cannot resume: {exc}", [])
+                self._finish(record.id, Finished(Outcome.FAILED, f"cannot resume: {exc}"))
         self.executor.recovered()
 
     # -- stopping and ending ---------------------------------------------------------------
@@ -433,7 +434,7 @@ class JobTable:
         """Cancel a queued job at once, or ask a running one to stop; the reply's fields."""
         record = self.get(owner, job_id)
         if record.state == "queued" and self._unqueue(job_id):
-            self._finish(job_id, "cancelled", "the job was cancelled", [])
+            self._finish(job_id, Finished(Outcome.CANCELLED, "the job was cancelled"))
         elif record.state in ("queued", "running"):
             self._request_stop(record, "cancel")
             return {**record.public(), "state": "cancelling"}
@@ -462,8 +463,7 @@ class JobTable:
         record.finished, record.stop, record.progress = None, None, None
         self._save(record)
         self.previews.pop(job_id, None)
-        self._apply_report(job_id, "log", events.Log(record.message, stage="resuming").fields(),
-                           None)
+        self._apply_report(job_id, events.Log(record.message, stage="resuming"))
         self._enqueue(record, settings)
         return record.public()
 
@@ -472,10 +472,10 @@ class JobTable:
         if (owner, job_id) in self.tombstones:  # a repeated delete
             return {"job": job_id, "deleted": True}
         record = self.get(owner, job_id)
-        if record.state in TERMINAL:
+        if record.state in FINAL_STATES:
             self._remove(job_id)
         elif self._unqueue(job_id):
-            self._event(job_id, "cancelled", {"message": "the job was deleted"})
+            self._event(job_id, Finished(Outcome.CANCELLED, "the job was deleted"))
             self._remove(job_id)
         else:
             self._request_stop(record, "delete")  # removed when it has stopped
@@ -488,12 +488,13 @@ class JobTable:
         self._save(record)
         self.executor.stop(record.id)
 
-    def _finish(self, job_id: str, outcome: str, message: str, results: list) -> None:
+    def _finish(self, job_id: str, finished: Finished) -> None:
         record = self.records[job_id]
-        record.state, record.message, record.results = outcome, fit_text(message), results
+        record.state, record.message = finished.outcome.value, fit_text(finished.message)
+        record.results = list(finished.results)
         record.finished = time.time()
         self._save(record)
-        self._event(job_id, outcome, record.end_fields())
+        self._event(job_id, record.ending())
         if record.stop == "delete":
             self._remove(job_id)
         if job_id in self.handed:
@@ -517,7 +518,7 @@ class JobTable:
         """Delete finished jobs past retention, then blobs no job refers to."""
         cutoff = time.time() - self.retention_s
         for job_id, record in list(self.records.items()):
-            if record.state in TERMINAL and (record.finished or 0) < cutoff:
+            if record.state in FINAL_STATES and (record.finished or 0) < cutoff:
                 log.info("job %s is past retention; deleting it", job_id)
                 self._remove(job_id)
         referenced = {(r.owner, ref["blob"])
@@ -530,30 +531,31 @@ class JobTable:
         """Apply every report the executor has queued since the last call."""
         while True:
             try:
-                job_id, kind, fields, arrays = self._reports.get_nowait()
+                job_id, event = self._reports.get_nowait()
             except queue.Empty:
                 return
             try:
-                self._apply_report(job_id, kind, fields, arrays)
+                self._apply_report(job_id, event)
             except Exception:  # a bad event must not stop the loop that serves everyone
-                log.exception("job %s: cannot handle its %s report", job_id, kind)
+                log.exception("job %s: cannot handle its report %r", job_id, event)
 
-    def _apply_report(self, job_id: str, kind: str, fields: dict, arrays) -> None:
-        """Apply one report of the executor: a job started or finished, or an event."""
+    def _apply_report(self, job_id: str, event: events.Event) -> None:
+        """Apply one report of the executor: a job ``Started`` or ``Finished``, or an event
+        its subscribers get."""
         record = self.records.get(job_id)
         if record is None:
             return
-        if kind == "started":
+        if isinstance(event, events.Started):
             record.state, record.attempts = "running", record.attempts + 1
             self._save(record)
-        elif kind == "finished":
-            self._finish(job_id, fields["outcome"], fields["message"], fields["results"])
+        elif isinstance(event, Finished):
+            self._finish(job_id, event)
         else:
-            if kind == "progress":
-                record.progress = fields
-            elif kind == "preview":
-                self.previews[job_id] = (fields, arrays)
-            elif kind == "log":
-                fields = {**fields, "message": fit_text(str(fields.get("message", "")))}
-                self.logs[job_id].append(fields)
-            self._event(job_id, kind, fields, arrays)
+            if isinstance(event, events.Progress):
+                record.progress = event.fields()  # the record's form: its state file, status
+            elif isinstance(event, events.Preview):
+                self.previews[job_id] = event
+            elif isinstance(event, events.Log):
+                event = dataclasses.replace(event, message=fit_text(event.message))
+                self.logs[job_id].append(event)
+            self._event(job_id, event)

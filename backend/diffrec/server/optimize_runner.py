@@ -19,6 +19,7 @@ the job.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 from collections.abc import Callable, Mapping
@@ -33,7 +34,7 @@ from diffrec.protocol.limits import MAX_INLINE_BYTES
 from diffrec.protocol.settings import Settings, SettingsError, parse_settings
 
 from . import lifeline
-from .runner import STOP_TAKES, JobContext, JobFailed, Runner
+from .runner import EmitFn, JobContext, JobFailed, Runner, StopTakes
 
 PREVIEW_SIZE = 128
 OUTPUT_FIXED_BYTES = 64 * 2**20
@@ -127,11 +128,12 @@ def _preview_arrays(preview: Preview) -> dict[str, np.ndarray]:
 
 
 class JobReporter(Reporter):
-    """A run's reports as job events through ``emit(kind, fields, arrays=None)`` (the job's
-    ``ctx.emit``, or a queue to it from another process); ``should_stop`` polls for a stop.
-    The run's checkpoints go to the job's ``ctx.checkpoints`` (in its state folder)."""
+    """A run's reports as job events through ``emit(event)`` (the job's ``ctx.emit``, or a
+    queue to it from another process): the trainer's own ``Progress``, its ``Preview`` with
+    the images it shows, a ``Log``, a ``StopTakes``; ``should_stop`` polls for a stop. The
+    run's checkpoints go to the job's ``ctx.checkpoints`` (in its state folder)."""
 
-    def __init__(self, emit: Callable, should_stop: Callable[[], bool]):
+    def __init__(self, emit: EmitFn, should_stop: Callable[[], bool]):
         self.emit = emit
         self._should_stop = should_stop
 
@@ -140,19 +142,19 @@ class JobReporter(Reporter):
         return cls(ctx.emit, ctx.should_stop)
 
     def progress(self, progress: Progress) -> None:
-        self.emit("progress", progress.fields())
+        self.emit(progress)
 
     def preview(self, preview: Preview) -> None:
-        self.emit("preview", preview.fields(), _preview_arrays(preview))
+        self.emit(dataclasses.replace(preview.event, images=_preview_arrays(preview)))
 
     def log(self, message: str, level: str = "info", **fields) -> None:
-        self.emit("log", events.Log(message, level, **fields).fields())
+        self.emit(events.Log(message, level, **fields))
 
     def should_stop(self) -> bool:
         return self._should_stop()
 
     def stop_takes(self, seconds: float) -> None:
-        self.emit(STOP_TAKES, {"seconds": seconds})
+        self.emit(StopTakes(seconds))
 
 
 class OptimizeRunner(Runner):
@@ -276,12 +278,12 @@ def run_ranks(ctx: JobContext, settings: Settings, inputs, run_dir: Path) -> boo
     # the ranks end with it all the same (lifeline.die_with_parent)
     multiprocessing.current_process().daemon = False
     spawn = mp.get_context("spawn")
-    events, stop, outcome = spawn.Queue(), spawn.Event(), {}
+    relay, stop, outcome = spawn.Queue(), spawn.Event(), {}
 
     def ranks() -> None:
         try:
             distributed.spawn(_job_rank, settings.ranks, kind,
-                              (settings, inputs, run_dir, ctx.checkpoints, events, stop,
+                              (settings, inputs, run_dir, ctx.checkpoints, relay, stop,
                                os.getpid()))
         except Exception as error:  # a rank's failure: reported by the job below
             outcome["error"] = error
@@ -289,48 +291,45 @@ def run_ranks(ctx: JobContext, settings: Settings, inputs, run_dir: Path) -> boo
     runner = threading.Thread(target=ranks, name="ranks", daemon=True)
     runner.start()
     failure, stopped = None, False
-    while runner.is_alive() or not events.empty():
+    while runner.is_alive() or not relay.empty():
         if ctx.should_stop():
             stop.set()
         try:
-            event, fields, arrays = events.get(timeout=RELAY_POLL_S)
+            event = relay.get(timeout=RELAY_POLL_S)
         except queue.Empty:
             continue
-        if event == "failed":
-            failure = fields
-        elif event == "stopped":
-            stopped = True
+        if isinstance(event, events.Finished):  # how rank 0 ended: failed, or stopped
+            failure = event.message if event.outcome is events.Outcome.FAILED else failure
+            stopped = stopped or event.outcome is events.Outcome.CANCELLED
         else:
-            ctx.emit(event, fields, arrays)
+            ctx.emit(event)
     runner.join()
     if failure is not None or "error" in outcome:
         raise JobFailed(failure or f"a rank of the job failed: {outcome['error']}")
     return not stopped
 
 
-def _job_rank(world, settings: Settings, inputs, run_dir: Path, checkpoints, events, stop,
+def _job_rank(world, settings: Settings, inputs, run_dir: Path, checkpoints, relay, stop,
               job_pid: int) -> None:
     """One rank of a multi-rank job (in a process of its own, a child of the job's process
-    ``job_pid``, and ending with it): train, and on rank 0 report through ``events`` and
-    write the result. A UserError goes back as ("failed", message)."""
+    ``job_pid``, and ending with it): train, and on rank 0 report through ``relay`` (a queue
+    of the job's events, as ``JobReporter`` emits them) and write the result. A stop goes back
+    as a cancelled ``Finished``, a UserError as a failed one."""
     from diffrec.errors import UserError
     from diffrec.pipeline.outputs import write_result
     from diffrec.pipeline.run import optimize
 
-    def emit(kind, fields, arrays=None):
-        events.put((kind, fields, arrays))
-
     lifeline.die_with_parent(job_pid)
     lifeline.hold(checkpoints.directory)
-    reporter = JobReporter(emit, stop.is_set)
+    reporter = JobReporter(relay.put, stop.is_set)
     try:
         result = optimize(settings, inputs, reporter, checkpoints=checkpoints,
                           device=str(world.device), world=world)
     except Cancelled:
-        emit("stopped", None)
+        relay.put(events.Finished(events.Outcome.CANCELLED))
         return
     except UserError as error:
-        emit("failed", f"rank {world.rank}: {error}")
+        relay.put(events.Finished(events.Outcome.FAILED, f"rank {world.rank}: {error}"))
         raise SystemExit(2) from None
     if result is not None:
         write_result(run_dir, result, export_obj=settings.export_obj)

@@ -9,7 +9,7 @@ settings are pickled to get there), ``run`` with a ``JobContext``. ``run``
 writes its result files into ``ctx.results_dir`` and returns; it checks ``ctx.should_stop()``
 at least every few hundred milliseconds and returns early when it is set (the job was
 cancelled, deleted or the server is stopping), writing a checkpoint first; a run that has not
-returned half a second, plus the time it said a stop takes (``STOP_TAKES``), later is killed;
+returned half a second, plus the time it said a stop takes (``StopTakes``), later is killed;
 it keeps checkpoints in ``ctx.checkpoints`` (a ``CheckpointStore`` in the job's
 state folder) and starts from them when there are some, so a job resumes after a server
 crash. It raises
@@ -30,11 +30,20 @@ from typing import Any
 import numpy as np
 
 from diffrec.pipeline.checkpoints import CheckpointStore
+from diffrec.protocol import events
 
-EmitFn = Callable[[str, dict, "Mapping[str, np.ndarray] | None"], None]
-STOP_TAKES = "stop_takes"
-"""What a runner emits to tell its executor the longest a stop asked now would take, its
-checkpoint written, ``{"seconds": s}`` (measured; ``executor.StopGrace``): no event."""
+
+@dataclass(frozen=True)
+class StopTakes:
+    """What a runner emits to tell its executor the longest a stop asked now would take, its
+    checkpoint written (measured; ``executor.StopGrace``): no event, it goes no further."""
+
+    seconds: float
+
+
+Emitted = events.Progress | events.Preview | events.Log | StopTakes
+"""What a runner emits: its job's events, and the executor's ``StopTakes``."""
+EmitFn = Callable[[Emitted], None]
 
 
 class JobFailed(Exception):
@@ -58,12 +67,12 @@ class JobContext:
     emit_fn: EmitFn
     stop_flag: threading.Event | multiprocessing.synchronize.Event
 
-    def emit(self, kind: str, fields: dict, arrays: Mapping[str, np.ndarray] | None = None):
-        """Send a ``progress``, ``preview`` or ``log`` event to attached clients, or tell the
-        executor how long a stop would take (``STOP_TAKES``, ``{"seconds": s}``: no event)."""
-        if kind not in ("progress", "preview", "log", STOP_TAKES):
-            raise ValueError(f"runners emit progress, preview or log events, not {kind!r}")
-        self.emit_fn(kind, fields, arrays)
+    def emit(self, event: Emitted) -> None:
+        """Send a ``Progress``, ``Preview`` or ``Log`` event to attached clients, or tell the
+        executor how long a stop would take (``StopTakes``: no event)."""
+        if not isinstance(event, Emitted):
+            raise TypeError(f"runners emit progress, preview or log events, not {event!r}")
+        self.emit_fn(event)
 
     def should_stop(self) -> bool:
         return self.stop_flag.is_set()

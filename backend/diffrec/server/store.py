@@ -20,6 +20,7 @@ import shutil
 import time
 from pathlib import Path
 
+from diffrec.protocol.events import FINAL_STATES
 from diffrec.protocol.limits import MIB
 from diffrec.protocol.schema import JOB_ID_RE
 
@@ -27,8 +28,8 @@ from .files import write_atomic, write_json_atomic
 from .storage import DISK_RESERVE_BYTES, FULL_ERRNOS, free_bytes
 
 log = logging.getLogger(__name__)
-STATES = ("queued", "running", "done", "failed", "cancelled")
-TERMINAL = ("done", "failed", "cancelled")
+STATES = ("queued", "running", *FINAL_STATES)
+"""A job's states: waiting, running, or one of the final ones (``events.Outcome``)."""
 RESERVE_BYTES = MIB
 """Room kept for state files (each a few KiB) on a full disk."""
 

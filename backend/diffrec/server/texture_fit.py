@@ -122,12 +122,12 @@ class TextureFitRunner(Runner):
                 last_report = now
                 rate = (done - start) / max(now - began, 1e-9)
                 eta = (total - done) / rate
-                ctx.emit("progress", events.Progress(
+                ctx.emit(events.Progress(
                     pass_name="fit", iteration=done, iterations=total, losses={"mse": mse},
-                    psnr=_psnr(mse), elapsed_s=now - began, eta_s=eta, job_eta_s=eta).fields())
+                    psnr=_psnr(mse), elapsed_s=now - began, eta_s=eta, job_eta_s=eta))
             if done % settings["preview_every"] == 0 or done == total:
-                ctx.emit("preview", events.Preview("fit", done).fields(),
-                         {"render": _preview(render.detach()), "target": _preview(targets[0])})
+                ctx.emit(events.Preview("fit", done, images={
+                    "render": _preview(render.detach()), "target": _preview(targets[0])}))
             if done % settings["checkpoint_every"] == 0 and done < total:
                 self._save(ctx, texture, optimizer, done)
         self._write_results(ctx, texture, height, width, total, mse)
@@ -148,8 +148,8 @@ class TextureFitRunner(Runner):
             texture.copy_(checkpoint["texture"])
         optimizer.load_state_dict(checkpoint["optimizer"])
         iteration = int(checkpoint["iteration"])
-        ctx.emit("log", events.Log(f"resumed from the checkpoint at iteration {iteration}",
-                                   resumed_from=iteration).fields())
+        ctx.emit(events.Log(f"resumed from the checkpoint at iteration {iteration}",
+                            resumed_from=iteration))
         return iteration
 
     @staticmethod

@@ -22,6 +22,8 @@ from collections import deque
 
 import torch
 
+from diffrec.protocol.events import Finished, Outcome, Started
+
 from . import job_process, lifeline
 from .executor import Executor, Report, StopGrace, Ticket, conclude, no_room
 
@@ -122,25 +124,24 @@ class Worker(Executor):
                 self._run(ticket, stop)
             except Exception as exc:  # the worker itself failed (cannot start a process...)
                 log.exception("job %s: the worker failed", ticket.job_id)
-                self._report(ticket.job_id, "finished", {
-                    "outcome": "failed", "results": [],
-                    "message": job_process.unexpected_failure(exc)}, None)
+                self._report(ticket.job_id, Finished(Outcome.FAILED,
+                                                     job_process.unexpected_failure(exc)))
             with self._cond:
                 self._current = None
 
     def _run(self, ticket: Ticket, stop: threading.Event) -> None:
         job_id = ticket.job_id
-        self._report(job_id, "started", {}, None)
+        self._report(job_id, Started())
         verdict = no_room(ticket) or (
             self._in_child(ticket, stop)
             if lifeline.wait_for_release(ticket.state_dir, stop.is_set, job_id) else None)
         if stop.is_set() and self._closing:
             return  # no verdict: the job resumes when the server starts again
-        self._report(job_id, "finished", conclude(ticket, verdict, stop.is_set()), None)
+        self._report(job_id, conclude(ticket, verdict, stop.is_set()))
 
-    def _in_child(self, ticket: Ticket, stop: threading.Event) -> tuple | None:
-        """Run ``ticket`` in a child process, forwarding its events; its verdict (outcome,
-        message, results), or None if it was stopped (killed when late)."""
+    def _in_child(self, ticket: Ticket, stop: threading.Event) -> Finished | None:
+        """Run ``ticket`` in a child process, forwarding its events; its verdict, or None if
+        it was stopped (killed when late)."""
         context = job_process.context()
         receiver, sender = context.Pipe(duplex=False)
         child_stop = context.Event()
@@ -173,15 +174,15 @@ class Worker(Executor):
                     message = receiver.recv()
                 except (EOFError, OSError):
                     break  # the process has ended
-                if message[0] == "event" and not grace.heard(*message[1:3]):
-                    self._report(ticket.job_id, *message[1:])
-                else:
-                    verdict = message[1:]
+                if isinstance(message, Finished):
+                    verdict = message
+                elif not grace.heard(message):
+                    self._report(ticket.job_id, message)
         finally:
             receiver.close()
             process.join()
         if overtime and not stop.is_set():
-            verdict = ("failed", overtime_message(ticket.wall_time_s), [])
+            verdict = Finished(Outcome.FAILED, overtime_message(ticket.wall_time_s))
         if verdict is None and not stop.is_set():
-            verdict = ("failed", death_message(process.exitcode), [])
+            verdict = Finished(Outcome.FAILED, death_message(process.exitcode))
         return verdict
