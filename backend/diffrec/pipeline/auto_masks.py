@@ -50,6 +50,7 @@ MIN_SPREAD_DEGREES = 30.0  # the widest angle between two cameras, seen from tha
 MIN_POINTS = 20  # sparse points inside the region needed to size it by them
 POINTS_QUANTILE, POINTS_MARGIN = 0.95, 1.2  # the points' extent, and the margin around it
 GRID = 64  # voxels a side of the carving grid (the region's bounding cube)
+PIXELS_PER_VOXEL = 2.0  # the most pixels a voxel spans where the hull's silhouettes are cast
 TOLERANCE = 0.1  # share of the views seeing a voxel whose masks may leave it out
 BORDER, BAND = 0.02, 0.04  # the background border and the refining band, shares of the size
 GRABCUT_ITERATIONS = 5
@@ -237,9 +238,25 @@ def carve(cameras: Cameras, masks: np.ndarray, region: Region) -> torch.Tensor:
 def hull_silhouettes(cameras: Cameras, occupied: torch.Tensor, region: Region) -> np.ndarray:
     """``[N, H, W]`` bool: the pixels whose ray meets the carved voxels (``occupied``,
     trilinear occupancy >= 0.5, sampled every voxel along the rays through the occupied
-    voxels' bounding box)."""
-    volume = occupied.float().permute(2, 1, 0)[None, None]  # grid_sample's (D, H, W) = (z, y, x)
+    voxels' bounding box), the rays cast at ``PIXELS_PER_VOXEL`` pixels a voxel at most (the
+    hull is no finer) and their occupancy scaled up bilinearly to the views' size."""
     cameras = cameras.to("cpu")
+    voxel = 2 * region.radius / (GRID - 1)
+    distance = np.linalg.norm(cameras.centers().double().numpy() - region.centre, axis=-1)
+    focal = ((cameras.fx + cameras.fy) / 2).double().numpy()
+    scale = min(1.0, PIXELS_PER_VOXEL / float(np.median(focal * voxel / distance)))
+    width, height = (max(1, round(side * scale)) for side in (cameras.width, cameras.height))
+    occupancy = _ray_marched(cameras_at_size(cameras, width, height), occupied, region)
+    if (width, height) != (cameras.width, cameras.height):
+        occupancy = F.interpolate(occupancy[:, None], size=(cameras.height, cameras.width),
+                                  mode="bilinear", align_corners=False)[:, 0]
+    return (occupancy >= 0.5).numpy()
+
+
+def _ray_marched(cameras: Cameras, occupied: torch.Tensor, region: Region) -> torch.Tensor:
+    """``[N, H, W]`` the largest trilinear occupancy along each pixel's ray, sampled every
+    voxel through the occupied voxels' bounding box (0 for rays that miss it)."""
+    volume = occupied.float().permute(2, 1, 0)[None, None]  # grid_sample's (D, H, W) = (z, y, x)
     centre = torch.from_numpy(region.centre).float()
     voxel = 2 * region.radius / (GRID - 1)
     indices = occupied.nonzero()
@@ -248,7 +265,7 @@ def hull_silhouettes(cameras: Cameras, occupied: torch.Tensor, region: Region) -
     corners = torch.stack(torch.meshgrid(*torch.stack([low, high], -1), indexing="ij"),
                           -1).reshape(-1, 3)
     pixels, _ = _project(cameras, corners.double().numpy())
-    silhouettes = np.zeros((len(cameras), cameras.height, cameras.width), bool)
+    occupancy = torch.zeros(len(cameras), cameras.height, cameras.width)
     for view in range(len(cameras)):
         origin = cameras.centers()[view]
         nearest = ((low - origin).clamp_min(0) + (origin - high).clamp_min(0)).norm()
@@ -267,6 +284,6 @@ def hull_silhouettes(cameras: Cameras, occupied: torch.Tensor, region: Region) -
             grid = ((samples - centre) / region.radius)[None]
             inside = F.grid_sample(volume, grid, mode="bilinear", padding_mode="zeros",
                                    align_corners=True)[0, 0]
-            silhouettes[view, rows.start + top_row:rows.start + top_row + len(rays), cols] = (
-                inside.amax(-1) >= 0.5).numpy()
-    return silhouettes
+            occupancy[view, rows.start + top_row:rows.start + top_row + len(rays), cols] = (
+                inside.amax(-1))
+    return occupancy
