@@ -39,7 +39,6 @@ import contextlib
 import errno
 import logging
 import os
-import resource
 import selectors
 import shutil
 import socket
@@ -106,6 +105,8 @@ def frame_cost(size: int) -> int:
 def connection_limit() -> int:
     """Connections the gate keeps at once: what the descriptor limit (``RLIMIT_NOFILE``)
     leaves after those kept for everything else."""
+    import resource  # Unix only, as the gate is (``open_gate``)
+
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     if soft == resource.RLIM_INFINITY:
         soft = 1 << 20
