@@ -13,8 +13,9 @@ the photos and their cameras alone: no learned model, nothing downloaded.
 3. **Carving** (``carve``, ``hull_silhouettes``): the voxels of the region that the masks of
    all but ``TOLERANCE`` of the views that see them cover form a visual hull (one poor mask
    does not cut the object; a background patch one view took for the object is carved away
-   by the others); its silhouette in each view seeds GrabCut again, which may move the
-   outline at most ``BAND`` of the image's size from it, either way. ``CARVE_ROUNDS`` times.
+   by the others); its silhouette in each view seeds GrabCut again (``_hull_labels``: its
+   inside deeper than ``BAND`` of the image's size is foreground, and the outline may move at
+   most ``BAND`` from the silhouette, either way). ``CARVE_ROUNDS`` times.
 
 Masks are made at ``WORKING_SIZE`` pixels at most (the longer side) and scaled to the views.
 """
