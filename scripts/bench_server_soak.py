@@ -377,9 +377,28 @@ def ask_without_reading(address: str, job: str, size: int, deadline: float) -> N
     stalled.close()
 
 
+def declaring(address: str) -> socket.socket:
+    """A raw ZMTP connection that has declared a frame of MAX_FRAME_BYTES and sent none of
+    it (libzmq waits for it)."""
+    peer = zmtp_dealer(address)
+    peer.sendall(bytes([0x03]) + MAX_FRAME_BYTES.to_bytes(8, "big"))
+    return peer
+
+
+def open_peers(count: int, connect) -> list[socket.socket]:
+    """Up to ``count`` connections from ``connect()``, until one fails to open (refused, or
+    its handshake unanswered: a server that reads no more)."""
+    peers = []
+    with contextlib.suppress(OSError):
+        while len(peers) < count:
+            peers.append(connect())
+    return peers
+
+
 def hostile_phase(root: Path, args) -> list[tuple]:
     """Per run, alone and beside the hostile clients: (p99 ms, errors, requests, peak RSS
-    MiB, peak descriptors, whether the server was still running)."""
+    MiB, peak descriptors, whether the server was still running, the idle, small-frame and
+    declared-frame connections opened)."""
     server = ServerUnderTest(root / "hostile")
     server.start()
     runs = []
@@ -390,20 +409,17 @@ def hostile_phase(root: Path, args) -> list[tuple]:
             assert client.wait("big")["kind"] == "done"
             size = next(entry["size"] for entry in client.call("fetch", {"job": "big"})["files"]
                         if entry["name"] == "texture.npy")
+        host, port = server.address.removeprefix("tcp://").rsplit(":", 1)
+        where = (host, int(port))
         for hostile in (False, True):
-            peers, senders = [], []
+            peers, senders, opened = [], [], (0, 0, 0)
+            if hostile:
+                idle = open_peers(args.idle, lambda: socket.create_connection(where, timeout=5))
+                small = open_peers(args.small_frames, lambda: zmtp_dealer(server.address))
+                declared = open_peers(args.declared, lambda: declaring(server.address))
+                peers, opened = idle + small + declared, (len(idle), len(small), len(declared))
             deadline = time.monotonic() + args.hostile_seconds
             if hostile:
-                declared = bytes([0x03]) + MAX_FRAME_BYTES.to_bytes(8, "big")
-                for _ in range(args.declared):
-                    peers.append(zmtp_dealer(server.address))
-                    peers[-1].sendall(declared)
-                small = [zmtp_dealer(server.address) for _ in range(args.small_frames)]
-                peers += small
-                host, port = server.address.removeprefix("tcp://").rsplit(":", 1)
-                for _ in range(args.idle):
-                    with contextlib.suppress(OSError):  # the server may close old ones
-                        peers.append(socket.create_connection((host, int(port)), timeout=5))
                 senders = [threading.Thread(target=pace_small_frames, args=(small, deadline))]
                 senders += [threading.Thread(target=ask_without_reading,
                                              args=(server.address, "big", size, deadline))
@@ -418,7 +434,7 @@ def hostile_phase(root: Path, args) -> list[tuple]:
             for peer in peers:
                 peer.close()
             runs.append((p99, errors, requests, peaks.rss, peaks.fds,
-                         server.process.poll() is None))
+                         server.process.poll() is None, opened))
     finally:
         server.stop()
     return runs
@@ -500,9 +516,12 @@ def main(argv=None) -> int:
     print(f"fairness: key B's 5-iteration job started {waited:.1f} s after its submit, key A "
           f"holding {args.long_jobs} jobs of 10^6 iterations (wall-time limit "
           f"{args.wall_time:g} s)")
-    labels = ("alone", f"beside {args.declared} declared-frame, {args.small_frames} "
-              f"small-frame, {args.unread} unread-reply and {args.idle} idle connections")
-    for (p99, errors, requests, rss, fds, alive), label in zip(hostile, labels, strict=True):
+    for run, (p99, errors, requests, rss, fds, alive, opened) in enumerate(hostile):
+        idle, small, declared = opened
+        label = "alone" if run == 0 else (
+            f"beside {idle} idle, {small} small-frame, {declared} declared-frame (of "
+            f"{args.idle}, {args.small_frames}, {args.declared} asked) and {args.unread} "
+            f"unread-reply connections")
         print(f"hostile: {args.hostile_clients} well-behaved clients {label}: p99 {p99:.0f} "
               f"ms, errors {errors} of {requests} requests; server peak RSS {rss:.0f} MiB, "
               f"descriptors {fds}, {'running' if alive else 'DEAD'}")
