@@ -53,7 +53,7 @@ def _drain(context, session: job_session.JobSession, report, block: bool) -> boo
                 continue
             return not session.alive and session.updates.empty()
         scene_updates.apply_update(context, session.job, update, report)
-        if update.kind in job_session.FINAL:
+        if job_session.ends(update):
             return True
 
 

@@ -1,7 +1,9 @@
 """Following one backend job, without bpy: submit (or re-attach), stream events, fetch.
 
-``JobSession.run()`` does the network work and reports through ``updates``, a queue of
-``Update``s that the main thread applies to the scene. It runs on a worker thread (``start``)
+``JobSession.run()`` does the network work and reports through ``updates``, a queue that the
+main thread applies to the scene: the job's events as the client's channel typed them
+(``diffrec.protocol.events``: progress, preview, log, and how the job finished) and the
+session's own ``Update``s. It runs on a worker thread (``start``)
 whether the main thread drains the queue on a modal operator's timer or in a blocking loop
 (``blender --background``); both go through ``follow.JobRun.tick``.
 
@@ -38,23 +40,22 @@ class Submission:
 
 @dataclass
 class Update:
-    """One message from the worker to the main thread.
+    """One word of the session's own from the worker to the main thread (the job's events go
+    as they are).
 
     kind: 'uploading' (fields done/total bytes of all the uploads together), 'submitted' (the
-    job's status), any event kind of the protocol ('progress', 'preview', 'log', 'done',
-    'failed', 'cancelled'; fields and arrays as sent, and ``event`` the typed event of
-    ``diffrec.protocol.events``), 'link' (fields['change']: the server 'stopped', is 'back' or
-    'restarted', ``liveness.SAID``), 'fetched' (fields['files']: local paths), 'lost' or
-    'error' (fields['message']).
+    job's status), 'link' (fields['change']: the server 'stopped', is 'back' or 'restarted',
+    ``liveness.SAID``), 'fetched' (fields['files']: local paths), 'lost' or 'error'
+    (fields['message']).
     """
 
     kind: str
     fields: dict = field(default_factory=dict)
-    arrays: dict = field(default_factory=dict)
-    event: object | None = None
 
 
-FINAL = ("fetched", "failed", "cancelled", "error", "lost")
+FINAL = ("fetched", "error", "lost")
+"""The session's updates that end it; so does a job that finished other than done
+(``ends``)."""
 FETCH_TRIES = 3
 FETCH_RETRY_S = 1.0
 LOST = ("the job was lost: the server restarted without it. Resume optimizes its object "
@@ -62,6 +63,15 @@ LOST = ("the job was lost: the server restarted without it. Resume optimizes its
 NOT_CANCELLED = ("The server is not answering, so the job was not cancelled: it goes on when "
                  "the server is back. Re-attach it then, and cancel it again.")
 
+
+
+def ends(update) -> bool:
+    """Whether ``update`` (a job event or an ``Update``) is the last of its session: a job
+    that finished other than done (a done one is fetched next), or a ``FINAL`` update."""
+    events = protocol().events
+    if isinstance(update, events.Finished):
+        return update.outcome is not events.Outcome.DONE
+    return isinstance(update, Update) and update.kind in FINAL
 
 class JobSession:
     """One job followed to its end. ``connect`` makes a protocol Client (called on the thread
@@ -83,7 +93,8 @@ class JobSession:
         self.results_dir = Path(results_dir)
         self.submission = submission
         self.poll_s = poll_s
-        self.updates: queue.Queue[Update] = queue.Queue()
+        self.updates: queue.Queue = queue.Queue()
+        """Job events (``diffrec.protocol.events``) and ``Update``s, in order."""
         self._cancel = threading.Event()
         self._detach = threading.Event()
         self._thread: threading.Thread | None = None
@@ -105,9 +116,8 @@ class JobSession:
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def _post(self, kind: str, fields: dict | None = None, arrays: dict | None = None,
-              event=None) -> None:
-        self.updates.put(Update(kind, dict(fields or {}), dict(arrays or {}), event))
+    def _post(self, kind: str, fields: dict | None = None) -> None:
+        self.updates.put(Update(kind, dict(fields or {})))
 
     def run(self) -> None:
         """Submit (if there is a submission), follow the events, fetch the results. Never
@@ -124,7 +134,7 @@ class JobSession:
                         ),
                     )
                     self._post("submitted", reply)
-                if self._follow(client) == "done":
+                if self._follow(client) == protocol().events.Outcome.DONE:
                     files = self._fetch_complete(client)
                     self._post("fetched", {"files": [str(path) for path in files]})
         except Exception as exc:  # reported to the user; the worker must not die silently
@@ -158,7 +168,7 @@ class JobSession:
 
     def _follow(self, client) -> str:
         """Stream events until the job ends, through the server's outages; returns the final
-        event's kind, 'lost' or 'error' once posted, or 'detached'."""
+        event's kind (its ``Outcome``), 'lost' or 'error' once posted, or 'detached'."""
         if self.submission is None:  # attaching only: a submit found the server answering
             ended = self._await_server(client)
             if ended is not None:
@@ -206,16 +216,13 @@ class JobSession:
     def _follow_slice(self, client, cancel_sent: bool) -> str | None:
         """The events of one ``poll_s`` without any (or until a cancel is asked); the final
         event's kind when the job ended, else None."""
-        for event in client.events(idle_timeout=self.poll_s, give_up=False,
-                                   on_link=self._post_link):
-            if event["job"] != self.job:
+        for message in client.events(idle_timeout=self.poll_s, give_up=False,
+                                     on_link=self._post_link):
+            if message["job"] != self.job:
                 continue
-            fields = {k: v for k, v in event.fields.items() if k not in ("op", "arrays")}
-            arrays = {name: np.array(array) for name, array in event.arrays.items()}
-            typed = protocol().events.parse(event["kind"], fields)
-            self._post(event["kind"], fields, arrays, typed)  # copies: frames are views
-            if event["kind"] in ("done", "failed", "cancelled"):
-                return event["kind"]
+            self.updates.put(message.event)
+            if isinstance(message.event, protocol().events.Finished):
+                return message.event.outcome
             if self._cancel.is_set() and not cancel_sent:
                 return None
         return None

@@ -23,8 +23,6 @@ from . import backend_link, follow, messages, scene_updates
 from .job_operators import _FollowsJob, checked_connector
 from .wire import protocol
 
-FINISHED = ("done", "failed", "cancelled")
-
 
 def _ask(context, report, request):
     """``request(client)`` on a new client of the preferences' backend, each request within
@@ -159,7 +157,8 @@ class DIFFREC_OT_clear_finished(bpy.types.Operator):
     def execute(self, context):
         settings = context.scene.diffrec
         finished = {entry.job_id for entry in settings.jobs
-                    if entry.state in FINISHED and not entry.from_server}
+                    if entry.state in protocol().events.FINAL_STATES
+                    and not entry.from_server}
         if not finished:
             self.report({"INFO"}, "diffrec: no finished jobs")
             return {"CANCELLED"}

@@ -2,9 +2,9 @@
 the live preview (an image, and the panel's own preview icon), the live mesh, the job list,
 and the imported result.
 
-``apply_update`` applies one ``job_session.Update`` from the worker thread's queue; the job's
-events arrive typed (``diffrec.protocol.events``) and are described by the protocol's own
-``describe``, as the command line describes them.
+``apply_update`` applies one update from the worker thread's queue: a job event, typed
+(``diffrec.protocol.events``) and dispatched by its type, described by the protocol's own
+``describe`` as the command line describes it, or one of the session's ``job_session.Update``s.
 """
 
 from __future__ import annotations
@@ -166,31 +166,22 @@ def learn_speed(settings, entry, progress) -> None:
         settings.seconds_per_megapixel = per_iteration / entry.megapixels
 
 
-def _final_state(entry, update) -> None:
-    """The job list's entry after a final update: a submit that never reached the server ends
-    as failed (it can be removed or retried); a followed job keeps the server's state."""
-    if update.kind == "error" and entry.state == "submitting":
-        entry.state = "failed"
-    if update.kind in ("failed", "cancelled", "error"):
-        entry.message = update.fields.get("message", "")
-    if update.kind == "error" and entry.state == "done":  # the fetch failed, tries and all
-        entry.message = not_imported(entry.message)
-
-
-def apply_update(context, job: str, update: job_session.Update, report) -> None:
-    """Apply one update from the worker to the scene (main thread only). ``report`` is an
-    operator's ``report(kinds, message)``."""
-    settings = context.scene.diffrec
+def apply_update(context, job: str, update, report) -> None:
+    """Apply one update from the worker to the scene (main thread only): a job event, by its
+    type (``diffrec.protocol.events``), or one of the session's ``job_session.Update``s.
+    ``report`` is an operator's ``report(kinds, message)``."""
     entry = job_entry(context.scene, job)
-    event = update.event
-    if update.kind == "uploading":  # bytes of all the arrays together
-        fraction = update.fields["done"] / max(1, update.fields["total"])
-        settings.status, settings.progress = f"uploading {fraction:.0%}", 100 * fraction
-    elif update.kind == "submitted":
-        settings.status = f"submitted ({update.fields.get('state', 'queued')})"
-        settings.progress = 0.0
-    elif update.kind == "progress":
-        settings.status = protocol().events.describe(event)
+    if isinstance(update, job_session.Update):
+        _apply_session_update(context, job, entry, update, report)
+    else:
+        _apply_event(context, entry, update, report)
+
+
+def _apply_event(context, entry, event, report) -> None:
+    """A job event: progress and the bar, the preview, a log's sentence, how the job ended."""
+    settings, events = context.scene.diffrec, protocol().events
+    if isinstance(event, events.Progress):
+        settings.status = events.describe(event)
         if bpy.app.background and (settings.progress == 0  # headless: the first, then per 5 %
                                    or int(20 * event.fraction) != int(settings.progress / 5)):
             print(f"diffrec: {settings.status}", flush=True)
@@ -200,22 +191,61 @@ def apply_update(context, job: str, update: job_session.Update, report) -> None:
             entry.progress = settings.progress
             if entry.state in ("submitting", "queued"):  # it trains: no longer waiting
                 entry.state = "running"
-    elif update.kind == "preview" and {"render", "target"} <= update.arrays.keys():
-        update_preview(update.arrays["render"], update.arrays["target"])
-        if settings.live_mesh and {"vertices", "faces"} <= update.arrays.keys():
-            update_live_mesh(context, update.arrays["vertices"], update.arrays["faces"])
-    elif update.kind == "log" and event.stage:  # what the job does between passes
+    elif isinstance(event, events.Preview) and {"render", "target"} <= event.images.keys():
+        update_preview(event.images["render"], event.images["target"])
+        if settings.live_mesh and {"vertices", "faces"} <= event.images.keys():
+            update_live_mesh(context, event.images["vertices"], event.images["faces"])
+    elif isinstance(event, events.Log) and event.stage:  # what the job does between passes
         settings.status = event.message
         if bpy.app.background:
             print(f"diffrec: {settings.status}", flush=True)
-    elif update.kind == "log":  # a warning (e.g. the unwrap's fallback layout) stands out
+    elif isinstance(event, events.Log):  # a warning (the unwrap's fallback layout) stands out
         report({"WARNING" if event.level == "warning" else "INFO"}, event.message)
-    elif update.kind == "done":
+    elif isinstance(event, events.Finished):
+        _apply_finished(entry, settings, event, report)
+
+
+def _apply_finished(entry, settings, event, report) -> None:
+    """How the job ended, as the server says it: a done job's result is fetched next; a
+    cancelled one says where it stopped (Resume goes on from there), a failed one why."""
+    outcome = protocol().events.Outcome
+    if event.outcome is outcome.DONE:
         settings.status = "finished: fetching the result"
-    elif update.kind == "cancelled":  # the server says where it stopped, Resume where it goes on
-        settings.status = update.fields.get("message") or "the job was cancelled"
+    elif event.outcome is outcome.CANCELLED:
+        settings.status = event.message or "the job was cancelled"
         report({"INFO"}, f"diffrec: {settings.status}")
-    elif update.kind in ("failed", "error", "lost"):
+    else:
+        settings.status = event.message or event.kind
+        report({"ERROR"}, f"diffrec: {settings.status}")
+    if event.outcome is not outcome.DONE:
+        remove_live_mesh()  # what the job showed while it ran ends with it
+    if entry is not None:
+        entry.state, entry.on_server = event.kind, True
+        if event.outcome is not outcome.DONE:
+            entry.message = event.message
+
+
+def _final_state(entry, update) -> None:
+    """The job list's entry after a session's 'error': a submit that never reached the server
+    ends as failed (it can be removed or retried); a followed job keeps the server's state."""
+    if entry.state == "submitting":
+        entry.state = "failed"
+    entry.message = update.fields.get("message", "")
+    if entry.state == "done":  # the fetch failed, tries and all
+        entry.message = not_imported(entry.message)
+
+
+def _apply_session_update(context, job: str, entry, update, report) -> None:
+    """One of the session's own updates: the upload, the submit, the server's liveness, the
+    fetched result, a lost job or an error."""
+    settings = context.scene.diffrec
+    if update.kind == "uploading":  # bytes of all the arrays together
+        fraction = update.fields["done"] / max(1, update.fields["total"])
+        settings.status, settings.progress = f"uploading {fraction:.0%}", 100 * fraction
+    elif update.kind == "submitted":
+        settings.status = f"submitted ({update.fields.get('state', 'queued')})"
+        settings.progress = 0.0
+    elif update.kind in ("error", "lost"):
         settings.status = update.fields.get("message") or update.kind
         report({"ERROR"}, f"diffrec: {settings.status}")
     elif update.kind == "link":  # the server stopped, is back, or restarted
@@ -234,13 +264,13 @@ def apply_update(context, job: str, update: job_session.Update, report) -> None:
             failed = entry is not None and paths and not entry.imported and entry.message
             settings.status = entry.message if failed else f"done: files in {folder}"
         settings.progress = 100.0
-    if update.kind in ("failed", "cancelled", "error", "lost"):
+    if update.kind in ("error", "lost"):
         remove_live_mesh()  # what the job showed while it ran ends with it
     if entry is None:
         return
-    if update.kind in ("submitted", "done", "failed", "cancelled"):
+    if update.kind == "submitted":
         entry.state, entry.on_server = update.fields.get("state", update.kind), True
-    if update.kind in ("failed", "cancelled", "error"):
+    if update.kind == "error":
         _final_state(entry, update)
     if update.kind == "lost":  # Resume optimizes its object again
         entry.state, entry.on_server, entry.message = "failed", False, update.fields["message"]

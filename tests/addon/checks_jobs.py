@@ -55,7 +55,7 @@ def _disable():
 
 def _update(kind, fields, arrays=None):
     """An update as the job session posts it: the event typed as the protocol reads it."""
-    return job_session.Update(kind, fields, arrays or {}, protocol().events.parse(kind, fields))
+    return protocol().events.parse(kind, fields, arrays)
 
 
 def _new_entry(job, state="submitting", name="ball"):
@@ -190,10 +190,10 @@ def check_path_traced_shading_adds_its_pass_to_the_estimate_not_to_the_learned_s
         fields = {"pass_index": 1, "pass_number": 1, "passes": 2, "iteration": 10,
                   "iterations": 20, "losses": {}, "elapsed_s": 10.0, "eta_s": 10.0}
         scene_updates.learn_speed(settings, entry, _update(
-            "progress", {**fields, "pass": "pass2"}).event)
+            "progress", {**fields, "pass": "pass2"}))
         assert abs(settings.seconds_per_megapixel - 2.0) < 1e-6  # 1 s per iteration / 0.5 MP
         scene_updates.learn_speed(settings, entry, _update(
-            "progress", {**fields, "pass": wire.PATH_TRACED_PASS, "eta_s": 90.0}).event)
+            "progress", {**fields, "pass": wire.PATH_TRACED_PASS, "eta_s": 90.0}))
         assert abs(settings.seconds_per_megapixel - 2.0) < 1e-6, settings.seconds_per_megapixel
     finally:
         addon.unregister()
@@ -315,7 +315,7 @@ def check_live_a_cancel_is_reported_as_such_and_resume_continues_from_the_checkp
 
         def cancelling(context, job_id, update, report):
             original(context, job_id, update, report)
-            if update.kind == "progress" and update.event.iteration >= 300:
+            if isinstance(update, protocol().events.Progress) and update.iteration >= 300:
                 run.cancel()
 
         scene_updates.apply_update = cancelling
@@ -331,8 +331,8 @@ def check_live_a_cancel_is_reported_as_such_and_resume_continues_from_the_checkp
 
         def recording(context, job_id, update, report):
             original(context, job_id, update, report)
-            if update.kind == "log":
-                logs.append(update.event)
+            if isinstance(update, protocol().events.Log):
+                logs.append(update)
 
         scene_updates.apply_update = recording
         assert bpy.ops.diffrec.resume_job(job_id=job) == {"FINISHED"}, REPORTS

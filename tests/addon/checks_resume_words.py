@@ -10,7 +10,7 @@ import harness  # noqa: I001  (puts the repository on sys.path)
 import bpy
 
 import addon
-from addon import job_session, scene_updates
+from addon import scene_updates
 from addon.wire import protocol
 
 CANCELLED_KEPT = ("the job was cancelled, its checkpoint kept at iteration 10 of 200: Resume "
@@ -20,8 +20,8 @@ RESUMING = "resuming from its checkpoint at iteration 10 of 200"
 
 
 def _apply(kind: str, fields: dict) -> None:
-    update = job_session.Update(kind, fields, {}, protocol().events.parse(kind, fields))
-    scene_updates.apply_update(bpy.context, "j", update, lambda *report: None)
+    scene_updates.apply_update(bpy.context, "j", protocol().events.parse(kind, fields),
+                               lambda *report: None)
 
 
 def check_the_status_says_where_a_cancelled_job_stopped_and_where_it_resumes():

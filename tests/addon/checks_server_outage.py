@@ -142,8 +142,8 @@ def check_a_job_that_trains_reads_running_in_the_jobs_list():
         for kind, fields in (("submitted", {"state": "queued"}),
                              ("progress", {"pass": "pass1", "iteration": 5, "iterations": 10,
                                            "losses": {"total": 0.1}})):
-            update = job_session.Update(kind, fields, {}, events.parse(kind, fields)
-                                        if kind == "progress" else None)
+            update = (events.parse(kind, fields) if kind == "progress"
+                      else job_session.Update(kind, fields))
             scene_updates.apply_update(bpy.context, "j", update, _report)
         assert entry.state == "running", entry.state
         assert panel.job_line(entry) == "ball · running · 50%", panel.job_line(entry)

@@ -5,16 +5,25 @@ while the server is down ends the follow at once instead of waiting for the serv
 down when the session attaches is waited for the same way; a detached session stops following
 without cancelling."""
 
+import importlib
 from types import SimpleNamespace
 
 from addon import job_session
 from addon.wire import protocol
 
 WIRE = protocol()
+CHANNEL = importlib.import_module(f"{WIRE.__name__}.channel")
 
 
 def _event(kind: str, **fields):
-    return WIRE.Message("event", {"job": "j", "kind": kind, **fields})
+    """An event message as the client's channel hands it on: its typed event read."""
+    return CHANNEL.typed(WIRE.Message("event", {"job": "j", "kind": kind, **fields}))
+
+
+def _said(update) -> tuple:
+    """(kind, link change): a session's ``Update`` or a job's typed event alike."""
+    change = update.fields.get("change") if isinstance(update, job_session.Update) else None
+    return update.kind, change
 
 
 class ScriptedClient:
@@ -76,9 +85,10 @@ def test_a_stop_and_a_restart_are_posted_and_the_job_followed_to_its_end():
                                      "losses": {"total": 0.1}})
     client = ScriptedClient([["stopped"], [], ["restarted", progress, _event("done")]])
     updates = _updates(client)
-    assert [(u.kind, u.fields.get("change")) for u in updates] == [
+    assert [_said(u) for u in updates] == [
         ("link", "stopped"), ("link", "restarted"), ("progress", None), ("done", None),
         ("fetched", None)]
+    assert isinstance(updates[2], WIRE.events.Progress) and updates[2].iteration == 5
     assert client.give_up == [False] * 3  # a silent server is waited for, never given up on
 
 
@@ -109,7 +119,7 @@ def test_a_server_down_when_the_session_attaches_is_said_stopped_and_waited_for(
     done = _event("done")
     client = ScriptedClient([["stopped"], [], ["back"], [done]], session=None)
     updates = _updates(client)
-    assert [(u.kind, u.fields.get("change")) for u in updates] == [
+    assert [_said(u) for u in updates] == [
         ("link", "stopped"), ("link", "back"), ("done", None), ("fetched", None)]
     assert client.attached == ["j"] and client.give_up == [False] * 4  # attached once back
 

@@ -1,8 +1,10 @@
 """The typed job events (``diffrec.protocol.events``): one model from the trainer to the
 panel, read back as sent, described in one sentence, importable without pyzmq or torch."""
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -133,3 +135,27 @@ def test_the_final_states_are_the_outcomes_and_the_kinds_of_their_events():
         assert isinstance(finished, Finished) and finished.outcome is outcome
         assert finished.kind == outcome == outcome.value
 
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+def final_state_definitions(folders: list[Path]) -> list[str]:
+    """``path:line`` of every tuple, list or set literal in the Python files under
+    ``folders`` that spells out all of a job's final states: a second definition of them."""
+    found = []
+    for folder in folders:
+        for path in sorted(folder.rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+                    words = {element.value for element in node.elts
+                             if isinstance(element, ast.Constant)}
+                    if set(events.FINAL_STATES) <= words:
+                        found.append(f"{path.relative_to(folder.parent)}:{node.lineno}")
+    return found
+
+
+def test_the_final_states_are_defined_once(tmp_path):
+    code = [REPOSITORY / "backend" / "diffrec", REPOSITORY / "addon"]
+    assert final_state_definitions(code) == []  # every other place imports events.Outcome
+    (tmp_path / "store.py").write_text('TERMINAL = ("done", "failed", "cancelled")\n')
+    assert len(final_state_definitions([tmp_path])) == 1  # what the check would find

@@ -28,14 +28,11 @@ def describe(job: dict) -> str:
     return line
 
 
-def print_event(event: Message) -> None:
-    kind = event["kind"]
-    if kind == "progress":
-        print(events.describe(events.Progress.from_fields(event.fields)), flush=True)
-    elif kind in ("log", "failed", "cancelled"):
-        print(f"{kind}: {event.get('message', '')}", flush=True)
-    elif kind == "done":
-        print("done: " + ", ".join(f["name"] for f in event["results"]), flush=True)
+def print_event(message: Message) -> None:
+    """A followed job's event (``Client.wait``'s ``on_event``) as ``events.describe`` says
+    it; previews are not printed."""
+    if not isinstance(message.event, events.Preview):
+        print(events.describe(message.event), flush=True)
 
 
 def print_link(change: str) -> None:

@@ -21,7 +21,6 @@ __all__ = [
     "PROTOCOL_VERSION",
     "REQUESTS",
     "SERVER_MESSAGES",
-    "TERMINAL_EVENTS",
     "ArraySpec",
     "Client",
     "JobLost",
@@ -44,7 +43,7 @@ __all__ = [
     "write_keypair",
 ]
 
-_NEEDS_ZMQ = {"Client": "client", "TERMINAL_EVENTS": "client", "pairing_string": "keys",
+_NEEDS_ZMQ = {"Client": "client", "pairing_string": "keys",
               "parse_pairing": "keys", "read_keypair": "keys", "write_keypair": "keys"}
 
 

@@ -16,8 +16,10 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 
+import numpy as np
 import zmq
 
+from . import events
 from .errors import JobLost, ProtocolError, ServerError, ServerUnavailable
 from .limits import HEARTBEAT_S, MAX_FRAME_BYTES, PEER_TIMEOUT_S
 from .liveness import Liveness
@@ -26,6 +28,15 @@ from .schema import SERVER_MESSAGES
 
 log = logging.getLogger(__name__)
 
+
+
+def typed(message: Message) -> Message:
+    """``message``, an ``event`` its schema checked (``schema.EVENT_KINDS``), with its typed
+    event read into ``message.event`` (a preview's images copied: frames are views): the one
+    place a client parses an event."""
+    arrays = {name: np.array(array) for name, array in message.arrays.items()}
+    message.event = events.parse(message["kind"], message.fields, arrays)
+    return message
 
 class Lost(Exception):
     """The server did not answer in time (or lost our place): reconnect and resume."""
@@ -137,7 +148,7 @@ class Channel:
             self.liveness.heard(message.get("session") if message.op in ("reply", "heartbeat")
                                 else None)
             if message.op == "event":
-                self._events.append(message)
+                self._events.append(typed(message))
             elif message.op != "heartbeat":
                 return message
         return None

@@ -14,14 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from . import client_transfers
+from . import client_transfers, events
 from .channel import Channel
 from .client_transfers import Progress
 from .errors import ServerUnavailable
 from .keys import parse_pairing
 from .message import Message
-
-TERMINAL_EVENTS = ("done", "failed", "cancelled")
 
 
 class Client(Channel):
@@ -96,8 +94,9 @@ class Client(Channel):
 
     def wait(self, job: str, on_event: Callable[[Message], None] | None = None,
              on_link: Callable[[str], None] | None = None) -> Message | dict:
-        """Attach and follow ``job`` to its end; returns the final event (or, if it had already
-        ended, the final event replayed by the server). ``on_link``: told when the server
+        """Attach and follow ``job`` to its end; returns the final event (its ``event`` an
+        ``events.Finished``; or, if it had already ended, the final event replayed by the
+        server). ``on_link``: told when the server
         stops answering, and when it is back or restarted (``events``; attached again then).
         Raises JobLost when a restarted server no longer knows ``job``."""
         self.attach(job)
@@ -106,7 +105,7 @@ class Client(Channel):
                 continue
             if on_event:
                 on_event(event)
-            if event["kind"] in TERMINAL_EVENTS:
+            if isinstance(event.event, events.Finished):
                 self.detach(job)
                 return event
         raise ServerUnavailable("the event stream ended")

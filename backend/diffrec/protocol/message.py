@@ -23,11 +23,14 @@ from .schema import Schema
 @dataclass
 class Message:
     """A decoded message: ``op``, the other header fields, and the arrays by name (read-only
-    views over the received frames; copy them before writing or handing them to torch)."""
+    views over the received frames; copy them before writing or handing them to torch).
+    ``event``: an ``event`` message's typed event (``events.Event``), which the client's
+    channel reads (``channel.typed``); None otherwise."""
 
     op: str
     fields: dict
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    event: object | None = None
 
     def get(self, key: str, default=None):
         return self.fields.get(key, default)
