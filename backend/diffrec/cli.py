@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "diffrec.commands.submit",
     "diffrec.commands.status",
     "diffrec.commands.fetch",
+    "diffrec.commands.poses",
 )
 
 

@@ -1,0 +1,109 @@
+"""Poses found for photos that have none (pycolmap's SIFT, matching and mapping): every view of
+a ray-cast textured box in a textured room registered, the recovered cameras (read back by the
+COLMAP reader) the true ones up to a similarity, blank photos refused naming the counts, and
+existing cameras never replaced."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import textured_room
+
+from diffrec import cli
+from diffrec.errors import UserError
+from diffrec.io import write_image
+
+pytest.importorskip("pycolmap")
+
+from diffrec.pipeline.colmap_capture import read_colmap
+from diffrec.pipeline.find_poses import find_poses
+
+VIEWS, SIZE = 16, 256
+FEATURES = 2048
+
+
+def similarity(source: np.ndarray, target: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    """Umeyama's least-squares ``(scale, rotation, translation)`` with
+    ``target ≈ scale * rotation @ source + translation`` (points ``[N, 3]``)."""
+    source_mean, target_mean = source.mean(0), target.mean(0)
+    a, b = source - source_mean, target - target_mean
+    u, singular, vt = np.linalg.svd(b.T @ a / len(a))
+    sign = np.diag([1.0, 1.0, np.sign(np.linalg.det(u @ vt))])
+    rotation = u @ sign @ vt
+    scale = float(np.trace(np.diag(singular) @ sign) / (a ** 2).sum(1).mean())
+    return scale, rotation, target_mean - scale * rotation @ source_mean
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory):
+    """A folder with only ``images/`` (JPEG), the true cameras, and the found poses."""
+    folder = tmp_path_factory.mktemp("photos")
+    cameras = textured_room.ring_cameras(VIEWS, SIZE)
+    textured_room.write_photos(folder, textured_room.photos(cameras))
+    found = find_poses(folder, max_image_size=SIZE, max_features=FEATURES)
+    return folder, cameras, found
+
+
+def test_every_photo_gets_the_pose_it_was_taken_from(capture):
+    folder, cameras, found = capture
+    assert (found.registered, found.photos, found.unregistered) == (VIEWS, VIEWS, ())
+    assert found.model == folder / "sparse" / "0"
+    assert sorted(p.name for p in folder.iterdir()) == ["images", "sparse"]  # no database left
+
+    frames = read_colmap(folder).frames  # the reader takes over as for any COLMAP capture
+    order = [int(frame.image.stem.split("_")[1]) for frame in frames]
+    assert sorted(order) == list(range(VIEWS))
+    recovered = np.stack([frame.camera_to_world for frame in frames])
+    truth = cameras.camera_to_world.double().numpy()[order]
+    scale, rotation, translation = similarity(recovered[:, :3, 3], truth[:, :3, 3])
+    aligned = scale * recovered[:, :3, 3] @ rotation.T + translation
+    residual = np.linalg.norm(aligned - truth[:, :3, 3], axis=1)
+    assert residual.max() < 0.02 * textured_room.ORBIT_RADIUS, residual
+    # the cameras' axes too (OpenGL camera, as the reader returns it): within 1 degree
+    turned = rotation @ recovered[:, :3, :3]
+    cosine = (np.trace(turned.transpose(0, 2, 1) @ truth[:, :3, :3], axis1=1, axis2=2) - 1) / 2
+    assert np.degrees(np.arccos(np.clip(cosine, -1, 1))).max() < 1.0
+    focal = frames[0].pinhole.fl_x
+    assert focal == pytest.approx(float(cameras.fx[0]), rel=0.01)
+
+
+def test_a_folder_with_cameras_is_left_alone(capture):
+    folder, _, _ = capture
+    before = {p: p.stat().st_mtime_ns for p in (folder / "sparse" / "0").iterdir()}
+    with pytest.raises(UserError, match=r"already has cameras .*never replaces them"):
+        find_poses(folder)
+    assert {p: p.stat().st_mtime_ns for p in (folder / "sparse" / "0").iterdir()} == before
+
+
+def test_blank_photos_are_refused_with_the_counts(tmp_path, capsys):
+    (tmp_path / "images").mkdir()
+    rng = np.random.default_rng(1)
+    for i in range(6):  # nearly plain grey, as a wall or a sky: nothing to match
+        write_image(tmp_path / "images" / f"blank_{i}.png",
+                    np.full((96, 96, 3), 0.4 + 0.002 * rng.random((96, 96, 3))))
+    assert cli.main(["poses", str(tmp_path), "--max-image-size", "96"]) == 2
+    message = capsys.readouterr().err.strip()
+    assert message.startswith("diffrec: error: COLMAP found poses for 0 of 6 photos")
+    assert "overlap" in message and message.count(". ") == 0 and "\n" not in message
+    assert not (tmp_path / "sparse").exists()
+
+
+def test_photos_outside_images_are_pointed_to_it(tmp_path):
+    write_image(tmp_path / "a.jpg", np.zeros((8, 8, 3)))
+    with pytest.raises(UserError, match=r"no images/ folder \(it holds 1 photos itself\)"):
+        find_poses(tmp_path)
+
+
+def test_the_command_line_finds_poses_and_names_the_next_step(capture, tmp_path, capsys):
+    folder, _, _ = capture
+    copy = tmp_path / "copy"
+    (copy / "images").mkdir(parents=True)
+    for photo in sorted((folder / "images").iterdir())[:8]:
+        (copy / "images" / photo.name).write_bytes(photo.read_bytes())
+    assert cli.main(["poses", str(copy), "--max-image-size", str(SIZE),
+                     "--max-features", "1024", "--matcher", "sequential"]) == 0
+    out = capsys.readouterr().out
+    assert "poses for 8 of 8 photos" in out
+    assert f"next: diffrec optimize --mode reconstruct --dataset {copy}" in out
+    assert read_colmap(copy).frames
+    assert Path(copy / "sparse" / "0" / "images.bin").is_file()

@@ -1,0 +1,81 @@
+"""Photos without poses for the pose finder, ray cast in numpy: a box covered in multi-scale
+value noise standing in a room whose walls, floor and ceiling carry other noise, seen by a
+ring of cameras around the box. Everything is textured, so SIFT finds features everywhere and
+COLMAP can register every view; the true cameras are kept for scoring the recovered ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from diffrec.camera import Cameras, orbit_cameras
+from diffrec.io import write_image
+
+BOX_HALF = 0.5  # the box: |x|, |y|, |z| below this
+ROOM_HALF = 3.0  # the room: |x|, |y|, |z| below this
+ORBIT_RADIUS = 2.2
+BOX_OCTAVES = (4, 8, 16, 32)  # value-noise grid sizes per face, coarse to fine
+ROOM_OCTAVES = (6, 12, 24, 48, 96)
+
+
+def ring_cameras(count: int = 14, size: int = 256) -> Cameras:
+    """``count`` cameras at ``ORBIT_RADIUS`` around the box, looking at it, with elevations
+    sweeping 5 to 35 degrees."""
+    return orbit_cameras(count, ORBIT_RADIUS, size, fov_degrees=50.0,
+                         elevations_degrees=(5.0, 35.0))
+
+
+def photos(cameras: Cameras, seed: int = 0) -> np.ndarray:
+    """Linear RGB ``[N, H, W, 3]`` float32 in [0, 1] of the scene from ``cameras``."""
+    rng = np.random.default_rng(seed)
+    box_noise = [rng.random((6, 3, n + 1, n + 1)) for n in BOX_OCTAVES]
+    room_noise = [rng.random((6, 3, n + 1, n + 1)) for n in ROOM_OCTAVES]
+    directions = cameras.ray_directions().double().numpy()
+    origins = np.broadcast_to(cameras.centers().double().numpy()[:, None, None],
+                              directions.shape)
+    directions, origins = directions.reshape(-1, 3), origins.reshape(-1, 3)
+    safe = np.where(np.abs(directions) < 1e-12, 1e-12, directions)
+    near = np.max(np.minimum((-BOX_HALF - origins) / safe, (BOX_HALF - origins) / safe), -1)
+    far = np.min(np.maximum((-BOX_HALF - origins) / safe, (BOX_HALF - origins) / safe), -1)
+    in_box = (near < far) & (near > 0)
+    room_exit = np.min(np.where(safe > 0, ROOM_HALF - origins, -ROOM_HALF - origins) / safe, -1)
+    t = np.where(in_box, near, room_exit)
+    point = origins + t[:, None] * directions
+    colour = np.where(in_box[:, None], _face_colour(point / BOX_HALF, box_noise),
+                      0.1 + 0.8 * _face_colour(point / ROOM_HALF, room_noise))
+    n, h, w = len(cameras), cameras.height, cameras.width
+    return np.clip(colour, 0, 1).reshape(n, h, w, 3).astype(np.float32)
+
+
+def write_photos(folder: Path, images: np.ndarray, suffix: str = ".jpg") -> list[Path]:
+    """``folder/images/view_NN{suffix}`` for each image, nothing else (no poses)."""
+    (folder / "images").mkdir(parents=True, exist_ok=True)
+    paths = [folder / "images" / f"view_{i:02d}{suffix}" for i in range(len(images))]
+    for path, image in zip(paths, images, strict=True):
+        write_image(path, image)
+    return paths
+
+
+def _face_colour(unit: np.ndarray, noise: list[np.ndarray]) -> np.ndarray:
+    """``[R, 3]`` colour of points on the faces of the cube [-1, 1]^3 (``unit``): each face's
+    own value noise (``noise``: per octave ``[6, 3, n + 1, n + 1]``) read bilinearly at the
+    two coordinates along the face, its contrast stretched about mid-grey."""
+    axis = np.argmax(np.abs(unit), -1)
+    face = 2 * axis + (np.take_along_axis(unit, axis[:, None], 1)[:, 0] > 0)
+    rows = np.arange(len(unit))
+    uv = np.clip((np.stack([unit[rows, (axis + 1) % 3], unit[rows, (axis + 2) % 3]], -1) + 1)
+                 / 2, 0, 1)
+    colour, total = np.zeros((len(unit), 3)), 0.0
+    for grid in noise:
+        size = grid.shape[-1] - 1
+        x, y = uv[:, 0] * size, uv[:, 1] * size
+        x0, y0 = (np.minimum(np.floor(c).astype(int), size - 1) for c in (x, y))
+        fx, fy = (x - x0)[:, None], (y - y0)[:, None]
+        texel = grid.transpose(0, 2, 3, 1)
+        value = ((1 - fx) * (1 - fy) * texel[face, y0, x0]
+                 + fx * (1 - fy) * texel[face, y0, x0 + 1]
+                 + (1 - fx) * fy * texel[face, y0 + 1, x0]
+                 + fx * fy * texel[face, y0 + 1, x0 + 1])
+        colour, total = colour + value, total + 1.0
+    return 0.5 + 2.5 * (colour / total - 0.5)
