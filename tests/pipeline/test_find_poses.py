@@ -22,18 +22,6 @@ VIEWS, SIZE = 16, 256
 FEATURES = 2048
 
 
-def similarity(source: np.ndarray, target: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-    """Umeyama's least-squares ``(scale, rotation, translation)`` with
-    ``target ≈ scale * rotation @ source + translation`` (points ``[N, 3]``)."""
-    source_mean, target_mean = source.mean(0), target.mean(0)
-    a, b = source - source_mean, target - target_mean
-    u, singular, vt = np.linalg.svd(b.T @ a / len(a))
-    sign = np.diag([1.0, 1.0, np.sign(np.linalg.det(u @ vt))])
-    rotation = u @ sign @ vt
-    scale = float(np.trace(np.diag(singular) @ sign) / (a ** 2).sum(1).mean())
-    return scale, rotation, target_mean - scale * rotation @ source_mean
-
-
 @pytest.fixture(scope="module")
 def capture(tmp_path_factory):
     """A folder with only ``images/`` (JPEG), the true cameras, and the found poses."""
@@ -54,15 +42,10 @@ def test_every_photo_gets_the_pose_it_was_taken_from(capture):
     order = [int(frame.image.stem.split("_")[1]) for frame in frames]
     assert sorted(order) == list(range(VIEWS))
     recovered = np.stack([frame.camera_to_world for frame in frames])
-    truth = cameras.camera_to_world.double().numpy()[order]
-    scale, rotation, translation = similarity(recovered[:, :3, 3], truth[:, :3, 3])
-    aligned = scale * recovered[:, :3, 3] @ rotation.T + translation
-    residual = np.linalg.norm(aligned - truth[:, :3, 3], axis=1)
-    assert residual.max() < 0.02 * textured_room.ORBIT_RADIUS, residual
-    # the cameras' axes too (OpenGL camera, as the reader returns it): within 1 degree
-    turned = rotation @ recovered[:, :3, :3]
-    cosine = (np.trace(turned.transpose(0, 2, 1) @ truth[:, :3, :3], axis1=1, axis2=2) - 1) / 2
-    assert np.degrees(np.arccos(np.clip(cosine, -1, 1))).max() < 1.0
+    distances, angles = textured_room.alignment_errors(
+        recovered, cameras.camera_to_world.double().numpy()[order])
+    assert distances.max() < 0.02 * textured_room.ORBIT_RADIUS, distances
+    assert angles.max() < 1.0, angles  # the axes too: the reader's OpenGL camera is right
     focal = frames[0].pinhole.fl_x
     assert focal == pytest.approx(float(cameras.fx[0]), rel=0.01)
 
@@ -85,6 +68,16 @@ def test_blank_photos_are_refused_with_the_counts(tmp_path, capsys):
     message = capsys.readouterr().err.strip()
     assert message.startswith("diffrec: error: COLMAP found poses for 0 of 6 photos")
     assert "overlap" in message and message.count(". ") == 0 and "\n" not in message
+    assert not (tmp_path / "sparse").exists()
+
+
+def test_photos_of_another_size_are_named(tmp_path):
+    rng = np.random.default_rng(2)
+    for name, size in (("a", 64), ("b", 64), ("c", 64), ("odd", 80)):
+        write_image(tmp_path / "images" / f"{name}.png", rng.random((size, size, 3)))
+    with pytest.raises(UserError, match=r"could not use 1 of 4 photos .*\(odd.png\): give "
+                                        "photos of one size"):
+        find_poses(tmp_path, max_image_size=80)
     assert not (tmp_path / "sparse").exists()
 
 

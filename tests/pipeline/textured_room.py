@@ -48,6 +48,30 @@ def photos(cameras: Cameras, seed: int = 0) -> np.ndarray:
     return np.clip(colour, 0, 1).reshape(n, h, w, 3).astype(np.float32)
 
 
+def alignment_errors(found: np.ndarray, true: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """How far cameras ``found`` (camera-to-world ``[N, 4, 4]``, in any world) are from
+    ``true`` once moved by the similarity that best maps their centres onto the true ones:
+    ``(centre distances [N] in true units, angles between the camera axes [N] in degrees)``."""
+    scale, rotation, translation = similarity(found[:, :3, 3], true[:, :3, 3])
+    aligned = scale * found[:, :3, 3] @ rotation.T + translation
+    turned = rotation @ found[:, :3, :3]
+    cosine = (np.trace(turned.transpose(0, 2, 1) @ true[:, :3, :3], axis1=1, axis2=2) - 1) / 2
+    return (np.linalg.norm(aligned - true[:, :3, 3], axis=1),
+            np.degrees(np.arccos(np.clip(cosine, -1, 1))))
+
+
+def similarity(source: np.ndarray, target: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    """Umeyama's least-squares ``(scale, rotation, translation)`` with
+    ``target ≈ scale * rotation @ source + translation`` (points ``[N, 3]``)."""
+    source_mean, target_mean = source.mean(0), target.mean(0)
+    a, b = source - source_mean, target - target_mean
+    u, singular, vt = np.linalg.svd(b.T @ a / len(a))
+    sign = np.diag([1.0, 1.0, np.sign(np.linalg.det(u @ vt))])
+    rotation = u @ sign @ vt
+    scale = float(np.trace(np.diag(singular) @ sign) / (a ** 2).sum(1).mean())
+    return scale, rotation, target_mean - scale * rotation @ source_mean
+
+
 def write_photos(folder: Path, images: np.ndarray, suffix: str = ".jpg") -> list[Path]:
     """``folder/images/view_NN{suffix}`` for each image, nothing else (no poses)."""
     (folder / "images").mkdir(parents=True, exist_ok=True)

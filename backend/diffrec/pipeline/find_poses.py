@@ -91,7 +91,7 @@ def _photos(folder: Path) -> list[Path]:
     if not folder.is_dir():
         raise UserError(f"{folder} is not a folder")
     layout = capture_layout(folder)
-    if layout is not None or any((folder / name).exists() and any((folder / name).iterdir())
+    if layout is not None or any((folder / name).is_dir() and any((folder / name).iterdir())
                                  for name in MODEL_FOLDERS[:2]):
         found = layout or "a sparse/ folder"
         raise UserError(f"{folder} already has cameras ({found}): diffrec never replaces them; "
@@ -131,12 +131,14 @@ def _extract(pycolmap, database: Path, images: Path, photos: list[Path], max_ima
                               reader_options=reader, extraction_options=options,
                               device=pycolmap.Device.auto)
     with pycolmap.Database.open(str(database)) as db:
-        counts = np.array([db.num_keypoints_for_image(image.image_id)
-                           for image in db.read_all_images()])
-        sizes = {(camera.width, camera.height) for camera in db.read_all_cameras()}
-    if len(sizes) > 1:
-        raise UserError(f"the photos in {images} have {len(sizes)} different sizes: give "
-                        "photos of one size (one camera, one zoom)")
+        read = {image.name: db.num_keypoints_for_image(image.image_id)
+                for image in db.read_all_images()}
+    skipped = [path.name for path in photos if path.relative_to(images).as_posix() not in read]
+    if skipped:  # COLMAP skips a photo it cannot decode, or of another size than the first
+        raise UserError(f"COLMAP could not use {len(skipped)} of {len(photos)} photos in "
+                        f"{images} ({', '.join(skipped[:5])}{', ...' if len(skipped) > 5 else ''})"
+                        ": give photos of one size (one camera, one zoom) that open as images")
+    counts = np.array(list(read.values()))
     log.info("poses: %d features per photo (least %d, most %d)",
              *(int(f(counts)) if len(counts) else 0 for f in (np.median, np.min, np.max)))
 
