@@ -1,5 +1,8 @@
-"""The benchmarks' and the demo's library (``scripts/bench_*.py``, ``scripts/demo.py``): the
-quality suite (``quality``), the peer against Blender's own bake (``bake_peer``), the demo's
-scene, judging and report (``demo``). Installed with the backend (``backend/pyproject.toml``);
-it drives Blender through the add-on of the same checkout (``checkout``), so it runs from a
-checkout's editable install, as ``scripts/lib/venv.sh`` makes it."""
+"""The benchmarks' and the demo's code, run through thin entry points in ``scripts/`` (same
+command lines): the quality suite (``quality``), the peer against Blender's own bake
+(``bake_peer``), the demo's scene, judging and report (``demo``), and the benchmarks that tests
+import (``mips``, ``passes``, ``nvdiffrec_peer``, ``judge_result``, ``gpu_fd_verdict``,
+``peak_memory``, ``relit_figure``, ``zmtp_peer``). Installed with the backend
+(``backend/pyproject.toml``); it drives Blender through the add-on of the same checkout
+(``checkout``), so it runs from a checkout's editable install, as ``scripts/lib/venv.sh``
+makes it."""

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """A before / after figure for the docs from two ``scripts/bench_quality --relight`` runs of
 one scene: the target and each run's result side by side, one row per light and one for the
 base colour (the rows of the scene's ``relit.png`` in each run), all rendered by Cycles.

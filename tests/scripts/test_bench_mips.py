@@ -2,16 +2,11 @@
 pixels wholly covered in both images, and the summary reads issue 51's targets right."""
 
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
-sys.path.insert(0, str(SCRIPTS))
-
-import bench_mips  # noqa: E402
+from diffrec_bench import mips as bench_mips
 
 
 def test_the_score_counts_only_pixels_wholly_covered_in_both():

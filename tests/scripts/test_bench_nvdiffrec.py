@@ -2,12 +2,9 @@
 first GPU run's PSNR went unread because nvdiffrec prints its validation result as a header
 line and a figures line, and writes its AVERAGES line only into a file."""
 
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
-import bench_nvdiffrec
+from diffrec_bench import nvdiffrec_peer as bench_nvdiffrec
 
 LOG = """Base mesh has 5856 triangles and 2930 vertices.
 iter=    0, img_loss=0.123456, reg_loss=0.001000, lr=0.03000, time=1000.0 ms, rem=10.00 s

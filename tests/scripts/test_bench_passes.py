@@ -2,14 +2,10 @@
 parse, as strings otherwise, malformed pairs refused before any run) and where the peak memory
 is placed."""
 
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
-import bench_passes
+from diffrec_bench import passes as bench_passes
 
 
 def test_set_reads_json_values_and_falls_back_to_strings():

@@ -3,15 +3,11 @@ must find the torch engine's gradients right, since the CPU tests check them aga
 finite differences, before its nvdiffrast rows are trusted on a GPU."""
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
-import gpu_fd_verdict
+from diffrec_bench import gpu_fd_verdict
 
 
 @pytest.fixture(scope="module")

@@ -4,21 +4,17 @@ layout) each score far above anything else when they hold the truth, each read a
 system wrote it, and the light the result came with is the one it is judged under."""
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
-import judge_result
 import torch
 
 from diffrec.io import Asset, Material, read_image, write_image, write_obj
 from diffrec.light.equirect import equirect_pixel_directions, from_nvdiffrec_layout
 from diffrec.mesh.box import fit_to_box
 from diffrec.mesh.primitives import uv_sphere
+from diffrec_bench import judge_result
 
 
 def ball() -> Asset:

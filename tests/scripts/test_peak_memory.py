@@ -1,12 +1,9 @@
 """scripts/peak_memory.py without a GPU: the allocator trace is replayed to its peak, and what
 is alive there is charged to the innermost line of diffrec that allocated it."""
 
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
-import peak_memory
+from diffrec_bench import peak_memory
 
 LIGHT = [{"filename": "/usr/lib/python3/site-packages/torch/sparse.py", "line": 9, "name": "mm"},
          {"filename": "/x/backend/diffrec/light/prefilter.py", "line": 40, "name": "_ggx"},
@@ -39,6 +36,8 @@ def test_the_blocks_alive_at_the_peak_are_charged_to_their_diffrec_lines():
 
 def test_sites_outside_diffrec_fall_back_to_the_script_then_the_innermost_frame():
     assert peak_memory.allocation_site(SCRIPT) == "scripts/bench_passes.py:3 (main)"
+    bench = [{"filename": "/x/backend/diffrec_bench/passes.py", "line": 5, "name": "main"}]
+    assert peak_memory.allocation_site(bench + LIGHT[:1]) == "diffrec_bench/passes.py:5 (main)"
     assert peak_memory.allocation_site(LIGHT[:1]) == (
         "/usr/lib/python3/site-packages/torch/sparse.py:9 (mm)")
     assert peak_memory.allocation_site([]) == "(no stack recorded)"

@@ -36,9 +36,10 @@ def recorded(enabled: bool, device: torch.device):
 
 
 def allocation_site(frames: list[dict]) -> str:
-    """The innermost frame in diffrec's backend (else in a script, else the innermost of all)
-    as ``path:line (function)``, the path from ``diffrec/`` or ``scripts/`` on."""
-    for marker in ("/diffrec/", "/scripts/"):
+    """The innermost frame in diffrec's backend (else in the benchmarks' package or a script,
+    else the innermost of all) as ``path:line (function)``, the path from ``diffrec/``,
+    ``diffrec_bench/`` or ``scripts/`` on."""
+    for marker in ("/diffrec/", "/diffrec_bench/", "/scripts/"):
         for frame in frames:
             name = frame.get("filename", "")
             if marker in name and "/site-packages/" not in name:

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Judge a reconstruction's files on a config's own held-out views: one judge for diffrec's
 result and the reference system's (nvdiffrec), so that their PSNR compare.
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Time diffrec's two passes on one config: milliseconds per iteration of pass 1 (the surface)
 and pass 2 (mesh + textures), peak memory, whole-run wall time and held-out PSNR.
 
@@ -40,7 +39,6 @@ import time
 import warnings
 from pathlib import Path
 
-import peak_memory
 import torch
 
 from diffrec import raster
@@ -53,6 +51,7 @@ from diffrec.pipeline.inputs import load_inputs
 from diffrec.pipeline.outputs import write_result
 from diffrec.pipeline.reporter import Progress
 from diffrec.pipeline.run import optimize
+from diffrec_bench import peak_memory
 
 ENGINES = {"fast": {RASTER: RASTER.accelerated, NEURAL: NEURAL.accelerated},
            "torch": {RASTER: "torch", NEURAL: "torch"}}

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Run the reference system (nvdiffrec, from its own repository) on a config, side by side
 with ``scripts/bench_passes.py``: milliseconds per iteration of each pass, peak GPU memory,
 whole-run wall time and held-out PSNR, as one markdown row and one JSON line.
