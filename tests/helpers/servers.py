@@ -32,6 +32,14 @@ def reference_content_hash(data: bytes) -> str:
     return hashlib.sha256(digests).hexdigest()
 
 
+def rss_bytes(pid: int) -> int:
+    """The resident memory of process ``pid``, in bytes (from /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
 def blob_path(data_dir: Path, blob: str, owner: str = "local") -> Path:
     """Where a server keeps ``owner``'s blob (``owner``: a client key, or "local" in plain
     text); its upload in progress is ``HASH.SIZE.part`` beside it."""

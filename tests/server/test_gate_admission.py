@@ -22,8 +22,14 @@ from unittest import mock
 import pytest
 import zmq
 from helpers.server_fixtures import curve_server
-from helpers.servers import fit_spec, free_port, open_client, server_in_process, target_images
-from test_unfinished_messages import rss_bytes
+from helpers.servers import (
+    fit_spec,
+    free_port,
+    open_client,
+    rss_bytes,
+    server_in_process,
+    target_images,
+)
 
 from diffrec.errors import UserError
 from diffrec.protocol import Client

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zmq
-from helpers.servers import server_in_process
+from helpers.servers import rss_bytes, server_in_process
 
 from diffrec import cli
 from diffrec.protocol import Client, read_keypair, write_keypair
@@ -29,13 +29,6 @@ FRAMES = 100  # 400 MiB per connection if nothing held it back
 CONNECTIONS = 2
 SEND_FOR_S = 10.0
 SLACK_BYTES = 64 * MIB  # the server's own growth besides the held frames (allocator, pages)
-
-
-def rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
