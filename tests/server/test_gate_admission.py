@@ -31,8 +31,9 @@ from helpers.servers import (
     target_images,
 )
 
+from diffrec import cli
 from diffrec.errors import UserError
-from diffrec.protocol import Client
+from diffrec.protocol import Client, read_keypair, write_keypair
 from diffrec.protocol.limits import MAX_FRAME_BYTES, MIB, REPLY_BUDGET_BYTES
 from diffrec.protocol.message import encode
 from diffrec.server import app, gate
@@ -225,6 +226,30 @@ def test_idle_connections_beyond_the_descriptor_limit_leave_the_server_serving(t
         process.wait(10)
     log = (tmp_path / "server.log").read_text()
     assert "Too many open files" not in log and "Traceback" not in log, log[-2000:]
+
+
+def test_at_the_connection_limit_idle_keyless_connections_go_and_a_keyed_one_stays(tmp_path):
+    """A CURVE server whose gate keeps 8 connections: alice's, authenticated, stays through
+    30 idle keyless connections (the oldest of them are closed for the newest) and is
+    answered on it within a second."""
+    data = tmp_path / "data"
+    assert cli.main(["keys", "init", "--data-dir", str(data), "--host", "127.0.0.1"]) == 0
+    alice = write_keypair(tmp_path / "alice", "client")
+    assert cli.main(["keys", "allow", "--data-dir", str(data), "--", alice[0]]) == 0
+    keys = {"client_keypair": alice, "server_key": read_keypair(data / "keys", "server")[0]}
+    with mock.patch.object(app, "open_gate", lambda bind: gate.Gate(
+            "127.0.0.1", free_port(), max_connections=8)):
+        with server_in_process(data, curve=True) as server, \
+                Client(server.endpoint, timeout=ANSWER_S, retry_for=0, **keys) as client:
+            client.ping()
+            (name,) = server.gate.links
+            host, port = server.endpoint.removeprefix("tcp://").rsplit(":", 1)
+            peers = [socket.create_connection((host, int(port))) for _ in range(30)]
+            time.sleep(0.5)
+            answered_within(client, ANSWER_S)
+            assert name in server.gate.links and len(server.gate.links) <= 8
+            for peer in peers:
+                peer.close()
 
 
 def test_a_failure_in_one_connection_closes_only_it(tmp_path, monkeypatch):
