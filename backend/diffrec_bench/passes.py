@@ -21,7 +21,7 @@ with how often (on CUDA as torch's sync debug mode reports them; elsewhere the c
 would wait on a GPU, ``diffrec.device_waits``). Counting the waits slows the whole run (on an
 H200, 147 against 46 ms an iteration): a profiled run's row says so, and its times are not
 figures to report. ``--memory FILE`` (CUDA) records the allocator's history and writes which
-lines of diffrec allocated the memory alive at the run's peak (``peak_memory.py``); it slows
+lines of diffrec allocated the memory alive at the run's peak (``peak_memory``); it slows
 the run too.
 """
 

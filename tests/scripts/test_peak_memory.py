@@ -1,4 +1,4 @@
-"""scripts/peak_memory.py without a GPU: the allocator trace is replayed to its peak, and what
+"""diffrec_bench.peak_memory without a GPU: the allocator trace is replayed to its peak, and what
 is alive there is charged to the innermost line of diffrec that allocated it."""
 
 
