@@ -12,9 +12,11 @@ import textured_room
 from diffrec import cli
 from diffrec.errors import UserError
 from diffrec.io import write_image
+from diffrec.protocol.captures import CaptureError
 
 pytest.importorskip("pycolmap")
 
+from diffrec.pipeline.captures import read_any_capture
 from diffrec.pipeline.colmap_capture import read_colmap
 from diffrec.pipeline.find_poses import find_poses
 
@@ -85,6 +87,13 @@ def test_photos_outside_images_are_pointed_to_it(tmp_path):
     write_image(tmp_path / "a.jpg", np.zeros((8, 8, 3)))
     with pytest.raises(UserError, match=r"no images/ folder \(it holds 1 photos itself\)"):
         find_poses(tmp_path)
+
+
+def test_a_folder_of_photos_alone_points_to_the_pose_finder(tmp_path):
+    write_image(tmp_path / "images" / "a.jpg", np.zeros((8, 8, 3)))
+    with pytest.raises(CaptureError, match="for photos without cameras, find them first with "
+                                           f"diffrec poses {tmp_path}$"):
+        read_any_capture(tmp_path)
 
 
 def test_the_command_line_finds_poses_and_names_the_next_step(capture, tmp_path, capsys):

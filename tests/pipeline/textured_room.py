@@ -1,10 +1,18 @@
 """Photos without poses for the pose finder, ray cast in numpy: a box covered in multi-scale
 value noise standing in a room whose walls, floor and ceiling carry other noise, seen by a
 ring of cameras around the box. Everything is textured, so SIFT finds features everywhere and
-COLMAP can register every view; the true cameras are kept for scoring the recovered ones."""
+COLMAP can register every view; the true cameras are kept for scoring the recovered ones.
+
+Run as a script, it times the pose finder on such photos and scores it (docs/BENCHMARKS.md)::
+
+    .venv/bin/python tests/pipeline/textured_room.py VIEWS SIZE FEATURES SCRATCH_FOLDER
+"""
 
 from __future__ import annotations
 
+import shutil
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -103,3 +111,31 @@ def _face_colour(unit: np.ndarray, noise: list[np.ndarray]) -> np.ndarray:
                  + fx * fy * texel[face, y0 + 1, x0 + 1])
         colour, total = colour + value, total + 1.0
     return 0.5 + 2.5 * (colour / total - 0.5)
+
+
+def benchmark(views: int, size: int, features: int, folder: Path) -> str:
+    """One line: how many photos ``find_poses`` registered, in how long, and how far the
+    cameras the COLMAP reader then reads are from the true ones (``folder`` is replaced)."""
+    from diffrec.pipeline.colmap_capture import read_colmap
+    from diffrec.pipeline.find_poses import find_poses
+
+    shutil.rmtree(folder, ignore_errors=True)
+    cameras = ring_cameras(views, size)
+    write_photos(folder, photos(cameras))
+    start = time.perf_counter()
+    found = find_poses(folder, max_image_size=size, max_features=features)
+    seconds = time.perf_counter() - start
+    frames = read_colmap(folder).frames
+    order = [int(frame.image.stem.split("_")[1]) for frame in frames]
+    distances, angles = alignment_errors(np.stack([frame.camera_to_world for frame in frames]),
+                                         cameras.camera_to_world.double().numpy()[order])
+    return (f"{views} views, {size} px, {features} features: {found.registered} of "
+            f"{found.photos} registered, {found.points} points, reprojection "
+            f"{found.reprojection_px:.2f} px, {seconds:.1f} s; centres within "
+            f"{100 * distances.max() / ORBIT_RADIUS:.2f}% of the orbit radius, axes within "
+            f"{angles.max():.2f} degrees; focal {frames[0].pinhole.fl_x:.1f} px (true "
+            f"{float(cameras.fx[0]):.1f})")
+
+
+if __name__ == "__main__":
+    print(benchmark(*(int(value) for value in sys.argv[1:4]), Path(sys.argv[4])))

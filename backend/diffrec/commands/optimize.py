@@ -205,13 +205,13 @@ def validation_line(config: RunConfig) -> str:
 def missing_files(config: RunConfig) -> list[str]:
     """One sentence per file or folder the run would read and cannot find (relative paths
     from the working directory)."""
-    from diffrec.pipeline.captures import capture_layout
+    from diffrec.pipeline.captures import capture_layout, poses_hint
 
     sources, missing = config.sources, []
     if sources.dataset and capture_layout(sources.dataset) is None:
         missing.append(f"dataset {sources.dataset}: "
                        + ("no transforms_train.json, transforms.json, poses_bounds.npy or "
-                          "COLMAP model there"
+                          f"COLMAP model there{poses_hint(sources.dataset)}"
                           if Path(sources.dataset).is_dir() else "no such folder"))
     for key in ("ref_mesh", "base_mesh", "envmap", "ref_material"):
         value = getattr(sources, key)

@@ -12,7 +12,7 @@ from pathlib import Path
 from diffrec.pipeline.colmap_capture import detect_colmap, read_colmap
 from diffrec.protocol.captures import Capture, CaptureError, detect_layout, read_capture
 
-__all__ = ["capture_layout", "read_any_capture"]
+__all__ = ["capture_layout", "poses_hint", "read_any_capture"]
 
 
 def capture_layout(folder: str | Path) -> str | None:
@@ -20,6 +20,14 @@ def capture_layout(folder: str | Path) -> str | None:
     plus COLMAP models)."""
     layout = detect_layout(folder) if Path(folder).is_dir() else None
     return layout or ("colmap" if detect_colmap(folder) else None)
+
+
+def poses_hint(folder: str | Path) -> str:
+    """For a folder with ``images/`` but no cameras, a clause saying how to find them
+    (``diffrec poses``), else ""."""
+    if not (Path(folder) / "images").is_dir():
+        return ""
+    return f": for photos without cameras, find them first with diffrec poses {folder}"
 
 
 def read_any_capture(folder: str | Path, split: str = "train", *,
@@ -35,7 +43,8 @@ def read_any_capture(folder: str | Path, split: str = "train", *,
             return read_capture(folder, split, longest_side=longest_side, undistorts=True)
         except CaptureError as error:
             raise CaptureError(f"{error}; nor a COLMAP model (cameras and images .bin or .txt "
-                               "in sparse/0/, sparse/ or the folder itself)") from None
+                               f"in sparse/0/, sparse/ or the folder itself){poses_hint(folder)}"
+                               ) from None
     if split != "train":
         raise CaptureError(f"{folder} is a COLMAP capture: it has one split of views "
                            f"('train'), not '{split}'")
