@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import bpy
 
-from . import connection, messages, preferences
+from . import preferences
+from .core import connection, messages
 
 CHECK_BUDGET_S = 2.0
 """How long ``check`` waits for the backend's answer before saying what is wrong."""
@@ -49,7 +50,7 @@ def connector(context, budget_s: float | None = None):
     ``budget_s``: each request's Client gives up after this many seconds (ServerUnavailable),
     and connecting raises ``connection.Unreachable`` at once when nothing listens (no local
     backend is started): for questions asked on the main thread."""
-    from .wire import protocol
+    from .core.wire import protocol
 
     target, keypair = _target(context)
     timeout = preferences.setting("timeout", context)

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import export_scene, panel_fields, subjects, submission, validate
-from .wire import protocol
+from . import export_scene, subjects, submission, validate
+from .core import panel_fields
+from .core.wire import protocol
 
 CALIBRATION_S_PER_MEGAPIXEL = 3.0
 """Seconds per iteration per megapixel of a batch on an idle 2-core CPU: 80 ms per iteration

@@ -20,8 +20,8 @@ from pathlib import Path
 import bpy
 import numpy as np
 
-from . import camera_model, pixels
-from .wire import protocol
+from .core import camera_model, pixels
+from .core.wire import protocol
 
 
 @dataclass

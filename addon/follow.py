@@ -25,7 +25,8 @@ from pathlib import Path
 
 import bpy
 
-from . import backend_link, import_result, job_session, messages, preferences, scene_updates
+from . import backend_link, import_result, preferences, scene_updates
+from .core import job_session, messages
 from .submission import SubmissionBuilder, training_size
 
 running: dict[str, JobRun] = {}

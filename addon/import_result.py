@@ -25,8 +25,8 @@ from typing import NamedTuple
 import bpy
 import numpy as np
 
-from . import pixels, wire
-from .world_bounds import world_box
+from .core import pixels, wire
+from .core.world_bounds import world_box
 
 LINEAR = "Linear Rec.709"
 IMPORTED_ROLES = ("mesh", "light")

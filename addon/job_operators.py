@@ -17,7 +17,8 @@ import uuid
 import bpy
 from bpy.props import StringProperty
 
-from . import backend_link, follow, messages, pump, scene_updates, validate
+from . import backend_link, follow, pump, scene_updates, validate
+from .core import messages
 from .submission import SubmissionBuilder
 
 

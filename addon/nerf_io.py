@@ -10,8 +10,9 @@ import bpy
 from bpy.props import StringProperty
 from mathutils import Matrix
 
-from . import camera_model, export_scene, import_result, messages, pump, validate
-from .wire import protocol
+from . import export_scene, import_result, pump, validate
+from .core import camera_model, messages
+from .core.wire import protocol
 
 
 class DIFFREC_OT_import_nerf(bpy.types.Operator):

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import bpy
 
-from . import estimate, follow, panel_fields, queue_operators, scene_updates
+from . import estimate, follow, queue_operators, scene_updates
+from .core import panel_fields
 
 PREVIEW_SCALE = 8.0
 """The live preview's size in the panel, in units of a button's height."""

@@ -7,7 +7,7 @@ from pathlib import Path
 import bpy
 from bpy.props import BoolProperty, StringProperty
 
-from . import connection
+from .core import connection
 
 ROOT_PACKAGE = __package__
 

@@ -14,9 +14,9 @@ from bpy.props import (
     StringProperty,
 )
 
-from . import panel_fields
-from .panel_fields import default
-from .wire import protocol
+from .core import panel_fields
+from .core.panel_fields import default
+from .core.wire import protocol
 
 MODE_TEXT = {
     "materials": ("Materials", "Keep the mesh, bake its appearance into PBR textures"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bpy
 
-from . import messages
+from .core import messages
 
 TICK_S = 0.1
 

@@ -19,9 +19,10 @@ import time
 import bpy
 from bpy.props import StringProperty
 
-from . import backend_link, follow, messages, scene_updates
+from . import backend_link, follow, scene_updates
+from .core import messages
+from .core.wire import protocol
 from .job_operators import _FollowsJob, checked_connector
-from .wire import protocol
 
 
 def _ask(context, report, request):

@@ -15,8 +15,9 @@ import bpy
 import bpy.utils.previews
 import numpy as np
 
-from . import import_result, job_session, messages, pixels, worlds
-from .wire import protocol
+from . import import_result, worlds
+from .core import job_session, messages, pixels
+from .core.wire import protocol
 
 PREVIEW_IMAGE = "diffrec preview"
 LIVE_MESH = "diffrec live mesh"

@@ -18,8 +18,9 @@ from types import SimpleNamespace
 import bpy
 import numpy as np
 
-from . import bake_start, export_scene, job_session, panel_fields, subjects, validate
-from .wire import protocol
+from . import bake_start, export_scene, subjects, validate
+from .core import job_session, panel_fields
+from .core.wire import protocol
 
 CHOICES = (*panel_fields.FIELD_SETTINGS, "light", "target_source", "triangles")
 """The panel's choices a job is made of, read once when Optimize is pressed."""

@@ -9,9 +9,10 @@ own bounds (``diffrec.protocol.settings``, and the smallest image it can score,
 
 from __future__ import annotations
 
-from . import camera_model, export_scene, panel_fields, subjects
-from .wire import protocol
-from .world_bounds import world_box
+from . import export_scene, subjects
+from .core import camera_model, panel_fields
+from .core.wire import protocol
+from .core.world_bounds import world_box
 
 NOTHING_SELECTED = "Nothing is selected: select the mesh to optimise."
 NO_CAMERAS = "The scene has no cameras: add cameras that look at the object."

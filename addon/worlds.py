@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import bpy
 
-from . import messages, preferences
+from . import preferences
+from .core import messages
 
 LEARNED = "diffrec_learned"
 """Custom property marking a world the add-on made from a result's light."""

@@ -109,7 +109,7 @@ def test_a_diffrec_command_outside_the_venv_is_not_on_the_path_in_the_readme():
 
 
 def test_one_port_in_examples_pairing_strings_serve_and_the_addon(tmp_path):
-    from addon import connection  # no bpy needed
+    from addon.core import connection  # no bpy needed
 
     text = "\n".join((REPO / doc).read_text() for doc in DOCS)
     ports = {int(port) for port in re.findall(r"(?:tcp|diffrec)://[\w.*-]+:(\d+)", text)}

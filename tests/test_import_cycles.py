@@ -90,7 +90,7 @@ def test_the_graph_sees_imports_inside_functions_and_relative_ones():
     graph = import_graph()
     assert "diffrec.server.worker" in graph["diffrec.server.app"]  # imported when called
     assert "diffrec.server.executor" in graph["diffrec.server.job_process"]
-    assert "addon.wire" in graph["addon.import_result"]  # from . import wire
+    assert "addon.core.wire" in graph["addon.import_result"]  # from .core import wire
     assert "diffrec.raster._torch.texture_mip" in graph["diffrec.raster._torch.texture"]
     assert "diffrec.raster._torch" not in graph["diffrec.raster._torch.texture"], \
         "from a package import its module: an import of the module"

@@ -1,8 +1,9 @@
 """The wire protocol package, ``diffrec.protocol``, without the rest of the backend.
 
-A built extension carries a copy in ``vendor/diffrec_protocol`` (scripts/build_extension). In
-the source tree it is loaded straight from ``backend/diffrec/protocol`` as a standalone package
-(it uses relative imports only), so the add-on never imports ``diffrec`` itself, nor torch.
+A built extension carries a copy in the add-on's ``vendor/diffrec_protocol``
+(scripts/build_extension). In the source tree it is loaded straight from
+``backend/diffrec/protocol`` as a standalone package (it uses relative imports only), so the
+add-on never imports ``diffrec`` itself, nor torch.
 """
 
 from __future__ import annotations
@@ -29,14 +30,14 @@ def protocol():
 
 def _load():
     """The vendored copy, else the source tree's package loaded standalone."""
-    vendored = Path(__file__).parent / "vendor" / _NAME
+    vendored = Path(__file__).parents[1] / "vendor" / _NAME
     if (vendored / "__init__.py").exists():
-        from .vendor import diffrec_protocol
+        from ..vendor import diffrec_protocol
 
         return diffrec_protocol
     if _NAME in sys.modules:
         return sys.modules[_NAME]
-    source = Path(__file__).resolve().parents[1] / "backend" / "diffrec" / "protocol"
+    source = Path(__file__).resolve().parents[2] / "backend" / "diffrec" / "protocol"
     spec = importlib.util.spec_from_file_location(
         _NAME, source / "__init__.py", submodule_search_locations=[str(source)]
     )

@@ -286,7 +286,7 @@ def check_llff_capture_as_dataset_targets_and_import():
     sends the masks as alpha and the focal length scaled to the images read; File > Import
     makes a camera whose projection is the same."""
     from addon import submission
-    from addon.wire import protocol
+    from addon.core.wire import protocol
 
     addon.register()
     scene = bpy.context.scene
@@ -329,7 +329,7 @@ def check_capture_tool_folder_as_dataset_targets():
     import json
 
     from addon import submission
-    from addon.wire import protocol
+    from addon.core.wire import protocol
 
     addon.register()
     scene = bpy.context.scene

@@ -25,7 +25,8 @@ import numpy as np
 import scenes
 from mathutils import Vector
 
-from addon import import_result, messages, nerf_io, worlds
+from addon import import_result, nerf_io, worlds
+from addon.core import messages
 
 MALFORMED_PAIRINGS = (
     "diffrec://127.0.0.1:5557?key=" + "zz" * 32,  # not hexadecimal

@@ -17,8 +17,9 @@ import numpy as np
 import scenes
 
 import addon
-from addon import export_scene, job_session, scene_updates, validate
-from addon.wire import protocol
+from addon import export_scene, scene_updates, validate
+from addon.core import job_session
+from addon.core.wire import protocol
 
 
 @contextlib.contextmanager

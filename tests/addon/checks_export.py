@@ -12,7 +12,8 @@ import numpy as np
 from bpy_extras.object_utils import world_to_camera_view
 from mathutils import Euler, Vector
 
-from addon import camera_model, export_scene
+from addon import export_scene
+from addon.core import camera_model
 
 
 def _camera(scene, **settings):

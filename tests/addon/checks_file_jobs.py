@@ -26,7 +26,7 @@ import numpy as np
 from helpers.servers import ServerProcess
 
 from addon import follow, queue_operators, scene_updates
-from addon.wire import protocol
+from addon.core.wire import protocol
 
 STOPPED = "the server stopped: following again when it is back"
 BACK = "the server answers again; following again"

@@ -19,7 +19,8 @@ import bpy
 import numpy as np
 from mathutils import Vector
 
-from addon import import_result, wire
+from addon import import_result
+from addon.core import wire
 
 FOLDER = Path(os.environ.get("DIFFREC_TEST_RESULT", "."))
 BSDF, TEX, SPLIT = "ShaderNodeBsdfPrincipled", "ShaderNodeTexImage", "ShaderNodeSeparateColor"

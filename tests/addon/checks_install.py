@@ -25,7 +25,7 @@ def check_installs_enables_and_uses_the_vendored_protocol():
     assert Path(module.__file__).resolve().is_relative_to(user / "extensions"), module.__file__
     assert PACKAGE in bpy.context.preferences.addons
     assert hasattr(bpy.types, "DIFFREC_OT_optimize") and hasattr(bpy.types.Scene, "diffrec")
-    protocol = sys.modules[f"{PACKAGE}.wire"].protocol()
+    protocol = sys.modules[f"{PACKAGE}.core.wire"].protocol()
     assert protocol.__name__ == f"{PACKAGE}.vendor.diffrec_protocol", protocol.__name__
     assert "diffrec" not in sys.modules  # the backend package is never imported
     import addon_utils  # importable only once bpy is

@@ -19,16 +19,9 @@ import bpy
 import numpy as np
 import scenes
 
-from addon import (
-    estimate,
-    export_scene,
-    follow,
-    job_session,
-    panel_fields,
-    scene_updates,
-    submission,
-)
-from addon.wire import protocol
+from addon import estimate, export_scene, follow, scene_updates, submission
+from addon.core import job_session, panel_fields
+from addon.core.wire import protocol
 
 REPORTS = []
 

@@ -11,7 +11,7 @@ import bpy
 
 import addon
 from addon import scene_updates
-from addon.wire import protocol
+from addon.core.wire import protocol
 
 CANCELLED_KEPT = ("the job was cancelled, its checkpoint kept at iteration 10 of 200: Resume "
                   "continues from there")

@@ -17,7 +17,8 @@ import bpy
 import numpy as np
 import scenes
 
-from addon import backend_link, follow, job_session, scene_updates
+from addon import backend_link, follow, scene_updates
+from addon.core import job_session
 
 REPORTS = []
 

@@ -24,8 +24,9 @@ import harness  # noqa: I001  (puts the repository on sys.path)
 import bpy
 import numpy as np
 
-from addon import backend_link, estimate, follow, job_session, panel, scene_updates
-from addon.wire import protocol
+from addon import backend_link, estimate, follow, panel, scene_updates
+from addon.core import job_session
+from addon.core.wire import protocol
 
 REPORTS = []
 STOPPED = "the server stopped: following again when it is back"

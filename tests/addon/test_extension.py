@@ -22,7 +22,8 @@ import bpy
 import addon
 addon.register()
 assert hasattr(bpy.types, "DIFFREC_OT_optimize")
-from addon import wire, job_session, follow, job_operators, submission
+from addon import follow, job_operators, submission
+from addon.core import job_session, wire
 protocol = wire.protocol()  # the wire protocol loads without the backend package
 assert protocol.__name__ == "diffrec_protocol"
 addon.unregister()

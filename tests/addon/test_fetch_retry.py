@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from addon import job_session
-from addon.wire import protocol
+from addon.core import job_session
+from addon.core.wire import protocol
 
 MANIFEST = protocol().manifest
 

@@ -1,5 +1,5 @@
-"""A followed job through its server's outages, without bpy (addon/job_session.py) and with a
-scripted client: each change of the server's liveness becomes a 'link' update and the follow
+"""A followed job through its server's outages, without bpy (addon/core/job_session.py) and with
+a scripted client: each change of the server's liveness becomes a 'link' update and the follow
 goes on (the client never gives up); a job a restarted server lost ends as 'lost'; a Cancel
 while the server is down ends the follow at once instead of waiting for the server; a server
 down when the session attaches is waited for the same way; a detached session stops following
@@ -8,8 +8,8 @@ without cancelling."""
 import importlib
 from types import SimpleNamespace
 
-from addon import job_session
-from addon.wire import protocol
+from addon.core import job_session
+from addon.core.wire import protocol
 
 WIRE = protocol()
 CHANNEL = importlib.import_module(f"{WIRE.__name__}.channel")

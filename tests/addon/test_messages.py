@@ -1,5 +1,5 @@
-"""Failures as sentences, without bpy (addon/messages.py, addon/connection.py): each protocol
-failure an artist can meet says what to do with no class name, and reaching the backend
+"""Failures as sentences, without bpy (addon/core/messages.py, addon/core/connection.py): each
+protocol failure an artist can meet says what to do with no class name, and reaching the backend
 fails fast: at once when nothing listens, within the budget when a server stays silent."""
 
 import re
@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from addon import connection, messages
-from addon.wire import protocol
+from addon.core import connection, messages
+from addon.core.wire import protocol
 
 CLASS_NAME = re.compile(r"\b[A-Z]\w*(Error|Exception|Unavailable)\b")
 WIRE = protocol()

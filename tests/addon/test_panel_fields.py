@@ -1,12 +1,12 @@
 """The panel's preset menu, defaults and submitted settings come from the backend's settings
-table (``addon.panel_fields``, read without Blender; the registered properties are checked
+table (``addon.core.panel_fields``, read without Blender; the registered properties are checked
 under bpy in checks_addon.py)."""
 
 from types import SimpleNamespace
 
 import pytest
 
-from addon import panel_fields
+from addon.core import panel_fields
 from diffrec.protocol.settings import (
     DEFAULT_PRESET,
     FIELDS,

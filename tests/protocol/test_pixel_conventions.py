@@ -67,8 +67,8 @@ def test_views_resize_to_the_protocols_size():
 
 
 def test_the_add_on_reaches_them_through_its_protocol_package():
-    """The add-on loads the protocol as a package of its own (``addon.wire``, no torch)."""
-    from addon.wire import protocol
+    """The add-on loads the protocol as a package of its own (``addon.core.wire``, no torch)."""
+    from addon.core.wire import protocol
 
     wire = protocol()
     assert wire.images.longest_side_size(1920, 1080, 512) == (512, 288)

@@ -38,7 +38,7 @@ except ImportError as error:
     assert "zmq" in str(error), error
 else:
     raise AssertionError("the client imported without zmq")
-from addon import panel_fields
+from addon.core import panel_fields
 assert panel_fields.preset_values("HIGH", "materials")["iterations"] == 5000
 print("ok")
 """)
