@@ -1,5 +1,5 @@
 """Masks made for photos without any (``diffrec.pipeline.auto_masks``), scored against the
-truth: the ball-on-a-table-in-a-room capture of ``tests/pipeline/photo_capture.py`` (the
+truth: the ball-on-a-table-in-a-room capture of ``diffrec_bench.photo_capture`` (the
 scene the test scores, so that these figures extend the test's) at a few view counts and
 sizes; prints the IoU of every view, their mean and least, and the time taken.
 
@@ -13,19 +13,16 @@ guide's picture).
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "pipeline"))
-import photo_capture  # the test's scene
-
 from diffrec.color import linear_to_srgb
 from diffrec.io import write_image
 from diffrec.pipeline.auto_masks import make_masks
+from diffrec_bench import photo_capture  # the test's scene
 
 
 def score(views: int, size: int, palette: str

@@ -8,13 +8,13 @@ import math
 import shutil
 
 import numpy as np
-import photo_capture
 import pytest
 
 from diffrec.errors import UserError
 from diffrec.io import read_image, write_image
 from diffrec.pipeline.auto_masks import FILL, NOT_OBJECT_CENTRED, POINTS_MARGIN, object_region
 from diffrec.pipeline.loading import load_dataset
+from diffrec_bench import photo_capture
 
 
 def iou(masks: np.ndarray, truth: np.ndarray) -> np.ndarray:
