@@ -29,6 +29,7 @@ from diffrec.pipeline.config import build_config
 from diffrec.pipeline.geometry_models import ExplicitGeometry
 from diffrec.pipeline.initial_state import initial_textures, make_light
 from diffrec.pipeline.inputs import load_inputs
+from diffrec.pipeline.pass_config import pass_config
 from diffrec.pipeline.reporter import Reporter
 from diffrec.pipeline.run import optimize
 from diffrec.pipeline.sampler import ViewSampler
@@ -103,11 +104,12 @@ def _one_step(world, settings, train, mesh, sky, out):
     saves the gradients the step took and its reported losses into ``out``."""
     ctx = raster.RasterContext("cpu", impl="torch")
     geometry = ExplicitGeometry(mesh, True, "absolute", settings.laplace_scale)
-    run = Pass(name="pass2", index=1, iterations=300, learning_rate=0.01, warmup=0,
-               geometry=geometry, material=initial_textures(settings, "cpu"),
-               light=make_light(settings, sky, "cpu"), learn_light=True)
+    config = pass_config(settings, name="pass2", index=1, iterations=300, learning_rate=0.01,
+                         warmup=0, learn_light=True)
+    run = Pass.of(config, geometry, initial_textures(settings, "cpu"),
+                  make_light(settings, sky, "cpu"))
     sampler = ViewSampler(train, settings.batch, seed=5, rank=world.rank, ranks=world.size)
-    trainer = PassTrainer(ctx, run, sampler, settings, Reporter(), world)
+    trainer = PassTrainer(ctx, run, sampler, Reporter(), world)
     trainer.iteration = 100
     stats = trainer.step()
     if world.is_main:

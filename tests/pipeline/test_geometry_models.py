@@ -8,6 +8,7 @@ import torch
 from diffrec.mesh.primitives import uv_sphere
 from diffrec.pipeline.geometry_models import ExplicitGeometry, uniform_laplacian
 from diffrec.pipeline.optimizers import UniformAdam
+from diffrec.pipeline.pass_config import pass_config
 from diffrec.pipeline.trainer import Pass, PassTrainer
 from diffrec.protocol.settings import Settings
 
@@ -85,10 +86,9 @@ def pass_trainer(geometry, surface_rate=None) -> PassTrainer:
     (only its optimisers are looked at)."""
     light = torch.nn.Module()
     light.base = torch.nn.Parameter(torch.zeros(3))
-    run = Pass(name="pass2", index=1, iterations=10, learning_rate=0.01, warmup=0,
-               geometry=geometry, material=MATERIAL, light=light, learn_light=False,
-               surface_learning_rate=surface_rate)
-    return PassTrainer(None, run, None, Settings(), None)
+    config = pass_config(Settings(), name="pass2", index=1, iterations=10, learning_rate=0.01,
+                         warmup=0, learn_light=False, surface_learning_rate=surface_rate)
+    return PassTrainer(None, Pass.of(config, geometry, MATERIAL, light), None, None)
 
 
 def test_the_trainer_steps_a_large_steps_geometry_with_uniform_adam():

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from diffrec.pipeline.pass_config import pass_config
 from diffrec.pipeline.plateau import Plateau
 from diffrec.pipeline.reporter import Reporter
 from diffrec.pipeline.trainer import Pass, PassTrainer
@@ -174,10 +175,10 @@ def scripted(settings, reporter, iterations=1000, curve=rising_then_flat,
              checkpoints=None) -> ScriptedTrainer:
     light = torch.nn.Module()
     light.base = torch.nn.Parameter(torch.zeros(3))
-    run = Pass(name="pass2", index=1, iterations=iterations, learning_rate=0.01, warmup=0,
-               geometry=Frozen(), material=torch.nn.Linear(2, 2), light=light, learn_light=False)
-    trainer = ScriptedTrainer(None, run, Sampler(), settings, reporter,
-                              checkpoints=checkpoints)
+    config = pass_config(settings, name="pass2", index=1, iterations=iterations,
+                         learning_rate=0.01, warmup=0, learn_light=False)
+    run = Pass.of(config, Frozen(), torch.nn.Linear(2, 2), light)
+    trainer = ScriptedTrainer(None, run, Sampler(), reporter, checkpoints=checkpoints)
     trainer.curve = curve
     return trainer
 

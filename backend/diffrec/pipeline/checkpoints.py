@@ -16,15 +16,8 @@ import json
 from pathlib import Path
 
 from diffrec.files import atomic_writer
-from diffrec.protocol.settings import BOOKKEEPING, Settings
 
 LATEST_NAME = "latest.json"
-
-
-def settings_fingerprint(settings: Settings) -> str:
-    """The settings that shape the optimisation (a checkpoint only resumes the same run)."""
-    values = {k: v for k, v in settings.to_dict().items() if k not in BOOKKEEPING}
-    return json.dumps(values, sort_keys=True, default=str)
 
 
 class CheckpointStore:

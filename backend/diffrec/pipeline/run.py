@@ -43,13 +43,14 @@ from diffrec.pipeline.geometry_models import ExplicitGeometry, IsosurfaceGeometr
 from diffrec.pipeline.initial_state import averaged, has_textures, initial_textures, make_light
 from diffrec.pipeline.inputs import Inputs
 from diffrec.pipeline.mip_fit import STEP_COST, fit_mips
+from diffrec.pipeline.pass_config import path_traced_pass, surface_pass, textured_pass
 from diffrec.pipeline.reporter import Reporter
 from diffrec.pipeline.sampler import ViewSampler
 from diffrec.pipeline.scoring import Validation, score_views
 from diffrec.pipeline.trainer import Pass, PassTrainer
 from diffrec.pipeline.unwrap import has_usable_uvs, with_uvs
 from diffrec.pipeline.views import Views, at_longest_side
-from diffrec.protocol.settings import PATH_TRACED_COST, PATH_TRACED_PASS, Settings
+from diffrec.protocol.settings import PATH_TRACED_COST, Settings
 from diffrec.render.material import FLAT_NORMAL, NeuralSurface, TextureMaterial
 from diffrec.render.texture2d import Texture2D
 
@@ -68,13 +69,13 @@ class Result:
     validation: Validation | None
 
 
-def _run_pass(ctx, run: Pass, train: Views, settings: Settings, reporter: Reporter,
+def _run_pass(ctx, run: Pass, train: Views, batch: int, reporter: Reporter,
               checkpoints: CheckpointStore | None, world: distributed.World) -> PassTrainer:
-    """Train ``run`` (from its checkpoint when there is one); returns the finished trainer."""
-    sampler = ViewSampler(train, settings.batch, seed=settings.seed + run.index,
-                          rank=world.rank, ranks=world.size)
-    trainer = PassTrainer(ctx, run, sampler, settings, reporter, world,
-                          checkpoints=checkpoints)
+    """Train ``run`` on ``batch`` views an iteration (from its checkpoint when there is one);
+    returns the finished trainer."""
+    sampler = ViewSampler(train, batch, seed=run.seed + run.index, rank=world.rank,
+                          ranks=world.size)
+    trainer = PassTrainer(ctx, run, sampler, reporter, world, checkpoints=checkpoints)
     trainer.resume()
     trainer.train()
     return trainer
@@ -96,37 +97,35 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
     UVs and its baked TextureMaterial for pass 2, the pass's trainer, the name of the surface
     model that ran (``DMTetGeometry`` or ``FlexiCubesGeometry``) and how the mesh was unwrapped
     (``_unwrapped``)."""
-    half, nvdiffrec = settings.mesh_scale / 2, settings.schedule.kind == "nvdiffrec"
-    center = torch.tensor(settings.center)
+    surface = settings.surface
+    half, nvdiffrec = surface.mesh_scale / 2, settings.schedule.kind == "nvdiffrec"
+    center = torch.tensor(surface.center)
     check_views_see_box(train.cameras, (center - half).tolist(), (center + half).tolist(),
                         train.names)
     device = ctx.device
-    geometry = IsosurfaceGeometry(settings.geometry, settings.dmtet_grid, settings.mesh_scale,
-                                  settings.center, device, settings.sdf_regularizer, settings.seed)
+    geometry = IsosurfaceGeometry(surface.geometry, settings.size.dmtet_grid, surface.mesh_scale,
+                                  surface.center, device, surface.sdf_regularizer,
+                                  settings.run.seed)
     start = "sphere"
-    if settings.surface_init == "random":
-        geometry.start_random(settings.seed)
+    if surface.surface_init == "random":
+        geometry.start_random(settings.run.seed)
         start = "random"
-    elif settings.surface_init == "visual-hull":
+    elif surface.surface_init == "visual-hull":
         start = geometry.start_from_hull(train.cameras, train.images[..., 3])
         if start != "visual-hull":
             reporter.log("the masks outline no object (no background, or an empty hull): "
                          "pass 1 starts from a sphere", level="warning")
-    ranges = settings.material_ranges()
+    ranges, material_settings = settings.material_ranges(), settings.material
     field = NeuralMaterial((center - half).tolist(), (center + half).tolist(),
                            kd_min=ranges["kd"][0][:3], kd_max=ranges["kd"][1][:3],
                            ks_min=ranges["ks"][0], ks_max=ranges["ks"][1],
                            normal_min=ranges["normal"][0], normal_max=ranges["normal"][1],
-                           device=device, grid_precision=settings.hash_grid_precision,
-                           grid=HashGridConfig(log2_hashmap_size=settings.hash_table_log2))
-    hull_start = start == "visual-hull" and not nvdiffrec
-    first = Pass(name="pass1", index=0, iterations=settings.iterations,
-                 learning_rate=settings.learning_rate[0], warmup=0, geometry=geometry,
-                 material=NeuralSurface(field), light=light,
-                 learn_light=settings.light.mode != "fixed",
-                 surface_learning_rate=settings.surface_learning_rate[0] if hull_start else None,
-                 number=1, passes=2, clips_white=clips_white)
-    trainer = _run_pass(ctx, first, train, settings, reporter, checkpoints, world)
+                           device=device, grid_precision=material_settings.hash_grid_precision,
+                           grid=HashGridConfig(log2_hashmap_size=material_settings.hash_table_log2))
+    config = surface_pass(settings, hull_start=start == "visual-hull" and not nvdiffrec,
+                          clips_white=clips_white)
+    first = Pass.of(config, geometry, NeuralSurface(field), light)
+    trainer = _run_pass(ctx, first, train, settings.size.batch, reporter, checkpoints, world)
 
     with torch.no_grad():
         mesh = geometry.mesh()
@@ -141,7 +140,7 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
     unwrapping.update(triangles=len(triangles), extracted_triangles=extracted)
     _stop_if_asked(reporter, world, "after unwrapping the surface")
     reporter.log("baking textures…", stage="baking")
-    textures = bake_textures(ctx, mesh, field.evaluate, settings.texture_res)
+    textures = bake_textures(ctx, mesh, field.evaluate, settings.size.texture_res)
     # pass 1's surface has no UVs, so no tangents: the field's normal channel was never used,
     # hence never trained; pass 2's normal map starts flat instead (docs/BENCHMARKS.md)
     textures["normal"] = FLAT_NORMAL.to(textures["normal"]).expand_as(textures["normal"]).clone()
@@ -150,7 +149,7 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
     baked = {name: Texture2D(textures[name], *ranges[name]) for name in ranges
              if name != "normal" or settings.trains_normal_map()}
     material = TextureMaterial(baked["kd"], baked["ks"], baked.get("normal"),
-                               mip_bias=settings.texture_mip_bias).to(device)
+                               mip_bias=material_settings.texture_mip_bias).to(device)
     return mesh, material, trainer, type(geometry.surface).__name__, unwrapping
 
 
@@ -213,34 +212,31 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     """
     reporter = distributed.main_only(world, reporter or Reporter())
     checkpoints = checkpoints if world.is_main else None
-    nvdiffrec = settings.schedule.kind == "nvdiffrec"  # warm-up in every mesh pass, one rate
     torch_device = resolve_device(device)
-    torch.manual_seed(settings.seed)
+    torch.manual_seed(settings.run.seed)
     ctx = raster.RasterContext(torch_device)
-    train = at_longest_side(inputs.train, settings.train_res).to(torch_device)
-    test = at_longest_side(inputs.test, settings.train_res) if inputs.test is not None else None
-    if settings.validation and test is None:
+    train_res, mode = settings.size.train_res, settings.run.mode
+    train = at_longest_side(inputs.train, train_res).to(torch_device)
+    test = at_longest_side(inputs.test, train_res) if inputs.test is not None else None
+    if settings.reporting.validation and test is None:
         raise UserError("validation needs held-out views (inputs.test)")
     light = make_light(settings, inputs.envmap, torch_device)
     clips_white = settings.clips_white(float(train.images[..., :3].max()))
     trainers: list[PassTrainer] = []
 
     surface_model, warnings = None, []
-    if settings.mode == "reconstruct":
+    if mode == "reconstruct":
         mesh, material, first, surface_model, unwrapping = _surface_pass(
             ctx, settings, train, light, reporter, checkpoints, world, clips_white)
         trainers.append(first)
-        trainable, learning_rate = True, settings.learning_rate[1]
-        warmup = settings.warmup_iterations
-        surface_rate = None if nvdiffrec else settings.surface_learning_rate[1]
     else:
         if inputs.base_mesh is None:
-            raise UserError(f"mode {settings.mode!r} needs a starting mesh (base_mesh)")
-        base = _decimated(inputs.base_mesh.to(torch_device), settings.target_triangles,
+            raise UserError(f"mode {mode!r} needs a starting mesh (base_mesh)")
+        base = _decimated(inputs.base_mesh.to(torch_device), settings.surface.target_triangles,
                           reporter)
         mesh, unwrapping = _unwrapped(ctx, base, settings, reporter, world)
         base_material = inputs.base_material
-        if (base_material is not None and settings.init_textures == "base_mesh"
+        if (base_material is not None and settings.material.init_textures == "base_mesh"
                 and unwrapping["method"] != "own UVs" and has_textures(base_material)):
             base_material = averaged(base_material)
             warnings.append("the base mesh's textures follow UVs it no longer has (now "
@@ -251,51 +247,42 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
             level = level_albedo_(ctx, mesh, material, light, train, settings)
             reporter.log("the base colour starts at the views' level, "
                          + " / ".join(f"{value:.3f}" for value in level.tolist()))
-        trainable, learning_rate = settings.mode == "refine", settings.learning_rate[1]
-        warmup = settings.warmup_iterations if nvdiffrec else 0
-        surface_rate = None
-    geometry = ExplicitGeometry(mesh, trainable, settings.laplace, settings.laplace_scale,
-                                settings.large_steps).to(torch_device)
-    path_traced = settings.renderer == "path-traced"
-    passes = 2 if settings.mode == "reconstruct" or path_traced else 1
-    learn_light = settings.light.mode != "fixed" and not settings.light.lock
-    given_start = (settings.mode != "reconstruct" and settings.init_textures == "base_mesh"
+    surface, path = settings.surface, settings.path_tracing
+    geometry = ExplicitGeometry(mesh, mode != "materials", surface.laplace,
+                                surface.laplace_scale, surface.large_steps).to(torch_device)
+    path_traced = path.renderer == "path-traced"
+    given_start = (mode != "reconstruct" and settings.material.init_textures == "base_mesh"
                    and inputs.base_material is not None)
-    mip_steps = min(settings.mip_iterations, settings.iterations)  # never longer than a pass
+    # never longer than a pass
+    mip_steps = min(settings.material.mip_iterations, settings.size.iterations)
     mip_cost = mip_steps * STEP_COST  # in rasterized iterations
-    second = Pass(name="pass2", index=1, iterations=settings.iterations,
-                  learning_rate=learning_rate, warmup=warmup, geometry=geometry,
-                  material=material, light=light, learn_light=learn_light,
-                  surface_learning_rate=surface_rate, number=passes - path_traced,
-                  passes=passes,
-                  later_iterations=mip_cost + (settings.path_iterations * PATH_TRACED_COST
-                                               if path_traced else 0.0),
-                  clips_white=clips_white,
-                  start_prior=settings.start_prior if given_start else 0.0)
-    trainers.append(_run_pass(ctx, second, train, settings, reporter, checkpoints, world))
+    path_cost = path.iterations * PATH_TRACED_COST if path_traced else 0.0
+    config = textured_pass(settings, clips_white=clips_white, given_start=given_start,
+                           later_iterations=mip_cost + path_cost)
+    second = Pass.of(config, geometry, material, light)
+    batch = settings.size.batch
+    trainers.append(_run_pass(ctx, second, train, batch, reporter, checkpoints, world))
     if path_traced:  # materials mode only (settings): the mesh stays as it is
         material.fold_occlusion_()  # light transport shades cavities from here on
-        refine = Pass(name=PATH_TRACED_PASS, index=2, iterations=settings.path_iterations,
-                      learning_rate=settings.path_learning_rate, warmup=0, geometry=geometry,
-                      material=material, light=light, learn_light=learn_light,
-                      number=passes, passes=passes, renderer="path-traced",
-                      later_iterations=mip_cost / PATH_TRACED_COST, clips_white=clips_white)
-        trainers.append(_run_pass(ctx, refine, _path_traced_views(train, settings.path_res),
-                                  settings, reporter, checkpoints, world))
+        config = path_traced_pass(settings, clips_white=clips_white,
+                                  later_iterations=mip_cost / PATH_TRACED_COST)
+        refine = Pass.of(config, geometry, material, light)
+        trainers.append(_run_pass(ctx, refine, _path_traced_views(train, path.res), batch,
+                                  reporter, checkpoints, world))
 
     with torch.no_grad():
         final_mesh = geometry.mesh()
     mips = None
-    if settings.mip_iterations:
+    if mip_steps:
         _stop_if_asked(reporter, world, "before fitting the mip levels")
         if world.is_main:  # what the asset exports; the other ranks wait at the next stop
             reporter.log("fitting the textures' mip levels…", stage="mips")
             mips = fit_mips(ctx, final_mesh, material, light, train.cameras, settings,
-                            reporter, iterations=mip_steps, passes=passes)
+                            reporter, iterations=mip_steps, passes=second.passes)
             material.mips = mips.levels
     metrics: dict = {"views": [], "psnr_mean": None, "ssim_mean": None}
     validation = None
-    if settings.validation:
+    if settings.reporting.validation:
         _stop_if_asked(reporter, world, "before validating")
         reporter.log("scoring the held-out views…", stage="validating")
         if world.is_main:
@@ -305,11 +292,11 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     _stop_if_asked(reporter, world, "before writing the outputs")
     if not world.is_main:
         return None
-    metrics.update({"mode": settings.mode, "preset": settings.preset,
+    metrics.update({"mode": mode, "preset": settings.run.preset,
                     "triangles": final_mesh.num_triangles,
-                    "target_triangles": settings.target_triangles,
+                    "target_triangles": settings.surface.target_triangles,
                     "device": str(torch_device), "engine": ctx.engine,
-                    "surface_model": surface_model, "iterations": settings.iterations,
+                    "surface_model": surface_model, "iterations": settings.size.iterations,
                     "unwrap": {k: v for k, v in unwrapping.items() if k != "warning"},
                     "warnings": [w for w in (unwrapping["warning"], *warnings) if w],
                     "time_s": {t.run.name: t.elapsed_s for t in trainers}

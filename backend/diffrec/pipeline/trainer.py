@@ -37,14 +37,15 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 
 from diffrec.errors import Cancelled, UserError
-from diffrec.pipeline.checkpoints import CheckpointStore, settings_fingerprint
+from diffrec.pipeline.checkpoints import CheckpointStore
 from diffrec.pipeline.distributed import SINGLE, World
 from diffrec.pipeline.optimizers import LogAdam, UniformAdam
+from diffrec.pipeline.pass_config import PassConfig
 from diffrec.pipeline.plateau import Plateau
 from diffrec.pipeline.reporter import Preview, Progress, Reporter
 from diffrec.pipeline.start_prior import StartPrior
@@ -64,9 +65,10 @@ SMOOTHNESS_RAMP_ITERATIONS = 500
 PATH_TRACED_LOSS = "logl2_linearized"  # unbiased under the renders' sampling noise
 
 
-def light_rotation(cameras, settings: Settings) -> torch.Tensor | None:
+def light_rotation(cameras, settings: Settings | PassConfig) -> torch.Tensor | None:
     """Per-view rotations ``[B, 3, 3]`` that turn the light with each camera (world to
-    camera, ``settings.camera_space_light``), else None (the light is fixed to the world)."""
+    camera, ``camera_space_light`` of the settings or of a pass's config), else None (the
+    light is fixed to the world)."""
     return cameras.world_to_camera()[:, :3, :3] if settings.camera_space_light else None
 
 
@@ -81,38 +83,24 @@ def partial_metal(metallic: torch.Tensor, covered: torch.Tensor) -> torch.Tensor
     return (mostly * (1.0 - mostly) * mask).sum() / mask.sum().clamp(min=1.0)
 
 
-@dataclass(kw_only=True)
-class Pass:
-    """What one pass optimises. ``geometry``: a ``geometry_models`` module; ``material``: a
-    ``render.material`` module; ``light``: an ``EnvironmentLight`` (trained if
-    ``learn_light``). ``surface_learning_rate``: the geometry's own rate (None: as the rest; the
-    setting of that name). Built with keywords only.
-    ``number`` of ``passes``: where this pass stands among the passes its job runs (1-based;
-    ``index`` is the pass's own, 0 for pass 1, 1 for pass 2 and 2 for the path-traced pass,
-    which seeds it). ``renderer``: "rasterized", or "path-traced" (a fixed mesh, textures read
-    at the mip level the views see, ``PATH_TRACED_LOSS``). ``later_iterations``: what the
-    passes still to come cost, in iterations of this one (None: ``passes - number`` passes as
-    long as this one), for the job's ETA. ``clips_white``: the colour loss takes the targets'
-    white pixels as clipped (``Settings.clips_white``, decided once from the training views).
-    ``start_prior``: the weight of ``pipeline.start_prior.StartPrior`` on the textures (0:
-    none)."""
+@dataclass(frozen=True, kw_only=True)
+class Pass(PassConfig):
+    """What one pass optimises: its config (``pipeline.pass_config``, the trainer's only
+    source of settings) and its modules. ``geometry``: a ``geometry_models`` module;
+    ``material``: a ``render.material`` module; ``light``: an ``EnvironmentLight`` (trained
+    if ``learn_light``). A path-traced pass (``renderer``) keeps its mesh fixed and reads the
+    textures at the mip level the views see, with ``PATH_TRACED_LOSS``."""
 
-    name: str
-    index: int
-    iterations: int
-    learning_rate: float
-    warmup: int
     geometry: torch.nn.Module
     material: torch.nn.Module
     light: torch.nn.Module
-    learn_light: bool
-    surface_learning_rate: float | None = None
-    number: int = 1
-    passes: int = 1
-    renderer: str = "rasterized"
-    later_iterations: float | None = None
-    clips_white: bool = False
-    start_prior: float = 0.0
+
+    @classmethod
+    def of(cls, config: PassConfig, geometry: torch.nn.Module, material: torch.nn.Module,
+           light: torch.nn.Module) -> Pass:
+        """The pass ``config`` describes, over these modules."""
+        values = {spec.name: getattr(config, spec.name) for spec in fields(PassConfig)}
+        return cls(**values, geometry=geometry, material=material, light=light)
 
 
 def learning_rate_factor(iteration: int, iterations: int, warmup: int,
@@ -155,16 +143,16 @@ class StopCost:
 
 class PassTrainer:
     """Runs a ``Pass`` on batches from ``sampler`` (a ``pipeline.sampler.ViewSampler``),
-    reporting to ``reporter``: a ``Progress`` every ``settings.log_every`` iterations and at
-    the end, a ``Preview`` every ``settings.preview_every`` (when set; with the current mesh
-    when the geometry moves); ``should_stop`` is polled every iteration. Checkpoints (see
+    reporting to ``reporter``: a ``Progress`` every ``log_every`` iterations and at the end,
+    a ``Preview`` every ``preview_every`` (when set; with the current mesh when the geometry
+    moves); ``should_stop`` is polled every iteration. Every knob comes from the pass's config
+    (``Pass``, a ``pipeline.pass_config.PassConfig``), none from the settings. Checkpoints (see
     ``state_dict``) go to ``checkpoints`` (a ``CheckpointStore``; None: none kept) every
-    ``checkpoint_every`` iterations, on a stop and at the end, tagged with the settings'
-    fingerprint; ``resume`` starts from one made with the same settings. ``history`` holds
-    each progress report's loss and PSNR; ``elapsed_s`` the seconds ``train`` took. A pass
-    whose training PSNR has stopped rising ends early (``pipeline.plateau``,
-    ``settings.plateau_window``; ``stopped_early`` says why,
-    else None).
+    ``checkpoint_every`` iterations, on a stop and at the end, tagged with the pass's
+    fingerprint (``PassConfig.fingerprint``); ``resume`` starts from one made with the same.
+    ``history`` holds each progress report's loss and PSNR; ``elapsed_s`` the seconds
+    ``train`` took. A pass whose training PSNR has stopped rising ends early
+    (``pipeline.plateau``, ``plateau_window``; ``stopped_early`` says why, else None).
 
     ``world``: this rank's ``pipeline.distributed.World`` (a single process by default), the
     sampler giving this rank's share of each batch; every rank must run the same trainer.
@@ -173,32 +161,32 @@ class PassTrainer:
     checkpoints).
     """
 
-    def __init__(self, ctx, run: Pass, sampler, settings: Settings, reporter: Reporter,
-                 world: World = SINGLE, *, checkpoints: CheckpointStore | None = None):
-        self.ctx, self.run, self.sampler, self.settings = ctx, run, sampler, settings
+    def __init__(self, ctx, run: Pass, sampler, reporter: Reporter, world: World = SINGLE, *,
+                 checkpoints: CheckpointStore | None = None):
+        self.ctx, self.run, self.sampler = ctx, run, sampler
         self.reporter, self.world, self.checkpoints = reporter, world, checkpoints
         self.iteration = 0
         self.history: list[dict] = []
         self.elapsed_s = 0.0
         self.save_s = 0.0  # seconds the latest checkpoint took to write
-        self._fingerprint = settings_fingerprint(settings)
+        self._fingerprint = run.fingerprint()
         self._last_views = None
-        self.plateau = Plateau(settings.plateau_window, settings.plateau_db)
+        self.plateau = Plateau(run.plateau_window, run.plateau_db)
         self.stopped_early: str | None = None  # why the plateau rule ended the pass, if it did;
         # a resumed pass stays stopped
-        self.generator = torch.Generator().manual_seed(settings.seed * 7919 + run.index)
-        self.optimizers = self._optimizers(run, settings)
+        self.generator = torch.Generator().manual_seed(run.seed * 7919 + run.index)
+        self.optimizers = self._optimizers(run)
         self.start_prior = StartPrior(run.material, run.start_prior) if run.start_prior else None
         self.tracer, self.texture_level = None, 0
         if run.renderer == "path-traced":
-            self.tracer, self.texture_level = self._path_tracing(run, sampler.views, settings)
+            self.tracer, self.texture_level = self._path_tracing(run, sampler.views)
         self.schedulers = [torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda it: learning_rate_factor(it, run.iterations, run.warmup,
-                                                       settings.schedule.kind))
+                                                       run.schedule))
             for optimizer in self.optimizers]
 
     @staticmethod
-    def _optimizers(run: Pass, settings: Settings) -> list[torch.optim.Optimizer]:
+    def _optimizers(run: Pass) -> list[torch.optim.Optimizer]:
         """Adam (0.9, 0.999) over what ``run`` trains; ``LogAdam`` over a learned light
         (``light_log_rate`` > 0) and, when the geometry asks for it (``uniform_adam``),
         ``UniformAdam`` over the geometry's parameters instead."""
@@ -210,9 +198,9 @@ class PassTrainer:
         optimizers = []
         if run.learn_light:
             run.light.base.requires_grad_(True)
-            run.light.base.register_hook(lambda grad: grad * settings.light_gradient_scale)
-            if settings.light_log_rate:
-                optimizers.append(LogAdam([run.light.base], lr=settings.light_log_rate))
+            run.light.base.register_hook(lambda grad: grad * run.light_gradient_scale)
+            if run.light_log_rate:
+                optimizers.append(LogAdam([run.light.base], lr=run.light_log_rate))
             else:
                 param_groups.append({"params": [run.light.base], "lr": run.learning_rate})
         else:
@@ -228,7 +216,7 @@ class PassTrainer:
             raise ValueError(f"pass {run.name!r} has nothing to optimise")
         return optimizers
 
-    def _path_tracing(self, run: Pass, views, settings: Settings) -> tuple[PathTracer, int]:
+    def _path_tracing(self, run: Pass, views) -> tuple[PathTracer, int]:
         """The pass's path tracer and the mip level its textures are read at: the level the
         training views read (``seen_texture_level``, rounded, at least 0)."""
         mesh = run.geometry.mesh()
@@ -236,22 +224,21 @@ class PassTrainer:
             raise ValueError(f"pass {run.name!r} path-traces a fixed mesh only")
         texture_res = run.material.texture_data()[0].shape[0]
         level = seen_texture_level(self.ctx, mesh, views.cameras, texture_res)
-        return PathTracer(mesh, self.ctx.device, settings.path_max_depth), nearest_level(level)
+        return PathTracer(mesh, self.ctx.device, run.path_max_depth), nearest_level(level)
 
     def _render(self, mesh, cameras, background) -> RenderOutput:
         """The training batch: path-traced (``run.renderer``; Mitsuba's seeds drawn from the
         pass's generator, apart per rank), else rasterized with the ``ks`` buffer."""
-        run, settings = self.run, self.settings
+        run = self.run
         if self.tracer is not None:
             seed = int(torch.randint(1 << 30, (), generator=self.generator))
             return self.tracer.render(run.material, run.light, cameras,
-                                      spp=settings.path_samples, background=background,
+                                      spp=run.path_samples, background=background,
                                       seed=seed + self.world.rank * len(cameras),
                                       texture_level=self.texture_level)
-        return render_mesh(self.ctx, mesh, run.material, cameras, run.light, spp=settings.spp,
-                           layers=settings.layers, background=background, buffers=("ks",),
-                           light_rotation=light_rotation(cameras, settings),
-                           layered=settings.layered_bsdf())
+        return render_mesh(self.ctx, mesh, run.material, cameras, run.light, spp=run.spp,
+                           layers=run.layers, background=background, buffers=("ks",),
+                           light_rotation=light_rotation(cameras, run), layered=run.layered_bsdf)
 
     def parameters(self) -> list[torch.Tensor]:
         """Every tensor the pass trains, in the optimisers' order."""
@@ -288,10 +275,10 @@ class PassTrainer:
     def step(self) -> dict:
         """One iteration; returns its losses and the batch PSNR as 0-d tensors on the device
         (see ``_checked``)."""
-        run, settings, device = self.run, self.settings, self.ctx.device
+        run, device = self.run, self.ctx.device
         cameras, targets = next(self.sampler)
         cameras, targets = cameras.to(device), targets.to(device)
-        kind = "noise" if settings.schedule.kind == "nvdiffrec" else settings.background
+        kind = "noise" if run.schedule == "nvdiffrec" else run.background
         background = background_for(kind, targets, self.generator,
                                     (self.sampler.rows, self.sampler.batch_size))
         target_alpha = targets[..., 3:4]
@@ -302,7 +289,7 @@ class PassTrainer:
         out = self._render(mesh, cameras, background)
         progress = self.iteration / max(run.iterations - 1, 1)
         covered = target_alpha > 0
-        loss = settings.loss if self.tracer is None else PATH_TRACED_LOSS
+        loss = run.loss if self.tracer is None else PATH_TRACED_LOSS
         render = (clipped_like(out.color, target, targets[..., :3]) if self.run.clips_white
                   else out.color)
         # this rank's share of the batch's covered pixels: its means over them, so weighted,
@@ -313,16 +300,16 @@ class PassTrainer:
         geometry = run.geometry.regularizer(progress)
         ramp = min(1.0, self.iteration / SMOOTHNESS_RAMP_ITERATIONS)
         kd_roughness, ks_roughness = run.material.smoothness(mesh, self.generator, ctx=self.ctx)
-        smoothness = ramp * (settings.albedo_smoothness * kd_roughness
-                             + settings.ks_smoothness * ks_roughness)
+        smoothness = ramp * (run.albedo_smoothness * kd_roughness
+                             + run.ks_smoothness * ks_roughness)
         # the occlusion regulariser (a path-traced run holds occlusion at 0: no buffer)
-        visibility = (settings.visibility * out.buffers["ks"][..., 0].mean()
+        visibility = (run.visibility * out.buffers["ks"][..., 0].mean()
                       if "ks" in out.buffers else 0.0)
         # ramped in over the pass: metallic first goes where the views take it
-        metal = (progress * settings.mostly_metal * share
+        metal = (progress * run.mostly_metal * share
                  * partial_metal(out.buffers["ks"][..., 2], covered)
-                 if settings.mostly_metal and "ks" in out.buffers else 0.0)
-        white = settings.white_balance * run.light.white_balance_loss() if run.learn_light else 0.0
+                 if run.mostly_metal and "ks" in out.buffers else 0.0)
+        white = run.white_balance * run.light.white_balance_loss() if run.learn_light else 0.0
         anchor = self.start_prior() if self.start_prior is not None else 0.0
         total = color + alpha + geometry + smoothness + visibility + metal + white + anchor
 
@@ -332,9 +319,9 @@ class PassTrainer:
         stats = torch.stack([total.detach(), color.detach(), alpha.detach(),
                              psnr(out.color.detach(), target).mean()])
         stats = self.world.average_gradients(self.parameters(), stats)  # the whole batch's
-        if settings.ks_gradient_blur and isinstance(run.material, TextureMaterial):
+        if run.ks_gradient_blur and isinstance(run.material, TextureMaterial):
             ks = run.material.ks
-            ks.blur_gradient_(settings.ks_gradient_blur * max(ks.resolution))
+            ks.blur_gradient_(run.ks_gradient_blur * max(ks.resolution))
         for optimizer, scheduler in zip(self.optimizers, self.schedulers, strict=True):
             optimizer.step()
             scheduler.step()
@@ -357,8 +344,8 @@ class PassTrainer:
         return {"losses": losses, "psnr": float(stats["psnr"])}
 
     def resume(self) -> None:
-        """Continue from this pass's checkpoint, when one was made with the
-        same settings (else start afresh, with a warning); every rank resumes from rank 0's."""
+        """Continue from this pass's checkpoint, when one was made with the same
+        fingerprint (else start afresh, with a warning); every rank resumes from rank 0's."""
         state = self.world.from_main(self._own_checkpoint)
         if state is None:
             return
@@ -367,7 +354,7 @@ class PassTrainer:
                           resumed_from=self.iteration)
 
     def _own_checkpoint(self) -> dict | None:
-        """This pass's checkpoint if it was made with these settings."""
+        """This pass's checkpoint if it was made with this fingerprint."""
         state = None if self.checkpoints is None else self.checkpoints.load(self.run.name)
         if state is not None and state.get("settings") != self._fingerprint:
             log.warning("ignoring the checkpoint of %s: it was made with other settings",
@@ -395,7 +382,7 @@ class PassTrainer:
     def train(self) -> None:
         """Run the remaining iterations, reporting progress and checkpointing."""
         started, first = time.monotonic(), self.iteration
-        settings, reporter = self.settings, self.reporter
+        run, reporter = self.run, self.reporter
         if self.checkpoints is not None and self.iteration == 0:
             self.save()  # a stop in the first iteration loses nothing; the write is timed
         stop_cost = StopCost(reporter)
@@ -406,17 +393,17 @@ class PassTrainer:
             stats = self.step()
             self.plateau.add(stats["psnr"])
             self.iteration += 1
-            if self.iteration % settings.log_every == 0 or self.iteration == self.run.iterations:
+            if self.iteration % run.log_every == 0 or self.iteration == run.iterations:
                 stats = self._checked(stats)
                 elapsed = time.monotonic() - started  # now that the device has caught up
                 self._report(stats, elapsed, elapsed / (self.iteration - first))
-            if (settings.preview_every and self.iteration % settings.preview_every == 0
+            if (run.preview_every and self.iteration % run.preview_every == 0
                     and self.world.is_main):
                 reporter.preview(self._preview())
-            if (settings.checkpoint_every and self.iteration % settings.checkpoint_every == 0
+            if (run.checkpoint_every and self.iteration % run.checkpoint_every == 0
                     and self.iteration < self.run.iterations):
                 self.save()
-            if (self.iteration % settings.log_every == 0 and self.iteration < self.run.iterations
+            if (self.iteration % run.log_every == 0 and self.iteration < self.run.iterations
                     and self.plateau.flat()):
                 self.stopped_early = self.plateau.why()
                 reporter.log(f"{self.run.name} stopped at iteration {self.iteration} of "
@@ -430,7 +417,8 @@ class PassTrainer:
         ETA adds the passes still to come (``Pass.later_iterations``) at this pass's speed.
         Passes the stopping rule may end are counted to their expected end
         (``expected_iterations``), not to ``iterations``."""
-        run, window = self.run, self.settings.plateau_window
+        run = self.run
+        window = run.plateau_window
         self.history.append({"pass": run.name, "iteration": self.iteration,
                              "loss": stats["losses"]["total"], "psnr": stats["psnr"]})
         expected = expected_iterations(run.iterations, window, self.iteration)
@@ -445,7 +433,7 @@ class PassTrainer:
 
     def _preview(self) -> Preview:
         render, target, mesh, camera = self._last_views
-        panels = self._panels(mesh, camera, render.shape[:2]) if self.settings.display else {}
+        panels = self._panels(mesh, camera, render.shape[:2]) if self.run.display else {}
         moving = any(p.requires_grad for p in self.run.geometry.parameters())
         event = events.Preview(self.run.name, self.iteration, self.run.number, self.run.passes)
         return Preview(event, render.cpu(), target.cpu(), panels,
@@ -454,17 +442,16 @@ class PassTrainer:
 
     @torch.no_grad()
     def _panels(self, mesh, camera, size) -> dict[str, torch.Tensor]:
-        """``settings.display``'s panels for the preview's view, ``[H, W, 3]`` ready to show
+        """``display``'s panels for the preview's view, ``[H, W, 3]`` ready to show
         (colour sRGB-encoded, data as it is): "latlong" the light as an equirect image at the
         preview's height; "kd", "ks", "normal", "shading-only" the renderer's display modes."""
         panels = {}
-        for name in self.settings.display:
+        for name in self.run.display:
             if name == "latlong":
                 image = display(self.run.light.to_equirect(size[0], 2 * size[0]))
             else:
                 out = render_mesh(self.ctx, mesh, self.run.material, camera, self.run.light,
-                                  mode=name, light_rotation=light_rotation(camera,
-                                                                           self.settings))
+                                  mode=name, light_rotation=light_rotation(camera, self.run))
                 image = out.color[0] if name in ("ks", "normal") else display(out.color)[0]
             panels[name] = image.cpu()
         return panels

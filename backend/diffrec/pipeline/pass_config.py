@@ -1,0 +1,195 @@
+"""What one pass trains with, built once from the settings and the mode: ``PassConfig``.
+
+``pipeline.trainer.PassTrainer`` reads its pass's config and nothing else of the settings.
+The per-pass values are decided here, once: reconstruct's surface pass takes the first of
+each pair (``learning_rate``, ``surface_learning_rate``), the textured pass after it (and the
+one pass of materials and refine) the second, the path-traced pass its own ``path_*`` values.
+
+A pass's checkpoint is fingerprinted (``PassConfig.fingerprint``) with what the pass depends
+on: its config, less what only reports, and ``start_settings``, the settings that shaped what
+it starts from. A setting that only a later pass or a later stage reads (``path_samples``,
+``unwrap_timeout_s``, pass 2's learning rate) leaves the checkpoints of the passes before it
+usable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+
+from diffrec.protocol.settings import BOOKKEEPING, FIELDS, PATH_TRACED_PASS, Settings
+
+PATH_TRACING = tuple(name for name, spec in FIELDS.items()
+                     if spec.metadata["section"] == "path_tracing")
+AFTER_THE_MESH_PASSES = ("mip_iterations", *BOOKKEEPING)
+"""Settings no training pass depends on: the mip fit's length (it runs after the last pass)
+and what only reports or spreads a run."""
+AFTER_THE_SURFACE_PASS = (
+    *AFTER_THE_MESH_PASSES, *PATH_TRACING, "unwrap_timeout_s", "max_triangles",
+    "target_triangles", "texture_res", "texture_mip_bias", "normal_map", "init_textures",
+    "start_prior", "large_steps", "laplace", "laplace_scale",
+    # the pairs: the surface pass's own values are in its config
+    "learning_rate", "surface_learning_rate", "warmup_iterations")
+"""Settings reconstruct's surface pass does not depend on: what simplifies, unwraps and bakes
+its result, what only the passes after it read, and the pairs, whose first values its config
+holds."""
+REPORTING_ONLY = ("number", "passes", "later_iterations", "log_every", "preview_every",
+                  "checkpoint_every", "display")
+"""``PassConfig`` fields that change what a pass reports, not what it learns."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PassConfig:
+    """Everything a pass trains with but its modules (``pipeline.trainer.Pass`` adds those).
+
+    ``name``, ``index``: the pass's own (``index`` 0 for pass 1, 1 for pass 2, 2 for the
+    path-traced pass; it seeds the pass). ``number`` of ``passes``: where it stands among the
+    passes its job runs (1-based). ``iterations``, ``learning_rate``, ``warmup`` (iterations),
+    ``surface_learning_rate`` (the geometry's own rate; None: as the rest) and ``schedule``
+    ("diffrec" or "nvdiffrec", ``trainer.learning_rate_factor``). ``learn_light``: the light is
+    trained, with its gradient scaled by ``light_gradient_scale`` and stepped in log radiance at
+    ``light_log_rate`` (0: with the rest); ``camera_space_light``: the light turns with each
+    camera. ``renderer``: "rasterized" (``loss``, ``layers``, ``spp``, ``layered_bsdf``) or
+    "path-traced" (``path_samples``, ``path_max_depth``). ``background``: what the training
+    targets are composited over. ``clips_white``: the colour loss takes the targets' white
+    pixels as clipped (``Settings.clips_white``, decided once from the training views). The
+    regularisers' weights: ``albedo_smoothness``, ``ks_smoothness``, ``visibility``,
+    ``mostly_metal``, ``white_balance``, ``start_prior`` (``pipeline.start_prior``; 0: none);
+    ``ks_gradient_blur`` blurs the ks texture's steps. ``plateau_window``, ``plateau_db``: the
+    stopping rule. ``later_iterations``: what the passes still to come cost, in iterations of
+    this one (None: ``passes - number`` passes as long as this one), for the job's ETA.
+    ``log_every``, ``preview_every``, ``checkpoint_every``, ``display``: its reports.
+    ``start_settings``: the settings (JSON) that what the pass starts from depends on."""
+
+    name: str
+    index: int
+    iterations: int
+    learning_rate: float
+    warmup: int
+    learn_light: bool
+    surface_learning_rate: float | None = None
+    number: int = 1
+    passes: int = 1
+    renderer: str = "rasterized"
+    later_iterations: float | None = None
+    clips_white: bool = False
+    start_prior: float = 0.0
+    seed: int
+    schedule: str
+    plateau_window: int
+    plateau_db: float
+    light_gradient_scale: float
+    light_log_rate: float
+    camera_space_light: bool
+    loss: str
+    background: str
+    layers: int
+    spp: int
+    layered_bsdf: bool
+    path_samples: int = 0
+    path_max_depth: int = 0
+    albedo_smoothness: float
+    ks_smoothness: float
+    ks_gradient_blur: float
+    mostly_metal: float
+    visibility: float
+    white_balance: float
+    log_every: int
+    preview_every: int
+    checkpoint_every: int
+    display: tuple[str, ...]
+    start_settings: str
+
+    def fingerprint(self) -> str:
+        """What a checkpoint of this pass is tagged with: another value, another run."""
+        return json.dumps({name: value for name, value in _fields(self).items()
+                           if name not in REPORTING_ONLY}, sort_keys=True, default=str)
+
+
+def _fields(config: PassConfig) -> dict:
+    return {spec.name: getattr(config, spec.name) for spec in dataclasses.fields(PassConfig)}
+
+
+def start_settings(settings: Settings, leaving_out: tuple[str, ...] = AFTER_THE_MESH_PASSES
+                   ) -> str:
+    """``settings`` as JSON, less ``leaving_out``: what a pass's start depends on."""
+    return json.dumps({name: value for name, value in settings.to_dict().items()
+                       if name not in leaving_out}, sort_keys=True, default=str)
+
+
+def pass_config(settings: Settings, **own) -> PassConfig:
+    """A pass's config: ``own`` (its name, index, iterations, rates, ...) over what every pass
+    takes from ``settings`` alike; ``start_settings`` every setting a training pass may
+    depend on, unless ``own`` says less."""
+    schedule, light, rendering = settings.schedule, settings.light, settings.rendering
+    material, reporting = settings.material, settings.reporting
+    alike = dict(
+        seed=settings.run.seed, schedule=schedule.kind, plateau_window=schedule.plateau_window,
+        plateau_db=schedule.plateau_db, light_gradient_scale=light.gradient_scale,
+        light_log_rate=light.log_rate, camera_space_light=light.camera_space,
+        visibility=light.visibility, white_balance=light.white_balance, loss=rendering.loss,
+        background=rendering.background, layers=rendering.layers, spp=rendering.spp,
+        layered_bsdf=settings.layered_bsdf(), albedo_smoothness=material.albedo_smoothness,
+        ks_smoothness=material.ks_smoothness, ks_gradient_blur=material.ks_gradient_blur,
+        mostly_metal=material.mostly_metal, log_every=reporting.log_every,
+        preview_every=reporting.preview_every, checkpoint_every=reporting.checkpoint_every,
+        display=reporting.display, start_settings=start_settings(settings))
+    return PassConfig(**{**alike, **own})
+
+
+def surface_pass(settings: Settings, *, hull_start: bool, clips_white: bool) -> PassConfig:
+    """Reconstruct's pass 1 ("pass1"): the surface and the neural material at the pairs'
+    first values, the surface at its own rate from a visual-hull start (``hull_start``), the
+    light learned unless fixed."""
+    schedule = settings.schedule
+    return pass_config(
+        settings, name="pass1", index=0, iterations=settings.size.iterations,
+        learning_rate=schedule.learning_rate[0], warmup=0,
+        learn_light=settings.light.mode != "fixed",
+        surface_learning_rate=schedule.surface_learning_rate[0] if hull_start else None,
+        number=1, passes=2, clips_white=clips_white,
+        start_settings=start_settings(settings, AFTER_THE_SURFACE_PASS))
+
+
+def textured_pass(settings: Settings, *, clips_white: bool, given_start: bool,
+                  later_iterations: float) -> PassConfig:
+    """"pass2": reconstruct's second pass, or the one rasterized pass of materials and
+    refine, at the pairs' second values; it warms up after reconstruct's pass 1 (and, with
+    ``schedule`` "nvdiffrec", in every mode), the surface at its own rate in reconstruct
+    (unless "nvdiffrec"); the light learned unless fixed or locked after pass 1; textures
+    held to a given start (``given_start``) by ``start_prior``."""
+    schedule, mode = settings.schedule, settings.run.mode
+    nvdiffrec, reconstruct = schedule.kind == "nvdiffrec", mode == "reconstruct"
+    path_traced = settings.path_tracing.renderer == "path-traced"
+    passes = 2 if reconstruct or path_traced else 1
+    return pass_config(
+        settings, name="pass2", index=1, iterations=settings.size.iterations,
+        learning_rate=schedule.learning_rate[1],
+        warmup=schedule.warmup_iterations if reconstruct or nvdiffrec else 0,
+        learn_light=_learns_light_after_pass_1(settings),
+        surface_learning_rate=(schedule.surface_learning_rate[1]
+                               if reconstruct and not nvdiffrec else None),
+        number=passes - path_traced, passes=passes, later_iterations=later_iterations,
+        clips_white=clips_white,
+        start_prior=settings.material.start_prior if given_start else 0.0,
+        start_settings=start_settings(settings, (*AFTER_THE_MESH_PASSES, *PATH_TRACING)))
+
+
+def path_traced_pass(settings: Settings, *, clips_white: bool,
+                     later_iterations: float) -> PassConfig:
+    """The path-traced pass after materials' rasterized one (``renderer`` "path-traced"):
+    ``path_iterations`` at ``path_learning_rate``, no warm-up, the light as pass 2 has it."""
+    path = settings.path_tracing
+    return pass_config(
+        settings, name=PATH_TRACED_PASS, index=2, iterations=path.iterations,
+        learning_rate=path.learning_rate, warmup=0,
+        learn_light=_learns_light_after_pass_1(settings), number=2, passes=2,
+        renderer="path-traced", later_iterations=later_iterations, clips_white=clips_white,
+        path_samples=path.samples, path_max_depth=path.max_depth)
+
+
+def _learns_light_after_pass_1(settings: Settings) -> bool:
+    """Whether the passes after reconstruct's first learn the light: unless it is fixed, or
+    locked after pass 1 (``lock_light``)."""
+    return settings.light.mode != "fixed" and not settings.light.lock

@@ -1,0 +1,99 @@
+"""Each pass's config, built once from the settings and the mode (``pipeline.pass_config``),
+and checkpoints fingerprinted with what their pass depends on (issue 53): a knob only a later
+pass or stage reads keeps pass 1's checkpoint, a knob pass 1 trains with discards it."""
+
+from __future__ import annotations
+
+import torch
+
+from diffrec.pipeline.checkpoints import CheckpointStore
+from diffrec.pipeline.pass_config import (
+    path_traced_pass,
+    surface_pass,
+    textured_pass,
+)
+from diffrec.pipeline.reporter import Reporter
+from diffrec.pipeline.trainer import Pass, PassTrainer
+from diffrec.protocol.settings import parse_settings
+
+RECONSTRUCT = {"mode": "reconstruct", "preset": "preview", "learning_rate": [0.03, 0.01],
+               "surface_learning_rate": [0.002, 0.001]}
+
+
+def pass_1(**changes) -> Pass:
+    """Reconstruct's pass 1 under the settings ``RECONSTRUCT`` with ``changes``, over
+    stand-in modules (a checkpoint holds their state, the test looks at the iteration)."""
+    geometry = torch.nn.Linear(2, 2)
+    geometry.uniform_adam = False
+    light = torch.nn.Module()
+    light.base = torch.nn.Parameter(torch.zeros(3))
+    config = surface_pass(parse_settings({**RECONSTRUCT, **changes}), hull_start=True,
+                          clips_white=False)
+    return Pass.of(config, geometry, torch.nn.Linear(2, 2), light)
+
+
+class Sampler:
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, state):
+        pass
+
+
+def resumed_at(directory, run: Pass) -> int:
+    """The iteration a trainer of ``run`` resumes at from the checkpoints in ``directory``."""
+    trainer = PassTrainer(None, run, Sampler(), Reporter(),
+                          checkpoints=CheckpointStore(directory))
+    trainer.resume()
+    return trainer.iteration
+
+
+def test_pass_1_resumes_after_a_later_knob_changes_and_starts_afresh_after_its_own(tmp_path):
+    trainer = PassTrainer(None, pass_1(), Sampler(), Reporter(),
+                          checkpoints=CheckpointStore(tmp_path))
+    trainer.iteration = 40
+    trainer.save()
+    assert resumed_at(tmp_path, pass_1()) == 40
+    later = {"path_samples": 32, "path_iterations": 7, "unwrap_timeout_s": 5,
+             "max_triangles": 900, "texture_res": 64, "learning_rate": [0.03, 0.002],
+             "surface_learning_rate": [0.002, 0.01], "warmup_iterations": 3,
+             "mip_iterations": 0, "laplace_scale": 5.0, "log_every": 3, "ranks": 2}
+    for name, value in later.items():
+        assert resumed_at(tmp_path, pass_1(**{name: value})) == 40, name
+    own = {"learning_rate": [0.02, 0.01], "surface_learning_rate": [0.004, 0.001],
+           "dmtet_grid": 32, "seed": 3, "train_res": 96, "light_log_rate": 0.1,
+           "sdf_regularizer": 0.5, "albedo_smoothness": 0.0, "loss": "mse"}
+    for name, value in own.items():
+        assert resumed_at(tmp_path, pass_1(**{name: value})) == 0, name
+
+
+def test_the_pairs_go_to_their_passes():
+    settings = parse_settings(RECONSTRUCT)
+    first = surface_pass(settings, hull_start=True, clips_white=False)
+    second = textured_pass(settings, clips_white=False, given_start=False, later_iterations=0)
+    assert (first.name, first.learning_rate, first.surface_learning_rate, first.warmup) == (
+        "pass1", 0.03, 0.002, 0)
+    assert (second.name, second.learning_rate, second.surface_learning_rate, second.warmup) \
+        == ("pass2", 0.01, 0.001, settings.schedule.warmup_iterations)
+    assert surface_pass(settings, hull_start=False, clips_white=False).surface_learning_rate \
+        is None  # a sphere start moves at the pass's rate
+    one = textured_pass(parse_settings({"mode": "materials", "learning_rate": [0.5, 0.02]}),
+                        clips_white=False, given_start=False, later_iterations=0)
+    assert (one.learning_rate, one.warmup, one.number, one.passes) == (0.02, 0, 1, 1), \
+        "a single-pass mode runs the second of each pair, without a warm-up"
+
+
+def test_the_path_traced_pass_alone_depends_on_the_path_tracing_knobs():
+    def fingerprints(**changes):
+        settings = parse_settings({"mode": "materials", "renderer": "path-traced", **changes})
+        rasterized = textured_pass(settings, clips_white=False, given_start=False,
+                                   later_iterations=0)
+        traced = path_traced_pass(settings, clips_white=False, later_iterations=0)
+        return rasterized.fingerprint(), traced.fingerprint(), traced
+
+    rasterized, traced, config = fingerprints()
+    assert (config.path_samples, config.path_max_depth, config.renderer) == (8, 3, "path-traced")
+    for name, value in {"path_samples": 2, "path_max_depth": 5, "path_res": 16,
+                        "path_learning_rate": 0.5}.items():
+        again, changed, _ = fingerprints(**{name: value})
+        assert again == rasterized and changed != traced, name
