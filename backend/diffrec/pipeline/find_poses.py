@@ -61,7 +61,8 @@ def find_poses(folder: str | Path, *, max_image_size: int = 1600, max_features: 
     folder = Path(folder)
     photos = _photos(folder)
     pycolmap = _pycolmap()
-    pycolmap.logging.minloglevel = 2  # COLMAP's own per-step chatter off; errors stay
+    # COLMAP's own log (every photo, every bundle adjustment) only with diffrec -v
+    pycolmap.logging.minloglevel = 0 if log.isEnabledFor(logging.DEBUG) else 2
     with tempfile.TemporaryDirectory(prefix="diffrec-poses-") as scratch:
         database = Path(scratch) / "database.db"
         _extract(pycolmap, database, folder / "images", photos, max_image_size, max_features)
