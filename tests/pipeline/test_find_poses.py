@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import textured_room
 
 from diffrec import cli
 from diffrec.errors import UserError
 from diffrec.io import write_image
 from diffrec.protocol.captures import CaptureError
+from diffrec_bench import textured_room
 
 pytest.importorskip("pycolmap")
 

@@ -3,9 +3,10 @@ value noise standing in a room whose walls, floor and ceiling carry other noise,
 ring of cameras around the box. Everything is textured, so SIFT finds features everywhere and
 COLMAP can register every view; the true cameras are kept for scoring the recovered ones.
 
-Run as a script, it times the pose finder on such photos and scores it (docs/BENCHMARKS.md)::
+Shared by ``tests/pipeline/test_find_poses.py`` and, run as a module, the pose finder's
+benchmark, which times it on such photos and scores it (docs/BENCHMARKS.md)::
 
-    .venv/bin/python tests/pipeline/textured_room.py VIEWS SIZE FEATURES SCRATCH_FOLDER
+    .venv/bin/python -m diffrec_bench.textured_room VIEWS SIZE FEATURES SCRATCH_FOLDER
 """
 
 from __future__ import annotations
