@@ -7,7 +7,7 @@ import pytest
 
 from diffrec_bench.demo import out_folder
 
-pytestmark = pytest.mark.blender  # demo.py imports bpy
+pytestmark = pytest.mark.blender  # the demo's command imports bpy
 
 
 class SceneBuilt(Exception):
@@ -16,7 +16,7 @@ class SceneBuilt(Exception):
 
 @pytest.fixture
 def demo(monkeypatch):
-    import demo
+    from diffrec_bench.demo import command as demo
 
     def stop(args):
         raise SceneBuilt
