@@ -5,10 +5,12 @@ Prints two markdown tables and the growth of cost with pixels and with triangles
 1. Spot (5,856 triangles, its 1024^2 albedo; ../shared/assets/spot, or a UV sphere of similar
    size with a generated texture when that folder is absent) at 128^2, 256^2, 512^2, batch 1
    and 4;
-2. a sweep over triangle count (UV spheres, 1k to 1M triangles) at 256^2, batch 1.
+2. a sweep over triangle count (UV spheres, 1k to 1M triangles) at 256^2 (``--sweep-resolution``),
+   batch 1.
 
     scripts/bench_raster.py [--device cpu|cuda] [--engine torch|nvdiffrast] [--repeat 5]
         [--resolutions 128 256 512] [--batches 1 4] [--max-triangles 1000000]
+        [--sweep-resolution 256]
 """
 
 from __future__ import annotations
@@ -104,6 +106,8 @@ def main() -> None:
                         help="image sides of the first table")
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 4],
                         help="batch sizes of the first table")
+    parser.add_argument("--sweep-resolution", type=int, default=256,
+                        help="image side of the triangle sweep")
     args = parser.parse_args()
 
     ctx = raster.RasterContext(args.device, impl=args.engine)
@@ -132,11 +136,13 @@ def main() -> None:
             break
         rings = max(4, round(math.sqrt(target / 4)))
         sphere = uv_sphere(segments=2 * rings, rings=rings)
-        fwd, full = time_step(ctx, sphere, kd, 1, 256, max(1, args.repeat // 2))
+        fwd, full = time_step(ctx, sphere, kd, 1, args.sweep_resolution,
+                              max(1, args.repeat // 2))
         print(f"| {sphere.num_triangles:,} | {fwd * 1e3:.1f} | {full * 1e3:.1f} |")
         counts.append(sphere.num_triangles)
         sweep.append(full)
-    print(f"\ncost grows as triangles^{slope(counts, sweep):.2f} at 256² (forward+backward)")
+    print(f"\ncost grows as triangles^{slope(counts, sweep):.2f} at {args.sweep_resolution}² "
+          "(forward+backward)")
 
 
 if __name__ == "__main__":

@@ -34,11 +34,13 @@ def table_rows(text: str) -> list[list[str]]:
 def test_bench_raster_times_each_size_asked(tmp_path):
     out = run_script("bench_raster.py", "--device", "cpu", "--engine", "torch", "--repeat", 1,
                      "--resolutions", 16, 32, "--batches", 1, "--max-triangles", 4000,
-                     cwd=tmp_path)
+                     "--sweep-resolution", 32, cwd=tmp_path)
     rows = table_rows(out)
     assert [row[:2] for row in rows[:2]] == [["16²", "1"], ["32²", "1"]]
     assert all(float(cell.replace(",", "")) > 0 for row in rows for cell in row[-2:])
     assert re.search(r"cost grows as pixels\^-?\d+\.\d+", out)
+    assert [row[0] for row in rows[2:]] == ["960", "3,968"]  # the sweep's spheres, to 4000
+    assert re.search(r"triangles\^-?\d+\.\d+ at 32²", out)
 
 
 def test_bench_light_times_a_small_light(tmp_path):
