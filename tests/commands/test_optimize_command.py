@@ -90,3 +90,26 @@ def test_a_base_mesh_started_from_keeps_its_normal_map_in_materials_mode(tmp_pat
     normal = read_gltf(out / "mesh.glb").materials[0].normal
     assert normal is not None
     assert torch.allclose(normal.mean((0, 1)), tilted[0, 0], atol=0.05), normal.mean((0, 1))
+
+
+def test_the_terminal_line_shows_every_pass_and_its_loss(tmp_path):
+    """The mip fit's progress once crashed the command's progress line (it read
+    ``losses["total"]``, which the fit did not send); a pass without losses gets no loss."""
+    import io
+
+    from diffrec.commands.optimize import TerminalReporter
+    from diffrec.pipeline.mip_fit import MIP_PASS
+    from diffrec.protocol.events import Progress
+
+    stream = io.StringIO()
+    reporter = TerminalReporter(str(tmp_path), stream=stream)
+    reporter.progress(Progress(pass_name="pass2", iteration=5, iterations=10,
+                               losses={"total": 0.25, "color": 0.2}, psnr=21.0))
+    reporter.progress(Progress(pass_name=MIP_PASS, iteration=2, iterations=4,
+                               losses={"total": 0.125}, pass_number=2, passes=2))
+    reporter.progress(Progress(pass_name="fit", iteration=1, iterations=4))
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 3
+    assert lines[0].startswith("[" + "#" * 12 + ".") and lines[0].endswith("loss 0.2500")
+    assert "Mip levels" in lines[1] and lines[1].endswith("loss 0.1250")
+    assert "loss" not in lines[2]

@@ -101,8 +101,9 @@ class TerminalReporter(Reporter):
         if self.stream is None:
             return
         filled = int(self.BAR_WIDTH * progress.fraction)
-        line = (f"[{'#' * filled}{'.' * (self.BAR_WIDTH - filled)}] "
-                f"{events.describe(progress)} · loss {progress.losses['total']:.4f}")
+        line = f"[{'#' * filled}{'.' * (self.BAR_WIDTH - filled)}] {events.describe(progress)}"
+        if "total" in progress.losses:
+            line += f" · loss {progress.losses['total']:.4f}"
         if self.stream.isatty():
             last = progress.iteration == progress.iterations
             self.stream.write("\r\x1b[K" + line + ("\n" if last else ""))

@@ -318,7 +318,7 @@ def _fit(ctx, mesh, material: TextureMaterial, light, cameras: Cameras, settings
             elapsed = time.monotonic() - started
             left = (iterations - step - 1) * elapsed / (step + 1)
             reporter.progress(Progress(pass_name=MIP_PASS, iteration=step + 1,
-                                       iterations=iterations, losses={"mips": loss.item()},
+                                       iterations=iterations, losses={"total": loss.item()},
                                        elapsed_s=elapsed, eta_s=left, job_eta_s=left,
                                        pass_number=passes, passes=passes))
     candidates["fitted"] = {name: [level.detach() for level in chain]
