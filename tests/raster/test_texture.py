@@ -11,6 +11,7 @@ from torch.autograd import gradcheck
 
 from diffrec import raster
 from diffrec.raster import _torch
+from diffrec_bench.gpu_fd_verdict import texture_inputs
 
 FILTERS = ("nearest", "linear", "linear-mipmap-nearest", "linear-mipmap-linear")
 
@@ -525,18 +526,7 @@ def test_matches_nvdiffrast(mode, boundary, request):
     if (mode, boundary) in NVDIFFRAST_OFF:
         request.applymarker(pytest.mark.xfail(reason=NVDIFFRAST_OFF[mode, boundary],
                                               strict=True))
-    gen = torch.Generator().manual_seed(1)
-    if boundary == "cube":
-        tex = torch.rand(2, 6, 32, 32, 3, generator=gen)
-        uv = torch.randn(2, 48, 40, 3, generator=gen)
-        uv_da = torch.randn(2, 48, 40, 6, generator=gen) * 0.05
-    else:
-        tex = torch.rand(2, 64, 32, 3, generator=gen)
-        uv = torch.rand(2, 48, 40, 2, generator=gen) * 1.6 - 0.3
-        uv_da = torch.randn(2, 48, 40, 4, generator=gen) * 0.04
-    bias = torch.randn(2, 48, 40, generator=gen) * 0.5
-    grad_out = torch.randn(2, 48, 40, 3, generator=gen)
-
+    tex, uv, uv_da, bias, grad_out = texture_inputs(boundary, "cpu")
     mipmapped = "mipmap" in mode
     names = ("tex", "uv", "uv_da", "mip_level_bias")[:4 if mipmapped else 2]
 
