@@ -22,21 +22,13 @@ import bpy
 from mathutils import Matrix
 
 from diffrec_bench.demo import scene as demo_scene
-
-
-def _active() -> bpy.types.Object:
-    return bpy.context.view_layer.objects.active
+from diffrec_bench.quality.shapes import active_object, apply_modifiers
 
 
 def _finish(obj: bpy.types.Object) -> bpy.types.Object:
     """Apply ``obj``'s modifiers (in order) plus a final triangulation, and its transform."""
     obj.modifiers.new("Triangulate", "TRIANGULATE")
-    bpy.ops.object.select_all(action="DESELECT")
-    obj.select_set(True)
-    bpy.context.view_layer.objects.active = obj
-    for modifier in list(obj.modifiers):
-        bpy.ops.object.modifier_apply(modifier=modifier.name)
-    bpy.ops.object.transform_apply(location=True, rotation=True, scale=True)
+    apply_modifiers(obj)
     bpy.context.view_layer.update()  # its bounding box as the mesh now is
     return obj
 
@@ -47,14 +39,14 @@ def _join(parts: list[bpy.types.Object]) -> bpy.types.Object:
         part.select_set(True)
     bpy.context.view_layer.objects.active = parts[0]
     bpy.ops.object.join()
-    return _active()
+    return active_object()
 
 
 def _bevelled_box(size, location, width: float, segments: int, cuts: int) -> bpy.types.Object:
     """A box with bevelled edges, then ``cuts`` levels of simple subdivision (dense but
     keeping its shape)."""
     bpy.ops.mesh.primitive_cube_add(size=1.0, location=location, scale=size)
-    box = _active()
+    box = active_object()
     bpy.ops.object.transform_apply(location=False, rotation=False, scale=True)
     bevel = box.modifiers.new("Bevel", "BEVEL")
     bevel.width, bevel.segments = width, segments
@@ -68,7 +60,7 @@ def _cylinder(radius: float, depth: float, location, vertices: int, cuts: int,
               bevel: float = 0.0) -> bpy.types.Object:
     bpy.ops.mesh.primitive_cylinder_add(vertices=vertices, radius=radius, depth=depth,
                                         location=location)
-    cylinder = _active()
+    cylinder = active_object()
     if bevel:
         modifier = cylinder.modifiers.new("Bevel", "BEVEL")
         modifier.width, modifier.segments = bevel, 4
@@ -227,7 +219,7 @@ def _mark_metal(obj: bpy.types.Object) -> bpy.types.Object:
 def _sculpt() -> bpy.types.Object:
     """An icosphere (8 subdivisions: 327,680 triangles) displaced by a broad and a fine noise."""
     bpy.ops.mesh.primitive_ico_sphere_add(subdivisions=8, radius=1.0)
-    obj = _active()
+    obj = active_object()
     obj.data.shade_smooth()
     for name, size, strength in (("broad", 0.7, 0.45), ("fine", 0.12, 0.05)):
         texture = bpy.data.textures.new(f"sculpt {name}", "CLOUDS")

@@ -14,36 +14,37 @@ import math
 import bpy
 
 
-def _active() -> bpy.types.Object:
+def active_object() -> bpy.types.Object:
     return bpy.context.view_layer.objects.active
 
 
 def _sphere(radius: float, location=(0, 0, 0), scale=(1, 1, 1)) -> bpy.types.Object:
     bpy.ops.mesh.primitive_uv_sphere_add(segments=48, ring_count=24, radius=radius,
                                          location=location, scale=scale)
-    return _active()
+    return active_object()
 
 
 def _cylinder(radius: float, depth: float, location=(0, 0, 0), rotation=(0, 0, 0),
               vertices: int = 48) -> bpy.types.Object:
     bpy.ops.mesh.primitive_cylinder_add(vertices=vertices, radius=radius, depth=depth,
                                         location=location, rotation=rotation)
-    return _active()
+    return active_object()
 
 
 def _torus(major: float, minor: float, location=(0, 0, 0), rotation=(0, 0, 0)):
     bpy.ops.mesh.primitive_torus_add(major_radius=major, minor_radius=minor, major_segments=64,
                                      minor_segments=20, location=location, rotation=rotation)
-    return _active()
+    return active_object()
 
 
 def _box(size, location=(0, 0, 0), rotation=(0, 0, 0)) -> bpy.types.Object:
     bpy.ops.mesh.primitive_cube_add(size=1.0, location=location, rotation=rotation, scale=size)
-    return _active()
+    return active_object()
 
 
-def _apply(obj: bpy.types.Object) -> bpy.types.Object:
-    """Apply every modifier of ``obj`` (in order) and its transform."""
+def apply_modifiers(obj: bpy.types.Object) -> bpy.types.Object:
+    """Apply every modifier of ``obj`` (in order) and its transform; the bake peer's assets
+    use it too."""
     bpy.ops.object.select_all(action="DESELECT")
     obj.select_set(True)
     bpy.context.view_layer.objects.active = obj
@@ -58,7 +59,7 @@ def _boolean(obj: bpy.types.Object, others, operation: str) -> bpy.types.Object:
     for other in others:
         modifier = obj.modifiers.new(f"{operation} {other.name}", "BOOLEAN")
         modifier.operation, modifier.solver, modifier.object = operation, "EXACT", other
-        _apply(obj)
+        apply_modifiers(obj)
         bpy.data.objects.remove(other, do_unlink=True)
     return obj
 
@@ -89,7 +90,7 @@ def ring_with_head() -> bpy.types.Object:
 def torus() -> bpy.types.Object:
     """Genus 1, curved everywhere: a plump torus tilted 35 degrees, so the cameras see its
     top, its side and through its hole."""
-    return _smooth(_apply(_torus(1.0, 0.4, rotation=(math.radians(35), 0, 0))))
+    return _smooth(apply_modifiers(_torus(1.0, 0.4, rotation=(math.radians(35), 0, 0))))
 
 
 def mug() -> bpy.types.Object:
@@ -115,7 +116,7 @@ def bevelled_box() -> bpy.types.Object:
     box = _box((2.0, 1.4, 1.0))
     bevel = box.modifiers.new("bevel", "BEVEL")
     bevel.width, bevel.segments = 0.06, 2
-    return _smooth(_apply(box), smooth=False)
+    return _smooth(apply_modifiers(box), smooth=False)
 
 
 def tilted_box() -> bpy.types.Object:
@@ -123,12 +124,12 @@ def tilted_box() -> bpy.types.Object:
     every face at an angle."""
     box = bevelled_box()
     box.rotation_euler = (math.radians(20), math.radians(-15), math.radians(30))
-    return _apply(box)
+    return apply_modifiers(box)
 
 
 def prism() -> bpy.types.Object:
     """Sharp 60-degree edges and flat faces: a triangular prism lying on one side face."""
-    return _smooth(_apply(_cylinder(1.0, 1.6, rotation=(math.pi / 2, 0, 0), vertices=3)),
+    return _smooth(apply_modifiers(_cylinder(1.0, 1.6, rotation=(math.pi / 2, 0, 0), vertices=3)),
                    smooth=False)
 
 
@@ -172,7 +173,7 @@ def critter() -> bpy.types.Object:
     for y in (-0.15, 0.15):
         bpy.ops.mesh.primitive_cone_add(vertices=24, radius1=0.1, radius2=0.0, depth=0.45,
                                         location=(0.8, y, 1.15), rotation=(0.35 * y / 0.15, 0, 0))
-        ears.append(_active())
+        ears.append(active_object())
     return _smooth(union(body, *legs, head, *ears))
 
 
