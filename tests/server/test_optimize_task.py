@@ -59,7 +59,7 @@ def test_an_optimize_job_streams_the_documented_events_and_returns_its_files(
     progress = [event for event in events if event["kind"] == "progress"]
     mips = [event for event in progress if event["pass"] == "mips"]  # after the last pass
     assert progress[-len(mips):] == mips and [event["iteration"] for event in mips] == [5, 10]
-    assert all(set(event["losses"]) == {"mips"} and event["psnr"] is None for event in mips)
+    assert all(set(event["losses"]) == {"total"} and event["psnr"] is None for event in mips)
     progress = progress[:-len(mips)]
     assert [event["iteration"] for event in progress] == [5, 10]
     for event in progress:
