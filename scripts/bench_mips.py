@@ -1,13 +1,7 @@
 #!/usr/bin/env python3
-"""Assets seen from afar (issue 51): the quality suite's results drawn at 1/2, 1/4 and 1/8 of
-their training size by diffrec's rasterizer at one sample per pixel, as an engine draws them,
-with the mip levels an engine builds (2x2 box averages, base colour averaged in its sRGB
-encoding or in linear) and with the levels diffrec fitted and exported (read back from the
-KTX2 files), each judged against Cycles rendering the full-resolution asset at that size with
-many samples and a one-pixel box filter: the ground truth of how the asset should look from
-that far.
-
-The code is ``diffrec_bench.mips``; ``--help`` lists the options."""
+"""Assets seen from afar (issue 51): mip levels judged against Cycles at 1/2, 1/4 and 1/8 of
+the training size. The code and its description are ``diffrec_bench.mips``; ``--help`` lists
+the options."""
 
 import sys
 
