@@ -1,7 +1,14 @@
 """A photo-like capture made by ray casting in numpy: a textured ball on a wooden table in a
 room (floor, four walls, ceiling), lit by a sun that casts the ball's shadow on the table,
 supersampled 3x3, with sensor noise and no alpha; the true masks (the ball's coverage >= 0.5)
-are kept aside for scoring automatic ones."""
+are kept aside for scoring automatic ones.
+
+What else makes the photos like a camera's, each optional (``photos``, ``write_capture``):
+lens distortion (OpenCV's ``k1, k2, p1, p2``: the rays bent as the lens bends them, and the
+coefficients written to ``transforms.json`` with ``camera_model`` OPENCV, so that the reader
+undistorts the photos), an exposure that changes a little from view to view, and JPEG files
+(OpenCV's encoder at its default quality, 95).
+"""
 
 from __future__ import annotations
 
@@ -14,12 +21,14 @@ import torch
 
 from diffrec.camera import Cameras, look_at, orbit_cameras
 from diffrec.io import write_image
+from diffrec.protocol.lens import Lens
 
 BALL_CENTRE, BALL_RADIUS = np.array([0.0, 0.0, 0.5]), 0.5
 TABLE_HALF = 1.6  # the table top: |x|, |y| below this at z = 0
 ROOM = np.array([[-4.0, -4.0, -0.75], [4.0, 4.0, 3.0]])  # floor at the lowest z
 SUN = np.array([0.45, 0.3, 0.84]) / np.linalg.norm([0.45, 0.3, 0.84])
 SUPERSAMPLING = 3
+_UNDISTORT_STEPS = 60  # fixed-point steps inverting a lens's distortion (converges for k1 ~ -0.3)
 # the ball's stripes: unlike anything else in the room, or of the table's browns
 PALETTES = {"warm": ((0.75, 0.12, 0.08), (0.85, 0.45, 0.05), (0.9, 0.8, 0.2)),
             "wood": ((0.45, 0.28, 0.12), (0.55, 0.38, 0.2), (0.3, 0.19, 0.09))}
@@ -31,15 +40,20 @@ def object_cameras(count: int = 14, size: int = 112) -> Cameras:
                          target=tuple(BALL_CENTRE))
 
 
-def photos(cameras: Cameras, seed: int = 0, palette: str = "warm"
+def photos(cameras: Cameras, seed: int = 0, palette: str = "warm", *,
+           distortion: tuple[float, float, float, float] | None = None,
+           exposure_stops: float = 0.0, noise: float = 0.01
            ) -> tuple[np.ndarray, np.ndarray]:
     """``(linear RGB [N, H, W, 3] float32 in [0, 1], true masks [N, H, W] bool)``; the
-    ball striped in ``PALETTES[palette]``."""
+    ball striped in ``PALETTES[palette]``. ``distortion``: OpenCV's ``(k1, k2, p1, p2)`` of
+    the lens the photos are taken through (the masks are the distorted photos' too);
+    ``exposure_stops``: each view's exposure drawn uniformly within this many stops either
+    side of the scene's; ``noise``: the sensor noise's standard deviation."""
     fine = Cameras(cameras.camera_to_world, cameras.fx * SUPERSAMPLING,
                    cameras.fy * SUPERSAMPLING, cameras.cx * SUPERSAMPLING,
                    cameras.cy * SUPERSAMPLING, cameras.width * SUPERSAMPLING,
                    cameras.height * SUPERSAMPLING)
-    directions = fine.ray_directions().double().numpy()
+    directions = _ray_directions(fine, distortion)
     origins = np.broadcast_to(fine.centers().double().numpy()[:, None, None], directions.shape)
     colour, ball = _shade(origins.reshape(-1, 3), directions.reshape(-1, 3),
                           np.array(PALETTES[palette]))
@@ -47,21 +61,61 @@ def photos(cameras: Cameras, seed: int = 0, palette: str = "warm"
     block = (n, h, SUPERSAMPLING, w, SUPERSAMPLING)
     colour = colour.reshape(*block, 3).mean((2, 4))
     coverage = ball.reshape(block).mean((2, 4))
-    noise = np.random.default_rng(seed).normal(0.0, 0.01, colour.shape)
-    return np.clip(colour + noise, 0, 1).astype(np.float32), coverage >= 0.5
+    exposure = 2.0 ** np.random.default_rng([seed, 1]).uniform(-exposure_stops, exposure_stops, n)
+    noise = np.random.default_rng(seed).normal(0.0, noise, colour.shape)
+    return (np.clip(colour * exposure[:, None, None, None] + noise, 0, 1).astype(np.float32),
+            coverage >= 0.5)
 
 
-def write_capture(folder: Path, cameras: Cameras, images: np.ndarray) -> None:
-    """A nerfstudio ``transforms.json`` folder of the views, as RGB PNGs (no alpha)."""
+def _ray_directions(cameras: Cameras, distortion) -> np.ndarray:
+    """Unit world directions ``[N, H, W, 3]`` (float64) of the rays that land on each pixel's
+    centre through a lens of OpenCV ``distortion`` (``Cameras.ray_directions`` without one):
+    the lens's distortion (``Lens.distort``) inverted by fixed-point iteration."""
+    if distortion is None:
+        return cameras.ray_directions().double().numpy()
+    lens = Lens("opencv", (*distortion, 0.0), (1.0, 1.0, 0.0, 0.0), (1.0, 1.0))
+    rows = np.arange(cameras.height) + 0.5
+    columns = np.arange(cameras.width) + 0.5
+    fx, fy, cx, cy = (value.double().numpy()[:, None, None]
+                      for value in (cameras.fx, cameras.fy, cameras.cx, cameras.cy))
+    seen_x = np.broadcast_to((columns[None, None, :] - cx) / fx,
+                             (len(cameras), cameras.height, cameras.width))
+    seen_y = np.broadcast_to((rows[None, :, None] - cy) / fy, seen_x.shape)
+    x, y = seen_x.copy(), seen_y.copy()
+    for _ in range(_UNDISTORT_STEPS):
+        bent_x, bent_y = lens.distort(x, y)
+        x, y = x + seen_x - bent_x, y + seen_y - bent_y
+    bent_x, bent_y = lens.distort(x, y)
+    if max(np.abs(bent_x - seen_x).max(), np.abs(bent_y - seen_y).max()) > 1e-9:
+        raise ValueError(f"the lens {distortion} is too strong to invert by iteration")
+    local = np.stack([x, -y, -np.ones_like(x)], -1)  # OpenCV's y points down, the camera's up
+    world = np.einsum("nij,nhwj->nhwi", cameras.camera_to_world[:, :3, :3].double().numpy(),
+                      local)
+    return world / np.linalg.norm(world, axis=-1, keepdims=True)
+
+
+def write_capture(folder: Path, cameras: Cameras, images: np.ndarray, *,
+                  distortion: tuple[float, float, float, float] | None = None,
+                  suffix: str = ".png", masks: np.ndarray | None = None) -> None:
+    """A nerfstudio ``transforms.json`` folder of the views, as RGB ``suffix`` files (".png"
+    or ".jpg"; no alpha); ``distortion`` (as for ``photos``) written as an OPENCV camera;
+    ``masks`` ``[N, H, W]`` bool, where given, as ``masks/`` PNGs named by ``mask_path``."""
     (folder / "images").mkdir(parents=True, exist_ok=True)
     frames = []
     for index, (image, matrix) in enumerate(zip(images, cameras.camera_to_world, strict=True)):
-        write_image(folder / "images" / f"frame_{index:03d}.png", image)
-        frames.append({"file_path": f"images/frame_{index:03d}.png",
+        name = f"frame_{index:03d}"
+        write_image(folder / "images" / f"{name}{suffix}", image)
+        frames.append({"file_path": f"images/{name}{suffix}",
                        "transform_matrix": matrix.double().tolist()})
+        if masks is not None:
+            write_image(folder / "masks" / f"{name}.png", masks[index].astype(np.float32),
+                        data=True)
+            frames[-1]["mask_path"] = f"masks/{name}.png"
+    lens = {} if distortion is None else {
+        "camera_model": "OPENCV", **dict(zip(("k1", "k2", "p1", "p2"), distortion, strict=True))}
     (folder / "transforms.json").write_text(json.dumps({
         "fl_x": float(cameras.fx[0]), "fl_y": float(cameras.fy[0]), "cx": float(cameras.cx[0]),
-        "cy": float(cameras.cy[0]), "w": cameras.width, "h": cameras.height,
+        "cy": float(cameras.cy[0]), "w": cameras.width, "h": cameras.height, **lens,
         "frames": frames}))
 
 
