@@ -2,18 +2,18 @@
 
 A ``JobRun`` is one job: its submission built step by step (Optimize: one target render per
 step), then its ``job_session.JobSession`` (network work on a worker thread) followed by
-applying its updates to the scene. ``tick`` does one piece of main-thread work and says
-whether the run is over: a modal operator calls it on each timer event; ``follow_blocking``
-calls it in a loop where no event loop runs (``blender --background``, the bpy module).
-Runs in progress are in ``running``, by job id, for the panel and the Cancel operator: the
-open file's runs only.
+applying its updates to the scene. ``jobs``, the one ``core.job_controller.JobController``,
+owns every run followed now (the panel and Cancel ask it), and one ``bpy.app.timers``
+function, ``pump_jobs``, ticks them all: registered by ``start`` when a run is handed over,
+unregistered once none is left. Where no timer fires (``blender --background``, the bpy
+module) ``start`` ticks the run to its end at once instead.
 
 Jobs belong to the .blend that sent them. Loading a file (another, or the same again)
-first detaches every run (``detach_all``, a ``load_pre`` handler): its job goes on on the
+first detaches every run (``jobs.detach_all``, a ``load_pre`` handler): its job goes on on the
 server and nothing more of it reaches any scene. Then the loaded file's own jobs still
 queued or running are followed again (``reattach``, a ``load_post`` handler): the same
-``JobRun``s, ticked by a ``bpy.app.timers`` function (``tick_reattached``) instead of an
-operator, their results imported into that file only.
+``JobRun``s, handed to the same controller and pumped by the same timer, their results
+imported into that file only.
 """
 
 from __future__ import annotations
@@ -25,13 +25,10 @@ from pathlib import Path
 
 import bpy
 
-from . import backend_link, import_result, preferences, scene_updates
-from .core import job_session, messages
+from . import backend_link, import_result, preferences, pump, scene_updates
+from .core import job_controller, job_session, messages
 from .submission import SubmissionBuilder, training_size
 
-running: dict[str, JobRun] = {}
-_reattached: set[str] = set()
-"""The jobs of ``running`` that ``tick_reattached`` ticks (no operator follows them)."""
 FOLLOWABLE = ("submitted", "queued", "running", "cancelling")
 """Job states worth re-attaching to: the job has not ended on the server."""
 
@@ -61,14 +58,15 @@ def _drain(context, session: job_session.JobSession, report, block: bool) -> boo
 class JobRun:
     """One job followed from the main thread (bpy only there).
 
-    ``connect`` makes a protocol Client (``backend_link.connector``); ``report`` is an
-    operator's ``report(kinds, message)``. With a ``builder`` the run first builds and then
-    submits the job (added to ``scene.diffrec.jobs`` only then); with a ready ``submission`` it
-    sends that (the jobs entry is the caller's); with neither it re-attaches to the job ``job``
-    already submitted. ``cancel`` before the submission is complete ends the run at the next
-    tick with nothing sent and the scene as it was; after, it asks the server. ``fetch_only``:
-    the result files (names or manifest roles) fetched when the job is done, by default what
-    the add-on imports; None fetches every file.
+    ``connect`` makes a protocol Client (``backend_link.connector``); ``report(kinds,
+    message)`` is the operator's while its ``execute`` ticks the run to its end, else
+    ``console_report`` (an operator is gone once the timer ticks its run). With a ``builder``
+    the run first builds and then submits the job (added to ``scene.diffrec.jobs`` only then);
+    with a ready ``submission`` it sends that (the jobs entry is the caller's); with neither it
+    re-attaches to the job ``job`` already submitted. ``cancel`` before the submission is
+    complete ends the run at the next tick with nothing sent and the scene as it was; after, it
+    asks the server. ``fetch_only``: the result files (names or manifest roles) fetched when
+    the job is done, by default what the add-on imports; None fetches every file.
     """
 
     def __init__(
@@ -100,10 +98,19 @@ class JobRun:
 
     def detach(self) -> None:
         """Stop following: the next tick ends the run with nothing applied (its file was
-        closed); the job goes on on the server, a submission not yet sent is dropped."""
+        closed); the job goes on on the server, a submission not yet sent is dropped (what
+        its builder added to the scene removed now: no tick may come)."""
         self.detached = True
         if self.session is not None:
             self.session.detach()
+        elif self.builder is not None:
+            self.builder.close()
+
+    @property
+    def followed(self) -> bool:
+        """Whether the run reached its job's session (submitted or attached) and was not
+        detached: False for a submission dropped or failed while it was built."""
+        return self.session is not None and not self.detached
 
     def tick(self, context, block: bool = False) -> bool:
         """Do the next piece of work; whether the run is over. ``block``: follow the submitted
@@ -156,48 +163,58 @@ class JobRun:
         self._started = True
 
 
-def follow_blocking(context, run: JobRun) -> None:
-    """Tick ``run`` to its end here on the main thread: the path for ``blender --background``
-    and the bpy module, where modal operators never tick."""
-    running[run.job] = run
-    try:
-        while not run.tick(context, block=True):
-            pass
-    finally:
-        forget(run)
+def _pushed_as_undo_step(run: JobRun) -> None:
+    """Make what a pumped run applied, its imported result above all, one undo step (the
+    step of the operator that started it ended when it was handed over); in the interface only
+    (the background's operators tick their runs to the end inside their own step)."""
+    if not bpy.app.background:
+        bpy.ops.ed.undo_push(message=f"diffrec: job {run.job[:8]}")
 
 
-def forget(run: JobRun) -> None:
-    """Take ``run`` out of ``running`` (not another run of its job: the one a reopened file
-    re-attached)."""
-    if running.get(run.job) is run:
-        del running[run.job]
-        _reattached.discard(run.job)
+jobs = job_controller.JobController(pump.TICK_S, on_end=_pushed_as_undo_step)
+"""Every run this Blender session follows (the open file's only)."""
 
 
-def detach_all() -> None:
-    """Detach every run (``JobRun.detach``): the open file is being closed."""
-    for run in running.values():
-        run.detach()
-    running.clear()
-    _reattached.clear()
+def pump_jobs(block: bool = False) -> float | None:
+    """The ``bpy.app.timers`` function: tick every followed run once (``block``: each to its
+    end); the interval until the next tick, None once none is left (Blender unregisters it)."""
+    return jobs.tick(bpy.context, block=block)
 
 
-def _print_report(kinds, message: str) -> None:
-    """A report where no operator runs (a re-attached job): the console; the status line and
-    the job list show the rest."""
+def start(context, run: JobRun) -> bool:
+    """Follow ``run`` (False, and nothing done, when its job is already followed): pumped by
+    ``pump_jobs`` from now on, or, where no timer fires (``pump.blocking``), ticked to its end
+    before this returns."""
+    if not jobs.follow(run):
+        return False
+    if pump.blocking(context):
+        jobs.run_to_end(context, run.job)
+    else:
+        _pumped()
+    return True
+
+
+def _pumped() -> None:
+    """Register ``pump_jobs`` unless it is: the one timer of every followed run."""
+    if not bpy.app.timers.is_registered(pump_jobs):
+        bpy.app.timers.register(pump_jobs, first_interval=pump.TICK_S, persistent=True)
+
+
+def console_report(kinds, message: str) -> None:
+    """A report where no operator runs (a pumped job): the console; the status line and the
+    job list show the rest."""
     print(message, file=sys.stderr if "ERROR" in kinds else sys.stdout, flush=True)
 
 
 def reattach(context) -> list[str]:
     """Follow again this scene's own jobs that have not ended (FOLLOWABLE states; not the
     other files' jobs Refresh lists), by the same ``JobRun`` path as Attach; the jobs now
-    followed. A server that does not answer is waited for (``job_session``: the status says
-    it stopped); a backend address that is wrong is put in the status line, and the jobs
-    stay as they are for Attach."""
+    followed by ``jobs`` (the caller starts their timer). A server that does not answer is
+    waited for (``job_session``: the status says it stopped); a backend address that is wrong
+    is put in the status line, and the jobs stay as they are for Attach."""
     settings = context.scene.diffrec
     pending = [entry.job_id for entry in settings.jobs if entry.state in FOLLOWABLE
-               and not entry.from_server and entry.job_id not in running]
+               and not entry.from_server and entry.job_id not in jobs]
     if not pending:
         return []
     try:
@@ -207,33 +224,20 @@ def reattach(context) -> list[str]:
         settings.status = f"jobs not re-attached: {messages.sentence(exc)}"
         return []
     for job in pending:
-        running[job] = JobRun(job, connect, _print_report)
-        _reattached.add(job)
+        jobs.follow(JobRun(job, connect, console_report))
     settings.status = f"re-attached to {len(pending)} running job(s)"
     return pending
 
 
-def tick_reattached(block: bool = False) -> float | None:
-    """Tick the re-attached runs once (``block``: each to its end); the ``bpy.app.timers``
-    interval until the next tick, None when none is left."""
-    for job in list(_reattached):
-        run = running.get(job)
-        if run is None or run.tick(bpy.context, block=block):
-            running.pop(job, None)
-            _reattached.discard(job)
-    return 0.2 if _reattached else None
-
-
 @bpy.app.handlers.persistent
 def _on_load_pre(*_args) -> None:
-    detach_all()
+    jobs.detach_all()
 
 
 @bpy.app.handlers.persistent
 def _on_load_post(*_args) -> None:
-    if (reattach(bpy.context) and not bpy.app.background  # timers never fire in background
-            and not bpy.app.timers.is_registered(tick_reattached)):
-        bpy.app.timers.register(tick_reattached, first_interval=0.1)
+    if reattach(bpy.context) and not bpy.app.background:  # timers never fire in background
+        _pumped()
 
 
 def register() -> None:
@@ -246,8 +250,6 @@ def unregister() -> None:
                               (bpy.app.handlers.load_post, _on_load_post)):
         if handler in handlers:
             handlers.remove(handler)
-    if bpy.app.timers.is_registered(tick_reattached):
-        bpy.app.timers.unregister(tick_reattached)
-    for job in _reattached:  # no longer followed here; the jobs go on on the server
-        running.pop(job, None)
-    _reattached.clear()
+    if bpy.app.timers.is_registered(pump_jobs):
+        bpy.app.timers.unregister(pump_jobs)
+    jobs.detach_all()  # no longer followed here; the jobs go on on the server

@@ -1,13 +1,14 @@
 """The job operators: Optimize (check the backend, build, submit, follow, import), Re-attach
-and Cancel.
+and Cancel. They start and cancel only: following is ``follow.jobs``'s.
 
 Optimize and Re-attach first check that the backend answers (two seconds at most) and say
-what to do when it does not. Then each runs through ``pump``: a timer ticks its
-``follow.JobRun`` (one target render or one batch of updates per tick, so Blender stays
-responsive from the first click) and ESC or the Cancel button stops it; in the background
-(``blender --background``, the bpy module: no event loop) the same run is ticked to its end
-inside ``execute``. Optimize and Re-attach are undoable steps: undo removes what they imported.
-Every failure is reported as a sentence (``messages``).
+what to do when it does not. Then each hands a ``follow.JobRun`` to ``follow.start`` and is
+done: the one timer of every followed job ticks it (one target render or one batch of updates
+per tick, so Blender stays responsive from the first click), and the Cancel button stops it.
+In the background (``blender --background``, the bpy module: no timer fires) the same run is
+ticked to its end inside ``execute``. Optimize and Re-attach are undoable steps: undo removes
+what they imported (the timer makes a job's end a step of its own). Every failure is
+reported as a sentence (``messages``).
 """
 
 from __future__ import annotations
@@ -32,38 +33,23 @@ def checked_connector(context, report):
     return connect
 
 
-class _FollowsJob(pump.Pumped):
-    """Shared by the operators that follow a job: its ``follow.JobRun`` ticked by ``pump``."""
+class _StartsJob:
+    """Shared by the operators that start following a job (see the module)."""
 
-    _run: follow.JobRun | None = None
-
-    def follow(self, context, run: follow.JobRun):
-        self._run = run
-        if not pump.blocking(context):
-            follow.running[run.job] = run
-        return self.pump(context)
-
-    def step(self, context) -> bool:
-        return self._run.tick(context)
-
-    def stop(self, context) -> None:
-        self._run.cancel()
-        context.scene.diffrec.status = "cancelling"
-
-    def run_blocking(self, context) -> None:
-        follow.follow_blocking(context, self._run)
-
-    def finish(self, context) -> set:
-        follow.forget(self._run)
-        followed = self._run.session is not None and not self._run.detached
-        return {"FINISHED"} if followed else {"CANCELLED"}
-
-    def abandon(self, context) -> None:
-        self._run.cancel()
-        follow.forget(self._run)
+    def start(self, context, job: str, connect, **run_options) -> set:
+        """Hand the ``follow.JobRun`` of ``job`` (``run_options``: its builder) to
+        ``follow.start``: FINISHED once handed over, or, ticked to its end here, once its job
+        was followed (CANCELLED when its submission was dropped or failed)."""
+        blocking = pump.blocking(context)
+        run = follow.JobRun(job, connect, self.report if blocking else follow.console_report,
+                            **run_options)
+        if not follow.start(context, run):
+            self.report({"INFO"}, "this job is already being followed")
+            return {"CANCELLED"}
+        return {"FINISHED"} if run.followed or not blocking else {"CANCELLED"}
 
 
-class DIFFREC_OT_optimize(_FollowsJob, bpy.types.Operator):
+class DIFFREC_OT_optimize(_StartsJob, bpy.types.Operator):
     """Send the selected mesh, the cameras' images and the world light to the backend,
     follow the optimisation and import the result"""
 
@@ -81,10 +67,10 @@ class DIFFREC_OT_optimize(_FollowsJob, bpy.types.Operator):
         connect = checked_connector(context, self.report)
         builder = SubmissionBuilder(context, settings)
         settings.progress, settings.status = 0.0, builder.text
-        return self.follow(context, follow.JobRun(uuid.uuid4().hex, connect, self.report, builder))
+        return self.start(context, uuid.uuid4().hex, connect, builder=builder)
 
 
-class DIFFREC_OT_attach(_FollowsJob, bpy.types.Operator):
+class DIFFREC_OT_attach(_StartsJob, bpy.types.Operator):
     """Follow a job of this .blend again and fetch and import its result when it is done"""
 
     bl_idname = "diffrec.attach"
@@ -102,11 +88,8 @@ class DIFFREC_OT_attach(_FollowsJob, bpy.types.Operator):
         if entry.from_server:
             self.report({"ERROR"}, scene_updates.another_files(entry))
             return {"CANCELLED"}
-        if self.job_id in follow.running:
-            self.report({"INFO"}, "this job is already being followed")
-            return {"CANCELLED"}
         connect = checked_connector(context, self.report)
-        return self.follow(context, follow.JobRun(self.job_id, connect, self.report))
+        return self.start(context, self.job_id, connect)
 
 
 class DIFFREC_OT_cancel(bpy.types.Operator):
@@ -119,19 +102,11 @@ class DIFFREC_OT_cancel(bpy.types.Operator):
 
     @messages.reported
     def execute(self, context):
-        for job, run in list(follow.running.items()):
-            if self.job_id in ("", job):
-                run.cancel()
+        follow.jobs.cancel(self.job_id)
         context.scene.diffrec.status = "cancelling"
         return {"FINISHED"}
 
 
 CLASSES = (DIFFREC_OT_optimize, DIFFREC_OT_attach, DIFFREC_OT_cancel)
 
-register, _unregister_classes = bpy.utils.register_classes_factory(CLASSES)
-
-
-def unregister() -> None:
-    for run in follow.running.values():
-        run.cancel()
-    _unregister_classes()
+register, unregister = bpy.utils.register_classes_factory(CLASSES)

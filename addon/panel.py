@@ -83,7 +83,7 @@ class DIFFREC_PT_main(bpy.types.Panel):
         row = layout.row()
         row.prop(settings, "live_mesh")
         row.prop(settings, "save_glb")
-        following = bool(follow.running)
+        following = bool(follow.jobs)
         if not following:
             _draw_estimate(layout, context, settings)
         row = layout.row(align=True)
@@ -107,7 +107,7 @@ class DIFFREC_PT_main(bpy.types.Panel):
 def _job_buttons(row, entry) -> None:
     """The actions a job's state allows, as icon buttons; another file's job (listed by
     Refresh) is read-only: its files' folder at most."""
-    followed = entry.job_id in follow.running
+    followed = entry.job_id in follow.jobs
     done = entry.state == "done"
     if entry.from_server:
         if done and follow.results_dir(entry.job_id).is_dir():

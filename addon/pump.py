@@ -17,7 +17,7 @@ TICK_S = 0.1
 
 
 def blocking(context) -> bool:
-    """Whether no modal operator can tick here (no event loop or no window)."""
+    """Whether no timer nor modal operator can tick here (no event loop or no window)."""
     return bpy.app.background or context.window_manager is None or not context.window
 
 

@@ -8,8 +8,7 @@ or imports another's.
 
 Each asks the server once, on the main thread, within ``backend_link.ASK_BUDGET_S`` (a
 server that is down or silent is said at once or after that, never after the preferences'
-longer timeout); Resume then follows the job as Attach does (modal, or to its end in the
-background).
+longer timeout); Resume then starts following the job as Attach does (``job_operators``).
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from bpy.props import StringProperty
 from . import backend_link, follow, scene_updates
 from .core import messages
 from .core.wire import protocol
-from .job_operators import _FollowsJob, checked_connector
+from .job_operators import _StartsJob, checked_connector
 
 
 def _ask(context, report, request):
@@ -130,7 +129,7 @@ class DIFFREC_OT_remove_job(_OnListedJob, bpy.types.Operator):
     bl_options = {"UNDO"}  # noqa: RUF012  (Blender reads a set)
 
     def on_entry(self, context, entry):
-        if self.job_id in follow.running:
+        if self.job_id in follow.jobs:
             self.report({"ERROR"}, "diffrec: cancel the job before removing it")
             return {"CANCELLED"}
         if entry.on_server and _ask(context, self.report, lambda client: _delete_on_server(
@@ -176,7 +175,7 @@ class DIFFREC_OT_clear_finished(bpy.types.Operator):
         return {"FINISHED"}
 
 
-class DIFFREC_OT_resume_job(_OnListedJob, _FollowsJob, bpy.types.Operator):
+class DIFFREC_OT_resume_job(_OnListedJob, _StartsJob, bpy.types.Operator):
     """Run a cancelled or failed job again on the server, from its checkpoint when it kept one
     (a cancelled job does), and follow it; a job that never reached the server is optimized
     again from its object"""
@@ -198,7 +197,7 @@ class DIFFREC_OT_resume_job(_OnListedJob, _FollowsJob, bpy.types.Operator):
         entry.state, entry.message = "queued", ""
         # where it starts, as the server found it: from a checkpoint's iteration, or over
         context.scene.diffrec.status = reply.get("message") or "resumed"
-        return self.follow(context, follow.JobRun(self.job_id, connect, self.report))
+        return self.start(context, self.job_id, connect)
 
     def _optimize_again(self, context, entry):
         """Select the job's object again and press Optimize for it (the entry is replaced)."""

@@ -69,7 +69,7 @@ def until_first_progress() -> tuple[float, float]:
         if update.kind in ("submitted", "progress") and update.kind not in seen:
             seen[update.kind] = time.monotonic()
             if update.kind == "progress":
-                follow.running[job].cancel()
+                follow.jobs.cancel(job)
 
     scene_updates.apply_update = recording
     try:

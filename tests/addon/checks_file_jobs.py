@@ -179,18 +179,18 @@ def check_live_a_running_job_is_followed_in_its_own_file_only():
         bpy.ops.wm.save_mainfile()
         with _Applied() as applied:
             bpy.ops.wm.open_mainfile(filepath=str(a_file))
-            assert job in follow.running, "opening A follows its running job"
-            followed = follow.running[job]
+            assert job in follow.jobs, "opening A follows its running job"
+            followed = follow.jobs.run(job)
             deadline = time.monotonic() + 10.0
             while not applied.seen and time.monotonic() < deadline:  # its progress, say
-                follow.tick_reattached()
+                follow.pump_jobs()
                 time.sleep(0.1)
             assert applied.seen, "the job was followed in A"
 
             bpy.ops.wm.open_mainfile(filepath=str(b_file))
             # B's panel is free: no Optimize held back, no Cancel for A's job
-            assert not follow.running, list(follow.running)
-            assert follow.tick_reattached(block=True) is None
+            assert not follow.jobs, len(follow.jobs)
+            assert follow.pump_jobs(block=True) is None
             deadline = time.monotonic() + 5.0
             while followed.session.alive and time.monotonic() < deadline:
                 time.sleep(0.1)
@@ -201,8 +201,8 @@ def check_live_a_running_job_is_followed_in_its_own_file_only():
             assert not bpy.context.scene.diffrec.jobs and not bpy.context.scene.diffrec.status
 
             bpy.ops.wm.open_mainfile(filepath=str(a_file))
-            assert job in follow.running, "reopening A follows its job again"
-            assert follow.tick_reattached(block=True) is None
+            assert job in follow.jobs, "reopening A follows its job again"
+            assert follow.pump_jobs(block=True) is None
         entry = scene_updates.job_entry(bpy.context.scene, job)
         assert entry.state == "done", (entry.state, applied.seen)
         where = [(name, kind) for name, kind, *_ in applied.seen]
@@ -244,8 +244,8 @@ def check_live_a_file_opened_while_its_server_is_down_waits_for_it():
             began = time.monotonic()
             bpy.ops.wm.open_mainfile(filepath=str(a_file))
             restart = _restart_later(server)
-            assert job in follow.running
-            assert follow.tick_reattached(block=True) is None
+            assert job in follow.jobs
+            assert follow.pump_jobs(block=True) is None
             restart.join()
         _said_stopped_then_back(applied, began)
         entry = scene_updates.job_entry(bpy.context.scene, job)

@@ -204,7 +204,7 @@ def check_a_submit_that_never_reaches_the_server_ends_failed_and_is_removed():
 
         run = follow.JobRun(job, connect, _report, submission=job_session.Submission(
             {"task": "fit_texture"}, {"images": np.zeros((2, 4, 4, 3), np.float32)}))
-        follow.follow_blocking(bpy.context, run)
+        follow.start(bpy.context, run)
         assert entry.state == "failed" and entry.message, (entry.state, entry.message)
         assert not entry.on_server
         assert bpy.ops.diffrec.remove_job(job_id=job) == {"FINISHED"}
@@ -314,7 +314,7 @@ def check_live_a_cancel_is_reported_as_such_and_resume_continues_from_the_checkp
         scene_updates.apply_update = cancelling
         # as a refine job's previews leave it (issue 56 item 2: it stayed after a cancel)
         scene_updates.update_live_mesh(bpy.context, np.eye(3), np.array([[0, 1, 2]]))
-        follow.follow_blocking(bpy.context, run)
+        follow.start(bpy.context, run)
         scene_updates.apply_update = original
         assert scene_updates.LIVE_MESH not in bpy.data.objects, "the live mesh ends with it"
         assert entry.state == "cancelled", (entry.state, REPORTS)
@@ -352,12 +352,12 @@ def check_live_reopening_the_file_follows_its_running_jobs_again():
             client.submit(job, _fit_spec(1500), {"images": _images()})
         _new_entry(job, state="running")
         bpy.ops.wm.save_as_mainfile(filepath=str(folder / "jobs.blend"))
-        follow.running.clear()
+        follow.jobs.detach_all()
         bpy.ops.wm.open_mainfile(filepath=str(folder / "jobs.blend"))
-        assert job in follow.running, "load_post re-attached the running job"
-        assert follow.tick_reattached(block=True) is None
+        assert job in follow.jobs, "load_post re-attached the running job"
+        assert follow.pump_jobs(block=True) is None
         entry = scene_updates.job_entry(bpy.context.scene, job)
-        assert entry.state == "done" and job not in follow.running, entry.state
+        assert entry.state == "done" and job not in follow.jobs, entry.state
     finally:
         _disable()
 
@@ -394,7 +394,7 @@ def check_live_custom_runs_as_shown_and_a_second_import_adds_nothing():
         entry = _new_entry(job)
         run = follow.JobRun(job, protocol_connector(), _report,
                             submission=_custom_submission(context), fetch_only=None)
-        follow.follow_blocking(context, run)
+        follow.start(context, run)
         assert entry.state == "done" and entry.imported, (entry.state, REPORTS)
         metrics = json.loads((follow.results_dir(job) / "metrics.json").read_text())
         ran = metrics["settings"]

@@ -3,6 +3,7 @@ the progress in the status line, then one export step, then the job is sent; a c
 sends nothing and leaves the scene as it was."""
 
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import scenes
 
 import addon
 from addon import follow
+from addon import pump as pump_module
 from addon.submission import SubmissionBuilder
 
 VIEWS = 3
@@ -132,54 +134,66 @@ def check_cancel_half_way_sends_nothing_and_leaves_the_scene_as_it_was():
     scene = _scene()
     before = _snapshot(scene)
     pump = _Run(scene)
-    follow.running[pump.run.job] = pump.run  # as the modal operator registers it
+    assert follow.jobs.follow(pump.run)  # as an operator hands it over in the interface
     try:
-        assert pump.run.tick(bpy.context) is False
-        assert pump.run.tick(bpy.context) is False
+        assert follow.pump_jobs() == pump_module.TICK_S
+        assert follow.pump_jobs() == pump_module.TICK_S
         assert len(pump.renders) == 2
         assert _snapshot(scene) == before, (_snapshot(scene), before)
         assert bpy.ops.diffrec.cancel() == {"FINISHED"}  # the panel's Cancel button
-        assert pump.run.tick(bpy.context) is True, "the run ends at the next tick"
+        assert follow.pump_jobs() is None, "the run ends at the next tick, and the pump with it"
+        assert pump.run.job not in follow.jobs
         assert len(pump.renders) == 2, "no render after the cancel"
         assert not pump.connections and not pump.submitted, "nothing sent"
         assert _snapshot(scene) == before
         assert scene.diffrec.status == "cancelled: nothing was sent", scene.diffrec.status
     finally:
-        follow.running.pop(pump.run.job, None)
+        follow.jobs.detach_all()
         pump.close()
         addon.unregister()
 
 
-def check_the_modal_operator_ticks_on_timer_events_and_stops_on_esc():
-    """The operators' modal glue, driven by hand (no event loop under the bpy module): a
-    render per TIMER event, ESC cancels, the next TIMER ends the operator as cancelled."""
-    from types import SimpleNamespace
+def _until_pump_stops(deadline_s: float = 10.0) -> None:
+    """Call the pump as its timer would until it asks for no more ticks."""
+    deadline = time.monotonic() + deadline_s
+    while follow.pump_jobs() is not None:
+        assert time.monotonic() < deadline, "the pump never stopped"
+        time.sleep(0.05)
 
-    from addon import job_operators
 
+def check_one_timer_pumps_two_jobs_and_cancel_reaches_one():
+    """Two Optimize runs started as in the interface: one timer (``follow.pump_jobs``) ticks
+    both, a view of each per tick; the Cancel button of one ends it with nothing sent while the
+    other goes on to its submission; the timer asks for no more ticks once both ended."""
     scene = _scene()
     before = _snapshot(scene)
-    pump = _Run(scene)
-    removed = []
-    operator = job_operators._FollowsJob()
-    operator._run, operator._timer = pump.run, "timer"
-    follow.running[pump.run.job] = pump.run
-    context = SimpleNamespace(scene=scene, area=None, window_manager=SimpleNamespace(
-        event_timer_remove=removed.append))
+    first, second = _Run(scene), _Run(scene)
+    interface = pump_module.blocking
+    pump_module.blocking = lambda context: False  # as in the interface: a window, a timer
     try:
-        timer, esc = SimpleNamespace(type="TIMER"), SimpleNamespace(type="ESC")
-        assert operator.modal(context, timer) == {"PASS_THROUGH"}
-        assert operator.modal(context, SimpleNamespace(type="MOUSEMOVE")) == {"PASS_THROUGH"}
-        assert len(pump.renders) == 1, "a render per timer event only"
-        assert operator.modal(context, esc) == {"PASS_THROUGH"}
-        assert scene.diffrec.status == "cancelling"
-        assert operator.modal(context, timer) == {"CANCELLED"}
-        assert removed == ["timer"] and pump.run.job not in follow.running
-        assert len(pump.renders) == 1 and not pump.connections
-        assert _snapshot(scene) == before
+        assert follow.start(bpy.context, first.run) and follow.start(bpy.context, second.run)
+        assert not follow.start(bpy.context, first.run), "a job is followed once"
+        assert bpy.app.timers.is_registered(follow.pump_jobs), "the one timer"
+        assert len(first.renders) == 0 and len(follow.jobs) == 2, "nothing ticked yet"
+        assert follow.pump_jobs() == pump_module.TICK_S
+        assert (first.run.builder.done, second.run.builder.done) == (1, 1)
+        assert bpy.ops.diffrec.cancel(job_id=first.run.job) == {"FINISHED"}
+        assert follow.pump_jobs() == pump_module.TICK_S
+        assert first.run.job not in follow.jobs and second.run.job in follow.jobs
+        assert (first.run.builder.done, second.run.builder.done) == (1, 2)
+        assert not first.connections, "the cancelled one sent nothing"
+        _until_pump_stops()
+        assert not follow.jobs
+        assert len(second.submitted) == 1 and second.submitted[0][0] == second.run.job
+        assert [entry.job_id for entry in scene.diffrec.jobs] == [second.run.job]
+        assert _snapshot(scene) == {**before, "jobs": 1}
     finally:
-        follow.running.pop(pump.run.job, None)
-        pump.close()
+        pump_module.blocking = interface
+        if bpy.app.timers.is_registered(follow.pump_jobs):
+            bpy.app.timers.unregister(follow.pump_jobs)
+        follow.jobs.detach_all()
+        first.close()
+        second.close()
         addon.unregister()
 
 

@@ -65,7 +65,7 @@ def check_submit_follow_fetch_and_reattach():
 
         scene_updates.apply_update = recording
         try:
-            follow.follow_blocking(bpy.context, run)
+            follow.start(bpy.context, run)
         finally:
             scene_updates.apply_update = original
         assert "error" not in seen, REPORTS

@@ -125,7 +125,7 @@ def _follow_through_a_kill(server: Server, then) -> tuple[list, object]:
 
     scene_updates.apply_update = watching
     try:
-        follow.follow_blocking(bpy.context, run)
+        follow.start(bpy.context, run)
     finally:
         scene_updates.apply_update = original
     assert killed_at, ("the job ended before its first progress event", REPORTS)
