@@ -161,8 +161,8 @@ def learn_speed(settings, entry, progress) -> None:
     rasterized training pass only (a path-traced one costs ``settings.PATH_TRACED_COST`` times
     that; the fit of the mip levels renders smaller images)."""
     per_iteration = progress.seconds_per_iteration
-    other = progress.pass_name in (protocol().settings.PATH_TRACED_PASS,
-                                   protocol().events.MIP_PASS)
+    passes = protocol().events.PassName
+    other = progress.pass_name in (passes.PATH_TRACED, passes.MIPS)
     if entry is not None and entry.megapixels > 0 and per_iteration and not other:
         settings.seconds_per_megapixel = per_iteration / entry.megapixels
 

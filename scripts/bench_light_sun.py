@@ -42,6 +42,7 @@ from diffrec.mesh.primitives import uv_sphere
 from diffrec.pipeline.inputs import Inputs
 from diffrec.pipeline.reference_views import render_reference_views
 from diffrec.pipeline.run import optimize
+from diffrec.protocol.events import PassName
 from diffrec.protocol.settings import parse_settings
 
 SUN_RATIO = 50.0
@@ -158,7 +159,8 @@ def main(argv=None) -> None:
         torch.save(light.base.detach().cpu(), args.save)
     truth = EnvironmentLight.from_equirect(sky.float(), TRUTH_RESOLUTION).base.detach()
     report = sun_report(truth, light.base, sun)
-    stopped = metrics["stopped_early"].get("pass2", {}).get("iteration", metrics["iterations"])
+    stopped = metrics["stopped_early"].get(PassName.TEXTURES, {}).get("iteration",
+                                                                      metrics["iterations"])
     print("| light | settings | angle, deg | cone power, learned/true | peak learned / true | "
           "held-out PSNR, dB | iterations | time, s |\n| --- | --- | --- | --- | --- | --- | "
           "--- | --- |")

@@ -51,6 +51,7 @@ from diffrec.pipeline.inputs import load_inputs
 from diffrec.pipeline.outputs import write_result
 from diffrec.pipeline.reporter import Progress
 from diffrec.pipeline.run import optimize
+from diffrec.protocol.events import PassName
 from diffrec_bench import peak_memory
 
 ENGINES = {"fast": {RASTER: RASTER.accelerated, NEURAL: NEURAL.accelerated},
@@ -244,8 +245,8 @@ def main(argv=None) -> int:
                    else f"{platform.machine()} CPU, {torch.get_num_threads()} threads"),
         "torch": torch.__version__, "config": str(args.config), "iterations": args.iterations,
         "batch": config.settings.batch, "train_res": config.settings.train_res,
-        "pass1_ms": reporter.ms_per_iteration("pass1"),
-        "pass2_ms": reporter.ms_per_iteration("pass2"),
+        "pass1_ms": reporter.ms_per_iteration(PassName.SURFACE),
+        "pass2_ms": reporter.ms_per_iteration(PassName.TEXTURES),
         "peak_memory_mb": metrics["peak_memory_mb"], "wall_s": wall,
         "time_s": metrics["time_s"], "psnr": metrics["psnr_mean"],
         "overrides": dict(args.settings), "profiled": bool(args.profile or args.memory),

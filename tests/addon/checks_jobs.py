@@ -183,10 +183,10 @@ def check_path_traced_shading_adds_its_pass_to_the_estimate_not_to_the_learned_s
         fields = {"pass_index": 1, "pass_number": 1, "passes": 2, "iteration": 10,
                   "iterations": 20, "losses": {}, "elapsed_s": 10.0, "eta_s": 10.0}
         scene_updates.learn_speed(settings, entry, _update(
-            "progress", {**fields, "pass": "pass2"}))
+            "progress", {**fields, "pass": "textures"}))
         assert abs(settings.seconds_per_megapixel - 2.0) < 1e-6  # 1 s per iteration / 0.5 MP
         scene_updates.learn_speed(settings, entry, _update(
-            "progress", {**fields, "pass": wire.PATH_TRACED_PASS, "eta_s": 90.0}))
+            "progress", {**fields, "pass": "path-traced", "eta_s": 90.0}))
         assert abs(settings.seconds_per_megapixel - 2.0) < 1e-6, settings.seconds_per_megapixel
     finally:
         addon.unregister()

@@ -30,7 +30,7 @@ def test_optimize_command_writes_outputs_and_previews(tmp_path, capsys):
     printed = json.loads(capsys.readouterr().out)
     assert printed["out_dir"] == str(out) and printed["psnr_mean"] > 15
     assert sorted(p.name for p in (out / "previews").iterdir()) == [
-        "pass2_000005.png", "pass2_000010.png"]
+        "textures_000005.png", "textures_000010.png"]
     metrics = json.loads((out / "metrics.json").read_text())
     assert [entry["iteration"] for entry in metrics["history"]] == [10]  # log_every 10
     assert (out / "mesh.glb").exists() and (out / "manifest.json").exists()
@@ -98,16 +98,15 @@ def test_the_terminal_line_shows_every_pass_and_its_loss(tmp_path):
     import io
 
     from diffrec.commands.optimize import TerminalReporter
-    from diffrec.pipeline.mip_fit import MIP_PASS
-    from diffrec.protocol.events import Progress
+    from diffrec.protocol.events import PassName, Progress
 
     stream = io.StringIO()
     reporter = TerminalReporter(str(tmp_path), stream=stream)
-    reporter.progress(Progress(pass_name="pass2", iteration=5, iterations=10,
+    reporter.progress(Progress(pass_name=PassName.TEXTURES, iteration=5, iterations=10,
                                losses={"total": 0.25, "color": 0.2}, psnr=21.0))
-    reporter.progress(Progress(pass_name=MIP_PASS, iteration=2, iterations=4,
+    reporter.progress(Progress(pass_name=PassName.MIPS, iteration=2, iterations=4,
                                losses={"total": 0.125}, pass_number=2, passes=2))
-    reporter.progress(Progress(pass_name="fit", iteration=1, iterations=4))
+    reporter.progress(Progress(pass_name=PassName.FIT, iteration=1, iterations=4))
     lines = stream.getvalue().splitlines()
     assert len(lines) == 3
     assert lines[0].startswith("[" + "#" * 12 + ".") and lines[0].endswith("loss 0.2500")

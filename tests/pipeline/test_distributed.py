@@ -35,6 +35,7 @@ from diffrec.pipeline.run import optimize
 from diffrec.pipeline.sampler import ViewSampler
 from diffrec.pipeline.trainer import Pass, PassTrainer
 from diffrec.pipeline.views import Views
+from diffrec.protocol.events import PassName
 from diffrec.protocol.settings import Settings
 
 GRADIENT_TOLERANCE = 1e-5  # of each tensor's largest gradient; measured <= 6.3e-7
@@ -104,7 +105,7 @@ def _one_step(world, settings, train, mesh, sky, out):
     saves the gradients the step took and its reported losses into ``out``."""
     ctx = raster.RasterContext("cpu", impl="torch")
     geometry = ExplicitGeometry(mesh, True, "absolute", settings.laplace_scale)
-    config = pass_config(settings, name="pass2", index=1, iterations=300, learning_rate=0.01,
+    config = pass_config(settings, name=PassName.TEXTURES, iterations=300, learning_rate=0.01,
                          warmup=0, learn_light=True)
     run = Pass.of(config, geometry, initial_textures(settings, "cpu"),
                   make_light(settings, sky, "cpu"))
@@ -197,8 +198,8 @@ def runs(tmp_path_factory):
 
 def test_two_ranks_end_where_one_process_ends(runs):
     runs, settings = runs
-    one = CheckpointStore(runs / "one" / "checkpoints").load("pass2")
-    two = CheckpointStore(runs / "two0" / "checkpoints").load("pass2")
+    one = CheckpointStore(runs / "one" / "checkpoints").load(PassName.TEXTURES)
+    two = CheckpointStore(runs / "two0" / "checkpoints").load(PassName.TEXTURES)
     assert one["iteration"] == two["iteration"] == ITERATIONS
     assert one["sampler"]["position"] == two["sampler"]["position"]
     trained = {"kd": one["material"]["kd.data"], "ks": one["material"]["ks.data"],
@@ -216,7 +217,7 @@ def test_two_ranks_end_where_one_process_ends(runs):
 def test_a_stop_asked_of_rank_zero_stops_every_rank_at_the_same_iteration(runs):
     runs, _ = runs
     for rank in (0, 1):
-        assert (runs / f"stopped{rank}.txt").read_text() == "stopped at iteration 3 of pass2"
+        assert (runs / f"stopped{rank}.txt").read_text() == "stopped at iteration 3 of textures"
 
 
 def test_only_rank_zero_writes(runs):
@@ -227,4 +228,4 @@ def test_only_rank_zero_writes(runs):
     expected = sorted(p.relative_to(runs / "one").as_posix()
                       for p in (runs / "one").rglob("*") if p.is_file())
     assert written == expected
-    assert "checkpoints/pass2.pt" in written and "previews/pass2_000003.png" in written
+    assert "checkpoints/textures.pt" in written and "previews/textures_000003.png" in written

@@ -10,6 +10,7 @@ from diffrec.pipeline.geometry_models import ExplicitGeometry, uniform_laplacian
 from diffrec.pipeline.optimizers import UniformAdam
 from diffrec.pipeline.pass_config import pass_config
 from diffrec.pipeline.trainer import Pass, PassTrainer
+from diffrec.protocol.events import PassName
 from diffrec.protocol.settings import Settings
 
 pytestmark = pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
@@ -86,7 +87,7 @@ def pass_trainer(geometry, surface_rate=None) -> PassTrainer:
     (only its optimisers are looked at)."""
     light = torch.nn.Module()
     light.base = torch.nn.Parameter(torch.zeros(3))
-    config = pass_config(Settings(), name="pass2", index=1, iterations=10, learning_rate=0.01,
+    config = pass_config(Settings(), name=PassName.TEXTURES, iterations=10, learning_rate=0.01,
                          warmup=0, learn_light=False, surface_learning_rate=surface_rate)
     return PassTrainer(None, Pass.of(config, geometry, MATERIAL, light), None, None)
 

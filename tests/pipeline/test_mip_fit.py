@@ -27,7 +27,7 @@ from diffrec.pipeline.mip_fit import (
     start_levels,
 )
 from diffrec.pipeline.run import optimize
-from diffrec.protocol.events import MIP_PASS, describe
+from diffrec.protocol.events import PassName, describe
 from diffrec.protocol.settings import Settings
 from diffrec.render.material import TextureMaterial
 from diffrec.render.texture2d import Texture2D
@@ -142,7 +142,7 @@ def test_fit_beats_the_engines_box_levels_against_supersampled_renders():
     assert fit.start_loss < 0.96 * fit.box_loss, fit
     assert fit.kept == "fitted" and fit.loss == fit.fitted_loss < fit.start_loss, fit
     assert [r.iteration for r in reports] == [10, 20, 30, 40]
-    assert all(r.pass_name == MIP_PASS and r.passes == 2 for r in reports)
+    assert all(r.pass_name == PassName.MIPS and r.passes == 2 for r in reports)
     assert describe(reports[0]).startswith("Mip levels · 10/40")
     for name, levels in fit.levels.items():
         base = getattr(textures, name).data

@@ -4,16 +4,22 @@ pass or stage reads keeps pass 1's checkpoint, a knob pass 1 trains with discard
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import torch
 
 from diffrec.pipeline.checkpoints import CheckpointStore
 from diffrec.pipeline.pass_config import (
+    REPORTING_ONLY,
+    PassConfig,
     path_traced_pass,
     surface_pass,
     textured_pass,
 )
 from diffrec.pipeline.reporter import Reporter
 from diffrec.pipeline.trainer import Pass, PassTrainer
+from diffrec.protocol.events import PassName
 from diffrec.protocol.settings import parse_settings
 
 RECONSTRUCT = {"mode": "reconstruct", "preset": "preview", "learning_rate": [0.03, 0.01],
@@ -67,14 +73,45 @@ def test_pass_1_resumes_after_a_later_knob_changes_and_starts_afresh_after_its_o
         assert resumed_at(tmp_path, pass_1(**{name: value})) == 0, name
 
 
+def protocol_5_tag(config) -> str:
+    """What a protocol 5 server tagged the checkpoint of ``config``'s pass with: every field
+    but the reporting ones, the pass named "pass1" / "pass2" / "path" with its ``index``."""
+    old = {"surface": ("pass1", 0), "textures": ("pass2", 1), "path-traced": ("path", 2)}
+    name, index = old[config.name]
+    kept = {spec.name: getattr(config, spec.name) for spec in dataclasses.fields(PassConfig)
+            if spec.name not in REPORTING_ONLY}
+    return json.dumps({**kept, "name": name, "index": index}, sort_keys=True, default=str)
+
+
+def save_as_protocol_5(directory, run: Pass, iteration: int) -> None:
+    """A checkpoint of ``run`` at ``iteration`` as a protocol 5 server wrote it."""
+    trainer = PassTrainer(None, run, Sampler(), Reporter())
+    trainer.iteration = iteration
+    name = {"surface": "pass1", "textures": "pass2"}[run.name]
+    CheckpointStore(directory).save(name, {**trainer.state_dict(), "pass": name,
+                                           "settings": protocol_5_tag(run)})
+
+
+def test_a_checkpoint_written_under_protocol_5_names_is_resumed(tmp_path):
+    save_as_protocol_5(tmp_path, pass_1(), 40)
+    assert resumed_at(tmp_path, pass_1()) == 40
+    assert resumed_at(tmp_path, pass_1(dmtet_grid=32)) == 0  # its own knob: afresh
+    trainer = PassTrainer(None, pass_1(), Sampler(), Reporter(),
+                          checkpoints=CheckpointStore(tmp_path))
+    trainer.resume()
+    trainer.iteration = 50
+    trainer.save()  # under today's name, which wins over the old one from now on
+    assert (tmp_path / "surface.pt").exists() and resumed_at(tmp_path, pass_1()) == 50
+
+
 def test_the_pairs_go_to_their_passes():
     settings = parse_settings(RECONSTRUCT)
     first = surface_pass(settings, hull_start=True, clips_white=False)
     second = textured_pass(settings, clips_white=False, given_start=False, later_iterations=0)
     assert (first.name, first.learning_rate, first.surface_learning_rate, first.warmup) == (
-        "pass1", 0.03, 0.002, 0)
+        PassName.SURFACE, 0.03, 0.002, 0)
     assert (second.name, second.learning_rate, second.surface_learning_rate, second.warmup) \
-        == ("pass2", 0.01, 0.001, settings.schedule.warmup_iterations)
+        == (PassName.TEXTURES, 0.01, 0.001, settings.schedule.warmup_iterations)
     assert surface_pass(settings, hull_start=False, clips_white=False).surface_learning_rate \
         is None  # a sphere start moves at the pass's rate
     one = textured_pass(parse_settings({"mode": "materials", "learning_rate": [0.5, 0.02]}),

@@ -184,6 +184,6 @@ def test_a_diverging_loss_stops_the_run_with_a_clear_error(tmp_path, monkeypatch
     monkeypatch.setattr(trainer, "image_loss", diverging)
     mesh = uv_sphere(16, 8)
     inputs = Inputs(scene(mesh, 4, seed=3), scene(mesh, 1, seed=4), mesh, sky())
-    with pytest.raises(UserError, match=r"the loss became nan by iteration 5 of pass 'pass2'"):
+    with pytest.raises(UserError, match=r"the loss became nan by iteration 5 of pass 'textures'"):
         optimize_into(config(tmp_path, mode="materials", iterations=5), inputs)
     assert len(calls) == 5, "the run went on to the report, then stopped"

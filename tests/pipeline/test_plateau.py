@@ -14,6 +14,7 @@ from diffrec.pipeline.pass_config import pass_config
 from diffrec.pipeline.plateau import Plateau
 from diffrec.pipeline.reporter import Reporter
 from diffrec.pipeline.trainer import Pass, PassTrainer
+from diffrec.protocol.events import PassName
 from diffrec.protocol.settings import PRESETS, expected_iterations, parse_settings
 
 
@@ -175,7 +176,7 @@ def scripted(settings, reporter, iterations=1000, curve=rising_then_flat,
              checkpoints=None) -> ScriptedTrainer:
     light = torch.nn.Module()
     light.base = torch.nn.Parameter(torch.zeros(3))
-    config = pass_config(settings, name="pass2", index=1, iterations=iterations,
+    config = pass_config(settings, name=PassName.TEXTURES, iterations=iterations,
                          learning_rate=0.01, warmup=0, learn_light=False)
     run = Pass.of(config, Frozen(), torch.nn.Linear(2, 2), light)
     trainer = ScriptedTrainer(None, run, Sampler(), reporter, checkpoints=checkpoints)
@@ -191,7 +192,7 @@ def test_the_trainer_stops_a_converged_pass_and_a_resumed_one_stays_stopped():
     trainer.train()
     assert trainer.stopped_early and 200 <= trainer.iteration < 1000
     assert trainer.iteration % 10 == 0 and reporter.iterations[-1] == trainer.iteration
-    assert reporter.lines == [f"pass2 stopped at iteration {trainer.iteration} of 1000: "
+    assert reporter.lines == [f"textures stopped at iteration {trainer.iteration} of 1000: "
                               f"training PSNR rose {trainer.plateau.gain_db:.3f} dB over its "
                               f"last 50 iterations (plateau_db 0.3)"]
     again = scripted(settings, reporter, checkpoints=checkpoints)

@@ -12,8 +12,8 @@ from diffrec.pipeline.mip_fit import STEP_COST
 from diffrec.pipeline.reporter import Reporter
 from diffrec.pipeline.run import optimize
 from diffrec.pipeline.views import Views
-from diffrec.protocol.events import MIP_PASS
-from diffrec.protocol.settings import PATH_TRACED_COST, PATH_TRACED_PASS
+from diffrec.protocol.events import PassName
+from diffrec.protocol.settings import PATH_TRACED_COST
 
 
 class Recording(Reporter):
@@ -56,7 +56,7 @@ def test_a_one_pass_run_reports_pass_one_of_one_then_its_mip_fit(tmp_path):
     seen = _run(tmp_path, "materials")
     progress = [event for event in seen if not isinstance(event, tuple)]
     assert [(p.pass_name, p.pass_number, p.passes, p.iteration) for p in progress] == [
-        ("pass2", 1, 1, 2), ("pass2", 1, 1, 4), (MIP_PASS, 1, 1, 2), (MIP_PASS, 1, 1, 4)]
+        ("textures", 1, 1, 2), ("textures", 1, 1, 4), ("mips", 1, 1, 2), ("mips", 1, 1, 4)]
     halfway = progress[0]  # 2 of 4 iterations left, then the mip fit at its step's cost
     per_iteration = halfway.eta_s / 2
     assert halfway.job_eta_s == pytest.approx(halfway.eta_s + MIP_STEPS * STEP_COST
@@ -71,7 +71,7 @@ def test_a_one_pass_run_reports_pass_one_of_one_then_its_mip_fit(tmp_path):
 def test_reconstruct_reports_two_passes_a_whole_job_eta_and_the_pause_between(tmp_path):
     seen = _run(tmp_path, "reconstruct")
     progress = [event for event in seen
-                if not isinstance(event, tuple) and event.pass_name != MIP_PASS]
+                if not isinstance(event, tuple) and event.pass_name != PassName.MIPS]
     assert [(p.pass_number, p.passes, p.iteration) for p in progress] == [
         (1, 2, 2), (1, 2, 4), (2, 2, 2), (2, 2, 4)]
     end_of_first = progress[1]
@@ -86,10 +86,10 @@ def test_reconstruct_reports_two_passes_a_whole_job_eta_and_the_pause_between(tm
 def test_the_path_traced_pass_counts_in_the_job_eta_at_its_own_cost(tmp_path):
     seen = [event for event in _run(tmp_path, "materials", renderer="path-traced",
                                     path_iterations=6)
-            if not isinstance(event, tuple) and event.pass_name != MIP_PASS]
+            if not isinstance(event, tuple) and event.pass_name != PassName.MIPS]
     assert [(p.pass_name, p.pass_number, p.passes, p.iteration) for p in seen] == [
-        ("pass2", 1, 2, 2), ("pass2", 1, 2, 4),
-        (PATH_TRACED_PASS, 2, 2, 2), (PATH_TRACED_PASS, 2, 2, 4), (PATH_TRACED_PASS, 2, 2, 6)]
+        ("textures", 1, 2, 2), ("textures", 1, 2, 4),
+        ("path-traced", 2, 2, 2), ("path-traced", 2, 2, 4), ("path-traced", 2, 2, 6)]
     halfway = seen[0]  # 2 of 4 rasterized iterations left, 6 path-traced ones, the mip fit
     per_iteration = halfway.eta_s / 2
     assert halfway.job_eta_s == pytest.approx(

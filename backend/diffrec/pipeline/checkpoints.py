@@ -1,6 +1,7 @@
 """Checkpoints of a run on disk: one file per stage, written atomically.
 
-Stages are named by the pipeline ("pass1", "pass1-result", "pass2"). A file is written to a
+Stages are named by the pipeline: each pass's checkpoint by the pass's name (``PassName``:
+"surface", "textures", "path-traced"). A file is written to a
 temporary name, flushed to disk and renamed over the old one, so a run killed at any moment
 leaves either the previous checkpoint or the new one, never a torn file. torch is imported
 when a checkpoint is read or written, so the job server's process can hold a store cheaply.

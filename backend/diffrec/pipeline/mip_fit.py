@@ -44,7 +44,7 @@ from diffrec.io.mips import halved
 from diffrec.pipeline.reporter import Progress, Reporter
 from diffrec.pipeline.trainer import light_rotation
 from diffrec.pipeline.views import cameras_at_size
-from diffrec.protocol.events import MIP_PASS
+from diffrec.protocol.events import PassName
 from diffrec.protocol.settings import Settings
 from diffrec.render.material import TextureMaterial
 from diffrec.render.metrics import display
@@ -278,7 +278,7 @@ def fit_mips(ctx, mesh, material: TextureMaterial, light, cameras: Cameras,
              learning_rate: float = LEARNING_RATE, passes: int = 1) -> MipFit:
     """Fit ``material``'s mip levels to ``cameras`` (the training views) under ``light`` for
     ``iterations`` steps (0: the start as it is), ``settings.batch`` views a step; progress to
-    ``reporter`` as the pass ``MIP_PASS``, counted as the last of the job's ``passes``.
+    ``reporter`` as the pass ``PassName.MIPS``, counted as the last of the job's ``passes``.
     ``material`` is left reading what it read before."""
     with _frozen(material, light):
         with torch.no_grad():
@@ -317,7 +317,7 @@ def _fit(ctx, mesh, material: TextureMaterial, light, cameras: Cameras, settings
         if (step + 1) % settings.log_every == 0 or step + 1 == iterations:
             elapsed = time.monotonic() - started
             left = (iterations - step - 1) * elapsed / (step + 1)
-            reporter.progress(Progress(pass_name=MIP_PASS, iteration=step + 1,
+            reporter.progress(Progress(pass_name=PassName.MIPS, iteration=step + 1,
                                        iterations=iterations, losses={"total": loss.item()},
                                        elapsed_s=elapsed, eta_s=left, job_eta_s=left,
                                        pass_number=passes, passes=passes))

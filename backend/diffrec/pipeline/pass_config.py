@@ -2,14 +2,16 @@
 
 ``pipeline.trainer.PassTrainer`` reads its pass's config and nothing else of the settings.
 The per-pass values are decided here, once: reconstruct's surface pass takes the first of
-each pair (``learning_rate``, ``surface_learning_rate``), the textured pass after it (and the
+each pair (``learning_rate``, ``surface_learning_rate``), the textures pass after it (and the
 one pass of materials and refine) the second, the path-traced pass its own ``path_*`` values.
+Each pass is named for what it does (``protocol.events.PassName``).
 
 A pass's checkpoint is fingerprinted (``PassConfig.fingerprint``) with what the pass depends
 on: its config, less what only reports, and ``start_settings``, the settings that shaped what
 it starts from. A setting that only a later pass or a later stage reads (``path_samples``,
 ``unwrap_timeout_s``, pass 2's learning rate) leaves the checkpoints of the passes before it
-usable.
+usable. A checkpoint written under protocol 5's pass names (``PROTOCOL_5_NAMES``) with the
+same config is still resumed (``PassConfig.fingerprints``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import dataclasses
 import json
 from dataclasses import dataclass
 
-from diffrec.protocol.settings import BOOKKEEPING, FIELDS, PATH_TRACED_PASS, Settings
+from diffrec.protocol.events import PassName
+from diffrec.protocol.settings import BOOKKEEPING, FIELDS, Settings
 
 PATH_TRACING = tuple(name for name, spec in FIELDS.items()
                      if spec.metadata["section"] == "path_tracing")
@@ -37,15 +40,21 @@ holds."""
 REPORTING_ONLY = ("number", "passes", "later_iterations", "log_every", "preview_every",
                   "checkpoint_every", "display")
 """``PassConfig`` fields that change what a pass reports, not what it learns."""
+SEED_OFFSETS = {PassName.SURFACE: 0, PassName.TEXTURES: 1, PassName.PATH_TRACED: 2}
+"""What each training pass adds to the run's seed, so that each draws its own views."""
+PROTOCOL_5_NAMES = {PassName.SURFACE: "pass1", PassName.TEXTURES: "pass2",
+                    PassName.PATH_TRACED: "path"}
+"""The training passes' names up to protocol 5: their checkpoints' names in a job's folder
+written before, which a resumed job still reads (``PassConfig.fingerprints``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class PassConfig:
     """Everything a pass trains with but its modules (``pipeline.trainer.Pass`` adds those).
 
-    ``name``, ``index``: the pass's own (``index`` 0 for pass 1, 1 for pass 2, 2 for the
-    path-traced pass; it seeds the pass). ``number`` of ``passes``: where it stands among the
-    passes its job runs (1-based). ``iterations``, ``learning_rate``, ``warmup`` (iterations),
+    ``name``: what the pass does, its one identity (a ``PassName``; ``seed_offset`` follows
+    from it). ``number`` of ``passes``: where it stands among the passes its job runs
+    (1-based). ``iterations``, ``learning_rate``, ``warmup`` (iterations),
     ``surface_learning_rate`` (the geometry's own rate; None: as the rest) and ``schedule``
     ("diffrec" or "nvdiffrec", ``trainer.learning_rate_factor``). ``learn_light``: the light is
     trained, with its gradient scaled by ``light_gradient_scale`` and stepped in log radiance at
@@ -62,8 +71,7 @@ class PassConfig:
     ``log_every``, ``preview_every``, ``checkpoint_every``, ``display``: its reports.
     ``start_settings``: the settings (JSON) that what the pass starts from depends on."""
 
-    name: str
-    index: int
+    name: PassName
     iterations: int
     learning_rate: float
     warmup: int
@@ -101,10 +109,31 @@ class PassConfig:
     display: tuple[str, ...]
     start_settings: str
 
+    @property
+    def seed_offset(self) -> int:
+        """What this pass adds to the run's seed (``SEED_OFFSETS``)."""
+        return SEED_OFFSETS[self.name]
+
+    @property
+    def protocol_5_name(self) -> str:
+        """This pass's name up to protocol 5 (``PROTOCOL_5_NAMES``): its checkpoint's then."""
+        return PROTOCOL_5_NAMES[self.name]
+
     def fingerprint(self) -> str:
         """What a checkpoint of this pass is tagged with: another value, another run."""
-        return json.dumps({name: value for name, value in _fields(self).items()
-                           if name not in REPORTING_ONLY}, sort_keys=True, default=str)
+        return json.dumps(self._learning_fields(), sort_keys=True, default=str)
+
+    def fingerprints(self) -> tuple[str, str]:
+        """``fingerprint``, and what protocol 5 tagged the checkpoint of the same pass and
+        config with (its name as ``PROTOCOL_5_NAMES`` has it, and ``index``, the seed
+        offset): the tags a checkpoint this pass may resume from carries."""
+        protocol_5 = {**self._learning_fields(), "name": self.protocol_5_name,
+                      "index": self.seed_offset}
+        return self.fingerprint(), json.dumps(protocol_5, sort_keys=True, default=str)
+
+    def _learning_fields(self) -> dict:
+        return {name: value for name, value in _fields(self).items()
+                if name not in REPORTING_ONLY}
 
 
 def _fields(config: PassConfig) -> dict:
@@ -119,7 +148,7 @@ def start_settings(settings: Settings, leaving_out: tuple[str, ...] = AFTER_THE_
 
 
 def pass_config(settings: Settings, **own) -> PassConfig:
-    """A pass's config: ``own`` (its name, index, iterations, rates, ...) over what every pass
+    """A pass's config: ``own`` (its name, iterations, rates, ...) over what every pass
     takes from ``settings`` alike; ``start_settings`` every setting a training pass may
     depend on, unless ``own`` says less."""
     schedule, light, rendering = settings.schedule, settings.light, settings.rendering
@@ -139,12 +168,12 @@ def pass_config(settings: Settings, **own) -> PassConfig:
 
 
 def surface_pass(settings: Settings, *, hull_start: bool, clips_white: bool) -> PassConfig:
-    """Reconstruct's pass 1 ("pass1"): the surface and the neural material at the pairs'
+    """Reconstruct's first pass, "surface": the surface and the neural material at the pairs'
     first values, the surface at its own rate from a visual-hull start (``hull_start``), the
     light learned unless fixed."""
     schedule = settings.schedule
     return pass_config(
-        settings, name="pass1", index=0, iterations=settings.size.iterations,
+        settings, name=PassName.SURFACE, iterations=settings.size.iterations,
         learning_rate=schedule.learning_rate[0], warmup=0,
         learn_light=settings.light.mode != "fixed",
         surface_learning_rate=schedule.surface_learning_rate[0] if hull_start else None,
@@ -154,8 +183,8 @@ def surface_pass(settings: Settings, *, hull_start: bool, clips_white: bool) -> 
 
 def textured_pass(settings: Settings, *, clips_white: bool, given_start: bool,
                   later_iterations: float) -> PassConfig:
-    """"pass2": reconstruct's second pass, or the one rasterized pass of materials and
-    refine, at the pairs' second values; it warms up after reconstruct's pass 1 (and, with
+    """"textures": reconstruct's second pass, or the one rasterized pass of materials and
+    refine, at the pairs' second values; it warms up after reconstruct's surface pass (and, with
     ``schedule`` "nvdiffrec", in every mode), the surface at its own rate in reconstruct
     (unless "nvdiffrec"); the light learned unless fixed or locked after pass 1; textures
     held to a given start (``given_start``) by ``start_prior``."""
@@ -164,7 +193,7 @@ def textured_pass(settings: Settings, *, clips_white: bool, given_start: bool,
     path_traced = settings.path_tracing.renderer == "path-traced"
     passes = 2 if reconstruct or path_traced else 1
     return pass_config(
-        settings, name="pass2", index=1, iterations=settings.size.iterations,
+        settings, name=PassName.TEXTURES, iterations=settings.size.iterations,
         learning_rate=schedule.learning_rate[1],
         warmup=schedule.warmup_iterations if reconstruct or nvdiffrec else 0,
         learn_light=_learns_light_after_pass_1(settings),
@@ -178,11 +207,12 @@ def textured_pass(settings: Settings, *, clips_white: bool, given_start: bool,
 
 def path_traced_pass(settings: Settings, *, clips_white: bool,
                      later_iterations: float) -> PassConfig:
-    """The path-traced pass after materials' rasterized one (``renderer`` "path-traced"):
-    ``path_iterations`` at ``path_learning_rate``, no warm-up, the light as pass 2 has it."""
+    """"path-traced": the pass after materials' rasterized one (``renderer`` "path-traced"):
+    ``path_iterations`` at ``path_learning_rate``, no warm-up, the light as the textures pass
+    has it."""
     path = settings.path_tracing
     return pass_config(
-        settings, name=PATH_TRACED_PASS, index=2, iterations=path.iterations,
+        settings, name=PassName.PATH_TRACED, iterations=path.iterations,
         learning_rate=path.learning_rate, warmup=0,
         learn_light=_learns_light_after_pass_1(settings), number=2, passes=2,
         renderer="path-traced", later_iterations=later_iterations, clips_white=clips_white,

@@ -73,7 +73,7 @@ def _run_pass(ctx, run: Pass, train: Views, batch: int, reporter: Reporter,
               checkpoints: CheckpointStore | None, world: distributed.World) -> PassTrainer:
     """Train ``run`` on ``batch`` views an iteration (from its checkpoint when there is one);
     returns the finished trainer."""
-    sampler = ViewSampler(train, batch, seed=run.seed + run.index, rank=world.rank,
+    sampler = ViewSampler(train, batch, seed=run.seed + run.seed_offset, rank=world.rank,
                           ranks=world.size)
     trainer = PassTrainer(ctx, run, sampler, reporter, world, checkpoints=checkpoints)
     trainer.resume()

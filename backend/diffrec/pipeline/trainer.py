@@ -174,7 +174,7 @@ class PassTrainer:
         self.plateau = Plateau(run.plateau_window, run.plateau_db)
         self.stopped_early: str | None = None  # why the plateau rule ended the pass, if it did;
         # a resumed pass stays stopped
-        self.generator = torch.Generator().manual_seed(run.seed * 7919 + run.index)
+        self.generator = torch.Generator().manual_seed(run.seed * 7919 + run.seed_offset)
         self.optimizers = self._optimizers(run)
         self.start_prior = StartPrior(run.material, run.start_prior) if run.start_prior else None
         self.tracer, self.texture_level = None, 0
@@ -213,7 +213,7 @@ class PassTrainer:
         if param_groups:
             optimizers.insert(0, torch.optim.Adam(param_groups, betas=(0.9, 0.999)))
         if not optimizers:
-            raise ValueError(f"pass {run.name!r} has nothing to optimise")
+            raise ValueError(f"pass '{run.name}' has nothing to optimise")
         return optimizers
 
     def _path_tracing(self, run: Pass, views) -> tuple[PathTracer, int]:
@@ -221,7 +221,7 @@ class PassTrainer:
         training views read (``seen_texture_level``, rounded, at least 0)."""
         mesh = run.geometry.mesh()
         if any(p.requires_grad for p in run.geometry.parameters()):
-            raise ValueError(f"pass {run.name!r} path-traces a fixed mesh only")
+            raise ValueError(f"pass '{run.name}' path-traces a fixed mesh only")
         texture_res = run.material.texture_data()[0].shape[0]
         level = seen_texture_level(self.ctx, mesh, views.cameras, texture_res)
         return PathTracer(mesh, self.ctx.device, run.path_max_depth), nearest_level(level)
@@ -247,7 +247,7 @@ class PassTrainer:
 
     def state_dict(self) -> dict:
         return {
-            "pass": self.run.name, "iteration": self.iteration,
+            "pass": str(self.run.name), "iteration": self.iteration,
             "geometry": self.run.geometry.state_dict(), "material": self.run.material.state_dict(),
             "light": self.run.light.state_dict(),
             "optimizers": [optimizer.state_dict() for optimizer in self.optimizers],
@@ -258,8 +258,8 @@ class PassTrainer:
         }
 
     def load_state_dict(self, state: dict) -> None:
-        if state["pass"] != self.run.name:
-            raise ValueError(f"checkpoint is for pass {state['pass']!r}, not {self.run.name!r}")
+        if state["pass"] not in (self.run.name, self.run.protocol_5_name):
+            raise ValueError(f"checkpoint is for pass {state['pass']!r}, not '{self.run.name}'")
         self.run.geometry.load_state_dict(state["geometry"])
         self.run.material.load_state_dict(state["material"])
         self.run.light.load_state_dict(state["light"])
@@ -340,7 +340,7 @@ class PassTrainer:
         losses = {name: float(value) for name, value in stats["losses"].items()}
         if not math.isfinite(losses["total"]):
             raise UserError(f"the loss became {losses['total']} by iteration {self.iteration} "
-                            f"of pass {self.run.name!r}; try a lower learning rate")
+                            f"of pass '{self.run.name}'; try a lower learning rate")
         return {"losses": losses, "psnr": float(stats["psnr"])}
 
     def resume(self) -> None:
@@ -354,13 +354,23 @@ class PassTrainer:
                           resumed_from=self.iteration)
 
     def _own_checkpoint(self) -> dict | None:
-        """This pass's checkpoint if it was made with this fingerprint."""
-        state = None if self.checkpoints is None else self.checkpoints.load(self.run.name)
-        if state is not None and state.get("settings") != self._fingerprint:
-            log.warning("ignoring the checkpoint of %s: it was made with other settings",
-                        self.run.name)
+        """This pass's checkpoint if it was made with this fingerprint; else one a server of
+        protocol 5 wrote under the pass's name then, with the same config
+        (``PassConfig.fingerprints``)."""
+        if self.checkpoints is None:
             return None
-        return state
+        run = self.run
+        for name, fingerprint in zip((run.name, run.protocol_5_name), run.fingerprints(),
+                                     strict=True):
+            state = self.checkpoints.load(name)
+            if state is None:
+                continue
+            if state.get("settings") == fingerprint:
+                return state
+            log.warning("ignoring the checkpoint of %s: it was made with other settings",
+                        run.name)
+            return None
+        return None
 
     def where(self) -> str:
         """Where the pass stands: "iteration 10 of 200", with "of pass 1 of 2" when the job

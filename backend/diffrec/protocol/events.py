@@ -38,10 +38,30 @@ def _number(value) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+class PassName(StrEnum):
+    """A pass of a job, named for what it does: the ``pass`` of its progress and preview
+    events, its key in ``metrics.json``'s ``time_s`` and ``stopped_early``, its checkpoint.
+    Where it stands among the passes a job runs is another matter (``pass_number`` of
+    ``passes``). Protocol 5 and before named the first three ``pass1``, ``pass2`` and
+    ``path`` (``pipeline.pass_config.PROTOCOL_5_NAMES``)."""
+
+    SURFACE = "surface"
+    """reconstruct's first pass: the isosurface (DMTet or FlexiCubes) and a neural material"""
+    TEXTURES = "textures"
+    """the mesh with its textures: reconstruct's second pass, materials' and refine's one"""
+    PATH_TRACED = "path-traced"
+    """the path-traced pass after the textures pass (``renderer`` path-traced)"""
+    MIPS = "mips"
+    """the fit of the textures' mip levels after the last pass: its progress events count its
+    steps, and it has no PSNR"""
+    FIT = "fit"
+    """the ``fit_texture`` task's one pass"""
+
+
 @dataclass(frozen=True)
 class Progress:
     """Where a job is: pass ``pass_number`` of ``passes`` (1-based, counting only the passes
-    this job runs), named ``pass_name`` (``pass1``, ``pass2``, ``path``, ``fit``, ``mips``),
+    this job runs), named ``pass_name`` (a ``PassName``),
     ``iteration`` of ``iterations`` (this pass's most), ``expected_iterations`` where the pass
     is expected to end (before ``iterations`` when the stopping rule may end it sooner; None:
     at ``iterations``), ``losses`` {name: value}, the batch ``psnr`` (dB), seconds spent in
@@ -139,11 +159,6 @@ class Preview:
         return cls(str(fields.get("pass", "")), int(fields.get("iteration", 0)),
                    max(1, int(fields.get("pass_number", 1))),
                    max(1, int(fields.get("passes", 1))), dict(images or {}))
-
-
-MIP_PASS = "mips"
-"""The pass name of the fit of the textures' mip levels after the last pass: its progress
-events count its steps, and it has no PSNR."""
 
 
 @dataclass(frozen=True)
@@ -256,7 +271,7 @@ def time_left(seconds: float | None) -> str:
 def describe(event: Event) -> str:
     """One line for a person, for any event: "Pass 1 of 2 · 120/300 · 27.4 dB · about 3 min
     left" for progress (the pass only when the job has several; the ETA is the whole job's;
-    "Mip levels · 40/100 · ..." for the fit of the textures' mip levels, ``MIP_PASS``),
+    "Mip levels · 40/100 · ..." for the fit of the textures' mip levels, ``PassName.MIPS``),
     "preview: 120" (its iteration, after "pass 1 of 2 · " likewise), a log's sentence
     ("warning: " before a warning's), "started", "done: mesh.glb, manifest.json", "failed:
     why", "cancelled: why"."""
@@ -276,7 +291,7 @@ def describe(event: Event) -> str:
 
 def _describe_progress(progress: Progress) -> str:
     parts = [f"Pass {progress.pass_number} of {progress.passes}"] if progress.passes > 1 else []
-    if progress.pass_name == MIP_PASS:
+    if progress.pass_name == PassName.MIPS:
         parts = ["Mip levels"]
     parts.append(f"{progress.iteration}/{progress.iterations}")
     if progress.psnr is not None:

@@ -1,6 +1,6 @@
 """Protocol version and the limits both sides enforce (see docs/protocol.md, "Limits")."""
 
-PROTOCOL_VERSION = 5
+PROTOCOL_VERSION = 6
 
 KIB = 1024
 MIB = 1024 * KIB

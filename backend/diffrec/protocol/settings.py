@@ -42,8 +42,6 @@ LAPLACE_MODES = ("relative", "absolute")
 RENDERERS = ("rasterized", "path-traced")
 BSDFS = ("principled", "nvdiffrec")
 CLIPPED_WHITE = ("auto", "on", "off")
-PATH_TRACED_PASS = "path"
-"""The name of the pass ``renderer: path-traced`` adds after ``pass2`` (``pass_index`` 2)."""
 PATH_TRACED_COST = 3.0
 """Rasterized iterations one path-traced iteration costs at the same batch and image size, on
 a CPU (docs/BENCHMARKS.md, "Pre-submit estimate": ``scripts/bench_estimate.py --renderer

@@ -123,10 +123,11 @@ class TextureFitRunner(Runner):
                 rate = (done - start) / max(now - began, 1e-9)
                 eta = (total - done) / rate
                 ctx.emit(events.Progress(
-                    pass_name="fit", iteration=done, iterations=total, losses={"mse": mse},
-                    psnr=_psnr(mse), elapsed_s=now - began, eta_s=eta, job_eta_s=eta))
+                    pass_name=events.PassName.FIT, iteration=done, iterations=total,
+                    losses={"mse": mse}, psnr=_psnr(mse), elapsed_s=now - began, eta_s=eta,
+                    job_eta_s=eta))
             if done % settings["preview_every"] == 0 or done == total:
-                ctx.emit(events.Preview("fit", done, images={
+                ctx.emit(events.Preview(events.PassName.FIT, done, images={
                     "render": _preview(render.detach()), "target": _preview(targets[0])}))
             if done % settings["checkpoint_every"] == 0 and done < total:
                 self._save(ctx, texture, optimizer, done)

@@ -9,6 +9,7 @@ import cv2
 import numpy as np
 
 from diffrec.io import write_image
+from diffrec.protocol.events import PassName
 from diffrec.render.metrics import display
 
 from .judge import over_black
@@ -58,7 +59,7 @@ def curves_image(progress: list[dict], width: int = 720, height: int = 300) -> n
     return np.concatenate(panels, axis=1)
 
 
-PASS_COLOURS = {"pass1": (0.85, 0.35, 0.1), "pass2": (0.1, 0.35, 0.8)}
+PASS_COLOURS = {PassName.SURFACE: (0.85, 0.35, 0.1), PassName.TEXTURES: (0.1, 0.35, 0.8)}
 MARGIN = (58, 16, 28, 34)  # left, right, top, bottom
 
 
