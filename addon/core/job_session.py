@@ -3,9 +3,9 @@
 ``JobSession.run()`` does the network work and reports through ``updates``, a queue that the
 main thread applies to the scene: the job's events as the client's channel typed them
 (``diffrec.protocol.events``: progress, preview, log, and how the job finished) and the
-session's own ``Update``s. It runs on a worker thread (``start``)
-whether the main thread drains the queue on a modal operator's timer or in a blocking loop
-(``blender --background``); both go through ``follow.JobRun.tick``.
+session's own ``Update``s. It runs on a worker thread (``start``) whether the main thread
+drains the queue on the one timer of every followed job (``job_controller``) or in a blocking
+loop (``blender --background``); both go through ``follow.JobRun.tick``.
 
 A followed job outlives its server's outages: the client's silence clock
 (``diffrec.protocol.liveness``) says when the server stopped and when it is back or restarted

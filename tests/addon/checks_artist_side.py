@@ -5,10 +5,11 @@ DIFFREC_FAILING (jobs fail), DIFFREC_FULL (disk full), DIFFREC_REFUSING (the pai
 a CURVE server that does not allow Blender's key) and DIFFREC_DOWN (nothing listens), and
 BLENDER_USER_RESOURCES pointing at a scratch folder (this computer's key pair goes there).
 
-What the bpy wheel cannot show: the modal path (no event loop here; the modal glue is driven
-by hand in checks_pumped_renders.py) and undo in the interface, where Blender pushes the
-operator's step itself; here ``bpy.ops.diffrec.optimize("EXEC_DEFAULT", True)`` asks for that
-push, which Blender makes only for an operator with UNDO in its ``bl_options``.
+What the bpy wheel cannot show: the timer of followed jobs firing (no event loop here;
+checks_pumped_renders.py calls its function by hand) and undo in the interface, where Blender
+pushes the operator's step itself; here ``bpy.ops.diffrec.optimize("EXEC_DEFAULT", True)``
+asks for that push, which Blender makes only for an operator with UNDO in its
+``bl_options``.
 """
 
 import os
