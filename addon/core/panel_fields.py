@@ -19,12 +19,16 @@ FIELD_SETTINGS = {
     "train_resolution": "train_res",
     "texture_resolution": "texture_res",
     "light_resolution": "light_res",
-    "grid": "dmtet_grid",
+    "grid": "grid",
     "gpus": "ranks",
     "shading": "renderer",
 }
 """The panel's field -> the ``optimize`` setting it sets (the panel's ``light`` is not one to
 one: ``optimize_settings`` words it)."""
+SENT_AS = {"grid": "dmtet_grid"}
+"""Settings sent under an alias every server reads (``settings.ALIASES``): protocol 5 servers
+know the grid as ``dmtet_grid`` only, and Optimize may submit to a local backend it has just
+started without asking its protocol."""
 
 CUSTOM = "CUSTOM"
 """The preset menu's entry that fills nothing (the protocol's ``custom``)."""
@@ -106,12 +110,12 @@ def optimize_settings(panel, has_envmap: bool) -> dict:
     ``light``, ``target_source`` and ``triangles``) as the backend's ``optimize`` settings
     (docs/protocol.md): every value the panel shows is sent, so the server runs what the
     panel says, and the preset is named ("custom" for Custom). The grid goes with reconstruct
-    only, the shading with materials only, the GPUs when more than one, the triangle budget
-    when set."""
+    only (as ``SENT_AS`` names it), the shading with materials only, the GPUs when more than
+    one, the triangle budget when set."""
     values = {setting: to_setting(field, getattr(panel, field))
               for field, setting in FIELD_SETTINGS.items()}
     if panel.mode != "reconstruct":
-        del values["dmtet_grid"]
+        del values["grid"]
     if panel.mode != "materials":  # the path-traced pass keeps the mesh fixed
         del values["renderer"]
     if panel.gpus <= 1:
@@ -120,4 +124,4 @@ def optimize_settings(panel, has_envmap: bool) -> dict:
         values["target_triangles"] = panel.triangles
     values["light"] = light_setting(panel.light, panel.target_source, has_envmap)
     values["preview_every"] = max(10, panel.iterations // 50)  # about 50 live previews
-    return values
+    return {SENT_AS.get(setting, setting): value for setting, value in values.items()}

@@ -93,9 +93,9 @@ def check_a_panel_value_the_server_refuses_is_named():
     with _registered():
         scene, _ = _scene_with()
         scene.diffrec.mode = "reconstruct"
-        scene.diffrec.grid = 33  # the server's dmtet_grid must be even
+        scene.diffrec.grid = 33  # the server's grid must be even
         problems = _problems()
-        assert any(problem.startswith("Grid: the server refuses this value (dmtet_grid: must be "
+        assert any(problem.startswith("Grid: the server refuses this value (grid: must be "
                                       "even)") for problem in problems), problems
 
 

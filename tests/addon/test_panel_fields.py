@@ -34,7 +34,7 @@ def test_the_defaults_are_the_settings_defaults_and_the_default_presets_sizes():
         "mode": defaults.mode, "preset": DEFAULT_PRESET.upper(), "iterations": sizes["iterations"],
         "batch": sizes["batch"], "train_resolution": sizes["train_res"],
         "texture_resolution": str(sizes["texture_res"]), "light_resolution": sizes["light_res"],
-        "grid": sizes["dmtet_grid"], "gpus": 1, "shading": "rasterized"}
+        "grid": sizes["grid"], "gpus": 1, "shading": "rasterized"}
 
 
 def test_settings_defaults_are_the_default_presets_values():
@@ -94,6 +94,12 @@ def test_the_submitted_settings_are_what_the_panel_shows():
 def test_the_grid_goes_with_reconstruct_and_the_gpus_when_several():
     sent = panel_fields.optimize_settings(_panel(mode="materials", gpus=2, light="KEEP"), False)
     assert "dmtet_grid" not in sent and sent["ranks"] == 2 and sent["light"] == "fixed"
+
+
+def test_the_grid_is_sent_by_the_name_every_server_reads():
+    sent = panel_fields.optimize_settings(_panel(grid=48), has_envmap=False)
+    assert sent["dmtet_grid"] == 48 and "grid" not in sent  # protocol 5 servers know no grid
+    assert parse_settings(sent).size.grid == 48
 
 
 def test_the_shading_goes_with_materials_only():

@@ -130,6 +130,12 @@ def test_keys_keep_their_meaning(data):
     assert refine.settings["learning_rate"] == (0.03, 0.03), "one pass, at the first rate"
 
 
+def test_nvdiffrecs_dmtet_grid_is_the_grid_of_either_surface(data):
+    reading = read_config_reading(write_config(data, "nerf_ficus"))
+    assert reading.settings["grid"] == TINY["dmtet_grid"] and "dmtet_grid" not in reading.settings
+    assert build_config(reading.values()).settings.size.grid == TINY["dmtet_grid"]
+
+
 def test_keys_without_a_meaning_here_are_refused_all_at_once(tmp_path):
     path = tmp_path / "odd.json"
     path.write_text(json.dumps({"iter": 10, "multi_gpu": True, "display": [{"relight": "x"}],

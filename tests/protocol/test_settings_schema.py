@@ -77,7 +77,7 @@ def test_coercion_is_lossless_only():
 def test_values_are_checked_with_the_field_named():
     for values, field in (({"mode": "sculpt"}, "mode"), ({"iterations": 0}, "iterations"),
                           ({"kd_min": [0, 0]}, "kd_min"), ({"light_res": 100}, "light_res"),
-                          ({"dmtet_grid": 33}, "dmtet_grid"), ({"display": ["x"]}, "display"),
+                          ({"grid": 33}, "grid"), ({"display": ["x"]}, "display"),
                           ({"hash_table_log2": 30}, "hash_table_log2")):
         with pytest.raises(SettingsError) as info:
             parse_settings(values)

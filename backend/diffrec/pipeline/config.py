@@ -21,6 +21,7 @@ from diffrec.pipeline.reference_config import Reading, translate
 from diffrec.protocol.close_names import setting_hint
 from diffrec.protocol.file_checks import FileCheckError, parse_json
 from diffrec.protocol.settings import (
+    ALIASES,
     FIELDS,
     PRESETS,
     Settings,
@@ -70,7 +71,7 @@ class RunConfig:
 
 SOURCE_KEYS = tuple(f.name for f in dataclasses.fields(Sources))
 RUN_KEYS = ("device", "out_dir")
-CONFIG_KEYS = (*FIELDS, *SOURCE_KEYS, *RUN_KEYS)
+CONFIG_KEYS = (*FIELDS, *ALIASES, *SOURCE_KEYS, *RUN_KEYS)
 _SOURCE_HINTS = {"env_scale": float, "envmap_layout": str,
                  "near_far": tuple[float, ...] | None}
 ENVMAP_LAYOUTS = ("blender", "nvdiffrec")
@@ -169,7 +170,8 @@ def build_config(file_values: dict[str, Any] | None = None,
         raise UserError("\n".join(f"unknown setting {name!r}: {setting_hint(name, CONFIG_KEYS)}"
                                    for name in unknown))
     try:
-        settings = parse_settings({k: v for k, v in values.items() if k in FIELDS})
+        settings = parse_settings({k: v for k, v in values.items()
+                                   if k in FIELDS or k in ALIASES})
         sources = _sources({k: v for k, v in values.items() if k in SOURCE_KEYS})
     except SettingsError as error:
         raise UserError(str(error)) from None

@@ -222,7 +222,7 @@ KEYS: dict[str, Callable] = {
                               f"validation = {v} (held-out views rendered and scored)"),
     "isosurface": _plain("geometry", str, "the pass-1 surface model"),
     "mtl_override": _plain("ref_material", str, "replaces the reference mesh's material"),
-    "dmtet_grid": _plain("dmtet_grid", int, "grid cells per side"),
+    "dmtet_grid": _plain("grid", int, "grid cells per side"),
     "mesh_scale": _plain("mesh_scale", float, "side of the box the surface is sought in"),
     "env_scale": _plain("env_scale", float, "multiplies the envmap's radiance"),
     "display": _display,

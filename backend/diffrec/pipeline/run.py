@@ -103,7 +103,7 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
     check_views_see_box(train.cameras, (center - half).tolist(), (center + half).tolist(),
                         train.names)
     device = ctx.device
-    geometry = IsosurfaceGeometry(surface.geometry, settings.size.dmtet_grid, surface.mesh_scale,
+    geometry = IsosurfaceGeometry(surface.geometry, settings.size.grid, surface.mesh_scale,
                                   surface.center, device, surface.sdf_regularizer,
                                   settings.run.seed)
     start = "sphere"

@@ -52,17 +52,17 @@ PRESETS: dict[str, dict[str, Any]] = {
     # ears) need its finer cells and cost little more on a CPU, where rendering dominates
     # (docs/BENCHMARKS.md)
     "preview": {"iterations": 300, "batch": 2, "train_res": 128, "texture_res": 256,
-                "dmtet_grid": 64, "light_res": 64, "views": 24, "test_views": 4,
+                "grid": 64, "light_res": 64, "views": 24, "test_views": 4,
                 "hash_table_log2": 15, "plateau_window": 100},
     # the plateau rule on: run to 2000 iterations, the textures drift from what held-out
     # views see (-2 to -3.5 dB at 128 px on ring, box, dots, glyphs; docs/BENCHMARKS.md,
     # "Fine texture detail: why standard scored below preview")
     "standard": {"iterations": 2000, "batch": 4, "train_res": 512, "texture_res": 1024,
-                 "dmtet_grid": 64, "light_res": 256, "views": 100, "test_views": 8,
+                 "grid": 64, "light_res": 256, "views": 100, "test_views": 8,
                  "plateau_window": 100},
     # the reference system's paper settings (its NeRF-synthetic images are 800 pixels wide)
     "high": {"iterations": 5000, "batch": 8, "train_res": 800, "texture_res": 2048,
-             "dmtet_grid": 128, "light_res": 512, "views": 200, "test_views": 16,
+             "grid": 128, "light_res": 512, "views": 200, "test_views": 16,
              "plateau_window": 0},
 }
 
@@ -181,14 +181,19 @@ class SizeSettings(_Record):
     train_res: int = _size(_DEFAULT_SIZES["train_res"],
                            "longest side of training images, pixels", minimum=MIN_SIDE)
     texture_res: int = _size(_DEFAULT_SIZES["texture_res"], "texture side, texels", minimum=4)
-    dmtet_grid: int = _size(_DEFAULT_SIZES["dmtet_grid"],
-                            "surface grid resolution (even): DMTet's tetrahedral grid; "
-                            "FlexiCubes takes half as many cubes a side", minimum=4)
+    grid: int = _size(_DEFAULT_SIZES["grid"],
+                      "surface grid resolution (even): DMTet's tetrahedral grid; FlexiCubes "
+                      "takes half as many cubes a side (also read as dmtet_grid)", minimum=4)
     light_res: int = _size(_DEFAULT_SIZES["light_res"],
                            "environment cube face side (power of two)", minimum=32)
     views: int = _size(_DEFAULT_SIZES["views"], "reference renders of a ref_mesh", minimum=1)
     test_views: int = _size(_DEFAULT_SIZES["test_views"], "held-out views for validation",
                             minimum=0)
+
+    @property
+    def dmtet_grid(self) -> int:
+        """``grid`` under its alias, for the readers not moved to the new name yet."""
+        return self.grid
 
 
 @dataclass(frozen=True)
@@ -417,6 +422,23 @@ BOOKKEEPING = (*(name for name, (section, _) in PLACES.items() if section == "re
                "ranks")
 """Settings that change what a run reports or how it is spread, not what it learns (a
 checkpoint taken under other values of these still resumes)."""
+ALIASES: dict[str, str] = {"dmtet_grid": "grid"}
+"""Other names a setting is read by -> its own name. ``dmtet_grid`` is nvdiffrec's name for the
+grid (its configs keep working) and protocol 5's; FlexiCubes, the default, takes it too, hence
+``grid``. What is written (``to_dict``, results) has the own name."""
+
+
+def _own_names(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` with each alias (``ALIASES``) under its setting's own name; a setting given
+    under both names with different values is a SettingsError."""
+    own: dict[str, Any] = {}
+    for name, value in values.items():
+        setting = ALIASES.get(name, name)
+        if setting in own and own[setting] != value:
+            alias = next(alias for alias, target in ALIASES.items() if target == setting)
+            raise SettingsError(setting, f"given twice, also as {alias}, with another value")
+        own[setting] = value
+    return own
 
 
 @dataclass(frozen=True, init=False)
@@ -446,6 +468,7 @@ class Settings:
     def __init__(self, **values):
         records = {section: values.pop(section) for section, record in RECORDS.items()
                    if isinstance(values.get(section), record)}
+        values = _own_names(values)
         unknown = sorted(str(name) for name in values if name not in PLACES)
         if unknown:
             raise SettingsError(unknown[0], f"unknown setting; {setting_hint(unknown[0], PLACES)}")
@@ -460,7 +483,7 @@ class Settings:
 
     def __getattr__(self, name: str):
         """A setting read by its flat name (``settings.batch``): the migration's bridge."""
-        section, attribute = PLACES.get(name, (None, None))
+        section, attribute = PLACES.get(ALIASES.get(name, name), (None, None))
         record = self.__dict__.get(section) if section != name else None
         if record is None:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
@@ -475,7 +498,7 @@ class Settings:
     def replace(self, **changes) -> Settings:
         """A copy with ``changes`` (flat names) applied (coerced and checked like
         ``parse_settings``)."""
-        return parse_settings({**self.to_dict(), **changes}, apply_preset=False)
+        return parse_settings({**self.to_dict(), **_own_names(changes)}, apply_preset=False)
 
     def trains_normal_map(self) -> bool:
         """Whether the textures include a normal map: ``normal_map``, "auto" meaning on
@@ -543,6 +566,7 @@ def parse_settings(values: Mapping[str, Any], apply_preset: bool = True) -> Sett
     unknown name, a value of the wrong type or out of range, naming the field."""
     if not isinstance(values, Mapping):
         raise SettingsError(None, "settings must be an object of name: value")
+    values = _own_names(values)
     unknown = sorted(str(name) for name in values if name not in FIELDS)
     if unknown:
         raise SettingsError(unknown[0], f"unknown setting; {setting_hint(unknown[0], FIELDS)}")
@@ -633,7 +657,7 @@ def _check_together(settings: Settings) -> None:
     """The checks that involve one value's shape or several fields."""
     size, material = settings.size, settings.material
     checks = [
-        ("dmtet_grid", size.dmtet_grid % 2 == 0, "must be even"),
+        ("grid", size.grid % 2 == 0, "must be even"),
         ("light_res", size.light_res & (size.light_res - 1) == 0, "must be a power of two"),
         ("mesh_scale", settings.surface.mesh_scale > 0, "must be positive"),
         ("learning_rate", all(lr > 0 for lr in settings.schedule.learning_rate),
