@@ -29,7 +29,7 @@ from diffrec.protocol.manifest import write_manifest
 from diffrec.protocol.transfer import HASH_THREADS, content_hash
 from diffrec.server.blobs import namespace
 from diffrec.server.executor import result_files
-from diffrec.server.store import JobStore
+from diffrec.server.job_store import JobStore
 from diffrec_bench.demo.backend import free_port
 
 

@@ -5,6 +5,7 @@ never a torn one; concurrent writers each use their own temporary name."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 from collections.abc import Iterator
@@ -37,6 +38,11 @@ def write_atomic(path: str | os.PathLike, data: bytes) -> None:
     """Replace ``path`` with ``data`` atomically (see ``atomic_writer``)."""
     with atomic_writer(path) as stream:
         stream.write(data)
+
+
+def write_json_atomic(path: str | os.PathLike, value) -> None:
+    """Replace ``path`` with ``value`` as JSON (indented, no NaN) atomically."""
+    write_atomic(path, json.dumps(value, indent=1, allow_nan=False).encode())
 
 
 def cache_dir(*parts: str) -> Path:

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 from diffrec.protocol.events import Progress
-from diffrec.server import storage
+from diffrec.server import disk
 from diffrec.server.optimize_runner import OptimizeRunner
 from diffrec.server.runner import JobFailed
 
@@ -42,7 +42,7 @@ class FailingOptimize(OptimizeRunner):
 
 
 def free_bytes_but_full(real):
-    """``storage.free_bytes`` that finds no room under a FULL folder, else asks ``real``."""
+    """``disk.free_bytes`` that finds no room under a FULL folder, else asks ``real``."""
     return lambda path: 0 if FULL in Path(path).parts else real(path)
 
 
@@ -53,7 +53,7 @@ def artist_servers(root: Path, result: Path, monkeypatch):
 
     from diffrec import cli
 
-    monkeypatch.setattr(storage, "free_bytes", free_bytes_but_full(storage.free_bytes))
+    monkeypatch.setattr(disk, "free_bytes", free_bytes_but_full(disk.free_bytes))
     curve_data = root / "curve" / "data"
     assert cli.main(["keys", "init", "--data-dir", str(curve_data), "--host", "127.0.0.1"]) == 0
     with contextlib.ExitStack() as stack:

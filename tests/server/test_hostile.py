@@ -28,8 +28,7 @@ from diffrec.protocol.events import FINAL_STATES, Log
 from diffrec.protocol.limits import CHUNK_BYTES, MIB
 from diffrec.protocol.transfer import ResumableFile
 from diffrec.server import blobs as blob_module
-from diffrec.server import storage
-from diffrec.server import store as store_module
+from diffrec.server import disk, job_store
 from diffrec.server.quotas import Quotas
 from diffrec.server.texture_fit import TextureFitRunner
 
@@ -129,7 +128,7 @@ def test_quotas_per_key_refuse_with_the_limit_named(tmp_path):
 
 
 def test_an_upload_bigger_than_the_free_disk_is_refused_at_once(tmp_path, monkeypatch):
-    monkeypatch.setattr(storage, "free_bytes", lambda path: 100 * MIB)
+    monkeypatch.setattr(disk, "free_bytes", lambda path: 100 * MIB)
     with server_in_process(tmp_path / "data") as server, \
             Client(server.endpoint, timeout=2.0, retry_for=30.0) as client:
         error = error_of(lambda: client.call("upload", {"blob": f"{1:064x}", "size": 64 * MIB}))
@@ -193,7 +192,7 @@ def test_a_job_whose_results_fill_the_disk_fails_cleanly_and_stays_failed(tmp_pa
     said failed, the partial result kept the disk full, and a restart ran the job again."""
     data = tmp_path / "data"
     reserve = data / "jobs" / ".reserve"
-    real_writer = store_module.write_json_atomic
+    real_writer = job_store.write_json_atomic
 
     def full_disk_writer(path, record):  # the disk is full until the partial result is gone
         ending = path.name == "state.json" and record["state"] in FINAL_STATES
@@ -201,7 +200,7 @@ def test_a_job_whose_results_fill_the_disk_fails_cleanly_and_stays_failed(tmp_pa
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         real_writer(path, record)
 
-    monkeypatch.setattr(store_module, "write_json_atomic", full_disk_writer)
+    monkeypatch.setattr(job_store, "write_json_atomic", full_disk_writer)
     with server_in_process(data, [DiskFillingRunner()]) as server, \
             Client(server.endpoint, timeout=2.0, retry_for=30.0) as client:
         client.submit("filler", fit_spec(task="fills_disk"), {"images": target_images()})
@@ -215,7 +214,7 @@ def test_a_job_whose_results_fill_the_disk_fails_cleanly_and_stays_failed(tmp_pa
         assert not list((data / "jobs" / "filler").rglob("*.*[!n]"))  # only state.json left
         client.submit("after", fit_spec(iterations=5), {"images": target_images()})
         assert client.wait("after")["kind"] == "done"
-    monkeypatch.setattr(store_module, "write_json_atomic", real_writer)
+    monkeypatch.setattr(job_store, "write_json_atomic", real_writer)
     with server_in_process(data) as server, \
             Client(server.endpoint, timeout=2.0, retry_for=30.0) as client:
         status = client.status("filler")
@@ -228,7 +227,7 @@ def test_a_job_whose_results_fill_the_disk_fails_cleanly_and_stays_failed(tmp_pa
 
 def test_a_state_that_cannot_be_written_is_written_when_the_disk_allows(tmp_path, monkeypatch):
     data = tmp_path / "data"
-    real_writer = store_module.write_json_atomic
+    real_writer = job_store.write_json_atomic
     read_only = {"on": True}
 
     def writer(path, record):
@@ -236,7 +235,7 @@ def test_a_state_that_cannot_be_written_is_written_when_the_disk_allows(tmp_path
             raise OSError(errno.EROFS, os.strerror(errno.EROFS))
         real_writer(path, record)
 
-    monkeypatch.setattr(store_module, "write_json_atomic", writer)
+    monkeypatch.setattr(job_store, "write_json_atomic", writer)
     with server_in_process(data) as server, \
             Client(server.endpoint, timeout=2.0, retry_for=30.0) as client:
         client.submit("stuck", fit_spec(iterations=5), {"images": target_images()})

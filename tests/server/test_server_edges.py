@@ -16,9 +16,9 @@ from diffrec.pipeline.reporter import Preview
 from diffrec.protocol import Client, events
 from diffrec.protocol.limits import MAX_INLINE_BYTES, MAX_MESSAGE_CHARS
 from diffrec.server import job_table
+from diffrec.server.job_store import JobStore
 from diffrec.server.optimize_runner import _preview_arrays
 from diffrec.server.runner import JobFailed
-from diffrec.server.store import JobStore
 from diffrec.server.texture_fit import TextureFitRunner
 
 

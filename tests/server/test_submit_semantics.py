@@ -14,7 +14,7 @@ from helpers.servers import error_of, optimize_inputs, server_in_process
 from diffrec.pipeline.job_arrays import from_job_arrays
 from diffrec.protocol import Client
 from diffrec.protocol.limits import MAX_JSON_DEPTH, MIB
-from diffrec.server import storage
+from diffrec.server import disk
 
 SPEC = {"task": "optimize", "settings": {"mode": "reconstruct", "light": "learn",
                                          "train_res": 16}}
@@ -71,18 +71,18 @@ def test_a_deeply_nested_spec_is_a_bad_message_not_internal(client):
 
 def test_a_write_error_without_errno_on_a_full_disk_is_disk_full(tmp_path, monkeypatch):
     """numpy's writers raise OSError without errno when the disk fills."""
-    monkeypatch.setattr(storage, "free_bytes", lambda path: MIB)
-    error = storage.storage_error(OSError("3 requested and 0 written"), tmp_path)
+    monkeypatch.setattr(disk, "free_bytes", lambda path: MIB)
+    error = disk.storage_error(OSError("3 requested and 0 written"), tmp_path)
     assert error is not None and error.code == "disk_full"
-    monkeypatch.setattr(storage, "free_bytes", lambda path: 10 * storage.DISK_RESERVE_BYTES)
-    assert storage.storage_error(OSError("3 requested and 0 written"), tmp_path) is None
-    assert storage.storage_error(OSError(errno.ENOSPC, "full"), tmp_path).code == "disk_full"
+    monkeypatch.setattr(disk, "free_bytes", lambda path: 10 * disk.DISK_RESERVE_BYTES)
+    assert disk.storage_error(OSError("3 requested and 0 written"), tmp_path) is None
+    assert disk.storage_error(OSError(errno.ENOSPC, "full"), tmp_path).code == "disk_full"
 
 
 def test_a_disk_smaller_than_the_reserve_says_so(tmp_path, monkeypatch):
     usage = shutil.disk_usage(tmp_path)
     monkeypatch.setattr(shutil, "disk_usage",
                         lambda path: usage._replace(total=60 * MIB, free=50 * MIB))
-    message = storage.disk_full_message(tmp_path, 10 * MIB)
+    message = disk.disk_full_message(tmp_path, 10 * MIB)
     assert message.startswith(f"the server's disk is too small: it holds {60 * MIB} bytes")
     assert "larger disk" in message

@@ -38,16 +38,16 @@ from diffrec.protocol.message import Message, decode, encode
 from diffrec.protocol.schema import REQUESTS
 
 from .blobs import BlobStore
+from .disk import storage_error
 from .executor import Executor, Report
 from .gate import Gate, open_gate
+from .job_store import JobStore
 from .job_table import JobTable
 from .quotas import DEFAULT_QUOTAS, Quotas
 from .registry import runners
 from .result_check import size_problem
 from .runner import JobFailed
 from .security import Security, secure
-from .storage import storage_error
-from .store import JobStore
 
 log = logging.getLogger(__name__)
 MAINTENANCE_S = 3600.0

@@ -27,14 +27,14 @@ from pathlib import Path
 
 import numpy as np
 
+from diffrec.files import write_atomic
 from diffrec.protocol.arrays import DTYPES, shape_problem
 from diffrec.protocol.errors import ProtocolError
 from diffrec.protocol.schema import CONTENT_HASH_RE
 from diffrec.protocol.transfer import ResumableFile, content_hash
 
-from .files import write_atomic
+from .disk import check_free
 from .quotas import DEFAULT_QUOTAS, Quotas, exceeded
-from .storage import check_free
 
 log = logging.getLogger(__name__)
 MAX_OPEN_UPLOADS = 16

@@ -37,8 +37,8 @@ from diffrec.protocol.events import Event, Finished, Outcome
 from diffrec.protocol.schema import FILE_NAME_RE
 from diffrec.protocol.transfer import content_hash_file
 
+from .disk import DISK_RESERVE_BYTES, disk_full_message, free_bytes
 from .runner import Runner, StopTakes
-from .storage import DISK_RESERVE_BYTES, disk_full_message, free_bytes
 
 Report = Callable[[str, Event], None]
 """``report(job_id, event)``: what an executor tells the job table."""

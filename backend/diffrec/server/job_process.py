@@ -26,9 +26,9 @@ import numpy as np
 from diffrec.protocol.events import Finished, Outcome
 
 from . import lifeline
+from .disk import disk_full_message, is_full, read_only_message
 from .executor import result_files
 from .runner import EmitFn, JobContext, JobFailed, Runner
-from .storage import disk_full_message, is_full, read_only_message
 
 log = logging.getLogger(__name__)
 PRELOAD = ["torch", "diffrec.server.texture_fit", "diffrec.server.optimize_runner"]

@@ -37,10 +37,10 @@ from diffrec.protocol.schema import INPUTS
 
 from .blobs import BlobStore
 from .executor import Executor, Report, Ticket, discard
+from .job_store import JobStore
 from .quotas import Quotas, exceeded, over_bound
 from .result_check import ResultCheck
 from .runner import JobFailed, Runner
-from .store import JobStore
 
 log = logging.getLogger(__name__)
 MAX_JOBS_PER_OWNER = 1000

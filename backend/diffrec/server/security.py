@@ -18,9 +18,8 @@ import zmq
 from zmq.auth.thread import ThreadAuthenticator
 
 from diffrec.errors import UserError
+from diffrec.files import write_atomic
 from diffrec.protocol.keys import check_key, pairing_string, read_keypair
-
-from .files import write_atomic
 
 log = logging.getLogger(__name__)
 ZAP_DOMAIN = b"diffrec"

@@ -20,12 +20,12 @@ import shutil
 import time
 from pathlib import Path
 
+from diffrec.files import write_atomic, write_json_atomic
 from diffrec.protocol.events import FINAL_STATES
 from diffrec.protocol.limits import MIB
 from diffrec.protocol.schema import JOB_ID_RE
 
-from .files import write_atomic, write_json_atomic
-from .storage import DISK_RESERVE_BYTES, FULL_ERRNOS, free_bytes
+from .disk import DISK_RESERVE_BYTES, FULL_ERRNOS, free_bytes
 
 log = logging.getLogger(__name__)
 STATES = ("queued", "running", *FINAL_STATES)
