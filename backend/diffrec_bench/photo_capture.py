@@ -6,12 +6,14 @@ are kept aside for scoring automatic ones.
 What else makes the photos like a camera's, each optional (``photos``, ``write_capture``):
 lens distortion (OpenCV's ``k1, k2, p1, p2``: the rays bent as the lens bends them, and the
 coefficients written to ``transforms.json`` with ``camera_model`` OPENCV, so that the reader
-undistorts the photos), an exposure that changes a little from view to view, and JPEG files
-(OpenCV's encoder at its default quality, 95).
+undistorts the photos), an exposure that changes a little from view to view, JPEG files
+(OpenCV's encoder at its default quality, 95), and fine detail on every surface (solid value
+noise that varies the albedo), without which SIFT finds too little to match for COLMAP.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -28,6 +30,8 @@ TABLE_HALF = 1.6  # the table top: |x|, |y| below this at z = 0
 ROOM = np.array([[-4.0, -4.0, -0.75], [4.0, 4.0, 3.0]])  # floor at the lowest z
 SUN = np.array([0.45, 0.3, 0.84]) / np.linalg.norm([0.45, 0.3, 0.84])
 SUPERSAMPLING = 3
+DETAIL_PERIODS = (0.4, 0.2, 0.1, 0.05)  # the detail's lattice cells, scene units, coarse to fine
+_DETAIL_VALUES = np.random.default_rng(52).random(1 << 16)  # the lattice's values, hashed
 _UNDISTORT_STEPS = 60  # fixed-point steps inverting a lens's distortion (converges for k1 ~ -0.3)
 # the ball's stripes: unlike anything else in the room, or of the table's browns
 PALETTES = {"warm": ((0.75, 0.12, 0.08), (0.85, 0.45, 0.05), (0.9, 0.8, 0.2)),
@@ -42,13 +46,14 @@ def object_cameras(count: int = 14, size: int = 112) -> Cameras:
 
 def photos(cameras: Cameras, seed: int = 0, palette: str = "warm", *,
            distortion: tuple[float, float, float, float] | None = None,
-           exposure_stops: float = 0.0, noise: float = 0.01
+           exposure_stops: float = 0.0, noise: float = 0.01, detail: float = 0.0
            ) -> tuple[np.ndarray, np.ndarray]:
     """``(linear RGB [N, H, W, 3] float32 in [0, 1], true masks [N, H, W] bool)``; the
     ball striped in ``PALETTES[palette]``. ``distortion``: OpenCV's ``(k1, k2, p1, p2)`` of
     the lens the photos are taken through (the masks are the distorted photos' too);
     ``exposure_stops``: each view's exposure drawn uniformly within this many stops either
-    side of the scene's; ``noise``: the sensor noise's standard deviation."""
+    side of the scene's; ``noise``: the sensor noise's standard deviation; ``detail``: every
+    surface's albedo scaled by a solid noise within ``1 ± detail``."""
     fine = Cameras(cameras.camera_to_world, cameras.fx * SUPERSAMPLING,
                    cameras.fy * SUPERSAMPLING, cameras.cx * SUPERSAMPLING,
                    cameras.cy * SUPERSAMPLING, cameras.width * SUPERSAMPLING,
@@ -56,7 +61,7 @@ def photos(cameras: Cameras, seed: int = 0, palette: str = "warm", *,
     directions = _ray_directions(fine, distortion)
     origins = np.broadcast_to(fine.centers().double().numpy()[:, None, None], directions.shape)
     colour, ball = _shade(origins.reshape(-1, 3), directions.reshape(-1, 3),
-                          np.array(PALETTES[palette]))
+                          np.array(PALETTES[palette]), detail)
     n, h, w = len(cameras), cameras.height, cameras.width
     block = (n, h, SUPERSAMPLING, w, SUPERSAMPLING)
     colour = colour.reshape(*block, 3).mean((2, 4))
@@ -139,9 +144,10 @@ def _looking(eye: np.ndarray, target: np.ndarray, size: int) -> Cameras:
                    size / 2, size / 2, size, size)
 
 
-def _shade(origins: np.ndarray, directions: np.ndarray, palette: np.ndarray
+def _shade(origins: np.ndarray, directions: np.ndarray, palette: np.ndarray, detail: float
            ) -> tuple[np.ndarray, np.ndarray]:
-    """``(linear RGB [R, 3], whether the ball is what each ray meets [R])``."""
+    """``(linear RGB [R, 3], whether the ball is what each ray meets [R])``; ``detail`` as
+    for ``photos``."""
     t_ball = _ball_hit(origins, directions)
     t_table = np.where(directions[:, 2] < 0, -origins[:, 2] / np.minimum(directions[:, 2], -1e-9),
                        np.inf)
@@ -155,6 +161,8 @@ def _shade(origins: np.ndarray, directions: np.ndarray, palette: np.ndarray
         point = origins[hit] + t[hit, None] * directions[hit]
         colour[hit] = (_ball_colour, _table_colour, _room_colour)[kind](point, face[hit],
                                                                         palette)
+        if detail:
+            colour[hit] *= 1 + detail * (2 * _solid_noise(point) - 1)[:, None]
     return colour, nearest == 0
 
 
@@ -172,6 +180,23 @@ def _room_exit(origins: np.ndarray, directions: np.ndarray) -> tuple[np.ndarray,
     exits = np.where(safe > 0, (ROOM[1] - origins) / safe, (ROOM[0] - origins) / safe)
     axis = np.argmin(exits, -1)
     return exits.min(-1), 2 * axis + (np.take_along_axis(safe, axis[:, None], 1)[:, 0] > 0)
+
+
+def _solid_noise(point: np.ndarray) -> np.ndarray:
+    """``[R]`` in [0, 1] at the points ``[R, 3]``: value noise on lattices of
+    ``DETAIL_PERIODS`` (trilinear between hashed lattice values), averaged over the lattices
+    and its contrast stretched about 0.5."""
+    total = np.zeros(len(point))
+    for period in DETAIL_PERIODS:
+        cell = point / period
+        base = np.floor(cell).astype(np.int64)
+        fraction = cell - base
+        for corner in itertools.product((0, 1), repeat=3):
+            index = base + np.array(corner)
+            key = (index[:, 0] * 73856093) ^ (index[:, 1] * 19349663) ^ (index[:, 2] * 83492791)
+            weight = np.where(np.array(corner) == 1, fraction, 1 - fraction).prod(-1)
+            total += weight * _DETAIL_VALUES[key & 0xFFFF]
+    return np.clip(0.5 + 2.5 * (total / len(DETAIL_PERIODS) - 0.5), 0, 1)
 
 
 def _lit(albedo: np.ndarray, normal: np.ndarray, shadow=None) -> np.ndarray:

@@ -1,7 +1,8 @@
 """The photo-like capture's camera flaws (``diffrec_bench.photo_capture``): photos taken
 through an OpenCV lens and written with its coefficients are brought back by the capture
 reader's undistortion onto the same scene rendered without the lens; the exposure changes by
-one factor per view, within the stops asked for; JPEG files hold the photos."""
+one factor per view, within the stops asked for; the detail scales the albedo within its
+bounds; JPEG files hold the photos."""
 
 import json
 
@@ -60,6 +61,15 @@ def test_exposure_scales_each_view_by_its_own_factor(cameras):
         factors.append(ratio.mean())
     assert all(2 ** -0.3 <= factor <= 2 ** 0.3 for factor in factors), factors
     assert np.ptp(np.log2(factors)) > 0.05, "the views' exposures differ"
+
+
+def test_detail_scales_the_albedo_within_its_bounds(cameras):
+    plain, _ = photo_capture.photos(cameras[:1], noise=0.0)
+    detailed, _ = photo_capture.photos(cameras[:1], noise=0.0, detail=0.5)
+    lit = (plain > 0.05) & (detailed < 0.99)
+    ratio = detailed[lit] / plain[lit]
+    assert ratio.min() >= 0.5 - 1e-3 and ratio.max() <= 1.5 + 1e-3, (ratio.min(), ratio.max())
+    assert ratio.std() > 0.1, "the detail varies over the surfaces"
 
 
 def test_jpeg_photos_hold_the_images_within_the_codecs_loss(cameras, tmp_path):
