@@ -27,7 +27,7 @@ def optimize_into(config: RunConfig, inputs: Inputs, reporter=None) -> dict:
     reporter = reporter or TerminalReporter(config.out_dir, stream=None)
     result = optimize(config.settings, inputs, reporter,
                       checkpoints=checkpoint_store(config.out_dir), device=config.device)
-    write_result(Path(config.out_dir), result, export_obj=config.settings.export_obj)
+    write_result(Path(config.out_dir), result, export_obj=config.settings.reporting.export_obj)
     return result.metrics
 
 

@@ -104,12 +104,12 @@ def _one_step(world, settings, train, mesh, sky, out):
     smoothness, white balance and, on the random textures' metal, mostly metal too); rank 0
     saves the gradients the step took and its reported losses into ``out``."""
     ctx = raster.RasterContext("cpu", impl="torch")
-    geometry = ExplicitGeometry(mesh, True, "absolute", settings.laplace_scale)
+    geometry = ExplicitGeometry(mesh, True, "absolute", settings.surface.laplace_scale)
     config = pass_config(settings, name=PassName.TEXTURES, iterations=300, learning_rate=0.01,
                          warmup=0, learn_light=True)
     run = Pass.of(config, geometry, initial_textures(settings, "cpu"),
                   make_light(settings, sky, "cpu"))
-    sampler = ViewSampler(train, settings.batch, seed=5, rank=world.rank, ranks=world.size)
+    sampler = ViewSampler(train, settings.size.batch, seed=5, rank=world.rank, ranks=world.size)
     trainer = PassTrainer(ctx, run, sampler, Reporter(), world)
     trainer.iteration = 100
     stats = trainer.step()

@@ -56,5 +56,5 @@ def test_command_line_and_server_hold_out_the_same_views(tmp_path, monkeypatch):
     assert len(command_line.test) == len(server.test) == held
     assert _centres(command_line.test) == _centres(server.test)
     assert _centres(command_line.train) == _centres(server.train)
-    _, expected_test = hold_out_views(sent.train, settings.test_views, settings.seed)
+    _, expected_test = hold_out_views(sent.train, settings.size.test_views, settings.run.seed)
     assert _centres(expected_test) == _centres(server.test)

@@ -80,12 +80,12 @@ def test_nvdiffrec_configs_get_its_schedule_light_and_start(tmp_path, monkeypatc
     config = tmp_path / "configs" / "ball.json"
     config.write_text(json.dumps(NVDIFFREC_CONFIG))
     settings = build_config(read_config_file(config)).settings
-    assert (settings.schedule.kind, settings.light_res, settings.surface_init) == (
+    assert (settings.schedule.kind, settings.size.light_res, settings.surface.surface_init) == (
         "nvdiffrec", 512, "random")
-    assert settings.plateau_window == 0, "every pass runs its iterations, as nvdiffrec's"
+    assert settings.schedule.plateau_window == 0, "every pass runs its iterations, as nvdiffrec's"
     config.write_text(json.dumps({**NVDIFFREC_CONFIG, "schedule": "diffrec"}))
     settings = build_config(read_config_file(config)).settings
-    assert (settings.schedule.kind, settings.light_res, settings.surface_init) == (
+    assert (settings.schedule.kind, settings.size.light_res, settings.surface.surface_init) == (
         "diffrec", 256, "visual-hull"), "schedule: diffrec keeps diffrec's own"
 
     config.write_text(json.dumps(NVDIFFREC_CONFIG))

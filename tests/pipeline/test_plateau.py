@@ -66,7 +66,7 @@ def test_batch_noise_neither_stops_a_rising_pass_nor_keeps_a_flat_one_going():
     rising = [30.0 + 0.01 * iteration + float(wobble[iteration]) for iteration in range(1200)]
     flat = [40.0 + float(wobble[iteration]) for iteration in range(1200)]
     settings = parse_settings({"preset": "preview"})
-    window, min_gain_db = settings.plateau_window, settings.plateau_db
+    window, min_gain_db = settings.schedule.plateau_window, settings.schedule.plateau_db
     assert first_stop(rising, window, min_gain_db) is None  # 1 dB a window
     assert first_stop(flat, window, min_gain_db) == 2 * window  # at the first look
 
@@ -79,7 +79,7 @@ def test_the_preview_rule_stops_recorded_800_iteration_passes_where_they_level_o
     settings = parse_settings({"preset": "preview"})
     for name in ("demo", "ring", "mug", "bowl"):
         curve = curves[name]
-        stop = first_stop(curve, settings.plateau_window, settings.plateau_db)
+        stop = first_stop(curve, settings.schedule.plateau_window, settings.schedule.plateau_db)
         assert stop is not None and 300 <= stop <= 450, (name, stop)
         end, at_stop = sum(curve[-100:]) / 100, sum(curve[stop - 100:stop]) / 100
         assert 0 < end - at_stop < 1.0, name  # what running on to 800 would still have gained
@@ -94,30 +94,30 @@ def test_a_window_of_zero_never_stops():
 
 def test_on_in_preview_and_standard_off_in_high():
     for preset in ("preview", "standard"):
-        assert parse_settings({"preset": preset}).plateau_window > 0, preset
+        assert parse_settings({"preset": preset}).schedule.plateau_window > 0, preset
         assert "plateau_window" in PRESETS[preset]
-    assert parse_settings({"preset": "high"}).plateau_window == 0
-    assert parse_settings({"preset": "preview", "plateau_window": 0}).plateau_window == 0
+    assert parse_settings({"preset": "high"}).schedule.plateau_window == 0
+    assert parse_settings({"preset": "preview", "plateau_window": 0}).schedule.plateau_window == 0
 
 
 def test_preview_gives_a_one_pass_run_a_longer_cap_than_each_of_reconstructs_passes():
-    preview = {mode: parse_settings({"preset": "preview", "mode": mode}).iterations
+    preview = {mode: parse_settings({"preset": "preview", "mode": mode}).size.iterations
                for mode in ("materials", "refine", "reconstruct")}
     assert preview == {"materials": 1000, "refine": 1000, "reconstruct": 300}
-    assert parse_settings({"preset": "preview", "iterations": 40}).iterations == 40
-    assert {parse_settings({"preset": "standard", "mode": mode}).iterations
+    assert parse_settings({"preset": "preview", "iterations": 40}).size.iterations == 40
+    assert {parse_settings({"preset": "standard", "mode": mode}).size.iterations
             for mode in ("materials", "reconstruct")} == {PRESETS["standard"]["iterations"]}
-    assert parse_settings({"preset": "custom", "mode": "materials"}).iterations == 2000
+    assert parse_settings({"preset": "custom", "mode": "materials"}).size.iterations == 2000
 
 
 def test_a_pass_is_expected_to_end_where_recorded_passes_levelled_off():
     curves = json.loads((Path(__file__).with_name("plateau_curves.json")).read_text())
     settings = parse_settings({"preset": "preview"})
-    window, min_gain_db = settings.plateau_window, settings.plateau_db
+    window, min_gain_db = settings.schedule.plateau_window, settings.schedule.plateau_db
     stops = [first_stop(curves[name], window, min_gain_db)
              for name in ("demo", "ring", "mug", "bowl")]
-    typical = expected_iterations(settings.iterations, window)
-    assert min(stops) <= typical <= max(stops) < settings.iterations, (typical, stops)
+    typical = expected_iterations(settings.size.iterations, window)
+    assert min(stops) <= typical <= max(stops) < settings.size.iterations, (typical, stops)
     assert expected_iterations(300, window) == 300, "never past the cap (reconstruct's 300)"
     assert expected_iterations(1000, window, done=typical + 20) == typical + 20 + window
     assert expected_iterations(1000, 0) == 1000, "without the rule, every iteration"

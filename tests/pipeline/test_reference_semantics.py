@@ -2,7 +2,6 @@
 training backgrounds, starting textures and their ranges, env_scale and lock_light."""
 
 import json
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -55,7 +54,7 @@ def test_camera_space_light_makes_a_uniform_ball_look_the_same_from_everywhere()
     ball = ball.replace(uvs=torch.zeros(1, 2), uv_triangles=torch.zeros_like(ball.triangles))
     images = {}
     for fixed_to_camera in (True, False):
-        rotation = light_rotation(cameras, SimpleNamespace(camera_space_light=fixed_to_camera))
+        rotation = light_rotation(cameras, fixed_to_camera)
         out = render_mesh(CTX, ball, material, cameras, light, light_rotation=rotation)
         images[fixed_to_camera] = out.color
     inside = (out.alpha == 1).all(0)[..., 0]  # away from the (faceted) silhouette

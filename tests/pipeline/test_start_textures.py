@@ -82,11 +82,11 @@ def test_a_job_with_start_textures_starts_from_them_unless_told_otherwise():
     material = Material(kd=torch.rand(4, 4, 3), normal=torch.tensor([0.0, 0.0, 1.0])
                         .expand(4, 4, 3))
     given = settings_for_start(parse_settings({"light": "fixed"}), material)
-    assert (given.init_textures, given.normal_map) == ("base_mesh", "on")
+    assert (given.material.init_textures, given.material.normal_map) == ("base_mesh", "on")
     assert not starts_levelled(given), "a baked base colour is not levelled to the views"
     kept = settings_for_start(parse_settings({"init_textures": "random", "normal_map": "off"}),
                               material)
-    assert (kept.init_textures, kept.normal_map) == ("random", "off")
+    assert (kept.material.init_textures, kept.material.normal_map) == ("random", "off")
     plain = parse_settings({})
     assert settings_for_start(plain, None) is plain
 

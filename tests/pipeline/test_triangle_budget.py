@@ -109,9 +109,9 @@ def test_the_triangles_flag_sets_the_budget():
     parser = cli.build_parser()
     for command in (["optimize"], ["submit", "scene"]):
         args = parser.parse_args([*command, "--triangles", "3300"])
-        assert build_config({}, settings_flags(args)).settings.target_triangles == 3300
+        assert build_config({}, settings_flags(args)).settings.surface.target_triangles == 3300
     args = parser.parse_args(["optimize"])
-    assert build_config({}, settings_flags(args)).settings.target_triangles == 0
+    assert build_config({}, settings_flags(args)).settings.surface.target_triangles == 0
 
 
 def test_a_negative_budget_is_refused_with_a_sentence():

@@ -9,7 +9,6 @@ import os
 import signal
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -30,6 +29,7 @@ from diffrec.pipeline.unwrap import (
     uv_overlap,
     with_uvs,
 )
+from diffrec.protocol.settings import Settings
 
 CPU = raster.RasterContext("cpu", impl="torch")
 
@@ -373,7 +373,7 @@ def test_bad_layouts_are_not_usable():
 
 
 def test_with_uvs_keeps_good_uvs_and_replaces_bad_ones():
-    settings = SimpleNamespace(unwrap_timeout_s=60.0, texture_res=64)
+    settings = Settings(unwrap_timeout_s=60.0, texture_res=64)
     plane = primitives.plane(4)
     assert with_uvs(CPU, plane, settings) == (plane, {"method": "own UVs", "time_s": 0.0,
                                                        "warning": None})
@@ -411,7 +411,7 @@ def test_uvs_slightly_outside_the_square_are_kept_as_they_wrap():
     plane = primitives.plane(4)
     shifted = _with_uvs(plane, plane.uvs * 0.9 - 0.05)
     assert uv_layout_problems(CPU, shifted) == []
-    settings = SimpleNamespace(unwrap_timeout_s=60.0, texture_res=64)
+    settings = Settings(unwrap_timeout_s=60.0, texture_res=64)
     assert with_uvs(CPU, shifted, settings)[0] is shifted
 
 

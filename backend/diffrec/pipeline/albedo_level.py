@@ -32,7 +32,7 @@ def starts_levelled(settings: Settings) -> bool:
     that starts as the HDRI (not ``light`` "learn", where the light's level is unknown) and no
     metal at the start."""
     metallic_floor = settings.material_ranges()["ks"][0][2]
-    return (settings.mode == "materials" and settings.init_textures == "constant"
+    return (settings.run.mode == "materials" and settings.material.init_textures == "constant"
             and settings.light.mode != "learn" and metallic_floor == 0)
 
 
@@ -46,7 +46,7 @@ def level_albedo_(ctx, mesh, material: TextureMaterial, light, views: Views,
 
     Contract: the material's metallic is 0 where it is rendered (the render is then affine in
     the base colour); ``light`` fixed, its mips built here. Renders 2 x ``LEVEL_VIEWS`` views
-    at most, ``settings.batch`` at a time.
+    at most, ``settings.size.batch`` at a time.
     """
     light.build_mips()
     kd = material.kd.data
@@ -55,7 +55,7 @@ def level_albedo_(ctx, mesh, material: TextureMaterial, light, views: Views,
     square = torch.zeros(3, dtype=torch.float64)
     original = kd[..., :3].clone()
     try:
-        for batch in chosen.split(max(1, settings.batch)):
+        for batch in chosen.split(max(1, settings.size.batch)):
             cameras, targets = views.batch(batch)
             cameras, targets = cameras.to(ctx.device), targets.to(ctx.device)
             black, white = (_render(ctx, mesh, material, light, cameras, settings, value)
@@ -76,6 +76,7 @@ def level_albedo_(ctx, mesh, material: TextureMaterial, light, views: Views,
 def _render(ctx, mesh, material, light, cameras, settings: Settings, value: float):
     """``cameras``' views with every base-colour texel set to ``value`` (over black)."""
     material.kd.data[..., :3] = value
-    return render_mesh(ctx, mesh, material, cameras, light, spp=settings.spp,
-                       layers=settings.layers, light_rotation=light_rotation(cameras, settings),
+    return render_mesh(ctx, mesh, material, cameras, light, spp=settings.rendering.spp,
+                       layers=settings.rendering.layers,
+                       light_rotation=light_rotation(cameras, settings.light.camera_space),
                        layered=settings.layered_bsdf())

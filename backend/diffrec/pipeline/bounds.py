@@ -56,17 +56,18 @@ def device_memory_bytes(device: str) -> int:
 def check_bounds(settings: Settings, memory_bytes: int, triangles: int | None = None) -> None:
     """Raise UserError if ``settings`` cannot fit in ``memory_bytes``;
     ``triangles`` is the starting mesh's size when known."""
-    for name in ("train_res", "texture_res"):
-        if getattr(settings, name) > MAX_RES:
-            raise UserError(f"{name} {getattr(settings, name)} is over the limit of {MAX_RES}")
-    samples = settings.batch * settings.train_res ** 2 * settings.layers * settings.spp ** 2
+    size, rendering = settings.size, settings.rendering
+    for name, value in (("train_res", size.train_res), ("texture_res", size.texture_res)):
+        if value > MAX_RES:
+            raise UserError(f"{name} {value} is over the limit of {MAX_RES}")
+    samples = size.batch * size.train_res ** 2 * rendering.layers * rendering.spp ** 2
     parts = {
         "batch × train_res² × layers × spp²": (samples * PIXEL_BYTES,
                                                "lower batch or train_res"),
-        "texture_res²": (settings.texture_res ** 2 * TEXEL_BYTES, "lower texture_res"),
+        "texture_res²": (size.texture_res ** 2 * TEXEL_BYTES, "lower texture_res"),
     }
-    if settings.mode == "reconstruct":
-        parts["dmtet_grid³"] = (settings.dmtet_grid ** 3 * GRID_CELL_BYTES, "lower dmtet_grid")
+    if settings.run.mode == "reconstruct":
+        parts["dmtet_grid³"] = (size.grid ** 3 * GRID_CELL_BYTES, "lower dmtet_grid")
     if triangles:
         parts["triangles"] = (triangles * TRIANGLE_BYTES, "send a mesh with fewer triangles")
     have = f"the device has {memory_bytes / GIB:.1f} GiB"
@@ -87,18 +88,18 @@ def check_image_size(settings: Settings, width: int, height: int) -> None:
     score's SSIM window): found before the run, not after its training."""
     from diffrec.protocol.images import MIN_SIDE, longest_side_size, smallest_longest_side
 
-    resized = longest_side_size(width, height, settings.train_res)
+    resized = longest_side_size(width, height, settings.size.train_res)
     if min(resized) < MIN_SIDE:
         sent = f" (from {width}x{height})" if resized != (width, height) else ""
         raise UserError(
-            f"train_res {settings.train_res} makes the images {resized[0]}x{resized[1]} "
+            f"train_res {settings.size.train_res} makes the images {resized[0]}x{resized[1]} "
             f"pixels{sent}, and a run's score needs at least {MIN_SIDE} on each side: raise "
             f"train_res to {smallest_longest_side(width, height)} or more")
 
 
 def check_ranks(settings: Settings, device: str) -> None:
-    """Raise UserError if ``settings.ranks`` (over 1) cannot run on ``device`` (a torch device
-    string; ``devices.ranks_device_type``), is over the room there (one rank per GPU on CUDA,
+    """Raise UserError if ``settings.limits.ranks`` (over 1) cannot run on ``device`` (a torch
+    device string; ``devices.ranks_device_type``), is over the room there (one rank per GPU on CUDA,
     per CPU core otherwise) or its batch does not split evenly over them; checked before any
     rank starts."""
     import torch
@@ -106,12 +107,12 @@ def check_ranks(settings: Settings, device: str) -> None:
     from diffrec.devices import ranks_device_type
     from diffrec.pipeline.sampler import rank_share
 
-    if settings.ranks == 1:
+    if settings.limits.ranks == 1:
         return
     on_cuda = ranks_device_type(device) == "cuda"
     available = torch.cuda.device_count() if on_cuda else os.cpu_count() or 1
-    if settings.ranks > available:
-        raise UserError(f"ranks {settings.ranks} is more than this worker has room for "
+    if settings.limits.ranks > available:
+        raise UserError(f"ranks {settings.limits.ranks} is more than this worker has room for "
                         f"({available}: one per GPU, or per CPU core without one): "
                         f"lower ranks to {available} or fewer")
-    rank_share(settings.batch, settings.ranks)
+    rank_share(settings.size.batch, settings.limits.ranks)

@@ -1,5 +1,5 @@
 """What a run starts from: the light (``make_light``) and, for materials and refine, the
-textures (``initial_textures``, from ``settings.init_textures``)."""
+textures (``initial_textures``, from ``settings.material.init_textures``)."""
 
 from __future__ import annotations
 
@@ -28,16 +28,16 @@ def make_light(settings: Settings, envmap: torch.Tensor | None, device) -> Envir
     if settings.light.mode == "learn" or envmap is None:
         if settings.light.mode != "learn":
             raise UserError(f"light {settings.light.mode!r} needs an envmap (the HDRI)")
-        return EnvironmentLight(resolution=settings.light_res, init=0.5).to(device)
+        return EnvironmentLight(resolution=settings.size.light_res, init=0.5).to(device)
     sources = settings.light.sources if settings.light.mode == "fixed" else 0
-    return EnvironmentLight.from_equirect(envmap.to(device), resolution=settings.light_res,
+    return EnvironmentLight.from_equirect(envmap.to(device), resolution=settings.size.light_res,
                                           sources=sources)
 
 
 def initial_textures(settings: Settings, device, base_material: Material | None = None
                      ) -> TextureMaterial:
-    """The textures a materials / refine run starts from (``settings.init_textures``), square
-    at ``texture_res``, within ``settings.material_ranges()``:
+    """The textures a materials / refine run starts from (``settings.material.init_textures``),
+    square at ``texture_res``, within ``settings.material_ranges()``:
 
     - "constant": mid-range, grey kd (alpha 1), roughness 0.5, no metal, flat normals (a
       materials run then levels kd to its views where the light is known:
@@ -49,7 +49,7 @@ def initial_textures(settings: Settings, device, base_material: Material | None 
 
     No normal map unless ``settings.trains_normal_map()``.
     """
-    size, ranges = settings.texture_res, settings.material_ranges()
+    size, ranges = settings.size.texture_res, settings.material_ranges()
     kd_low, kd_high = (torch.tensor(v) for v in ranges["kd"])
     ks_low, ks_high = (torch.tensor(v, dtype=torch.float32) for v in ranges["ks"])
     mid_kd = [*CONSTANT_START["kd"], 1.0][:len(kd_low)]
@@ -57,8 +57,8 @@ def initial_textures(settings: Settings, device, base_material: Material | None 
               "ks": torch.tensor(CONSTANT_START["ks"]).clamp(ks_low, ks_high)
               .expand(size, size, 3),
               "normal": FLAT_NORMAL.expand(size, size, 3)}
-    if settings.init_textures == "random":
-        generator = torch.Generator().manual_seed(settings.seed)
+    if settings.material.init_textures == "random":
+        generator = torch.Generator().manual_seed(settings.run.seed)
 
         def uniform(low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
             return low + (high - low) * torch.rand(size, size, len(low), generator=generator)
@@ -66,7 +66,7 @@ def initial_textures(settings: Settings, device, base_material: Material | None 
         values["kd"] = uniform(kd_low, kd_high)
         ks_high[0] = ks_high[0].clamp(max=0.01).clamp(min=ks_low[0])  # occlusion near none
         values["ks"] = uniform(ks_low, ks_high)
-    elif settings.init_textures == "base_mesh" and base_material is not None:
+    elif settings.material.init_textures == "base_mesh" and base_material is not None:
         for name in ("kd", "ks", "normal"):
             channel = getattr(base_material, name)
             if channel is not None:
@@ -75,7 +75,7 @@ def initial_textures(settings: Settings, device, base_material: Material | None 
     textures = [Texture2D(values[name], *ranges[name]) for name in names]
     for texture in textures:
         texture.clamp_()  # a base mesh's material may lie outside the ranges
-    return TextureMaterial(*textures, mip_bias=settings.texture_mip_bias).to(device)
+    return TextureMaterial(*textures, mip_bias=settings.material.texture_mip_bias).to(device)
 
 
 def has_textures(material: Material) -> bool:

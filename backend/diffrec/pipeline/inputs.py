@@ -79,17 +79,17 @@ def load_inputs(config: RunConfig, ctx: raster.RasterContext, hold_out: bool = T
     dataset = sources.dataset or (sources.ref_mesh if sources.ref_mesh and
                                   Path(sources.ref_mesh).is_dir() else None)
     if dataset:
-        train = load_dataset(dataset, "train", settings.train_res, near_far=sources.near_far)
+        train = load_dataset(dataset, "train", settings.size.train_res, near_far=sources.near_far)
         if not hold_out:
             return Inputs(train, None, base, envmap, base_material)
         try:
-            test = load_dataset(dataset, "test", settings.train_res, near_far=sources.near_far)
+            test = load_dataset(dataset, "test", settings.size.train_res, near_far=sources.near_far)
         except UserError:
-            train, test = hold_out_views(train, settings.test_views, settings.seed)
+            train, test = hold_out_views(train, settings.size.test_views, settings.run.seed)
             log.info("%s has no test split: %d of its %d views held out for validation "
                      "(test_views %d, at most one in %d, chosen at random from seed %d): %s",
-                     dataset, len(test), len(train) + len(test), settings.test_views,
-                     HELD_OUT_SHARE, settings.seed, ", ".join(test.names))
+                     dataset, len(test), len(train) + len(test), settings.size.test_views,
+                     HELD_OUT_SHARE, settings.run.seed, ", ".join(test.names))
         return Inputs(train, test, base, envmap, base_material)
     if sources.ref_mesh:
         if envmap is None:
@@ -104,13 +104,14 @@ def load_inputs(config: RunConfig, ctx: raster.RasterContext, hold_out: bool = T
         near, far = sources.near_far or (0.1, 1000.0)
 
         def views(count, seed):
-            cameras = orbit_cameras(count, REFERENCE_CAMERA_RADIUS, settings.train_res,
+            cameras = orbit_cameras(count, REFERENCE_CAMERA_RADIUS, settings.size.train_res,
                                     fov_degrees=REFERENCE_FOV_DEGREES, seed=seed,
                                     elevations_degrees=REFERENCE_ELEVATIONS_DEGREES,
                                     near=near, far=far)
             return render_reference_views(ctx, asset, envmap, cameras.to(ctx.device), spp=2,
                                           layered=settings.layered_bsdf())
 
-        test = views(settings.test_views, settings.seed + 1) if hold_out else None
-        return Inputs(views(settings.views, settings.seed), test, base, envmap, base_material)
+        test = views(settings.size.test_views, settings.run.seed + 1) if hold_out else None
+        train = views(settings.size.views, settings.run.seed)
+        return Inputs(train, test, base, envmap, base_material)
     raise UserError("no targets: give a dataset folder (dataset) or a reference mesh (ref_mesh)")

@@ -116,9 +116,9 @@ def settings_for_start(settings: Settings, material: Material | None) -> Setting
     if material is None:
         return settings
     changes = {}
-    if settings.init_textures == "constant":
+    if settings.material.init_textures == "constant":
         changes["init_textures"] = "base_mesh"
-    if material.normal is not None and settings.normal_map == "auto":
+    if material.normal is not None and settings.material.normal_map == "auto":
         changes["normal_map"] = "on"
     return settings.replace(**changes) if changes else settings
 

@@ -190,8 +190,8 @@ class _Render:
 
     def __call__(self, cameras, spp: int = 1):
         return render_mesh(self.ctx, self.mesh, self.material, cameras, self.light, spp=spp,
-                           layers=self.settings.layers,
-                           light_rotation=light_rotation(cameras, self.settings),
+                           layers=self.settings.rendering.layers,
+                           light_rotation=light_rotation(cameras, self.settings.light.camera_space),
                            layered=self.settings.layered_bsdf())
 
 
@@ -277,7 +277,7 @@ def fit_mips(ctx, mesh, material: TextureMaterial, light, cameras: Cameras,
              settings: Settings, reporter: Reporter | None = None, *, iterations: int,
              learning_rate: float = LEARNING_RATE, passes: int = 1) -> MipFit:
     """Fit ``material``'s mip levels to ``cameras`` (the training views) under ``light`` for
-    ``iterations`` steps (0: the start as it is), ``settings.batch`` views a step; progress to
+    ``iterations`` steps (0: the start as it is), ``settings.size.batch`` views a step; progress to
     ``reporter`` as the pass ``PassName.MIPS``, counted as the last of the job's ``passes``.
     ``material`` is left reading what it read before."""
     with _frozen(material, light):
@@ -300,8 +300,8 @@ def _fit(ctx, mesh, material: TextureMaterial, light, cameras: Cameras, settings
                   "start": {name: [level.detach().clone() for level in chain]
                             for name, chain in fitted.read().items()}}
     optimizer = torch.optim.Adam(fitted.parameters(), lr=learning_rate)
-    generator = torch.Generator().manual_seed(settings.seed)
-    batch = min(settings.batch, len(cameras))
+    generator = torch.Generator().manual_seed(settings.run.seed)
+    batch = min(settings.size.batch, len(cameras))
     for step in range(iterations):
         scale = scales[step % len(scales)]
         pick = torch.randperm(len(cameras), generator=generator)[:batch]
@@ -314,7 +314,7 @@ def _fit(ctx, mesh, material: TextureMaterial, light, cameras: Cameras, settings
         loss.backward()
         optimizer.step()
         fitted.clamp_(material)
-        if (step + 1) % settings.log_every == 0 or step + 1 == iterations:
+        if (step + 1) % settings.reporting.log_every == 0 or step + 1 == iterations:
             elapsed = time.monotonic() - started
             left = (iterations - step - 1) * elapsed / (step + 1)
             reporter.progress(Progress(pass_name=PassName.MIPS, iteration=step + 1,

@@ -347,82 +347,85 @@ def departures(settings, sources=None) -> list[str]:
     """Where a run of ``settings`` (``diffrec.protocol.settings.Settings``) on ``sources``
     (``pipeline.config.Sources``, if given) departs from what nvdiffrec does, one sentence
     each, saying why."""
+    run, size, schedule = settings.run, settings.size, settings.schedule
+    surface, material, rendering = settings.surface, settings.material, settings.rendering
+    light = settings.light
     found = []
-    if settings.schedule.kind != "nvdiffrec":
+    if schedule.kind != "nvdiffrec":
         found += ["learning rate decays to 0.1 over each pass, whatever its length (nvdiffrec: "
                   "10^(-0.0002 it), 0.66 at 1000 iterations); schedule: nvdiffrec for its",
-                  f"training background {settings.background!r} (nvdiffrec: per-pixel noise); "
+                  f"training background {rendering.background!r} (nvdiffrec: per-pixel noise); "
                   "schedule: nvdiffrec for its"]
-        if settings.mode == "reconstruct":
-            found.append(f"geometry moves at surface_learning_rate {settings.surface_learning_rate}"
+        if run.mode == "reconstruct":
+            found.append(f"geometry moves at surface_learning_rate {schedule.surface_learning_rate}"
                          " from a visual-hull start (nvdiffrec: at learning_rate); schedule: "
                          "nvdiffrec for its")
         else:
             found.append("no learning-rate warm-up in a single-pass run (nvdiffrec: 100 "
                          "iterations); schedule: nvdiffrec for its")
-    if settings.plateau_window:
+    if schedule.plateau_window:
         found.append(f"a pass stops early once its training PSNR gains less than "
-                     f"{settings.plateau_db} dB over {settings.plateau_window} iterations "
+                     f"{schedule.plateau_db} dB over {schedule.plateau_window} iterations "
                      "(nvdiffrec runs every iteration): plateau_window 0 for its")
-    if settings.light_res != NVDIFFREC_LIGHT_RES:
-        found.append(f"light cube faces of {settings.light_res} texels (nvdiffrec: "
+    if size.light_res != NVDIFFREC_LIGHT_RES:
+        found.append(f"light cube faces of {size.light_res} texels (nvdiffrec: "
                      f"{NVDIFFREC_LIGHT_RES}): the preset's size, for speed")
-    if settings.mode == "reconstruct":
-        if settings.surface_init == "visual-hull":
+    if run.mode == "reconstruct":
+        if surface.surface_init == "visual-hull":
             found.append("pass 1 starts from the visual hull of the masks (nvdiffrec: a random "
                          "SDF): fewer iterations to a surface")
-        if settings.max_triangles:
-            found.append(f"pass 1's surface is simplified to at most {settings.max_triangles} "
+        if surface.max_triangles:
+            found.append(f"pass 1's surface is simplified to at most {surface.max_triangles} "
                          "triangles before unwrapping (nvdiffrec unwraps it whole): xatlas "
                          "takes minutes on larger surfaces on a CPU")
         found.append("pass 2's normal map starts flat (nvdiffrec bakes pass 1's untrained "
                      "normal channel)")
-        if settings.hash_table_log2 != 19:
-            found.append(f"hash-grid tables of 2^{settings.hash_table_log2} entries (nvdiffrec: "
+        if material.hash_table_log2 != 19:
+            found.append(f"hash-grid tables of 2^{material.hash_table_log2} entries (nvdiffrec: "
                          "2^19): the preset's size, for speed on a CPU")
-        if settings.hash_grid_precision != "float16":
+        if material.hash_grid_precision != "float16":
             found.append("tiny-cuda-nn's hash grid computes in float32 (nvdiffrec: float16, "
                          "which rounds most of its gradients to zero and is no faster): "
                          "hash_grid_precision float16 for its")
-    if settings.bsdf != "nvdiffrec":
+    if rendering.bsdf != "nvdiffrec":
         found.append("the diffuse is shaded under the specular coat, and the light lost "
                      "between microfacets given back, as Blender's Principled BSDF shows the "
                      "result (nvdiffrec adds the two, single scattering): bsdf nvdiffrec for "
                      "its")
-    if settings.light.mode == "fixed" and settings.light.sources:
-        found.append(f"the fixed light's {settings.light.sources} brightest parts are shaded "
+    if light.mode == "fixed" and light.sources:
+        found.append(f"the fixed light's {light.sources} brightest parts are shaded "
                      "exactly, as directional sources (nvdiffrec: split-sum for all of it): "
                      "light_sources 0 for its")
-    if settings.light.mode != "fixed" and settings.light.log_rate:
+    if light.mode != "fixed" and light.log_rate:
         found.append(f"the learned light steps in log radiance (light_log_rate "
-                     f"{settings.light.log_rate}), so a sun can grow within a pass (nvdiffrec: "
+                     f"{light.log_rate}), so a sun can grow within a pass (nvdiffrec: "
                      "plain Adam at learning_rate, about that much a texel a step): "
                      "light_log_rate 0 for its")
-    if settings.clipped_white != "off":
+    if rendering.clipped_white != "off":
         found.append(f"white target pixels are taken as clipped (clipped_white "
-                     f"{settings.clipped_white!r}: a render at least as bright matches them; "
+                     f"{rendering.clipped_white!r}: a render at least as bright matches them; "
                      "nvdiffrec compares them as exact): clipped_white off for its")
-    if settings.ks_smoothness:
+    if material.ks_smoothness:
         found.append(f"roughness and metallic are held together (ks_smoothness "
-                     f"{settings.ks_smoothness}; nvdiffrec smooths the base colour only): "
+                     f"{material.ks_smoothness}; nvdiffrec smooths the base colour only): "
                      "ks_smoothness 0 for its")
-    if settings.albedo_smoothness or settings.ks_smoothness:
+    if material.albedo_smoothness or material.ks_smoothness:
         found.append("the smoothness terms also compare the two sides of each UV seam "
                      "(nvdiffrec's stay inside a chart)")
-    if settings.mostly_metal:
+    if material.mostly_metal:
         found.append(f"points past half metal are pulled to all metal (mostly_metal "
-                     f"{settings.mostly_metal}; nvdiffrec has no such prior): mostly_metal 0 "
+                     f"{material.mostly_metal}; nvdiffrec has no such prior): mostly_metal 0 "
                      "for its")
-    if settings.large_steps:
-        found.append(f"vertex steps smoothed (large_steps {settings.large_steps}; nvdiffrec: "
+    if surface.large_steps:
+        found.append(f"vertex steps smoothed (large_steps {surface.large_steps}; nvdiffrec: "
                      "plain offsets)")
-    if settings.validation:
+    if settings.reporting.validation:
         found.append("validation on held-out views (at most one in 8 of a capture without a "
                      "test split), which then do not train (nvdiffrec trains on every image)")
     if (sources is not None and sources.ref_mesh and not sources.dataset
             and not Path(sources.ref_mesh).is_dir()):  # a mesh to render, not a capture
         low, high = REFERENCE_ELEVATIONS_DEGREES
-        found.append(f"the targets are {settings.views} renders made once, from cameras at "
+        found.append(f"the targets are {size.views} renders made once, from cameras at "
                      f"{low:g} to {high:g} degrees of elevation (nvdiffrec renders a new view "
                      "from any direction for every image of every batch)")
     return found

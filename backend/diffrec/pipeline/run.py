@@ -206,7 +206,7 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
 
     ``world``: this process's rank among several training one job together
     (``pipeline.distributed``; ``device`` then this rank's own), each called with the same
-    settings and inputs: ``settings.batch`` is the whole batch, split over the ranks. Only
+    settings and inputs: ``settings.size.batch`` is the whole batch, split over the ranks. Only
     rank 0 uses ``reporter`` and ``checkpoints`` and validates; it returns the Result, the
     other ranks None.
     """

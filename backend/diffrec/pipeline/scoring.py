@@ -34,29 +34,30 @@ VALIDATION_PATH_SAMPLES_FACTOR = 4  # path-traced held-out views: less noise tha
 def score_views(ctx, mesh, material, light, views: Views, settings: Settings
                 ) -> tuple[dict, torch.Tensor, torch.Tensor]:
     """Render the held-out views (supersampled); PSNR and SSIM per view against the targets,
-    both over ``settings.background`` (black for "random"). Returns the scores, the renders
-    and the composited targets (``[N, H, W, 3]``, CPU)."""
+    both over ``settings.rendering.background`` (black for "random"). Returns the scores, the
+    renders and the composited targets (``[N, H, W, 3]``, CPU)."""
     light.build_mips()
-    tracer = (PathTracer(mesh, ctx.device, settings.path_max_depth)
-              if settings.renderer == "path-traced" else None)
+    path_tracing, rendering = settings.path_tracing, settings.rendering
+    tracer = (PathTracer(mesh, ctx.device, path_tracing.max_depth)
+              if path_tracing.renderer == "path-traced" else None)
     renders, shown_targets, scores = [], [], []
-    spp = max(settings.spp, VALIDATION_SPP)
+    spp = max(rendering.spp, VALIDATION_SPP)
     # rasterized views: no more pixels at once than a training batch (supersampled spp^2)
-    chunk = max(1, settings.batch if tracer is not None else settings.batch // spp**2)
+    chunk = max(1, settings.size.batch if tracer is not None else settings.size.batch // spp**2)
     with torch.no_grad():
         for start in range(0, len(views), chunk):
             cameras, targets = views.batch(range(start, min(start + chunk, len(views))))
             cameras, targets = cameras.to(ctx.device), targets.to(ctx.device)
-            background = background_for(settings.background, targets)
+            background = background_for(rendering.background, targets)
             if tracer is not None:
                 out = tracer.render(material, light, cameras, background=background,
-                                    spp=VALIDATION_PATH_SAMPLES_FACTOR * settings.path_samples,
+                                    spp=VALIDATION_PATH_SAMPLES_FACTOR * path_tracing.samples,
                                     seed=start)
             else:
                 out = render_mesh(ctx, mesh, material, cameras, light,
-                                  spp=spp, layers=settings.layers,
-                                  background=background,
-                                  light_rotation=light_rotation(cameras, settings),
+                                  spp=spp, layers=rendering.layers, background=background,
+                                  light_rotation=light_rotation(cameras,
+                                                                settings.light.camera_space),
                                   layered=settings.layered_bsdf())
             target = composite(targets, background)
             scores += list(zip(psnr(out.color, target).tolist(), ssim(out.color, target).tolist(),

@@ -50,7 +50,7 @@ from diffrec.pipeline.plateau import Plateau
 from diffrec.pipeline.reporter import Preview, Progress, Reporter
 from diffrec.pipeline.start_prior import StartPrior
 from diffrec.protocol import events
-from diffrec.protocol.settings import Settings, expected_iterations
+from diffrec.protocol.settings import expected_iterations
 from diffrec.render.backgrounds import background_for, composite
 from diffrec.render.footprint import nearest_level, seen_texture_level
 from diffrec.render.losses import clipped_like, image_loss
@@ -65,11 +65,11 @@ SMOOTHNESS_RAMP_ITERATIONS = 500
 PATH_TRACED_LOSS = "logl2_linearized"  # unbiased under the renders' sampling noise
 
 
-def light_rotation(cameras, settings: Settings | PassConfig) -> torch.Tensor | None:
+def light_rotation(cameras, camera_space: bool) -> torch.Tensor | None:
     """Per-view rotations ``[B, 3, 3]`` that turn the light with each camera (world to
-    camera, ``camera_space_light`` of the settings or of a pass's config), else None (the
-    light is fixed to the world)."""
-    return cameras.world_to_camera()[:, :3, :3] if settings.camera_space_light else None
+    camera) when ``camera_space`` (the setting ``camera_space_light``), else None (the light
+    is fixed to the world)."""
+    return cameras.world_to_camera()[:, :3, :3] if camera_space else None
 
 
 def partial_metal(metallic: torch.Tensor, covered: torch.Tensor) -> torch.Tensor:
@@ -238,7 +238,8 @@ class PassTrainer:
                                       texture_level=self.texture_level)
         return render_mesh(self.ctx, mesh, run.material, cameras, run.light, spp=run.spp,
                            layers=run.layers, background=background, buffers=("ks",),
-                           light_rotation=light_rotation(cameras, run), layered=run.layered_bsdf)
+                           light_rotation=light_rotation(cameras, run.camera_space_light),
+                           layered=run.layered_bsdf)
 
     def parameters(self) -> list[torch.Tensor]:
         """Every tensor the pass trains, in the optimisers' order."""
@@ -460,8 +461,9 @@ class PassTrainer:
             if name == "latlong":
                 image = display(self.run.light.to_equirect(size[0], 2 * size[0]))
             else:
+                turn = light_rotation(camera, self.run.camera_space_light)
                 out = render_mesh(self.ctx, mesh, self.run.material, camera, self.run.light,
-                                  mode=name, light_rotation=light_rotation(camera, self.run))
+                                  mode=name, light_rotation=turn)
                 image = out.color[0] if name in ("ks", "normal") else display(out.color)[0]
             panels[name] = image.cpu()
         return panels

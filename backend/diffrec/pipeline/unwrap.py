@@ -336,8 +336,8 @@ def with_uvs(ctx: raster.RasterContext, mesh: Mesh, settings,
     start = time.perf_counter()
     if has_usable_uvs(ctx, mesh):
         return mesh, {"method": "own UVs", "time_s": 0.0, "warning": None}
-    layout = unwrap(mesh.positions, mesh.triangles, timeout_s=settings.unwrap_timeout_s,
-                    resolution_hint=settings.texture_res, worker=worker,
+    layout = unwrap(mesh.positions, mesh.triangles, timeout_s=settings.limits.unwrap_timeout_s,
+                    resolution_hint=settings.size.texture_res, worker=worker,
                     should_stop=should_stop)
     unwrapped = mesh.replace(uvs=layout.uvs.to(mesh.positions.dtype),
                              uv_triangles=layout.uv_triangles, tangents=None,
