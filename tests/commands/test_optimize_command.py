@@ -45,9 +45,10 @@ def test_reference_system_config_keys_are_translated(tmp_path):
                                 "dmtet_grid": 32}))
     config = build_config(read_config_file(path))
     settings = config.settings
-    assert settings.mode == "reconstruct", "nvdiffrec runs DMTet without a base mesh"
-    assert (settings.iterations, settings.train_res, settings.dmtet_grid) == (500, 256, 32)
-    assert settings.learning_rate == (0.03, 0.003) and settings.light.mode == "fixed"
+    assert settings.run.mode == "reconstruct", "nvdiffrec runs DMTet without a base mesh"
+    size = settings.size
+    assert (size.iterations, size.train_res, size.grid) == (500, 256, 32)
+    assert settings.schedule.learning_rate == (0.03, 0.003) and settings.light.mode == "fixed"
     assert config.sources.ref_mesh == "data/spot.obj", "found nowhere: as nvdiffrec reads it"
 
 

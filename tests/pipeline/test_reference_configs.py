@@ -104,16 +104,17 @@ def test_keys_keep_their_meaning(data):
     nerd_config = build_config(read_config_file(write_config(data, "nerd_ehead")))
     nerd = nerd_config.settings
     assert nerd_config.sources.dataset == "data/llff", "relative to the working directory"
-    assert nerd.mode == "reconstruct"
-    assert nerd.kd_max == (0.8, 0.8, 0.8) and nerd.camera_space_light
+    assert nerd.run.mode == "reconstruct"
+    assert nerd.material.kd_max == (0.8, 0.8, 0.8) and nerd.light.camera_space
     assert nerd.material_ranges()["ks"] == ((0.0, 0.08, 0.0), (0.0, 1.0, 1.0))
-    assert nerd.init_textures == "random" and nerd.background == "white"
-    assert nerd.display == ("kd", "ks", "normal")
-    assert nerd.geometry == "dmtet", "no isosurface: nvdiffrec's DMTet, not diffrec's default"
-    assert (nerd.checkpoint_every, nerd.preview_every) == (2, 2), "save_interval"
+    assert nerd.material.init_textures == "random" and nerd.rendering.background == "white"
+    assert nerd.reporting.display == ("kd", "ks", "normal")
+    assert nerd.surface.geometry == "dmtet", "no isosurface: nvdiffrec's DMTet, not diffrec's"
+    reporting = nerd.reporting
+    assert (reporting.checkpoint_every, reporting.preview_every) == (2, 2), "save_interval"
     metal_config = build_config(read_config_file(write_config(data, "spot_metal")))
     metal = metal_config.settings
-    assert metal.mode == "materials" and metal.learning_rate == (0.01, 0.01)
+    assert metal.run.mode == "materials" and metal.schedule.learning_rate == (0.01, 0.01)
     assert metal.trains_normal_map(), "nvdiffrec trains a normal map on a fixed mesh too"
     assert metal_config.sources.ref_material == "data/metal.mtl"
     ficus_config = build_config(read_config_file(write_config(data, "nerf_ficus")))
@@ -121,7 +122,7 @@ def test_keys_keep_their_meaning(data):
     assert ficus.material_ranges()["kd"] == ((0.0, 0.0, 0.0, 0.0), (1.0, 1.0, 1.0, 1.0))
     flexi_config = build_config(read_config_file(write_config(data, "bob_flexi")))
     flexi = flexi_config.settings
-    assert (flexi.geometry, flexi.validation) == ("flexicubes", False)
+    assert (flexi.surface.geometry, flexi.reporting.validation) == ("flexicubes", False)
     assert flexi_config.sources.env_scale == 2.0
     bob_without_lock = {k: v for k, v in CONFIGS["bob"].items()}
     bob_without_lock["base_mesh"] = "data/ball.obj"

@@ -168,8 +168,8 @@ def test_a_server_job_unwraps_with_xatlas_as_the_command_line_does(server, conne
 
     settings = parse_settings(spec["settings"])
     views, base, envmap = from_job_arrays(inputs)
-    train, test = split_views(views, held_out_count(len(views), settings.test_views),
-                              settings.seed)
+    train, test = split_views(views, held_out_count(len(views), settings.size.test_views),
+                              settings.run.seed)
     here = optimize(settings, Inputs(train, test, base, envmap), device="cpu")
     assert here.metrics["unwrap"]["method"] == "xatlas"
     assert served["psnr_mean"] == pytest.approx(here.metrics["psnr_mean"], abs=0.2)

@@ -71,5 +71,5 @@ def test_an_optimize_job_parses_its_settings_once(tmp_path, monkeypatch):
         final = client.wait("once")
     assert final["kind"] == "failed"
     assert "the training stand-in stops here" in final["message"]
-    assert len(trained) == 1 and trained[0].iterations == 3 and trained[0].batch == 2
+    assert len(trained) == 1 and trained[0].size.iterations == 3 and trained[0].size.batch == 2
     assert len(parses) == 1

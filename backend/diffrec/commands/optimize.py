@@ -166,7 +166,7 @@ def check_report(path: str | None, reading: Reading, config: RunConfig) -> str:
                  None: "see below"}[capture_layout(sources.dataset)]
         lines.append(f"targets: the images of {sources.dataset} ({found})")
     elif sources.ref_mesh:
-        lines.append(f"targets: {config.settings.views} renders of {sources.ref_mesh} "
+        lines.append(f"targets: {config.settings.size.views} renders of {sources.ref_mesh} "
                      f"under {sources.envmap}")
     lines += [f"NOT FOUND: {problem}" for problem in missing_files(config)]
     lines.append(validation_line(config))
@@ -184,11 +184,11 @@ def validation_line(config: RunConfig) -> str:
     from diffrec.protocol.captures import CaptureError
 
     settings, dataset = config.settings, config.sources.dataset
-    if not settings.validation:
+    if not settings.reporting.validation:
         return "validation: none (every view trains)"
     if not dataset:
-        return (f"validation: {settings.test_views} more renders from other cameras; "
-                f"training on {settings.views}")
+        return (f"validation: {settings.size.test_views} more renders from other cameras; "
+                f"training on {settings.size.views}")
     try:
         count = len(read_any_capture(dataset, "train").frames)
     except CaptureError:
@@ -197,9 +197,9 @@ def validation_line(config: RunConfig) -> str:
         held = len(read_any_capture(dataset, "test").frames)
         return f"validation: the {held} views of the test split; training on all {count}"
     except CaptureError:
-        held = held_out_count(count, settings.test_views)
+        held = held_out_count(count, settings.size.test_views)
     return (f"validation: {held} of the capture's {count} views held out (test_views "
-            f"{settings.test_views}, at most one in {HELD_OUT_SHARE}); training on "
+            f"{settings.size.test_views}, at most one in {HELD_OUT_SHARE}); training on "
             f"{count - held}")
 
 
@@ -241,10 +241,10 @@ def ranks_asked(args, config: RunConfig) -> tuple[int, str]:
     from diffrec.devices import ranks_device_type
     from diffrec.pipeline.sampler import rank_share
 
-    gpus, ranks = args.gpus, args.ranks
-    if gpus is None and ranks is None and config.settings.ranks > 1:
-        gpus, ranks = ((config.settings.ranks, None) if ranks_device_type(config.device) == "cuda"
-                       else (None, config.settings.ranks))
+    gpus, ranks, asked = args.gpus, args.ranks, config.settings.limits.ranks
+    if gpus is None and ranks is None and asked > 1:
+        gpus, ranks = ((asked, None) if ranks_device_type(config.device) == "cuda"
+                       else (None, asked))
     if gpus is not None:
         count = _at_least_one("--gpus", gpus)
         if config.device not in ("auto", "cuda"):
@@ -266,7 +266,7 @@ def ranks_asked(args, config: RunConfig) -> tuple[int, str]:
         kind = "cpu"
     else:
         return 1, ""
-    rank_share(config.settings.batch, count)
+    rank_share(config.settings.size.batch, count)
     return count, kind
 
 
@@ -311,15 +311,15 @@ def optimize_rank(world, config: RunConfig, quiet: bool = False) -> None:
     inputs = load_inputs(config, raster.RasterContext(resolve_device(device)))
     settings = config.settings
     check_image_size(settings, inputs.train.cameras.width, inputs.train.cameras.height)
-    if settings.init_textures == "base_mesh":  # a start's normal map is trained, as a job's
+    if settings.material.init_textures == "base_mesh":  # its normal map trained, as a job's
         settings = settings_for_start(settings, inputs.base_material)
-    reporter = TerminalReporter(config.out_dir, settings.preview_res,
+    reporter = TerminalReporter(config.out_dir, settings.reporting.preview_res,
                                 None if quiet else sys.stderr)
     result = optimize(settings, inputs, reporter,
                       checkpoints=checkpoint_store(config.out_dir), device=device, world=world)
     if result is None:
         return
-    write_result(Path(config.out_dir), result, export_obj=settings.export_obj)
+    write_result(Path(config.out_dir), result, export_obj=settings.reporting.export_obj)
     summary = {key: result.metrics[key] for key in ("psnr_mean", "ssim_mean", "time_s")}
     print(json.dumps({"out_dir": config.out_dir, **summary}, indent=2))
 

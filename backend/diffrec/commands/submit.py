@@ -143,8 +143,9 @@ def optimize_job(values: dict, origin: str = "the settings file"
     if not (sources.dataset or sources.ref_mesh):
         raise UserError(f"{origin} names no target images: set dataset (a NeRF-style folder "
                         "or an LLFF capture) or ref_mesh (a mesh to render under envmap) in it")
-    if settings.mode != "reconstruct" and not sources.base_mesh:
-        raise UserError(f"mode {settings.mode!r} needs a starting mesh: pass --base-mesh MESH (or "
+    mode = settings.run.mode
+    if mode != "reconstruct" and not sources.base_mesh:
+        raise UserError(f"mode {mode!r} needs a starting mesh: pass --base-mesh MESH (or "
                         "set base_mesh in a settings file), or use --mode reconstruct")
     if settings.light.mode != "learn" and not sources.envmap:
         raise UserError(f"light {settings.light.mode!r} needs an envmap: pass --envmap HDRI "
@@ -156,13 +157,13 @@ def optimize_job(values: dict, origin: str = "the settings file"
 
     ctx = raster.RasterContext(resolve_device("auto"))  # renders a ref_mesh's targets
     inputs = load_inputs(config, ctx, hold_out=False)
-    base = inputs.base_mesh if settings.mode != "reconstruct" else None  # reconstruct ignores it
+    base = inputs.base_mesh if mode != "reconstruct" else None  # reconstruct ignores it
     envmap = inputs.envmap if settings.light.mode != "learn" else None  # a learnt light starts grey
     # the base mesh's material goes as start textures where the run would start from it
     # and keep the UVs it covers (the server refuses them on a mesh it must decimate)
     material = (inputs.base_material if base is not None and base.uvs is not None
-                and settings.init_textures == "base_mesh" and not (
-                    settings.target_triangles and base.num_triangles > settings.target_triangles)
+                and settings.material.init_textures == "base_mesh" and not (
+                    0 < settings.surface.target_triangles < base.num_triangles)
                 else None)
     arrays = to_job_arrays(inputs.train, base, envmap, material)
     views = inputs.train

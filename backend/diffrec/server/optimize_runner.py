@@ -43,12 +43,12 @@ OUTPUT_TRIANGLE_BYTES = 256
 
 def _check_inputs(settings: Settings, inputs: Mapping[str, np.ndarray]) -> None:
     missing = [name for name in ("images", "cameras", "intrinsics") if name not in inputs]
-    if settings.mode != "reconstruct":
+    if settings.run.mode != "reconstruct":
         missing += [name for name in ("vertices", "faces") if name not in inputs]
     if settings.light.mode != "learn" and "envmap" not in inputs:
         missing.append("envmap")
     if missing:
-        raise JobFailed(f"mode {settings.mode!r} with light {settings.light.mode!r} needs the "
+        raise JobFailed(f"mode {settings.run.mode!r} with light {settings.light.mode!r} needs the "
                         f"inputs {', '.join(missing)}")
     if inputs["images"].shape[-1] != 4:
         raise JobFailed("optimize needs RGBA images (N, H, W, 4): alpha is the object's mask")
@@ -85,14 +85,14 @@ def _check_start_textures(settings: Settings, inputs: Mapping[str, np.ndarray]) 
     if not sent:
         return
     names = ", ".join(sent)
-    if settings.mode == "reconstruct":
+    if settings.run.mode == "reconstruct":
         raise JobFailed(f"{names}: start textures cover a base mesh's UVs, and mode "
                         "'reconstruct' finds its own surface: use materials or refine, or "
                         "leave them out")
     if "uvs" not in inputs or "faces" not in inputs:
         raise JobFailed(f"{names}: start textures cover the base mesh's UVs: send the mesh "
                         "(vertices, faces) with its uvs and uv_faces")
-    budget, triangles = settings.target_triangles, len(inputs["faces"])
+    budget, triangles = settings.surface.target_triangles, len(inputs["faces"])
     if budget and triangles > budget:
         raise JobFailed(f"{names}: the base mesh has {triangles:,} triangles, over "
                         f"target_triangles {budget:,}; decimating it would lose the UVs the "
@@ -201,10 +201,10 @@ class OptimizeRunner(Runner):
             raise JobFailed(str(error)) from None
 
     def iterations(self, settings: Settings) -> int:
-        return settings.iterations
+        return settings.size.iterations
 
     def processes(self, settings: Settings) -> int:
-        return settings.ranks
+        return settings.limits.ranks
 
     def output_bytes(self, settings: Settings, inputs: Mapping[str, np.ndarray]) -> int:
         """An upper estimate: per texel, kd, ks and the normal map in the GLB and, with
@@ -212,11 +212,11 @@ class OptimizeRunner(Runner):
         moments (216 B); the light probe and its checkpoints (OUTPUT_FIXED_BYTES); the mesh
         files (OUTPUT_TRIANGLE_BYTES per triangle, a reconstructed surface taken as 2 per grid
         cell); the validation images."""
-        triangles = (len(inputs["faces"]) if "faces" in inputs and settings.mode != "reconstruct"
-                     else 2 * settings.dmtet_grid ** 2)
+        size, given = settings.size, "faces" in inputs and settings.run.mode != "reconstruct"
+        triangles = len(inputs["faces"]) if given else 2 * size.grid ** 2
         _, height, width, _ = inputs["images"].shape
-        return (settings.texture_res ** 2 * (48 + 216) + OUTPUT_FIXED_BYTES
-                + triangles * OUTPUT_TRIANGLE_BYTES + settings.test_views * height * width * 9)
+        return (size.texture_res ** 2 * (48 + 216) + OUTPUT_FIXED_BYTES
+                + triangles * OUTPUT_TRIANGLE_BYTES + size.test_views * height * width * 9)
 
     def run(self, ctx: JobContext) -> None:
         from diffrec.errors import UserError
@@ -235,15 +235,15 @@ class OptimizeRunner(Runner):
             views, base, envmap = from_job_arrays(ctx.inputs)
             material = start_material(ctx.inputs)
             settings = settings_for_start(ctx.settings, material)
-            train, test = hold_out_views(views, settings.test_views, settings.seed)
+            train, test = hold_out_views(views, settings.size.test_views, settings.run.seed)
             inputs = Inputs(train, test, base, envmap, material)
-            if settings.ranks > 1:
+            if settings.limits.ranks > 1:
                 if not run_ranks(ctx, settings, inputs, run_dir):
                     return  # stopped
             else:
                 result = optimize(settings, inputs, JobReporter.of(ctx),
                                   checkpoints=ctx.checkpoints, device=ctx.device)
-                write_result(run_dir, result, export_obj=settings.export_obj)
+                write_result(run_dir, result, export_obj=settings.reporting.export_obj)
         except Cancelled:
             return
         except UserError as error:
@@ -255,8 +255,8 @@ RELAY_POLL_S = 0.2
 
 
 def run_ranks(ctx: JobContext, settings: Settings, inputs, run_dir: Path) -> bool:
-    """The job on ``settings.ranks`` processes (``pipeline.distributed``: NCCL on the worker's
-    GPUs ``cuda:0..``, gloo on a CPU worker), rank 0 writing the result into ``run_dir``.
+    """The job on ``settings.limits.ranks`` processes (``pipeline.distributed``: NCCL on the
+    worker's GPUs ``cuda:0..``, gloo on a CPU worker), rank 0 writing the result into ``run_dir``.
     Rank 0's events come back through a queue and go out as this job's; a stop asked of the
     job reaches rank 0, which stops every rank. Returns False when stopped; raises JobFailed
     (a rank's error, or too few GPUs)."""
@@ -270,9 +270,9 @@ def run_ranks(ctx: JobContext, settings: Settings, inputs, run_dir: Path) -> boo
     from diffrec.devices import ranks_device_type
     from diffrec.pipeline import distributed
 
-    kind = ranks_device_type(ctx.device)
-    if kind == "cuda" and torch.cuda.device_count() < settings.ranks:
-        raise JobFailed(f"ranks {settings.ranks} needs {settings.ranks} GPUs and this worker "
+    kind, count = ranks_device_type(ctx.device), settings.limits.ranks
+    if kind == "cuda" and torch.cuda.device_count() < count:
+        raise JobFailed(f"ranks {count} needs {count} GPUs and this worker "
                         f"has {torch.cuda.device_count()}")
     # the job's own process is a daemon of the worker, and daemons may not start processes;
     # the ranks end with it all the same (lifeline.die_with_parent)
@@ -282,7 +282,7 @@ def run_ranks(ctx: JobContext, settings: Settings, inputs, run_dir: Path) -> boo
 
     def ranks() -> None:
         try:
-            distributed.spawn(_job_rank, settings.ranks, kind,
+            distributed.spawn(_job_rank, count, kind,
                               (settings, inputs, run_dir, ctx.checkpoints, relay, stop,
                                os.getpid()))
         except Exception as error:  # a rank's failure: reported by the job below
@@ -332,7 +332,7 @@ def _job_rank(world, settings: Settings, inputs, run_dir: Path, checkpoints, rel
         relay.put(events.Finished(events.Outcome.FAILED, f"rank {world.rank}: {error}"))
         raise SystemExit(2) from None
     if result is not None:
-        write_result(run_dir, result, export_obj=settings.export_obj)
+        write_result(run_dir, result, export_obj=settings.reporting.export_obj)
 
 
 def _collect_results(run_dir: Path, results_dir: Path) -> None:
