@@ -11,6 +11,7 @@ measured between the first and the last progress report, so start-up work is lef
 Prints one markdown row per run.
 
     scripts/bench_estimate.py [--iterations 12] [--device cpu] [--renderer path-traced] [--runs 7]
+        [--texture-res 256] [--light-res 64]
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ def main() -> None:
     parser.add_argument("--renderer", default="rasterized", choices=RENDERERS)
     parser.add_argument("--runs", type=int, default=len(RUNS),
                         help="the first RUNS rows only (1: the smallest, a smoke test)")
+    parser.add_argument("--texture-res", type=int, default=256)
+    parser.add_argument("--light-res", type=int, default=64)
     args = parser.parse_args()
     print("| batch | train_res | triangles | pass | s / iteration | s / iteration / megapixel |")
     print("|---:|---:|---:|---|---:|---:|")
@@ -73,8 +76,9 @@ def main() -> None:
         mesh = uv_sphere(segments, segments // 2, radius=0.8)
         settings = parse_settings({
             "preset": "preview", "mode": "materials", "iterations": args.iterations,
-            "batch": batch, "train_res": size, "texture_res": 256, "light_res": 64,
-            "light": "learn", "log_every": 2, "checkpoint_every": 0, "validation": False,
+            "batch": batch, "train_res": size, "texture_res": args.texture_res,
+            "light_res": args.light_res, "light": "learn", "log_every": 2,
+            "checkpoint_every": 0, "validation": False,
             "renderer": args.renderer, "path_iterations": args.iterations})
         timing = Timing()
         with tempfile.TemporaryDirectory():

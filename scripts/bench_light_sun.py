@@ -17,6 +17,7 @@ The ball: a UV sphere in coloured bands, rough dielectric (roughness 0.6) but fo
 band (0.2), seen by ``--views`` training and 4 held-out cameras around it.
 
     scripts/bench_light_sun.py [--size 64] [--views 16] [--hdri sunrise.exr] [--set K=V ...]
+        [--truth-res 128]
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ SUN_DIRECTION = (math.cos(math.radians(35)) * math.cos(math.radians(40)),
 CONE_DEGREES = 10.0
 """The half-angle of the cone around the sun whose power is compared."""
 TRUTH_RESOLUTION = 128
-"""The cube map the targets are rendered with and the truth is measured on."""
+"""The side of the cube map the targets are rendered with and the truth is measured on
+(``--truth-res``)."""
 RADIUS = 0.8
 
 
@@ -88,11 +90,13 @@ def ball() -> Asset:
     return Asset(mesh, [Material(kd=kd.numpy(), ks=ks.numpy())], torch.zeros(0, dtype=torch.long))
 
 
-def views(sky: torch.Tensor, count: int, size: int, seed: int):
-    """``count`` straight-alpha views of ``ball()`` under ``sky`` from random cameras."""
+def views(sky: torch.Tensor, count: int, size: int, seed: int,
+          truth_res: int = TRUTH_RESOLUTION):
+    """``count`` straight-alpha views of ``ball()`` under ``sky`` from random cameras, lit by
+    a cube map of side ``truth_res``."""
     cameras = orbit_cameras(count, 3.2, size, seed=seed, elevations_degrees=(-20, 60))
     return render_reference_views(raster.RasterContext("cpu", impl="torch"), ball(), sky,
-                                  cameras, spp=2, light_resolution=TRUTH_RESOLUTION)
+                                  cameras, spp=2, light_resolution=truth_res)
 
 
 def settings_for(size: int, **values):
@@ -102,13 +106,13 @@ def settings_for(size: int, **values):
                            "log_every": 50, **values})
 
 
-def learn(sky: torch.Tensor, size: int, count: int, stream=None, **values
-          ) -> tuple[EnvironmentLight, dict]:
+def learn(sky: torch.Tensor, size: int, count: int, stream=None,
+          truth_res: int = TRUTH_RESOLUTION, **values) -> tuple[EnvironmentLight, dict]:
     """The light and metrics of a materials run on ``count`` views of the ball under
-    ``sky`` (4 held out), with ``settings_for(size, **values)``; progress lines on
-    ``stream`` (None: silent)."""
-    inputs = Inputs(views(sky, count, size, seed=1), views(sky, 4, size, seed=2),
-                    ball().mesh)
+    ``sky`` (4 held out; ``views``, at ``truth_res``), with ``settings_for(size, **values)``;
+    progress lines on ``stream`` (None: silent)."""
+    inputs = Inputs(views(sky, count, size, seed=1, truth_res=truth_res),
+                    views(sky, 4, size, seed=2, truth_res=truth_res), ball().mesh)
     result = optimize(settings_for(size, **values), inputs,
                       TerminalReporter(".", stream=stream), device="cpu")
     return result.light, result.metrics
@@ -142,6 +146,9 @@ def main(argv=None) -> None:
     parser.add_argument("--views", type=int, default=16, help="training views")
     parser.add_argument("--hdri", help="a bundled HDRI's name (sunrise.exr) or a file")
     parser.add_argument("--save", help="write the learned cube map here (torch.save)")
+    parser.add_argument("--truth-res", type=int, default=TRUTH_RESOLUTION,
+                        help="cube map side of the targets' light and of the truth (32: a "
+                        "smoke run)")
     parser.add_argument("--set", nargs="*", default=[], metavar="K=V",
                         help="settings for the run (JSON values), e.g. iterations=500")
     args = parser.parse_args(argv)
@@ -154,10 +161,11 @@ def main(argv=None) -> None:
         sky, sun, name = sun_sky(), SUN_DIRECTION, f"sky + sun {SUN_RATIO:g}x"
     torch.manual_seed(0)
     started = time.monotonic()
-    light, metrics = learn(sky.float(), args.size, args.views, sys.stderr, **values)
+    light, metrics = learn(sky.float(), args.size, args.views, sys.stderr, args.truth_res,
+                           **values)
     if args.save:
         torch.save(light.base.detach().cpu(), args.save)
-    truth = EnvironmentLight.from_equirect(sky.float(), TRUTH_RESOLUTION).base.detach()
+    truth = EnvironmentLight.from_equirect(sky.float(), args.truth_res).base.detach()
     report = sun_report(truth, light.base, sun)
     stopped = metrics["stopped_early"].get(PassName.TEXTURES, {}).get("iteration",
                                                                       metrics["iterations"])
