@@ -60,9 +60,9 @@ def judge(config_path: str, mesh_path: str, probe_path: str, *, nvdiffrec: bool 
         asset.mesh = asset.mesh.replace(positions=to_box.apply(asset.mesh.positions))
         probe = from_nvdiffrec_layout(probe)
     rendered = render_reference_views(ctx, asset, probe, test.cameras.to(ctx.device),
-                                      spp=VALIDATION_SPP, light_resolution=settings.light_res,
+                                      spp=VALIDATION_SPP, light_resolution=settings.size.light_res,
                                       layered=settings.layered_bsdf())
-    background = background_for(settings.background, test.images).cpu()
+    background = background_for(settings.rendering.background, test.images).cpu()
     renders = composite(rendered.images.cpu(), background)
     targets = composite(test.images.cpu(), background)
     view_psnr, view_ssim = psnr(renders, targets).tolist(), ssim(renders, targets).tolist()

@@ -244,7 +244,7 @@ def main(argv=None) -> int:
         "device": (torch.cuda.get_device_name(device) if device.type == "cuda"
                    else f"{platform.machine()} CPU, {torch.get_num_threads()} threads"),
         "torch": torch.__version__, "config": str(args.config), "iterations": args.iterations,
-        "batch": config.settings.batch, "train_res": config.settings.train_res,
+        "batch": config.settings.size.batch, "train_res": config.settings.size.train_res,
         "pass1_ms": reporter.ms_per_iteration(PassName.SURFACE),
         "pass2_ms": reporter.ms_per_iteration(PassName.TEXTURES),
         "peak_memory_mb": metrics["peak_memory_mb"], "wall_s": wall,

@@ -84,16 +84,16 @@ def check_menus_and_defaults_are_the_backends():
                            ("CUSTOM", "Your own settings")], presets
         assert [item.identifier for item in props["mode"].enum_items] == list(MODES)
         defaults = Settings()
-        assert props["preset"].default == defaults.preset.upper()
-        assert props["mode"].default == defaults.mode
-        assert props["texture_resolution"].default == str(defaults.texture_res)
+        size = defaults.size
+        assert props["preset"].default == defaults.run.preset.upper()
+        assert props["mode"].default == defaults.run.mode
+        assert props["texture_resolution"].default == str(size.texture_res)
         assert [item.identifier for item in props["shading"].enum_items] == list(RENDERERS)
-        assert props["shading"].default == defaults.renderer
+        assert props["shading"].default == defaults.path_tracing.renderer
         assert {name: props[name].default for name in ("iterations", "batch", "train_resolution",
                                                        "light_resolution", "grid", "gpus")} == {
-            "iterations": defaults.iterations, "batch": defaults.batch,
-            "train_resolution": defaults.train_res, "light_resolution": defaults.light_res,
-            "grid": defaults.dmtet_grid, "gpus": defaults.ranks}
+            "iterations": size.iterations, "batch": size.batch, "train_resolution": size.train_res,
+            "light_resolution": size.light_res, "grid": size.grid, "gpus": defaults.limits.ranks}
         sizes = {item.identifier for item in props["texture_resolution"].enum_items}
         assert {str(values["texture_res"]) for values in PRESETS.values()} <= sizes
     finally:

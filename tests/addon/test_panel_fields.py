@@ -29,9 +29,9 @@ def test_the_preset_menu_is_the_backends_table_then_custom():
 
 
 def test_the_defaults_are_the_settings_defaults_and_the_default_presets_sizes():
-    defaults, sizes = Settings(), PRESETS[DEFAULT_PRESET]
+    mode, sizes = Settings().run.mode, PRESETS[DEFAULT_PRESET]
     assert {field: panel_fields.default(field) for field in panel_fields.FIELD_SETTINGS} == {
-        "mode": defaults.mode, "preset": DEFAULT_PRESET.upper(), "iterations": sizes["iterations"],
+        "mode": mode, "preset": DEFAULT_PRESET.upper(), "iterations": sizes["iterations"],
         "batch": sizes["batch"], "train_resolution": sizes["train_res"],
         "texture_resolution": str(sizes["texture_res"]), "light_resolution": sizes["light_res"],
         "grid": sizes["grid"], "gpus": 1, "shading": "rasterized"}
@@ -40,21 +40,21 @@ def test_the_defaults_are_the_settings_defaults_and_the_default_presets_sizes():
 def test_settings_defaults_are_the_default_presets_values():
     defaults = Settings().to_dict()
     assert {name: defaults[name] for name in PRESETS[DEFAULT_PRESET]} == PRESETS[DEFAULT_PRESET]
-    assert Settings().preset == DEFAULT_PRESET and set(PRESET_NOTES) == set(PRESETS)
+    assert Settings().run.preset == DEFAULT_PRESET and set(PRESET_NOTES) == set(PRESETS)
 
 
 @pytest.mark.parametrize("preset", list(PRESETS))
 @pytest.mark.parametrize("mode", ["materials", "reconstruct"])
 def test_a_preset_fills_the_backends_values(preset, mode):
-    table = parse_settings({"preset": preset, "mode": mode})
+    size = parse_settings({"preset": preset, "mode": mode}).size
     assert panel_fields.preset_values(preset.upper(), mode) == {
-        "iterations": table.iterations, "batch": table.batch,
-        "train_resolution": table.train_res, "texture_resolution": str(table.texture_res),
-        "light_resolution": table.light_res, "grid": table.dmtet_grid}
+        "iterations": size.iterations, "batch": size.batch,
+        "train_resolution": size.train_res, "texture_resolution": str(size.texture_res),
+        "light_resolution": size.light_res, "grid": size.grid}
 
 
 def test_changing_the_mode_changes_the_presets_pass_length_not_the_artists():
-    preview = {mode: parse_settings({"preset": "preview", "mode": mode}).iterations
+    preview = {mode: parse_settings({"preset": "preview", "mode": mode}).size.iterations
                for mode in ("materials", "reconstruct")}
     assert preview["materials"] != preview["reconstruct"]
     assert panel_fields.iterations_for_mode("PREVIEW", "reconstruct",
@@ -69,7 +69,7 @@ def test_changing_the_mode_changes_the_presets_pass_length_not_the_artists():
 def test_the_estimate_counts_the_stopping_rule_the_server_will_run():
     for preset in (*PRESETS, "custom"):
         for mode in ("materials", "reconstruct"):
-            window = parse_settings({"preset": preset, "mode": mode}).plateau_window
+            window = parse_settings({"preset": preset, "mode": mode}).schedule.plateau_window
             assert panel_fields.plateau_window(preset.upper(), mode) == window, (preset, mode)
 
 
@@ -84,10 +84,9 @@ def _panel(**changes):
 def test_the_submitted_settings_are_what_the_panel_shows():
     sent = panel_fields.optimize_settings(_panel(), has_envmap=True)
     settings = parse_settings(sent)
-    assert (settings.mode, settings.preset, settings.iterations, settings.batch) == (
-        "reconstruct", "custom", 120, 3)
-    assert (settings.train_res, settings.texture_res, settings.light_res, settings.dmtet_grid) \
-        == (96, 512, 64, 32)
+    run, size = settings.run, settings.size
+    assert (run.mode, run.preset, size.iterations, size.batch) == ("reconstruct", "custom", 120, 3)
+    assert (size.train_res, size.texture_res, size.light_res, size.grid) == (96, 512, 64, 32)
     assert settings.light.mode == "learn-from-envmap" and "ranks" not in sent
 
 
@@ -104,10 +103,10 @@ def test_the_grid_is_sent_by_the_name_every_server_reads():
 
 def test_the_shading_goes_with_materials_only():
     path_traced = _panel(mode="materials", shading="path-traced", light="KEEP")
-    assert parse_settings(panel_fields.optimize_settings(path_traced, False)).renderer == \
-        "path-traced"
+    sent = panel_fields.optimize_settings(path_traced, False)
+    assert parse_settings(sent).path_tracing.renderer == "path-traced"
     sent = panel_fields.optimize_settings(_panel(shading="path-traced"), True)
-    assert "renderer" not in sent and parse_settings(sent).renderer == "rasterized"
+    assert "renderer" not in sent and parse_settings(sent).path_tracing.renderer == "rasterized"
 
 
 @pytest.mark.parametrize(("light", "source", "has_envmap", "expected"), [
@@ -127,7 +126,7 @@ def test_auto_keeps_the_world_for_renders_of_it_and_learns_for_photos(light, sou
 def test_the_triangle_budget_is_sent_when_set():
     assert "target_triangles" not in panel_fields.optimize_settings(_panel(), True)
     sent = panel_fields.optimize_settings(_panel(mode="refine", triangles=3300), True)
-    assert parse_settings(sent).target_triangles == 3300
+    assert parse_settings(sent).surface.target_triangles == 3300
 
 
 def test_the_guides_preset_row_states_the_backends_values():

@@ -65,9 +65,9 @@ def test_a_fixed_light_without_an_envmap_input_is_refused_at_submit(server, conn
 def test_coercion_is_lossless_only():
     settings = parse_settings({"iterations": "100", "batch": 3.0, "mesh_scale": "2",
                                "learning_rate": [1, "0.5"], "display": ["kd"]})
-    assert (settings.iterations, settings.batch) == (100, 3)
-    assert type(settings.iterations) is int and type(settings.mesh_scale) is float
-    assert settings.learning_rate == (1.0, 0.5) and settings.display == ("kd",)
+    assert (settings.size.iterations, settings.size.batch) == (100, 3)
+    assert type(settings.size.iterations) is int and type(settings.surface.mesh_scale) is float
+    assert settings.schedule.learning_rate == (1.0, 0.5) and settings.reporting.display == ("kd",)
     for bad in ({"batch": 2.5}, {"iterations": True}, {"iterations": "1e3"},
                 {"mesh_scale": float("nan")}, {"validation": "yes"}, {"mode": None}):
         with pytest.raises(SettingsError):
@@ -90,13 +90,13 @@ def test_a_preset_fills_what_the_values_leave_out():
     default = Settings()
     for name, values in PRESETS.items():
         settings = parse_settings({"preset": name, "iterations": 7})
-        assert settings.iterations == 7, "given values win over the preset"
+        assert settings.size.iterations == 7, "given values win over the preset"
         for key, value in values.items():
             if key != "iterations":
-                assert getattr(settings, key) == value, (name, key)
+                assert settings.to_dict()[key] == value, (name, key)
     assert parse_settings({}) == parse_settings({"preset": "standard"})
     assert parse_settings({}, apply_preset=False) == default
-    assert default.replace(batch=2).batch == 2 and default.batch != 2
+    assert default.replace(batch=2).size.batch == 2 and default.size.batch != 2
 
 
 def test_the_schema_describes_every_field():
@@ -122,7 +122,7 @@ def test_the_command_line_turns_mistakes_into_user_errors_and_keeps_sources_apar
     with pytest.raises(UserError, match="env_scale"):
         build_config({"env_scale": 0})
     config = build_config({"dataset": "scene", "iterations": 5}, {"device": "cpu"})
-    assert config.sources.dataset == "scene" and config.settings.iterations == 5
+    assert config.sources.dataset == "scene" and config.settings.size.iterations == 5
     assert config.device == "cpu" and "dataset" not in config.settings.to_dict()
 
 

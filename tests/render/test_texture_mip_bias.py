@@ -48,8 +48,8 @@ def test_a_two_texel_footprint_reads_the_box_average_and_a_low_bias_the_texels()
 
 
 def test_the_setting_defaults_to_no_bias_and_takes_any_number():
-    assert parse_settings({}).texture_mip_bias == 0.0
-    assert parse_settings({"texture_mip_bias": -16}).texture_mip_bias == -16.0
+    assert parse_settings({}).material.texture_mip_bias == 0.0
+    assert parse_settings({"texture_mip_bias": -16}).material.texture_mip_bias == -16.0
 
 
 def test_given_levels_are_read_instead_of_box_averages_and_take_gradients():
