@@ -21,8 +21,7 @@ def test_every_preset_fits_a_16_gib_device(preset):
 
 @pytest.mark.parametrize("settings, named", [
     ({"batch": 10**7}, "batch"), ({"texture_res": 65536}, "texture_res"),
-    ({"texture_res": 12000}, "texture_res"), ({"mode": "reconstruct", "dmtet_grid": 1024},
-                                              "dmtet_grid"),
+    ({"texture_res": 12000}, "texture_res"), ({"mode": "reconstruct", "grid": 1024}, "grid"),
     ({"batch": 64, "texture_res": 8192, "train_res": 1024}, "batch"),  # together too much
 ])
 def test_settings_that_cannot_fit_are_refused_with_the_setting_named(settings, named):

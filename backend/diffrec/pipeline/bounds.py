@@ -29,7 +29,7 @@ TEXEL_BYTES = 192
 """Per texel of texture_res²: kd, ks and normal (9 float32), their gradients and Adam's two
 moments, and a mip chain (x 4/3)."""
 GRID_CELL_BYTES = 2048
-"""Per cell of dmtet_grid³ (reconstruct): six tetrahedra, the SDF and deformation of their
+"""Per cell of grid³ (reconstruct): six tetrahedra, the SDF and deformation of their
 corners with gradients and Adam's moments, and marching tetrahedra's intermediates."""
 TRIANGLE_BYTES = 512
 """Per triangle of a starting mesh: corner positions, normals, tangents and UVs with their
@@ -67,7 +67,7 @@ def check_bounds(settings: Settings, memory_bytes: int, triangles: int | None = 
         "texture_res²": (size.texture_res ** 2 * TEXEL_BYTES, "lower texture_res"),
     }
     if settings.run.mode == "reconstruct":
-        parts["dmtet_grid³"] = (size.grid ** 3 * GRID_CELL_BYTES, "lower dmtet_grid")
+        parts["grid³"] = (size.grid ** 3 * GRID_CELL_BYTES, "lower grid")
     if triangles:
         parts["triangles"] = (triangles * TRIANGLE_BYTES, "send a mesh with fewer triangles")
     have = f"the device has {memory_bytes / GIB:.1f} GiB"

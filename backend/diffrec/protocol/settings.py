@@ -190,11 +190,6 @@ class SizeSettings(_Record):
     test_views: int = _size(_DEFAULT_SIZES["test_views"], "held-out views for validation",
                             minimum=0)
 
-    @property
-    def dmtet_grid(self) -> int:
-        """``grid`` under its alias, for the readers not moved to the new name yet."""
-        return self.grid
-
 
 @dataclass(frozen=True)
 class ScheduleSettings(_Record):
