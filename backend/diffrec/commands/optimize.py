@@ -62,6 +62,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--dataset", help="a NeRF-style folder (transforms_train.json), an LLFF "
                         "capture (poses_bounds.npy) or a COLMAP model (sparse/0/ + images/)")
     parser.add_argument("--ref-mesh", dest="ref_mesh", help="reference mesh to render targets")
+    parser.add_argument("--start-renders", dest="start_renders", metavar="FOLDER",
+                        help="the base mesh rendered by the targets' renderer from the training "
+                             "cameras (a capture folder like --dataset, same file names): "
+                             "materials and refine then fit only how the targets differ from "
+                             "the start, not how that renderer differs from ours")
     add_settings_arguments(parser)
     parser.add_argument("--preview-every", dest="preview_every", type=int, metavar="N",
                         help="write previews/PASS_ITERATION.png (render | target) every N "
@@ -214,6 +219,9 @@ def missing_files(config: RunConfig) -> list[str]:
                        + ("no transforms_train.json, transforms.json, poses_bounds.npy or "
                           f"COLMAP model there{poses_hint(sources.dataset)}"
                           if Path(sources.dataset).is_dir() else "no such folder"))
+    if sources.start_renders and capture_layout(sources.start_renders) is None:
+        missing.append(f"start_renders {sources.start_renders}: no capture there (a folder "
+                       "like the dataset's)")
     for key in ("ref_mesh", "base_mesh", "envmap", "ref_material"):
         value = getattr(sources, key)
         if value and not Path(value).exists():
@@ -336,7 +344,8 @@ def _spawned_rank(world, config: RunConfig, quiet: bool) -> None:
 
 def run(args) -> int:
     reading = read_config_reading(args.config) if args.config else Reading()
-    flags = settings_flags(args, ("device", "out_dir", "dataset", "ref_mesh", "preview_every"))
+    flags = settings_flags(args, ("device", "out_dir", "dataset", "ref_mesh", "start_renders",
+                                  "preview_every"))
     config = build_config(reading.values(PRESETS.get(args.preset)), flags)
     if args.check:
         print(check_report(args.config, reading, config))

@@ -39,7 +39,10 @@ class Sources:
     equirectangular HDRI, its radiance multiplied by ``env_scale``, laid out as
     ``envmap_layout`` says: "blender" (as Blender's Environment Texture maps it) or
     "nvdiffrec" (nvdiffrec's lat-long, a quarter turn from Blender's: what an nvdiffrec
-    config's ``envmap`` means; ``light.equirect``); ``near_far`` every
+    config's ``envmap`` means; ``light.equirect``); ``start_renders`` a capture folder of
+    the base mesh rendered by the targets' renderer from the training cameras, same names
+    (materials and refine: the fit takes that renderer's differences from ours out of the
+    targets, ``pipeline.renderer_gap``); ``near_far`` every
     camera's clipping depths (None: the dataset's own: 0.1 / 1000 for NeRF folders, LLFF's
     bounds widened; 0.1 / 1000 for renders)."""
 
@@ -50,6 +53,7 @@ class Sources:
     env_scale: float = 1.0
     envmap_layout: str = "blender"
     ref_material: str | None = None
+    start_renders: str | None = None
     near_far: tuple[float, float] | None = None
 
 
@@ -141,7 +145,8 @@ def read_config_reading(path: str | Path) -> Reading:
 
 
 # the files a config names: relative ones are looked for in the working directory first
-INPUT_PATH_KEYS = ("dataset", "ref_mesh", "base_mesh", "envmap", "mtl_override", "ref_material")
+INPUT_PATH_KEYS = ("dataset", "ref_mesh", "base_mesh", "envmap", "mtl_override", "ref_material",
+                   "start_renders")
 
 
 def _resolved(value: str, config_folder: Path) -> tuple[str, str]:

@@ -27,6 +27,7 @@ from diffrec.pipeline.reference_cameras import (
     REFERENCE_FOV_DEGREES,
 )
 from diffrec.pipeline.reference_views import render_reference_views
+from diffrec.pipeline.renderer_gap import matching_start_renders
 from diffrec.pipeline.views import HELD_OUT_SHARE, Views, hold_out_views
 
 log = logging.getLogger(__name__)
@@ -36,13 +37,16 @@ log = logging.getLogger(__name__)
 class Inputs:
     """What a run optimises against. ``envmap``: equirect [H, W, 3] linear (None: learn).
     ``test`` is None only for inputs loaded to be sent to a server, which holds out its own.
-    ``base_material``: the base mesh's own material (``init_textures`` "base_mesh")."""
+    ``base_material``: the base mesh's own material (``init_textures`` "base_mesh").
+    ``start_renders``: the base mesh rendered by the targets' renderer, a view per training
+    view, matched by name (``pipeline.renderer_gap``; None: none)."""
 
     train: Views
     test: Views | None
     base_mesh: Mesh | None = None
     envmap: torch.Tensor | None = None
     base_material: Material | None = None
+    start_renders: Views | None = None
 
 
 def read_mesh(path: str | Path):
@@ -78,6 +82,8 @@ def load_inputs(config: RunConfig, ctx: raster.RasterContext, hold_out: bool = T
     base_material = base_asset.materials[0] if base_asset and base_asset.materials else None
     dataset = sources.dataset or (sources.ref_mesh if sources.ref_mesh and
                                   Path(sources.ref_mesh).is_dir() else None)
+    if sources.start_renders and not dataset:
+        raise UserError("start renders go with a dataset: the targets they correct")
     if dataset:
         train = load_dataset(dataset, "train", settings.size.train_res, near_far=sources.near_far)
         if not hold_out:
@@ -90,7 +96,12 @@ def load_inputs(config: RunConfig, ctx: raster.RasterContext, hold_out: bool = T
                      "(test_views %d, at most one in %d, chosen at random from seed %d): %s",
                      dataset, len(test), len(train) + len(test), settings.size.test_views,
                      HELD_OUT_SHARE, settings.run.seed, ", ".join(test.names))
-        return Inputs(train, test, base, envmap, base_material)
+        start = None
+        if sources.start_renders:
+            start = matching_start_renders(
+                load_dataset(sources.start_renders, "train", settings.size.train_res,
+                             near_far=sources.near_far, auto_masks=False), train)
+        return Inputs(train, test, base, envmap, base_material, start)
     if sources.ref_mesh:
         if envmap is None:
             raise UserError("rendering a reference mesh needs an envmap (an HDRI) to light it")

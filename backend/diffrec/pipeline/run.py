@@ -44,6 +44,7 @@ from diffrec.pipeline.initial_state import averaged, has_textures, initial_textu
 from diffrec.pipeline.inputs import Inputs
 from diffrec.pipeline.mip_fit import STEP_COST, fit_mips
 from diffrec.pipeline.pass_config import path_traced_pass, surface_pass, textured_pass
+from diffrec.pipeline.renderer_gap import gap_corrected, own_renders
 from diffrec.pipeline.reporter import Reporter
 from diffrec.pipeline.sampler import ViewSampler
 from diffrec.pipeline.scoring import Validation, score_views
@@ -261,7 +262,17 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
                            later_iterations=mip_cost + path_cost)
     second = Pass.of(config, geometry, material, light)
     batch = settings.size.batch
-    trainers.append(_run_pass(ctx, second, train, batch, reporter, checkpoints, world))
+    targets = train
+    if inputs.start_renders is not None:
+        if mode == "reconstruct":
+            reporter.log("start renders are for materials and refine (a given start): not "
+                         "used in reconstruct", level="warning")
+        else:
+            start_renders = at_longest_side(inputs.start_renders, train_res).to(torch_device)
+            targets, gap = gap_corrected(train, start_renders,
+                                         own_renders(ctx, second, train.cameras), clips_white)
+            reporter.log(gap.sentence())
+    trainers.append(_run_pass(ctx, second, targets, batch, reporter, checkpoints, world))
     if path_traced:  # materials mode only (settings): the mesh stays as it is
         material.fold_occlusion_()  # light transport shades cavities from here on
         config = path_traced_pass(settings, clips_white=clips_white,

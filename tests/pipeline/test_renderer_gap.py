@@ -1,0 +1,113 @@
+"""Start renders (``pipeline.renderer_gap``): targets from another renderer, corrected by how
+that renderer shows the start, so that the fit learns how the reference differs from the
+start and not how the renderers differ.
+
+The other renderer here is ours with a shadow of its own: every pixel in the lower half of
+each image at 0.45 of its radiance (a factor, as occlusion is), the same for the reference
+and for the start."""
+
+import pytest
+import torch
+from running import config
+from stand_ins import ball_asset, ring_cameras, sky
+
+from diffrec import raster
+from diffrec.errors import UserError
+from diffrec.io import Asset, Material
+from diffrec.pipeline.inputs import Inputs
+from diffrec.pipeline.job_arrays import settings_for_start
+from diffrec.pipeline.reference_views import render_reference_views
+from diffrec.pipeline.renderer_gap import gap_corrected, matching_start_renders
+from diffrec.pipeline.run import optimize
+from diffrec.pipeline.views import Views
+
+CTX = raster.RasterContext("cpu", impl="torch")
+SIZE, VIEWS = 32, 4
+SHADOW = 0.45
+WRONG_BAND = slice(4, 6)  # rows of the 8 x 8 base colour: the third band, the start's error
+
+
+def _other_renderer(asset: Asset, cameras) -> Views:
+    """``asset`` as the other renderer shows it: ours, darkened in each image's lower half."""
+    images = render_reference_views(CTX, asset, sky(), cameras, spp=2,
+                                    light_resolution=32).images.clone()
+    images[:, SIZE // 2:, :, :3] *= SHADOW
+    return Views(cameras, images)
+
+
+def _start_asset() -> tuple[Asset, torch.Tensor]:
+    """(the ball with its third band's base colour off by 0.25, the truth's base colour)."""
+    truth = ball_asset()
+    kd = truth.materials[0].kd.clone()
+    start_kd = kd.clone()
+    start_kd[WRONG_BAND] = (kd[WRONG_BAND] - 0.25).clamp(0.05, 1.0)
+    start = Asset(truth.mesh, [Material(kd=start_kd, ks=truth.materials[0].ks)],
+                  truth.material_ids)
+    return start, kd
+
+
+def _fit(tmp_path, start_renders: Views | None) -> torch.Tensor:
+    """The base colour a materials run from the start fits to the other renderer's targets
+    (the start renders given or not), read back at the start's 8 x 8."""
+    start, _ = _start_asset()
+    cameras = ring_cameras(VIEWS, SIZE, SIZE)
+    targets = _other_renderer(ball_asset(), cameras)
+    run = config(tmp_path, mode="materials", train_res=SIZE, texture_res=8, iterations=30,
+                 learning_rate=[0.03, 0.03], plateau_window=0, validation=False,
+                 mip_iterations=0, batch=2, albedo_smoothness=0.0, start_prior=0.0)
+    settings = settings_for_start(run.settings, start.materials[0])
+    result = optimize(settings, Inputs(targets, None, start.mesh, sky(), start.materials[0],
+                                       start_renders), device="cpu")
+    return result.material.kd.data.detach()[..., :3]
+
+
+@pytest.mark.slow
+def test_the_fit_learns_the_reference_not_the_other_renderer(tmp_path):
+    """Without start renders the fit paints the other renderer's shadow into the base colour
+    (the wrong band gets worse, not better); with them it mends the start's wrong band and
+    leaves the rest near the truth. Scored on the texel rows the views see (the last row, at
+    the pole, only grazed)."""
+    start, truth = _start_asset()
+    cameras = ring_cameras(VIEWS, SIZE, SIZE)
+    plain = _fit(tmp_path / "plain", None)
+    corrected = _fit(tmp_path / "corrected", _other_renderer(start, cameras))
+    start_error = (start.materials[0].kd - truth).abs()[WRONG_BAND].mean()
+    plain_error, corrected_error = (plain - truth).abs()[:7], (corrected - truth).abs()[:7]
+    assert plain_error[WRONG_BAND].mean() > start_error
+    assert corrected_error[WRONG_BAND].mean() < 0.5 * start_error, (
+        corrected_error[WRONG_BAND].mean(), start_error)
+    assert corrected_error.mean() < 0.5 * plain_error.mean(), (
+        corrected_error.mean(), plain_error.mean())
+
+
+def test_pixels_not_wholly_covered_keep_their_target():
+    cameras = ring_cameras(2, SIZE, SIZE)
+    train = _other_renderer(ball_asset(), cameras)
+    own = train.images.clone()
+    own[..., :3] *= 2.0  # our render twice as bright as theirs everywhere
+    corrected, gap = gap_corrected(train, train, own)
+    whole = train.images[..., 3] >= 0.999
+    edge = (train.images[..., 3] > 0) & ~whole
+    assert edge.any() and whole.any()
+    torch.testing.assert_close(corrected.images[edge], train.images[edge])
+    ratio = corrected.images[..., :3][whole] / train.images[..., :3][whole].clamp_min(1e-6)
+    bright = train.images[..., :3][whole] > 0.2
+    assert ratio[bright].min() > 1.8 and ratio.max() <= 4.0
+    assert 0 < gap.pixels < 1 and gap.mean_ratio > 1.5
+
+
+def test_start_renders_must_match_the_training_views():
+    cameras = ring_cameras(3, SIZE, SIZE)
+    train = Views(cameras, torch.zeros(3, SIZE, SIZE, 4), ["a", "b", "c"])
+    shuffled = Views(cameras[torch.tensor([2, 0, 1])], torch.zeros(3, SIZE, SIZE, 4),
+                     ["c", "a", "b"])
+    matched = matching_start_renders(shuffled, train)
+    assert matched.names == ["a", "b", "c"]
+    torch.testing.assert_close(matched.cameras.camera_to_world, cameras.camera_to_world)
+    with pytest.raises(UserError, match="no view named 'c'"):
+        matching_start_renders(Views(cameras[:2], torch.zeros(2, SIZE, SIZE, 4), ["a", "b"]),
+                               train)
+    moved = Views(cameras[torch.tensor([1, 0, 2])], torch.zeros(3, SIZE, SIZE, 4),
+                  ["a", "b", "c"])
+    with pytest.raises(UserError, match="another camera"):
+        matching_start_renders(moved, train)
