@@ -88,6 +88,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--set", dest="settings", type=_setting, action="append", default=[],
                         metavar="NAME=VALUE", help="one more diffrec setting (JSON value), "
                                                    "e.g. start_prior=3; repeatable")
+    parser.add_argument("--no-start-renders", dest="start_renders", action="store_false",
+                        help="do not give diffrec the start rendered by Cycles from the "
+                             "training cameras (its fit then takes Cycles' differences from "
+                             "its rasterizer for the reference's)")
     parser.add_argument("--threads", type=int, help="torch threads of the optimize child")
     parser.add_argument("--device", help="backend device (default: the backend's choice)")
     parser.add_argument("--quick", action="store_true", help="the smallest case: "
@@ -125,7 +129,8 @@ def jobs_for(args) -> list[PeerJob]:
     return [PeerJob(asset, fraction, args.out.resolve(), args.cache.resolve(), args.res,
                     args.views, args.holdout, args.samples, args.texture_res,
                     args.bake_samples, args.preset, args.iterations, tuple(args.lights),
-                    args.threads, args.device, revision, args.mode, tuple(args.settings))
+                    args.threads, args.device, revision, args.mode, tuple(args.settings),
+                    args.start_renders)
             for fraction in args.budgets for asset in args.assets]
 
 

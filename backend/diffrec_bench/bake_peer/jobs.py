@@ -17,7 +17,9 @@ class PeerJob:
     ``bake_samples``: Cycles samples per bake; ``preset`` / ``iterations`` (None: the
     preset's) / ``mode`` / ``settings`` (more ``optimize`` settings, (name, value) pairs):
     diffrec's; ``roles``: the judging lights (``lights.ROLES``); ``threads``: the
-    optimize child's torch threads (None: torch's default); ``commit``: the checkout's."""
+    optimize child's torch threads (None: torch's default); ``commit``: the checkout's;
+    ``start_renders``: diffrec is given the start rendered by Cycles from the training
+    cameras (``diffrec optimize --start-renders``)."""
 
     asset: str
     fraction: float
@@ -37,6 +39,7 @@ class PeerJob:
     commit: str = ""
     mode: str = "refine"
     settings: tuple[tuple[str, object], ...] = ()
+    start_renders: bool = True
 
     def lights(self) -> list[dict]:
         return judging_lights(self.asset, self.roles)

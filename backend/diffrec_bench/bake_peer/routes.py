@@ -7,10 +7,13 @@ result judged by Cycles on the held-out cameras under every judging light.
   baked Selected to Active (``bake_maps``), a Principled material on the maps
   (``baked_material``); its wall time is these three calls.
 - **diffrec's route**: that start exported by Blender's glTF exporter with its baked material
-  (``start.glb``), then ``diffrec optimize --mode refine`` from it (``init_textures``
-  "base_mesh": the bake as its starting textures) on the reference's training renders, with
-  the true light kept (``--light fixed --envmap``); its wall time is the bake's plus the
-  optimize child's.
+  (``start.glb``) and rendered alone by Cycles from the training cameras with the targets'
+  seed (``start_renders/``, ``render_start``), then ``diffrec optimize --mode refine`` from
+  it (``init_textures`` "base_mesh": the bake as its starting textures; ``--start-renders``:
+  the fit learns how the reference differs from the start, not how Cycles differs from our
+  rasterizer) on the reference's training renders, with the true light kept (``--light
+  fixed --envmap``); its wall time is the bake's, the start renders' and the optimize
+  child's.
 - **Baseline**: the same start with a copy of the reference's own procedural material.
 
 Judging: each result alone in the scene (the others unlinked), rendered with the judge's seed
@@ -36,6 +39,7 @@ import numpy as np
 from diffrec_bench.checkout import REPO, addon_module
 from diffrec_bench.demo import scene as demo_scene
 from diffrec_bench.demo.console import quiet_stdout
+from diffrec_bench.quality import dataset as datasets
 from diffrec_bench.quality import relight
 from diffrec_bench.quality.job import run_child
 from diffrec_bench.quality.judging import JUDGE_SEED, held_out_cameras
@@ -44,6 +48,9 @@ from . import assets, catalogue, truth
 from .jobs import PeerJob, checkout_commit
 
 ROUTES = ("baseline", "bake", "diffrec")
+TARGET_SEED = 0
+"""Cycles' seed of the truth's renders (``truth.reference_scene``'s default): the start
+renders share it, so that their noise follows the targets' where the two scenes agree."""
 
 
 def budget_triangles(reference_triangles: int, fraction: float) -> int:
@@ -59,10 +66,10 @@ def supports_triangles() -> bool:
 
 
 def optimize_command(job: PeerJob, dataset: Path, start: Path, config: Path, result: Path,
-                     triangles: int | None) -> list[str]:
+                     triangles: int | None, start_renders: Path | None = None) -> list[str]:
     """``diffrec optimize`` (``job.mode``) from the baked start on the truth's training views
     under the fitted HDRI, kept fixed; ``triangles``: the budget (None: the flag is not
-    passed)."""
+    passed); ``start_renders``: the start's Cycles renders (None: not given)."""
     hdri = demo_scene.bundled_hdri(catalogue.ASSETS[job.asset]["hdri"])
     command = [sys.executable, "-m", "diffrec", "optimize", "--dataset", str(dataset),
                "--mode", job.mode, "--preset", job.preset, "--train-res", str(job.size),
@@ -71,6 +78,8 @@ def optimize_command(job: PeerJob, dataset: Path, start: Path, config: Path, res
                "--out-dir", str(result), "--quiet"]
     if triangles is not None:
         command += ["--triangles", str(triangles)]
+    if start_renders is not None:
+        command += ["--start-renders", str(start_renders)]
     if job.iterations:
         command += ["--iterations", str(job.iterations)]
     if job.device:
@@ -103,6 +112,22 @@ def export_start(start: bpy.types.Object, path: Path) -> Path:
         bpy.ops.export_scene.gltf(filepath=str(path), export_format="GLB", use_selection=True,
                                   export_materials="EXPORT", export_yup=True)
     return path
+
+
+def render_start(bl_scene, start: bpy.types.Object, job: PeerJob, folder: Path) -> Path:
+    """``start`` alone rendered from the training cameras as the targets were (their seed,
+    samples and size), written as a NeRF-style capture in ``folder`` with the targets' file
+    names: what ``diffrec optimize --start-renders`` reads."""
+    cameras = demo_scene.orbit_cameras(job.views, 0.0, "start")
+    seed, bl_scene.cycles.seed = bl_scene.cycles.seed, TARGET_SEED
+    try:
+        with alone(start):
+            datasets.write_split(folder, "train", bl_scene, cameras, job.size)
+    finally:
+        bl_scene.cycles.seed = seed
+        for camera in cameras:
+            bpy.data.objects.remove(camera)
+    return folder
 
 
 def start_texture_error(path: Path, maps: dict) -> dict:
@@ -185,14 +210,20 @@ def run_budget(job: PeerJob) -> dict:
     result = out / "diffrec"
     shutil.rmtree(result, ignore_errors=True)  # a previous run's checkpoints would resume
     budget = record["budget"] if supports_triangles() else None
-    command = optimize_command(job, folder, glb, config, result, budget)
+    start_renders = None
+    if job.start_renders:
+        started = time.monotonic()
+        start_renders = render_start(bl_scene, start, job, out / "start_renders")
+        record["time_s"]["start_renders"] = round(time.monotonic() - started, 2)
+    command = optimize_command(job, folder, glb, config, result, budget, start_renders)
     record["diffrec_command"] = " ".join(command)
     record["commit_at_fit"] = checkout_commit(REPO)  # others change diffrec's defaults meanwhile
     child = run_child(command, out / "optimize.log", job.threads)
     record["optimize"] = child
     record["time_s"]["optimize"] = child["wall_s"]
     record["time_s"]["blender_route"] = record["time_s"]["bake"]
-    record["time_s"]["diffrec_route"] = round(record["time_s"]["bake"] + child["wall_s"], 2)
+    record["time_s"]["diffrec_route"] = round(record["time_s"]["bake"] + child["wall_s"]
+                                              + record["time_s"].get("start_renders", 0), 2)
 
     for collection in list(reference.users_collection):  # the truth is cached: out of sight
         collection.objects.unlink(reference)
