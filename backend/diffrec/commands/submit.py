@@ -49,6 +49,10 @@ def add_arguments(parser) -> None:
         "optimize settings", "for a dataset FOLDER or a CONFIG, overriding its values; they "
         "mean what they mean for `diffrec optimize`")
     add_settings_arguments(settings)
+    parser.add_argument("--start-renders", dest="start_renders", metavar="FOLDER",
+                        help="sent with the targets in materials and refine: the base mesh "
+                             "rendered by the targets' renderer from the target cameras, as "
+                             "for `diffrec optimize --start-renders`")
     parser.add_argument("--job", default=None, help="job id (default: a new random id)")
     parser.add_argument("--wait", action="store_true", help="follow the job to its end")
     add_server_arguments(parser)
@@ -165,19 +169,21 @@ def optimize_job(values: dict, origin: str = "the settings file"
                 and settings.material.init_textures == "base_mesh" and not (
                     0 < settings.surface.target_triangles < base.num_triangles)
                 else None)
-    arrays = to_job_arrays(inputs.train, base, envmap, material)
+    start_renders = inputs.start_renders if base is not None else None  # a given start's
+    arrays = to_job_arrays(inputs.train, base, envmap, material, start_renders)
     views = inputs.train
-    log.info("sending %d views of %dx%d%s%s%s", len(views), views.cameras.width,
+    log.info("sending %d views of %dx%d%s%s%s%s", len(views), views.cameras.width,
              views.cameras.height, ", the base mesh" if base is not None else "",
              ", its material" if material is not None else "",
-             ", the envmap" if envmap is not None else "")
+             ", the envmap" if envmap is not None else "",
+             ", the start renders" if start_renders is not None else "")
     chosen = settings.to_dict()
     sent = {key: chosen[key] for key in values if key in FIELDS}  # the preset does the rest
     return {"task": "optimize", "settings": sent}, arrays
 
 
 def run(args) -> int:
-    spec, arrays = load_submission(args.source, settings_flags(args))
+    spec, arrays = load_submission(args.source, settings_flags(args, ("start_renders",)))
     job_id = args.job or uuid.uuid4().hex
     with connect(args) as client:
         try:

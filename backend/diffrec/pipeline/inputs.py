@@ -86,21 +86,22 @@ def load_inputs(config: RunConfig, ctx: raster.RasterContext, hold_out: bool = T
         raise UserError("start renders go with a dataset: the targets they correct")
     if dataset:
         train = load_dataset(dataset, "train", settings.size.train_res, near_far=sources.near_far)
-        if not hold_out:
-            return Inputs(train, None, base, envmap, base_material)
-        try:
-            test = load_dataset(dataset, "test", settings.size.train_res, near_far=sources.near_far)
-        except UserError:
-            train, test = hold_out_views(train, settings.size.test_views, settings.run.seed)
-            log.info("%s has no test split: %d of its %d views held out for validation "
-                     "(test_views %d, at most one in %d, chosen at random from seed %d): %s",
-                     dataset, len(test), len(train) + len(test), settings.size.test_views,
-                     HELD_OUT_SHARE, settings.run.seed, ", ".join(test.names))
-        start = None
-        if sources.start_renders:
-            start = matching_start_renders(
-                load_dataset(sources.start_renders, "train", settings.size.train_res,
-                             near_far=sources.near_far, auto_masks=False), train)
+        given = (load_dataset(sources.start_renders, "train", settings.size.train_res,
+                              near_far=sources.near_far, auto_masks=False)
+                 if sources.start_renders else None)
+        test = None
+        if hold_out:
+            try:
+                test = load_dataset(dataset, "test", settings.size.train_res,
+                                    near_far=sources.near_far)
+            except UserError:
+                train, test = hold_out_views(train, settings.size.test_views, settings.run.seed)
+                log.info("%s has no test split: %d of its %d views held out for validation "
+                         "(test_views %d, at most one in %d, chosen at random from seed %d): "
+                         "%s", dataset, len(test), len(train) + len(test),
+                         settings.size.test_views, HELD_OUT_SHARE, settings.run.seed,
+                         ", ".join(test.names))
+        start = None if given is None else matching_start_renders(given, train)
         return Inputs(train, test, base, envmap, base_material, start)
     if sources.ref_mesh:
         if envmap is None:

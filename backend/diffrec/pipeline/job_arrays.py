@@ -18,6 +18,12 @@ stored the same way, so no row is flipped here): ``start_kd`` linear base colour
 a tangent-space normal map encoded ``(n + 1) / 2`` in [0, 1] (OpenGL: +Y along increasing
 v). They become the base material (``start_material``), which a job starts from
 (``settings_for_start``).
+
+Start renders (``START_IMAGES``), optional: the base mesh with its start material rendered by
+the targets' renderer, one image per target view in the targets' order and at their size,
+laid out as ``images`` (``pipeline.renderer_gap``: the targets are corrected by how that
+renderer shows the start). They take the targets' cameras and view names (``view_000`` ...),
+so they follow the views the server holds out (``sent_start_renders``).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
+from diffrec.errors import UserError
 from diffrec.io import Material
 from diffrec.io.material import decode_normal_map, encode_normal_map
 from diffrec.mesh import Mesh
@@ -36,14 +43,18 @@ from diffrec.protocol.settings import Settings
 
 START_TEXTURES = ("start_kd", "start_ks", "start_normal")
 """The start textures' array names, in the material's channel order (kd, ks, normal)."""
+START_IMAGES = "start_images"
+"""The start renders' array name."""
 
 
 def to_job_arrays(views: Views, base_mesh: Mesh | None = None,
                   envmap: torch.Tensor | np.ndarray | None = None,
-                  base_material: Material | None = None) -> dict[str, np.ndarray]:
-    """The wire arrays of ``views`` and, when given, the starting mesh, the HDRI and the
+                  base_material: Material | None = None,
+                  start_renders: Views | None = None) -> dict[str, np.ndarray]:
+    """The wire arrays of ``views`` and, when given, the starting mesh, the HDRI, the
     starting mesh's material as start textures (a constant channel as one texel; a base
-    colour's alpha is not sent)."""
+    colour's alpha is not sent) and the start renders (one per view of ``views``, in their
+    order: ``renderer_gap.matching_start_renders``)."""
     cameras = views.cameras.to("cpu")
     intrinsics = torch.stack([cameras.fx, cameras.fy, cameras.cx, cameras.cy,
                               cameras.near, cameras.far], -1)
@@ -70,6 +81,8 @@ def to_job_arrays(views: Views, base_mesh: Mesh | None = None,
                 texels = channel if channel.ndim == 3 else channel[None, None]
                 arrays[name] = (encode_normal_map(texels) if name == "start_normal"
                                 else _float32(texels[..., :3]))
+    if start_renders is not None:
+        arrays[START_IMAGES] = _float32(start_renders.images)
     return arrays
 
 
@@ -77,10 +90,7 @@ def from_job_arrays(arrays: Mapping[str, np.ndarray]
                     ) -> tuple[Views, Mesh | None, torch.Tensor | None]:
     """``(views, base mesh or None, envmap or None)`` from a job's arrays. Raises
     ``UserError`` for arrays that make no views (see ``views.from_arrays``)."""
-    intrinsics = np.asarray(arrays["intrinsics"])
-    views = from_arrays(arrays["cameras"], intrinsics[:, :4], arrays["images"],
-                        near=intrinsics[:, 4].astype(np.float32),
-                        far=intrinsics[:, 5].astype(np.float32))
+    views = _views(arrays, arrays["images"])
     base = None
     if "vertices" in arrays:
         uvs, normals = arrays.get("uvs"), arrays.get("normals")
@@ -92,6 +102,31 @@ def from_job_arrays(arrays: Mapping[str, np.ndarray]
                                       else _tensor(arrays["normal_faces"]).long()))
     envmap = arrays.get("envmap")
     return views, base, None if envmap is None else _tensor(envmap).float()
+
+
+def check_start_images(arrays: Mapping[str, np.ndarray]) -> None:
+    """Raises ``UserError`` (one sentence) unless the start renders, when sent, are one image
+    per target image at the targets' size."""
+    if START_IMAGES not in arrays:
+        return
+    start, targets = np.shape(arrays[START_IMAGES]), np.shape(arrays["images"])
+    if start[0] != targets[0]:
+        raise UserError(f"{start[0]} {START_IMAGES} for {targets[0]} images: send one start "
+                        "render per target view, in the targets' order")
+    if start[1:3] != targets[1:3]:
+        raise UserError(f"the {START_IMAGES} are {start[2]}x{start[1]} but the images "
+                        f"{targets[2]}x{targets[1]}: render the start at the targets' size")
+
+
+def sent_start_renders(arrays: Mapping[str, np.ndarray]) -> Views | None:
+    """The start renders sent (None without them) as ``Views`` with the targets' cameras and
+    view names, so that ``renderer_gap.matching_start_renders`` pairs them with whichever
+    views are trained on. Raises ``UserError`` as ``check_start_images`` and
+    ``views.from_arrays`` do."""
+    if START_IMAGES not in arrays:
+        return None
+    check_start_images(arrays)
+    return _views(arrays, arrays[START_IMAGES])
 
 
 def start_material(arrays: Mapping[str, np.ndarray]) -> Material | None:
@@ -123,6 +158,14 @@ def settings_for_start(settings: Settings, material: Material | None) -> Setting
     return settings.replace(**changes) if changes else settings
 
 
+def _views(arrays: Mapping[str, np.ndarray], images) -> Views:
+    """``images`` seen from the job's cameras (``views.from_arrays``)."""
+    intrinsics = np.asarray(arrays["intrinsics"])
+    return from_arrays(arrays["cameras"], intrinsics[:, :4], images,
+                       near=intrinsics[:, 4].astype(np.float32),
+                       far=intrinsics[:, 5].astype(np.float32))
+
+
 def _float32(value) -> np.ndarray:
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu().numpy()
@@ -133,5 +176,5 @@ def _tensor(value) -> torch.Tensor:
     return torch.from_numpy(np.array(value))  # an own, writable copy
 
 
-__all__ = ["START_TEXTURES", "from_job_arrays", "settings_for_start", "start_material",
-           "to_job_arrays"]
+__all__ = ["START_IMAGES", "START_TEXTURES", "check_start_images", "from_job_arrays",
+           "sent_start_renders", "settings_for_start", "start_material", "to_job_arrays"]

@@ -220,4 +220,8 @@ INPUTS: dict[str, ArraySpec] = {
     "start_kd": ArraySpec(_FLOATS, 3, (3,), finite=True),
     "start_ks": ArraySpec(_FLOATS, 3, (3,), finite=True),
     "start_normal": ArraySpec(_FLOATS, 3, (3,), finite=True),
+    # start renders (N, H, W, 4): the base mesh with its start material rendered by the
+    # targets' renderer, one per target image, same order and size; laid out as images
+    "start_images": ArraySpec(("uint8", "uint16", *_FLOATS), 4, (None, None, 4), finite=True,
+                              values=_alpha_range),
 }

@@ -9,7 +9,8 @@ files, the device and the output folder are the server's business). Inputs: ``im
 ``normals`` + ``normal_faces``
 (optional), ``envmap`` (required when the light is kept or starts from the HDRI),
 ``start_kd``, ``start_ks``, ``start_normal`` (optional, over the base mesh's UVs: the textures
-the job starts from, ``pipeline.job_arrays``).
+the job starts from, ``pipeline.job_arrays``), ``start_images`` (optional, materials and
+refine: the start rendered by the targets' renderer, one per image; ``pipeline.renderer_gap``).
 
 Results: the result folder of ``pipeline.outputs`` as the run wrote it (``mesh.glb``,
 ``probe.hdr``, ``validation_view_NN.png``, ``metrics.json``) and its ``manifest.json``, copied
@@ -62,6 +63,7 @@ def _check_inputs(settings: Settings, inputs: Mapping[str, np.ndarray]) -> None:
         if (values in inputs) != (index in inputs):
             raise JobFailed(f"{values} and {index} go together")
     _check_start_textures(settings, inputs)
+    _check_start_images(settings, inputs)
     if "faces" in inputs and len(inputs["faces"]) == 0:
         raise JobFailed("the mesh sent has no faces: send a mesh with at least one triangle")
     if "faces" in inputs:
@@ -97,6 +99,24 @@ def _check_start_textures(settings: Settings, inputs: Mapping[str, np.ndarray]) 
         raise JobFailed(f"{names}: the base mesh has {triangles:,} triangles, over "
                         f"target_triangles {budget:,}; decimating it would lose the UVs the "
                         "start textures cover: send a mesh within the budget")
+
+
+def _check_start_images(settings: Settings, inputs: Mapping[str, np.ndarray]) -> None:
+    """Start renders come in a mode that keeps a given start, one per image at the images'
+    size (``job_arrays.check_start_images``)."""
+    from diffrec.errors import UserError
+    from diffrec.pipeline.job_arrays import START_IMAGES, check_start_images
+
+    if START_IMAGES not in inputs:
+        return
+    if settings.run.mode == "reconstruct":
+        raise JobFailed(f"{START_IMAGES}: start renders correct the targets for a given start, "
+                        "and mode 'reconstruct' finds its own surface: use materials or refine, "
+                        "or leave them out")
+    try:
+        check_start_images(inputs)
+    except UserError as error:
+        raise JobFailed(str(error)) from None
 
 
 def _small(image) -> np.ndarray:
@@ -223,20 +243,25 @@ class OptimizeRunner(Runner):
         from diffrec.pipeline.inputs import Inputs
         from diffrec.pipeline.job_arrays import (
             from_job_arrays,
+            sent_start_renders,
             settings_for_start,
             start_material,
         )
         from diffrec.pipeline.outputs import write_result
+        from diffrec.pipeline.renderer_gap import matching_start_renders
         from diffrec.pipeline.run import optimize
         from diffrec.pipeline.views import hold_out_views
 
         run_dir = ctx.state_dir / "run"
         try:
             views, base, envmap = from_job_arrays(ctx.inputs)
+            start_renders = sent_start_renders(ctx.inputs)
             material = start_material(ctx.inputs)
             settings = settings_for_start(ctx.settings, material)
             train, test = hold_out_views(views, settings.size.test_views, settings.run.seed)
-            inputs = Inputs(train, test, base, envmap, material)
+            if start_renders is not None:  # the training views' own, by name
+                start_renders = matching_start_renders(start_renders, train)
+            inputs = Inputs(train, test, base, envmap, material, start_renders)
             if settings.limits.ranks > 1:
                 if not run_ranks(ctx, settings, inputs, run_dir):
                     return  # stopped
