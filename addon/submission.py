@@ -4,10 +4,13 @@
 with rendered targets, one camera view per step (rendered and exported together, so an image
 and its pose always agree; what ``subjects.hidden_from_targets`` names hidden), then, for a
 baked start (``subjects.start_kind``), one step making the reference's decimated copy and one
-per map Cycles bakes onto it (``bake_start``), then one step exporting the start mesh (with
-its baked maps) and the world light. Camera images and dataset folders are read in one step.
-No step leaves the scene changed: the decimated copy is removed once exported, and a builder
-dropped half-way (``close``) leaves nothing behind.
+per map Cycles bakes onto it (``bake_start``), then, with rendered targets and a start other
+than the reference, one step per camera rendering the start alone as the targets were rendered
+(the start renders: the backend corrects the targets by how this renderer shows the start,
+``diffrec.pipeline.renderer_gap``), then one step exporting the start mesh (with its baked
+maps) and the world light. Camera images and dataset folders are read in one step. No step
+leaves the scene changed: the decimated copy and its baked material are removed once
+exported, and a builder dropped half-way (``close``) leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import numpy as np
 from . import bake_start, export_scene, subjects, validate
 from .core import job_session, panel_fields
 from .core.wire import protocol
+from .export_scene import _temporarily
 
 CHOICES = (*panel_fields.FIELD_SETTINGS, "light", "target_source", "triangles")
 """The panel's choices a job is made of, read once when Optimize is pressed."""
@@ -74,8 +78,10 @@ class SubmissionBuilder:
     and the start are fixed then (``subjects``): ``reference`` the object the targets show
     (None: not one object's), ``start`` ``SELECTED`` (``subject``, the active selected mesh,
     or its original when it is a result), ``BAKED`` (the reference's decimated, baked copy)
-    or None (reconstruct). ``object_name`` names the object the result stands beside. ``done``
-    counts the steps taken; the last sets ``submission``.
+    or None (reconstruct). ``object_name`` names the object the result stands beside.
+    ``renders_start``: the start is rendered from the target cameras too (rendered targets, and
+    a start that is not the reference itself). ``done`` counts the steps taken; the last sets
+    ``submission``.
     """
 
     def __init__(self, context, settings):
@@ -94,6 +100,8 @@ class SubmissionBuilder:
         if self.start == "SELECTED" and self.subject is None:
             self.start = None
         named = self.reference if self.start == "BAKED" else self.subject or context.active_object
+        self.renders_start = self.source == "RENDER" and (
+            self.start == "BAKED" or (self.start == "SELECTED" and self.subject != self.reference))
         self.object_name = named.name if named is not None else ""
         self.done = 0
         self.submission: job_session.Submission | None = None
@@ -101,13 +109,16 @@ class SubmissionBuilder:
         self._targets: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._copy: bpy.types.Object | None = None  # the BAKED start, until exported
         self._baker: bake_start.MapBaker | None = None
+        self._start_renders: list[np.ndarray] = []
+        self._baked_material: bpy.types.Material | None = None  # the copy's, for its renders
 
     @property
     def steps(self) -> int:
         """How many steps the whole submission takes."""
         targets = len(self.cameras) if self.source == "RENDER" else 1
         baking = 1 + (self._baker.steps if self._baker else len(bake_start.MAPS))
-        return targets + (baking if self.start == "BAKED" else 0) + 1
+        start_renders = len(self.cameras) if self.renders_start else 0
+        return targets + (baking if self.start == "BAKED" else 0) + start_renders + 1
 
     @property
     def text(self) -> str:
@@ -120,7 +131,14 @@ class SubmissionBuilder:
             return "decimating the reference"
         if self._baker is not None and self._baker.maps.keys() < set(bake_start.MAPS):
             return self._baker.text
+        if self._start_renders_left:
+            return (f"rendering the start {len(self._start_renders) + 1}/"
+                    f"{len(self.cameras)}")
         return "exporting mesh and light"
+
+    @property
+    def _start_renders_left(self) -> bool:
+        return self.renders_start and len(self._start_renders) < len(self.cameras)
 
     def step(self, context) -> bool:
         """Do the next step; whether the submission is complete (``submission`` is set)."""
@@ -134,6 +152,8 @@ class SubmissionBuilder:
                                               int(self.choices.texture_resolution))
         elif self._baker is not None and self._baker.maps.keys() < set(bake_start.MAPS):
             self._baker.step()
+        elif self._start_renders_left:
+            self._start_renders.append(self._render_start())
         else:
             self.submission = self._finish(context)
         self.done += 1
@@ -144,6 +164,13 @@ class SubmissionBuilder:
         leftovers); safe to call at any point, and more than once."""
         if self._baker is not None:
             self._baker.close()
+        if self._baked_material is not None:
+            images = [node.image for node in self._baked_material.node_tree.nodes
+                      if node.bl_idname == "ShaderNodeTexImage" and node.image is not None]
+            bpy.data.materials.remove(self._baked_material)
+            for image in images:
+                bpy.data.images.remove(image)
+            self._baked_material = None
         if self._copy is not None:
             mesh = self._copy.data
             bpy.data.objects.remove(self._copy)
@@ -175,6 +202,23 @@ class SubmissionBuilder:
                                                                           strict=True))
         return images, poses.astype(np.float32), intrinsics.astype(np.float32)
 
+    def _render_start(self) -> np.ndarray:
+        """The start alone (every other object hidden from the render, the reference too; the
+        baked copy wearing its baked maps, ``bake_start.baked_material``) from the next target
+        camera, at the targets' size, with the scene's engine and seed as the targets: float32
+        [H, W, 4] as ``export_scene.render_view`` returns it."""
+        start = self._copy if self.start == "BAKED" else self.subject
+        if self.start == "BAKED" and self._baked_material is None:
+            self._baked_material = bake_start.baked_material(f"{start.name} baked",
+                                                             self._baker.maps)
+            start.data.materials.append(self._baked_material)
+        others = [obj for obj in self.scene.objects
+                  if obj.type in subjects.GEOMETRY_TYPES and obj != start]
+        size = training_size(self.scene, self.choices.train_resolution)
+        camera = self.cameras[len(self._start_renders)]
+        with subjects.hidden_from_render(others), _temporarily(start, hide_render=False):
+            return export_scene.render_view(self.scene, camera, size)
+
     def _decimated_copy(self) -> bpy.types.Object:
         """The reference decimated to the panel's Triangles (copied as it is without a budget
         or under it), hidden in the viewport and from renders while it exists."""
@@ -203,6 +247,8 @@ class SubmissionBuilder:
     def _finish(self, context) -> job_session.Submission:
         images, poses, intrinsics = self._targets
         arrays = {"images": images, "cameras": poses, "intrinsics": intrinsics}
+        if self.renders_start:
+            arrays["start_images"] = np.stack(self._start_renders)
         try:
             arrays.update(self._start_arrays(context.evaluated_depsgraph_get()))
         finally:

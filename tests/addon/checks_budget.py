@@ -3,9 +3,11 @@ started by test_budget.py): select the heavy object, set Triangles, press Optimi
 
 The reference is never changed; a low-poly copy the artist placed beside it, the results and
 the live mesh are hidden from every target render (and only then); the fit starts from the
-reference's Cycles bake; the result is within the budget and stands beside the reference; a
-second press with the result selected optimises the original again, and its result stands
-past the first; nothing the job made for itself is left in the scene.
+reference's Cycles bake, and the decimated copy wearing the baked maps is rendered alone from the
+target cameras (the start renders, sent as ``start_images``); the result is within the budget
+and stands beside the reference; a second press with the result selected optimises the original
+again, and its result stands past the first; nothing the job made for itself is left in the
+scene.
 """
 
 import hashlib
@@ -22,8 +24,20 @@ import scenes
 from addon import import_result, submission
 
 BUDGET = 120
+VIEWS = 6
+COPY = "heavy diffrec start"
+"""The decimated copy's name (``SubmissionBuilder._decimated_copy``)."""
 SEEN: list[dict[str, bool]] = []
-"""Per target render: each mesh object's ``hide_render`` as the render began."""
+"""Per render: each mesh object's ``hide_render`` as the render began."""
+
+
+def _target_renders() -> list[dict[str, bool]]:
+    """The renders made before the copy exists: the targets'."""
+    return [flags for flags in SEEN if COPY not in flags]
+
+
+def _start_renders() -> list[dict[str, bool]]:
+    return [flags for flags in SEEN if COPY in flags]
 
 
 def _record_render(scene, *_args):
@@ -86,7 +100,7 @@ def _scene():
     bpy.ops.mesh.primitive_cube_add(size=0.5, location=(3.0, 0.0, 0.0))
     beside = bpy.context.active_object
     beside.name = "low copy"
-    scenes.cameras_around(scene, 6, radius=4.5, height=1.0)
+    scenes.cameras_around(scene, VIEWS, radius=4.5, height=1.0)
     scenes.sky_world(scene, np.linspace(2.0, 0.4, 8), width=16)
     for obj in scene.objects:
         obj.select_set(obj == heavy)
@@ -123,10 +137,14 @@ def check_live_one_click_makes_a_result_within_budget_beside_an_untouched_refere
     assert result.get(import_result.ORIGINAL) == "heavy"
     heavy_right = max((heavy.matrix_world @ v.co).x for v in heavy.data.vertices)
     assert min((result.matrix_world @ v.co).x for v in result.data.vertices) > heavy_right
-    # the targets: six renders, the reference alone in each, the scene's flags back after
-    assert len(SEEN) == 6, len(SEEN)
-    for flags in SEEN:
+    # the targets: six renders, the reference alone in each, then the start's six, the copy
+    # alone in each; the scene's flags back after
+    assert len(_target_renders()) == len(_start_renders()) == VIEWS, SEEN
+    assert SEEN[:VIEWS] == _target_renders()
+    for flags in _target_renders():
         assert flags["heavy"] is False and flags["low copy"] is True, flags
+    for flags in _start_renders():
+        assert flags[COPY] is False and flags["heavy"] is True and flags["low copy"] is True
     assert not beside.hide_render and not heavy.hide_render
     left = {obj.name for obj in set(scene.objects) - objects_before} - {result.name}
     assert not left, left  # no decimated copy, no live mesh left behind
@@ -142,13 +160,46 @@ def check_live_the_scene_reference_hides_results_and_a_second_press_optimises_th
     SEEN.clear()
     _press()  # with the result selected
     assert settings.jobs[-1].object_name == "heavy", settings.jobs[-1].object_name
-    for flags in SEEN:  # the scene as rendered, but never what diffrec made
+    assert len(_target_renders()) == len(_start_renders()) == VIEWS, SEEN
+    for flags in _target_renders():  # the scene as rendered, but never what diffrec made
         assert flags["heavy"] is False and flags["low copy"] is False, flags
         assert flags[first.name] is True, flags
+    for flags in _start_renders():  # the start alone, whatever the targets show
+        assert flags[COPY] is False and flags[first.name] is True, flags
+        assert flags["heavy"] is True and flags["low copy"] is True, flags
     second = next(obj for obj in bpy.data.objects
                   if obj.get(import_result.ORIGINAL) == "heavy" and obj != first)
     first_right = max((first.matrix_world @ v.co).x for v in first.data.vertices)
     assert min((second.matrix_world @ v.co).x for v in second.data.vertices) > first_right
+
+
+def _contents(scene) -> tuple:
+    """What the builder could leave behind: objects, meshes, images and materials."""
+    return (set(scene.objects), set(bpy.data.meshes), set(bpy.data.materials),
+            {image for image in bpy.data.images if image.type != "RENDER_RESULT"})
+
+
+def check_the_start_renders_show_the_baked_copy_alone_from_the_target_cameras():
+    """Built without a server: ``start_images`` has the targets' shape, covers what the
+    reference alone covers (the start stands where it stands; the cube beside, which some
+    cameras see, is hidden), and is not the targets (a faceted copy of 120 triangles has its own
+    silhouette); the scene holds nothing more afterwards."""
+    scene, _heavy, _beside = _scene()
+    scene.diffrec.reference = "OBJECT"
+    before = _contents(scene)
+    builder = submission.SubmissionBuilder(bpy.context, scene.diffrec)
+    texts = []
+    while not builder.step(bpy.context):
+        texts.append(builder.text)
+    assert builder.done == builder.steps, (builder.done, builder.steps)
+    assert f"rendering the start 1/{VIEWS}" in texts and "exporting mesh and light" in texts
+    arrays = builder.submission.arrays
+    targets, start = arrays["images"], arrays["start_images"]
+    assert start.shape == targets.shape and start.dtype == np.float32, start.shape
+    coverage = start[..., 3].sum(axis=(1, 2)) / targets[..., 3].sum(axis=(1, 2))
+    assert np.all(np.abs(coverage - 1) < 0.1), coverage
+    assert np.abs(start[..., 3] - targets[..., 3]).max() > 0.05
+    assert _contents(scene) == before
 
 
 def check_a_cancelled_bake_leaves_the_scene_as_it_was():
@@ -166,6 +217,22 @@ def check_a_cancelled_bake_leaves_the_scene_as_it_was():
     builder.close()
     assert set(scene.objects) == objects and set(bpy.data.meshes) == meshes
     assert set(bpy.data.images) == images and set(bpy.data.materials) == materials
+
+
+def check_a_start_render_cancelled_half_way_leaves_the_scene_as_it_was():
+    """Closed after the first start render: the baked copy and its baked material (and the
+    material's images) are gone, every object's render flag is back."""
+    scene, _heavy, _beside = _scene()
+    before = _contents(scene)
+    flags = {obj.name: obj.hide_render for obj in scene.objects}
+    builder = submission.SubmissionBuilder(bpy.context, scene.diffrec)
+    while not builder.text.startswith("rendering the start"):
+        builder.step(bpy.context)
+    builder.step(bpy.context)
+    assert builder.text == f"rendering the start 2/{VIEWS}", builder.text
+    builder.close()
+    assert _contents(scene) == before
+    assert {obj.name: obj.hide_render for obj in scene.objects} == flags
 
 
 harness.main(globals())
