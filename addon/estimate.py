@@ -92,14 +92,15 @@ def _duration(seconds: float) -> str:
 def estimate(*, triangles: int | None, vertices: int, views: int, width: int, height: int,
              envmap: tuple[int, int] | None, batch: int, iterations: int, passes: int,
              plateau_window: int = 0, path_iterations: int = 0,
-             seconds_per_megapixel: float = 0.0) -> Estimate:
+             seconds_per_megapixel: float = 0.0, start_renders: bool = False) -> Estimate:
     """The estimate of a job of these sizes (``envmap`` (width, height) or None: no light
     sent; ``passes`` rasterized passes of at most ``iterations``, which the stopping rule's
     ``plateau_window`` (0: off) may end sooner, then ``path_iterations`` of the path-traced
     pass; ``seconds_per_megapixel`` the measured rasterized speed, 0: use the calibration).
-    The upload counts float32 RGBA images, float32 vertices and int32 faces, a float32 RGB
-    light."""
-    upload = views * width * height * 16 + vertices * 12 + (triangles or 0) * 12
+    The upload counts float32 RGBA images (twice with ``start_renders``: the start's renders
+    from the same cameras), float32 vertices and int32 faces, a float32 RGB light."""
+    images = views * (2 if start_renders else 1)
+    upload = images * width * height * 16 + vertices * 12 + (triangles or 0) * 12
     if envmap is not None:
         upload += envmap[0] * envmap[1] * 12
     wire = protocol().settings
@@ -132,9 +133,10 @@ def for_scene(context, settings) -> Estimate | None:
     size is known once read)."""
     if settings.target_source == "DATASET":
         return None
-    subject = (subjects.reference_object(context, settings)
-               if subjects.start_kind(settings) == "BAKED" else subjects.subject(context))
-    sent = subject is not None and subject.type == "MESH" and settings.mode != "reconstruct"
+    start = None if settings.mode == "reconstruct" else subjects.start_kind(settings)
+    reference, selected = subjects.reference_object(context, settings), subjects.subject(context)
+    subject = reference if start == "BAKED" else selected
+    sent = subject is not None and subject.type == "MESH" and start is not None
     triangles, vertices = _triangles(context, subject) if sent else (None, 0)
     if triangles is not None and 0 < settings.triangles < triangles:  # decimated: about 2 : 1
         triangles, vertices = settings.triangles, settings.triangles // 2 + 2
@@ -147,7 +149,9 @@ def for_scene(context, settings) -> Estimate | None:
                     passes=2 if settings.mode == "reconstruct" else 1,
                     plateau_window=panel_fields.plateau_window(settings.preset, settings.mode),
                     path_iterations=_path_iterations() if traced else 0,
-                    seconds_per_megapixel=settings.seconds_per_megapixel)
+                    seconds_per_megapixel=settings.seconds_per_megapixel,
+                    start_renders=sent and subjects.renders_start(
+                        settings.target_source, start, selected, reference))
 
 
 def _path_iterations() -> int:

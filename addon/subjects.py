@@ -73,6 +73,15 @@ def start_kind(settings) -> str:
     return "BAKED" if settings.triangles > 0 else "SELECTED"
 
 
+def renders_start(source: str, start: str | None, subject, reference) -> bool:
+    """Whether Optimize renders the start from the target cameras too (the start renders,
+    ``start_images``): the add-on renders the targets (``source`` RENDER) and the job starts
+    from a baked copy (``start`` BAKED) or from a selected ``subject`` that is not the
+    ``reference`` itself (whose renders would be the targets)."""
+    return source == "RENDER" and (start == "BAKED" or (
+        start == "SELECTED" and subject is not None and subject != reference))
+
+
 def made_by_diffrec(scene) -> list[bpy.types.Object]:
     """The objects diffrec made in ``scene``: results and the live mesh."""
     results = bpy.data.collections.get(import_result.RESULTS)

@@ -79,8 +79,8 @@ class SubmissionBuilder:
     (None: not one object's), ``start`` ``SELECTED`` (``subject``, the active selected mesh,
     or its original when it is a result), ``BAKED`` (the reference's decimated, baked copy)
     or None (reconstruct). ``object_name`` names the object the result stands beside.
-    ``renders_start``: the start is rendered from the target cameras too (rendered targets, and
-    a start that is not the reference itself). ``done`` counts the steps taken; the last sets
+    ``renders_start``: the start is rendered from the target cameras too
+    (``subjects.renders_start``). ``done`` counts the steps taken; the last sets
     ``submission``.
     """
 
@@ -100,8 +100,8 @@ class SubmissionBuilder:
         if self.start == "SELECTED" and self.subject is None:
             self.start = None
         named = self.reference if self.start == "BAKED" else self.subject or context.active_object
-        self.renders_start = self.source == "RENDER" and (
-            self.start == "BAKED" or (self.start == "SELECTED" and self.subject != self.reference))
+        self.renders_start = subjects.renders_start(self.source, self.start, self.subject,
+                                                    self.reference)
         self.object_name = named.name if named is not None else ""
         self.done = 0
         self.submission: job_session.Submission | None = None

@@ -144,6 +144,33 @@ def check_the_estimate_warns_of_a_million_triangles_and_of_hours():
         addon.unregister()
 
 
+def check_the_estimate_counts_the_start_renders_in_the_upload():
+    """A selected start other than the reference is rendered from the target cameras too, so
+    the upload holds a second set of images at the targets' size; the reference itself as the
+    start is not rendered again."""
+    scene = bpy.context.scene
+    bpy.ops.mesh.primitive_uv_sphere_add()
+    sphere = bpy.context.active_object
+    bpy.ops.mesh.primitive_cube_add()
+    cube = bpy.context.active_object
+    cube.select_set(True)
+    scenes.cameras_around(scene, 4, radius=4.0, height=1.0)
+    import addon
+
+    addon.register()
+    try:
+        settings = scene.diffrec
+        settings.preset, settings.mode = "PREVIEW", "materials"
+        itself = estimate.for_scene(bpy.context, settings)
+        settings.reference_object = sphere
+        other = estimate.for_scene(bpy.context, settings)
+        assert other.triangles == itself.triangles == 12, (other, itself)
+        images = itself.views * itself.width * itself.height * 16
+        assert other.upload_bytes - itself.upload_bytes == images, (other, itself)
+    finally:
+        addon.unregister()
+
+
 def check_path_traced_shading_adds_its_pass_to_the_estimate_not_to_the_learned_speed():
     scene = bpy.context.scene
     bpy.ops.mesh.primitive_cube_add()

@@ -197,6 +197,41 @@ def check_one_timer_pumps_two_jobs_and_cancel_reaches_one():
         addon.unregister()
 
 
+def check_a_selected_start_beside_the_reference_is_rendered_alone_after_the_targets():
+    """The cube the start, a small sphere inside it the reference: the targets show the sphere
+    (the start hidden), then one tick per camera renders the cube alone (the sphere hidden),
+    sent as start_images at the targets' size; every render flag is back afterwards."""
+    scene = _scene()
+    cube = bpy.context.active_object
+    bpy.ops.mesh.primitive_uv_sphere_add(radius=0.3)
+    sphere = bpy.context.active_object
+    for obj in scene.objects:
+        obj.select_set(obj == cube)
+    bpy.context.view_layer.objects.active = cube
+    scene.diffrec.reference_object = sphere
+    flags = {obj.name: obj.hide_render for obj in scene.objects}
+    pump = _Run(scene)
+    try:
+        for _ in range(VIEWS):
+            assert pump.run.tick(bpy.context) is False
+        assert scene.diffrec.status == f"rendering the start 1/{VIEWS}", scene.diffrec.status
+        for _ in range(VIEWS):
+            assert pump.run.tick(bpy.context) is False
+        assert scene.diffrec.status == "exporting mesh and light", scene.diffrec.status
+        assert pump.renders == [f"cam{index}" for index in range(VIEWS)] * 2, pump.renders
+        assert pump.run.tick(bpy.context) is False and pump.run.tick(bpy.context, True) is True
+        (_job, _spec, arrays), = pump.submitted
+        targets, start = arrays["images"], arrays["start_images"]
+        assert start.shape == targets.shape == (VIEWS, 12, 16, 4), start.shape
+        # the cube, 1 across, covers far more than the sphere, 0.6 across, from every camera
+        covered = start[..., 3].sum(axis=(1, 2)), targets[..., 3].sum(axis=(1, 2))
+        assert np.all(covered[0] > 2 * covered[1]), covered
+        assert {obj.name: obj.hide_render for obj in scene.objects} == flags
+    finally:
+        pump.close()
+        addon.unregister()
+
+
 def check_camera_images_are_read_in_one_step_without_rendering():
     scene = _scene()
     scene.diffrec.target_source = "CAMERA_IMAGES"
