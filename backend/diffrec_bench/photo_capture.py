@@ -38,10 +38,11 @@ PALETTES = {"warm": ((0.75, 0.12, 0.08), (0.85, 0.45, 0.05), (0.9, 0.8, 0.2)),
             "wood": ((0.45, 0.28, 0.12), (0.55, 0.38, 0.2), (0.3, 0.19, 0.09))}
 
 
-def object_cameras(count: int = 14, size: int = 112) -> Cameras:
-    """Cameras around the ball, above the table, looking at it."""
+def object_cameras(count: int = 14, size: int = 112, seed: int | None = None) -> Cameras:
+    """Cameras around the ball, above the table, looking at it: a ring, or with ``seed`` at
+    random azimuths and elevations in the ring's range (``orbit_cameras``)."""
     return orbit_cameras(count, 2.6, size, fov_degrees=40.0, elevations_degrees=(12.0, 40.0),
-                         target=tuple(BALL_CENTRE))
+                         target=tuple(BALL_CENTRE), seed=seed)
 
 
 def photos(cameras: Cameras, seed: int = 0, palette: str = "warm", *,
