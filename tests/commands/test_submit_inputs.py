@@ -125,6 +125,26 @@ def test_a_base_mesh_the_run_would_start_from_sends_its_material(nerf_folder, tm
         assert not {"start_kd", "start_ks"} & set(arrays), others
 
 
+def test_start_renders_go_with_a_given_start(nerf_folder, tmp_path, capsys):
+    """``--start-renders FOLDER``: its images, read as the targets are (8-bit sRGB decoded
+    here independently), go as ``start_images`` in the targets' order, in materials and refine;
+    a reconstruction, which starts from no mesh, does not send them."""
+    folder, _, matrices, base = nerf_folder
+    start = np.random.default_rng(5).integers(0, 256, (3, HEIGHT, WIDTH, 4))
+    write_png_folder(tmp_path / "start", start, matrices)
+    flags = {"mode": "materials", "base_mesh": str(base), "train_res": WIDTH,
+             "start_renders": str(tmp_path / "start")}
+    _, arrays = load_submission(folder, flags)
+    expected = np.concatenate([srgb_codes_to_linear(start[..., :3]), start[..., 3:] / 255], -1)
+    assert arrays["start_images"].shape == arrays["images"].shape
+    np.testing.assert_allclose(arrays["start_images"], expected, atol=1e-6, rtol=0)
+    _, arrays = load_submission(folder, {**flags, "mode": "reconstruct"})
+    assert "start_images" not in arrays
+    # the flag reaches the loading: a folder that is no capture is named
+    assert f"{folder / 'test'} holds neither" in submit_error(
+        capsys, folder, "--base-mesh", base, "--start-renders", folder / "test")
+
+
 def test_train_res_resizes_before_sending_and_scales_the_intrinsics(nerf_folder):
     folder, _, _, base = nerf_folder
     settings = {"mode": "materials", "base_mesh": str(base)}
