@@ -12,9 +12,12 @@ from diffrec.errors import UserError
 from diffrec.pipeline.config import build_config
 from diffrec.protocol import ServerError
 from diffrec.protocol.settings import (
+    ALIASES,
     FIELDS,
     HINTS,
+    PLACES,
     PRESETS,
+    RECORDS,
     SECTIONS,
     Settings,
     SettingsError,
@@ -114,6 +117,24 @@ def test_every_setting_is_in_a_section_and_the_settings_stay_flat():
         name: True for name in FIELDS}
     assert set(SECTIONS) == {spec.metadata["section"] for spec in FIELDS.values()}
     assert list(Settings().to_dict()) == list(FIELDS)  # no nesting on the wire or in files
+
+
+def test_a_setting_is_read_from_its_section_and_its_flat_name_says_where():
+    settings = parse_settings({"preset": "preview", "mode": "reconstruct", "light": "fixed"})
+    flat = settings.to_dict()
+    for name in [*FIELDS, *ALIASES]:
+        section, attribute = PLACES[ALIASES.get(name, name)]
+        assert getattr(getattr(settings, section), attribute) == flat[ALIASES.get(name, name)]
+        if name in RECORDS:  # light, schedule: the flat name is the record's
+            assert isinstance(getattr(settings, name), RECORDS[name])
+            continue
+        with pytest.raises(AttributeError) as raised:
+            getattr(settings, name)
+        assert str(raised.value) == (f"'Settings' object has no attribute {name!r}; read it "
+                                     f"from its section: settings.{section}.{attribute}"), name
+    assert not hasattr(settings, "batch") and settings.size.batch == PRESETS["preview"]["batch"]
+    with pytest.raises(AttributeError, match=r"no attribute 'batches'$"):
+        settings.batches  # noqa: B018 (not a setting: no section to name)
 
 
 def test_the_command_line_turns_mistakes_into_user_errors_and_keeps_sources_apart():

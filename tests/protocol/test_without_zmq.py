@@ -30,7 +30,7 @@ def test_the_blocker_blocks_zmq():
 def test_settings_captures_and_manifest_import_without_zmq():
     result = run(BLOCK_ZMQ + """
 from diffrec.protocol import captures, manifest, settings
-assert settings.parse_settings({"preset": "preview", "mode": "reconstruct"}).iterations == 300
+assert settings.parse_settings({"preset": "preview", "mode": "reconstruct"}).size.iterations == 300
 assert callable(captures.read_capture) and manifest.MANIFEST_NAME
 try:
     from diffrec.protocol import Client

@@ -443,11 +443,9 @@ class Settings:
 
     Built from records, from flat (wire) names, or both, the flat names winning:
     ``Settings(mode="refine", batch=2)``, ``dataclasses.replace(settings, texture_res=64)``.
-    ``to_dict`` is flat, as the wire and the files are. Reading a setting by its flat name
-    (``settings.batch``) still works for the readers not moved to the records yet, except
-    ``light`` and ``schedule``, which name records (``settings.light.mode``,
-    ``settings.schedule.kind``); the trainer reads its pass's config
-    (``pipeline.pass_config``) and the passes are built from the records."""
+    ``to_dict`` is flat, as the wire and the files are. A setting is read from its record
+    only: ``settings.batch`` raises AttributeError naming ``settings.size.batch``. The trainer
+    reads its pass's config (``pipeline.pass_config``), built from the records."""
 
     run: RunSettings
     size: SizeSettings
@@ -477,12 +475,12 @@ class Settings:
         _check_together(self)
 
     def __getattr__(self, name: str):
-        """A setting read by its flat name (``settings.batch``): the migration's bridge."""
+        """Called only for what is not an attribute: a setting's flat (wire) name is one
+        (``settings.batch``), and its AttributeError says where the setting is read
+        (``settings.size.batch``)."""
         section, attribute = PLACES.get(ALIASES.get(name, name), (None, None))
-        record = self.__dict__.get(section) if section != name else None
-        if record is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        return getattr(record, attribute)
+        where = f"; read it from its section: settings.{section}.{attribute}" if section else ""
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}{where}")
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as JSON-able values under their flat names (tuples as lists once
