@@ -96,10 +96,13 @@ def test_bench_estimate_times_each_pass_of_its_smallest_run(tmp_path):
                                  "--texture-res", 16, "--light-res", 32, cwd=tmp_path))
     assert [row[:4] for row in rows] == [["1", "64", "960", "textures"],
                                          ["1", "64", "960", "mips"]]
-    for row in rows:  # seconds per iteration, then per megapixel of a 1 x 64² batch
+    megapixels = 64 * 64 / 1e6
+    for row in rows:  # seconds per iteration (3 decimals), then per megapixel of a 1 x 64² batch
         per_iteration, per_megapixel = float(row[4]), float(row[5])
         assert per_iteration > 0
-        assert per_megapixel == pytest.approx(per_iteration / (64 * 64 / 1e6), rel=0.01)
+        # both printed rounded: the seconds to 0.0005, the seconds per megapixel to 0.005
+        assert per_megapixel == pytest.approx(per_iteration / megapixels,
+                                              abs=0.0005 / megapixels + 0.005)
 
 
 @pytest.mark.slow  # about 30 s on two busy cores
