@@ -12,7 +12,7 @@ import pytest
 import torch
 from helpers.servers import fit_spec, server_in_process, target_images
 
-from diffrec.pipeline.reporter import Preview
+from diffrec.pipeline.reporter import PreviewFrame
 from diffrec.protocol import Client, events
 from diffrec.protocol.limits import MAX_INLINE_BYTES, MAX_MESSAGE_CHARS
 from diffrec.server import job_table
@@ -73,7 +73,7 @@ def test_events_over_the_limits_are_cut_or_dropped_and_the_server_goes_on(tmp_pa
 
 def test_previews_leave_out_a_mesh_too_big_for_one_frame():
     image = torch.rand(16, 16, 3)
-    small = Preview(events.Preview("pass2", 10), image, image,
+    small = PreviewFrame(events.Preview("pass2", 10), image, image,
                     vertices=torch.rand(10, 3), faces=torch.randint(0, 10, (8, 3)))
     arrays = _preview_arrays(small)
     assert np.array_equal(arrays["vertices"], small.vertices.numpy())

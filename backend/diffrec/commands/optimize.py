@@ -18,7 +18,7 @@ from diffrec.pipeline.bounds import GIB, check_bounds, check_image_size, device_
 from diffrec.pipeline.checkpoints import CheckpointStore
 from diffrec.pipeline.config import RunConfig, build_config, read_config_reading
 from diffrec.pipeline.reference_config import Reading, departures
-from diffrec.pipeline.reporter import Preview, Progress, Reporter
+from diffrec.pipeline.reporter import PreviewFrame, Progress, Reporter
 from diffrec.protocol import events
 from diffrec.protocol.settings import GEOMETRIES, LIGHT_MODES, MODES, PRESETS
 
@@ -119,7 +119,7 @@ class TerminalReporter(Reporter):
     def log(self, message: str, level: str = "info", **fields) -> None:
         logging.getLogger("diffrec").log(logging.getLevelName(level.upper()), message)
 
-    def preview(self, preview: Preview) -> None:
+    def preview(self, preview: PreviewFrame) -> None:
         import torch
         import torch.nn.functional as F
 

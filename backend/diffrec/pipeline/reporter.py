@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any
 from diffrec.protocol import events
 from diffrec.protocol.events import Progress
 
-__all__ = ["Preview", "Progress", "Reporter"]
+__all__ = ["PreviewFrame", "Progress", "Reporter"]
 
 if TYPE_CHECKING:
     import torch
 
 
 @dataclass(frozen=True)
-class Preview:
+class PreviewFrame:
     """The first view of the latest batch: ``event`` its fields (pass and iteration),
     ``render`` and ``target`` ``[H, W, 3]`` linear (CPU); ``panels`` the ``display``
     setting's extra images by name; ``vertices`` ``[V, 3]`` and ``faces`` ``[F, 3]`` the
@@ -53,7 +53,7 @@ class Reporter:
     def progress(self, progress: Progress) -> None:
         """Every ``log_every`` iterations and at the end of each pass."""
 
-    def preview(self, preview: Preview) -> None:
+    def preview(self, preview: PreviewFrame) -> None:
         """Every ``preview_every`` iterations (when set)."""
 
     def log(self, message: str, level: str = "info", **fields: Any) -> None:

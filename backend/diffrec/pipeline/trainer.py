@@ -47,7 +47,7 @@ from diffrec.pipeline.distributed import SINGLE, World
 from diffrec.pipeline.optimizers import LogAdam, UniformAdam
 from diffrec.pipeline.pass_config import PassConfig
 from diffrec.pipeline.plateau import Plateau
-from diffrec.pipeline.reporter import Preview, Progress, Reporter
+from diffrec.pipeline.reporter import PreviewFrame, Progress, Reporter
 from diffrec.pipeline.start_prior import StartPrior
 from diffrec.protocol import events
 from diffrec.protocol.settings import expected_iterations
@@ -144,7 +144,7 @@ class StopCost:
 class PassTrainer:
     """Runs a ``Pass`` on batches from ``sampler`` (a ``pipeline.sampler.ViewSampler``),
     reporting to ``reporter``: a ``Progress`` every ``log_every`` iterations and at the end,
-    a ``Preview`` every ``preview_every`` (when set; with the current mesh when the geometry
+    a ``PreviewFrame`` every ``preview_every`` (when set; with the current mesh when the geometry
     moves); ``should_stop`` is polled every iteration. Every knob comes from the pass's config
     (``Pass``, a ``pipeline.pass_config.PassConfig``), none from the settings. Checkpoints (see
     ``state_dict``) go to ``checkpoints`` (a ``CheckpointStore``; None: none kept) every
@@ -442,12 +442,12 @@ class PassTrainer:
             expected_iterations=expected, losses=stats["losses"], psnr=stats["psnr"],
             elapsed_s=elapsed, eta_s=eta, job_eta_s=eta + later * per_iteration))
 
-    def _preview(self) -> Preview:
+    def _preview(self) -> PreviewFrame:
         render, target, mesh, camera = self._last_views
         panels = self._panels(mesh, camera, render.shape[:2]) if self.run.display else {}
         moving = any(p.requires_grad for p in self.run.geometry.parameters())
         event = events.Preview(self.run.name, self.iteration, self.run.number, self.run.passes)
-        return Preview(event, render.cpu(), target.cpu(), panels,
+        return PreviewFrame(event, render.cpu(), target.cpu(), panels,
                        mesh.positions.detach().cpu() if moving else None,
                        mesh.triangles.cpu() if moving else None)
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from diffrec.errors import Cancelled
-from diffrec.pipeline.reporter import Preview, Progress, Reporter
+from diffrec.pipeline.reporter import PreviewFrame, Progress, Reporter
 from diffrec.protocol import events
 from diffrec.protocol.limits import MAX_INLINE_BYTES
 from diffrec.protocol.settings import Settings, SettingsError, parse_settings
@@ -134,7 +134,7 @@ def _small(image) -> np.ndarray:
     return F.interpolate(chw, size=size, mode="area")[0].permute(1, 2, 0).numpy()
 
 
-def _preview_arrays(preview: Preview) -> dict[str, np.ndarray]:
+def _preview_arrays(preview: PreviewFrame) -> dict[str, np.ndarray]:
     """``render`` and ``target`` (float32 [h, w, 3], linear, at most PREVIEW_SIZE pixels on a
     side) and, when the geometry moves, the current ``vertices`` and ``faces`` if each fits in
     one frame (MAX_INLINE_BYTES: about 350k vertices); a bigger mesh is not previewed."""
@@ -149,7 +149,7 @@ def _preview_arrays(preview: Preview) -> dict[str, np.ndarray]:
 
 class JobReporter(Reporter):
     """A run's reports as job events through ``emit(event)`` (the job's ``ctx.emit``, or a
-    queue to it from another process): the trainer's own ``Progress``, its ``Preview`` with
+    queue to it from another process): the trainer's own ``Progress``, its ``PreviewFrame`` with
     the images it shows, a ``Log``, a ``StopTakes``; ``should_stop`` polls for a stop. The
     run's checkpoints go to the job's ``ctx.checkpoints`` (in its state folder)."""
 
@@ -164,7 +164,7 @@ class JobReporter(Reporter):
     def progress(self, progress: Progress) -> None:
         self.emit(progress)
 
-    def preview(self, preview: Preview) -> None:
+    def preview(self, preview: PreviewFrame) -> None:
         self.emit(dataclasses.replace(preview.event, images=_preview_arrays(preview)))
 
     def log(self, message: str, level: str = "info", **fields) -> None:
