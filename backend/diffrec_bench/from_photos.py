@@ -139,9 +139,12 @@ def object_psnr(out: Path, cameras: Cameras, targets: np.ndarray, masks: np.ndar
 
 
 def mask_ious(folder: Path, truth: np.ndarray) -> np.ndarray:
-    """IoU per view of the masks made in ``folder/masks_auto`` against ``truth``."""
-    made = np.stack([read_image(path, data=True)[..., 0] > 0.5
-                     for path in sorted((folder / "masks_auto" / "images").iterdir())])
+    """IoU per view of the masks made in ``folder/masks_auto`` against ``truth`` ``[N, H, W]``,
+    paired by the number in the photo's name (a posed run makes masks of its posed photos
+    alone)."""
+    paths = sorted((folder / "masks_auto" / "images").iterdir())
+    made = np.stack([read_image(path, data=True)[..., 0] > 0.5 for path in paths])
+    truth = truth[[int(re.findall(r"\d+", path.stem)[-1]) for path in paths]]
     return (made & truth).sum((1, 2)) / (made | truth).sum((1, 2))
 
 

@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+from diffrec.io import write_image
+from diffrec_bench.from_photos import mask_ious
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_from_photos.py"
 ROW = re.compile(r"\| (truth|auto) \| (true|made \(IoU ([\d.]+), least ([\d.]+)\)) \| true \| "
@@ -32,3 +36,17 @@ def test_bench_from_photos_scores_each_run_on_the_same_held_out_views(tmp_path):
                     done.stdout)
     assert gap and float(gap[1]) == pytest.approx(psnr["truth"] - psnr["auto"], abs=0.011)
     assert (gap[2] == "met") == (float(gap[1]) <= 2)
+
+
+def test_made_masks_are_paired_with_the_true_ones_by_photo_number(tmp_path):
+    """A posed run makes masks of its posed photos alone (here 1 and 3 of 4)."""
+    truth = np.zeros((4, 4, 4), bool)
+    for view in range(4):
+        truth[view, : view + 1] = True  # view v: its first v + 1 rows
+    folder = tmp_path / "masks_auto" / "images"
+    folder.mkdir(parents=True)
+    for view in (1, 3):
+        made = np.repeat(truth[view, ..., None], 3, -1).astype(np.float32)
+        made[0] = 0.0  # one row of the mask lost
+        write_image(folder / f"view_{view:02d}.png", made)
+    assert mask_ious(tmp_path, truth) == pytest.approx([1 / 2, 3 / 4])
