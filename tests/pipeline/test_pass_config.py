@@ -120,6 +120,21 @@ def test_the_pairs_go_to_their_passes():
         "a single-pass mode runs the second of each pair, without a warm-up"
 
 
+def test_refine_moves_a_start_given_with_its_textures_at_the_surface_rate():
+    def rate(given_start, **changes):
+        settings = parse_settings({"mode": "refine", "surface_learning_rate": [0.004, 0.002],
+                                   **changes})
+        return textured_pass(settings, clips_white=False, given_start=given_start,
+                             later_iterations=0).surface_learning_rate
+
+    assert rate(True) == 0.002, "a decimated and baked start is close: it moves slowly"
+    assert rate(False) is None, "a bare given mesh moves at the pass's rate"
+    assert rate(True, schedule="nvdiffrec") is None, "nvdiffrec moves geometry at its rate"
+    materials = parse_settings({"mode": "materials"})
+    assert textured_pass(materials, clips_white=False, given_start=True,
+                         later_iterations=0).surface_learning_rate is None
+
+
 def test_the_path_traced_pass_alone_depends_on_the_path_tracing_knobs():
     def fingerprints(**changes):
         settings = parse_settings({"mode": "materials", "renderer": "path-traced", **changes})

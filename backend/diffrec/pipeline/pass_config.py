@@ -185,11 +185,14 @@ def textured_pass(settings: Settings, *, clips_white: bool, given_start: bool,
                   later_iterations: float) -> PassConfig:
     """"textures": reconstruct's second pass, or the one rasterized pass of materials and
     refine, at the pairs' second values; it warms up after reconstruct's surface pass (and, with
-    ``schedule`` "nvdiffrec", in every mode), the surface at its own rate in reconstruct
-    (unless "nvdiffrec"); the light learned unless fixed or locked after pass 1; textures
-    held to a given start (``given_start``) by ``start_prior``."""
+    ``schedule`` "nvdiffrec", in every mode); the surface at its own rate (unless "nvdiffrec")
+    where it starts close: reconstruct's pass-1 mesh, and refine's given start
+    (``given_start``: a mesh given with its textures, e.g. the reference decimated and baked);
+    the light learned unless fixed or locked after pass 1; textures held to a given start by
+    ``start_prior``."""
     schedule, mode = settings.schedule, settings.run.mode
     nvdiffrec, reconstruct = schedule.kind == "nvdiffrec", mode == "reconstruct"
+    close_start = reconstruct or (mode == "refine" and given_start)
     path_traced = settings.path_tracing.renderer == "path-traced"
     passes = 2 if reconstruct or path_traced else 1
     return pass_config(
@@ -198,7 +201,7 @@ def textured_pass(settings: Settings, *, clips_white: bool, given_start: bool,
         warmup=schedule.warmup_iterations if reconstruct or nvdiffrec else 0,
         learn_light=_learns_light_after_pass_1(settings),
         surface_learning_rate=(schedule.surface_learning_rate[1]
-                               if reconstruct and not nvdiffrec else None),
+                               if close_start and not nvdiffrec else None),
         number=passes - path_traced, passes=passes, later_iterations=later_iterations,
         clips_white=clips_white,
         start_prior=settings.material.start_prior if given_start else 0.0,
