@@ -101,13 +101,18 @@ def optimize(folder: Path, out: Path, train_res: int, iterations: int, dmtet_gri
     return status, time.perf_counter() - start
 
 
+def photo_number(path: Path) -> int:
+    """The view index a photo's file is named with (the last number in its name)."""
+    return int(re.findall(r"\d+", path.stem)[-1])
+
+
 def alignment(folder: Path, true: Cameras) -> tuple[float, np.ndarray, np.ndarray, int]:
     """The similarity ``(scale, rotation, translation)`` that best maps the centres of the
     ``true`` cameras onto those of the capture ``folder`` as the reader reads them (recentred;
     COLMAP's frame and scale for a found model; ``textured_room.similarity``), and how many
     cameras the capture has (photos matched by the number in their names)."""
     frames = read_any_capture(folder).frames
-    order = [int(re.findall(r"\d+", frame.image.stem)[-1]) for frame in frames]
+    order = [photo_number(frame.image) for frame in frames]
     read = np.stack([frame.camera_to_world[:3, 3] for frame in frames])
     return (*similarity(true.camera_to_world.double().numpy()[order, :3, 3], read), len(frames))
 
@@ -144,7 +149,7 @@ def mask_ious(folder: Path, truth: np.ndarray) -> np.ndarray:
     alone)."""
     paths = sorted((folder / "masks_auto" / "images").iterdir())
     made = np.stack([read_image(path, data=True)[..., 0] > 0.5 for path in paths])
-    truth = truth[[int(re.findall(r"\d+", path.stem)[-1]) for path in paths]]
+    truth = truth[[photo_number(path) for path in paths]]
     return (made & truth).sum((1, 2)) / (made | truth).sum((1, 2))
 
 

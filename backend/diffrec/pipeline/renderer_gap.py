@@ -126,13 +126,14 @@ def gap_corrected(train: Views, start_renders: Views, own: torch.Tensor,
     theirs = start_renders.images.to(targets.device)
     ours = own[..., :3].clamp(max=1.0) if clips_white else own[..., :3]
     ratio = ((ours + EPSILON) / (theirs[..., :3] + EPSILON)).clamp(*RATIO_RANGE)
-    alphas = (targets[..., 3:], theirs[..., 3:], own[..., 3:])
-    covered = alphas[0].ge(COVERED) & alphas[1].ge(COVERED) & alphas[2].ge(COVERED)
-    silhouette = ~covered & (alphas[0].gt(0) | alphas[1].gt(0) | alphas[2].gt(0))
+    target_alpha, their_alpha, our_alpha = targets[..., 3:], theirs[..., 3:], own[..., 3:]
+    covered = target_alpha.ge(COVERED) & their_alpha.ge(COVERED) & our_alpha.ge(COVERED)
+    silhouette = ~covered & (target_alpha.gt(0) | their_alpha.gt(0) | our_alpha.gt(0))
     scaled = targets[..., :3] * torch.where(covered, ratio, torch.ones_like(ratio))
-    alpha = torch.where(silhouette, alphas[0] + alphas[2] - alphas[1], alphas[0]).clamp(0, 1)
-    shifted = (targets[..., :3] * alphas[0] + ours * alphas[2]
-               - theirs[..., :3] * alphas[1]).clamp_min(0) / alpha.clamp_min(1e-6)
+    alpha = torch.where(silhouette, target_alpha + our_alpha - their_alpha,
+                        target_alpha).clamp(0, 1)
+    shifted = (targets[..., :3] * target_alpha + ours * our_alpha
+               - theirs[..., :3] * their_alpha).clamp_min(0) / alpha.clamp_min(1e-6)
     colour = torch.where(silhouette, shifted * (alpha > 0), scaled)
     images = torch.cat([colour, alpha], -1)
     object_pixels = (targets[..., 3] > 0).sum().clamp_min(1)
@@ -141,6 +142,6 @@ def gap_corrected(train: Views, start_renders: Views, own: torch.Tensor,
     report = GapCorrection(pixels=float(corrected.sum() / object_pixels),
                            mean_ratio=float(inside.mean()),
                            mean_abs_log_ratio=float(inside.log().abs().mean()),
-                           coverage_change=float(alpha.sum() / alphas[0].sum().clamp_min(1e-6))
+                           coverage_change=float(alpha.sum() / target_alpha.sum().clamp_min(1e-6))
                            - 1.0)
     return Views(train.cameras, images.contiguous(), list(train.names)), report
