@@ -120,14 +120,15 @@ def test_the_pairs_go_to_their_passes():
         "a single-pass mode runs the second of each pair, without a warm-up"
 
 
-def test_refine_moves_a_start_given_with_its_textures_at_the_surface_rate():
+def test_refine_moves_a_start_given_with_its_textures_at_its_own_rate():
     def rate(given_start, **changes):
         settings = parse_settings({"mode": "refine", "surface_learning_rate": [0.004, 0.002],
                                    **changes})
         return textured_pass(settings, clips_white=False, given_start=given_start,
                              later_iterations=0).surface_learning_rate
 
-    assert rate(True) == 0.002, "a decimated and baked start is close: it moves slowly"
+    assert rate(True) == 0.0003, "a decimated and baked start is close: it moves slowly"
+    assert rate(True, given_start_learning_rate=0.002) == 0.002
     assert rate(False) is None, "a bare given mesh moves at the pass's rate"
     assert rate(True, schedule="nvdiffrec") is None, "nvdiffrec moves geometry at its rate"
     materials = parse_settings({"mode": "materials"})

@@ -186,13 +186,12 @@ def textured_pass(settings: Settings, *, clips_white: bool, given_start: bool,
     """"textures": reconstruct's second pass, or the one rasterized pass of materials and
     refine, at the pairs' second values; it warms up after reconstruct's surface pass (and, with
     ``schedule`` "nvdiffrec", in every mode); the surface at its own rate (unless "nvdiffrec")
-    where it starts close: reconstruct's pass-1 mesh, and refine's given start
-    (``given_start``: a mesh given with its textures, e.g. the reference decimated and baked);
-    the light learned unless fixed or locked after pass 1; textures held to a given start by
-    ``start_prior``."""
+    where it starts close: reconstruct's pass-1 mesh, and at ``given_start_learning_rate``
+    refine's given start (``given_start``: a mesh given with its textures, e.g. the reference
+    decimated and baked); the light learned unless fixed or locked after pass 1; textures held
+    to a given start by ``start_prior``."""
     schedule, mode = settings.schedule, settings.run.mode
     nvdiffrec, reconstruct = schedule.kind == "nvdiffrec", mode == "reconstruct"
-    close_start = reconstruct or (mode == "refine" and given_start)
     path_traced = settings.path_tracing.renderer == "path-traced"
     passes = 2 if reconstruct or path_traced else 1
     return pass_config(
@@ -200,8 +199,7 @@ def textured_pass(settings: Settings, *, clips_white: bool, given_start: bool,
         learning_rate=schedule.learning_rate[1],
         warmup=schedule.warmup_iterations if reconstruct or nvdiffrec else 0,
         learn_light=_learns_light_after_pass_1(settings),
-        surface_learning_rate=(schedule.surface_learning_rate[1]
-                               if close_start and not nvdiffrec else None),
+        surface_learning_rate=_close_start_rate(settings, given_start),
         number=passes - path_traced, passes=passes, later_iterations=later_iterations,
         clips_white=clips_white,
         start_prior=settings.material.start_prior if given_start else 0.0,
@@ -220,6 +218,17 @@ def path_traced_pass(settings: Settings, *, clips_white: bool,
         learn_light=_learns_light_after_pass_1(settings), number=2, passes=2,
         renderer="path-traced", later_iterations=later_iterations, clips_white=clips_white,
         path_samples=path.samples, path_max_depth=path.max_depth)
+
+
+def _close_start_rate(settings: Settings, given_start: bool) -> float | None:
+    """The textures pass's surface rate where its surface starts close (None elsewhere, and
+    with the "nvdiffrec" schedule: the pass's rate)."""
+    schedule, mode = settings.schedule, settings.run.mode
+    if schedule.kind == "nvdiffrec":
+        return None
+    if mode == "reconstruct":
+        return schedule.surface_learning_rate[1]
+    return schedule.given_start_learning_rate if mode == "refine" and given_start else None
 
 
 def _learns_light_after_pass_1(settings: Settings) -> bool:

@@ -206,12 +206,17 @@ class ScheduleSettings(_Record):
     # learning_rate (docs/guide.md, "Coming from nvdiffrec")
     kind: str = _schedule("diffrec", "training schedule: diffrec's or nvdiffrec's",
                           **_choice(("diffrec", "nvdiffrec")))
-    # a surface that starts close (the visual hull, pass 1's result, refine's start given with
-    # its textures) loses it to large steps (docs/BENCHMARKS.md); a sphere start (pass 1) and
+    # a surface that starts close (the visual hull, pass 1's result) loses it to large steps
+    # (docs/BENCHMARKS.md); a sphere start (pass 1) and
     # refine's bare given mesh move at learning_rate, as the reference system's do
     surface_learning_rate: tuple[float, float] = _schedule(
         (0.001, 0.001), "a close start's surface, per pass (a visual-hull start; pass 2's "
-        "mesh; refine's mesh given with its textures)", length=2)
+        "mesh)", length=2)
+    # a start decimated and baked is closer still: at 5 % of the reference its vertices wander
+    # at 0.001 (docs/BENCHMARKS.md, "Against Blender's own route, round four")
+    given_start_learning_rate: float = _schedule(
+        0.0003, "refine from a mesh given with its textures (the reference decimated and "
+        "baked): its vertices' rate, scene units", minimum=0)
     # stopping: a pass ends early once its training PSNR, averaged over plateau_window
     # iterations, gains less than plateau_db on the window before (diffrec.pipeline.plateau)
     plateau_window: int = _schedule(_DEFAULT_SIZES["plateau_window"],
