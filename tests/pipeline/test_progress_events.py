@@ -42,7 +42,8 @@ def _run(tmp_path, mode, **overrides):
     mesh = uv_sphere(12, 6, radius=0.8)
     inputs = Inputs(_targets(), None, mesh if mode != "reconstruct" else None, sky(8, 16))
     settings = config(tmp_path, mode=mode, iterations=4, log_every=2, train_res=16, batch=1,
-                      texture_res=16, dmtet_grid=8, validation=False, **overrides).settings
+                      texture_res=16, dmtet_grid=8, validation=False, mip_iterations=100,
+                      **overrides).settings
     reporter = Recording()
     optimize(settings, inputs, reporter, device="cpu")
     return reporter.seen
