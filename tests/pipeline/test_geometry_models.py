@@ -11,7 +11,7 @@ from diffrec.pipeline.optimizers import UniformAdam
 from diffrec.pipeline.pass_config import pass_config
 from diffrec.pipeline.trainer import Pass, PassTrainer
 from diffrec.protocol.events import PassName
-from diffrec.protocol.settings import Settings
+from diffrec.protocol.settings import Settings, SettingsError, parse_settings
 
 pytestmark = pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
 
@@ -122,6 +122,29 @@ def test_the_geometry_trains_at_its_own_rate_when_the_pass_gives_one():
         assert given[id(moving)] == 0.001
         assert {given[id(p)] for p in MATERIAL.parameters()} == {0.01}
         assert rates(geometry, None)[id(moving)] == 0.01
+
+
+def test_along_normals_each_vertex_moves_on_its_radius_of_a_sphere():
+    """A pull along +x moves a sphere's vertices only along their normals, which on a sphere
+    about the origin lie within a degree or so of the radius: Adam's first step moves each
+    that the pull reaches by the rate, towards -x."""
+    sphere = uv_sphere(16, 8)
+    geometry = ExplicitGeometry(sphere, True, laplace_scale=0.0, along_normals=True)
+    optimizer = torch.optim.Adam(geometry.parameters(), lr=0.01)
+    geometry.positions()[:, 0].sum().backward()
+    optimizer.step()
+    moved = (geometry.positions() - geometry.initial_positions).detach()
+    radial = torch.nn.functional.normalize(geometry.initial_positions, dim=-1)
+    sideways = torch.linalg.cross(moved, radial).norm(dim=-1)
+    assert (sideways <= 0.03 * moved.norm(dim=-1) + 1e-9).all(), "only along the normal"
+    pulled = radial[:, 0].abs() > 0.05  # Adam steps a gradient of 1e-9 too, by a part of lr
+    assert torch.allclose(moved.norm(dim=-1)[pulled], torch.full((int(pulled.sum()),), 0.01),
+                          rtol=1e-3)
+    assert (moved[pulled, 0] < 0).all(), "down the pull's gradient"
+    with pytest.raises(ValueError, match="large_steps"):
+        ExplicitGeometry(sphere, True, large_steps=10.0, along_normals=True)
+    with pytest.raises(SettingsError, match="large_steps 0"):
+        parse_settings({"vertex_motion": "along-normals", "large_steps": 5.0})
 
 
 def test_the_meshs_own_normals_are_kept_fixed_and_moving():

@@ -13,6 +13,7 @@ from diffrec.pipeline.checkpoints import CheckpointStore
 from diffrec.pipeline.pass_config import (
     REPORTING_ONLY,
     PassConfig,
+    moves_along_normals,
     path_traced_pass,
     surface_pass,
     textured_pass,
@@ -134,6 +135,16 @@ def test_refine_moves_a_start_given_with_its_textures_at_its_own_rate():
     materials = parse_settings({"mode": "materials"})
     assert textured_pass(materials, clips_white=False, given_start=True,
                          later_iterations=0).surface_learning_rate is None
+
+
+def test_a_start_given_with_its_textures_moves_along_its_normals_unless_told():
+    def along(given_start, **changes):
+        return moves_along_normals(parse_settings({"mode": "refine", **changes}), given_start)
+
+    assert along(True) and not along(False), "auto: a baked start's textures must not slide"
+    assert not along(True, vertex_motion="free") and along(False, vertex_motion="along-normals")
+    assert not along(True, large_steps=5.0), "auto leaves large steps as they are"
+    assert not moves_along_normals(parse_settings({"mode": "reconstruct"}), False)
 
 
 def test_the_path_traced_pass_alone_depends_on_the_path_tracing_knobs():

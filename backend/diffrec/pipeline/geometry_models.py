@@ -17,7 +17,12 @@ from diffrec.geometry import (
     sdf_regularizer_weight,
 )
 from diffrec.mesh import Mesh
-from diffrec.mesh.normals import welded_normals, with_grouped_normals, with_vertex_normals
+from diffrec.mesh.normals import (
+    vertex_normals,
+    welded_normals,
+    with_grouped_normals,
+    with_vertex_normals,
+)
 from diffrec.mesh.tangents import with_tangents
 from diffrec.mesh.topology import unique_edges
 
@@ -38,7 +43,9 @@ class ExplicitGeometry(torch.nn.Module):
     """A given mesh, fixed (``trainable=False``, materials mode) or with trainable vertex
     positions (refine mode, pass 2 of reconstruct).
 
-    ``large_steps`` 0: the parameters are per-vertex offsets, stepped by Adam. ``> 0``: the
+    ``large_steps`` 0: the parameters are per-vertex offsets, stepped by Adam; with
+    ``along_normals`` one length per vertex along its normal on the given mesh (the surface
+    moves, the textures do not slide over it). ``> 0``: the
     parameter is ``u = (I + large_steps L) x`` of the positions ``x``
     (``geometry.large_steps``), stepped by ``UniformAdam`` (``uniform_adam``); the positions
     are solved from it once per value of ``u``.
@@ -53,8 +60,11 @@ class ExplicitGeometry(torch.nn.Module):
     """
 
     def __init__(self, mesh: Mesh, trainable: bool, laplace: str = "relative",
-                 laplace_scale: float = 10000.0, large_steps: float = 0.0):
+                 laplace_scale: float = 10000.0, large_steps: float = 0.0,
+                 along_normals: bool = False):
         super().__init__()
+        if along_normals and large_steps > 0:
+            raise ValueError("along_normals moves plain offsets: large_steps must be 0")
         mesh = (with_vertex_normals(mesh) if mesh.normals is None else
                 welded_normals(mesh).replace(tangents=None, tangent_triangles=None))
         if mesh.uvs is not None:
@@ -69,14 +79,19 @@ class ExplicitGeometry(torch.nn.Module):
             self.smoother = LargeSteps(mesh.positions.detach(), mesh.triangles, large_steps)
             self.u = torch.nn.Parameter(self.smoother.parameterize(self.initial_positions))
         else:
-            self.offset = torch.nn.Parameter(torch.zeros_like(mesh.positions),
-                                             requires_grad=trainable)
+            directions = (vertex_normals(mesh.positions, mesh.triangles) if along_normals
+                          else None)
+            self.register_buffer("directions", directions, persistent=False)
+            self.offset = torch.nn.Parameter(
+                mesh.positions.new_zeros(len(mesh.positions), 1 if along_normals else 3),
+                requires_grad=trainable)
         self._solved: tuple | None = None  # (which u, its version, grad mode; positions)
 
     def positions(self) -> torch.Tensor:
         """The current vertex positions [V, 3], scene units."""
         if not self.uniform_adam:
-            return self.initial_positions + self.offset
+            moved = self.offset if self.directions is None else self.offset * self.directions
+            return self.initial_positions + moved
         key = (self.u.device, self.u.data_ptr(), self.u._version, torch.is_grad_enabled())
         if self._solved is None or self._solved[0] != key:
             self._solved = (key, self.smoother(self.u))

@@ -231,6 +231,17 @@ def _close_start_rate(settings: Settings, given_start: bool) -> float | None:
     return schedule.given_start_learning_rate if mode == "refine" and given_start else None
 
 
+def moves_along_normals(settings: Settings, given_start: bool) -> bool:
+    """Whether the vertices move along their start's normals only (``vertex_motion``; auto:
+    in refine from a mesh given with its textures, ``given_start``, unless large steps smooth
+    them)."""
+    motion = settings.surface.vertex_motion
+    if motion == "auto":
+        return (settings.run.mode == "refine" and given_start
+                and not settings.surface.large_steps)
+    return motion == "along-normals"
+
+
 def _learns_light_after_pass_1(settings: Settings) -> bool:
     """Whether the passes after reconstruct's first learn the light: unless it is fixed, or
     locked after pass 1 (``lock_light``)."""

@@ -43,7 +43,12 @@ from diffrec.pipeline.geometry_models import ExplicitGeometry, IsosurfaceGeometr
 from diffrec.pipeline.initial_state import averaged, has_textures, initial_textures, make_light
 from diffrec.pipeline.inputs import Inputs
 from diffrec.pipeline.mip_fit import STEP_COST, fit_mips
-from diffrec.pipeline.pass_config import path_traced_pass, surface_pass, textured_pass
+from diffrec.pipeline.pass_config import (
+    moves_along_normals,
+    path_traced_pass,
+    surface_pass,
+    textured_pass,
+)
 from diffrec.pipeline.renderer_gap import gap_corrected, own_renders
 from diffrec.pipeline.reporter import Reporter
 from diffrec.pipeline.sampler import ViewSampler
@@ -249,11 +254,13 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
             reporter.log("the base colour starts at the views' level, "
                          + " / ".join(f"{value:.3f}" for value in level.tolist()))
     surface, path = settings.surface, settings.path_tracing
-    geometry = ExplicitGeometry(mesh, mode != "materials", surface.laplace,
-                                surface.laplace_scale, surface.large_steps).to(torch_device)
-    path_traced = path.renderer == "path-traced"
     given_start = (mode != "reconstruct" and settings.material.init_textures == "base_mesh"
                    and inputs.base_material is not None)
+    geometry = ExplicitGeometry(mesh, mode != "materials", surface.laplace,
+                                surface.laplace_scale, surface.large_steps,
+                                along_normals=moves_along_normals(settings, given_start)
+                                ).to(torch_device)
+    path_traced = path.renderer == "path-traced"
     # never longer than a pass
     mip_steps = min(settings.material.mip_iterations, settings.size.iterations)
     mip_cost = mip_steps * STEP_COST  # in rasterized iterations

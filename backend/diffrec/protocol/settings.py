@@ -39,6 +39,7 @@ GRID_PRECISIONS = ("float16", "float32")
 BACKGROUNDS = ("random", "white", "black", "checker", "reference")
 PREVIEW_PANELS = ("latlong", "kd", "ks", "normal", "shading-only")
 LAPLACE_MODES = ("relative", "absolute")
+VERTEX_MOTIONS = ("auto", "free", "along-normals")
 RENDERERS = ("rasterized", "path-traced")
 BSDFS = ("principled", "nvdiffrec")
 CLIPPED_WHITE = ("auto", "on", "off")
@@ -235,6 +236,13 @@ class SurfaceSettings(_Record):
     laplace_scale: float = _surface(10000.0, "Laplacian weight", minimum=0)
     large_steps: float = _surface(0.0, "pass 2's and refine's vertex smoothing lambda "
                                   "(0: plain offsets)", minimum=0)
+    # a baked start's textures are right where they are: sliding its vertices sideways drags
+    # them (docs/BENCHMARKS.md, "Against Blender's own route, round four")
+    vertex_motion: str = _surface("auto", "how pass 2's and refine's vertices move: freely, "
+                                  "or each along its start's normal only (the textures do "
+                                  "not slide over the surface); auto: along-normals from a "
+                                  "mesh given with its textures, else free",
+                                  **_choice(VERTEX_MOTIONS))
     sdf_regularizer: float = _surface(0.2, "SDF sign-change weight", minimum=0)
     surface_init: str = _surface("visual-hull", "pass 1's starting surface",
                                  **_choice(SURFACE_INITS))
@@ -669,6 +677,9 @@ def _check_together(settings: Settings) -> None:
         ("min_roughness", material.min_roughness <= material.ks_max[1],
          "must not exceed ks_max's roughness"),
     ]
+    if settings.surface.vertex_motion == "along-normals":  # auto leaves large steps free
+        checks.append(("vertex_motion", not settings.surface.large_steps,
+                       "along-normals moves plain offsets: large_steps 0"))
     if settings.path_tracing.renderer == "path-traced":
         checks += [
             ("renderer", settings.run.mode == "materials",
