@@ -45,10 +45,10 @@ class ExplicitGeometry(torch.nn.Module):
 
     ``large_steps`` 0: the parameters are per-vertex offsets, stepped by Adam; with
     ``along_normals`` one length per vertex along its normal on the given mesh (the surface
-    moves, the textures do not slide over it). ``> 0``: the
-    parameter is ``u = (I + large_steps L) x`` of the positions ``x``
-    (``geometry.large_steps``), stepped by ``UniformAdam`` (``uniform_adam``); the positions
-    are solved from it once per value of ``u``.
+    moves, the textures do not slide over it). ``> 0``: the parameter is
+    ``u = (I + large_steps L) x`` of the positions ``x`` (``geometry.large_steps``), stepped
+    by ``UniformAdam`` (``uniform_adam``); the positions are solved from it once per value of
+    ``u``.
 
     ``laplace``: "relative" penalises the Laplacian of the offsets from the given mesh (keeps
     its detail), "absolute" that of the positions (smooths); weight

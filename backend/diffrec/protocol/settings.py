@@ -208,8 +208,8 @@ class ScheduleSettings(_Record):
     kind: str = _schedule("diffrec", "training schedule: diffrec's or nvdiffrec's",
                           **_choice(("diffrec", "nvdiffrec")))
     # a surface that starts close (the visual hull, pass 1's result) loses it to large steps
-    # (docs/BENCHMARKS.md); a sphere start (pass 1) and
-    # refine's bare given mesh move at learning_rate, as the reference system's do
+    # (docs/BENCHMARKS.md); a sphere start (pass 1) and refine's bare given mesh move at
+    # learning_rate, as the reference system's do
     surface_learning_rate: tuple[float, float] = _schedule(
         (0.001, 0.001), "a close start's surface, per pass (a visual-hull start; pass 2's "
         "mesh)", length=2)
