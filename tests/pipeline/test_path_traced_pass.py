@@ -79,8 +79,7 @@ def floor_albedo(out_dir) -> float:
 @pytest.mark.mitsuba
 @pytest.mark.slow
 def test_the_path_traced_pass_takes_the_shadow_out_of_the_base_colour(tmp_path):
-    """With ``path_res`` half the views' size (a quarter of the full size's time): the shadow
-    is light's low frequencies."""
+    """With ``path_res`` half the views' size: the shadow is light's low frequencies."""
     box = open_box()
     light = EnvironmentLight.from_equirect(sky(), resolution=32)
     settings = run_config(tmp_path, "rasterized").settings
