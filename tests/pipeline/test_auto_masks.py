@@ -9,10 +9,17 @@ import shutil
 
 import numpy as np
 import pytest
+import torch
 
 from diffrec.errors import UserError
 from diffrec.io import read_image, write_image
-from diffrec.pipeline.auto_masks import FILL, NOT_OBJECT_CENTRED, POINTS_MARGIN, object_region
+from diffrec.pipeline.auto_masks import (
+    FILL,
+    NOT_OBJECT_CENTRED,
+    POINTS_MARGIN,
+    make_masks,
+    object_region,
+)
 from diffrec.pipeline.loading import load_dataset
 from diffrec_bench import photo_capture
 
@@ -39,7 +46,7 @@ def test_masks_are_made_written_and_read_back(capture, caplog):
     made = views.images[..., 3].numpy()
     assert set(np.unique(made)) <= {0.0, 1.0}
     scores = iou(made > 0.5, truth)
-    # measured 0.970 on average, 0.947 at worst (docs/BENCHMARKS.md); the issue's targets
+    # measured 0.978 on average, 0.964 at worst (docs/BENCHMARKS.md); the issue's targets
     assert scores.mean() >= 0.95 and scores.min() >= 0.9, np.round(scores, 3)
     assert "masks made and written to" in caplog.text
     files = sorted((folder / "masks_auto" / "images").iterdir())
@@ -57,6 +64,16 @@ def test_masks_are_made_written_and_read_back(capture, caplog):
     alpha = again.images[..., 3]
     assert (alpha[0, :, :22] == 0).all() and alpha[0, :, 26:].sum() > 50
     assert (alpha[1, :, :22] > 0.5).sum() > 50, "the other views keep their masks"
+
+
+def test_a_ball_in_the_tables_browns_keeps_its_shaded_underside():
+    """Colour cannot tell this ball's dark underside from its shadow on the table; the
+    surface it stands on can (``support_plane``)."""
+    cameras = photo_capture.object_cameras(12, 96)
+    images, truth = photo_capture.photos(cameras, palette="wood")
+    scores = iou(make_masks(cameras, torch.from_numpy(images)).numpy() > 0.5, truth)
+    # measured 0.937 on average, 0.910 at worst; 0.924 and 0.898 by colour and carving alone
+    assert scores.mean() >= 0.93 and scores.min() >= 0.9, np.round(scores, 3)
 
 
 def test_masks_made_for_smaller_views_are_written_at_the_photos_size(capture, tmp_path):

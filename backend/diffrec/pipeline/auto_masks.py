@@ -7,10 +7,15 @@ the photos and their cameras alone: no learned model, nothing downloaded.
    to the capture's sparse 3D points inside it where it has them (a COLMAP model's). Cameras
    whose axes do not meet in front of them (a room seen from inside, a wall seen from along
    it) are refused with ``NOT_OBJECT_CENTRED``.
-2. **A segmentation per view** (``segment``): OpenCV's GrabCut, seeded with the region's
+2. **The surface the object stands on** (``support_plane``: a table top, the floor), where
+   the photos show one: its pixels are background in every segmentation below, and nothing
+   of the hull is below it. Without it, GrabCut takes the object's contact shadow (a patch
+   of table every view sees alike, so the carving keeps it) for the object and the object's
+   shaded underside, which looks like that shadow, for the table.
+3. **A segmentation per view** (``segment``): OpenCV's GrabCut, seeded with the region's
    projection as probable foreground, the rest of the image as probable background and its
    border as background.
-3. **Carving** (``carve``, ``hull_silhouettes``): the voxels of the region that the masks of
+4. **Carving** (``carve``, ``hull_silhouettes``): the voxels of the region that the masks of
    all but ``TOLERANCE`` of the views that see them cover form a visual hull (one poor mask
    does not cut the object; a background patch one view took for the object is carved away
    by the others); its silhouette in each view seeds GrabCut again (``_hull_labels``: its
@@ -22,6 +27,7 @@ Masks are made at ``WORKING_SIZE`` pixels at most (the longer side) and scaled t
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 
@@ -33,12 +39,15 @@ import torch.nn.functional as F
 from diffrec.camera import Cameras
 from diffrec.color import linear_to_srgb
 from diffrec.errors import UserError
+from diffrec.pipeline.support_plane import Plane, PlanePixels, find_support_plane, plane_pixels
 from diffrec.pipeline.views import cameras_at_size, resize_rgba
 from diffrec.pipeline.visual_hull import view_distances
 from diffrec.protocol.captures import nearest_point_to_lines
 from diffrec.protocol.images import longest_side_size
 
 __all__ = ["NOT_OBJECT_CENTRED", "Region", "make_masks", "object_region"]
+
+log = logging.getLogger(__name__)
 
 NOT_OBJECT_CENTRED = (
     "its cameras do not look at one object (their optical axes do not meet in front of them, "
@@ -81,17 +90,30 @@ def make_masks(cameras: Cameras, colours: torch.Tensor, points: np.ndarray | Non
     opaque = torch.cat([colours, torch.ones_like(colours[..., :1])], -1)
     pixels = resize_rgba(opaque, width, height)[..., :3].clamp(0, 1)
     images = (linear_to_srgb(pixels) * 255 + 0.5).to(torch.uint8).numpy()
+    support = find_support_plane(small, pixels, region.centre, region.radius)
+    if support is None:
+        nothing = np.zeros(images.shape[:3], bool)
+        ground = PlanePixels(nothing, nothing)
+    else:
+        ground = plane_pixels(small, pixels, support, region.centre, region.radius)
+        log.info("masks: the object stands on a surface (a table or the floor) %.3g units "
+                 "below the cameras' meeting point: the %.0f %% of the photos' pixels that "
+                 "show it are background, the %.1f %% that hide it near the object are "
+                 "object", support.height(region.centre), 100 * ground.plane.mean(),
+                 100 * ground.standing.mean())
     seeds = _outlines(small, region)
-    masks = np.stack([segment(image, _region_labels(seed))
-                      for image, seed in zip(images, seeds, strict=True)])
+    masks = np.stack([segment(image, _region_labels(seed, *on_plane))
+                      for image, seed, *on_plane in zip(images, seeds, ground.plane,
+                                                        ground.standing, strict=True)])
     for _ in range(CARVE_ROUNDS):
-        occupied = carve(small, masks, region)
+        occupied = carve(small, masks, region, support)
         if not occupied.any():
             raise UserError("no part of the object's region is inside the masks of most views: "
                             "give masks (mask_path, or a masks/ folder) or images with alpha")
         silhouettes = hull_silhouettes(small, occupied, region)
-        masks = np.stack([segment(image, _hull_labels(silhouette))
-                          for image, silhouette in zip(images, silhouettes, strict=True)])
+        masks = np.stack([segment(image, _hull_labels(silhouette, *on_plane))
+                          for image, silhouette, *on_plane in zip(
+                              images, silhouettes, ground.plane, ground.standing, strict=True)])
     alpha = torch.from_numpy(masks.astype(np.float32))
     if (width, height) != (cameras.width, cameras.height):
         alpha = F.interpolate(alpha[:, None], size=(cameras.height, cameras.width),
@@ -173,25 +195,33 @@ def _border(shape: tuple[int, int]) -> int:
     return max(2, round(BORDER * min(shape)))
 
 
-def _region_labels(outline: np.ndarray) -> np.ndarray:
+def _region_labels(outline: np.ndarray, floor: np.ndarray, standing: np.ndarray
+                   ) -> np.ndarray:
     """GrabCut's labels from the region's outline: probable foreground inside, probable
-    background outside, background on the image's border."""
+    background outside, background on the image's border and on the ``floor`` (the pixels
+    of the surface the object stands on), foreground where something ``standing`` on it
+    hides it."""
     labels = np.where(outline, cv2.GC_PR_FGD, cv2.GC_PR_BGD).astype(np.uint8)
     border = _border(outline.shape)
     labels[:border], labels[-border:], labels[:, :border], labels[:, -border:] = (cv2.GC_BGD,) * 4
+    labels[floor] = cv2.GC_BGD
+    labels[standing] = cv2.GC_FGD
     return labels
 
 
-def _hull_labels(silhouette: np.ndarray) -> np.ndarray:
+def _hull_labels(silhouette: np.ndarray, floor: np.ndarray, standing: np.ndarray
+                 ) -> np.ndarray:
     """GrabCut's labels from the hull's silhouette: foreground deeper inside than ``BAND`` of
-    the image's size, probable foreground nearer the outline, probable background in a band
-    as wide outside it, background beyond (colour alone then never cuts the object's
-    middle away where it looks like the table: a wooden bowl on a wooden table)."""
+    the image's size and where something ``standing`` on the floor hides it, probable
+    foreground nearer the outline, probable background in a band as wide outside it,
+    background beyond and on the ``floor`` (colour alone then never cuts the object's middle
+    away where it looks like the table: a wooden bowl on a wooden table)."""
     band = max(2, round(BAND * min(silhouette.shape)))
     kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * band + 1, 2 * band + 1))
     inside = silhouette.astype(np.uint8)
     deep, near = cv2.erode(inside, kernel).astype(bool), cv2.dilate(inside, kernel).astype(bool)
-    return np.select([deep, silhouette, near], [cv2.GC_FGD, cv2.GC_PR_FGD, cv2.GC_PR_BGD],
+    return np.select([floor, deep | standing, silhouette, near],
+                     [cv2.GC_BGD, cv2.GC_FGD, cv2.GC_PR_FGD, cv2.GC_PR_BGD],
                      cv2.GC_BGD).astype(np.uint8)
 
 
@@ -217,12 +247,16 @@ def _grid_points(region: Region) -> torch.Tensor:
     return (torch.from_numpy(region.centre) + region.radius * cube).float()
 
 
-def carve(cameras: Cameras, masks: np.ndarray, region: Region) -> torch.Tensor:
-    """``[GRID, GRID, GRID]`` bool (x, y, z): the voxels of the region's sphere that at least
-    half the views see and that the ``masks [N, H, W]`` of all but ``TOLERANCE`` of them
-    cover (``view_distances``, the visual hull's own test)."""
+def carve(cameras: Cameras, masks: np.ndarray, region: Region, support: Plane | None = None
+          ) -> torch.Tensor:
+    """``[GRID, GRID, GRID]`` bool (x, y, z): the voxels of the region's sphere, above the
+    ``support`` plane where there is one, that at least half the views see and that the
+    ``masks [N, H, W]`` of all but ``TOLERANCE`` of them cover (``view_distances``, the
+    visual hull's own test)."""
     points = _grid_points(region)
     in_sphere = (points - torch.from_numpy(region.centre).float()).norm(dim=-1) <= region.radius
+    if support is not None:
+        in_sphere &= torch.from_numpy(support.height(points.double().numpy()) > 0)
     points = points[in_sphere]
     seen = torch.zeros(len(points), dtype=torch.int64)
     left_out = torch.zeros(len(points), dtype=torch.int64)
