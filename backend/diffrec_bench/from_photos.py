@@ -16,10 +16,13 @@ world is COLMAP's: the true cameras are moved into it by the similarity that bes
 true centres of the photos it posed onto the found ones (Umeyama), and its box
 (``mesh_scale``) is scaled by that similarity's scale, which a user would set by eye. Made
 masks are scored by IoU against the true ones of the photos without the lens (they are drawn
-on the undistorted photos).
+on the undistorted photos). Each run is scored twice: at the scored views as placed, and with
+each of them registered against the result first (``registered``), and the targets are read
+off the second.
 
     python scripts/bench_from_photos.py [--views 16] [--size 256] [--train-res 96]
-        [--iterations 100] [--dmtet-grid 64] [--runs truth,auto,poses] [--scratch DIR]
+        [--iterations 100] [--dmtet-grid 64] [--register-rounds 5] [--runs truth,auto,poses]
+        [--scratch DIR]
 
 Runs one after another; prints one table row a run (with the machine's load average over it)
 and how far the ``auto`` and ``poses`` runs are from ``truth`` against the issue's targets
@@ -49,7 +52,7 @@ from diffrec.camera import Cameras
 from diffrec.io import read_image
 from diffrec.pipeline.captures import read_any_capture
 from diffrec.pipeline.inputs import read_mesh
-from diffrec.pipeline.reference_views import render_reference_views
+from diffrec.pipeline.reference_views import ReferenceScene
 from diffrec.pipeline.scoring import VALIDATION_SPP
 from diffrec.render.metrics import display
 from diffrec_bench import photo_capture
@@ -138,17 +141,15 @@ class Judge:
     rasterizer over black, linear RGB."""
 
     def __init__(self, out: Path):
-        self.ctx = raster.RasterContext(torch.device("cpu"))
-        self.asset = read_mesh(out / "mesh.glb")
-        self.probe = torch.from_numpy(np.ascontiguousarray(read_image(out / "probe.hdr")[..., :3]))
+        probe = torch.from_numpy(np.ascontiguousarray(read_image(out / "probe.hdr")[..., :3]))
         settings = json.loads((out / "metrics.json").read_text())["settings"]
-        self.light_res = settings.get("light_res", 64)
+        self.scene = ReferenceScene.of(raster.RasterContext(torch.device("cpu")),
+                                       read_mesh(out / "mesh.glb"), probe,
+                                       light_resolution=settings.get("light_res", 64))
 
     def render(self, cameras: Cameras) -> torch.Tensor:
         """``[N, H, W, 3]`` the result seen by ``cameras``, over black."""
-        rendered = render_reference_views(self.ctx, self.asset, self.probe, cameras,
-                                          spp=VALIDATION_SPP,
-                                          light_resolution=self.light_res).images
+        rendered = self.scene.render(cameras, spp=VALIDATION_SPP).images
         return rendered[..., :3] * rendered[..., 3:]
 
 
@@ -159,21 +160,23 @@ def object_psnr(judge: Judge, cameras: Cameras, targets: np.ndarray, masks: np.n
     return float(-10 * torch.log10(error[torch.from_numpy(masks)].mean()))
 
 
-def registered(judge: Judge, cameras: Cameras, targets: np.ndarray, masks: np.ndarray
-               ) -> Cameras:
+def registered(judge: Judge, cameras: Cameras, targets: np.ndarray, masks: np.ndarray,
+               rounds: int = REGISTER_ROUNDS) -> Cameras:
     """``cameras`` each turned about its own axes and moved along them, a step either way at
     a time, while the result rendered there comes nearer its target (the object alone: the
     target inside its true mask, black outside; sRGB squared error over the whole image),
-    steps halved ``REGISTER_ROUNDS`` times from ``REGISTER_STEPS``. What NeRF benchmarks do
-    for a result whose world was found from its photos: the scoring then measures the
-    result, not how well one similarity places new cameras in that world."""
+    steps halved ``rounds`` times from ``REGISTER_STEPS`` (none: ``cameras`` as they are).
+    What NeRF benchmarks do for a result whose world was found from its photos: the scoring
+    then measures the result, not how well one similarity places new cameras in that
+    world."""
     alone = display(torch.from_numpy(targets * masks[..., None]))
-    matrices = [_registered_view(judge, cameras[view], alone[view])
+    matrices = [_registered_view(judge, cameras[view], alone[view], rounds)
                 for view in range(len(cameras))]
     return dataclasses.replace(cameras, camera_to_world=torch.stack(matrices).float())
 
 
-def _registered_view(judge: Judge, camera: Cameras, target: torch.Tensor) -> torch.Tensor:
+def _registered_view(judge: Judge, camera: Cameras, target: torch.Tensor, rounds: int
+                     ) -> torch.Tensor:
     """``registered``'s search for the one ``camera`` and its sRGB ``target [H, W, 3]``: the
     camera-to-world matrix found (float64)."""
     def error(matrix: torch.Tensor) -> float:
@@ -184,7 +187,7 @@ def _registered_view(judge: Judge, camera: Cameras, target: torch.Tensor) -> tor
     best = error(matrix)
     distance = float(matrix[:3, 3].norm())  # to the capture's centre, the origin
     turn, move = math.radians(REGISTER_STEPS[0]), REGISTER_STEPS[1] * distance
-    for _ in range(REGISTER_ROUNDS):
+    for _ in range(rounds):
         for axis, sign in itertools.product(range(6), (-1.0, 1.0)):
             candidate = _nudged(matrix, axis, sign * (turn if axis < 3 else move))
             candidate_error = error(candidate)
@@ -259,7 +262,8 @@ def benchmark(args) -> Iterator[str]:
             continue
         judge, scored = Judge(out), cameras_in_run(folder, cameras, held)
         placed = object_psnr(judge, scored, targets, masks)
-        psnrs[run] = object_psnr(judge, registered(judge, scored, targets, masks), targets, masks)
+        psnrs[run] = object_psnr(judge, registered(judge, scored, targets, masks,
+                                                   args.register_rounds), targets, masks)
         own = json.loads((out / "metrics.json").read_text())["psnr_mean"]
         said = "true" if run == "truth" else "made"
         if run != "truth":
@@ -282,6 +286,8 @@ def main(argv=None) -> int:
     parser.add_argument("--train-res", type=int, default=96)
     parser.add_argument("--iterations", type=int, default=100, help="per pass")
     parser.add_argument("--dmtet-grid", type=int, default=64)
+    parser.add_argument("--register-rounds", type=int, default=REGISTER_ROUNDS,
+                        help="rounds of halved steps registering each scored view (0: none)")
     parser.add_argument("--runs", default=list(RUNS),
                         type=lambda text: names(text, RUNS, "run"),
                         help=f"comma-separated, of {', '.join(RUNS)} (default: all)")

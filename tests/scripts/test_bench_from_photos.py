@@ -27,6 +27,7 @@ ROW = re.compile(r"\| (truth|auto) \| (true|made \(IoU ([\d.]+), least ([\d.]+)\
 def test_bench_from_photos_scores_each_run_on_the_same_held_out_views(tmp_path):
     done = subprocess.run([sys.executable, str(SCRIPT), "--views", "8", "--size", "64",
                            "--train-res", "48", "--iterations", "2", "--dmtet-grid", "16",
+                           "--register-rounds", "1",
                            "--runs", "truth,auto", "--scratch", str(tmp_path / "scratch")],
                           capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
