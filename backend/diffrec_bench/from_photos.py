@@ -66,6 +66,7 @@ DETAIL = 0.5  # the surfaces' albedo within 1 +- this (enough for SIFT at 256 px
 MESH_SCALE = 1.2  # the box's side in true units: the ball (radius 0.5) and a margin
 HELD_OUT, HELD_OUT_SEED = 3, 52  # the views no run sees, scored
 TEXTURE_RES = 128  # the baked textures' side: ample for views of 96 px
+TRUE_MASKS = "true_masks.npy"  # in the scratch folder: the photos' true masks, for --score-only
 REGISTER_STEPS = (1.0, 0.01)  # the scored views' first turn (degrees) and move (of their distance)
 REGISTER_ROUNDS = 5  # the steps halved this many times
 TARGETS_DB = {"auto": 2.0, "poses": 3.0}  # the issue's: within this of ``truth``
@@ -80,7 +81,8 @@ def make_captures(scratch: Path, views: int, size: int) -> np.ndarray:
     """The three runs' folders under ``scratch``, of ``views`` photos in a ring: ``truth``
     and ``auto`` (the photos through the lens as JPEG, in a ``transforms.json`` with the lens;
     ``truth`` with its masks) and ``poses`` (the photos without the lens, in ``images/``
-    alone). Returns the true masks of the photos without the lens ``[views, size, size]``."""
+    alone). Returns the true masks of the photos without the lens ``[views, size, size]``,
+    also kept in ``scratch / TRUE_MASKS``."""
     cameras = photo_capture.object_cameras(views, size)
     through_lens, lens_masks = photo_capture.photos(
         cameras, distortion=LENS, exposure_stops=EXPOSURE_STOPS, detail=DETAIL)
@@ -90,6 +92,7 @@ def make_captures(scratch: Path, views: int, size: int) -> np.ndarray:
                                 suffix=".jpg")
     pinhole, masks = photo_capture.photos(cameras, exposure_stops=EXPOSURE_STOPS, detail=DETAIL)
     write_photos(scratch / "poses", pinhole)
+    np.save(scratch / TRUE_MASKS, masks)
     return masks
 
 
@@ -163,25 +166,25 @@ def object_psnr(judge: Judge, cameras: Cameras, targets: np.ndarray, masks: np.n
 def registered(judge: Judge, cameras: Cameras, targets: np.ndarray, masks: np.ndarray,
                rounds: int = REGISTER_ROUNDS) -> Cameras:
     """``cameras`` each turned about its own axes and moved along them, a step either way at
-    a time, while the result rendered there comes nearer its target (the object alone: the
-    target inside its true mask, black outside; sRGB squared error over the whole image),
-    steps halved ``rounds`` times from ``REGISTER_STEPS`` (none: ``cameras`` as they are).
-    What NeRF benchmarks do for a result whose world was found from its photos: the scoring
-    then measures the result, not how well one similarity places new cameras in that
-    world."""
-    alone = display(torch.from_numpy(targets * masks[..., None]))
-    matrices = [_registered_view(judge, cameras[view], alone[view], rounds)
+    a time, while the result rendered there comes nearer its target by the score's own
+    measure (sRGB squared error over the pixels of its true mask), steps halved ``rounds``
+    times from ``REGISTER_STEPS`` (none: ``cameras`` as they are). What NeRF benchmarks do
+    for a result whose world was found from its photos: the scoring then measures the
+    result, not how well one similarity places new cameras in that world."""
+    shown = display(torch.from_numpy(targets))
+    matrices = [_registered_view(judge, cameras[view], shown[view],
+                                 torch.from_numpy(masks[view]), rounds)
                 for view in range(len(cameras))]
     return dataclasses.replace(cameras, camera_to_world=torch.stack(matrices).float())
 
 
-def _registered_view(judge: Judge, camera: Cameras, target: torch.Tensor, rounds: int
-                     ) -> torch.Tensor:
-    """``registered``'s search for the one ``camera`` and its sRGB ``target [H, W, 3]``: the
-    camera-to-world matrix found (float64)."""
+def _registered_view(judge: Judge, camera: Cameras, target: torch.Tensor, mask: torch.Tensor,
+                     rounds: int) -> torch.Tensor:
+    """``registered``'s search for the one ``camera``, its sRGB ``target [H, W, 3]`` and its
+    true ``mask [H, W]``: the camera-to-world matrix found (float64)."""
     def error(matrix: torch.Tensor) -> float:
         moved = dataclasses.replace(camera, camera_to_world=matrix[None].float())
-        return float((display(judge.render(moved)[0]) - target).square().mean())
+        return float((display(judge.render(moved)[0]) - target).square()[mask].mean())
 
     matrix = camera.camera_to_world[0].double()
     best = error(matrix)
@@ -224,18 +227,23 @@ def benchmark(args) -> Iterator[str]:
     """Make the captures, run and score each of ``args.runs``; the report's lines, each as
     soon as it is known."""
     scratch = args.scratch or Path(tempfile.mkdtemp(prefix="bench_from_photos_"))
-    shutil.rmtree(scratch, ignore_errors=True)
-    scratch.mkdir(parents=True)
     start = time.perf_counter()
-    full_masks = make_captures(scratch, args.views, args.size)
+    if args.score_only:
+        if not (scratch / TRUE_MASKS).is_file():
+            raise SystemExit(f"--score-only: {scratch} holds no earlier run of this benchmark")
+        full_masks = np.load(scratch / TRUE_MASKS)
+    else:
+        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.mkdir(parents=True)
+        full_masks = make_captures(scratch, args.views, args.size)
     cameras = photo_capture.object_cameras(args.views, args.train_res)
     held = held_out_cameras(args.train_res)
     targets, masks = photo_capture.photos(held, exposure_stops=EXPOSURE_STOPS, detail=DETAIL,
                                           noise=0.0)
+    made = "scored again" if args.score_only else f"made in {time.perf_counter() - start:.0f} s"
     yield (f"{args.views} views of {args.size} px (lens {LENS}, JPEG, exposure +-"
-           f"{EXPOSURE_STOPS} stops, detail {DETAIL}), made in "
-           f"{time.perf_counter() - start:.0f} s; scored at {HELD_OUT} other views; trained at "
-           f"{args.train_res} px, {args.iterations} iterations a pass, DMTet grid "
+           f"{EXPOSURE_STOPS} stops, detail {DETAIL}), {made}; scored at {HELD_OUT} other views; "
+           f"trained at {args.train_res} px, {args.iterations} iterations a pass, DMTet grid "
            f"{args.dmtet_grid}")
     yield from ["", "| run | masks | cameras | PSNR on the object | the same, views registered "
                 "| the run's own PSNR | time | load |",
@@ -245,17 +253,25 @@ def benchmark(args) -> Iterator[str]:
         folder, out = scratch / run, scratch / f"{run}_out"
         mesh_scale, cameras_said = MESH_SCALE, "true"
         if run == "poses":
-            status = cli.main(["poses", str(folder), "--max-image-size", str(args.size),
-                               "--max-features", "4096"])
+            status = 0 if args.score_only else cli.main(
+                ["poses", str(folder), "--max-image-size", str(args.size), "--max-features",
+                 "4096"])
             if status != 0:
                 yield f"| poses | made | not found (diffrec poses: status {status}) | | | | | |"
                 continue
             scale, *_, posed = alignment(folder, cameras)
             cameras_said, mesh_scale = f"found, {posed} of {args.views}", mesh_scale * scale
-        load = os.getloadavg()[0]
-        status, seconds = optimize(folder, out, args.train_res, args.iterations,
-                                   args.dmtet_grid, mesh_scale)
-        load = (load + os.getloadavg()[0]) / 2
+        timing = scratch / f"{run}_timing.json"
+        if not args.score_only:
+            load = os.getloadavg()[0]
+            status, seconds = optimize(folder, out, args.train_res, args.iterations,
+                                       args.dmtet_grid, mesh_scale)
+            timing.write_text(json.dumps({"status": status, "seconds": seconds,
+                                          "load": (load + os.getloadavg()[0]) / 2}))
+        if not timing.is_file():
+            yield f"| {run} | | {cameras_said} | not run in {scratch} | | | | |"
+            continue
+        status, seconds, load = json.loads(timing.read_text()).values()
         if status != 0:
             yield (f"| {run} | | {cameras_said} | diffrec optimize stopped (status {status}) | | "
                    f"| {seconds:.0f} s | {load:.1f} |")
@@ -293,6 +309,9 @@ def main(argv=None) -> int:
                         help=f"comma-separated, of {', '.join(RUNS)} (default: all)")
     parser.add_argument("--scratch", type=Path, help="where the captures and results go "
                         "(replaced; default: a new temporary folder)")
+    parser.add_argument("--score-only", action="store_true",
+                        help="score the results an earlier run left in --scratch again "
+                        "(no photos made, no runs)")
     for line in benchmark(parser.parse_args(argv)):
         print(line, flush=True)
     return 0
