@@ -21,6 +21,11 @@ the photos and their cameras alone: no learned model, nothing downloaded.
    by the others); its silhouette in each view seeds GrabCut again (``_hull_labels``: its
    inside deeper than ``BAND`` of the image's size is foreground, and the outline may move at
    most ``BAND`` from the silhouette, either way). ``CARVE_ROUNDS`` times.
+5. **The masks given** are the silhouettes of a last, finer hull (``FINAL_GRID``) carved from
+   the last cuts, so that every view's rim agrees with the others'. A reconstruction follows
+   every view's mask: rims a few pixels apart from view to view made its surface ragged (on
+   the photo benchmark 5.8 dB below the true masks with the cuts, 0.4 dB with the hull's
+   silhouettes, whose IoU against the true masks is lower: 0.967 against 0.982).
 
 Masks are made at ``WORKING_SIZE`` pixels at most (the longer side) and scaled to the views.
 """
@@ -60,6 +65,7 @@ MIN_SPREAD_DEGREES = 30.0  # the widest angle between two cameras, seen from tha
 MIN_POINTS = 20  # sparse points inside the region needed to size it by them
 POINTS_QUANTILE, POINTS_MARGIN = 0.95, 1.2  # the points' extent, and the margin around it
 GRID = 64  # voxels a side of the carving grid (the region's bounding cube)
+FINAL_GRID = 128  # voxels a side of the last hull, whose silhouettes are the masks
 PIXELS_PER_VOXEL = 2.0  # the most pixels a voxel spans where the hull's silhouettes are cast
 TOLERANCE = 0.1  # share of the views seeing a voxel whose masks may leave it out
 BORDER, BAND = 0.02, 0.04  # the background border and the refining band, shares of the size
@@ -114,6 +120,9 @@ def make_masks(cameras: Cameras, colours: torch.Tensor, points: np.ndarray | Non
         masks = np.stack([segment(image, _hull_labels(silhouette, *on_plane))
                           for image, silhouette, *on_plane in zip(
                               images, silhouettes, ground.plane, ground.standing, strict=True)])
+    occupied = carve(small, masks, region, support, grid=FINAL_GRID)
+    if occupied.any():
+        masks = hull_silhouettes(small, occupied, region)
     alpha = torch.from_numpy(masks.astype(np.float32))
     if (width, height) != (cameras.width, cameras.height):
         alpha = F.interpolate(alpha[:, None], size=(cameras.height, cameras.width),
@@ -240,20 +249,20 @@ def segment(image: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return np.isin(result, (cv2.GC_FGD, cv2.GC_PR_FGD))
 
 
-def _grid_points(region: Region) -> torch.Tensor:
-    """``[GRID³, 3]`` float32 cell centres of the region's bounding cube, x slowest."""
-    steps = torch.linspace(-1.0, 1.0, GRID, dtype=torch.float64)
+def _grid_points(region: Region, grid: int) -> torch.Tensor:
+    """``[grid³, 3]`` float32 cell centres of the region's bounding cube, x slowest."""
+    steps = torch.linspace(-1.0, 1.0, grid, dtype=torch.float64)
     cube = torch.stack(torch.meshgrid(steps, steps, steps, indexing="ij"), -1).reshape(-1, 3)
     return (torch.from_numpy(region.centre) + region.radius * cube).float()
 
 
-def carve(cameras: Cameras, masks: np.ndarray, region: Region, support: Plane | None = None
-          ) -> torch.Tensor:
-    """``[GRID, GRID, GRID]`` bool (x, y, z): the voxels of the region's sphere, above the
+def carve(cameras: Cameras, masks: np.ndarray, region: Region, support: Plane | None = None,
+          grid: int = GRID) -> torch.Tensor:
+    """``[grid, grid, grid]`` bool (x, y, z): the voxels of the region's sphere, above the
     ``support`` plane where there is one, that at least half the views see and that the
     ``masks [N, H, W]`` of all but ``TOLERANCE`` of them cover (``view_distances``, the
     visual hull's own test)."""
-    points = _grid_points(region)
+    points = _grid_points(region, grid)
     in_sphere = (points - torch.from_numpy(region.centre).float()).norm(dim=-1) <= region.radius
     if support is not None:
         in_sphere &= torch.from_numpy(support.height(points.double().numpy()) > 0)
@@ -265,9 +274,9 @@ def carve(cameras: Cameras, masks: np.ndarray, region: Region, support: Plane | 
         seen += in_image.sum(0)
         left_out += (in_image & (distance > 0)).sum(0)
     allowed = torch.floor(TOLERANCE * seen.double()).long()
-    occupied = torch.zeros(GRID ** 3, dtype=torch.bool)
+    occupied = torch.zeros(grid ** 3, dtype=torch.bool)
     occupied[in_sphere] = (2 * seen >= len(cameras)) & (left_out <= allowed)
-    return occupied.reshape(GRID, GRID, GRID)
+    return occupied.reshape(grid, grid, grid)
 
 
 def hull_silhouettes(cameras: Cameras, occupied: torch.Tensor, region: Region) -> np.ndarray:
@@ -276,7 +285,7 @@ def hull_silhouettes(cameras: Cameras, occupied: torch.Tensor, region: Region) -
     voxels' bounding box), the rays cast at ``PIXELS_PER_VOXEL`` pixels a voxel at most (the
     hull is no finer) and their occupancy scaled up bilinearly to the views' size."""
     cameras = cameras.to("cpu")
-    voxel = 2 * region.radius / (GRID - 1)
+    voxel = 2 * region.radius / (len(occupied) - 1)
     distance = np.linalg.norm(cameras.centers().double().numpy() - region.centre, axis=-1)
     focal = ((cameras.fx + cameras.fy) / 2).double().numpy()
     scale = min(1.0, PIXELS_PER_VOXEL / float(np.median(focal * voxel / distance)))
@@ -293,10 +302,11 @@ def _ray_marched(cameras: Cameras, occupied: torch.Tensor, region: Region) -> to
     voxel through the occupied voxels' bounding box (0 for rays that miss it)."""
     volume = occupied.float().permute(2, 1, 0)[None, None]  # grid_sample's (D, H, W) = (z, y, x)
     centre = torch.from_numpy(region.centre).float()
-    voxel = 2 * region.radius / (GRID - 1)
+    grid = len(occupied)
+    voxel = 2 * region.radius / (grid - 1)
     indices = occupied.nonzero()
-    low = centre + (indices.amin(0) - (GRID - 1) / 2 - 1) * voxel
-    high = centre + (indices.amax(0) - (GRID - 1) / 2 + 1) * voxel
+    low = centre + (indices.amin(0) - (grid - 1) / 2 - 1) * voxel
+    high = centre + (indices.amax(0) - (grid - 1) / 2 + 1) * voxel
     corners = torch.stack(torch.meshgrid(*torch.stack([low, high], -1), indexing="ij"),
                           -1).reshape(-1, 3)
     pixels, _ = _project(cameras, corners.double().numpy())
