@@ -6,13 +6,16 @@ process's peak memory after it (run one resolution per process for a peak of its
 With ``--hdri``, also how far each light's specular lookup at roughness between its levels is
 from the lobe prefiltered at exactly that roughness (relative RMSE over random directions),
 with the default GGX levels and with nvdiffrec's rule (levels down to 16^2 only).
+``--backward`` sets ``$DIFFREC_LIGHT_BACKWARD`` for the run (``scatter``: no transpose held).
 
     scripts/bench_light.py [--res 64 256] [--repeat 3] [--device cpu] [--hdri FILE.exr]
+                           [--backward auto|transpose|scatter]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import statistics
 import time
@@ -43,15 +46,18 @@ def step_ms(light: EnvironmentLight, repeat: int) -> tuple[float, float]:
 
 
 def operators_mib(light: EnvironmentLight) -> float:
-    """MiB held by the cached GGX operators (matrix and transpose) of ``light``'s levels."""
+    """MiB held by the cached GGX operators (matrix and, where the backward uses it, its
+    transpose) of ``light``'s levels."""
     base, total = light.base, 0
+    transposed = prefilter._backward(base.device.type) == "transpose"
     for i, roughness in enumerate(light.level_roughness()[:-1]):
         out_res = base.shape[1] >> i
         for matrix in prefilter._ggx_matrices(base.shape[1], out_res, float(roughness),
                                               prefilter.samples_for_level(out_res),
-                                              str(base.device), base.dtype):
-            total += sum(t.nbytes for t in (matrix.crow_indices(), matrix.col_indices(),
-                                             matrix.values()))
+                                              str(base.device), base.dtype, transposed):
+            if matrix is not None:
+                total += sum(t.nbytes for t in (matrix.crow_indices(), matrix.col_indices(),
+                                                 matrix.values()))
     return total / 2**20
 
 
@@ -113,8 +119,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--hdri", help="an equirect image: also print the lookup accuracy table")
+    parser.add_argument("--backward", choices=("auto", "transpose", "scatter"),
+                        help="the prefilter's backward ($DIFFREC_LIGHT_BACKWARD; default: as set)")
     args = parser.parse_args()
-    print(f"device {args.device}, torch {torch.__version__}, threads {torch.get_num_threads()}")
+    if args.backward:
+        os.environ[prefilter.BACKWARD_ENV] = args.backward
+    print(f"device {args.device}, torch {torch.__version__}, threads {torch.get_num_threads()}, "
+          f"backward {prefilter._backward(torch.device(args.device).type)}")
     peak = "peak allocated" if torch.device(args.device).type == "cuda" else "peak RSS"
     print(f"| light_res | first step (operators built), s | {peak} so far, MiB | "
           "operators held, MiB | build_mips + backward, ms |\n| --- | --- | --- | --- | --- |")

@@ -1,5 +1,7 @@
 """The GGX prefilter's sparse operator, built straight into CSR form (each row's taps sorted,
-repeats summed), against a hand-worked case and against torch's own COO construction."""
+repeats summed), against a hand-worked case and against torch's own COO construction; its
+backward (with the transpose or scattering the operator's entries) against the dense product
+and finite differences."""
 
 import math
 
@@ -12,6 +14,7 @@ from diffrec.light.prefilter import (
     _csr_transposed,
     _ggx_matrices,
     _ggx_operator,
+    _transposed_product,
     samples_for_level,
 )
 
@@ -50,3 +53,35 @@ def test_operator_matrices_equal_the_coalesced_coo_construction(monkeypatch, tex
     torch.testing.assert_close(transposed.to_dense(), coo.to_dense().T, rtol=0, atol=1e-15)
     assert matrix.values().numel() == coo.values().numel()  # every repeat merged
     assert {matrix.col_indices().dtype, transposed.crow_indices().dtype} == {torch.int32}
+
+
+@pytest.mark.parametrize("chunk", [None, 1, 7])  # entries scattered at a time (None: default)
+def test_transposed_product_without_the_transpose_equals_the_dense_product(chunk):
+    samples = samples_for_level(4)
+    matrix, _ = _ggx_matrices(8, 4, 0.5, samples, "cpu", torch.float64, False)
+    dense = torch.randn(matrix.shape[0], 3, dtype=torch.float64,
+                        generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(_transposed_product(matrix, dense, chunk),
+                               matrix.to_dense().T @ dense, rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("backward", ["transpose", "scatter"])
+def test_prefilter_gradient_against_finite_differences(monkeypatch, backward):
+    monkeypatch.setenv(prefilter.BACKWARD_ENV, backward)
+    _ggx_matrices.cache_clear()
+    cube = torch.rand(6, 4, 4, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+
+    def prefiltered(cube):
+        return prefilter.ggx_prefilter(prefilter.box_pyramid(cube), 2, 0.6)
+
+    assert torch.autograd.gradcheck(prefiltered, (cube.requires_grad_(),))
+    _, transposed = _ggx_matrices(4, 2, 0.6, samples_for_level(2), "cpu", torch.float64,
+                                  backward == "transpose")
+    assert (transposed is None) == (backward == "scatter")
+    assert _ggx_matrices.cache_info().currsize == 1  # the operator the prefilter used
+
+
+def test_an_unknown_backward_is_refused(monkeypatch):
+    monkeypatch.setenv(prefilter.BACKWARD_ENV, "gather")
+    with pytest.raises(ValueError, match=prefilter.BACKWARD_ENV):
+        prefilter.ggx_prefilter(prefilter.box_pyramid(torch.ones(6, 2, 2, 1)), 2, 0.5)

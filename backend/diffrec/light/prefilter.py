@@ -10,6 +10,9 @@ level whose texel solid angle matches the sample's ``1/(N pdf)``. No part of the
 off; the approximation is that each sample stands for a box-filtered patch of its own solid
 angle, which slightly widens the lobe. The operator (indices and weights of a sparse gather,
 ``4 N`` taps per texel) is built once per (resolution, level, roughness) and cached.
+Its backward is a product with the operator's transpose, built and cached beside it, or, with
+``$DIFFREC_LIGHT_BACKWARD=scatter``, a scatter of the operator's own entries that needs no
+transpose (half the memory; on a CPU a backward about ten times slower, see ``_backward``).
 
 **Cosine convolution** at the coarsest level is exact texel quadrature: a dense
 ``[6 S^2, 6 S^2]`` matrix of ``max(n.l, 0) * solid_angle(l)``, rows normalised so that a
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import warnings
 
 import torch
@@ -40,7 +44,8 @@ __all__ = [
 _TAP_BUDGET = 1 << 20
 _MIN_SAMPLES = 16
 _MAX_SAMPLES = 256
-_CHUNK_TAPS = 1 << 22  # taps turned into CSR rows at a time (``_ggx_matrices``)
+_CHUNK_TAPS = 1 << 22  # taps turned into CSR rows (entries scattered) at a time
+BACKWARD_ENV = "DIFFREC_LIGHT_BACKWARD"
 
 
 def box_pyramid(cube: torch.Tensor) -> list[torch.Tensor]:
@@ -136,12 +141,14 @@ def _ggx_operator(base_res: int, out_res: int, roughness: float, samples: int, d
 
 @functools.lru_cache(maxsize=16)
 def _ggx_matrices(base_res: int, out_res: int, roughness: float, samples: int, device: str,
-                  dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+                  dtype: torch.dtype, transposed: bool = True
+                  ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The operator of ``_ggx_taps`` as a sparse CSR matrix ``[6 Ro^2, pyramid texels]``
-    (taps of one texel that hit the same source texel summed) and its transpose, for the
-    backward pass, with int32 indices. (CSR: 2-3x faster products than COO on a CPU.)
-    Built ``_CHUNK_TAPS`` taps at a time, so that building needs little more memory than
-    the matrices it makes (the taps of a 512 cube's sharpest level: 100M)."""
+    (taps of one texel that hit the same source texel summed) and, when ``transposed``, its
+    transpose for the backward pass (else None), with int32 indices. (CSR: 2-3x faster
+    products than COO on a CPU.) Built ``_CHUNK_TAPS`` taps at a time, so that building needs
+    little more memory than the matrices it makes (the taps of a 512 cube's sharpest level:
+    100M)."""
     n = texel_directions(out_res, device=device).reshape(-1, 3)
     texels = sum(6 * (base_res >> level) ** 2 for level in range(int(math.log2(base_res)) + 1))
     taps_per_texel = 4 * samples
@@ -155,14 +162,16 @@ def _ggx_matrices(base_res: int, out_res: int, roughness: float, samples: int, d
         values.append(value)
     crow, col, value = torch.cat(crows), torch.cat(cols), torch.cat(values)
     del crows, cols, values  # the chunks, before the transpose needs room
-    crow_t, col_t, values_t = _csr_transposed(crow, col, value, texels, _CHUNK_TAPS)
     with warnings.catch_warnings():  # "CSR support is in beta": products are all we use
         warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta")
         # both are built sorted and without repeats, as CSR requires: no check needed
-        return (torch.sparse_csr_tensor(crow, col, value, (len(n), texels),
-                                        check_invariants=False),
-                torch.sparse_csr_tensor(crow_t, col_t, values_t, (texels, len(n)),
-                                        check_invariants=False))
+        matrix = torch.sparse_csr_tensor(crow, col, value, (len(n), texels),
+                                         check_invariants=False)
+        if not transposed:
+            return matrix, None
+        crow_t, col_t, values_t = _csr_transposed(crow, col, value, texels, _CHUNK_TAPS)
+        return matrix, torch.sparse_csr_tensor(crow_t, col_t, values_t, (texels, len(n)),
+                                               check_invariants=False)
 
 
 def _csr_from_taps(index: torch.Tensor, weight: torch.Tensor):
@@ -203,23 +212,61 @@ def _csr_transposed(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor,
                                                                                  by_column)
         target = next_free[by_column] + rank
         entries = order + start
-        rows_t[target] = (torch.searchsorted(row_starts, entries, right=True) - 1).to(col.dtype)
+        rows_t[target] = _entry_rows(row_starts, entries).to(col.dtype)
         values_t[target] = values[entries]
         next_free += torch.bincount(chunk_col, minlength=columns)
     return crow_t, rows_t, values_t
 
 
+def _entry_rows(crow: torch.Tensor, entries: torch.Tensor) -> torch.Tensor:
+    """The row of each of ``entries`` (positions in the column and value arrays) of the CSR
+    matrix whose row pointers are ``crow`` (same dtype as ``entries``), int64."""
+    return torch.searchsorted(crow, entries, right=True) - 1
+
+
+def _transposed_product(matrix: torch.Tensor, dense: torch.Tensor,
+                        chunk: int | None = None) -> torch.Tensor:
+    """``matrix.T @ dense`` for a CSR ``matrix`` ``[N, M]`` and ``dense`` ``[N, C]``, without
+    the transpose: each entry's ``value * dense[row]`` added to row ``col`` of the result
+    (``index_add_``), ``chunk`` entries at a time (default ``_CHUNK_TAPS``), so that it needs
+    room for little more than its ``[M, C]`` result."""
+    crow, col, values = matrix.crow_indices(), matrix.col_indices(), matrix.values()
+    chunk = max(1, chunk or _CHUNK_TAPS)
+    out = dense.new_zeros(matrix.shape[1], dense.shape[1])
+    for start in range(0, len(col), chunk):
+        stop = min(start + chunk, len(col))
+        rows = _entry_rows(crow, torch.arange(start, stop, dtype=crow.dtype, device=col.device))
+        out.index_add_(0, col[start:stop], dense[rows] * values[start:stop, None])
+    return out
+
+
+def _backward(device_type: str) -> str:
+    """How the GGX prefilter's backward runs on ``device_type``, as ``$DIFFREC_LIGHT_BACKWARD``
+    says: "transpose" (a product with the operator's transpose, cached beside it: the default,
+    and the fastest on a CPU) or "scatter" (``_transposed_product``: no transpose built, half
+    the operators' memory; on a CPU about ten times slower a backward; on CUDA float atomics,
+    its time still to be measured there). "auto" (or unset) is "transpose" on every device."""
+    choice = os.environ.get(BACKWARD_ENV, "auto").strip().lower()
+    if choice not in ("auto", "transpose", "scatter"):
+        raise ValueError(f"${BACKWARD_ENV} must be 'auto', 'transpose' or 'scatter', "
+                         f"not {choice!r}")
+    return "transpose" if choice == "auto" else choice
+
+
 class _SparseLinear(torch.autograd.Function):
     """``matrix @ flat`` with the transpose given, so the backward is one more sparse product
-    (``embedding_bag``'s backward sorts every tap's index at each call instead)."""
+    (``embedding_bag``'s backward sorts every tap's index at each call instead), or None: the
+    backward scatters ``matrix``'s entries (``_transposed_product``)."""
 
     @staticmethod
     def forward(ctx, flat, matrix, transposed):
-        ctx.transposed = transposed
+        ctx.matrix, ctx.transposed = matrix, transposed
         return matrix @ flat
 
     @staticmethod
     def backward(ctx, grad):
+        if ctx.transposed is None:
+            return _transposed_product(ctx.matrix, grad.contiguous()), None, None
         return ctx.transposed @ grad, None, None
 
 
@@ -233,7 +280,7 @@ def ggx_prefilter(pyramid: list[torch.Tensor], out_res: int, roughness: float) -
     device = str(flat.device)
     if flat.device.type in ("cpu", "cuda"):
         matrix, transposed = _ggx_matrices(base_res, out_res, float(roughness), samples, device,
-                                           flat.dtype)
+                                           flat.dtype, _backward(flat.device.type) == "transpose")
         out = _SparseLinear.apply(flat, matrix, transposed)
     else:
         index, weight = _ggx_operator(base_res, out_res, float(roughness), samples, device)
