@@ -36,6 +36,17 @@ _UNDISTORT_STEPS = 60  # fixed-point steps inverting a lens's distortion (conver
 # the ball's stripes: unlike anything else in the room, or of the table's browns
 PALETTES = {"warm": ((0.75, 0.12, 0.08), (0.85, 0.45, 0.05), (0.9, 0.8, 0.2)),
             "wood": ((0.45, 0.28, 0.12), (0.55, 0.38, 0.2), (0.3, 0.19, 0.09))}
+# the room's faces' albedo (-x, +x, -y, +y walls, floor, ceiling), tiles of half a unit
+# brighter and darker by TILE_CONTRAST / 2
+WALLS = ((0.35, 0.45, 0.55), (0.4, 0.55, 0.45), (0.5, 0.5, 0.6), (0.3, 0.4, 0.5),
+         (0.45, 0.45, 0.42), (0.85, 0.85, 0.82))
+TILE_CONTRAST = 0.3
+# the table's wood: albedo GRAIN_DARK + grain * GRAIN_RISE, with the grain
+# 0.5 + 0.5 sin(a x + b sin(c y)) for GRAIN_WAVES (a, b, c)
+GRAIN_DARK, GRAIN_RISE, GRAIN_WAVES = (0.32, 0.2, 0.1), (0.12, 0.08, 0.04), (23.0, 2.0, 5.0)
+# the ball's stripes: palette colour (floor(azimuth * a / pi) + floor(normal z * b)) % 3 for
+# STRIPES (a, b)
+STRIPES = (6, 4)
 
 
 def object_cameras(count: int = 14, size: int = 112, seed: int | None = None) -> Cameras:
@@ -67,18 +78,37 @@ def photos(cameras: Cameras, seed: int = 0, palette: str = "warm", *,
     block = (n, h, SUPERSAMPLING, w, SUPERSAMPLING)
     colour = colour.reshape(*block, 3).mean((2, 4))
     coverage = ball.reshape(block).mean((2, 4))
+    return developed(colour, seed, exposure_stops, noise), coverage >= 0.5
+
+
+def developed(colour: np.ndarray, seed: int, exposure_stops: float, noise: float
+              ) -> np.ndarray:
+    """The scene's linear ``colour`` ``[N, H, W, 3]`` as the camera records it (``photos``'
+    ``seed``, ``exposure_stops`` and ``noise``): each view scaled by its own exposure, the
+    sensor noise added, clipped to [0, 1]; float32."""
+    n = len(colour)
     exposure = 2.0 ** np.random.default_rng([seed, 1]).uniform(-exposure_stops, exposure_stops, n)
     noise = np.random.default_rng(seed).normal(0.0, noise, colour.shape)
-    return (np.clip(colour * exposure[:, None, None, None] + noise, 0, 1).astype(np.float32),
-            coverage >= 0.5)
+    return np.clip(colour * exposure[:, None, None, None] + noise, 0, 1).astype(np.float32)
 
 
 def _ray_directions(cameras: Cameras, distortion) -> np.ndarray:
     """Unit world directions ``[N, H, W, 3]`` (float64) of the rays that land on each pixel's
-    centre through a lens of OpenCV ``distortion`` (``Cameras.ray_directions`` without one):
-    the lens's distortion (``Lens.distort``) inverted by fixed-point iteration."""
+    centre through a lens of OpenCV ``distortion`` (``Cameras.ray_directions`` without one)."""
     if distortion is None:
         return cameras.ray_directions().double().numpy()
+    x, y = pinhole_coordinates(cameras, distortion)
+    local = np.stack([x, -y, -np.ones_like(x)], -1)  # OpenCV's y points down, the camera's up
+    world = np.einsum("nij,nhwj->nhwi", cameras.camera_to_world[:, :3, :3].double().numpy(),
+                      local)
+    return world / np.linalg.norm(world, axis=-1, keepdims=True)
+
+
+def pinhole_coordinates(cameras: Cameras, distortion: tuple[float, float, float, float]
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """``(x, y)`` ``[N, H, W]`` (float64): the normalised pinhole coordinates (OpenCV's, y
+    down) of the points that a lens of OpenCV ``distortion`` puts on each pixel's centre of
+    ``cameras``: the lens's distortion (``Lens.distort``) inverted by fixed-point iteration."""
     lens = Lens("opencv", (*distortion, 0.0), (1.0, 1.0, 0.0, 0.0), (1.0, 1.0))
     rows = np.arange(cameras.height) + 0.5
     columns = np.arange(cameras.width) + 0.5
@@ -94,10 +124,7 @@ def _ray_directions(cameras: Cameras, distortion) -> np.ndarray:
     bent_x, bent_y = lens.distort(x, y)
     if max(np.abs(bent_x - seen_x).max(), np.abs(bent_y - seen_y).max()) > 1e-9:
         raise ValueError(f"the lens {distortion} is too strong to invert by iteration")
-    local = np.stack([x, -y, -np.ones_like(x)], -1)  # OpenCV's y points down, the camera's up
-    world = np.einsum("nij,nhwj->nhwi", cameras.camera_to_world[:, :3, :3].double().numpy(),
-                      local)
-    return world / np.linalg.norm(world, axis=-1, keepdims=True)
+    return x, y
 
 
 def write_capture(folder: Path, cameras: Cameras, images: np.ndarray, *,
@@ -208,22 +235,21 @@ def _lit(albedo: np.ndarray, normal: np.ndarray, shadow=None) -> np.ndarray:
 def _ball_colour(point: np.ndarray, _face, palette: np.ndarray) -> np.ndarray:
     normal = (point - BALL_CENTRE) / BALL_RADIUS
     azimuth, height = np.arctan2(normal[:, 1], normal[:, 0]), normal[:, 2]
-    stripe = (np.floor(azimuth * 6 / math.pi) + np.floor(height * 4)) % 3
+    stripe = (np.floor(azimuth * STRIPES[0] / math.pi) + np.floor(height * STRIPES[1])) % 3
     albedo = palette[stripe.astype(int)]
     return _lit(albedo, normal)
 
 
 def _table_colour(point: np.ndarray, _face, _palette) -> np.ndarray:
-    grain = 0.5 + 0.5 * np.sin(point[:, 0] * 23 + 2 * np.sin(point[:, 1] * 5))
-    albedo = np.array([0.32, 0.2, 0.1]) + grain[:, None] * np.array([0.12, 0.08, 0.04])
+    a, b, c = GRAIN_WAVES
+    grain = 0.5 + 0.5 * np.sin(point[:, 0] * a + b * np.sin(point[:, 1] * c))
+    albedo = np.array(GRAIN_DARK) + grain[:, None] * np.array(GRAIN_RISE)
     shadow = np.isfinite(_ball_hit(point + 1e-6 * SUN, np.broadcast_to(SUN, point.shape)))
     return _lit(albedo, np.broadcast_to([0.0, 0.0, 1.0], point.shape), shadow)
 
 
 def _room_colour(point: np.ndarray, face: np.ndarray, _palette) -> np.ndarray:
-    walls = np.array([[0.35, 0.45, 0.55], [0.4, 0.55, 0.45], [0.5, 0.5, 0.6], [0.3, 0.4, 0.5],
-                      [0.45, 0.45, 0.42], [0.85, 0.85, 0.82]])
     tiles = (np.floor(point * 2).sum(-1) % 2)[:, None]
-    albedo = walls[face] * (0.85 + 0.3 * tiles)
+    albedo = np.array(WALLS)[face] * (1 - TILE_CONTRAST / 2 + TILE_CONTRAST * tiles)
     normals = np.array([[1.0, 0, 0], [-1, 0, 0], [0, 1, 0], [0, -1, 0], [0, 0, 1], [0, 0, -1]])
     return _lit(albedo, normals[face])
