@@ -1,6 +1,8 @@
 """Photos in, asset out (issue 52's reconstruction targets): ``diffrec optimize --mode
 reconstruct`` on the photo-like capture of ``photo_capture`` (a detailed ball on a table in a
-room, through a barrel lens, JPEG, exposure changing from view to view, no alpha), three ways:
+room, through a barrel lens, JPEG, exposure changing from view to view, no alpha; ray cast in
+numpy, or with ``--capture blender`` the same scene rendered by Cycles, ``cycles_capture``),
+three ways:
 
 - ``truth``: the true masks (``mask_path``) and the true cameras;
 - ``auto``: the true cameras, no masks (``diffrec optimize`` makes them, ``auto_masks``);
@@ -9,7 +11,8 @@ room, through a barrel lens, JPEG, exposure changing from view to view, no alpha
 
 Each result (``mesh.glb`` under ``probe.hdr``) is rendered at ``HELD_OUT`` views that no
 run sees (random azimuths and elevations in the ring's range, ``held_out_cameras``) and
-scored against the scene rendered there without the lens or noise, inside the true masks:
+scored against the scene rendered there (by the capture's renderer) without the lens or
+noise, inside the true masks:
 PSNR on the object (sRGB, peak 1, the pixels of the true masks only). The runs' own
 validation (``metrics.json``) holds out one of their photos by its own rule. The poses run's
 world is COLMAP's: the true cameras are moved into it by the similarity that best maps the
@@ -22,7 +25,7 @@ off the second.
 
     python scripts/bench_from_photos.py [--views 16] [--size 256] [--train-res 96]
         [--iterations 100] [--dmtet-grid 64] [--register-rounds 5] [--runs truth,auto,poses]
-        [--scratch DIR]
+        [--capture numpy|blender] [--scratch DIR]
 
 Runs one after another; prints one table row a run (with the machine's load average over it)
 and how far the ``auto`` and ``poses`` runs are from ``truth`` against the issue's targets
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import itertools
 import json
 import math
@@ -41,7 +45,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +64,7 @@ from diffrec_bench.runs import names
 from diffrec_bench.textured_room import similarity, write_photos
 
 RUNS = ("truth", "auto", "poses")
+CAPTURES = ("numpy", "blender")  # the capture's renderer: photo_capture's or cycles_capture's
 LENS = (-0.15, 0.04, 0.001, -0.001)  # k1, k2, p1, p2: a phone's main camera, uncorrected
 EXPOSURE_STOPS = 0.15  # each view's exposure within this many stops of the scene's
 DETAIL = 0.5  # the surfaces' albedo within 1 +- this (enough for SIFT at 256 px)
@@ -67,6 +72,7 @@ MESH_SCALE = 1.2  # the box's side in true units: the ball (radius 0.5) and a ma
 HELD_OUT, HELD_OUT_SEED = 3, 52  # the views no run sees, scored
 TEXTURE_RES = 128  # the baked textures' side: ample for views of 96 px
 TRUE_MASKS = "true_masks.npy"  # in the scratch folder: the photos' true masks, for --score-only
+CAPTURE_NAME = "capture.txt"  # in the scratch folder: the renderer of its photos (--capture)
 REGISTER_STEPS = (1.0, 0.01)  # the scored views' first turn (degrees) and move (of their distance)
 REGISTER_ROUNDS = 5  # the steps halved this many times
 TARGETS_DB = {"auto": 2.0, "poses": 3.0}  # the issue's: within this of ``truth``
@@ -77,20 +83,33 @@ def held_out_cameras(size: int) -> Cameras:
     return photo_capture.object_cameras(HELD_OUT, size, seed=HELD_OUT_SEED)
 
 
-def make_captures(scratch: Path, views: int, size: int) -> np.ndarray:
-    """The three runs' folders under ``scratch``, of ``views`` photos in a ring: ``truth``
-    and ``auto`` (the photos through the lens as JPEG, in a ``transforms.json`` with the lens;
-    ``truth`` with its masks) and ``poses`` (the photos without the lens, in ``images/``
-    alone). Returns the true masks of the photos without the lens ``[views, size, size]``,
-    also kept in ``scratch / TRUE_MASKS``."""
+def camera(capture: str, cameras: Cameras, lens: tuple[float, ...] | None = None
+           ) -> Callable[..., tuple[np.ndarray, np.ndarray]]:
+    """The photos of ``cameras`` as ``capture`` (a name in ``CAPTURES``) makes them, with the
+    benchmark's ``DETAIL``: a function of ``photo_capture.photos``' keyword arguments
+    ``seed``, ``distortion`` (none stronger than ``lens``), ``exposure_stops`` and ``noise``.
+    Cycles renders the views once, here, and each call develops them."""
+    if capture == "numpy":
+        return functools.partial(photo_capture.photos, cameras, detail=DETAIL)
+    from diffrec_bench import cycles_capture  # bpy, imported only for the renders that need it
+
+    return cycles_capture.render(cameras, detail=DETAIL, distortion=lens).photos
+
+
+def make_captures(scratch: Path, views: int, size: int, capture: str = "numpy") -> np.ndarray:
+    """The three runs' folders under ``scratch``, of ``views`` photos in a ring made by
+    ``capture`` (``camera``): ``truth`` and ``auto`` (the photos through the lens as JPEG, in
+    a ``transforms.json`` with the lens; ``truth`` with its masks) and ``poses`` (the photos
+    without the lens, in ``images/`` alone). Returns the true masks of the photos without the
+    lens ``[views, size, size]``, also kept in ``scratch / TRUE_MASKS``."""
     cameras = photo_capture.object_cameras(views, size)
-    through_lens, lens_masks = photo_capture.photos(
-        cameras, distortion=LENS, exposure_stops=EXPOSURE_STOPS, detail=DETAIL)
+    photos = camera(capture, cameras, LENS)
+    through_lens, lens_masks = photos(distortion=LENS, exposure_stops=EXPOSURE_STOPS)
     photo_capture.write_capture(scratch / "truth", cameras, through_lens, distortion=LENS,
                                 suffix=".jpg", masks=lens_masks)
     photo_capture.write_capture(scratch / "auto", cameras, through_lens, distortion=LENS,
                                 suffix=".jpg")
-    pinhole, masks = photo_capture.photos(cameras, exposure_stops=EXPOSURE_STOPS, detail=DETAIL)
+    pinhole, masks = photos(exposure_stops=EXPOSURE_STOPS)
     write_photos(scratch / "poses", pinhole)
     np.save(scratch / TRUE_MASKS, masks)
     return masks
@@ -232,16 +251,22 @@ def benchmark(args) -> Iterator[str]:
         if not (scratch / TRUE_MASKS).is_file():
             raise SystemExit(f"--score-only: {scratch} holds no earlier run of this benchmark")
         full_masks = np.load(scratch / TRUE_MASKS)
+        made_by = (scratch / CAPTURE_NAME).read_text() if (scratch / CAPTURE_NAME).is_file() \
+            else "numpy"
+        if made_by != args.capture:
+            raise SystemExit(f"--score-only: the photos in {scratch} were made with --capture "
+                             f"{made_by}")
     else:
         shutil.rmtree(scratch, ignore_errors=True)
         scratch.mkdir(parents=True)
-        full_masks = make_captures(scratch, args.views, args.size)
+        full_masks = make_captures(scratch, args.views, args.size, args.capture)
+        (scratch / CAPTURE_NAME).write_text(args.capture)
     cameras = photo_capture.object_cameras(args.views, args.train_res)
     held = held_out_cameras(args.train_res)
-    targets, masks = photo_capture.photos(held, exposure_stops=EXPOSURE_STOPS, detail=DETAIL,
-                                          noise=0.0)
+    targets, masks = camera(args.capture, held)(exposure_stops=EXPOSURE_STOPS, noise=0.0)
     made = "scored again" if args.score_only else f"made in {time.perf_counter() - start:.0f} s"
-    yield (f"{args.views} views of {args.size} px (lens {LENS}, JPEG, exposure +-"
+    renderer = {"numpy": "ray cast in numpy", "blender": "rendered by Cycles"}[args.capture]
+    yield (f"{args.views} views of {args.size} px {renderer} (lens {LENS}, JPEG, exposure +-"
            f"{EXPOSURE_STOPS} stops, detail {DETAIL}), {made}; scored at {HELD_OUT} other views; "
            f"trained at {args.train_res} px, {args.iterations} iterations a pass, DMTet grid "
            f"{args.dmtet_grid}")
@@ -307,6 +332,10 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", default=list(RUNS),
                         type=lambda text: names(text, RUNS, "run"),
                         help=f"comma-separated, of {', '.join(RUNS)} (default: all)")
+    parser.add_argument("--capture", choices=CAPTURES, default="numpy",
+                        help="the capture's renderer: photo_capture's ray casting in numpy, or "
+                        "Cycles through bpy (cycles_capture; some minutes); the scored views' "
+                        "targets are rendered by the same")
     parser.add_argument("--scratch", type=Path, help="where the captures and results go "
                         "(replaced; default: a new temporary folder)")
     parser.add_argument("--score-only", action="store_true",
