@@ -224,14 +224,14 @@ class _Nodes:
         return separate.outputs
 
     def mix(self, factor, first, second):
-        """``first`` to ``second`` (colours or sockets) by ``factor``: the colour output."""
+        """``first`` to ``second`` (RGB triples or colour sockets) by ``factor``: the colour
+        output."""
         node = self.nodes.new("ShaderNodeMix")
         node.data_type = "RGBA"
         self.feed(node.inputs["Factor"], factor)
-        self.feed(node.inputs["A"], (*first, 1.0) if not isinstance(
-            first, bpy.types.NodeSocket) else first)
-        self.feed(node.inputs["B"], (*second, 1.0) if not isinstance(
-            second, bpy.types.NodeSocket) else second)
+        for socket, colour in ((node.inputs["A"], first), (node.inputs["B"], second)):
+            self.feed(socket, colour if isinstance(colour, bpy.types.NodeSocket)
+                      else (*colour, 1.0))
         return node.outputs["Result"]
 
 
