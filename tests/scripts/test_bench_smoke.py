@@ -56,9 +56,15 @@ def test_bench_raster_times_each_size_asked(tmp_path):
 
 
 def test_bench_light_times_a_small_light(tmp_path):
-    rows = table_rows(run_script("bench_light.py", "--res", 32, "--repeat", 1, cwd=tmp_path))
-    assert len(rows) == 1 and rows[0][0] == "32"
-    assert all(float(cell) >= 0 for cell in rows[0][1:])
+    held = {}
+    for backward in ("transpose", "scatter"):
+        rows = table_rows(run_script("bench_light.py", "--res", 32, "--repeat", 1,
+                                     "--backward", backward, cwd=tmp_path))
+        assert len(rows) == 1 and rows[0][0] == "32"
+        assert all(float(cell) >= 0 for cell in rows[0][1:])
+        held[backward] = float(rows[0][3])
+    # without the transposes, the operators are about half (their row pointers differ)
+    assert 0.4 < held["scatter"] / held["transpose"] < 0.6
 
 
 def test_bench_unwrap_covers_part_of_the_texture(tmp_path):
