@@ -49,7 +49,7 @@ def operators_mib(light: EnvironmentLight) -> float:
     """MiB held by the cached GGX operators (matrix and, where the backward uses it, its
     transpose) of ``light``'s levels."""
     base, total = light.base, 0
-    transposed = prefilter._backward(base.device.type) == "transpose"
+    transposed = prefilter._backward() == "transpose"
     for i, roughness in enumerate(light.level_roughness()[:-1]):
         out_res = base.shape[1] >> i
         for matrix in prefilter._ggx_matrices(base.shape[1], out_res, float(roughness),
@@ -125,7 +125,7 @@ def main() -> None:
     if args.backward:
         os.environ[prefilter.BACKWARD_ENV] = args.backward
     print(f"device {args.device}, torch {torch.__version__}, threads {torch.get_num_threads()}, "
-          f"backward {prefilter._backward(torch.device(args.device).type)}")
+          f"backward {prefilter._backward()}")
     peak = "peak allocated" if torch.device(args.device).type == "cuda" else "peak RSS"
     print(f"| light_res | first step (operators built), s | {peak} so far, MiB | "
           "operators held, MiB | build_mips + backward, ms |\n| --- | --- | --- | --- | --- |")

@@ -12,7 +12,7 @@ angle, which slightly widens the lobe. The operator (indices and weights of a sp
 ``4 N`` taps per texel) is built once per (resolution, level, roughness) and cached.
 Its backward is a product with the operator's transpose, built and cached beside it, or, with
 ``$DIFFREC_LIGHT_BACKWARD=scatter``, a scatter of the operator's own entries that needs no
-transpose (half the memory; on a CPU a backward about ten times slower, see ``_backward``).
+transpose (half the memory; on a CPU a step 4-10x as long, see ``_backward``).
 
 **Cosine convolution** at the coarsest level is exact texel quadrature: a dense
 ``[6 S^2, 6 S^2]`` matrix of ``max(n.l, 0) * solid_angle(l)``, rows normalised so that a
@@ -219,8 +219,8 @@ def _csr_transposed(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor,
 
 
 def _entry_rows(crow: torch.Tensor, entries: torch.Tensor) -> torch.Tensor:
-    """The row of each of ``entries`` (positions in the column and value arrays) of the CSR
-    matrix whose row pointers are ``crow`` (same dtype as ``entries``), int64."""
+    """The row (int64) of each of ``entries`` (positions in the column and value arrays) of
+    the CSR matrix whose row pointers are ``crow``, of the same dtype as ``entries``."""
     return torch.searchsorted(crow, entries, right=True) - 1
 
 
@@ -241,12 +241,12 @@ def _transposed_product(matrix: torch.Tensor, dense: torch.Tensor,
     return out
 
 
-def _backward(device_type: str) -> str:
-    """How the GGX prefilter's backward runs on ``device_type``, as ``$DIFFREC_LIGHT_BACKWARD``
-    says: "transpose" (a product with the operator's transpose, cached beside it: the default,
-    and the fastest on a CPU) or "scatter" (``_transposed_product``: no transpose built, half
-    the operators' memory; on a CPU about ten times slower a backward; on CUDA float atomics,
-    its time still to be measured there). "auto" (or unset) is "transpose" on every device."""
+def _backward() -> str:
+    """How the GGX prefilter's backward runs, as ``$DIFFREC_LIGHT_BACKWARD`` says: "transpose"
+    (a product with the operator's transpose, cached beside it: the default, and the fastest on
+    a CPU) or "scatter" (``_transposed_product``: no transpose built, half the operators'
+    memory; on a CPU a step 4-10x as long; on CUDA float atomics, their cost not yet measured
+    there). "auto" (or unset) is "transpose" on every device."""
     choice = os.environ.get(BACKWARD_ENV, "auto").strip().lower()
     if choice not in ("auto", "transpose", "scatter"):
         raise ValueError(f"${BACKWARD_ENV} must be 'auto', 'transpose' or 'scatter', "
@@ -281,7 +281,7 @@ def ggx_prefilter(pyramid: list[torch.Tensor], out_res: int, roughness: float) -
     device = str(flat.device)
     if flat.device.type in ("cpu", "cuda"):
         matrix, transposed = _ggx_matrices(base_res, out_res, float(roughness), samples, device,
-                                           flat.dtype, _backward(flat.device.type) == "transpose")
+                                           flat.dtype, _backward() == "transpose")
         out = _SparseLinear.apply(flat, matrix, transposed)
     else:
         index, weight = _ggx_operator(base_res, out_res, float(roughness), samples, device)
