@@ -148,19 +148,21 @@ def _ggx_matrices(base_res: int, out_res: int, roughness: float, samples: int, d
     transpose for the backward pass (else None), with int32 indices. (CSR: 2-3x faster
     products than COO on a CPU.) Built ``_CHUNK_TAPS`` taps at a time, so that building needs
     little more memory than the matrices it makes (the taps of a 512 cube's sharpest level:
-    100M)."""
+    100M); the chunks wait on the host, so that on a GPU their concatenation needs room there
+    for the matrix alone, not for it and its chunks."""
     n = texel_directions(out_res, device=device).reshape(-1, 3)
     texels = sum(6 * (base_res >> level) ** 2 for level in range(int(math.log2(base_res)) + 1))
     taps_per_texel = 4 * samples
     chunk = max(1, _CHUNK_TAPS // taps_per_texel)
-    crows, cols, values = [torch.zeros(1, dtype=torch.int32, device=device)], [], []
+    host = torch.device("cpu")
+    crows, cols, values = [torch.zeros(1, dtype=torch.int32)], [], []
     for first in range(0, len(n), chunk):
         index, weight = _ggx_taps(n[first : first + chunk], base_res, roughness, samples)
         crow, col, value = _csr_from_taps(index, weight.float().to(dtype))  # as the gather's
-        crows.append((crow[1:] + crows[-1][-1]).to(torch.int32))
-        cols.append(col.to(torch.int32))
-        values.append(value)
-    crow, col, value = torch.cat(crows), torch.cat(cols), torch.cat(values)
+        crows.append(crow[1:].to(host, torch.int32) + crows[-1][-1])
+        cols.append(col.to(host, torch.int32))
+        values.append(value.to(host))
+    crow, col, value = (torch.cat(parts).to(device) for parts in (crows, cols, values))
     del crows, cols, values  # the chunks, before the transpose needs room
     with warnings.catch_warnings():  # "CSR support is in beta": products are all we use
         warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta")
