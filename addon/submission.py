@@ -59,6 +59,14 @@ def dataset_targets(folder: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return images, capture.camera_to_world().astype(np.float32), intrinsics.astype(np.float32)
 
 
+def poses_found(folder: str) -> bool:
+    """Whether a dataset folder's (a Blender path) poses were found from its photos (a
+    capture tool's ``transforms.json``, LLFF: ``FOUND_POSE_LAYOUTS``), so that the job
+    corrects them (``refine_poses``)."""
+    captures = protocol().captures
+    return captures.detect_layout(Path(bpy.path.abspath(folder))) in captures.FOUND_POSE_LAYOUTS
+
+
 def start_textures(maps: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The baked maps (``bake_start.MapBaker.maps``) as the job's starting textures
     (docs/protocol.md, section 8): ``start_kd`` linear base colour, ``start_ks`` glTF-packed
@@ -256,5 +264,7 @@ class SubmissionBuilder:
         if self.scene.world is not None:
             arrays["envmap"] = export_scene.export_world(self.scene)
         settings = panel_fields.optimize_settings(self.choices, "envmap" in arrays)
+        if self.source == "DATASET" and poses_found(self.dataset_path):
+            settings["refine_poses"] = "on"  # the server sees arrays, not the capture
         return job_session.Submission({"task": "optimize", "settings": settings,
                                        "label": self.object_name}, arrays)

@@ -98,6 +98,20 @@ class Cameras:
                                 **{name: per_camera(getattr(self, name)) for name in _PER_CAMERA})
         return cameras
 
+    def moved(self, turn: torch.Tensor, shift: torch.Tensor) -> Cameras:
+        """These cameras turned by ``turn`` ``[N, 3, 3]`` (rotations about each camera's own
+        centre, world axes) with their centres moved by ``shift`` ``[N, 3]`` (world units):
+        differentiable in both (``pipeline.pose_refinement``)."""
+        c2w = self.camera_to_world
+        top = torch.cat([turn @ c2w[:, :3, :3], (c2w[:, :3, 3] + shift)[..., None]], -1)
+        cameras = self._checked(lambda field: field)
+        cameras.camera_to_world = torch.cat([top, c2w[:, 3:]], 1)
+        return cameras
+
+    def detached(self) -> Cameras:
+        """The same cameras, cut from the autograd graph (of ``moved``)."""
+        return self._checked(lambda field: field.detach())
+
     def centers(self) -> torch.Tensor:
         """Camera positions in world space, [N, 3]."""
         return self.camera_to_world[:, :3, 3]

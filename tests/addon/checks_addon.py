@@ -276,6 +276,7 @@ def check_nerf_intrinsics_with_an_off_centre_principal_point_are_kept():
             assert np.allclose(intrinsics[0, :4], wanted, atol=1e-4), intrinsics
             scene.diffrec.dataset_path = directory
             _images, _poses, sent = submission.dataset_targets(scene.diffrec.dataset_path)
+            assert not submission.poses_found(scene.diffrec.dataset_path), "renders' poses"
             assert np.allclose(sent[0, :4], wanted), sent
         finally:
             addon.unregister()
@@ -356,6 +357,7 @@ def check_capture_tool_folder_as_dataset_targets():
             assert images[0, 5, 3, 3] == 0 and images[0, 5, 30, 3] == 1, "mask as alpha"
             assert np.allclose(sent[0, :4], (20.0, 21.0, 15.0, 12.5)), sent
             assert np.allclose(poses[0], pose), "a lone camera is not recentred"
+            assert submission.poses_found(scene.diffrec.dataset_path), "refined by the job"
             # without mask_path: the masks the backend made for the capture, where it has
             (root / "masks_auto" / "images").mkdir(parents=True)
             (root / "masks" / "a.png").rename(root / "masks_auto" / "images" / "a.png")

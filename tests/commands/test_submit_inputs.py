@@ -105,6 +105,28 @@ def test_a_dataset_folder_sends_what_optimize_loads(nerf_folder):
     torch.testing.assert_close(mesh.uv_triangles, loaded.base_mesh.uv_triangles)
 
 
+def test_a_capture_whose_poses_were_found_is_sent_with_its_poses_refined(nerf_folder,
+                                                                          tmp_path):
+    """The server sees arrays, not the folder: submit says "on" where "auto" would refine
+    (a capture tool's transforms.json), and nothing for renders' poses (NeRF-style)."""
+    folder = tmp_path / "tool"
+    (folder / "images").mkdir(parents=True)
+    codes = np.random.default_rng(5).integers(0, 256, (3, HEIGHT, WIDTH, 4)).astype(np.uint8)
+    frames = []
+    for i, (image, matrix) in enumerate(zip(codes, ring(3), strict=True)):
+        assert cv2.imwrite(str(folder / "images" / f"{i}.png"), image[..., [2, 1, 0, 3]])
+        frames.append({"file_path": f"images/{i}.png", "transform_matrix": matrix.tolist()})
+    (folder / "transforms.json").write_text(json.dumps(
+        {"fl_x": 20.0, "fl_y": 20.0, "cx": WIDTH / 2, "cy": HEIGHT / 2, "w": WIDTH,
+         "h": HEIGHT, "frames": frames}))
+    tool, _ = load_submission(folder, {"mode": "reconstruct"})
+    assert tool["settings"] == {"mode": "reconstruct", "refine_poses": "on"}
+    told, _ = load_submission(folder, {"mode": "reconstruct", "refine_poses": "off"})
+    assert told["settings"]["refine_poses"] == "off"
+    rendered, _ = load_submission(nerf_folder[0], {"mode": "reconstruct"})
+    assert "refine_poses" not in rendered["settings"]
+
+
 def test_a_base_mesh_the_run_would_start_from_sends_its_material(nerf_folder, tmp_path):
     """With init_textures "base_mesh" the base mesh's material goes as start textures (what
     the local run would start from); not without it, nor on a mesh the budget decimates."""

@@ -179,6 +179,8 @@ def optimize_job(values: dict, origin: str = "the settings file"
              ", the start renders" if start_renders is not None else "")
     chosen = settings.to_dict()
     sent = {key: chosen[key] for key in values if key in FIELDS}  # the preset does the rest
+    if settings.schedule.refine_poses == "auto" and inputs.poses_found:
+        sent["refine_poses"] = "on"  # the server sees arrays, not where their poses came from
     return {"task": "optimize", "settings": sent}, arrays
 
 

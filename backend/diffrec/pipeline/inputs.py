@@ -19,6 +19,7 @@ from diffrec.io import Material, read_gltf, read_image, read_mtl, read_obj
 from diffrec.light.equirect import from_nvdiffrec_layout
 from diffrec.mesh import Mesh
 from diffrec.mesh.box import fit_to_box
+from diffrec.pipeline.captures import capture_layout
 from diffrec.pipeline.config import RunConfig
 from diffrec.pipeline.loading import load_dataset
 from diffrec.pipeline.reference_cameras import (
@@ -29,6 +30,7 @@ from diffrec.pipeline.reference_cameras import (
 from diffrec.pipeline.reference_views import render_reference_views
 from diffrec.pipeline.renderer_gap import matching_start_renders
 from diffrec.pipeline.views import HELD_OUT_SHARE, Views, hold_out_views
+from diffrec.protocol.captures import FOUND_POSE_LAYOUTS
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +41,9 @@ class Inputs:
     ``test`` is None only for inputs loaded to be sent to a server, which holds out its own.
     ``base_material``: the base mesh's own material (``init_textures`` "base_mesh").
     ``start_renders``: the base mesh rendered by the targets' renderer, a view per training
-    view, matched by name (``pipeline.renderer_gap``; None: none)."""
+    view, matched by name (``pipeline.renderer_gap``; None: none). ``poses_found``: the
+    training views' poses were found from photos (``protocol.captures.FOUND_POSE_LAYOUTS``), so
+    ``refine_poses`` "auto" corrects them."""
 
     train: Views
     test: Views | None
@@ -47,6 +51,7 @@ class Inputs:
     envmap: torch.Tensor | None = None
     base_material: Material | None = None
     start_renders: Views | None = None
+    poses_found: bool = False
 
 
 def read_mesh(path: str | Path):
@@ -102,7 +107,8 @@ def load_inputs(config: RunConfig, ctx: raster.RasterContext, hold_out: bool = T
                          settings.size.test_views, HELD_OUT_SHARE, settings.run.seed,
                          ", ".join(test.names))
         start = None if given is None else matching_start_renders(given, train)
-        return Inputs(train, test, base, envmap, base_material, start)
+        return Inputs(train, test, base, envmap, base_material, start,
+                      poses_found=capture_layout(dataset) in FOUND_POSE_LAYOUTS)
     if sources.ref_mesh:
         if envmap is None:
             raise UserError("rendering a reference mesh needs an envmap (an HDRI) to light it")

@@ -56,7 +56,10 @@ class PassConfig:
     from it). ``number`` of ``passes``: where it stands among the passes its job runs
     (1-based). ``iterations``, ``learning_rate``, ``warmup`` (iterations),
     ``surface_learning_rate`` (the geometry's own rate; None: as the rest) and ``schedule``
-    ("diffrec" or "nvdiffrec", ``trainer.learning_rate_factor``). ``learn_light``: the light is
+    ("diffrec" or "nvdiffrec", ``trainer.learning_rate_factor``); ``pose_learning_rate``: the
+    rate of the training views' pose corrections (``pipeline.pose_refinement``; 0: applied as
+    they stand, not trained).
+    ``learn_light``: the light is
     trained, with its gradient scaled by ``light_gradient_scale`` and stepped in log radiance at
     ``light_log_rate`` (0: with the rest); ``camera_space_light``: the light turns with each
     camera. ``renderer``: "rasterized" (``loss``, ``layers``, ``spp``, ``layered_bsdf``) or
@@ -77,6 +80,7 @@ class PassConfig:
     warmup: int
     learn_light: bool
     surface_learning_rate: float | None = None
+    pose_learning_rate: float = 0.0
     number: int = 1
     passes: int = 1
     renderer: str = "rasterized"
@@ -155,7 +159,8 @@ def pass_config(settings: Settings, **own) -> PassConfig:
     material, reporting = settings.material, settings.reporting
     alike = dict(
         seed=settings.run.seed, schedule=schedule.kind, plateau_window=schedule.plateau_window,
-        plateau_db=schedule.plateau_db, light_gradient_scale=light.gradient_scale,
+        plateau_db=schedule.plateau_db, pose_learning_rate=schedule.pose_learning_rate,
+        light_gradient_scale=light.gradient_scale,
         light_log_rate=light.log_rate, camera_space_light=light.camera_space,
         visibility=light.visibility, white_balance=light.white_balance, loss=rendering.loss,
         background=rendering.background, layers=rendering.layers, spp=rendering.spp,
@@ -216,6 +221,7 @@ def path_traced_pass(settings: Settings, *, clips_white: bool,
         settings, name=PassName.PATH_TRACED, iterations=path.iterations,
         learning_rate=path.learning_rate, warmup=0,
         learn_light=_learns_light_after_pass_1(settings), number=2, passes=2,
+        pose_learning_rate=0.0,  # Mitsuba's renders give the cameras no gradient
         renderer="path-traced", later_iterations=later_iterations, clips_white=clips_white,
         path_samples=path.samples, path_max_depth=path.max_depth)
 

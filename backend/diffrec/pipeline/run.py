@@ -49,6 +49,7 @@ from diffrec.pipeline.pass_config import (
     surface_pass,
     textured_pass,
 )
+from diffrec.pipeline.pose_refinement import PoseCorrections
 from diffrec.pipeline.renderer_gap import gap_corrected, own_renders
 from diffrec.pipeline.reporter import Reporter
 from diffrec.pipeline.sampler import ViewSampler
@@ -97,9 +98,10 @@ def _path_traced_views(train: Views, path_res: int) -> Views:
 
 def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Reporter,
                   checkpoints: CheckpointStore | None, world: distributed.World,
-                  clips_white: bool = False
+                  clips_white: bool = False, poses: PoseCorrections | None = None
                   ) -> tuple[Mesh, TextureMaterial, PassTrainer, str, dict]:
-    """Pass 1 of reconstruct (``clips_white``: ``Pass.clips_white``); returns the mesh with
+    """Pass 1 of reconstruct (``clips_white``: ``Pass.clips_white``; ``poses``:
+    ``Pass.poses``); returns the mesh with
     UVs and its baked TextureMaterial for pass 2, the pass's trainer, the name of the surface
     model that ran (``DMTetGeometry`` or ``FlexiCubesGeometry``) and how the mesh was unwrapped
     (``_unwrapped``)."""
@@ -130,7 +132,7 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
                            grid=HashGridConfig(log2_hashmap_size=material_settings.hash_table_log2))
     config = surface_pass(settings, hull_start=start == "visual-hull" and not nvdiffrec,
                           clips_white=clips_white)
-    first = Pass.of(config, geometry, NeuralSurface(field), light)
+    first = Pass.of(config, geometry, NeuralSurface(field), light, poses)
     trainer = _run_pass(ctx, first, train, settings.size.batch, reporter, checkpoints, world)
 
     with torch.no_grad():
@@ -190,6 +192,14 @@ def _unwrapped(ctx, mesh: Mesh, settings: Settings, reporter: Reporter,
     return unwrapped.to(mesh.positions.device), how
 
 
+def _corrections_sentence(summary: dict) -> str:
+    """What the pose corrections came to (``PoseCorrections.summary``), in a sentence."""
+    turn, shift = summary["turn_degrees"], summary["shift"]
+    return (f"the {summary['views']} training views' poses were corrected by "
+            f"{turn['mean']:.2f} degrees and {shift['mean']:.3g} units on average (at most "
+            f"{turn['max']:.2f} degrees, {shift['max']:.3g} units)")
+
+
 def _stop_if_asked(reporter: Reporter, world: distributed.World, where: str) -> None:
     """Between stages that do not poll ``should_stop`` themselves (each takes seconds at most);
     rank 0's reporter decides for every rank."""
@@ -228,12 +238,14 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
         raise UserError("validation needs held-out views (inputs.test)")
     light = make_light(settings, inputs.envmap, torch_device)
     clips_white = settings.clips_white(float(train.images[..., :3].max()))
+    poses = (PoseCorrections(train.cameras) if settings.refines_poses(inputs.poses_found)
+             else None)
     trainers: list[PassTrainer] = []
 
     surface_model, warnings = None, []
     if mode == "reconstruct":
         mesh, material, first, surface_model, unwrapping = _surface_pass(
-            ctx, settings, train, light, reporter, checkpoints, world, clips_white)
+            ctx, settings, train, light, reporter, checkpoints, world, clips_white, poses)
         trainers.append(first)
     else:
         if inputs.base_mesh is None:
@@ -267,7 +279,7 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     path_cost = path.iterations * PATH_TRACED_COST if path_traced else 0.0
     config = textured_pass(settings, clips_white=clips_white, given_start=given_start,
                            later_iterations=mip_cost + path_cost)
-    second = Pass.of(config, geometry, material, light)
+    second = Pass.of(config, geometry, material, light, poses)
     batch = settings.size.batch
     targets = train
     if inputs.start_renders is not None:
@@ -284,18 +296,21 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
         material.fold_occlusion_()  # light transport shades cavities from here on
         config = path_traced_pass(settings, clips_white=clips_white,
                                   later_iterations=mip_cost / PATH_TRACED_COST)
-        refine = Pass.of(config, geometry, material, light)
+        refine = Pass.of(config, geometry, material, light, poses)
         trainers.append(_run_pass(ctx, refine, _path_traced_views(train, path.res), batch,
                                   reporter, checkpoints, world))
 
     with torch.no_grad():
         final_mesh = geometry.mesh()
+    if poses is not None:
+        reporter.log(_corrections_sentence(poses.summary()))
     mips = None
     if mip_steps:
         _stop_if_asked(reporter, world, "before fitting the mip levels")
         if world.is_main:  # what the asset exports; the other ranks wait at the next stop
             reporter.log("fitting the textures' mip levels…", stage="mips")
-            mips = fit_mips(ctx, final_mesh, material, light, train.cameras, settings,
+            cameras = poses.corrected(train.cameras) if poses is not None else train.cameras
+            mips = fit_mips(ctx, final_mesh, material, light, cameras, settings,
                             reporter, iterations=mip_steps, passes=second.passes)
             material.mips = mips.levels
     metrics: dict = {"views": [], "psnr_mean": None, "ssim_mean": None}
@@ -320,6 +335,7 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
                     "time_s": {t.run.name: t.elapsed_s for t in trainers}
                     | ({"mips": mips.seconds} if mips else {}),
                     "mips": mips.summary() if mips else None,
+                    "pose_corrections": poses.summary() if poses is not None else None,
                     "stopped_early": {t.run.name: {"iteration": t.iteration,
                                                    "why": t.stopped_early}
                                       for t in trainers if t.stopped_early},

@@ -47,6 +47,7 @@ from diffrec.pipeline.distributed import SINGLE, World
 from diffrec.pipeline.optimizers import LogAdam, UniformAdam
 from diffrec.pipeline.pass_config import PassConfig
 from diffrec.pipeline.plateau import Plateau
+from diffrec.pipeline.pose_refinement import PoseCorrections
 from diffrec.pipeline.reporter import PreviewFrame, Progress, Reporter
 from diffrec.pipeline.start_prior import StartPrior
 from diffrec.protocol import events
@@ -88,19 +89,27 @@ class Pass(PassConfig):
     """What one pass optimises: its config (``pipeline.pass_config``, the trainer's only
     source of settings) and its modules. ``geometry``: a ``geometry_models`` module;
     ``material``: a ``render.material`` module; ``light``: an ``EnvironmentLight`` (trained
-    if ``learn_light``). A path-traced pass (``renderer``) keeps its mesh fixed and reads the
-    textures at the mip level the views see, with ``PATH_TRACED_LOSS``."""
+    if ``learn_light``); ``poses``: the training views' ``PoseCorrections``, applied to every
+    batch and trained at ``pose_learning_rate`` (None: the poses as given). A path-traced
+    pass (``renderer``) keeps its mesh fixed and reads the textures at the mip level the views
+    see, with ``PATH_TRACED_LOSS``."""
 
     geometry: torch.nn.Module
     material: torch.nn.Module
     light: torch.nn.Module
+    poses: PoseCorrections | None = None
 
     @classmethod
     def of(cls, config: PassConfig, geometry: torch.nn.Module, material: torch.nn.Module,
-           light: torch.nn.Module) -> Pass:
+           light: torch.nn.Module, poses: PoseCorrections | None = None) -> Pass:
         """The pass ``config`` describes, over these modules."""
         values = {spec.name: getattr(config, spec.name) for spec in fields(PassConfig)}
-        return cls(**values, geometry=geometry, material=material, light=light)
+        return cls(**values, geometry=geometry, material=material, light=light, poses=poses)
+
+    @property
+    def trains_poses(self) -> bool:
+        """Whether this pass steps its pose corrections."""
+        return self.poses is not None and self.pose_learning_rate > 0
 
 
 def learning_rate_factor(iteration: int, iterations: int, warmup: int,
@@ -205,6 +214,11 @@ class PassTrainer:
                 param_groups.append({"params": [run.light.base], "lr": run.learning_rate})
         else:
             run.light.base.requires_grad_(False)
+        if run.poses is not None:
+            run.poses.requires_grad_(run.trains_poses)
+            if run.trains_poses:
+                param_groups.append({"params": list(run.poses.parameters()),
+                                     "lr": run.pose_learning_rate})
         if run.geometry.uniform_adam:
             optimizers.append(UniformAdam([geometry], betas=(0.9, 0.999)))
         else:
@@ -251,6 +265,7 @@ class PassTrainer:
             "pass": str(self.run.name), "iteration": self.iteration,
             "geometry": self.run.geometry.state_dict(), "material": self.run.material.state_dict(),
             "light": self.run.light.state_dict(),
+            "poses": self.run.poses.state_dict() if self.run.poses is not None else None,
             "optimizers": [optimizer.state_dict() for optimizer in self.optimizers],
             "schedulers": [scheduler.state_dict() for scheduler in self.schedulers],
             "sampler": self.sampler.state_dict(),
@@ -264,6 +279,8 @@ class PassTrainer:
         self.run.geometry.load_state_dict(state["geometry"])
         self.run.material.load_state_dict(state["material"])
         self.run.light.load_state_dict(state["light"])
+        if self.run.poses is not None and state.get("poses") is not None:
+            self.run.poses.load_state_dict(state["poses"])
         for optimizer, saved in zip(self.optimizers, state["optimizers"], strict=True):
             optimizer.load_state_dict(saved)
         for scheduler, saved in zip(self.schedulers, state["schedulers"], strict=True):
@@ -277,8 +294,11 @@ class PassTrainer:
         """One iteration; returns its losses and the batch PSNR as 0-d tensors on the device
         (see ``_checked``)."""
         run, device = self.run, self.ctx.device
-        cameras, targets = next(self.sampler)
+        indices = self.sampler.next_indices()
+        cameras, targets = self.sampler.views.batch(indices)
         cameras, targets = cameras.to(device), targets.to(device)
+        if run.poses is not None:
+            cameras = run.poses(cameras, indices)
         kind = "noise" if run.schedule == "nvdiffrec" else run.background
         background = background_for(kind, targets, self.generator,
                                     (self.sampler.rows, self.sampler.batch_size))
@@ -330,7 +350,10 @@ class PassTrainer:
             if hasattr(run.material, "clamp_"):
                 run.material.clamp_()
             run.light.clamp_()
-        self._last_views = (out.color[0].detach(), target[0].detach(), mesh, cameras[0:1])
+            if run.trains_poses:
+                run.poses.settle_()
+        self._last_views = (out.color[0].detach(), target[0].detach(), mesh,
+                            cameras[0:1].detached())
         return {"losses": {"total": stats[0], "color": stats[1], "alpha": stats[2]},
                 "psnr": stats[3]}
 

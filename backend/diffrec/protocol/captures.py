@@ -62,6 +62,10 @@ from .lens import Lens
 
 IMAGE_SUFFIXES = (".png", ".exr", ".jpg", ".jpeg")  # tried in this order after a bare path
 LAYOUTS = ("nerf", "nerfstudio", "llff")
+FOUND_POSE_LAYOUTS = ("nerfstudio", "llff", "colmap")
+"""The layouts whose poses were found from the photos (by COLMAP or a capture tool), so are
+off by a pixel or so, unlike a NeRF-style folder's renders: what ``refine_poses`` "auto"
+corrects ("colmap": a COLMAP model, read by the backend's ``pipeline.captures``)."""
 CAPTURE_TOOLS_FILE = "transforms.json"  # the layout "nerfstudio": one file, every frame
 AUTO_MASKS = "masks_auto"  # the folder of masks made for a capture that has none
 _NAMED = 5  # how many offending files an error message names

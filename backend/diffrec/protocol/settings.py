@@ -43,6 +43,7 @@ VERTEX_MOTIONS = ("auto", "free", "along-normals")
 RENDERERS = ("rasterized", "path-traced")
 BSDFS = ("principled", "nvdiffrec")
 CLIPPED_WHITE = ("auto", "on", "off")
+REFINE_POSES = ("auto", "on", "off")
 PATH_TRACED_COST = 3.0
 """Rasterized iterations one path-traced iteration costs at the same batch and image size, on
 a CPU (docs/BENCHMARKS.md, "Pre-submit estimate": ``scripts/bench_estimate.py --renderer
@@ -218,6 +219,15 @@ class ScheduleSettings(_Record):
     given_start_learning_rate: float = _schedule(
         0.0003, "refine from a mesh given with its textures (the reference decimated and "
         "baked): its vertices' rate, scene units", minimum=0)
+    # poses found from photos are off by a pixel or more at the training size
+    # (docs/BENCHMARKS.md, "Poses refined with the fit")
+    refine_poses: str = _schedule("auto", "correct the training views' poses with the fit: "
+                                  "on, off, or auto (on where the poses were found from the "
+                                  "photos: a capture tool's transforms.json, LLFF, a COLMAP "
+                                  "model)", **_choice(REFINE_POSES))
+    pose_learning_rate: float = _schedule(0.003, "Adam's rate of each view's pose correction: "
+                                          "its turn (radians) and shift (in the cameras' mean "
+                                          "distance from their centre)", minimum=0)
     # stopping: a pass ends early once its training PSNR, averaged over plateau_window
     # iterations, gains less than plateau_db on the window before (diffrec.pipeline.plateau)
     plateau_window: int = _schedule(_DEFAULT_SIZES["plateau_window"],
@@ -524,6 +534,12 @@ class Settings:
         for targets whose brightest colour value is ``brightest`` (linear)."""
         clipped = self.rendering.clipped_white
         return clipped == "on" or (clipped == "auto" and brightest <= 1.0)
+
+    def refines_poses(self, poses_found: bool) -> bool:
+        """Whether the training views' poses are corrected with the fit (``refine_poses``),
+        for views whose poses were found from photos (``poses_found``) or not."""
+        refine = self.schedule.refine_poses
+        return refine == "on" or (refine == "auto" and poses_found)
 
     def layered_bsdf(self) -> bool:
         """Whether the split-sum shading lays the diffuse under the specular coat (``bsdf``
