@@ -108,3 +108,7 @@ def test_optimize_runs_on_a_distorted_capture(tmp_path, caplog):
     assert len(metrics["views"]) == 1
     assert "1 of its 8 views held out for validation" in caplog.text
     assert metrics["psnr_mean"] > 20.0, metrics["psnr_mean"]
+    # a capture tool's poses are taken as found, so corrected with the fit; these are exact
+    corrections = metrics["pose_corrections"]
+    assert corrections["views"] == 7 and "poses were corrected" in caplog.text
+    assert corrections["turn_degrees"]["max"] < 0.5, corrections  # measured 0.24

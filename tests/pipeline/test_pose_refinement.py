@@ -5,12 +5,13 @@ taken out, poses knocked off by a degree found again by the trainer, and which c
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
 
 import stand_ins
 import torch
 from running import albedo, scene, sky
-from test_capture_tool_folders import write_distorted_capture
 
 from diffrec import raster
 from diffrec.camera import Cameras, orbit_cameras
@@ -137,8 +138,17 @@ def test_auto_refines_the_poses_of_captures_whose_poses_were_found(tmp_path):
     assert settings.refines_poses(True) and not settings.refines_poses(False)
     assert parse_settings({"refine_poses": "on"}).refines_poses(False)
     assert not parse_settings({"refine_poses": "off"}).refines_poses(True)
-    cameras, renders = write_distorted_capture(tmp_path / "tool", 4)  # transforms.json
+    cameras = stand_ins.ring_cameras(4, 32, 24)
+    renders = stand_ins.render(cameras)
     stand_ins.write_nerf_folder(tmp_path / "rendered", cameras, renders)  # transforms_train
+    tool = tmp_path / "tool"  # a capture tool's transforms.json, the same views
+    shutil.copytree(tmp_path / "rendered" / "train", tool / "images")
+    frames = [{"file_path": f"images/r_{index}.png",
+               "transform_matrix": cameras.camera_to_world[index].tolist()}
+              for index in range(4)]
+    (tool / "transforms.json").write_text(json.dumps(
+        {"fl_x": float(cameras.fx[0]), "fl_y": float(cameras.fy[0]), "cx": 16.0, "cy": 12.0,
+         "w": 32, "h": 24, "frames": frames}))
     ctx = raster.RasterContext("cpu", impl="torch")
     found = {name: load_inputs(build_config({"dataset": str(tmp_path / name),
                                              "train_res": 32}), ctx, hold_out=False
