@@ -39,6 +39,18 @@ def rotation_matrices(vectors: torch.Tensor) -> torch.Tensor:
     return torch.linalg.matrix_exp(cross_matrices(vectors))
 
 
+def _similarity_design(relative: torch.Tensor) -> torch.Tensor:
+    """``[6 N, 7]`` float64: the corrections (each view's turn, then shift, stacked) that a
+    small similarity of the rig ``(w, v, s)`` makes, view ``i`` at ``relative[i]`` (``q_i``)
+    about the rig's centre: turn ``w``, shift ``w x q_i + s q_i + v``."""
+    count = len(relative)
+    eye = torch.eye(3, dtype=torch.float64).expand(count, 3, 3)
+    turn_rows = torch.cat([eye, torch.zeros(count, 3, 4, dtype=torch.float64)], -1)
+    # w x q = -(q x w)
+    shift_rows = torch.cat([-cross_matrices(relative), eye, relative[..., None]], -1)
+    return torch.cat([turn_rows, shift_rows], 1).reshape(6 * count, 7)
+
+
 class PoseCorrections(torch.nn.Module):
     """Per-view corrections of ``cameras``' poses (the training views, in their order):
     ``turn`` and ``shift`` ``[N, 3]`` parameters (see the module docstring for their units).
@@ -49,8 +61,14 @@ class PoseCorrections(torch.nn.Module):
         centres = cameras.centers().detach().double().cpu()
         pivot = centres.mean(0)
         self.radius = float((centres - pivot).norm(dim=-1).mean().clamp(min=1e-9))
+        relative = (centres - pivot) / self.radius
         # the views' centres about the rig's, in its radius: what settle_ fits against
-        self.register_buffer("relative", ((centres - pivot) / self.radius).float())
+        self.register_buffer("relative", relative.float())
+        design = _similarity_design(relative)
+        # settle_'s least squares, solved once: the shared similarity is solver @ corrections
+        self.register_buffer("_design", design.to(cameras.device), persistent=False)
+        self.register_buffer("_solver", torch.linalg.pinv(design).to(cameras.device),
+                             persistent=False)
         count = len(cameras)
         self.turn = torch.nn.Parameter(torch.zeros(count, 3, device=cameras.device))
         self.shift = torch.nn.Parameter(torch.zeros(count, 3, device=cameras.device))
@@ -68,19 +86,10 @@ class PoseCorrections(torch.nn.Module):
     @torch.no_grad()
     def settle_(self) -> None:
         """Take out of the corrections the similarity they share: the rig's turn ``w``, shift
-        ``v`` and scale ``s`` that best explain them (view ``i``: turn ``w``, shift
-        ``w x q_i + s q_i + v``, ``q_i`` its centre about the rig's), least squares."""
-        count = len(self.turn)
-        relative = self.relative.double().to(self.turn.device)
-        eye = torch.eye(3, dtype=torch.float64, device=relative.device).expand(count, 3, 3)
-        zero = torch.zeros(count, 3, 4, dtype=torch.float64, device=relative.device)
-        turn_rows = torch.cat([eye, zero], -1)
-        # w x q = -(q x w)
-        shift_rows = torch.cat([-cross_matrices(relative), eye, relative[..., None]], -1)
-        design = torch.cat([turn_rows, shift_rows], 1).reshape(6 * count, 7)
-        values = torch.cat([self.turn.double(), self.shift.double()], 1).reshape(6 * count, 1)
-        shared = torch.linalg.lstsq(design.cpu(), values.cpu()).solution.to(design.device)
-        residual = (values - design @ shared).reshape(count, 6)
+        ``v`` and scale ``s`` that best explain them (``_similarity_design``), least
+        squares."""
+        values = torch.cat([self.turn, self.shift], 1).double().reshape(-1, 1)
+        residual = (values - self._design @ (self._solver @ values)).reshape(-1, 6)
         self.turn.copy_(residual[:, :3])
         self.shift.copy_(residual[:, 3:])
 

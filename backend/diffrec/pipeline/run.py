@@ -101,10 +101,9 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
                   clips_white: bool = False, poses: PoseCorrections | None = None
                   ) -> tuple[Mesh, TextureMaterial, PassTrainer, str, dict]:
     """Pass 1 of reconstruct (``clips_white``: ``Pass.clips_white``; ``poses``:
-    ``Pass.poses``); returns the mesh with
-    UVs and its baked TextureMaterial for pass 2, the pass's trainer, the name of the surface
-    model that ran (``DMTetGeometry`` or ``FlexiCubesGeometry``) and how the mesh was unwrapped
-    (``_unwrapped``)."""
+    ``Pass.poses``); returns the mesh with UVs and its baked TextureMaterial for pass 2, the
+    pass's trainer, the name of the surface model that ran (``DMTetGeometry`` or
+    ``FlexiCubesGeometry``) and how the mesh was unwrapped (``_unwrapped``)."""
     surface = settings.surface
     half, nvdiffrec = surface.mesh_scale / 2, settings.schedule.kind == "nvdiffrec"
     center = torch.tensor(surface.center)
