@@ -56,6 +56,7 @@ from diffrec.camera import Cameras
 from diffrec.io import read_image
 from diffrec.pipeline.captures import read_any_capture
 from diffrec.pipeline.inputs import read_mesh
+from diffrec.pipeline.pose_refinement import rotation_matrices
 from diffrec.pipeline.reference_views import ReferenceScene
 from diffrec.pipeline.scoring import VALIDATION_SPP
 from diffrec.render.metrics import display
@@ -228,9 +229,9 @@ def _nudged(matrix: torch.Tensor, axis: int, amount: float) -> torch.Tensor:
     if axis >= 3:
         nudged[:3, 3] += amount * matrix[:3, axis - 3]
         return nudged
-    x, y, z = (amount if index == axis else 0.0 for index in range(3))
-    generator = torch.tensor([[0.0, -z, y], [z, 0.0, -x], [-y, x, 0.0]], dtype=torch.float64)
-    nudged[:3, :3] = matrix[:3, :3] @ torch.linalg.matrix_exp(generator)
+    turn = torch.zeros(1, 3, dtype=torch.float64)
+    turn[0, axis] = amount
+    nudged[:3, :3] = matrix[:3, :3] @ rotation_matrices(turn)[0]
     return nudged
 
 
