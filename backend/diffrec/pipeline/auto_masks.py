@@ -1,5 +1,5 @@
 """Foreground masks for photos that come without any (no alpha, no mask files), made from
-the photos and their cameras alone: no learned model, nothing downloaded.
+the photos and their cameras alone by default: no learned model, nothing downloaded.
 
 1. **The object's region** (``object_region``): a sphere around the point nearest to all the
    cameras' optical axes (``nearest_point_to_lines``), as large as the views' fields of view
@@ -27,7 +27,10 @@ the photos and their cameras alone: no learned model, nothing downloaded.
    the photo benchmark 5.8 dB below the true masks with the cuts, 0.4 dB with the hull's
    silhouettes, whose IoU against the true masks is lower: 0.967 against 0.982).
 
-Masks are made at ``WORKING_SIZE`` pixels at most (the longer side) and scaled to the views.
+With ``mask_maker`` "rembg", a learned matting model's masks (``diffrec.pipeline.matting``,
+for users who install one) take the place of steps 3 and 4, and the last hull is carved from
+them. Masks are made at ``WORKING_SIZE`` pixels at most (the longer side) and scaled to the
+views.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ import torch.nn.functional as F
 from diffrec.camera import Cameras
 from diffrec.color import linear_to_srgb
 from diffrec.errors import UserError
+from diffrec.pipeline.matting import matte
 from diffrec.pipeline.support_plane import Plane, PlanePixels, find_support_plane, plane_pixels
 from diffrec.pipeline.views import cameras_at_size, resize_rgba
 from diffrec.pipeline.visual_hull import view_distances
@@ -83,12 +87,15 @@ class Region:
     radius: float
 
 
-def make_masks(cameras: Cameras, colours: torch.Tensor, points: np.ndarray | None = None
-               ) -> torch.Tensor:
+def make_masks(cameras: Cameras, colours: torch.Tensor, points: np.ndarray | None = None,
+               maker: str = "grabcut") -> torch.Tensor:
     """Foreground masks ``[N, H, W]`` (0 or 1) of the views' linear RGB ``colours [N, H, W,
     3]`` seen by ``cameras``, at their size; ``points [P, 3]``: sparse 3D points of the
-    capture where it has them. Raises ``UserError`` (``NOT_OBJECT_CENTRED``, the caller
-    prefixes the capture's name) for cameras that do not look at one object."""
+    capture where it has them; ``maker``: each photo's first segmentation, "grabcut" (steps
+    2-4 of the module docstring) or "rembg" (a learned matting model, ``matting.matte``),
+    made consistent by the last hull's silhouettes either way (step 5). Raises ``UserError``
+    (``NOT_OBJECT_CENTRED``, the caller prefixes the capture's name) for cameras that do not
+    look at one object."""
     region = object_region(cameras, points)
     width, height = longest_side_size(cameras.width, cameras.height,
                                       min(WORKING_SIZE, max(cameras.width, cameras.height)))
@@ -97,29 +104,10 @@ def make_masks(cameras: Cameras, colours: torch.Tensor, points: np.ndarray | Non
     pixels = resize_rgba(opaque, width, height)[..., :3].clamp(0, 1)
     images = (linear_to_srgb(pixels) * 255 + 0.5).to(torch.uint8).numpy()
     support = find_support_plane(small, pixels, region.centre, region.radius)
-    if support is None:
-        nothing = np.zeros(images.shape[:3], bool)
-        ground = PlanePixels(nothing, nothing)
+    if maker == "rembg":
+        masks = matte(images)
     else:
-        ground = plane_pixels(small, pixels, support, region.centre, region.radius)
-        log.info("masks: the object stands on a surface (a table or the floor) %.3g units "
-                 "below the cameras' meeting point: the %.0f %% of the photos' pixels that "
-                 "show it are background, the %.1f %% that hide it near the object are "
-                 "object", support.height(region.centre), 100 * ground.plane.mean(),
-                 100 * ground.standing.mean())
-    seeds = _outlines(small, region)
-    masks = np.stack([segment(image, _region_labels(seed, *on_plane))
-                      for image, seed, *on_plane in zip(images, seeds, ground.plane,
-                                                        ground.standing, strict=True)])
-    for _ in range(CARVE_ROUNDS):
-        occupied = carve(small, masks, region, support)
-        if not occupied.any():
-            raise UserError("no part of the object's region is inside the masks of most views: "
-                            "give masks (mask_path, or a masks/ folder) or images with alpha")
-        silhouettes = hull_silhouettes(small, occupied, region)
-        masks = np.stack([segment(image, _hull_labels(silhouette, *on_plane))
-                          for image, silhouette, *on_plane in zip(
-                              images, silhouettes, ground.plane, ground.standing, strict=True)])
+        masks = _grabcut_masks(small, pixels, images, region, support)
     occupied = carve(small, masks, region, support, grid=FINAL_GRID)
     if occupied.any():
         masks = hull_silhouettes(small, occupied, region)
@@ -128,6 +116,38 @@ def make_masks(cameras: Cameras, colours: torch.Tensor, points: np.ndarray | Non
         alpha = F.interpolate(alpha[:, None], size=(cameras.height, cameras.width),
                               mode="bilinear", align_corners=False)[:, 0].round()
     return alpha
+
+
+def _grabcut_masks(cameras: Cameras, pixels: torch.Tensor, images: np.ndarray, region: Region,
+                   support: Plane | None) -> np.ndarray:
+    """GrabCut's masks ``[N, H, W]`` (bool) of the sRGB ``images [N, H, W, 3]`` (uint8;
+    linear ``pixels``) seen by ``cameras``: seeded by the region's outline, then refined
+    ``CARVE_ROUNDS`` times by the silhouettes of the hull carved from them, the surface the
+    object stands on (``support``) background throughout."""
+    if support is None:
+        nothing = np.zeros(images.shape[:3], bool)
+        ground = PlanePixels(nothing, nothing)
+    else:
+        ground = plane_pixels(cameras, pixels, support, region.centre, region.radius)
+        log.info("masks: the object stands on a surface (a table or the floor) %.3g units "
+                 "below the cameras' meeting point: the %.0f %% of the photos' pixels that "
+                 "show it are background, the %.1f %% that hide it near the object are "
+                 "object", support.height(region.centre), 100 * ground.plane.mean(),
+                 100 * ground.standing.mean())
+    seeds = _outlines(cameras, region)
+    masks = np.stack([segment(image, _region_labels(seed, *on_plane))
+                      for image, seed, *on_plane in zip(images, seeds, ground.plane,
+                                                        ground.standing, strict=True)])
+    for _ in range(CARVE_ROUNDS):
+        occupied = carve(cameras, masks, region, support)
+        if not occupied.any():
+            raise UserError("no part of the object's region is inside the masks of most views: "
+                            "give masks (mask_path, or a masks/ folder) or images with alpha")
+        silhouettes = hull_silhouettes(cameras, occupied, region)
+        masks = np.stack([segment(image, _hull_labels(silhouette, *on_plane))
+                          for image, silhouette, *on_plane in zip(
+                              images, silhouettes, ground.plane, ground.standing, strict=True)])
+    return masks
 
 
 def object_region(cameras: Cameras, points: np.ndarray | None = None) -> Region:

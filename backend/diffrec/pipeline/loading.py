@@ -40,6 +40,7 @@ def load_dataset(
     near_far: tuple[float, float] | None = None,
     exr_premultiplied: bool = True,
     auto_masks: bool = True,
+    mask_maker: str = "grabcut",
 ) -> Views:
     """The views of a capture folder in any layout ``diffrec.protocol.captures`` reads: a
     NeRF-style folder (``transforms_{split}.json`` + images), a capture tool's
@@ -52,9 +53,9 @@ def load_dataset(
     ``exr_premultiplied`` (Blender's renders), divided by alpha. Coverage is the mask file
     where the capture has one (first channel, as data), else the image's alpha. Where no
     image has either and ``auto_masks``: the masks kept in ``Capture.auto_masks`` where every
-    frame has one, else masks made from the photos (``diffrec.pipeline.auto_masks``) and
-    written there; the log says which. Otherwise images with neither get alpha 1 (with a
-    warning).
+    frame has one, else masks made from the photos (``diffrec.pipeline.auto_masks``, each
+    photo first segmented by ``mask_maker``: "grabcut" or "rembg") and written there; the
+    log says which. Otherwise images with neither get alpha 1 (with a warning).
 
     ``resolution``: None keeps the images' size; an int is the longer side (aspect kept,
     the other side rounded); ``(width, height)`` is exact. See ``resize_rgba`` for the
@@ -92,8 +93,8 @@ def load_dataset(
         images.append(resize_rgba(image[None], *target)[0])
     cameras = capture_cameras(capture, *target, file_size, near_far)
     if auto_masks and len(missing_alpha) == len(images):
-        return Views(cameras, _auto_masked(capture, cameras, torch.stack(images), file_size),
-                     capture.names())
+        masked = _auto_masked(capture, cameras, torch.stack(images), file_size, mask_maker)
+        return Views(cameras, masked, capture.names())
     if missing_alpha:
         log.warning("%d images of %s have no alpha channel and no mask (e.g. %s): treating them "
                     "as fully covered (alpha = 1)", len(missing_alpha), folder,
@@ -101,12 +102,12 @@ def load_dataset(
     return Views(cameras, torch.stack(images), capture.names())
 
 
-def _auto_masked(capture, cameras, images: torch.Tensor, file_size: tuple[int, int]
-                 ) -> torch.Tensor:
+def _auto_masked(capture, cameras, images: torch.Tensor, file_size: tuple[int, int],
+                 mask_maker: str) -> torch.Tensor:
     """``images [N, H, W, 4]`` (of a capture without masks or alpha) with the alpha of the
     masks kept for the capture (``Capture.auto_masks``) where all are there, else of masks
-    made from the images (``make_masks``) and written there, at the photos' ``file_size``
-    (width, height), for the artist to inspect."""
+    made from the images (``make_masks`` by ``mask_maker``) and written there, at the
+    photos' ``file_size`` (width, height), for the artist to inspect."""
     files = capture.auto_masks()
     folder = files[0].parent
     if all(path.is_file() for path in files):
@@ -114,10 +115,10 @@ def _auto_masked(capture, cameras, images: torch.Tensor, file_size: tuple[int, i
                  "delete them to have them made again)", capture.source, folder)
         return torch.stack([_with_mask(image, path)
                             for image, path in zip(images, files, strict=True)])
-    log.info("%s: no masks and no alpha: making masks from the photos and their cameras",
-             capture.source)
+    log.info("%s: no masks and no alpha: making masks from the photos and their cameras "
+             "(each photo segmented by %s)", capture.source, mask_maker)
     try:
-        alpha = make_masks(cameras, images[..., :3], capture.points)
+        alpha = make_masks(cameras, images[..., :3], capture.points, mask_maker)
     except UserError as error:
         raise UserError(f"{capture.source}: {error}") from None
     try:
