@@ -51,17 +51,18 @@ def test_photos_colmaps_thresholds_leave_out_are_posed(capture, tmp_path, monkey
     16 photos (in every run tried); the lowered ones pose all of them as exactly as the first
     test asks."""
     folder, cameras, _ = capture
-    found = {}
     for thresholds in ("colmap", "ours"):
         shutil.copytree(folder / "images", tmp_path / thresholds / "images")
-        if thresholds == "colmap":
-            monkeypatch.setattr(find_poses_module, "REGISTRATION", {})
-        else:
-            monkeypatch.undo()
-        found[thresholds] = find_poses(tmp_path / thresholds, max_image_size=SIZE,
-                                       max_features=512)
-    assert found["colmap"].registered < VIEWS - 2, found["colmap"]
-    assert (found["ours"].registered, found["ours"].unregistered) == (VIEWS, ())
+    with monkeypatch.context() as patched:
+        patched.setattr(find_poses_module, "REGISTRATION", {})
+        try:  # fewer than half posed is refused: fewer still
+            colmaps = find_poses(tmp_path / "colmap", max_image_size=SIZE,
+                                 max_features=512).registered
+        except UserError:
+            colmaps = 0
+    assert colmaps < VIEWS - 2
+    found = find_poses(tmp_path / "ours", max_image_size=SIZE, max_features=512)
+    assert (found.registered, found.unregistered) == (VIEWS, ())
     _assert_true_cameras(tmp_path / "ours", cameras)
 
 

@@ -1,8 +1,11 @@
 """Masks from a learned matting model (``mask_maker`` "rembg", for users who install rembg):
 a stand-in for rembg (its model is a download the tests never need) returns the true masks of
-the ray-cast ball with two views' wrong, and the carving makes them agree; a run's setting
-reaches it; rembg missing, or its model not loading, is one sentence and writes nothing."""
+the ray-cast ball with two views' wrong, and the carving makes them agree; a run's config
+reaches it and an unknown maker is refused; rembg missing (or exiting on import, as recent
+rembg does without ONNX Runtime), its model not loading, or mattes no hull agrees with, is
+one sentence and writes nothing."""
 
+import re
 import shutil
 import sys
 import types
@@ -13,9 +16,11 @@ from PIL import Image
 
 from diffrec import raster
 from diffrec.errors import UserError
+from diffrec.pipeline.auto_masks import EMPTY_HULL
 from diffrec.pipeline.config import build_config
 from diffrec.pipeline.inputs import load_inputs
 from diffrec.pipeline.loading import load_dataset
+from diffrec.pipeline.matting import INSTALL, MODEL
 from diffrec_bench import photo_capture
 
 VIEWS, SIZE = 12, 96
@@ -43,14 +48,14 @@ def copied(folder, tmp_path):
     return tmp_path
 
 
-def stand_in_rembg(monkeypatch, mattes: np.ndarray, session=lambda: "session") -> list:
+def stand_in_rembg(monkeypatch, mattes: np.ndarray, session=lambda model: "session") -> list:
     """rembg replaced by a module whose ``remove`` returns the next of ``mattes [N, H, W]``
     (bool) as rembg does with ``only_mask`` (an 8-bit image); the photos it was given are
     appended to the list returned."""
     given = []
 
     def remove(image, session, only_mask):
-        assert session == "session" and only_mask
+        assert session == "session" and only_mask  # new_session(MODEL)'s, asked for a mask
         given.append(np.asarray(image))
         return Image.fromarray(mattes[len(given) - 1].astype(np.uint8) * 255)
 
@@ -78,34 +83,65 @@ def test_the_models_masks_are_carved_to_agree(capture, tmp_path, monkeypatch):
     assert (tmp_path / "masks_auto" / "images").is_dir()
 
 
-def test_a_runs_setting_reaches_the_model(capture, tmp_path, monkeypatch):
+def test_a_runs_config_reaches_the_model_and_names_one(capture, tmp_path, monkeypatch):
     folder, truth = capture
     given = stand_in_rembg(monkeypatch, truth)
-    config = build_config({"dataset": str(copied(folder, tmp_path)), "train_res": SIZE,
-                           "mask_maker": "rembg"})
+    dataset = str(copied(folder, tmp_path))
+    config = build_config({"dataset": dataset, "train_res": SIZE, "mask_maker": "rembg"})
     load_inputs(config, raster.RasterContext("cpu", impl="torch"), hold_out=False)
     assert len(given) == VIEWS
+    with pytest.raises(UserError, match=r"^mask_maker: must be one of grabcut, rembg, got "
+                                        r"'u2net'$"):
+        build_config({"dataset": dataset, "mask_maker": "u2net"})
 
 
-def test_rembg_missing_says_how_to_install_it(capture, tmp_path, monkeypatch):
+def missing_rembg(monkeypatch, tmp_path):
+    """rembg not installed: ``import rembg`` raises ImportError."""
+    monkeypatch.setitem(sys.modules, "rembg", None)
+
+
+def rembg_without_onnxruntime(monkeypatch, tmp_path):
+    """rembg installed without ONNX Runtime: recent rembg prints and exits on import."""
+    package = tmp_path / "site" / "rembg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("import sys\nprint('No onnxruntime backend found.')\n"
+                                         "sys.exit(1)\n")
+    monkeypatch.delitem(sys.modules, "rembg", raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+
+
+@pytest.mark.parametrize("installed", [missing_rembg, rembg_without_onnxruntime])
+def test_rembg_not_usable_says_how_to_install_it(installed, capture, tmp_path, monkeypatch):
     folder, _ = capture
-    monkeypatch.setitem(sys.modules, "rembg", None)  # import rembg raises ImportError
+    installed(monkeypatch, tmp_path)
+    photos = copied(folder, tmp_path / "capture")
     with pytest.raises(UserError) as raised:
-        load_dataset(copied(folder, tmp_path), mask_maker="rembg")
-    assert str(raised.value) == (f"{tmp_path / 'transforms.json'}: mask_maker rembg needs the "
-                                 'rembg package: pip install "diffrec[matting]" (the rembg '
-                                 "package and ONNX Runtime)")
-    assert not (tmp_path / "masks_auto").exists()
+        load_dataset(photos, mask_maker="rembg")
+    assert str(raised.value) == (f"{photos / 'transforms.json'}: mask_maker rembg needs the "
+                                 f"rembg package: {INSTALL}")
+    assert not (photos / "masks_auto").exists()
 
 
 def test_a_model_that_does_not_load_is_one_sentence(capture, tmp_path, monkeypatch):
     folder, truth = capture
 
-    def offline():
-        raise OSError("no network to download u2net.onnx")
+    def offline(model):
+        assert model == MODEL
+        raise OSError("no network to download u2net.onnx\nTraceback: ...")
 
     stand_in_rembg(monkeypatch, truth, session=offline)
-    with pytest.raises(UserError, match=r"rembg could not load its matting model \(it downloads "
-                                        r"it on first use.*\): no network to download"):
+    with pytest.raises(UserError) as raised:
+        load_dataset(copied(folder, tmp_path), mask_maker="rembg")
+    assert str(raised.value) == (
+        f"{tmp_path / 'transforms.json'}: rembg could not load its model {MODEL} (it downloads "
+        "it on first use: run once with a network, or use mask_maker grabcut): no network to "
+        "download u2net.onnx")
+    assert not (tmp_path / "masks_auto").exists()
+
+
+def test_mattes_no_hull_agrees_with_are_refused(capture, tmp_path, monkeypatch):
+    folder, truth = capture
+    stand_in_rembg(monkeypatch, np.zeros_like(truth))  # the model found nothing anywhere
+    with pytest.raises(UserError, match=f": {re.escape(EMPTY_HULL)}$"):
         load_dataset(copied(folder, tmp_path), mask_maker="rembg")
     assert not (tmp_path / "masks_auto").exists()

@@ -1,5 +1,6 @@
 """Foreground masks for photos that come without any (no alpha, no mask files), made from
-the photos and their cameras alone by default: no learned model, nothing downloaded.
+the photos and their cameras alone by default (no learned model, nothing downloaded; a
+learned model where the user installs one, below).
 
 1. **The object's region** (``object_region``): a sphere around the point nearest to all the
    cameras' optical axes (``nearest_point_to_lines``), as large as the views' fields of view
@@ -8,8 +9,8 @@ the photos and their cameras alone by default: no learned model, nothing downloa
    whose axes do not meet in front of them (a room seen from inside, a wall seen from along
    it) are refused with ``NOT_OBJECT_CENTRED``.
 2. **The surface the object stands on** (``support_plane``: a table top, the floor), where
-   the photos show one: its pixels are background in every segmentation below, and nothing
-   of the hull is below it. Without it, GrabCut takes the object's contact shadow (a patch
+   the photos show one: its pixels are background in GrabCut's segmentations below, and
+   nothing of the hull is below it. Without it, GrabCut takes the object's contact shadow (a patch
    of table every view sees alike, so the carving keeps it) for the object and the object's
    shaded underside, which looks like that shadow, for the table.
 3. **A segmentation per view** (``segment``): OpenCV's GrabCut, seeded with the region's
@@ -29,8 +30,8 @@ the photos and their cameras alone by default: no learned model, nothing downloa
 
 With ``mask_maker`` "rembg", a learned matting model's masks (``diffrec.pipeline.matting``,
 for users who install one) take the place of steps 3 and 4, and the last hull is carved from
-them. Masks are made at ``WORKING_SIZE`` pixels at most (the longer side) and scaled to the
-views.
+them (above the surface of step 2). Masks are made at ``WORKING_SIZE`` pixels at most (the
+longer side) and scaled to the views.
 """
 
 from __future__ import annotations
@@ -47,14 +48,14 @@ import torch.nn.functional as F
 from diffrec.camera import Cameras
 from diffrec.color import linear_to_srgb
 from diffrec.errors import UserError
-from diffrec.pipeline.matting import matte
+from diffrec.pipeline.matting import MASK_MAKERS, matte
 from diffrec.pipeline.support_plane import Plane, PlanePixels, find_support_plane, plane_pixels
 from diffrec.pipeline.views import cameras_at_size, resize_rgba
 from diffrec.pipeline.visual_hull import view_distances
 from diffrec.protocol.captures import nearest_point_to_lines
 from diffrec.protocol.images import longest_side_size
 
-__all__ = ["NOT_OBJECT_CENTRED", "Region", "make_masks", "object_region"]
+__all__ = ["EMPTY_HULL", "NOT_OBJECT_CENTRED", "Region", "make_masks", "object_region"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,8 @@ NOT_OBJECT_CENTRED = (
     "its cameras do not look at one object (their optical axes do not meet in front of them, "
     "as in a room seen from inside or a wall seen from along it), so masks cannot be made "
     "from them: give masks (mask_path, or a masks/ folder) or images with alpha")
+EMPTY_HULL = ("no part of the object's region is inside the masks of most views: give masks "
+              "(mask_path, or a masks/ folder) or images with alpha")
 WORKING_SIZE = 512  # longest side, pixels, masks are made at
 FILL = 0.9  # the region's radius: this share of the largest sphere the median view sees whole
 MIN_FACING = 0.8  # share of the cameras that must see the axes' meeting point
@@ -91,11 +94,14 @@ def make_masks(cameras: Cameras, colours: torch.Tensor, points: np.ndarray | Non
                maker: str = "grabcut") -> torch.Tensor:
     """Foreground masks ``[N, H, W]`` (0 or 1) of the views' linear RGB ``colours [N, H, W,
     3]`` seen by ``cameras``, at their size; ``points [P, 3]``: sparse 3D points of the
-    capture where it has them; ``maker``: each photo's first segmentation, "grabcut" (steps
-    2-4 of the module docstring) or "rembg" (a learned matting model, ``matting.matte``),
-    made consistent by the last hull's silhouettes either way (step 5). Raises ``UserError``
-    (``NOT_OBJECT_CENTRED``, the caller prefixes the capture's name) for cameras that do not
-    look at one object."""
+    capture where it has them; ``maker``: each photo's first segmentation, one of
+    ``MASK_MAKERS``: "grabcut" (steps 3 and 4 of the module docstring) or "rembg" (a learned
+    matting model, ``matting.matte``), made consistent by the last hull's silhouettes either
+    way (step 5). Raises ``UserError`` (the caller prefixes the capture's name) for cameras
+    that do not look at one object (``NOT_OBJECT_CENTRED``), for masks whose hull is empty
+    (``EMPTY_HULL``) and for rembg missing or its model not loading."""
+    if maker not in MASK_MAKERS:
+        raise ValueError(f"maker: one of {MASK_MAKERS}, got {maker!r}")
     region = object_region(cameras, points)
     width, height = longest_side_size(cameras.width, cameras.height,
                                       min(WORKING_SIZE, max(cameras.width, cameras.height)))
@@ -108,9 +114,7 @@ def make_masks(cameras: Cameras, colours: torch.Tensor, points: np.ndarray | Non
         masks = matte(images)
     else:
         masks = _grabcut_masks(small, pixels, images, region, support)
-    occupied = carve(small, masks, region, support, grid=FINAL_GRID)
-    if occupied.any():
-        masks = hull_silhouettes(small, occupied, region)
+    masks = hull_silhouettes(small, _carved(small, masks, region, support, FINAL_GRID), region)
     alpha = torch.from_numpy(masks.astype(np.float32))
     if (width, height) != (cameras.width, cameras.height):
         alpha = F.interpolate(alpha[:, None], size=(cameras.height, cameras.width),
@@ -139,11 +143,7 @@ def _grabcut_masks(cameras: Cameras, pixels: torch.Tensor, images: np.ndarray, r
                       for image, seed, *on_plane in zip(images, seeds, ground.plane,
                                                         ground.standing, strict=True)])
     for _ in range(CARVE_ROUNDS):
-        occupied = carve(cameras, masks, region, support)
-        if not occupied.any():
-            raise UserError("no part of the object's region is inside the masks of most views: "
-                            "give masks (mask_path, or a masks/ folder) or images with alpha")
-        silhouettes = hull_silhouettes(cameras, occupied, region)
+        silhouettes = hull_silhouettes(cameras, _carved(cameras, masks, region, support), region)
         masks = np.stack([segment(image, _hull_labels(silhouette, *on_plane))
                           for image, silhouette, *on_plane in zip(
                               images, silhouettes, ground.plane, ground.standing, strict=True)])
@@ -267,6 +267,15 @@ def segment(image: np.ndarray, labels: np.ndarray) -> np.ndarray:
     cv2.grabCut(np.ascontiguousarray(image[..., ::-1]), result, None, *models,
                 GRABCUT_ITERATIONS, cv2.GC_INIT_WITH_MASK)
     return np.isin(result, (cv2.GC_FGD, cv2.GC_PR_FGD))
+
+
+def _carved(cameras: Cameras, masks: np.ndarray, region: Region, support: Plane | None,
+            grid: int = GRID) -> torch.Tensor:
+    """``carve``'s hull of ``masks``; ``UserError`` (``EMPTY_HULL``) where it is empty."""
+    occupied = carve(cameras, masks, region, support, grid=grid)
+    if not occupied.any():
+        raise UserError(EMPTY_HULL)
+    return occupied
 
 
 def _grid_points(region: Region, grid: int) -> torch.Tensor:

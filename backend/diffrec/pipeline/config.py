@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from diffrec.errors import UserError
+from diffrec.pipeline.matting import MASK_MAKERS
 from diffrec.pipeline.reference_config import Reading, translate
 from diffrec.protocol.close_names import setting_hint
 from diffrec.protocol.file_checks import FileCheckError, parse_json
@@ -44,7 +45,8 @@ class Sources:
     (materials and refine: the fit takes that renderer's differences from ours out of the
     targets, ``pipeline.renderer_gap``); ``near_far`` every
     camera's clipping depths (None: the dataset's own: 0.1 / 1000 for NeRF folders, LLFF's
-    bounds widened; 0.1 / 1000 for renders)."""
+    bounds widened; 0.1 / 1000 for renders); ``mask_maker`` how a capture's photos without
+    masks are first segmented, one of ``matting.MASK_MAKERS`` (``auto_masks.make_masks``)."""
 
     dataset: str | None = None
     ref_mesh: str | None = None
@@ -55,6 +57,7 @@ class Sources:
     ref_material: str | None = None
     start_renders: str | None = None
     near_far: tuple[float, float] | None = None
+    mask_maker: str = "grabcut"
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,7 @@ SOURCE_KEYS = tuple(f.name for f in dataclasses.fields(Sources))
 RUN_KEYS = ("device", "out_dir")
 CONFIG_KEYS = (*FIELDS, *ALIASES, *SOURCE_KEYS, *RUN_KEYS)
 _SOURCE_HINTS = {"env_scale": float, "envmap_layout": str,
-                 "near_far": tuple[float, ...] | None}
+                 "near_far": tuple[float, ...] | None, "mask_maker": str}
 ENVMAP_LAYOUTS = ("blender", "nvdiffrec")
 
 
@@ -100,6 +103,9 @@ def _sources(values: dict[str, Any]) -> Sources:
     near_far = sources.near_far
     if near_far is not None and (len(near_far) != 2 or not 0 < near_far[0] < near_far[1]):
         raise UserError("near_far: must be two depths with 0 < near < far")
+    if sources.mask_maker not in MASK_MAKERS:
+        raise UserError(f"mask_maker: must be one of {', '.join(MASK_MAKERS)}, got "
+                        f"{sources.mask_maker!r}")
     return sources
 
 

@@ -12,7 +12,7 @@ centre, no lens distortion): the reader takes pinhole cameras only, and a phone'
 with its lens distortion already corrected. Photos matched all against all up to
 ``EXHAUSTIVE_LIMIT`` of them, else each against its neighbours in name order (a walk or a
 turntable, named in the order taken). A photo is registered on fewer matches than COLMAP's
-defaults ask (``REGISTRATION``), which suits captures of one object in tens of photos.
+defaults ask (``REGISTRATION``), in every capture (measured on captures of 16 photos).
 """
 
 from __future__ import annotations

@@ -91,7 +91,7 @@ def load_inputs(config: RunConfig, ctx: raster.RasterContext, hold_out: bool = T
         raise UserError("start renders go with a dataset: the targets they correct")
     if dataset:
         train = load_dataset(dataset, "train", settings.size.train_res, near_far=sources.near_far,
-                             mask_maker=settings.run.mask_maker)
+                             mask_maker=sources.mask_maker)
         given = (load_dataset(sources.start_renders, "train", settings.size.train_res,
                               near_far=sources.near_far, auto_masks=False)
                  if sources.start_renders else None)
@@ -99,7 +99,7 @@ def load_inputs(config: RunConfig, ctx: raster.RasterContext, hold_out: bool = T
         if hold_out:
             try:
                 test = load_dataset(dataset, "test", settings.size.train_res,
-                                    near_far=sources.near_far, mask_maker=settings.run.mask_maker)
+                                    near_far=sources.near_far, mask_maker=sources.mask_maker)
             except UserError:
                 train, test = hold_out_views(train, settings.size.test_views, settings.run.seed)
                 log.info("%s has no test split: %d of its %d views held out for validation "

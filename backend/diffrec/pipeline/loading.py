@@ -113,6 +113,10 @@ def _auto_masked(capture, cameras, images: torch.Tensor, file_size: tuple[int, i
     if all(path.is_file() for path in files):
         log.info("%s: masks read from %s (made by an earlier run: correct them there, or "
                  "delete them to have them made again)", capture.source, folder)
+        if mask_maker != "grabcut":
+            log.info("%s: the masks read back are used whichever way they were made "
+                     "(mask_maker %s makes masks only where there are none)", capture.source,
+                     mask_maker)
         return torch.stack([_with_mask(image, path)
                             for image, path in zip(images, files, strict=True)])
     log.info("%s: no masks and no alpha: making masks from the photos and their cameras "

@@ -44,7 +44,6 @@ RENDERERS = ("rasterized", "path-traced")
 BSDFS = ("principled", "nvdiffrec")
 CLIPPED_WHITE = ("auto", "on", "off")
 REFINE_POSES = ("auto", "on", "off")
-MASK_MAKERS = ("grabcut", "rembg")
 PATH_TRACED_COST = 3.0
 """Rasterized iterations one path-traced iteration costs at the same batch and image size, on
 a CPU (docs/BENCHMARKS.md, "Pre-submit estimate": ``scripts/bench_estimate.py --renderer
@@ -172,10 +171,6 @@ class RunSettings(_Record):
                        "(custom: none, the given values over these defaults)",
                        **_choice((*PRESETS, CUSTOM)))
     seed: int = _run(0, "random seed")
-    mask_maker: str = _run("grabcut", "how photos without masks are first segmented before "
-                           "carving: grabcut (from the photos and their cameras) or rembg (a "
-                           "learned matting model: pip install diffrec[matting])",
-                           **_choice(MASK_MAKERS))
 
 
 @dataclass(frozen=True)
