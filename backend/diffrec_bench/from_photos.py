@@ -242,7 +242,7 @@ def mask_ious(folder: Path, truth: np.ndarray) -> np.ndarray:
     paths = sorted((folder / "masks_auto" / "images").iterdir())
     made = np.stack([read_image(path, data=True)[..., 0] > 0.5 for path in paths])
     truth = truth[[photo_number(path) for path in paths]]
-    return (made & truth).sum((1, 2)) / (made | truth).sum((1, 2))
+    return photo_capture.mask_iou(made, truth)
 
 
 def benchmark(args) -> Iterator[str]:

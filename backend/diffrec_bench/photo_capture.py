@@ -152,6 +152,12 @@ def write_capture(folder: Path, cameras: Cameras, images: np.ndarray, *,
         "frames": frames}))
 
 
+def mask_iou(masks: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """Intersection over union per view ``[N]`` of two ``[N, H, W]`` bool mask stacks (made
+    masks against the true ones ``photos`` returns)."""
+    return (masks & truth).sum((1, 2)) / (masks | truth).sum((1, 2))
+
+
 def outward_cameras(count: int = 12, size: int = 64) -> Cameras:
     """Cameras in the middle of a room, each looking away from the others (a room scan)."""
     azimuth = np.arange(count) * 2 * math.pi / count
