@@ -15,7 +15,7 @@ from diffrec.neural import NeuralMaterial
 from diffrec.render.backgrounds import background_for
 from diffrec.render.losses import image_loss
 from diffrec.render.material import NeuralSurface, SurfaceSample, TextureMaterial
-from diffrec.render.renderer import render_mesh, render_uv
+from diffrec.render.renderer import render_mesh, render_uv, shade_surface, surface_layers
 from diffrec.render.texture2d import Texture2D
 from diffrec.shading.bsdf import lookup_brdf_lut
 
@@ -172,6 +172,34 @@ def test_every_trainable_quantity_gets_a_gradient_that_matches_finite_difference
         numeric = (plus - minus) / (2 * eps)
         analytic = (grads[name] * direction).sum().item()
         assert analytic == pytest.approx(numeric, rel=0.03), name
+
+
+@pytest.mark.parametrize("spp", [1, 2])
+def test_g_buffers_made_once_shade_as_render_mesh_does_where_no_edge_is(spp):
+    gen = torch.Generator().manual_seed(1)
+    mesh = sphere(16, 8)
+    material = TextureMaterial(Texture2D(torch.rand(8, 8, 3, generator=gen)),
+                               Texture2D(torch.rand(8, 8, 3, generator=gen) * 0.8 + 0.1),
+                               Texture2D(torch.tensor([0.2, -0.1, 0.95]).expand(8, 8, 3)))
+    light = EnvironmentLight(base=torch.rand(6, 32, 32, 3, generator=gen))
+    light.build_mips()
+    cams = orbit_cameras(3, 4.0, 24)
+    turn = cams.world_to_camera()[:, :3, :3]  # a light that turns with each camera
+    pick = torch.tensor([2, 0])
+    whole = render_mesh(CTX, mesh, material, cams[pick], light, spp=spp, light_rotation=turn[pick])
+    surface = surface_layers(CTX, mesh, cams, spp=spp).selected(pick)
+    shaded = shade_surface(surface, material, light, light_rotation=turn[pick])
+    # antialiasing changes the silhouette's pixels only (their coverage falls below 1)
+    inside = (whole.alpha == 1.0).expand_as(whole.color)
+    assert inside.sum() > 0.3 * inside.numel()
+    torch.testing.assert_close(shaded.color[inside], whole.color[inside])
+    assert bool((shaded.alpha[inside[..., :1]] == 1.0).all())
+    # and the same gradients to the material from those pixels
+    grads = [torch.autograd.grad((out.color * inside).square().sum(), material.kd.data)[0]
+             for out in (render_mesh(CTX, mesh, material, cams[pick], light, spp=spp,
+                                     light_rotation=turn[pick]),
+                         shade_surface(surface, material, light, light_rotation=turn[pick]))]
+    torch.testing.assert_close(grads[1], grads[0])
 
 
 class _EveryPixel(torch.nn.Module):

@@ -6,7 +6,7 @@ images to the wire's top-down rows once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 
@@ -31,6 +31,12 @@ class GBuffer:
     uv_da: torch.Tensor | None = None  # (du/dX, du/dY, dv/dX, dv/dY) per pixel
     tangent: torch.Tensor | None = None  # unit xyz; bitangent = sign * cross(normal, tangent)
     tangent_sign: torch.Tensor | None = None  # [B, H, W, 1], +-1
+
+    def selected(self, index: torch.Tensor) -> GBuffer:
+        """The images at ``index`` (int64 ``[K]``) of the batch, every attribute alike."""
+        values = {item.name: getattr(self, item.name) for item in fields(self)}
+        return GBuffer(**{name: value[index] if torch.is_tensor(value) else value
+                          for name, value in values.items()})
 
 
 def _interpolate(ctx, values, rast, triangles, rast_db=None, diff=False):

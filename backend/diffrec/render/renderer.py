@@ -5,6 +5,9 @@ the split-sum light, antialiases silhouettes, composites depth-peeled layers fro
 lays the result over a background. Images come out in the wire's layout: ``[B, H, W, C]``,
 rows top-down, scene-linear. The flip from the rasterizer's bottom-up rows happens here, once.
 
+``surface_layers`` and ``shade_surface`` split ``render_mesh`` in two for fits whose mesh and
+cameras stay: the G-buffers made once, then shaded as often as the material or light changes.
+
 ``render_uv`` rasterizes the mesh in UV space instead: the world position of every texel, for
 baking a material into textures.
 """
@@ -21,7 +24,7 @@ from diffrec import raster
 from diffrec.camera import Cameras
 from diffrec.light.brdf_lut import brdf_lut
 from diffrec.mesh import Mesh
-from diffrec.render.gbuffer import build_gbuffer
+from diffrec.render.gbuffer import GBuffer, build_gbuffer
 from diffrec.shading.bsdf import shade, shading_normal
 
 BUFFERS = ("kd", "ks", "normal", "position", "mask")
@@ -134,35 +137,93 @@ def render_mesh(
         topology_hash = raster.antialias_construct_topology_hash(tri, ctx=ctx)
     lut = _brdf_table(clip.device) if mode == "pbr" else None
     centers = cameras.centers().to(clip)
-    if light_rotation is not None and light is not None:
-        light = RotatedLight(light, light_rotation.to(clip))
+    light = _oriented(light, light_rotation, clip)
 
     premultiplied, remaining, nearest = 0.0, 1.0, {}
     with raster.DepthPeeler(ctx, clip, tri, (height * spp, width * spp)) as peeler:
         for layer in range(layers):
             rast, rast_db = peeler.rasterize_next_layer()
             gb = build_gbuffer(ctx, mesh, rast, rast_db, centers)
-            surface = material(gb)
-            kd = surface.kd[..., :3]
-            opacity = surface.kd[..., 3:4] if surface.kd.shape[-1] == 4 else 1.0
-            sign = gb.tangent_sign if gb.tangent_sign is not None else 1.0
-            normal = shading_normal(gb.view, gb.normal, gb.face_normal, gb.tangent,
-                                    surface.normal, sign)
-            color = shade(mode, light, lut, kd, surface.ks, normal, gb.view, ctx=ctx,
-                          layered=layered, covered=gb.mask[..., 0] > 0)
-            alpha = gb.mask * opacity
-            rgba = torch.cat([color * alpha, alpha], -1).contiguous()
+            rgba, values = _shaded(gb, material, light, lut, mode, layered)
             rgba = raster.antialias(rgba, rast, clip, tri, topology_hash=topology_hash, ctx=ctx)
             premultiplied = premultiplied + remaining * rgba
             remaining = remaining * (1.0 - rgba[..., 3:4])
             if layer == 0:
-                values = {"kd": kd, "ks": surface.ks, "normal": normal,
-                          "position": gb.position, "mask": gb.mask}
                 nearest = {name: values[name] for name in buffers}
 
     out = composite_over(_downsample(premultiplied, spp).flip(1), background)
     out.buffers = {name: _downsample(value, spp).flip(1) for name, value in nearest.items()}
     return out
+
+
+def _oriented(light, light_rotation: torch.Tensor | None, like: torch.Tensor):
+    """``light``, read through ``light_rotation`` (``render_mesh``'s) when one is given."""
+    if light_rotation is None or light is None:
+        return light
+    return RotatedLight(light, light_rotation.to(like))
+
+
+def _shaded(gb: GBuffer, material, light, lut, mode: str, layered: bool
+            ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """One layer shaded: premultiplied RGBA ``[B, H, W, 4]`` (not antialiased) and the
+    surface's values (``BUFFERS``), raster layout."""
+    surface = material(gb)
+    kd = surface.kd[..., :3]
+    opacity = surface.kd[..., 3:4] if surface.kd.shape[-1] == 4 else 1.0
+    sign = gb.tangent_sign if gb.tangent_sign is not None else 1.0
+    normal = shading_normal(gb.view, gb.normal, gb.face_normal, gb.tangent, surface.normal, sign)
+    color = shade(mode, light, lut, kd, surface.ks, normal, gb.view, ctx=gb.ctx,
+                  layered=layered, covered=gb.mask[..., 0] > 0)
+    alpha = gb.mask * opacity
+    values = {"kd": kd, "ks": surface.ks, "normal": normal, "position": gb.position,
+              "mask": gb.mask}
+    return torch.cat([color * alpha, alpha], -1).contiguous(), values
+
+
+@dataclass(frozen=True)
+class SurfaceLayers:
+    """A mesh's depth-peeled G-buffers (front to back) from a batch of cameras, made once by
+    ``surface_layers`` and shaded many times by ``shade_surface``: for fits where the mesh and
+    the cameras stay and only the material or the light changes."""
+
+    layers: tuple[GBuffer, ...]
+    spp: int
+
+    def selected(self, index: torch.Tensor) -> SurfaceLayers:
+        """The cameras at ``index`` (int64 ``[K]``)."""
+        return SurfaceLayers(tuple(gb.selected(index) for gb in self.layers), self.spp)
+
+
+@torch.no_grad()
+def surface_layers(ctx: raster.RasterContext, mesh: Mesh, cameras: Cameras, *, spp: int = 1,
+                   layers: int = 1) -> SurfaceLayers:
+    """``render_mesh``'s G-buffers of ``mesh`` from ``cameras`` (``spp`` and ``layers`` as
+    there), without gradients: the mesh and the cameras are constants of what shades them."""
+    clip = clip_positions(mesh.positions, cameras)
+    tri = mesh.triangles.to(torch.int32).contiguous()
+    centers = cameras.centers().to(clip)
+    size = (cameras.height * spp, cameras.width * spp)
+    with raster.DepthPeeler(ctx, clip, tri, size) as peeler:
+        return SurfaceLayers(tuple(build_gbuffer(ctx, mesh, *peeler.rasterize_next_layer(),
+                                                 centers) for _ in range(layers)), spp)
+
+
+def shade_surface(surface: SurfaceLayers, material, light, *,
+                  light_rotation: torch.Tensor | None = None, layered: bool = True
+                  ) -> RenderOutput:
+    """``render_mesh``'s "pbr" image of G-buffers made by ``surface_layers``, over black,
+    without antialiasing: the same colour on every pixel that no edge crosses (silhouettes
+    and the edges where one part hides another are left as the rasterizer covers them).
+    Differentiable in the material and the light."""
+    mask = surface.layers[0].mask
+    lut = _brdf_table(mask.device)
+    light = _oriented(light, light_rotation, mask)
+    premultiplied, remaining = 0.0, 1.0
+    for gb in surface.layers:
+        rgba, _ = _shaded(gb, material, light, lut, "pbr", layered)
+        premultiplied = premultiplied + remaining * rgba
+        remaining = remaining * (1.0 - rgba[..., 3:4])
+    return composite_over(_downsample(premultiplied, surface.spp).flip(1))
 
 
 @functools.lru_cache(maxsize=4)
