@@ -95,6 +95,9 @@ def judge_scene(scene_dir: Path, scales: list[int], samples: int, out: Path) -> 
     material = asset.materials[0]
     shader = TextureMaterial.from_material(material)
     exported = read_ktx2_textures(asset_dir)
+    if not exported:  # without them the fitted levels would be judged as the box levels
+        raise SystemExit(f"{asset_dir}: no KTX2 files (the fit ran without basisu); install "
+                         "it with scripts/install_tools and run the fits again")
     levels = {"box_srgb": engine_levels(shader, srgb_colour=True),
               "box_linear": engine_levels(shader, srgb_colour=False),
               "fitted": {name: chain[1:] for name, chain in exported.items()}}
