@@ -23,6 +23,7 @@ def test_every_preset_fits_a_16_gib_device(preset):
     ({"batch": 10**7}, "batch"), ({"texture_res": 65536}, "texture_res"),
     ({"texture_res": 12000}, "texture_res"), ({"mode": "reconstruct", "grid": 1024}, "grid"),
     ({"batch": 64, "texture_res": 8192, "train_res": 1024}, "batch"),  # together too much
+    ({"batch": 1, "train_res": 2048}, "mip_iterations"),  # the mip fit's views
 ])
 def test_settings_that_cannot_fit_are_refused_with_the_setting_named(settings, named):
     with pytest.raises(UserError, match=named):
@@ -30,6 +31,8 @@ def test_settings_that_cannot_fit_are_refused_with_the_setting_named(settings, n
     with pytest.raises(UserError, match="triangles"):
         check_bounds(parse_settings({}), 16 * GIB, triangles=10**9)
     assert MAX_RES < 65536
+    check_bounds(parse_settings({"batch": 1, "train_res": 2048, "mip_iterations": 0}),
+                 16 * GIB)
 
 
 def test_the_server_refuses_them_at_submit(server, connect):

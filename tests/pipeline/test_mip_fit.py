@@ -11,7 +11,7 @@ from running import config, scene, sky
 
 from diffrec import raster
 from diffrec.camera import orbit_cameras
-from diffrec.color import linear_to_srgb, srgb_to_linear
+from diffrec.color import linear_to_srgb, premultiplied_to_straight, srgb_to_linear
 from diffrec.light.envmap import EnvironmentLight
 from diffrec.mesh.normals import with_vertex_normals
 from diffrec.mesh.primitives import uv_sphere
@@ -19,17 +19,21 @@ from diffrec.mesh.tangents import with_tangents
 from diffrec.pipeline.inputs import Inputs
 from diffrec.pipeline.mip_fit import (
     FIT_VIEWS,
+    TURN,
     box_levels,
     engine_levels,
-    fit_and_check_views,
     fit_mips,
     fit_scales,
+    novel_views,
+    reading,
     start_levels,
 )
 from diffrec.pipeline.run import optimize
+from diffrec.pipeline.views import Views
 from diffrec.protocol.events import PassName, describe
 from diffrec.protocol.settings import Settings
 from diffrec.render.material import TextureMaterial
+from diffrec.render.renderer import render_mesh
 from diffrec.render.texture2d import Texture2D
 
 CTX = raster.RasterContext("cpu", impl="torch")
@@ -61,14 +65,25 @@ def test_level_sizes_halve_to_one_texel_or_stop_at_an_odd_side():
     assert level_sizes(1, 1) == []
 
 
-def test_the_fit_trains_on_some_views_and_is_judged_on_others():
-    cameras = orbit_cameras(20, 3.0, 16)
-    fit, check = fit_and_check_views(cameras)
-    assert len(fit) == len(check) == FIT_VIEWS
-    eyes = {tuple(c.tolist()) for c in fit.camera_to_world[:, :3, 3]}
-    assert not eyes & {tuple(c.tolist()) for c in check.camera_to_world[:, :3, 3]}
-    one = orbit_cameras(1, 3.0, 16)
-    assert fit_and_check_views(one) == (one, one)
+def test_new_views_turn_about_the_centre_and_keep_it_where_the_capture_put_it():
+    centre = torch.tensor([0.3, -0.2, 0.5])
+    cameras = orbit_cameras(5, 3.0, 16, target=centre.tolist())
+    fit = novel_views(cameras, centre, FIT_VIEWS, torch.Generator().manual_seed(1))
+    assert len(fit) == FIT_VIEWS
+    before, after = cameras.centers() - centre, fit.centers() - centre
+    # as far from the centre as the capture's views, each within TURN of one of them, and
+    # not all turned by the same
+    assert torch.allclose(after.norm(dim=-1), before.norm(dim=-1)[0], atol=1e-5)
+    angles = torch.acos((F.normalize(after, dim=-1) @ F.normalize(before, dim=-1).T)
+                        .clamp(-1, 1))
+    nearest = angles.min(dim=1).values
+    assert float(nearest.max()) <= TURN + 1e-4 and float(nearest.std()) > 0.05
+    # the whole camera turns with its centre: it still looks at the centre
+    look = -fit.camera_to_world[:, :3, 2]
+    assert torch.allclose(F.cosine_similarity(look, -after, dim=-1), torch.ones(FIT_VIEWS),
+                          atol=1e-5)
+    # none is a view of the capture
+    assert torch.cdist(fit.centers(), cameras.centers()).min() > 1e-3
 
 
 def test_engine_levels_average_colour_in_linear_or_srgb_encoding():
@@ -122,9 +137,19 @@ def bumpy_sphere(texels: int = 64):
     return mesh, material(kd, ks, normal), light
 
 
+def seen_from(mesh, textures, light, cameras) -> Views:
+    """The views' images: the full-resolution textures (level 0 only) at 4x4 samples a
+    pixel, the truth that picks the levels kept."""
+    with torch.no_grad(), reading(textures, None, mip_bias=-16.0):
+        light.build_mips()
+        out = render_mesh(CTX, mesh, textures, cameras, light, spp=4)
+    return Views(cameras, premultiplied_to_straight(torch.cat([out.color, out.alpha], -1)))
+
+
 def test_fit_beats_the_engines_box_levels_against_supersampled_renders():
     mesh, textures, light = bumpy_sphere()
     cameras = orbit_cameras(16, 3.2, 32, seed=3, elevations_degrees=(-20, 50))
+    seen = seen_from(mesh, textures, light, cameras)
     reports = []
 
     class Heard:
@@ -132,15 +157,16 @@ def test_fit_beats_the_engines_box_levels_against_supersampled_renders():
             reports.append(progress)
 
     settings = Settings(batch=2, log_every=10, seed=0)
-    fit = fit_mips(CTX, mesh, textures, light, cameras, settings, Heard(), iterations=40,
+    fit = fit_mips(CTX, mesh, textures, light, seen, settings, Heard(), iterations=40,
                    passes=2)
     assert fit.scales == fit_scales(cameras) == [0, 1, 2]
-    # the loss is the squared display error on wholly covered pixels against level 0
-    # supersampled, on the 8 views the fit did not train on; box levels flatten the ridges'
-    # highlights, the start widens them (measured 0.944 of the box levels' loss), the fit
-    # does better still (0.922)
-    assert fit.start_loss < 0.96 * fit.box_loss, fit
-    assert fit.kept == "fitted" and fit.loss == fit.fitted_loss < fit.start_loss, fit
+    # the loss is the squared display error on wholly covered pixels against the views'
+    # images (level 0 at 4x4 samples) box-reduced; box levels flatten the ridges'
+    # highlights, the start widens them (0.90 of the box levels' loss), the fit, on views it
+    # makes, does better still (0.72 at seed 0, 0.71-0.73 over seeds 0-2)
+    assert fit.start_loss < 0.95 * fit.box_loss, fit
+    assert fit.kept == "fitted" and fit.loss == fit.fitted_loss < 0.85 * fit.box_loss, fit
+    assert fit.fitted_loss < 0.9 * fit.start_loss, fit
     assert [r.iteration for r in reports] == [10, 20, 30, 40]
     assert all(r.pass_name == PassName.MIPS and r.passes == 2 for r in reports)
     assert describe(reports[0]).startswith("Mip levels · 10/40")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from diffrec.pipeline.trainer import light_rotation
-from diffrec.pipeline.views import Views
+from diffrec.pipeline.views import Views, evenly_spread
 from diffrec.protocol.settings import Settings
 from diffrec.render.material import TextureMaterial
 from diffrec.render.renderer import render_mesh
@@ -50,7 +50,7 @@ def level_albedo_(ctx, mesh, material: TextureMaterial, light, views: Views,
     """
     light.build_mips()
     kd = material.kd.data
-    chosen = torch.linspace(0, len(views) - 1, min(LEVEL_VIEWS, len(views))).round().long()
+    chosen = evenly_spread(LEVEL_VIEWS, len(views))
     cross = torch.zeros(3, dtype=torch.float64)
     square = torch.zeros(3, dtype=torch.float64)
     original = kd[..., :3].clone()

@@ -34,6 +34,9 @@ corners with gradients and Adam's moments, and marching tetrahedra's intermediat
 TRIANGLE_BYTES = 512
 """Per triangle of a starting mesh: corner positions, normals, tangents and UVs with their
 gradients."""
+MIP_FIT_PIXEL_BYTES = 192
+"""Per pixel of each view the mip levels' fit keeps after the passes (``pipeline.mip_fit``:
+a G-buffer of about 27 float32 and a reference of 4, at every scale, x 4/3), rounded up."""
 MAX_RES = 16384
 """Largest train_res and texture_res whatever the memory (image writers' and rasterizers'
 limits)."""
@@ -80,6 +83,15 @@ def check_bounds(settings: Settings, memory_bytes: int, triangles: int | None = 
         name, (_, advice) = max(parts.items(), key=lambda item: item[1][0])
         raise UserError(f"these settings would need about {total / GIB:.1f} GiB of memory "
                         f"together and {have}: {advice} (the largest part is {name})")
+    if settings.material.mip_iterations:  # after the passes: beside the textures only
+        from diffrec.pipeline.mip_fit import FIT_VIEWS, JUDGE_VIEWS
+
+        views = (FIT_VIEWS + JUDGE_VIEWS) * size.train_res ** 2 * rendering.layers
+        needed = views * MIP_FIT_PIXEL_BYTES + parts["texture_res²"][0]
+        if needed > memory_bytes:
+            raise UserError(f"the fit of the mip levels ({FIT_VIEWS + JUDGE_VIEWS} views at "
+                            f"train_res²) would need about {needed / GIB:.1f} GiB of memory "
+                            f"and {have}: lower train_res, or set mip_iterations 0")
 
 
 def check_image_size(settings: Settings, width: int, height: int) -> None:

@@ -308,8 +308,9 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
         _stop_if_asked(reporter, world, "before fitting the mip levels")
         if world.is_main:  # what the asset exports; the other ranks wait at the next stop
             reporter.log("fitting the textures' mip levels…", stage="mips")
-            cameras = poses.corrected(train.cameras) if poses is not None else train.cameras
-            mips = fit_mips(ctx, final_mesh, material, light, cameras, settings,
+            seen = train if poses is None else Views(poses.corrected(train.cameras),
+                                                     train.images, train.names)
+            mips = fit_mips(ctx, final_mesh, material, light, seen, settings,
                             reporter, iterations=mip_steps, passes=second.passes)
             material.mips = mips.levels
     metrics: dict = {"views": [], "psnr_mean": None, "ssim_mean": None}

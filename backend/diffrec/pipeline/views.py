@@ -95,6 +95,12 @@ def _index_tensor(indices, count: int) -> torch.Tensor:
 HELD_OUT_SHARE = 8  # at most one view in 8 is held out (NeRF's and nvdiffrec's LLFF rule)
 
 
+def evenly_spread(count: int, total: int) -> torch.Tensor:
+    """Indices (int64) of up to ``count`` of ``total`` views, evenly spread, first and last
+    included; all of them when there are no more."""
+    return torch.linspace(0, total - 1, min(count, total)).round().long()
+
+
 def held_out_count(count: int, test_views: int) -> int:
     """How many of a capture's ``count`` views (one split) validation holds out:
     ``test_views``, but at most one in ``HELD_OUT_SHARE`` (at least one), so that a small
