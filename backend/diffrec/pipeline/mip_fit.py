@@ -358,8 +358,9 @@ def fit_mips(ctx, mesh, material: TextureMaterial, light, seen: Views,
              learning_rate: float = LEARNING_RATE, passes: int = 1) -> MipFit:
     """Fit ``material``'s mip levels on views made from ``seen`` (the training views, their
     images the truth that picks the levels kept) under ``light`` for ``iterations`` steps
-    (0: the start as it is), ``BATCH`` views a step; progress to
-    ``reporter`` as the pass ``PassName.MIPS``, counted as the last of the job's ``passes``.
+    (0: the start as it is), each shading about as many pixels as ``BATCH`` views at the
+    training size; progress to ``reporter`` as the pass ``PassName.MIPS``, counted as the
+    last of the job's ``passes``.
     ``material`` is left reading what it read before."""
     with _frozen(material, light):
         with torch.no_grad():
