@@ -15,7 +15,7 @@ from diffrec.protocol import images
 from diffrec.protocol.images import LINEAR_THRESHOLD, SRGB_THRESHOLD
 
 __all__ = ["LINEAR_THRESHOLD", "SRGB_THRESHOLD", "linear_to_srgb", "premultiplied_to_straight",
-           "srgb_to_linear"]
+           "srgb_to_linear", "straight_to_premultiplied"]
 
 
 def linear_to_srgb(x):
@@ -43,3 +43,9 @@ def premultiplied_to_straight(rgba):
     covered = alpha > 0
     colour = torch.where(covered, rgba[..., :3] / torch.where(covered, alpha, 1.0), rgba[..., :3])
     return torch.cat([colour, alpha], -1)
+
+
+def straight_to_premultiplied(rgba: torch.Tensor) -> torch.Tensor:
+    """Straight-alpha ``[..., 4]`` RGBA -> premultiplied: colour times alpha (for filtering
+    images whose edges are partly covered)."""
+    return torch.cat([rgba[..., :3] * rgba[..., 3:], rgba[..., 3:]], -1)

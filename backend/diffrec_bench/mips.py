@@ -72,6 +72,7 @@ def judge_scene(scene_dir: Path, scales: list[int], samples: int, out: Path) -> 
     import torch.nn.functional as F
 
     from diffrec import raster
+    from diffrec.color import straight_to_premultiplied
     from diffrec.io import read_gltf, read_image
     from diffrec.io.ktx2_textures import read_ktx2_textures
     from diffrec.pipeline.loading import load_dataset
@@ -110,8 +111,7 @@ def judge_scene(scene_dir: Path, scales: list[int], samples: int, out: Path) -> 
     light_res = json.loads((asset_dir / "metrics.json").read_text())["settings"]["light_res"]
     ctx = raster.RasterContext("cpu", impl="torch")
     held_out = load_dataset(dataset, "test")  # the object itself, as the suite rendered it
-    seen = torch.cat([held_out.images[..., :3] * held_out.images[..., 3:],
-                      held_out.images[..., 3:]], -1).permute(0, 3, 1, 2)
+    seen = straight_to_premultiplied(held_out.images).permute(0, 3, 1, 2)
     scores, object_scores, strips = {}, {}, []
     for scale in scales:
         side = size >> scale

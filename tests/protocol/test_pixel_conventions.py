@@ -35,7 +35,7 @@ def test_torch_versions_compute_the_protocol_formulas(name):
     assert isinstance(getattr(color, name)(x), np.ndarray), "numpy in, numpy out"
 
 
-def test_premultiplied_to_straight_divides_where_covered_and_keeps_the_rest():
+def test_premultiplied_to_straight_divides_where_covered_and_keeps_the_rest_and_back():
     rng = np.random.default_rng(0)
     straight = rng.random((5, 6, 4)).astype(np.float32)
     straight[0, :, 3] = 0.0  # uncovered: colour kept as it is
@@ -47,6 +47,9 @@ def test_premultiplied_to_straight_divides_where_covered_and_keeps_the_rest():
     np.testing.assert_array_equal(back[0], premultiplied[0])
     torch.testing.assert_close(color.premultiplied_to_straight(torch.from_numpy(premultiplied)),
                                torch.from_numpy(back))
+    # and back: straight to premultiplied is the product it was made with
+    torch.testing.assert_close(color.straight_to_premultiplied(torch.from_numpy(straight)),
+                               torch.from_numpy(premultiplied))
     with pytest.raises(ValueError, match="RGBA"):
         images.premultiplied_to_straight(straight[..., :3])
 

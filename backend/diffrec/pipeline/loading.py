@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from diffrec.camera import capture_cameras
-from diffrec.color import premultiplied_to_straight
+from diffrec.color import premultiplied_to_straight, straight_to_premultiplied
 from diffrec.errors import UserError, one_line
 from diffrec.io import read_image, write_image
 from diffrec.pipeline.auto_masks import make_masks
@@ -156,7 +156,7 @@ def _with_mask(image: torch.Tensor, mask_path: Path) -> torch.Tensor:
 def _undistorted(frame, image: torch.Tensor) -> torch.Tensor:
     """``image`` [H, W, 4] straight RGBA as ``frame.pinhole`` sees it (``Frame.undistort``,
     resampled with premultiplied alpha)."""
-    premultiplied = torch.cat([image[..., :3] * image[..., 3:], image[..., 3:]], -1)
+    premultiplied = straight_to_premultiplied(image)
     return premultiplied_to_straight(torch.from_numpy(frame.undistort(premultiplied.numpy())))
 
 

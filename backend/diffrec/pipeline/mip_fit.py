@@ -47,7 +47,7 @@ import torch
 import torch.nn.functional as F
 
 from diffrec.camera import Cameras
-from diffrec.color import linear_to_srgb, srgb_to_linear
+from diffrec.color import linear_to_srgb, srgb_to_linear, straight_to_premultiplied
 from diffrec.io.mips import halved
 from diffrec.pipeline.pose_refinement import rotation_matrices
 from diffrec.pipeline.reporter import Progress, Reporter
@@ -290,9 +290,7 @@ def _box_reduced(premultiplied: torch.Tensor, scales: list[int]) -> dict[int, to
 def _seen(views: Views, scales: list[int]) -> dict[int, torch.Tensor]:
     """{scale: ``views``' own images box-reduced by ``2^scale``}: what the cameras saw, from
     that much further."""
-    images = views.images
-    return _box_reduced(torch.cat([images[..., :3] * images[..., 3:], images[..., 3:]], -1),
-                        scales)
+    return _box_reduced(straight_to_premultiplied(views.images), scales)
 
 
 def _loss(out, reference: torch.Tensor) -> torch.Tensor:
