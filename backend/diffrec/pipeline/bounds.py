@@ -36,7 +36,8 @@ TRIANGLE_BYTES = 512
 gradients."""
 MIP_FIT_PIXEL_BYTES = 192
 """Per pixel of each view the mip levels' fit keeps after the passes (``pipeline.mip_fit``:
-a G-buffer of about 27 float32 and a reference of 4, at every scale, x 4/3), rounded up."""
+a G-buffer of about 27 float32 and a reference of 4, at every scale, x 4/3), rounded up; its
+views from half the training size down count a quarter."""
 MAX_RES = 16384
 """Largest train_res and texture_res whatever the memory (image writers' and rasterizers'
 limits)."""
@@ -84,12 +85,13 @@ def check_bounds(settings: Settings, memory_bytes: int, triangles: int | None = 
         raise UserError(f"these settings would need about {total / GIB:.1f} GiB of memory "
                         f"together and {have}: {advice} (the largest part is {name})")
     if settings.material.mip_iterations:  # after the passes: beside the textures only
-        from diffrec.pipeline.mip_fit import FIT_VIEWS, JUDGE_VIEWS
+        from diffrec.pipeline.mip_fit import FIT_VIEWS, FULL_SIZE_VIEWS, JUDGE_VIEWS
 
-        views = (FIT_VIEWS + JUDGE_VIEWS) * size.train_res ** 2 * rendering.layers
-        needed = views * MIP_FIT_PIXEL_BYTES + parts["texture_res²"][0]
+        views = FULL_SIZE_VIEWS + JUDGE_VIEWS + FIT_VIEWS // 4  # those from half the size
+        pixels = views * size.train_res ** 2 * rendering.layers
+        needed = pixels * MIP_FIT_PIXEL_BYTES + parts["texture_res²"][0]
         if needed > memory_bytes:
-            raise UserError(f"the fit of the mip levels ({FIT_VIEWS + JUDGE_VIEWS} views at "
+            raise UserError(f"the fit of the mip levels (as much as {views} views at "
                             f"train_res²) would need about {needed / GIB:.1f} GiB of memory "
                             f"and {have}: lower train_res, or set mip_iterations 0")
 
