@@ -25,11 +25,11 @@ reduced to that size.
   views learn the asset rather than a few views' highlights. The G-buffers of every view and
   scale are rasterized once (``render.renderer.surface_layers``); a step only shades. Of the
   fitted levels, the start and the box levels, the one whose renders of the training views
-  (``JUDGE_VIEWS`` at most) come closest at every scale to their images, box-reduced (what
-  the cameras saw, from further away), is kept: never further from the object than what an
-  engine builds, on those views. (Judged instead against the asset rendered by Cycles on
-  held-out views, the quality suite's glossy mug still prefers box levels at 1/2 and 1/4:
-  docs/BENCHMARKS.md.)
+  (``JUDGE_VIEWS`` at most) come closest at every scale from half their size down (where the
+  levels are read) to their images, box-reduced (what the cameras saw, from further away),
+  is kept: never further from the object than what an engine builds, on those views.
+  (Judged instead against the asset rendered by Cycles on held-out views, the quality
+  suite's glossy mug is still a little below box levels at 1/2: docs/BENCHMARKS.md.)
 
 Levels follow ``TextureMaterial.mips``: ``[h, w, C]`` float32, halving until 1x1 (a side of 1
 stays 1) or until a side is odd; kd and ks within their ranges, normals unit vectors.
@@ -336,8 +336,8 @@ class MipFit:
     """What ``fit_mips`` made: ``levels`` for ``TextureMaterial.mips``, the lowest in loss of
     the fitted levels, the start and the engine's linear box levels (``kept`` says which:
     "fitted", "start" or "box"); that loss (mean squared display error on wholly covered
-    pixels against the training images box-reduced, over every scale) of each; ``scales``;
-    ``seconds``."""
+    pixels against the training images box-reduced, over every scale of ``scales`` from the
+    second, or the only one) of each; ``scales``; ``seconds``."""
 
     levels: dict[str, list[torch.Tensor]]
     kept: str
@@ -388,7 +388,7 @@ def _fit(ctx, mesh, material: TextureMaterial, light, seen: Views, settings: Set
     if len(scales) > 1:
         views |= render.views(fit_cameras, references(render, fit_cameras, scales[1:]))
     judged = seen.subset(evenly_spread(JUDGE_VIEWS, len(seen)))
-    judges = render.views(judged.cameras, _seen(judged, scales))
+    judges = render.views(judged.cameras, _seen(judged, scales[1:] or scales))
     fitted = _Levels(start_levels(material)).to(cameras.device)
     candidates = {"box": engine_levels(material, srgb_colour=False),
                   "start": {name: [level.detach().clone() for level in chain]
