@@ -22,8 +22,8 @@ the same container, printed beside.
 Scores are PSNR (dB, sRGB peak 1) over the pixels wholly covered in both images (the levels
 change nothing else); the mean over the held-out views of each scene. Writes
 ``bench_mips.json`` (command, every scene's scores, the summary against issue 51's targets)
-and ``<scene>.png`` (the first held-out view at each size: sRGB box | linear box | fitted |
-Cycles, enlarged) into ``--out``.
+and ``<scene>.png`` (the first held-out view at each size: sRGB box | linear box | linear box
+through KTX2 | fitted | Cycles, enlarged) into ``--out``.
 """
 
 from __future__ import annotations
