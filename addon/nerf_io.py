@@ -66,12 +66,15 @@ class DIFFREC_OT_import_nerf(bpy.types.Operator):
 class DatasetWriter:
     """Writes ``cameras``' renders as a NeRF-style dataset in ``root`` in steps (main thread
     only): one view rendered and saved as ``train/r_<i>.png`` per ``step``, then
-    ``transforms_train.json``; ``written`` lists the images so far."""
+    ``transforms_train.json``; ``written`` lists the images so far. The render data is kept
+    between the views until the last is written or ``release`` (``export_scene.KeptRenderData``).
+    """
 
     def __init__(self, scene, cameras: list, root: Path):
         self.scene, self.cameras, self.root = scene, cameras, root
         self.size = export_scene.render_size(scene)
         self.written: list[Path] = []
+        self.render_data = export_scene.KeptRenderData(scene)
         (root / "train").mkdir(parents=True, exist_ok=True)
 
     def step(self) -> bool:
@@ -79,9 +82,11 @@ class DatasetWriter:
         index = len(self.written)
         if index < len(self.cameras):
             path = self.root / "train" / f"r_{index}.png"
+            self.render_data.keep()
             save_png(export_scene.render_view(self.scene, self.cameras[index], self.size), path)
             self.written.append(path)
             return False
+        self.render_data.release()
         poses, intrinsics = export_scene.export_cameras(self.cameras, self.scene, self.size)
         protocol().captures.write_nerf(self.root / "transforms_train.json", self.written, poses,
                                        *self.size, intrinsics[0, :4])
@@ -118,7 +123,11 @@ class DIFFREC_OT_export_nerf(pump.Pumped, bpy.types.Operator):
     def stop(self, context) -> None:
         self._stopped = True
 
+    def abandon(self, context) -> None:
+        self._writer.render_data.release()
+
     def finish(self, context) -> set:
+        self._writer.render_data.release()  # stopped: the last view's release did not come
         count, root = len(self._writer.written), self._writer.root
         if self._stopped:
             self.report({"INFO"}, f"stopped after {count} views: {root} has no transforms file")

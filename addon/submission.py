@@ -119,6 +119,7 @@ class SubmissionBuilder:
         self._baker: bake_start.MapBaker | None = None
         self._start_renders: list[np.ndarray] = []
         self._baked_material: bpy.types.Material | None = None  # the copy's, for its renders
+        self._render_data = export_scene.KeptRenderData(self.scene)  # through each run of renders
 
     @property
     def steps(self) -> int:
@@ -169,7 +170,9 @@ class SubmissionBuilder:
 
     def close(self) -> None:
         """Remove what the builder added to the scene (the baked copy, the bake's own
-        leftovers); safe to call at any point, and more than once."""
+        leftovers) and put its Persistent Data setting back; safe to call at any point, and
+        more than once."""
+        self._render_data.release()
         if self._baker is not None:
             self._baker.close()
         if self._baked_material is not None:
@@ -201,11 +204,13 @@ class SubmissionBuilder:
             return (images, *export_scene.export_cameras(self.cameras, self.scene, size))
         size = training_size(self.scene, self.choices.train_resolution)
         camera = self.cameras[len(self._views)]
+        self._render_data.keep()
         with subjects.hidden_from_render(self._hidden()):
             image = export_scene.render_view(self.scene, camera, size)
         self._views.append((image, *export_scene.export_camera(camera, self.scene, size)))
         if len(self._views) < len(self.cameras):
             return None
+        self._render_data.release()  # before the bake, which renders its own way
         images, poses, intrinsics = (np.stack(column) for column in zip(*self._views,
                                                                           strict=True))
         return images, poses.astype(np.float32), intrinsics.astype(np.float32)
@@ -224,6 +229,7 @@ class SubmissionBuilder:
                   if obj.type in subjects.GEOMETRY_TYPES and obj != start]
         size = training_size(self.scene, self.choices.train_resolution)
         camera = self.cameras[len(self._start_renders)]
+        self._render_data.keep()
         with subjects.hidden_from_render(others), _temporarily(start, hide_render=False):
             return export_scene.render_view(self.scene, camera, size)
 

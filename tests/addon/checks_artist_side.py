@@ -336,7 +336,9 @@ def check_export_nerf_is_in_file_export_and_renders_one_view_per_step():
                 assert writer.step() is False
                 assert RENDERS == [camera.name for camera in cameras[: view + 1]], RENDERS
                 assert not (Path(folder) / "transforms_train.json").exists()
+            assert scene.render.use_persistent_data is True  # kept between the views
             assert writer.step() is True and len(RENDERS) == 3
+            assert scene.render.use_persistent_data is False  # the scene's own, back
             assert (Path(folder) / "transforms_train.json").exists()
             assert sorted(p.name for p in (Path(folder) / "train").iterdir()) == [
                 "r_0.png", "r_1.png", "r_2.png"]

@@ -259,4 +259,53 @@ def check_render_is_straight_alpha_and_top_down():
     assert np.all(image[..., :3][image[..., 3] == 0] == 0)
 
 
+
+def _persistent_flags(flags: list):
+    """A render_pre handler appending the scene's Persistent Data setting at each render."""
+    def record(scene, *_args):
+        flags.append(scene.render.use_persistent_data)
+    return record
+
+
+def check_render_views_keep_the_render_data_with_the_same_pixels():
+    """Three views rendered as a run (Persistent Data on for them, the scene's setting back
+    afterwards, either way) equal, pixel for pixel, the same views rendered one by one with
+    it off; a change between runs (the cube hidden) is seen by the next run."""
+    scene = bpy.context.scene
+    scene.render.engine = "CYCLES"
+    scene.cycles.device, scene.cycles.samples = "CPU", 4
+    scene.cycles.use_denoising = False
+    bpy.ops.mesh.primitive_ico_sphere_add(radius=0.6, subdivisions=3)
+    bpy.ops.mesh.primitive_cube_add(size=0.4, location=(0.7, 0.0, 0.0))
+    cube = bpy.context.active_object
+    cameras = []
+    for index in range(3):
+        camera = _camera(scene, lens=35.0)
+        camera.scale = (1, 1, 1)
+        angle = 2 * math.pi * index / 3
+        camera.location = (4 * math.sin(angle), -4 * math.cos(angle), 0.5)
+        camera.rotation_euler = (math.radians(83), 0.0, angle)
+        cameras.append(camera)
+    bpy.context.view_layer.update()
+    flags: list = []
+    bpy.app.handlers.render_pre.append(_persistent_flags(flags))
+    try:
+        one_by_one = np.stack([export_scene.render_view(scene, camera, (32, 24))
+                               for camera in cameras])
+        assert flags == [False] * 3, flags
+        flags.clear()
+        kept = export_scene.render_views(scene, cameras, (32, 24))
+        assert flags == [True] * 3, flags
+        assert scene.render.use_persistent_data is False
+        assert np.array_equal(kept, one_by_one), np.abs(kept - one_by_one).max()
+        cube.hide_render = True
+        scene.render.use_persistent_data = True  # the artist's own setting, kept as it is
+        without_cube = export_scene.render_views(scene, cameras, (32, 24))
+        assert scene.render.use_persistent_data is True
+        assert np.abs(without_cube - kept).max() > 0.5, "the cube's removal was not seen"
+    finally:
+        bpy.app.handlers.render_pre.clear()
+        scene.render.use_persistent_data = False
+
+
 harness.main(globals())

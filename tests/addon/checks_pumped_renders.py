@@ -72,14 +72,17 @@ def _snapshot(scene) -> dict:
                          if image.type != "RENDER_RESULT"),
         "meshes": sorted(mesh.name for mesh in bpy.data.meshes),
         "jobs": len(scene.diffrec.jobs),
+        "persistent data": render.use_persistent_data,
     }
 
 
 class _Run:
-    """A JobRun of a fresh builder with a recording connection; counts the renders."""
+    """A JobRun of a fresh builder with a recording connection; counts the renders and
+    records the scene's Persistent Data setting at each (``kept``)."""
 
     def __init__(self, scene):
         self.submitted, self.connections, self.renders, self.reports = [], [], [], []
+        self.kept = []
         bpy.app.handlers.render_post.append(self._rendered)
         builder = SubmissionBuilder(bpy.context, scene.diffrec)
         self.run = follow.JobRun(uuid.uuid4().hex, self._connect,
@@ -87,6 +90,7 @@ class _Run:
 
     def _rendered(self, *_args):
         self.renders.append(bpy.context.scene.camera.name)
+        self.kept.append(bpy.context.scene.render.use_persistent_data)
 
     def _connect(self):
         self.connections.append(True)
@@ -110,6 +114,8 @@ def check_one_view_per_tick_with_progress_then_the_job_is_sent():
             assert abs(settings.progress - 100 * view / (VIEWS + 1)) < 1e-4, settings.progress
             assert not pump.connections and len(settings.jobs) == 0, "nothing sent yet"
         assert settings.status == "exporting mesh and light", settings.status
+        assert pump.kept == [True] * VIEWS, "the render data kept through the targets"
+        assert scene.render.use_persistent_data is False, "the scene's setting back after them"
         assert pump.run.tick(bpy.context) is False  # the mesh and the world: no render
         assert len(pump.renders) == VIEWS  # the session starts now, on its worker thread
         assert settings.status == "submitting" and settings.jobs[-1].job_id == pump.run.job
@@ -139,7 +145,7 @@ def check_cancel_half_way_sends_nothing_and_leaves_the_scene_as_it_was():
         assert follow.pump_jobs() == pump_module.TICK_S
         assert follow.pump_jobs() == pump_module.TICK_S
         assert len(pump.renders) == 2
-        assert _snapshot(scene) == before, (_snapshot(scene), before)
+        assert _snapshot(scene) == {**before, "persistent data": True}, (_snapshot(scene), before)
         assert bpy.ops.diffrec.cancel() == {"FINISHED"}  # the panel's Cancel button
         assert follow.pump_jobs() is None, "the run ends at the next tick, and the pump with it"
         assert pump.run.job not in follow.jobs
@@ -219,6 +225,7 @@ def check_a_selected_start_beside_the_reference_is_rendered_alone_after_the_targ
             assert pump.run.tick(bpy.context) is False
         assert scene.diffrec.status == "exporting mesh and light", scene.diffrec.status
         assert pump.renders == [f"cam{index}" for index in range(VIEWS)] * 2, pump.renders
+        assert pump.kept == [True] * (2 * VIEWS), pump.kept
         assert pump.run.tick(bpy.context) is False and pump.run.tick(bpy.context, True) is True
         (_job, _spec, arrays), = pump.submitted
         targets, start = arrays["images"], arrays["start_images"]
@@ -227,6 +234,7 @@ def check_a_selected_start_beside_the_reference_is_rendered_alone_after_the_targ
         covered = start[..., 3].sum(axis=(1, 2)), targets[..., 3].sum(axis=(1, 2))
         assert np.all(covered[0] > 2 * covered[1]), covered
         assert {obj.name: obj.hide_render for obj in scene.objects} == flags
+        assert scene.render.use_persistent_data is False
     finally:
         pump.close()
         addon.unregister()
