@@ -74,7 +74,7 @@ def find_poses(folder: str | Path, *, max_image_size: int = 1600, max_features: 
     with tempfile.TemporaryDirectory(prefix="diffrec-poses-") as scratch:
         database = Path(scratch) / "database.db"
         _extract(pycolmap, database, folder / "images", photos, max_image_size, max_features)
-        _match(pycolmap, database, len(photos), matcher)
+        _match(pycolmap, database, len(photos), matcher, seed)
         reconstruction = _map(pycolmap, database, folder / "images", Path(scratch) / "sparse",
                               len(photos), seed)
         model = folder / "sparse" / "0"
@@ -152,8 +152,11 @@ def _extract(pycolmap, database: Path, images: Path, photos: list[Path], max_ima
              *(int(f(counts)) if len(counts) else 0 for f in (np.median, np.min, np.max)))
 
 
-def _match(pycolmap, database: Path, count: int, matcher: str) -> None:
-    """Matches between the photos' features, verified by two-view geometry."""
+def _match(pycolmap, database: Path, count: int, matcher: str, seed: int) -> None:
+    """Matches between the photos' features, verified by two-view geometry (its RANSAC
+    seeded by ``seed``: unseeded, which pairs pass could change from run to run)."""
+    verification = pycolmap.TwoViewGeometryOptions()
+    verification.ransac.random_seed = seed
     if matcher not in MATCHERS:
         raise UserError(f"matcher {matcher!r}: give one of {', '.join(MATCHERS)}")
     sequential = matcher == "sequential" or (matcher == "auto" and count > EXHAUSTIVE_LIMIT)
@@ -162,10 +165,11 @@ def _match(pycolmap, database: Path, count: int, matcher: str) -> None:
                  count, SEQUENTIAL_OVERLAP)
         pairing = pycolmap.SequentialPairingOptions()
         pairing.overlap = SEQUENTIAL_OVERLAP
-        pycolmap.match_sequential(database, pairing_options=pairing)
+        pycolmap.match_sequential(database, pairing_options=pairing,
+                                  verification_options=verification)
     else:
         log.info("poses: matching all %d pairs of %d photos", count * (count - 1) // 2, count)
-        pycolmap.match_exhaustive(database)
+        pycolmap.match_exhaustive(database, verification_options=verification)
     with pycolmap.Database.open(str(database)) as db:
         pairs = db.num_verified_image_pairs()
     log.info("poses: %d pairs of photos share enough features", pairs)
@@ -177,7 +181,8 @@ def _map(pycolmap, database: Path, images: Path, scratch: Path, count: int, seed
     scratch.mkdir()
     options = pycolmap.IncrementalPipelineOptions()
     options.min_model_size = MIN_PHOTOS
-    options.random_seed = seed
+    options.random_seed = options.mapper.random_seed = seed
+    options.triangulation.random_seed = seed
     for name, value in REGISTRATION.items():
         setattr(options.mapper, name, value)
     registered = 0
