@@ -145,13 +145,22 @@ def for_scene(context, settings) -> Estimate | None:
     return estimate(triangles=triangles, vertices=vertices,
                     views=len(validate.target_cameras(context, settings)), width=width,
                     height=height, envmap=_envmap_size(context.scene), batch=settings.batch,
-                    iterations=settings.iterations,
+                    iterations=_pass_iterations(settings, start),
                     passes=2 if settings.mode == "reconstruct" else 1,
                     plateau_window=panel_fields.plateau_window(settings.preset, settings.mode),
                     path_iterations=_path_iterations() if traced else 0,
                     seconds_per_megapixel=settings.seconds_per_megapixel,
                     start_renders=sent and subjects.renders_start(
                         settings.target_source, start, selected, reference))
+
+
+def _pass_iterations(settings, start: str | None) -> int:
+    """The panel's Iterations, or fewer from a baked start in refine: the backend's
+    ``given_start_iterations`` (the panel does not set it)."""
+    cap = protocol().settings.FIELDS["given_start_iterations"].default
+    if settings.mode == "refine" and start == "BAKED" and cap:
+        return min(settings.iterations, cap)
+    return settings.iterations
 
 
 def _path_iterations() -> int:

@@ -171,6 +171,33 @@ def check_the_estimate_counts_the_start_renders_in_the_upload():
         addon.unregister()
 
 
+def check_a_baked_start_in_refine_is_estimated_at_its_shorter_pass():
+    """Refine from a baked copy runs at most given_start_iterations, where the stopping rule
+    would run a selected start's pass on: the estimate counts that many, at the same speed."""
+    scene = bpy.context.scene
+    bpy.ops.mesh.primitive_cube_add()
+    bpy.context.active_object.select_set(True)
+    scenes.cameras_around(scene, 4, radius=4.0, height=1.0)
+    import addon
+
+    addon.register()
+    try:
+        settings = scene.diffrec
+        settings.preset, settings.mode = "PREVIEW", "refine"
+        settings.start_from = "SELECTED"
+        selected = estimate.for_scene(bpy.context, settings)
+        settings.start_from = "BAKED"
+        baked = estimate.for_scene(bpy.context, settings)
+        wire = protocol().settings
+        cap = wire.FIELDS["given_start_iterations"].default
+        assert 0 < cap < wire.expected_iterations(settings.iterations,
+                                                  wire.PRESETS["preview"]["plateau_window"])
+        assert baked.seconds == baked.longest_seconds, "the cap comes before the rule's window"
+        per_iteration = selected.longest_seconds / settings.iterations
+        assert abs(baked.seconds - cap * per_iteration) < 1e-6 * baked.seconds, (baked, selected)
+    finally:
+        addon.unregister()
+
 def check_path_traced_shading_adds_its_pass_to_the_estimate_not_to_the_learned_speed():
     scene = bpy.context.scene
     bpy.ops.mesh.primitive_cube_add()

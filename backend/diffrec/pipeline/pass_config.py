@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass
 
 from diffrec.protocol.events import PassName
-from diffrec.protocol.settings import BOOKKEEPING, FIELDS, Settings
+from diffrec.protocol.settings import BOOKKEEPING, FIELDS, Settings, textured_pass_iterations
 
 PATH_TRACING = tuple(name for name, spec in FIELDS.items()
                      if spec.metadata["section"] == "path_tracing")
@@ -193,14 +193,15 @@ def textured_pass(settings: Settings, *, clips_white: bool, given_start: bool,
     ``schedule`` "nvdiffrec", in every mode); the surface at its own rate (unless "nvdiffrec")
     where it starts close: reconstruct's pass-1 mesh, and at ``given_start_learning_rate``
     refine's given start (``given_start``: a mesh given with its textures, e.g. the reference
-    decimated and baked); the light learned unless fixed or locked after pass 1; textures held
-    to a given start by ``start_prior``."""
+    decimated and baked), for at most ``given_start_iterations`` there; the light learned
+    unless fixed or locked after pass 1; textures held to a given start by ``start_prior``."""
     schedule, mode = settings.schedule, settings.run.mode
     nvdiffrec, reconstruct = schedule.kind == "nvdiffrec", mode == "reconstruct"
     path_traced = settings.path_tracing.renderer == "path-traced"
     passes = 2 if reconstruct or path_traced else 1
     return pass_config(
-        settings, name=PassName.TEXTURES, iterations=settings.size.iterations,
+        settings, name=PassName.TEXTURES,
+        iterations=textured_pass_iterations(settings, given_start),
         learning_rate=schedule.learning_rate[1],
         warmup=schedule.warmup_iterations if reconstruct or nvdiffrec else 0,
         learn_light=_learns_light_after_pass_1(settings),

@@ -57,7 +57,7 @@ from diffrec.pipeline.scoring import Validation, score_views
 from diffrec.pipeline.trainer import Pass, PassTrainer
 from diffrec.pipeline.unwrap import has_usable_uvs, with_uvs
 from diffrec.pipeline.views import Views, at_longest_side
-from diffrec.protocol.settings import PATH_TRACED_COST, Settings
+from diffrec.protocol.settings import PATH_TRACED_COST, Settings, textured_pass_iterations
 from diffrec.render.material import FLAT_NORMAL, NeuralSurface, TextureMaterial
 from diffrec.render.texture2d import Texture2D
 
@@ -272,8 +272,9 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
                                 along_normals=moves_along_normals(settings, given_start)
                                 ).to(torch_device)
     path_traced = path.renderer == "path-traced"
-    # never longer than a pass
-    mip_steps = min(settings.material.mip_iterations, settings.size.iterations)
+    # never longer than the pass
+    mip_steps = min(settings.material.mip_iterations,
+                    textured_pass_iterations(settings, given_start))
     mip_cost = mip_steps * STEP_COST  # in rasterized iterations
     path_cost = path.iterations * PATH_TRACED_COST if path_traced else 0.0
     config = textured_pass(settings, clips_white=clips_white, given_start=given_start,

@@ -219,6 +219,12 @@ class ScheduleSettings(_Record):
     given_start_learning_rate: float = _schedule(
         0.0003, "refine from a mesh given with its textures (the reference decimated and "
         "baked): its vertices' rate, scene units", minimum=0)
+    # such a start begins where the bake ends: refine's gains over it come in the first 100
+    # iterations, the stopping rule's noisy window ran the chair on to 330 for +0.01 dB in
+    # twice the time (docs/BENCHMARKS.md, "Against Blender's own route, round five")
+    given_start_iterations: int = _schedule(
+        100, "refine from a mesh given with its textures: its pass's most iterations (at most "
+        "iterations; 0: iterations, as any pass)", minimum=0)
     # poses found from photos are off by a pixel or more at the training size
     # (docs/BENCHMARKS.md, "Poses refined with the fit")
     refine_poses: str = _schedule("auto", "correct the training views' poses with the fit: "
@@ -569,6 +575,17 @@ def preset_values(preset: str, mode: str) -> dict[str, Any]:
     if mode != "reconstruct" and preset in ONE_PASS_ITERATIONS:
         values["iterations"] = ONE_PASS_ITERATIONS[preset]
     return values
+
+
+def textured_pass_iterations(settings: Settings, given_start: bool) -> int:
+    """The most iterations of the textured pass (materials' and refine's one, reconstruct's
+    second): ``iterations``, or ``given_start_iterations`` where fewer and the start is a mesh
+    given with its textures in refine (``given_start``)."""
+    iterations = settings.size.iterations
+    cap = settings.schedule.given_start_iterations
+    if given_start and settings.run.mode == "refine" and cap:
+        return min(iterations, cap)
+    return iterations
 
 
 def expected_iterations(iterations: int, plateau_window: int, done: int = 0) -> int:
