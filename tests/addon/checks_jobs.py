@@ -6,6 +6,7 @@ The checks named ``check_live_*`` need DIFFREC_SERVER (tcp://127.0.0.1:PORT of a
 ``diffrec serve``, started by test_job_queue.py); the others need no server.
 """
 
+import contextlib
 import json
 import os
 import sys
@@ -49,6 +50,22 @@ def _disable():
 def _update(kind, fields, arrays=None):
     """An update as the job session posts it: the event typed as the protocol reads it."""
     return protocol().events.parse(kind, fields, arrays)
+
+
+@contextlib.contextmanager
+def _selected_cube_seen_by_four_cameras():
+    """A selected cube, four cameras around it, the add-on on for the block: its settings."""
+    scene = bpy.context.scene
+    bpy.ops.mesh.primitive_cube_add()
+    bpy.context.active_object.select_set(True)
+    scenes.cameras_around(scene, 4, radius=4.0, height=1.0)
+    import addon
+
+    addon.register()
+    try:
+        yield scene.diffrec
+    finally:
+        addon.unregister()
 
 
 def _new_entry(job, state="submitting", name="ball"):
@@ -174,15 +191,7 @@ def check_the_estimate_counts_the_start_renders_in_the_upload():
 def check_a_baked_start_in_refine_is_estimated_at_its_shorter_pass():
     """Refine from a baked copy runs at most given_start_iterations, where the stopping rule
     would run a selected start's pass on: the estimate counts that many, at the same speed."""
-    scene = bpy.context.scene
-    bpy.ops.mesh.primitive_cube_add()
-    bpy.context.active_object.select_set(True)
-    scenes.cameras_around(scene, 4, radius=4.0, height=1.0)
-    import addon
-
-    addon.register()
-    try:
-        settings = scene.diffrec
+    with _selected_cube_seen_by_four_cameras() as settings:
         settings.preset, settings.mode = "PREVIEW", "refine"
         settings.start_from = "SELECTED"
         selected = estimate.for_scene(bpy.context, settings)
@@ -195,19 +204,10 @@ def check_a_baked_start_in_refine_is_estimated_at_its_shorter_pass():
         assert baked.seconds == baked.longest_seconds, "the cap comes before the rule's window"
         per_iteration = selected.longest_seconds / settings.iterations
         assert abs(baked.seconds - cap * per_iteration) < 1e-6 * baked.seconds, (baked, selected)
-    finally:
-        addon.unregister()
+
 
 def check_path_traced_shading_adds_its_pass_to_the_estimate_not_to_the_learned_speed():
-    scene = bpy.context.scene
-    bpy.ops.mesh.primitive_cube_add()
-    bpy.context.active_object.select_set(True)
-    scenes.cameras_around(scene, 4, radius=4.0, height=1.0)
-    import addon
-
-    addon.register()
-    try:
-        settings = scene.diffrec
+    with _selected_cube_seen_by_four_cameras() as settings:
         settings.preset, settings.mode = "PREVIEW", "materials"
         fast = estimate.for_scene(bpy.context, settings)
         settings.shading = "path-traced"
@@ -242,8 +242,6 @@ def check_path_traced_shading_adds_its_pass_to_the_estimate_not_to_the_learned_s
         scene_updates.learn_speed(settings, entry, _update(
             "progress", {**fields, "pass": "path-traced", "eta_s": 90.0}))
         assert abs(settings.seconds_per_megapixel - 2.0) < 1e-6, settings.seconds_per_megapixel
-    finally:
-        addon.unregister()
 
 
 def check_a_submit_that_never_reaches_the_server_ends_failed_and_is_removed():
