@@ -259,7 +259,6 @@ def check_render_is_straight_alpha_and_top_down():
     assert np.all(image[..., :3][image[..., 3] == 0] == 0)
 
 
-
 def _persistent_flags(flags: list):
     """A render_pre handler appending the scene's Persistent Data setting at each render."""
     def record(scene, *_args):
@@ -288,7 +287,8 @@ def check_render_views_keep_the_render_data_with_the_same_pixels():
         cameras.append(camera)
     bpy.context.view_layer.update()
     flags: list = []
-    bpy.app.handlers.render_pre.append(_persistent_flags(flags))
+    recorder = _persistent_flags(flags)
+    bpy.app.handlers.render_pre.append(recorder)
     try:
         one_by_one = np.stack([export_scene.render_view(scene, camera, (32, 24))
                                for camera in cameras])
@@ -304,7 +304,7 @@ def check_render_views_keep_the_render_data_with_the_same_pixels():
         assert scene.render.use_persistent_data is True
         assert np.abs(without_cube - kept).max() > 0.5, "the cube's removal was not seen"
     finally:
-        bpy.app.handlers.render_pre.clear()
+        bpy.app.handlers.render_pre.remove(recorder)
         scene.render.use_persistent_data = False
 
 

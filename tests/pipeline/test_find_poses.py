@@ -46,7 +46,6 @@ def test_every_photo_gets_the_pose_it_was_taken_from(capture):
     _assert_true_cameras(folder, cameras)
 
 
-
 def test_the_same_photos_give_the_same_poses(capture, tmp_path):
     """Every random step (the pairs' RANSAC, the mapper's) is seeded: a second run on a copy
     of the photos finds the same cameras, up to the world frame COLMAP picks (with the

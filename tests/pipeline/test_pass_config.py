@@ -149,6 +149,7 @@ def test_refine_from_a_start_given_with_its_textures_is_a_short_pass():
     assert iterations(True, given_start_iterations=0) == 1000, "0: as any pass"
     assert iterations(True, mode="materials") == 1000, "refine's vertices only"
 
+
 def test_a_start_given_with_its_textures_moves_along_its_normals_unless_told():
     def along(given_start, **changes):
         return moves_along_normals(parse_settings({"mode": "refine", **changes}), given_start)
