@@ -14,8 +14,11 @@ import torch
 from diffrec.protocol import images
 from diffrec.protocol.images import LINEAR_THRESHOLD, SRGB_THRESHOLD
 
-__all__ = ["LINEAR_THRESHOLD", "SRGB_THRESHOLD", "linear_to_srgb", "premultiplied_to_straight",
-           "srgb_to_linear", "straight_to_premultiplied"]
+__all__ = ["LINEAR_THRESHOLD", "LUMINANCE", "SRGB_THRESHOLD", "linear_to_srgb", "luminance",
+           "premultiplied_to_straight", "srgb_to_linear", "straight_to_premultiplied"]
+
+LUMINANCE = (0.2126, 0.7152, 0.0722)
+"""Rec. 709 weights of linear R, G and B in luminance."""
 
 
 def linear_to_srgb(x):
@@ -49,3 +52,8 @@ def straight_to_premultiplied(rgba: torch.Tensor) -> torch.Tensor:
     """Straight-alpha ``[..., 4]`` RGBA -> premultiplied: colour times alpha (for filtering
     images whose edges are partly covered)."""
     return torch.cat([rgba[..., :3] * rgba[..., 3:], rgba[..., 3:]], -1)
+
+
+def luminance(rgb: torch.Tensor) -> torch.Tensor:
+    """Rec. 709 luminance of linear ``[..., 3]`` -> ``[...]``."""
+    return rgb @ torch.tensor(LUMINANCE, dtype=rgb.dtype, device=rgb.device)

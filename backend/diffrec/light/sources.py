@@ -28,11 +28,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from diffrec.color import luminance
 from diffrec.light.cube import texel_directions, texel_solid_angles
 
 __all__ = ["DirectionalSources", "split_bright_sources"]
-
-_LUMINANCE = (0.2126, 0.7152, 0.0722)  # Rec. 709, linear
 
 
 @dataclass
@@ -91,11 +90,10 @@ def split_bright_sources(base: torch.Tensor, count: int, resolution: int = 32
     def pooled_sum(x: torch.Tensor) -> torch.Tensor:  # [6, R, R, C] -> [6, r, r, C]
         return F.avg_pool2d(x.permute(0, 3, 1, 2), factor).permute(0, 2, 3, 1) * factor ** 2
 
-    luminance = torch.tensor(_LUMINANCE, dtype=base.dtype, device=base.device)
     power = pooled_sum(fine_power).reshape(-1, 3)
-    chosen = (power.detach() @ luminance).topk(min(count, len(power))).indices
+    chosen = luminance(power.detach()).topk(min(count, len(power))).indices
     with torch.no_grad():
-        weight = fine_power @ luminance  # [6, R, R]
+        weight = luminance(fine_power)  # [6, R, R]
         weighted = texel_directions(size, dtype=base.dtype, device=base.device) * weight[..., None]
         centroid = pooled_sum(weighted).reshape(-1, 3)[chosen]
         fallback = texel_directions(resolution, dtype=base.dtype,
