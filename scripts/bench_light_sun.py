@@ -3,28 +3,30 @@
 under a sky with a sun, then a materials run with ``light`` "learn" as a real run makes it;
 printed: the angle between the learned light's brightest direction and the sun's (both
 blurred a little, ``diffrec.light.measure``), the power within ``CONE_DEGREES`` of the sun
-(learned / true), the peaks, and the held-out PSNR.
+(learned / true), the peaks, the held-out PSNR, and the held-out PSNR of the fitted ball
+relit under a sun from elsewhere (``RELIGHT_RATIO``, ``OTHER_SUN_DIRECTION``) against the
+true ball under it.
 
-The synthetic sky (``sun_sky``): a smooth gradient, and a sun disc ``SUN_DEGREES`` wide whose
-radiance is ``SUN_RATIO`` (50) times the sky's mean radiance (the mean over the sphere,
-weighted by solid angle, of the sky without the sun) -- "a sun 50x brighter than the rest", as
-the suite's sunset light (its sun 54.8 at the light's resolution over a sky of about 1). Its
-sun carries 2.4 % of the light's power. ``--hdri NAME`` lights the ball with one of Blender's
-bundled HDRIs instead (e.g. sunrise.exr: a sun carrying half its power), its sun the
-brightest blurred direction.
+The synthetic sky (``diffrec_bench.sun_scene.sun_sky``): a smooth gradient, and a sun disc
+5 degrees wide whose radiance is ``--ratio`` (50) times the sky's mean radiance -- "a sun 50x
+brighter than the rest", as the suite's sunset light (its sun 54.8 at the light's resolution
+over a sky of about 1). At 50 the sun carries 2.4 % of the light's power; ``--ratio 0`` is the
+sky alone. ``--hdri NAME`` lights the ball with one of Blender's bundled HDRIs instead (e.g.
+sunrise.exr: a sun carrying half its power), its sun the brightest blurred direction.
 
-The ball: a UV sphere in coloured bands, rough dielectric (roughness 0.6) but for one glossy
-band (0.2), seen by ``--views`` training and 4 held-out cameras around it.
+The ball (``diffrec_bench.sun_scene.ball``): a UV sphere in coloured bands, rough dielectric
+(roughness 0.6) but for one glossy band (0.2), seen by ``--views`` training and 4 held-out
+cameras around it. The figures also give the share of each light's power near the sun
+(learned / true), which a light and a base colour scaled inversely leave as it is.
 
-    scripts/bench_light_sun.py [--size 64] [--views 16] [--hdri sunrise.exr] [--set K=V ...]
-        [--truth-res 128]
+    scripts/bench_light_sun.py [--size 64] [--views 16] [--hdri sunrise.exr | --ratio 50]
+        [--set K=V ...] [--truth-res 128]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -33,70 +35,30 @@ import numpy as np
 import torch
 
 from diffrec import raster
-from diffrec.camera import orbit_cameras
 from diffrec.commands.optimize import TerminalReporter
-from diffrec.io import Asset, Material, read_image
+from diffrec.io import read_image
 from diffrec.light.envmap import EnvironmentLight
-from diffrec.light.equirect import equirect_pixel_directions
 from diffrec.light.measure import angle_degrees, brightest_direction, cone_power
-from diffrec.mesh.primitives import uv_sphere
 from diffrec.pipeline.inputs import Inputs
-from diffrec.pipeline.reference_views import render_reference_views
 from diffrec.pipeline.run import optimize
+from diffrec.pipeline.scoring import score_views
 from diffrec.protocol.events import PassName
 from diffrec.protocol.settings import parse_settings
+from diffrec_bench.sun_scene import (
+    OTHER_SUN_DIRECTION,
+    SUN_DIRECTION,
+    SUN_RATIO,
+    TRUTH_RESOLUTION,
+    ball,
+    sun_sky,
+    views,
+)
 
-SUN_RATIO = 50.0
-"""The sun disc's radiance over the sky's mean radiance."""
-SUN_DEGREES = 5.0
-"""The sun disc's angular diameter."""
-SUN_DIRECTION = (math.cos(math.radians(35)) * math.cos(math.radians(40)),
-                 math.cos(math.radians(35)) * math.sin(math.radians(40)),
-                 math.sin(math.radians(35)))
-"""Where the sun stands: elevation 35 degrees, azimuth 40 degrees from +X towards +Y."""
 CONE_DEGREES = 10.0
 """The half-angle of the cone around the sun whose power is compared."""
-TRUTH_RESOLUTION = 128
-"""The side of the cube map the targets are rendered with and the truth is measured on
-(``--truth-res``)."""
-RADIUS = 0.8
-
-
-def sun_sky(height: int = 256, direction=SUN_DIRECTION, degrees: float = SUN_DEGREES,
-            ratio: float = SUN_RATIO) -> torch.Tensor:
-    """An equirect ``[height, 2 height, 3]`` sky (linear): brighter overhead and towards +X,
-    slightly warm, with a white sun disc ``degrees`` wide at ``direction`` whose radiance is
-    ``ratio`` times the sky's solid-angle-weighted mean (of R, G and B)."""
-    d = equirect_pixel_directions(height, 2 * height)
-    sky = (0.6 + 0.5 * d[..., 2:3] + 0.4 * d[..., 0:1]).clamp(min=0.1) * torch.tensor(
-        [1.0, 0.95, 0.9], dtype=d.dtype)
-    weight = torch.sqrt((1 - d[..., 2:3] ** 2).clamp(min=0))  # sin(polar angle): solid angle
-    mean = float((sky.mean(-1, keepdim=True) * weight).sum() / weight.sum())
-    towards = d @ torch.as_tensor(direction, dtype=d.dtype)
-    disc = (towards >= math.cos(math.radians(degrees / 2)))[..., None]
-    return torch.where(disc, torch.full_like(sky, ratio * mean), sky).float()
-
-
-def ball() -> Asset:
-    """A UV sphere of ``RADIUS`` in four colour bands, roughness 0.6 but 0.2 in the third."""
-    kd = torch.empty(16, 16, 3)
-    ks = torch.tensor([0.0, 0.6, 0.0]).repeat(16, 16, 1)
-    for band, colour in enumerate(((0.7, 0.25, 0.15), (0.2, 0.55, 0.25), (0.8, 0.75, 0.3),
-                                   (0.2, 0.3, 0.7))):
-        kd[4 * band : 4 * band + 4] = torch.tensor(colour)
-    ks[8:12, :, 1] = 0.2
-    mesh = uv_sphere(48, 24)
-    mesh = mesh.replace(positions=mesh.positions * RADIUS)
-    return Asset(mesh, [Material(kd=kd.numpy(), ks=ks.numpy())], torch.zeros(0, dtype=torch.long))
-
-
-def views(sky: torch.Tensor, count: int, size: int, seed: int,
-          truth_res: int = TRUTH_RESOLUTION):
-    """``count`` straight-alpha views of ``ball()`` under ``sky`` from random cameras, lit by
-    a cube map of side ``truth_res``."""
-    cameras = orbit_cameras(count, 3.2, size, seed=seed, elevations_degrees=(-20, 60))
-    return render_reference_views(raster.RasterContext("cpu", impl="torch"), ball(), sky,
-                                  cameras, spp=2, light_resolution=truth_res)
+RELIGHT_RATIO = 500.0
+"""The sun of the light the fit is judged under too: ``sun_sky`` at ``OTHER_SUN_DIRECTION``
+with a sun this many times its mean (about a fifth of its power)."""
 
 
 def settings_for(size: int, **values):
@@ -110,23 +72,35 @@ def learn(sky: torch.Tensor, size: int, count: int, stream=None,
           truth_res: int = TRUTH_RESOLUTION, **values) -> tuple[EnvironmentLight, dict]:
     """The light and metrics of a materials run on ``count`` views of the ball under
     ``sky`` (4 held out; ``views``, at ``truth_res``), with ``settings_for(size, **values)``;
-    progress lines on ``stream`` (None: silent)."""
+    progress lines on ``stream`` (None: silent). The metrics add ``relit_psnr_mean``: the
+    fitted ball under ``RELIGHT_SKY`` against the true ball under it, on the held-out
+    cameras."""
+    settings = settings_for(size, **values)
     inputs = Inputs(views(sky, count, size, seed=1, truth_res=truth_res),
                     views(sky, 4, size, seed=2, truth_res=truth_res), ball().mesh)
-    result = optimize(settings_for(size, **values), inputs,
-                      TerminalReporter(".", stream=stream), device="cpu")
-    return result.light, result.metrics
+    result = optimize(settings, inputs, TerminalReporter(".", stream=stream), device="cpu")
+    other = sun_sky(direction=OTHER_SUN_DIRECTION, ratio=RELIGHT_RATIO)
+    relit, _, _ = score_views(raster.RasterContext("cpu"), result.mesh, result.material,
+                              EnvironmentLight.from_equirect(other, truth_res),
+                              views(other, 4, size, seed=2, truth_res=truth_res), settings)
+    return result.light, {**result.metrics, "relit_psnr_mean": relit["psnr_mean"]}
 
 
 def sun_report(truth: torch.Tensor, learned: torch.Tensor, sun=None) -> dict:
     """The learned cube map ``learned`` against the true one ``truth``: the angle (degrees)
     between their brightest directions (the truth's taken for the sun unless ``sun`` is
-    given), the power within ``CONE_DEGREES`` of the sun (learned / true) and each one's
-    largest texel (mean of R, G and B)."""
+    given), the power within ``CONE_DEGREES`` of the sun (learned / true), the share of each
+    light's power that lies there (learned / true: a light and a base colour scaled
+    inversely look the same, so the share is what the images fix) and each one's largest
+    texel (mean of R, G and B)."""
     sun = brightest_direction(truth) if sun is None else torch.as_tensor(sun, dtype=torch.float64)
+    def share(base: torch.Tensor) -> float:
+        return cone_power(base, sun, CONE_DEGREES) / cone_power(base, sun, 180.0)
+
     return {"angle_deg": angle_degrees(brightest_direction(learned), sun),
             "cone_ratio": cone_power(learned, sun, CONE_DEGREES)
             / cone_power(truth, sun, CONE_DEGREES),
+            "share_ratio": share(learned) / share(truth),
             "peak_learned": float(learned.detach().mean(-1).max()),
             "peak_true": float(truth.mean(-1).max())}
 
@@ -145,6 +119,8 @@ def main(argv=None) -> None:
     parser.add_argument("--size", type=int, default=64, help="image side, px")
     parser.add_argument("--views", type=int, default=16, help="training views")
     parser.add_argument("--hdri", help="a bundled HDRI's name (sunrise.exr) or a file")
+    parser.add_argument("--ratio", type=float, default=SUN_RATIO,
+                        help="the synthetic sun's radiance over the sky's mean (0: no sun)")
     parser.add_argument("--save", help="write the learned cube map here (torch.save)")
     parser.add_argument("--truth-res", type=int, default=TRUTH_RESOLUTION,
                         help="cube map side of the targets' light and of the truth (32: a "
@@ -158,7 +134,7 @@ def main(argv=None) -> None:
         sky = torch.from_numpy(np.ascontiguousarray(read_image(bundled_hdri(args.hdri))[..., :3]))
         sun, name = None, args.hdri
     else:
-        sky, sun, name = sun_sky(), SUN_DIRECTION, f"sky + sun {SUN_RATIO:g}x"
+        sky, sun, name = sun_sky(ratio=args.ratio), SUN_DIRECTION, f"sky + sun {args.ratio:g}x"
     torch.manual_seed(0)
     started = time.monotonic()
     light, metrics = learn(sky.float(), args.size, args.views, sys.stderr, args.truth_res,
@@ -169,12 +145,14 @@ def main(argv=None) -> None:
     report = sun_report(truth, light.base, sun)
     stopped = metrics["stopped_early"].get(PassName.TEXTURES, {}).get("iteration",
                                                                       metrics["iterations"])
-    print("| light | settings | angle, deg | cone power, learned/true | peak learned / true | "
-          "held-out PSNR, dB | iterations | time, s |\n| --- | --- | --- | --- | --- | --- | "
-          "--- | --- |")
+    print("| light | settings | angle, deg | cone power, learned/true | power share, "
+          "learned/true | peak learned / true | held-out PSNR, dB | relit PSNR, dB | "
+          "iterations | time, s |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     print(f"| {name} | {' '.join(args.set) or 'defaults'} | {report['angle_deg']:.1f} | "
-          f"{report['cone_ratio']:.2f} | {report['peak_learned']:.2f} / "
-          f"{report['peak_true']:.1f} | {metrics['psnr_mean']:.2f} | {stopped} | "
+          f"{report['cone_ratio']:.2f} | {report['share_ratio']:.2f} | "
+          f"{report['peak_learned']:.2f} / "
+          f"{report['peak_true']:.1f} | {metrics['psnr_mean']:.2f} | "
+          f"{metrics['relit_psnr_mean']:.2f} | {stopped} | "
           f"{time.monotonic() - started:.0f} |")
 
 

@@ -117,9 +117,10 @@ def test_bench_light_sun_reports_a_short_run(tmp_path):
                      "--set", "iterations=4", "light_res=32", "texture_res=16",
                      "mip_iterations=0", "log_every=2", cwd=tmp_path)
     row = [cell.strip() for cell in out.splitlines()[-1].strip("|").split("|")]
-    name, settings, angle, cone, peaks, held_out, iterations, _ = row
+    name, settings, angle, cone, share, peaks, held_out, relit, iterations, _ = row
     assert name == "sky + sun 50x" and settings.startswith("iterations=4 ")
-    assert 0 <= float(angle) <= 180 and float(cone) > 0 and float(held_out) > 10
+    assert 0 <= float(angle) <= 180 and float(cone) > 0 and float(share) > 0
+    assert float(held_out) > 10 and float(relit) > 10
     learned, true = (float(value) for value in peaks.split(" / "))
     assert learned > 0 and true > 1 and iterations == "4"
 

@@ -54,6 +54,7 @@ from diffrec.pipeline.renderer_gap import gap_corrected, own_renders
 from diffrec.pipeline.reporter import Reporter
 from diffrec.pipeline.sampler import ViewSampler
 from diffrec.pipeline.scoring import Validation, score_views
+from diffrec.pipeline.sun_finder import NO_SUN, find_sun, seed_sun_
 from diffrec.pipeline.trainer import Pass, PassTrainer
 from diffrec.pipeline.unwrap import has_usable_uvs, with_uvs
 from diffrec.pipeline.views import Views, at_longest_side
@@ -260,6 +261,11 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
                             f"{unwrapping['method']}): they start as their averages")
             reporter.log(warnings[-1], level="warning")
         material = initial_textures(settings, torch_device, base_material)
+        if settings.looks_for_sun():
+            sun = find_sun(ctx, mesh, train)
+            if sun is not None:
+                seed_sun_(light, sun)
+            reporter.log(NO_SUN if sun is None else sun.sentence())
         if starts_levelled(settings):
             level = level_albedo_(ctx, mesh, material, light, train, settings)
             reporter.log("the base colour starts at the views' level, "

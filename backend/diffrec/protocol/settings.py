@@ -333,7 +333,7 @@ class LightSettings(_Record):
     WIRE: typing.ClassVar[dict[str, str]] = {
         "mode": "light", "lock": "lock_light", "camera_space": "camera_space_light",
         "gradient_scale": "light_gradient_scale", "log_rate": "light_log_rate",
-        "sources": "light_sources"}
+        "sources": "light_sources", "find_sun": "light_find_sun"}
 
     mode: str = _light("learn", "what happens to the light", **_choice(LIGHT_MODES))
     lock: bool = _light(False, "learn the light in pass 1 only")
@@ -350,6 +350,10 @@ class LightSettings(_Record):
     # they land where Cycles puts them (docs/BENCHMARKS.md, "Small bright lamps")
     sources: int = _light(64, "with light fixed: the HDRI's brightest parts shaded "
                           "exactly, as this many directional sources (0: none)", minimum=0)
+    # a grey start explains a sun's highlights with the material (docs/BENCHMARKS.md,
+    # "Learning a sun")
+    find_sun: bool = _light(True, "learned light, materials and refine: start it with the "
+                            "sun the targets' highlights show on the start mesh, if any")
     visibility: float = _light(0.001, "occlusion regulariser weight", minimum=0)
     white_balance: float = _light(0.005, "light white-balance weight", minimum=0)
 
@@ -546,6 +550,14 @@ class Settings:
         for views whose poses were found from photos (``poses_found``) or not."""
         refine = self.schedule.refine_poses
         return refine == "on" or (refine == "auto" and poses_found)
+
+    def looks_for_sun(self) -> bool:
+        """Whether a materials or refine run looks for a sun in its targets' highlights
+        before its fit (``pipeline.sun_finder``): ``light_find_sun``, a light learned from
+        grey (``light`` "learn") in the world's frame (not ``camera_space_light``)."""
+        light = self.light
+        return (light.find_sun and light.mode == "learn" and not light.camera_space
+                and self.run.mode != "reconstruct")
 
     def layered_bsdf(self) -> bool:
         """Whether the split-sum shading lays the diffuse under the specular coat (``bsdf``

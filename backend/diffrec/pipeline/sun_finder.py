@@ -1,0 +1,205 @@
+"""Where the sun is, read from the targets' highlights before a learned light is fitted.
+
+A learned light starts as a grey sphere, and a fit from there explains a sun's highlights
+with the material: brighter base colour, lower roughness (docs/BENCHMARKS.md, "Learning a
+sun"). What the images hold about a sun is in what changes with the view. On the start mesh:
+
+- every covered pixel of a training view that faces its camera (``n.v > FACING``: Fresnel
+  brightens every grazing pixel whatever the light) is a surface point seen along ``v``;
+  its mirror direction is ``r = 2 (n.v) n - v``;
+- points are grouped by a voxel grid over the mesh's box (``CELLS`` along its longest side);
+  a group's level is the median, over the views that see it (at least ``MIN_VIEWS``), of its
+  mean luminance in each: what stays with the view (the diffuse light, a sun's included);
+- a pixel's excess over its group's level is light that moves with the view, mostly a
+  specular reflection of the light around ``r``;
+- the excess is averaged over directions by a kernel regression: both the excess and the
+  count of pixels are splatted into a cube map by ``r`` and blurred by a GGX lobe of
+  ``BLUR_ROUGHNESS`` (about ten degrees), then divided, the count padded by ``PRIOR`` times
+  its mean so that directions seen by a few pixels do not win on noise;
+- the sun is the peak, refined to the excess-weighted mean of the ``r`` within
+  ``REFINE_DEGREES`` of it, when it stands out twice: its score at least ``MIN_CONTRAST``
+  times the mean positive score, and the mean excess of the pixels near it at least
+  ``MIN_SIGNIFICANCE`` standard errors above zero. A grey sky, or a sun that carries too
+  little of the light to show in the highlights (a 5-degree disc 50 times the sky's mean, 2 %
+  of the light), gives no sun: the contrast falls as the pixels add up, the significance
+  grows;
+- the share of the light's power in the sun is read from the levels: how much brighter the
+  pixels that face the sun are than those that do not (``_power_share``: it takes the rest
+  of the sky as uniform and the base colour as unrelated to the sun's side). On the suite's
+  HDRIs with a sun and the test sky's sun at 35 degrees it reads within 0.05 of the share
+  within 10 degrees of the sun; a sun 10 degrees above the horizon reads 0.10-0.20 low (the
+  sky, brighter overhead, lights the side away from it).
+
+``seed_sun_`` then writes a disc of ``SEED_DEGREES`` radius at that direction into a light's
+map, carrying that share of the map's power: a start the fit scales (a learned light steps in
+log radiance when ``light_log_rate`` > 0).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from diffrec import raster
+from diffrec.color import luminance
+from diffrec.light.cube import bilinear_taps, texel_directions, texel_solid_angles
+from diffrec.light.envmap import EnvironmentLight
+from diffrec.light.prefilter import box_pyramid, ggx_prefilter
+from diffrec.mesh import Mesh
+from diffrec.pipeline.views import Views
+from diffrec.render.renderer import surface_layers
+
+__all__ = ["NO_SUN", "FoundSun", "find_sun", "seed_sun_"]
+
+FACING = 0.5
+"""Pixels with ``n.v`` at or below this are not used (grazing: Fresnel, silhouettes)."""
+CELLS = 48
+"""Voxel cells along the longest side of the mesh's box: the surface points of one group."""
+MIN_VIEWS = 3
+"""Views a group must be seen in for its level (a median over them) to be taken."""
+SPLAT_RESOLUTION = 32
+"""Cube side of the maps the excess and the count are splatted into."""
+BLUR_ROUGHNESS = 0.4
+"""GGX roughness of the kernel that averages the excess over directions."""
+PRIOR = 0.5
+"""Pixels of zero excess added to every direction, as a multiple of the mean count."""
+REFINE_DEGREES = 10.0
+"""Half-angle around the peak whose mirror directions refine it."""
+MIN_CONTRAST = 6.0
+"""The peak's score over the mean positive score at or above which a sun may be found."""
+MIN_SIGNIFICANCE = 12.0
+"""The mean excess near the peak, in standard errors (the excess's standard deviation over
+the square root of the pixels there), at or above which a sun may be found."""
+SEED_DEGREES = 3.0
+"""Angular radius of the disc ``seed_sun_`` writes."""
+SHARE_CALIBRATION = 1.5
+"""What ``_power_share``'s sun-to-sky power ratio is divided by: on the suite's HDRIs with a
+sun and the test skies it read 1.2-1.8 times the power within 10 degrees of the sun (the
+sky around a sun, and a sky brighter on its side, shade as the sun does)."""
+MIN_SHARE, MAX_SHARE = 0.02, 0.9
+"""The bounds of the estimated share of the light's power in the sun."""
+
+
+NO_SUN = "no sun found in the highlights: the learned light starts grey"
+
+
+@dataclass(frozen=True)
+class FoundSun:
+    """A sun found in the highlights: ``direction`` a world unit vector ``[3]`` (float64,
+    towards the sun), ``contrast`` the peak's score over the mean positive score,
+    ``significance`` the mean excess near the peak in standard errors, the number of
+    ``pixels`` near the peak, and the ``share`` of the light's power the sun carries (0-1)."""
+
+    direction: torch.Tensor
+    contrast: float
+    significance: float
+    pixels: int
+    share: float
+
+    def sentence(self) -> str:
+        x, y, z = self.direction.tolist()
+        elevation = math.degrees(math.asin(max(-1.0, min(1.0, z))))
+        azimuth = math.degrees(math.atan2(y, x))
+        return (f"a sun found in the highlights at elevation {elevation:.0f} degrees, azimuth "
+                f"{azimuth:.0f} (from +X towards +Y), carrying about {self.share:.0%} of the "
+                f"light: the learned light starts with it")
+
+
+@torch.no_grad()
+def find_sun(ctx: raster.RasterContext, mesh: Mesh, views: Views) -> FoundSun | None:
+    """The sun that ``views`` (scene-linear targets) show on ``mesh`` (as the module docstring
+    says), or None when no direction stands out."""
+    surface = surface_layers(ctx, mesh, views.cameras).layers[0]
+    normal, view = surface.normal.flip(1), surface.view.flip(1)  # rows top-down, as images
+    facing = (normal * view).sum(-1)
+    used = (surface.mask.flip(1)[..., 0] > 0) & (views.images[..., 3] > 0.99) & (facing > FACING)
+    if int(used.sum()) == 0:
+        return None
+    brightness = luminance(views.images[..., :3])[used].double()
+    mirror = (2 * facing[..., None] * normal - view)[used].double()
+    view_index = torch.arange(len(views), device=used.device)[:, None, None].expand_as(used)
+    excess, kept = _view_dependent(surface.position.flip(1)[used].double(), view_index[used],
+                                   brightness, len(views))
+    if int(kept.sum()) == 0:
+        return None
+    level = brightness[kept] - excess[kept]
+    normals = normal[used][kept].double()
+    excess, mirror = excess[kept], mirror[kept]
+    score = _kernel_regression(mirror, excess)
+    peak = texel_directions(SPLAT_RESOLUTION, device=score.device).reshape(-1, 3)[
+        int(score.argmax())]
+    contrast = float(score.max() / score.clamp_min(0).mean().clamp_min(1e-12))
+    near = mirror @ peak > math.cos(math.radians(REFINE_DEGREES))
+    significance = float(excess[near].mean() * math.sqrt(int(near.sum()))
+                         / excess.std().clamp_min(1e-12))
+    if contrast < MIN_CONTRAST or significance < MIN_SIGNIFICANCE:
+        return None
+    weight = excess[near].clamp_min(0)
+    direction = torch.nn.functional.normalize((mirror[near] * weight[:, None]).sum(0), dim=0)
+    return FoundSun(direction.cpu(), contrast, significance, int(near.sum()),
+                    _power_share(level, normals @ direction))
+
+
+def _view_dependent(points: torch.Tensor, view_index: torch.Tensor, brightness: torch.Tensor,
+                    view_count: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each pixel's ``brightness`` over its group's level (``points`` in voxel groups, the
+    median over views of a group's mean in each), and which pixels have a level (their group
+    seen in ``MIN_VIEWS`` views or more)."""
+    low, high = points.min(0).values, points.max(0).values
+    cell = ((points - low) / (high - low).max().clamp_min(1e-12) * (CELLS - 1e-6)).long()
+    key = (cell[:, 0] * CELLS + cell[:, 1]) * CELLS + cell[:, 2]
+    groups, group = key.unique(return_inverse=True)
+    pair = group * view_count + view_index
+    sums = torch.zeros(len(groups) * view_count, dtype=brightness.dtype,
+                       device=brightness.device).index_add_(0, pair, brightness)
+    counts = torch.zeros_like(sums).index_add_(0, pair, torch.ones_like(brightness))
+    means = (sums / counts.clamp_min(1)).reshape(len(groups), view_count)
+    seen = counts.reshape(len(groups), view_count) > 0
+    level = torch.where(seen, means, torch.full_like(means, math.nan)).nanmedian(1).values
+    kept = seen.sum(1)[group] >= MIN_VIEWS
+    return brightness - level[group], kept
+
+
+def _power_share(level: torch.Tensor, cosine: torch.Tensor) -> float:
+    """The share of the light's power in a sun, from the view-independent ``level`` of
+    pixels whose normals make ``cosine`` with it: least squares ``level = a + b max(0, cos)``
+    over the pixels; under a uniform sky of radiance ``L`` and a sun of power ``P`` (both
+    times the albedo, on average), ``a = pi L`` and ``b = P``, so ``P / (4 pi L) = b / 4a``."""
+    design = torch.stack([torch.ones_like(cosine), cosine.clamp_min(0)], -1)
+    a, b = torch.linalg.lstsq(design, level[:, None]).solution[:, 0].tolist()
+    ratio = max(b, 0.0) / (4 * a) / SHARE_CALIBRATION if a > 0 else math.inf
+    return min(max(ratio / (1 + ratio), MIN_SHARE), MAX_SHARE)
+
+
+def _kernel_regression(mirror: torch.Tensor, excess: torch.Tensor) -> torch.Tensor:
+    """The excess averaged around each texel direction of a ``SPLAT_RESOLUTION`` cube
+    (flattened), as the module docstring says."""
+    index, weight = bilinear_taps(mirror, SPLAT_RESOLUTION)
+    texels = 6 * SPLAT_RESOLUTION * SPLAT_RESOLUTION
+    splat = torch.zeros(texels, 2, dtype=excess.dtype, device=excess.device)
+    splat[:, 0].index_add_(0, index.reshape(-1), (weight * excess[:, None]).reshape(-1))
+    splat[:, 1].index_add_(0, index.reshape(-1), weight.reshape(-1))
+    cube = splat.float().reshape(6, SPLAT_RESOLUTION, SPLAT_RESOLUTION, 2)
+    blurred = ggx_prefilter(box_pyramid(cube), SPLAT_RESOLUTION, BLUR_ROUGHNESS).reshape(-1, 2)
+    total, count = blurred[:, 0].double(), blurred[:, 1].double()
+    return total / (count + PRIOR * count.mean())
+
+
+@torch.no_grad()
+def seed_sun_(light: EnvironmentLight, sun: FoundSun) -> None:
+    """Write a disc of ``SEED_DEGREES`` radius towards ``sun.direction`` into ``light.base``,
+    grey, of the radiance at which it carries ``sun.share`` of the map's power (the rest as it
+    was)."""
+    resolution = light.base.shape[1]
+    solid_angle = texel_solid_angles(resolution).to(light.base.device)
+    directions = texel_directions(resolution, device=light.base.device)
+    disc = directions @ sun.direction.to(directions) >= math.cos(math.radians(SEED_DEGREES))
+    if not bool(disc.any()):  # narrower than a texel: the texel it falls in
+        disc = (directions @ sun.direction.to(directions)) == (
+            directions @ sun.direction.to(directions)).max()
+    grey = light.base.double().mean(-1)
+    rest = float((grey * solid_angle)[~disc].sum())
+    radiance = sun.share / (1 - sun.share) * rest / float(solid_angle[disc].sum())
+    light.base[disc] = radiance

@@ -1,0 +1,108 @@
+"""Finding a sun in the targets' highlights (``pipeline.sun_finder``) and starting a learned
+light with it: the ball of ``diffrec_bench.sun_scene``, rendered by diffrec's own renderer
+under skies whose sun is known."""
+
+import math
+
+import pytest
+import torch
+from running import config
+
+from diffrec import raster
+from diffrec.light.cube import texel_directions, texel_solid_angles
+from diffrec.light.envmap import EnvironmentLight
+from diffrec.light.measure import angle_degrees, brightest_direction, cone_power
+from diffrec.pipeline import sun_finder
+from diffrec.pipeline.inputs import Inputs
+from diffrec.pipeline.reporter import Reporter
+from diffrec.pipeline.run import optimize
+from diffrec.protocol.settings import parse_settings
+from diffrec_bench.sun_scene import OTHER_SUN_DIRECTION, SUN_DIRECTION, ball, sun_sky, views
+
+SIZE, COUNT = 48, 12
+CTX = raster.RasterContext("cpu", impl="torch")
+
+
+def _found(ratio: float, seed: int, direction=SUN_DIRECTION):
+    sky = sun_sky(direction=direction, ratio=ratio)
+    return sun_finder.find_sun(CTX, ball().mesh, views(sky, COUNT, SIZE, seed, truth_res=64))
+
+
+def _true_share(ratio: float, direction) -> float:
+    """The share of the sky's power within 10 degrees of its sun."""
+    base = EnvironmentLight.from_equirect(sun_sky(direction=direction, ratio=ratio), 64).base
+    return cone_power(base, direction, 10.0) / cone_power(base, direction, 180.0)
+
+
+@pytest.mark.parametrize(("ratio", "seed", "direction"), [
+    (2000, 1, SUN_DIRECTION), (2000, 3, SUN_DIRECTION), (500, 1, SUN_DIRECTION),
+    (2000, 1, OTHER_SUN_DIRECTION)])
+def test_a_sun_that_carries_a_fifth_of_the_light_or_more_is_found_within_a_few_degrees(
+        ratio, seed, direction):
+    found = _found(ratio, seed, direction)
+    assert found is not None
+    assert angle_degrees(found.direction, direction) < 5.0
+    assert found.contrast >= sun_finder.MIN_CONTRAST
+    assert found.significance >= sun_finder.MIN_SIGNIFICANCE and found.pixels > 0
+    assert found.share == pytest.approx(_true_share(ratio, direction), abs=0.25)
+    assert "a sun found in the highlights" in found.sentence()
+
+
+@pytest.mark.parametrize(("ratio", "seed"), [(0, 1), (0, 2), (0, 4), (50, 2), (50, 4)])
+def test_a_sky_without_a_sun_or_with_one_too_faint_to_show_gives_none(ratio, seed):
+    assert _found(ratio, seed) is None
+
+
+def test_the_seed_carries_its_share_of_the_power_towards_the_sun_and_leaves_the_rest():
+    light = EnvironmentLight(resolution=32, init=0.5)
+    before = light.base.detach().clone()
+    direction = torch.nn.functional.normalize(torch.tensor(OTHER_SUN_DIRECTION,
+                                                           dtype=torch.float64), dim=0)
+    sun_finder.seed_sun_(light, sun_finder.FoundSun(direction, 20.0, 30.0, 40, share=0.3))
+    disc = texel_directions(32) @ direction >= math.cos(math.radians(sun_finder.SEED_DEGREES))
+    power = light.base.detach().double().mean(-1) * texel_solid_angles(32)
+    assert float(power[disc].sum() / power.sum()) == pytest.approx(0.3, rel=1e-6)
+    assert torch.equal(light.base.detach()[~disc], before[~disc])
+    texel_degrees = math.degrees(2 / 32)  # a texel's width at a face's centre
+    assert angle_degrees(brightest_direction(light.base), direction) < 2 * texel_degrees
+
+
+@pytest.mark.parametrize(("values", "looks"), [
+    ({"light": "learn", "light_find_sun": True}, True),
+    ({"light": "learn", "light_find_sun": False}, False),
+    ({"light": "learn", "light_find_sun": True, "camera_space_light": True}, False),
+    ({"light": "learn-from-envmap", "light_find_sun": True}, False),
+    ({"light": "fixed", "light_find_sun": True}, False),
+    ({"light": "learn", "light_find_sun": True, "mode": "reconstruct"}, False)])
+def test_only_a_light_learned_from_grey_in_the_world_from_a_start_mesh_looks_for_a_sun(
+        values, looks):
+    assert parse_settings({"mode": "materials", **values}).looks_for_sun() is looks
+
+
+class Lines(Reporter):
+    """The log lines a run reports."""
+
+    def __init__(self):
+        self.lines = []
+
+    def log(self, message: str, level: str = "info", **fields) -> None:
+        self.lines.append(message)
+
+
+@pytest.mark.parametrize("find_sun", [True, False])
+def test_a_run_that_learns_the_light_starts_it_with_the_sun_it_finds(tmp_path, find_sun):
+    sky = sun_sky(ratio=2000)
+    run = config(tmp_path, mode="materials", light="learn", light_find_sun=find_sun,
+                 iterations=1, plateau_window=0, test_views=1, texture_res=16)
+    lines = Lines()
+    result = optimize(run.settings, Inputs(views(sky, COUNT, SIZE, 1, truth_res=64),
+                                           views(sky, 1, SIZE, 2, truth_res=64), ball().mesh),
+                      lines, device="cpu")
+    told = [line for line in lines.lines if "a sun found in the highlights" in line]
+    share = (cone_power(result.light.base, SUN_DIRECTION, 10.0)
+             / cone_power(result.light.base, SUN_DIRECTION, 180.0))
+    if find_sun:
+        assert len(told) == 1 and share > 0.4
+        assert angle_degrees(brightest_direction(result.light.base), SUN_DIRECTION) < 6.0
+    else:
+        assert not told and share < 0.05
