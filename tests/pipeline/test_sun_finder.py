@@ -48,6 +48,13 @@ def test_a_sun_that_carries_a_fifth_of_the_light_or_more_is_found_within_a_few_d
     assert "a sun found in the highlights" in found.sentence()
 
 
+def test_larger_views_are_looked_at_the_finders_size(monkeypatch):
+    monkeypatch.setattr(sun_finder, "LONGEST_SIDE", SIZE)
+    large = views(sun_sky(ratio=2000), COUNT, 2 * SIZE, 1, truth_res=64)
+    found = sun_finder.find_sun(CTX, ball().mesh, large)
+    assert found is not None and angle_degrees(found.direction, SUN_DIRECTION) < 5.0
+
+
 @pytest.mark.parametrize(("ratio", "seed"), [(0, 1), (0, 2), (0, 4), (50, 2), (50, 4)])
 def test_a_sky_without_a_sun_or_with_one_too_faint_to_show_gives_none(ratio, seed):
     assert _found(ratio, seed) is None

@@ -2,7 +2,8 @@
 
 A learned light starts as a grey sphere, and a fit from there explains a sun's highlights
 with the material: brighter base colour, lower roughness (docs/BENCHMARKS.md, "Learning a
-sun"). What the images hold about a sun is in what changes with the view. On the start mesh:
+sun"). What the images hold about a sun is in what changes with the view. On the start mesh,
+with the views at most ``LONGEST_SIDE`` pixels across:
 
 - every covered pixel of a training view that faces its camera (``n.v > FACING``: Fresnel
   brightens every grazing pixel whatever the light) is a surface point seen along ``v``;
@@ -48,11 +49,16 @@ from diffrec.light.cube import bilinear_taps, texel_directions, texel_solid_angl
 from diffrec.light.envmap import EnvironmentLight
 from diffrec.light.prefilter import box_pyramid, ggx_prefilter
 from diffrec.mesh import Mesh
-from diffrec.pipeline.views import Views
+from diffrec.pipeline.views import Views, at_longest_side
 from diffrec.render.renderer import surface_layers
 
 __all__ = ["NO_SUN", "FoundSun", "find_sun", "seed_sun_"]
 
+LONGEST_SIDE = 128
+"""Larger views are looked at this size (their longest side, px): a highlight spans pixels
+enough there, and the pixels held stay below a million for 60 views."""
+CHUNK = 8
+"""Views rasterized at a time."""
 FACING = 0.5
 """Pixels with ``n.v`` at or below this are not used (grazing: Fresnel, silhouettes)."""
 CELLS = 48
@@ -111,25 +117,22 @@ class FoundSun:
 def find_sun(ctx: raster.RasterContext, mesh: Mesh, views: Views) -> FoundSun | None:
     """The sun that ``views`` (scene-linear targets) show on ``mesh`` (as the module docstring
     says), or None when no direction stands out."""
-    surface = surface_layers(ctx, mesh, views.cameras).layers[0]
-    normal, view = surface.normal.flip(1), surface.view.flip(1)  # rows top-down, as images
-    facing = (normal * view).sum(-1)
-    used = (surface.mask.flip(1)[..., 0] > 0) & (views.images[..., 3] > 0.99) & (facing > FACING)
-    if int(used.sum()) == 0:
+    longest = max(views.cameras.width, views.cameras.height)
+    views = at_longest_side(views, min(LONGEST_SIDE, longest))
+    chunks = [_facing_pixels(ctx, mesh, views, range(start, min(start + CHUNK, len(views))))
+              for start in range(0, len(views), CHUNK)]
+    normal, mirror, position, brightness, view_index = (torch.cat(parts)
+                                                        for parts in zip(*chunks, strict=True))
+    if len(brightness) == 0:
         return None
-    brightness = luminance(views.images[..., :3])[used].double()
-    mirror = (2 * facing[..., None] * normal - view)[used].double()
-    view_index = torch.arange(len(views), device=used.device)[:, None, None].expand_as(used)
-    excess, kept = _view_dependent(surface.position.flip(1)[used].double(), view_index[used],
-                                   brightness, len(views))
+    excess, kept = _view_dependent(position, view_index, brightness, len(views))
     if int(kept.sum()) == 0:
         return None
     level = brightness[kept] - excess[kept]
-    normals = normal[used][kept].double()
+    normals = normal[kept]
     excess, mirror = excess[kept], mirror[kept]
     score = _kernel_regression(mirror, excess)
-    peak = texel_directions(SPLAT_RESOLUTION, device=score.device).reshape(-1, 3)[
-        int(score.argmax())]
+    peak = texel_directions(SPLAT_RESOLUTION).reshape(-1, 3)[int(score.argmax())]
     contrast = float(score.max() / score.clamp_min(0).mean().clamp_min(1e-12))
     near = mirror @ peak > math.cos(math.radians(REFINE_DEGREES))
     significance = float(excess[near].mean() * math.sqrt(int(near.sum()))
@@ -138,8 +141,27 @@ def find_sun(ctx: raster.RasterContext, mesh: Mesh, views: Views) -> FoundSun | 
         return None
     weight = excess[near].clamp_min(0)
     direction = torch.nn.functional.normalize((mirror[near] * weight[:, None]).sum(0), dim=0)
-    return FoundSun(direction.cpu(), contrast, significance, int(near.sum()),
+    return FoundSun(direction, contrast, significance, int(near.sum()),
                     _power_share(level, normals @ direction))
+
+
+def _facing_pixels(ctx: raster.RasterContext, mesh: Mesh, views: Views, indices: range
+                   ) -> tuple[torch.Tensor, ...]:
+    """The covered pixels of the views at ``indices`` that face their camera (``FACING``),
+    on the CPU in float64 (MPS has none): their normals and mirror directions ``[P, 3]``,
+    world positions ``[P, 3]``, luminance ``[P]`` and view index ``[P]`` (int64)."""
+    cameras, images = views.batch(indices)
+    surface = surface_layers(ctx, mesh, cameras.to(ctx.device)).layers[0]
+    normal, view, position = (x.flip(1) for x in (surface.normal, surface.view,
+                                                   surface.position))  # rows top-down
+    facing = (normal * view).sum(-1, keepdim=True)
+    used = ((surface.mask.flip(1)[..., 0] > 0) & (images[..., 3].to(facing.device) > 0.99)
+            & (facing[..., 0] > FACING))
+    view_index = torch.tensor(list(indices), device=used.device)[:, None, None].expand_as(used)
+    mirror = 2 * facing * normal - view
+    return tuple(x[used].cpu().double() if x.is_floating_point() else x[used].cpu()
+                 for x in (normal, mirror, position, luminance(images[..., :3].to(used.device)),
+                           view_index))
 
 
 def _view_dependent(points: torch.Tensor, view_index: torch.Tensor, brightness: torch.Tensor,
@@ -193,13 +215,12 @@ def seed_sun_(light: EnvironmentLight, sun: FoundSun) -> None:
     grey, of the radiance at which it carries ``sun.share`` of the map's power (the rest as it
     was)."""
     resolution = light.base.shape[1]
-    solid_angle = texel_solid_angles(resolution).to(light.base.device)
-    directions = texel_directions(resolution, device=light.base.device)
-    disc = directions @ sun.direction.to(directions) >= math.cos(math.radians(SEED_DEGREES))
+    solid_angle = texel_solid_angles(resolution)
+    towards = texel_directions(resolution) @ sun.direction.double()
+    disc = towards >= math.cos(math.radians(SEED_DEGREES))
     if not bool(disc.any()):  # narrower than a texel: the texel it falls in
-        disc = (directions @ sun.direction.to(directions)) == (
-            directions @ sun.direction.to(directions)).max()
-    grey = light.base.double().mean(-1)
+        disc = towards == towards.max()
+    grey = light.base.detach().cpu().double().mean(-1)
     rest = float((grey * solid_angle)[~disc].sum())
     radiance = sun.share / (1 - sun.share) * rest / float(solid_angle[disc].sum())
-    light.base[disc] = radiance
+    light.base[disc.to(light.base.device)] = radiance
