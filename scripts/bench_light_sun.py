@@ -38,7 +38,7 @@ from diffrec import raster
 from diffrec.commands.optimize import TerminalReporter
 from diffrec.io import read_image
 from diffrec.light.envmap import EnvironmentLight
-from diffrec.light.measure import angle_degrees, brightest_direction, cone_power
+from diffrec.light.measure import angle_degrees, brightest_direction, cone_power, cone_share
 from diffrec.pipeline.inputs import Inputs
 from diffrec.pipeline.run import optimize
 from diffrec.pipeline.scoring import score_views
@@ -73,8 +73,8 @@ def learn(sky: torch.Tensor, size: int, count: int, stream=None,
     """The light and metrics of a materials run on ``count`` views of the ball under
     ``sky`` (4 held out; ``views``, at ``truth_res``), with ``settings_for(size, **values)``;
     progress lines on ``stream`` (None: silent). The metrics add ``relit_psnr_mean``: the
-    fitted ball under ``RELIGHT_SKY`` against the true ball under it, on the held-out
-    cameras."""
+    fitted ball under ``sun_sky`` at ``OTHER_SUN_DIRECTION`` with ``RELIGHT_RATIO`` against
+    the true ball under it, on the held-out cameras."""
     settings = settings_for(size, **values)
     inputs = Inputs(views(sky, count, size, seed=1, truth_res=truth_res),
                     views(sky, 4, size, seed=2, truth_res=truth_res), ball().mesh)
@@ -94,13 +94,11 @@ def sun_report(truth: torch.Tensor, learned: torch.Tensor, sun=None) -> dict:
     inversely look the same, so the share is what the images fix) and each one's largest
     texel (mean of R, G and B)."""
     sun = brightest_direction(truth) if sun is None else torch.as_tensor(sun, dtype=torch.float64)
-    def share(base: torch.Tensor) -> float:
-        return cone_power(base, sun, CONE_DEGREES) / cone_power(base, sun, 180.0)
-
     return {"angle_deg": angle_degrees(brightest_direction(learned), sun),
             "cone_ratio": cone_power(learned, sun, CONE_DEGREES)
             / cone_power(truth, sun, CONE_DEGREES),
-            "share_ratio": share(learned) / share(truth),
+            "share_ratio": cone_share(learned, sun, CONE_DEGREES)
+            / cone_share(truth, sun, CONE_DEGREES),
             "peak_learned": float(learned.detach().mean(-1).max()),
             "peak_true": float(truth.mean(-1).max())}
 

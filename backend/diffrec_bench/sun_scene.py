@@ -54,12 +54,12 @@ def sun_sky(height: int = 256, direction=SUN_DIRECTION, degrees: float = SUN_DEG
     d = equirect_pixel_directions(height, 2 * height)
     sky = (0.6 + 0.5 * d[..., 2:3] + 0.4 * d[..., 0:1]).clamp(min=0.1) * torch.tensor(
         [1.0, 0.95, 0.9], dtype=d.dtype)
+    if ratio == 0:
+        return sky.float()
     weight = torch.sqrt((1 - d[..., 2:3] ** 2).clamp(min=0))  # sin(polar angle): solid angle
     mean = float((sky.mean(-1, keepdim=True) * weight).sum() / weight.sum())
     towards = d @ torch.as_tensor(direction, dtype=d.dtype)
     disc = (towards >= math.cos(math.radians(degrees / 2)))[..., None]
-    if ratio == 0:
-        return sky.float()
     return torch.where(disc, torch.full_like(sky, ratio * mean), sky).float()
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from diffrec.light.cube import direction_to_face, texel_directions
-from diffrec.light.measure import angle_degrees, brightest_direction, cone_power
+from diffrec.light.measure import angle_degrees, brightest_direction, cone_power, cone_share
 
 
 def spot_map(direction, degrees: float, radiance: float, resolution: int = 32) -> torch.Tensor:
@@ -33,6 +33,13 @@ def test_cone_power_of_a_uniform_light_is_its_radiance_times_the_cones_solid_ang
         assert cone_power(base, (0.3, 0.4, 0.5), degrees) == pytest.approx(
             2.0 * solid_angle, rel=0.03)
     assert cone_power(base, (0, 0, 1), 180.0) == pytest.approx(8 * math.pi, rel=1e-6)
+
+
+def test_cone_share_is_the_cones_part_of_the_power_whatever_the_scale():
+    base = torch.full((6, 64, 64, 3), 2.0)
+    for scale in (1.0, 50.0):
+        share = cone_share(base * scale, (0.3, 0.4, 0.5), 30.0)
+        assert share == pytest.approx((1 - math.cos(math.radians(30.0))) / 2, rel=0.03)
 
 
 def test_angle_degrees():

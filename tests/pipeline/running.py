@@ -14,6 +14,7 @@ from diffrec.pipeline.config import RunConfig, build_config
 from diffrec.pipeline.inputs import Inputs
 from diffrec.pipeline.outputs import write_result
 from diffrec.pipeline.reference_views import render_reference_views
+from diffrec.pipeline.reporter import Reporter
 from diffrec.pipeline.run import optimize
 
 SIZE = 48
@@ -29,6 +30,16 @@ def optimize_into(config: RunConfig, inputs: Inputs, reporter=None) -> dict:
                       checkpoints=checkpoint_store(config.out_dir), device=config.device)
     write_result(Path(config.out_dir), result, export_obj=config.settings.reporting.export_obj)
     return result.metrics
+
+
+class Lines(Reporter):
+    """The log lines a run reports."""
+
+    def __init__(self):
+        self.lines = []
+
+    def log(self, message: str, level: str = "info", **fields) -> None:
+        self.lines.append(message)
 
 
 def sky(height=32, width=64):

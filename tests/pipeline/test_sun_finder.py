@@ -6,15 +6,14 @@ import math
 
 import pytest
 import torch
-from running import config
+from running import Lines, config
 
 from diffrec import raster
 from diffrec.light.cube import texel_directions, texel_solid_angles
 from diffrec.light.envmap import EnvironmentLight
-from diffrec.light.measure import angle_degrees, brightest_direction, cone_power
+from diffrec.light.measure import angle_degrees, brightest_direction, cone_share
 from diffrec.pipeline import sun_finder
 from diffrec.pipeline.inputs import Inputs
-from diffrec.pipeline.reporter import Reporter
 from diffrec.pipeline.run import optimize
 from diffrec.protocol.settings import parse_settings
 from diffrec_bench.sun_scene import OTHER_SUN_DIRECTION, SUN_DIRECTION, ball, sun_sky, views
@@ -31,7 +30,7 @@ def _found(ratio: float, seed: int, direction=SUN_DIRECTION):
 def _true_share(ratio: float, direction) -> float:
     """The share of the sky's power within 10 degrees of its sun."""
     base = EnvironmentLight.from_equirect(sun_sky(direction=direction, ratio=ratio), 64).base
-    return cone_power(base, direction, 10.0) / cone_power(base, direction, 180.0)
+    return cone_share(base, direction, 10.0)
 
 
 @pytest.mark.parametrize(("ratio", "seed", "direction"), [
@@ -86,16 +85,6 @@ def test_only_a_light_learned_from_grey_in_the_world_from_a_start_mesh_looks_for
     assert parse_settings({"mode": "materials", **values}).looks_for_sun() is looks
 
 
-class Lines(Reporter):
-    """The log lines a run reports."""
-
-    def __init__(self):
-        self.lines = []
-
-    def log(self, message: str, level: str = "info", **fields) -> None:
-        self.lines.append(message)
-
-
 @pytest.mark.parametrize("find_sun", [True, False])
 def test_a_run_that_learns_the_light_starts_it_with_the_sun_it_finds(tmp_path, find_sun):
     sky = sun_sky(ratio=2000)
@@ -106,8 +95,7 @@ def test_a_run_that_learns_the_light_starts_it_with_the_sun_it_finds(tmp_path, f
                                            views(sky, 1, SIZE, 2, truth_res=64), ball().mesh),
                       lines, device="cpu")
     told = [line for line in lines.lines if "a sun found in the highlights" in line]
-    share = (cone_power(result.light.base, SUN_DIRECTION, 10.0)
-             / cone_power(result.light.base, SUN_DIRECTION, 180.0))
+    share = cone_share(result.light.base, SUN_DIRECTION, 10.0)
     if find_sun:
         assert len(told) == 1 and share > 0.4
         assert angle_degrees(brightest_direction(result.light.base), SUN_DIRECTION) < 6.0

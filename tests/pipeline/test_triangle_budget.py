@@ -4,7 +4,7 @@ never has more triangles, and says how many it has in its metrics."""
 
 import pytest
 import torch
-from running import config
+from running import Lines, config
 from stand_ins import ball_asset, render, ring_cameras, sky
 
 from diffrec import cli
@@ -20,16 +20,6 @@ from diffrec.pipeline.views import Views
 from diffrec.protocol.settings import SettingsError, parse_settings
 
 SIZE = 32
-
-
-class Lines(Reporter):
-    """The log lines a run reports."""
-
-    def __init__(self):
-        self.lines = []
-
-    def log(self, message: str, level: str = "info", **fields) -> None:
-        self.lines.append(message)
 
 
 def _views(count: int) -> Views:

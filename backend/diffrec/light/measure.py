@@ -6,6 +6,8 @@
 - ``cone_power(base, direction, degrees)``: the power inside a cone, ``sum L omega`` over the
   texels whose centres lie within ``degrees`` of ``direction`` (the mean of R, G and B, in
   radiance times steradians), which a sun's irradiance is proportional to;
+- ``cone_share(base, direction, degrees)``: that power over the whole map's: what images fix
+  of a learned light, whose scale trades against the base colour's;
 - ``angle_degrees(a, b)``: the angle between two directions.
 
 Cube maps are ``[6, R, R, 3]`` linear radiance (``EnvironmentLight.base``).
@@ -20,7 +22,7 @@ import torch
 from diffrec.light.cube import texel_directions, texel_solid_angles
 from diffrec.light.prefilter import box_pyramid, ggx_prefilter
 
-__all__ = ["BLUR_ROUGHNESS", "angle_degrees", "brightest_direction", "cone_power"]
+__all__ = ["BLUR_ROUGHNESS", "angle_degrees", "brightest_direction", "cone_power", "cone_share"]
 
 BLUR_ROUGHNESS = 0.2
 """The GGX roughness of the blur before the brightest direction is taken: a lobe of about
@@ -48,6 +50,11 @@ def cone_power(base: torch.Tensor, direction, degrees: float) -> float:
     inside = texel_directions(resolution) @ direction >= math.cos(math.radians(degrees))
     radiance = base.detach().double().cpu().mean(-1)
     return float((radiance * texel_solid_angles(resolution) * inside).sum())
+
+
+def cone_share(base: torch.Tensor, direction, degrees: float) -> float:
+    """``cone_power(base, direction, degrees)`` over the power of the whole of ``base``."""
+    return cone_power(base, direction, degrees) / cone_power(base, direction, 180.0)
 
 
 def angle_degrees(a, b) -> float:
