@@ -136,6 +136,12 @@ def _extract(pycolmap, database: Path, images: Path, photos: list[Path], max_ima
     options.sift.max_num_features = max_features
     reader = pycolmap.ImageReaderOptions()
     reader.camera_model = "SIMPLE_PINHOLE"
+    # ids in name order: the extractor numbers a new photo when its features are done, in
+    # whichever order its threads finish, and matching and mapping follow the ids
+    pycolmap.Database.open(str(database)).close()
+    pycolmap.import_images(database, images, camera_mode=pycolmap.CameraMode.SINGLE,
+                           image_names=[path.relative_to(images).as_posix() for path in photos],
+                           options=reader)
     pycolmap.extract_features(database, images, camera_mode=pycolmap.CameraMode.SINGLE,
                               reader_options=reader, extraction_options=options,
                               device=pycolmap.Device.auto)
