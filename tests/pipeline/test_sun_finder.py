@@ -12,9 +12,10 @@ from diffrec import raster
 from diffrec.light.cube import texel_directions, texel_solid_angles
 from diffrec.light.envmap import EnvironmentLight
 from diffrec.light.measure import angle_degrees, brightest_direction, cone_share
-from diffrec.pipeline import sun_finder
+from diffrec.pipeline import distributed, sun_finder
+from diffrec.pipeline.initial_state import make_light
 from diffrec.pipeline.inputs import Inputs
-from diffrec.pipeline.run import optimize
+from diffrec.pipeline.run import _surface_pass, optimize
 from diffrec.protocol.settings import parse_settings
 from diffrec_bench.sun_scene import OTHER_SUN_DIRECTION, SUN_DIRECTION, ball, sun_sky, views
 
@@ -79,9 +80,9 @@ def test_the_seed_carries_its_share_of_the_power_towards_the_sun_and_leaves_the_
     ({"light": "learn", "light_find_sun": True, "camera_space_light": True}, False),
     ({"light": "learn-from-envmap", "light_find_sun": True}, False),
     ({"light": "fixed", "light_find_sun": True}, False),
-    ({"light": "learn", "light_find_sun": True, "mode": "reconstruct"}, False)])
-def test_only_a_light_learned_from_grey_in_the_world_from_a_start_mesh_looks_for_a_sun(
-        values, looks):
+    ({"light": "learn", "light_find_sun": True, "mode": "reconstruct"}, True),
+    ({"light": "learn", "light_find_sun": True, "mode": "refine"}, True)])
+def test_only_a_light_learned_from_grey_in_the_world_looks_for_a_sun(values, looks):
     assert parse_settings({"mode": "materials", **values}).looks_for_sun() is looks
 
 
@@ -101,3 +102,26 @@ def test_a_run_that_learns_the_light_starts_it_with_the_sun_it_finds(tmp_path, f
         assert angle_degrees(brightest_direction(result.light.base), SUN_DIRECTION) < 6.0
     else:
         assert not told and share < 0.05
+
+
+@pytest.mark.parametrize("surface_init", ["visual-hull", "sphere"])
+def test_reconstruct_looks_for_the_sun_on_the_visual_hull(surface_init):
+    """Reconstruct has no start mesh: it reads the highlights on the masks' visual hull, the
+    surface pass 1 starts from; from a sphere it says it did not look."""
+    settings = parse_settings({"preset": "preview", "mode": "reconstruct", "iterations": 1,
+                               "dmtet_grid": 48, "train_res": SIZE, "texture_res": 16,
+                               "light": "learn", "light_res": 32, "checkpoint_every": 0,
+                               "surface_init": surface_init})
+    light = make_light(settings, None, "cpu")
+    lines = Lines()
+    _surface_pass(CTX, settings, views(sun_sky(ratio=2000), COUNT, SIZE, 1, truth_res=64),
+                  light, lines, None, distributed.SINGLE)
+    share = cone_share(light.base, SUN_DIRECTION, 10.0)
+    if surface_init == "visual-hull":
+        assert sum("a sun found in the highlights" in line for line in lines.lines) == 1
+        assert share > 0.4
+        assert angle_degrees(brightest_direction(light.base), SUN_DIRECTION) < 6.0
+    else:
+        assert any("no sun looked for: pass 1 starts from a sphere" in line
+                   for line in lines.lines)
+        assert share < 0.05

@@ -123,6 +123,14 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
         if start != "visual-hull":
             reporter.log("the masks outline no object (no background, or an empty hull): "
                          "pass 1 starts from a sphere", level="warning")
+    if settings.looks_for_sun():
+        if start == "visual-hull":
+            with torch.no_grad():
+                _start_light_at_sun(ctx, geometry.mesh(), train, light, reporter)
+        else:
+            reporter.log(f"no sun looked for: pass 1 starts from a {start}, not the visual "
+                         "hull, so there are no surface normals to read highlights on; the "
+                         "learned light starts grey")
     ranges, material_settings = settings.material_ranges(), settings.material
     field = NeuralMaterial((center - half).tolist(), (center + half).tolist(),
                            kd_min=ranges["kd"][0][:3], kd_max=ranges["kd"][1][:3],
@@ -159,6 +167,15 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
     material = TextureMaterial(baked["kd"], baked["ks"], baked.get("normal"),
                                mip_bias=material_settings.texture_mip_bias).to(device)
     return mesh, material, trainer, type(geometry.surface).__name__, unwrapping
+
+
+def _start_light_at_sun(ctx, mesh: Mesh, train: Views, light, reporter: Reporter) -> None:
+    """Seeds ``light`` with the sun ``train``'s highlights show on ``mesh`` (``find_sun``,
+    ``seed_sun_``), where they show one; logs what was found."""
+    sun = find_sun(ctx, mesh, train)
+    if sun is not None:
+        seed_sun_(light, sun)
+    reporter.log(NO_SUN if sun is None else sun.sentence())
 
 
 def _decimated(mesh: Mesh, budget: int, reporter: Reporter) -> Mesh:
@@ -262,10 +279,7 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
             reporter.log(warnings[-1], level="warning")
         material = initial_textures(settings, torch_device, base_material)
         if settings.looks_for_sun():
-            sun = find_sun(ctx, mesh, train)
-            if sun is not None:
-                seed_sun_(light, sun)
-            reporter.log(NO_SUN if sun is None else sun.sentence())
+            _start_light_at_sun(ctx, mesh, train, light, reporter)
         if starts_levelled(settings):
             level = level_albedo_(ctx, mesh, material, light, train, settings)
             reporter.log("the base colour starts at the views' level, "

@@ -2,8 +2,9 @@
 
 A learned light starts as a grey sphere, and a fit from there explains a sun's highlights
 with the material: brighter base colour, lower roughness (docs/BENCHMARKS.md, "Learning a
-sun"). What the images hold about a sun is in what changes with the view. On the start mesh,
-with the views at most ``LONGEST_SIDE`` pixels across:
+sun"). What the images hold about a sun is in what changes with the view. On the start mesh
+(reconstruct: the masks' visual hull, pass 1's start), with the views at most
+``LONGEST_SIDE`` pixels across:
 
 - every covered pixel of a training view that faces its camera (``n.v > FACING``: Fresnel
   brightens every grazing pixel whatever the light) is a surface point seen along ``v``;

@@ -352,8 +352,9 @@ class LightSettings(_Record):
                           "exactly, as this many directional sources (0: none)", minimum=0)
     # a grey start explains a sun's highlights with the material (docs/BENCHMARKS.md,
     # "Learning a sun")
-    find_sun: bool = _light(True, "learned light, materials and refine: start it with the "
-                            "sun the targets' highlights show on the start mesh, if any")
+    find_sun: bool = _light(True, "learned light: start it with the sun the targets' "
+                            "highlights show on the start mesh (reconstruct: on the masks' "
+                            "visual hull), if any")
     visibility: float = _light(0.001, "occlusion regulariser weight", minimum=0)
     white_balance: float = _light(0.005, "light white-balance weight", minimum=0)
 
@@ -552,12 +553,12 @@ class Settings:
         return refine == "on" or (refine == "auto" and poses_found)
 
     def looks_for_sun(self) -> bool:
-        """Whether a materials or refine run looks for a sun in its targets' highlights
-        before its fit (``pipeline.sun_finder``): ``light_find_sun``, a light learned from
-        grey (``light`` "learn") in the world's frame (not ``camera_space_light``)."""
+        """Whether a run looks for a sun in its targets' highlights before its fit
+        (``pipeline.sun_finder``; on the start mesh, or reconstruct's visual hull when pass 1
+        starts from it): ``light_find_sun``, a light learned from grey (``light`` "learn") in
+        the world's frame (not ``camera_space_light``)."""
         light = self.light
-        return (light.find_sun and light.mode == "learn" and not light.camera_space
-                and self.run.mode != "reconstruct")
+        return light.find_sun and light.mode == "learn" and not light.camera_space
 
     def layered_bsdf(self) -> bool:
         """Whether the split-sum shading lays the diffuse under the specular coat (``bsdf``
