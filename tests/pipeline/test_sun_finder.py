@@ -13,6 +13,7 @@ from diffrec.light.cube import texel_directions, texel_solid_angles
 from diffrec.light.envmap import EnvironmentLight
 from diffrec.light.measure import angle_degrees, brightest_direction, cone_share
 from diffrec.pipeline import distributed, sun_finder
+from diffrec.pipeline.geometry_models import IsosurfaceGeometry
 from diffrec.pipeline.initial_state import make_light
 from diffrec.pipeline.inputs import Inputs
 from diffrec.pipeline.run import _surface_pass, optimize
@@ -58,6 +59,16 @@ def test_larger_views_are_looked_at_the_finders_size(monkeypatch):
 @pytest.mark.parametrize(("ratio", "seed"), [(0, 1), (0, 2), (0, 4), (50, 2), (50, 4)])
 def test_a_sky_without_a_sun_or_with_one_too_faint_to_show_gives_none(ratio, seed):
     assert _found(ratio, seed) is None
+
+
+@pytest.mark.parametrize(("ratio", "seed"), [(0, 1), (0, 2), (50, 4)])
+def test_on_the_visual_hull_too_a_sky_without_a_sun_or_with_a_faint_one_gives_none(ratio, seed):
+    """The hull's normals are not the ball's (flat facets, a grid's steps): they must not
+    make up a sun."""
+    seen = views(sun_sky(ratio=ratio), COUNT, SIZE, seed, truth_res=64)
+    hull = IsosurfaceGeometry("flexicubes", 48, 2.1, [0.0, 0.0, 0.0], "cpu")
+    assert hull.start_from_hull(seen.cameras, seen.images[..., 3]) == "visual-hull"
+    assert sun_finder.find_sun(CTX, hull.mesh(), seen) is None
 
 
 def test_the_seed_carries_its_share_of_the_power_towards_the_sun_and_leaves_the_rest():
