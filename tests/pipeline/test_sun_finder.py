@@ -17,6 +17,7 @@ from diffrec.pipeline.geometry_models import IsosurfaceGeometry
 from diffrec.pipeline.initial_state import make_light
 from diffrec.pipeline.inputs import Inputs
 from diffrec.pipeline.run import _surface_pass, optimize
+from diffrec.pipeline.views import Views
 from diffrec.protocol.settings import parse_settings
 from diffrec_bench.sun_scene import OTHER_SUN_DIRECTION, SUN_DIRECTION, ball, sun_sky, views
 
@@ -92,6 +93,8 @@ def test_the_seed_carries_its_share_of_the_power_towards_the_sun_and_leaves_the_
     ({"light": "learn-from-envmap", "light_find_sun": True}, False),
     ({"light": "fixed", "light_find_sun": True}, False),
     ({"light": "learn", "light_find_sun": True, "mode": "reconstruct"}, True),
+    ({"light": "learn", "light_find_sun": True, "mode": "reconstruct",
+      "surface_init": "sphere"}, False),
     ({"light": "learn", "light_find_sun": True, "mode": "refine"}, True)])
 def test_only_a_light_learned_from_grey_in_the_world_looks_for_a_sun(values, looks):
     assert parse_settings({"mode": "materials", **values}).looks_for_sun() is looks
@@ -115,20 +118,23 @@ def test_a_run_that_learns_the_light_starts_it_with_the_sun_it_finds(tmp_path, f
         assert not told and share < 0.05
 
 
-@pytest.mark.parametrize("surface_init", ["visual-hull", "sphere"])
-def test_reconstruct_looks_for_the_sun_on_the_visual_hull(surface_init):
+@pytest.mark.parametrize("masks", [True, False])
+def test_reconstruct_looks_for_the_sun_on_the_visual_hull(masks):
     """Reconstruct has no start mesh: it reads the highlights on the masks' visual hull, the
-    surface pass 1 starts from; from a sphere it says it did not look."""
+    surface pass 1 starts from; where the masks outline nothing (opaque views: no hull) pass 1
+    starts from a sphere, and the log says no sun was looked for."""
     settings = parse_settings({"preset": "preview", "mode": "reconstruct", "iterations": 1,
                                "dmtet_grid": 48, "train_res": SIZE, "texture_res": 16,
-                               "light": "learn", "light_res": 32, "checkpoint_every": 0,
-                               "surface_init": surface_init})
+                               "light": "learn", "light_res": 32, "checkpoint_every": 0})
     light = make_light(settings, None, "cpu")
+    seen = views(sun_sky(ratio=2000), COUNT, SIZE, 1, truth_res=64)
+    if not masks:
+        seen = Views(seen.cameras, torch.cat([seen.images[..., :3],
+                                              torch.ones_like(seen.images[..., 3:])], -1))
     lines = Lines()
-    _surface_pass(CTX, settings, views(sun_sky(ratio=2000), COUNT, SIZE, 1, truth_res=64),
-                  light, lines, None, distributed.SINGLE)
+    _surface_pass(CTX, settings, seen, light, lines, None, distributed.SINGLE)
     share = cone_share(light.base, SUN_DIRECTION, 10.0)
-    if surface_init == "visual-hull":
+    if masks:
         assert sum("a sun found in the highlights" in line for line in lines.lines) == 1
         assert share > 0.4
         assert angle_degrees(brightest_direction(light.base), SUN_DIRECTION) < 6.0

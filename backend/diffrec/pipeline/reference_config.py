@@ -402,9 +402,10 @@ def departures(settings, sources=None) -> list[str]:
                      "plain Adam at learning_rate, about that much a texel a step): "
                      "light_log_rate 0 for its")
     if settings.looks_for_sun():
-        found.append("a learned light starts with the sun the targets' highlights show on the "
-                     "start mesh or reconstruct's visual hull, where they show one (nvdiffrec: "
-                     "grey): light_find_sun false for its")
+        looked_on = "visual hull" if settings.run.mode == "reconstruct" else "start mesh"
+        found.append(f"a learned light starts with the sun the targets' highlights show on the "
+                     f"{looked_on}, where they show one (nvdiffrec: grey): light_find_sun false "
+                     "for its")
     if rendering.clipped_white != "off":
         found.append(f"white target pixels are taken as clipped (clipped_white "
                      f"{rendering.clipped_white!r}: a render at least as bright matches them; "

@@ -128,7 +128,7 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
             with torch.no_grad():
                 _start_light_at_sun(ctx, geometry.mesh(), train, light, reporter)
         else:
-            reporter.log(f"no sun looked for: pass 1 starts from a {start}, not the visual "
+            reporter.log("no sun looked for: pass 1 starts from a sphere, not the visual "
                          "hull, so there are no surface normals to read highlights on; the "
                          "learned light starts grey")
     ranges, material_settings = settings.material_ranges(), settings.material

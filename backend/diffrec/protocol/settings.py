@@ -554,11 +554,12 @@ class Settings:
 
     def looks_for_sun(self) -> bool:
         """Whether a run looks for a sun in its targets' highlights before its fit
-        (``pipeline.sun_finder``; on the start mesh, or reconstruct's visual hull when pass 1
-        starts from it): ``light_find_sun``, a light learned from grey (``light`` "learn") in
-        the world's frame (not ``camera_space_light``)."""
+        (``pipeline.sun_finder``): ``light_find_sun``, a light learned from grey (``light``
+        "learn") in the world's frame (not ``camera_space_light``), and a surface to look on:
+        the start mesh, or in reconstruct the visual hull (``surface_init`` "visual-hull")."""
         light = self.light
-        return light.find_sun and light.mode == "learn" and not light.camera_space
+        on_a_surface = self.run.mode != "reconstruct" or self.surface.surface_init == "visual-hull"
+        return light.find_sun and light.mode == "learn" and not light.camera_space and on_a_surface
 
     def layered_bsdf(self) -> bool:
         """Whether the split-sum shading lays the diffuse under the specular coat (``bsdf``
