@@ -120,17 +120,17 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
         start = "random"
     elif surface.surface_init == "visual-hull":
         start = geometry.start_from_hull(train.cameras, train.images[..., 3])
-        if start != "visual-hull":
+        if start == "visual-hull":
+            if settings.looks_for_sun():
+                with torch.no_grad():
+                    _start_light_at_sun(ctx, geometry.mesh(), train, light, reporter)
+        else:
             reporter.log("the masks outline no object (no background, or an empty hull): "
                          "pass 1 starts from a sphere", level="warning")
-    if settings.looks_for_sun():
-        if start == "visual-hull":
-            with torch.no_grad():
-                _start_light_at_sun(ctx, geometry.mesh(), train, light, reporter)
-        else:
-            reporter.log("no sun looked for: pass 1 starts from a sphere, not the visual "
-                         "hull, so there are no surface normals to read highlights on; the "
-                         "learned light starts grey")
+            if settings.looks_for_sun():
+                reporter.log("no sun looked for: pass 1 starts from a sphere, not the visual "
+                             "hull, so there are no surface normals to read highlights on; "
+                             "the learned light starts grey")
     ranges, material_settings = settings.material_ranges(), settings.material
     field = NeuralMaterial((center - half).tolist(), (center + half).tolist(),
                            kd_min=ranges["kd"][0][:3], kd_max=ranges["kd"][1][:3],
