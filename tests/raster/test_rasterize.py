@@ -144,6 +144,69 @@ def test_gradients_to_pos_match_finite_differences(grad_db):
     assert grad is None or (grad == 0).all(), "z/w carries no gradient, as with nvdiffrast"
 
 
+def jittered_grid(quads: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Clip-space positions ``[2, V, 4]`` (two perspective views: w from 1 to 1.6) and int32
+    triangles of a jittered grid of ``quads x quads`` quads inside the frustum."""
+    gen = torch.Generator().manual_seed(seed)
+    side = torch.linspace(-0.9, 0.9, quads + 1, dtype=torch.float64)
+    gy, gx = torch.meshgrid(side, side, indexing="ij")
+    xy = torch.stack([gx, gy], -1).reshape(-1, 2)
+    xy = xy + 0.3 / quads * (torch.rand(2, *xy.shape, generator=gen, dtype=torch.float64) - 0.5)
+    w = 1.0 + 0.6 * torch.rand(2, len(side) ** 2, 1, generator=gen, dtype=torch.float64)
+    z = torch.rand(2, len(side) ** 2, 1, generator=gen, dtype=torch.float64) - 0.5
+    pos = torch.cat([xy * w, z * w, w], -1)
+    idx = torch.arange(len(side) ** 2).reshape(len(side), len(side))
+    a, b, c, d = idx[:-1, :-1], idx[:-1, 1:], idx[1:, 1:], idx[1:, :-1]
+    tri = torch.cat([torch.stack([a, b, c], -1), torch.stack([a, c, d], -1)]).reshape(-1, 3)
+    return pos, tri.to(torch.int32)
+
+
+@pytest.mark.parametrize("grad_db", [True, False])
+def test_more_triangles_than_covered_pixels_match_reference_and_finite_differences(grad_db):
+    """Where the covered pixels are fewer than the triangles (a dense mesh in a small image),
+    the edge functions are worked out per covered pixel: barycentrics against the float64
+    reference of each pixel's triangle, gradients against finite differences."""
+    pos, tri = jittered_grid(12, seed=4)
+    height, width = 8, 6
+    rast, _ = raster.rasterize(CTX, pos, tri, (height, width))
+    assert (rast[..., 3] > 0).sum() < len(tri), "the case must have fewer pixels than triangles"
+    X, Y = pixel_centres(height, width)
+    for image in range(2):
+        ids = rast[image, ..., 3].long() - 1
+        for row, col in torch.nonzero(ids >= 0).tolist():
+            clip = pos[image, tri[ids[row, col]].long()].numpy()
+            b, _, depth = barycentrics(clip, X[row:row + 1, col:col + 1],
+                                       Y[row:row + 1, col:col + 1])
+            np.testing.assert_allclose(rast[image, row, col, :2].numpy(), b[0, 0, :2],
+                                       atol=1e-9)
+            # z/w is worked out in float32 for the depth test
+            assert float(rast[image, row, col, 2]) == pytest.approx(depth[0, 0], abs=2e-5)
+    whole_range = torch.tensor([[0, len(tri)]], dtype=torch.int32)
+    in_range = raster.rasterize(CTX, pos[1], tri, (height, width), ranges=whole_range)[0]
+    assert torch.equal(in_range[0], rast[1])
+    pos.requires_grad_(True)
+
+    def uv_and_db(p):
+        rast, rast_db = raster.rasterize(CTX, p, tri, (height, width), grad_db=grad_db)
+        return rast[..., :2], rast_db
+
+    check = torch.autograd.gradcheck
+    assert check(lambda p: uv_and_db(p)[0], (pos,), eps=1e-6, atol=1e-6, fast_mode=True)
+    if grad_db:
+        assert check(lambda p: uv_and_db(p)[1], (pos,), eps=1e-6, atol=1e-5, fast_mode=True)
+
+
+def test_triangles_degenerate_on_screen_cover_nothing():
+    """Three vertices on one line through pixel centres, nearer than a triangle that covers
+    the image: every pixel stays the far triangle's."""
+    far = [[-1, -1, 0.5, 1], [3, -1, 0.5, 1], [-1, 3, 0.5, 1]]
+    line = [[-1, -1, -0.5, 1], [1, 1, -0.5, 1], [0, 0, -0.5, 1]]  # the diagonal x = y
+    pos = torch.tensor([far + line], dtype=torch.float32)
+    tri = torch.tensor([[0, 1, 2], [3, 4, 5]], dtype=torch.int32)
+    rast, _ = raster.rasterize(CTX, pos, tri, (8, 8))
+    assert (rast[0, ..., 3] == 1).all()
+
+
 def test_fully_hidden_or_behind_triangles_produce_nothing():
     behind = [[-0.5, -0.5, 0.5, -1.0], [0.5, -0.5, 0.5, -1.0], [0.0, 0.5, 0.5, -1.0]]
     beyond_far = [[-0.5, -0.5, 1.5, 1.0], [0.5, -0.5, 1.5, 1.0], [0.0, 0.5, 1.5, 1.0]]

@@ -68,7 +68,8 @@ def _instances(pos: torch.Tensor, tri: torch.Tensor, ranges):
         num_tris = tri64.shape[0]
         batch = torch.arange(batch_size, device=device).repeat_interleave(num_tris)
         tri_id = torch.arange(num_tris, device=device).repeat(batch_size)
-        vidx = tri64[tri_id] + (batch * num_verts)[:, None]
+        offsets = torch.arange(batch_size, device=device) * num_verts
+        vidx = (tri64[None] + offsets[:, None, None]).reshape(-1, 3)
         return batch, tri_id, vidx, batch_size
     starts, counts = ranges[:, 0].to(torch.int64), ranges[:, 1].to(torch.int64)
     if bool((starts < 0).any() or (counts < 0).any() or (starts + counts > tri.shape[0]).any()):
@@ -106,31 +107,34 @@ def _depth_keys(depth: torch.Tensor, tri_id: torch.Tensor) -> torch.Tensor:
     return (bits << 32) | tri_id
 
 
-def _pixel_bounds(clip: torch.Tensor, height: int, width: int):
-    """Inclusive pixel ranges ``(x0, x1, y0, y1)`` per triangle (empty when x1 < x0).
+def _pixel_bounds(vertices: torch.Tensor, vidx: torch.Tensor, height: int, width: int):
+    """Inclusive pixel ranges ``(x0, x1, y0, y1)`` per triangle (empty when x1 < x0) of the
+    clip-space ``vertices [M, 4]`` at rows ``vidx [N, 3]``.
 
     Triangles entirely behind the camera or outside one side of the frustum get empty ranges;
-    triangles crossing w = 0 get the whole image (their coverage test is still exact).
+    triangles crossing w = 0 get the whole image (their coverage test is still exact). What
+    can be is worked out per vertex and gathered per triangle (a vertex serves ~6 triangles).
     """
-    x, y, z, w = clip.unbind(-1)  # each [N, 3]
-    outside = (
-        (x > w).all(-1) | (x < -w).all(-1) | (y > w).all(-1) | (y < -w).all(-1)
-        | (z > w).all(-1) | (z < -w).all(-1) | (w <= 0).all(-1)
-    )
-    crossing = (w <= 0).any(-1)
+    x, y, z, w = vertices.unbind(-1)
+    planes = (x > w, x < -w, y > w, y < -w, z > w, z < -w, w <= 0)  # one bit each
+    outcode = sum(plane.to(torch.uint8) << bit for bit, plane in enumerate(planes))
+    corners = outcode[vidx]  # [N, 3]
+    outside = (corners[:, 0] & corners[:, 1] & corners[:, 2]) != 0
+    behind = 1 << (len(planes) - 1)
+    crossing = ((corners[:, 0] | corners[:, 1] | corners[:, 2]) & behind) != 0
     safe_w = torch.where(w > 0, w, torch.ones_like(w))
-    sx, sy = x / safe_w, y / safe_w
     eps = 1e-4  # pixels; the bounds only need to contain every pixel the exact test accepts
 
-    def span(lo_ndc, hi_ndc, size):
-        lo = torch.ceil((lo_ndc + 1.0) * (size / 2.0) - 0.5 - eps)
-        hi = torch.floor((hi_ndc + 1.0) * (size / 2.0) - 0.5 + eps)
+    def span(ndc, size):
+        corner_ndc = ndc[vidx]
+        lo = torch.ceil((corner_ndc.amin(-1) + 1.0) * (size / 2.0) - 0.5 - eps)
+        hi = torch.floor((corner_ndc.amax(-1) + 1.0) * (size / 2.0) - 0.5 + eps)
         lo = torch.where(crossing, torch.zeros_like(lo), lo.clamp(0, size))
         hi = torch.where(crossing, torch.full_like(hi, size - 1), hi.clamp(-1, size - 1))
         return lo.to(torch.int64), hi.to(torch.int64)
 
-    x0, x1 = span(sx.amin(-1), sx.amax(-1), width)
-    y0, y1 = span(sy.amin(-1), sy.amax(-1), height)
+    x0, x1 = span(x / safe_w, width)
+    y0, y1 = span(y / safe_w, height)
     x1 = torch.where(outside, x0 - 1, x1)
     return x0, x1, y0, y1
 
@@ -151,22 +155,26 @@ def _visible_keys(pos, tri, ranges, height, width, peel_keys=None):
     device = pos.device
     with torch.no_grad():
         batch, tri_id, vidx, batch_size = _instances(pos, tri, ranges)
-        clip = pos.detach().to(torch.float32).reshape(-1, 4)[vidx]  # [N, 3, 4]
-        x0, x1, y0, y1 = _pixel_bounds(clip, height, width)
+        vertices = pos.detach().to(torch.float32).reshape(-1, 4)
+        x0, x1, y0, y1 = _pixel_bounds(vertices, vidx, height, width)
         nx, ny = (x1 - x0 + 1).clamp(min=0), (y1 - y0 + 1).clamp(min=0)
+        # off screen, or between pixel centres: covers nothing. Dropped before the edge
+        # functions, which cost most per triangle (at a few pixels per triangle most are
+        # dropped here). One index list for every tensor (a boolean mask per tensor would make
+        # the host wait for the device each time)
+        batch, tri_id, vidx, x0, y0, nx, ny = _selected(
+            torch.nonzero((nx > 0) & (ny > 0)).squeeze(1), batch, tri_id, vidx, x0, y0, nx, ny)
+        clip = vertices[vidx]  # [N, 3, 4]
         xyw = clip[..., [0, 1, 3]]
-        c0, c1, c2 = _edge_coefficients(xyw[:, 0], xyw[:, 1], xyw[:, 2])
-        det = (xyw[:, 0] * c0).sum(-1)
-        # off screen, or degenerate in screen space: covers nothing. One index list for every
-        # tensor (a boolean mask per tensor would make the host wait for the device each time)
-        kept = torch.nonzero((nx > 0) & (ny > 0) & (det != 0)).squeeze(1)
-        batch, tri_id, clip, x0, y0, nx, ny, det = (
-            t[kept] for t in (batch, tri_id, clip, x0, y0, nx, ny, det))
+        coeffs = torch.stack(_edge_coefficients(xyw[:, 0], xyw[:, 1], xyw[:, 2]), 1)
+        det = (xyw[:, 0] * coeffs[:, 0]).sum(-1)
         sign = torch.sign(det)
-        coeffs = torch.stack((c0, c1, c2), 1)[kept] * sign[:, None, None]  # [N, edge, xyw]
+        coeffs = coeffs * sign[:, None, None]  # [N, edge, xyw]
         # sum_i e_i z_i / |det| is z/w at the pixel (there sum_i e_i w_i = |det|)
-        z_scaled = clip[..., 2] / (det * sign)[:, None]
-        # top-left rule for pixels exactly on an edge: accept e == 0 when (cx, cy) > 0 lexically
+        z_scaled = clip[..., 2] / torch.where(det != 0, det.abs(), 1.0)[:, None]
+        # top-left rule for pixels exactly on an edge: accept e == 0 when (cx, cy) > 0 lexically.
+        # A triangle degenerate in screen space (det 0) has all-zero edge functions here and
+        # owns no edge: it covers nothing (kept rather than dropped: one wait for the device)
         owner = (coeffs[..., 0] > 0) | ((coeffs[..., 0] == 0) & (coeffs[..., 1] > 0))
 
         keys = torch.full((batch_size * height * width,), EMPTY_KEY, dtype=torch.int64,
@@ -185,6 +193,11 @@ def _visible_keys(pos, tri, ranges, height, width, peel_keys=None):
                     z_scaled[chunk],
                 )
     return keys
+
+
+def _selected(index: torch.Tensor, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """``tensors``' rows at ``index``."""
+    return tuple(t[index] for t in tensors)
 
 
 def _rasterize_boxes(keys, peel_keys, height, width, bh, bw, batch, tri_id, x0, y0, nx, ny,
@@ -210,6 +223,22 @@ def _rasterize_boxes(keys, peel_keys, height, width, bh, bw, batch, tri_id, x0, 
     keys.scatter_reduce_(0, pix, key, reduce="amin")
 
 
+def _covering_edge_coefficients(pos, tri, ranges, batch, tri_id) -> torch.Tensor:
+    """Edge coefficients ``[P, edge, xyw]`` (differentiable in ``pos``) of the triangles
+    ``tri_id`` of images ``batch`` that cover P pixels: worked out per pixel where there are
+    fewer covered pixels than triangles (small images, dense meshes), else once per triangle
+    and gathered. The same numbers either way."""
+    tri64 = tri.to(device=pos.device, dtype=torch.int64)
+    xyw = pos[..., [0, 1, 3]]
+    if len(tri_id) < tri64.shape[0] * (pos.shape[0] if ranges is None else 1):
+        rows = tri64[tri_id]  # [P, 3]
+        corners = xyw[batch[:, None], rows] if ranges is None else xyw[rows]
+        return torch.stack(_edge_coefficients(*corners.unbind(-2)), -2)
+    corners = xyw[..., tri64, :]
+    per_tri = torch.stack(_edge_coefficients(*corners.unbind(-2)), -2).reshape(-1, 3, 3)
+    return per_tri[tri_id + batch * tri64.shape[0] if ranges is None else tri_id]
+
+
 def _rast_from_keys(pos, tri, ranges, keys, height, width, grad_db):
     """Stage 2: differentiable (u, v, z/w, id + 1) and pixel derivatives for covered pixels."""
     batch_size = keys.numel() // (height * width)
@@ -223,10 +252,7 @@ def _rast_from_keys(pos, tri, ranges, keys, height, width, grad_db):
     b = torch.div(pix, height * width, rounding_mode="floor")
     py = torch.div(pix % (height * width), width, rounding_mode="floor")
     px = pix % width
-    # edge coefficients once per triangle (differentiable), then gathered per covered pixel
-    corners = pos[..., [0, 1, 3]][..., tri.to(device=pos.device, dtype=torch.int64), :]
-    per_tri = torch.stack(_edge_coefficients(*corners.unbind(-2)), -2).reshape(-1, 3, 3)
-    c = per_tri[tri_id + b * tri.shape[0] if ranges is None else tri_id]  # [P, edge, xyw]
+    c = _covering_edge_coefficients(pos, tri, ranges, b, tri_id)  # [P, edge, xyw]
     qx, qy = _pixel_ndc(px, width, pos.dtype), _pixel_ndc(py, height, pos.dtype)
     e = c[..., 0] * qx[:, None] + c[..., 1] * qy[:, None] + c[..., 2]
     total = e.sum(-1)
