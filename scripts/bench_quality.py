@@ -55,6 +55,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--config", type=Path, help="a settings file (TOML or JSON) every "
                         "scene's `diffrec optimize --config` reads: to compare settings on "
                         "the suite (the flags above still win)")
+    parser.add_argument("--light", choices=("fixed", "learn"), default="fixed",
+                        help="fixed (default): each scene's HDRI given as the light; learn: the "
+                             "fit learns the light without it (as from photos)")
     parser.add_argument("--jobs", type=int, default=1, help="scenes run at once (each optimize "
                                                             "gets cores / jobs torch threads)")
     parser.add_argument("--device", help="backend device (default: the backend's choice)")
@@ -81,6 +84,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.peer and args.mode != ["materials"]:
         parser.error("--peer fits materials only: --mode materials")
+    if args.peer and args.light != "fixed":
+        parser.error("--peer fits under the given HDRI: --light fixed")
     if args.peer and (args.export_fits or args.fitted):
         parser.error("--peer runs here: not with --export-fits or --fitted")
     if args.export_fits and args.fitted:
@@ -96,7 +101,8 @@ def jobs_for(args) -> list[SceneJob]:
     return [SceneJob(name, args.out / mode / name, args.cache, mode, args.preset, args.res,
                      args.views, args.holdout, args.samples, args.iterations, args.device,
                      threads, args.config and args.config.resolve(), args.relight,
-                     args.albedo, args.peer, args.fitted and args.fitted.resolve())
+                     args.albedo, args.peer, args.fitted and args.fitted.resolve(),
+                     args.light)
             for mode in args.mode for name in args.scenes]
 
 

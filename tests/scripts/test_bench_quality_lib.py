@@ -242,3 +242,19 @@ def test_expected_drop_is_the_srgb_cost_of_one_relative_error_under_brighter_lig
     assert expected < -2.0  # a darker relit light flatters it: a negative expected drop
     with pytest.raises(ValueError, match="no HDRI"):
         light_level.expected_drop(fitted, {"sun": fitted}, [sun])
+
+
+def test_the_light_is_the_scenes_hdri_fixed_or_learned_without_it(tmp_path):
+    from diffrec_bench.quality.job import SceneJob, optimize_command
+
+    def command(light: str) -> list[str]:
+        job = SceneJob("ring", tmp_path / "out", tmp_path / "cache", "materials", "preview",
+                       64, 8, 2, 16, light=light)
+        return optimize_command(job, tmp_path / "dataset", tmp_path / "sky.exr", tmp_path)
+
+    fixed, learned = command("fixed"), command("learn")
+    assert fixed[fixed.index("--light") + 1] == "fixed"
+    assert fixed[fixed.index("--envmap") + 1] == str(tmp_path / "sky.exr")
+    assert learned[learned.index("--light") + 1] == "learn" and "--envmap" not in learned
+    without_hdri = [part for part in fixed if part not in ("--envmap", str(tmp_path / "sky.exr"))]
+    assert [("learn" if part == "fixed" else part) for part in without_hdri] == learned

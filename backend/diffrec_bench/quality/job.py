@@ -22,7 +22,8 @@ class SceneJob:
     its base colour only; ``peer`` "mitsuba": fit with Mitsuba 3's own inverse rendering
     (``scripts/bench_mitsuba_peer.py``, materials mode) instead of ``diffrec optimize``;
     ``fitted``: the results folder of fits run on another machine (``remote``), judged here
-    instead of fitting."""
+    instead of fitting; ``light`` "fixed": the scene's HDRI given as a fixed light, "learn":
+    the fit learns the light (from grey, as for photos; the HDRI is not given)."""
 
     name: str
     out: Path
@@ -41,6 +42,7 @@ class SceneJob:
     albedo: bool = False
     peer: str | None = None
     fitted: Path | None = None
+    light: str = "fixed"
 
     def lights(self) -> list[dict] | None:
         """The lights the result is judged under besides its own: None when neither they nor
@@ -58,16 +60,18 @@ class SceneJob:
 
 def optimize_command(job: SceneJob, dataset: Path, hdri: Path, asset: Path) -> list[str]:
     """The ``diffrec optimize`` command line: the scene's dataset at its own size, the HDRI
-    as a fixed light (as the demo keeps it), the true mesh as the start in materials mode;
-    with ``job.peer``, the peer's command on the same inputs."""
+    as a fixed light (as the demo keeps it; with ``job.light`` "learn" no HDRI, the light
+    learned), the true mesh as the start in materials mode; with ``job.peer``, the peer's
+    command on the same inputs."""
     if job.peer == "mitsuba":
         return [sys.executable, str(SCRIPTS / "bench_mitsuba_peer.py"),
                 "--dataset", str(dataset), "--base-mesh", str(dataset / "true_mesh.obj"),
                 "--envmap", str(hdri), "--out-dir", str(asset), "--train-res", str(job.size),
                 "--quiet", *(["--iterations", str(job.iterations)] if job.iterations else [])]
+    given = ["--envmap", str(hdri)] if job.light == "fixed" else []
     command = [sys.executable, "-m", "diffrec", "optimize", "--dataset", str(dataset),
                "--mode", job.mode, "--preset", job.preset, "--train-res", str(job.size),
-               "--envmap", str(hdri), "--light", "fixed", "--out-dir", str(asset), "--quiet"]
+               *given, "--light", job.light, "--out-dir", str(asset), "--quiet"]
     if job.mode == "materials":
         command += ["--base-mesh", str(dataset / "true_mesh.obj")]
     if job.iterations:

@@ -34,6 +34,7 @@ def run_scene(job: SceneJob) -> dict:
     job.out.mkdir(parents=True, exist_ok=True)
     record = {"scene": job.name, "mode": job.mode, "preset": job.preset, "size": job.size,
               "views": job.views, "holdout": job.holdout, "iterations": job.iterations,
+              "light": job.light,
               "recipe": RECIPES[job.name], "time_s": {},
               "config": job.config.read_text() if job.config else None}
     started = time.monotonic()
