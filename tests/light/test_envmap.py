@@ -149,6 +149,41 @@ def test_light_gets_gradients_through_lookups():
     assert torch.isfinite(grad).all() and grad.abs().sum() > 0
 
 
+def test_a_light_that_takes_gradients_is_built_again_at_every_call():
+    light = EnvironmentLight(16, init=0.5, min_resolution=4)
+    n = unit(64)
+    for _ in range(2):  # a kept build would backward through a freed graph the second time
+        light.base.grad = None
+        light.build_mips()
+        light.specular(n, torch.full((64, 1), 0.3), ctx=CTX).sum().backward()
+        assert light.base.grad.abs().sum() > 0
+
+
+def test_a_fixed_light_is_built_once_until_its_values_change(monkeypatch):
+    import diffrec.light.envmap as envmap
+
+    builds = []
+    monkeypatch.setattr(envmap, "box_pyramid",
+                        lambda cube: builds.append(1) or box_pyramid(cube))
+    light = EnvironmentLight(16, init=0.5, min_resolution=4)
+    light.base.requires_grad_(False)
+    n = unit(64)
+    light.build_mips()
+    light.build_mips()
+    assert len(builds) == 1
+    with torch.no_grad():
+        light.base[0] *= 4.0  # in place: the version counter moves
+    light.build_mips()
+    fresh = EnvironmentLight(base=light.base, min_resolution=4)
+    fresh.build_mips()
+    assert len(builds) == 3
+    assert torch.equal(light.diffuse(n, ctx=CTX), fresh.diffuse(n, ctx=CTX))
+    light.load_state_dict({"base": torch.full_like(light.base, 2.0)})
+    light.build_mips()
+    assert len(builds) == 4
+    assert torch.allclose(light.diffuse(n, ctx=CTX), torch.full((64, 3), 2.0), rtol=1e-4)
+
+
 def test_gradcheck_lookups_in_float64():
     base = torch.rand(6, 4, 4, 3, dtype=torch.float64, requires_grad=True)
     n = unit(6, torch.float64)

@@ -146,6 +146,14 @@ def test_equirect_cube_equirect_round_trip():
     assert (back - image).abs().mean() < 3e-3
 
 
+def test_an_image_finer_than_the_cube_takes_one_bilinear_sample_a_pixel():
+    cube = torch.rand(6, 8, 8, 3, generator=torch.Generator().manual_seed(3))
+    image = cube_to_equirect(cube, 64, 128)  # 2R / H = 1/4: no supersampling
+    index, weight = bilinear_taps(equirect_pixel_directions(64, 128).reshape(-1, 3), 8)
+    expected = apply_taps(cube.reshape(-1, 3), index, weight).reshape(64, 128, 3)
+    assert (image - expected).abs().max() < 1e-5
+
+
 def test_cube_equirect_cube_round_trip_and_gradient():
     cube = smooth(texel_directions(16)).requires_grad_()
     back = equirect_to_cube(cube_to_equirect(cube, 64, 128), 16)

