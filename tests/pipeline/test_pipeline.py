@@ -121,6 +121,24 @@ def test_reconstruct_mode_finds_a_closed_surface_with_matching_silhouettes(tmp_p
     assert iou >= 0.95, iou
 
 
+@pytest.mark.parametrize("light", ["fixed", "learn"])
+def test_a_fixed_light_is_prefiltered_once_a_learned_one_every_step(tmp_path, monkeypatch,
+                                                                     light):
+    import diffrec.light.envmap as envmap
+
+    mesh = uv_sphere(16, 8)
+    inputs = Inputs(scene(mesh, 4, seed=1), scene(mesh, 1, seed=2), mesh, sky())
+    builds = []
+    monkeypatch.setattr(envmap, "box_pyramid",
+                        lambda cube, real=envmap.box_pyramid: builds.append(1) or real(cube))
+    optimize_into(config(tmp_path, mode="materials", iterations=6, light=light,
+                         validation=False), inputs)
+    if light == "fixed":
+        assert len(builds) == 1
+    else:
+        assert len(builds) >= 6
+
+
 def test_pass_two_starts_from_a_flat_normal_map_and_the_baked_colours():
     """Pass 1's surface has no UVs, hence no tangents: the neural material's normal channel is
     never used there, so never trained. Pass 2 gets the flat tangent-space normal, not that

@@ -349,7 +349,8 @@ class PassTrainer:
         with torch.no_grad():
             if hasattr(run.material, "clamp_"):
                 run.material.clamp_()
-            run.light.clamp_()
+            if run.learn_light:  # a fixed light stays as it is, its prefiltered levels kept
+                run.light.clamp_()
             if run.trains_poses:
                 run.poses.settle_()
         self._last_views = (out.color[0].detach(), target[0].detach(), mesh,
