@@ -202,6 +202,43 @@ def test_g_buffers_made_once_shade_as_render_mesh_does_where_no_edge_is(spp):
     torch.testing.assert_close(grads[1], grads[0])
 
 
+def test_pixels_picked_from_g_buffers_shade_as_they_do_in_the_whole_images():
+    """``SurfaceLayers.pixels``: each view's chosen pixels in one row (a different count a
+    view, as a fit padding to the longest picks them) shade to the values and gradients those
+    pixels have in the whole images, under a light that turns with each camera."""
+    gen = torch.Generator().manual_seed(2)
+    mesh = sphere(16, 8)
+    material = TextureMaterial(Texture2D(torch.rand(8, 8, 3, generator=gen)),
+                               Texture2D(torch.rand(8, 8, 3, generator=gen) * 0.8 + 0.1),
+                               Texture2D(torch.tensor([0.2, -0.1, 0.95]).expand(8, 8, 3)))
+    light = EnvironmentLight(base=torch.rand(6, 32, 32, 3, generator=gen))
+    light.build_mips()
+    cams = orbit_cameras(2, 4.0, 24)
+    turn = cams.world_to_camera()[:, :3, :3]
+    surface = surface_layers(CTX, mesh, cams)
+    covered = surface.layers[0].mask[..., 0].flatten(1) > 0
+    index = torch.stack([torch.nonzero(row)[:40, 0] for row in covered])  # 40 covered each
+    index[1, 30:] = index[1, :10]  # the second view repeats some: padding reads real pixels
+    whole = shade_surface(surface, material, light, light_rotation=turn)
+    picked = shade_surface(surface.pixels(index), material, light, light_rotation=turn)
+    assert picked.color.shape == (2, 1, 40, 3)
+    raster_rows = whole.color.flip(1).reshape(2, -1, 3)  # shade_surface returns rows top-down
+    expected = raster_rows.gather(1, index[..., None].expand(-1, -1, 3))
+    torch.testing.assert_close(picked.color[:, 0], expected)
+    assert bool((picked.alpha == 1.0).all())
+    assert not torch.allclose(expected[0], expected[1])  # the views differ
+    weights = torch.rand(2, 40, 3, generator=gen)
+    grads = [torch.autograd.grad((colour * weights).sum(), material.kd.data)[0]
+             for colour in (shade_surface(surface, material, light, light_rotation=turn)
+                            .color.flip(1).reshape(2, -1, 3)
+                            .gather(1, index[..., None].expand(-1, -1, 3)),
+                            shade_surface(surface.pixels(index), material, light,
+                                          light_rotation=turn).color[:, 0])]
+    torch.testing.assert_close(grads[1], grads[0])
+    with pytest.raises(ValueError, match="one sample per pixel"):
+        surface_layers(CTX, mesh, cams, spp=2).pixels(index)
+
+
 class _EveryPixel(torch.nn.Module):
     """The neural field evaluated at every pixel, background too (the reference)."""
 

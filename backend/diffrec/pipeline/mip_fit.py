@@ -18,8 +18,9 @@ reduced to that size.
 - ``fit_mips``: Adam on every level from 1 up, all channels together, under the fitted light
   and the mesh as it is; each step shades a batch of views at one scale (round robin), the
   loss the mean squared error of the display-encoded (sRGB) colour over the pixels the object
-  covers wholly, against references rendered once with level 0 only at twice the views' size
-  and box-reduced to each scale. The views are not the training views but new ones made from
+  covers wholly (only those are shaded), against references rendered once with level 0 only
+  at twice the views' size (not antialiased: the loss reads no pixel an edge crosses) and
+  box-reduced to each scale. The views are not the training views but new ones made from
   them (``novel_views``: each turned about the object's centre by up to ``TURN``): the
   references are the asset's own renders, so any view serves, and levels fitted to many
   views learn the asset rather than a few views' highlights. The G-buffers of every view and
@@ -57,7 +58,7 @@ from diffrec.protocol.events import PassName
 from diffrec.protocol.settings import Settings
 from diffrec.render.material import TextureMaterial
 from diffrec.render.metrics import display
-from diffrec.render.renderer import SurfaceLayers, render_mesh, shade_surface, surface_layers
+from diffrec.render.renderer import SurfaceLayers, shade_surface, surface_layers
 
 CHANNELS = ("kd", "ks", "normal")
 SMALLEST_SIDE = 8
@@ -83,7 +84,8 @@ REFERENCE_CHUNK = 8
 chunks of 8 against 1.9 s one by one)."""
 FULL_SIZE_VIEWS = 8
 """Of those, the views the fit shades at the training size (their references, at twice
-that, cost as much as four views' at half of it)."""
+that, cost as much as four views' at half of it; box-reduced, they are also these views'
+references at half the size and below)."""
 JUDGE_VIEWS = 16
 """The most training views whose images pick the levels kept (evenly spread)."""
 BATCH = 1
@@ -216,16 +218,42 @@ def _frozen(*modules: torch.nn.Module):
 
 @dataclass(frozen=True)
 class _Views:
-    """A set of views at one scale, made ready for the fit: their G-buffers, their light
-    rotations (None: the light fixed to the world) and their references (``[N, h, w, 4]``
-    colour and coverage)."""
+    """A set of views at one scale, made ready for the fit: the G-buffers of the pixels the
+    loss reads (those the rasterizer and the reference both cover wholly), each view's in one
+    row ``[N, 1, P, C]`` padded to the longest (``SurfaceLayers.pixels``), their references
+    ``[N, 1, P, 4]`` (colour and coverage) laid out alike, ``weight`` ``[N, 1, P, 1]`` (1 on
+    those pixels, 0 on the padding) and their light rotations (None: the light fixed to the
+    world). A step shades nothing the loss does not read."""
 
     surface: SurfaceLayers
     rotation: torch.Tensor | None
     reference: torch.Tensor
+    weight: torch.Tensor
 
     def __len__(self) -> int:
         return len(self.reference)
+
+
+def _kept_first(keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """For ``keep`` ``[N, M]`` (bool): each row's indices with the kept ones first (in
+    order) and then the others, cut to the most kept in any row (at least 1); and ``[N, P]``
+    weights, 1 where the index is a kept one."""
+    counts = keep.sum(1)
+    width = max(int(counts.max()) if len(counts) else 0, 1)
+    order = torch.argsort((~keep).to(torch.uint8), dim=1, stable=True)[:, :width]
+    return order, (torch.arange(width, device=keep.device) < counts[:, None]).float()
+
+
+def _read_pixels(surface: SurfaceLayers, reference: torch.Tensor
+                 ) -> tuple[SurfaceLayers, torch.Tensor, torch.Tensor]:
+    """``surface`` (one sample a pixel), ``reference`` ``[N, h, w, 4]`` (rows top-down) and
+    their weights cut down to the pixels both cover wholly (``_Views``)."""
+    upright = reference.flip(1)  # the G-buffers' raster layout: row 0 at the bottom
+    order, weight = _kept_first(((surface.layers[0].mask[..., 0] > 0)
+                                 & (upright[..., 3] > WHOLE)).flatten(1))
+    flat = upright.reshape(len(upright), -1, upright.shape[-1])
+    picked = flat.gather(1, order[..., None].expand(-1, -1, flat.shape[-1]))
+    return surface.pixels(order), picked.unsqueeze(1), weight.to(reference)[:, None, :, None]
 
 
 @dataclass
@@ -241,19 +269,32 @@ class _Render:
     def _rotation(self, cameras: Cameras) -> torch.Tensor | None:
         return light_rotation(cameras, self.settings.light.camera_space)
 
-    def __call__(self, cameras: Cameras, spp: int = 1):
-        """``cameras`` rendered in full (rasterized, antialiased)."""
-        return render_mesh(self.ctx, self.mesh, self.material, cameras, self.light, spp=spp,
-                           layers=self.settings.rendering.layers,
-                           light_rotation=self._rotation(cameras),
-                           layered=self.settings.layered_bsdf())
+    def __call__(self, cameras: Cameras, spp: int = 1) -> torch.Tensor:
+        """``cameras`` rendered in full at ``spp`` x ``spp`` samples a pixel: premultiplied
+        RGBA ``[N, h, w, 4]`` over black, rows top-down, not antialiased (the loss reads no
+        pixel an edge crosses); only the samples the mesh covers are shaded."""
+        large = cameras_at_size(cameras, cameras.width * spp, cameras.height * spp)
+        surface = surface_layers(self.ctx, self.mesh, large,
+                                 layers=self.settings.rendering.layers)
+        order, _ = _kept_first((surface.layers[0].mask[..., 0] > 0).flatten(1))
+        out = shade_surface(surface.pixels(order), self.material, self.light,
+                            light_rotation=self._rotation(cameras),
+                            layered=self.settings.layered_bsdf())
+        shaded = torch.cat([out.color, out.alpha], -1)[:, 0]  # uncovered: 0, over black
+        image = shaded.new_zeros(len(cameras), large.height * large.width, 4)
+        image.scatter_(1, order[..., None].expand(-1, -1, 4), shaded)
+        image = image.view(len(cameras), large.height, large.width, 4).flip(1)
+        return F.avg_pool2d(image.permute(0, 3, 1, 2), spp).permute(0, 2, 3, 1)
 
     def views(self, cameras: Cameras, targets: dict[int, torch.Tensor]) -> dict[int, _Views]:
         """{scale: ``cameras`` at that scale with ``targets[scale]``, ready}."""
-        return {scale: _Views(surface_layers(self.ctx, self.mesh, _scaled(cameras, scale),
-                                             layers=self.settings.rendering.layers),
-                              self._rotation(cameras), target)
-                for scale, target in targets.items()}
+        views = {}
+        for scale, target in targets.items():
+            surface = surface_layers(self.ctx, self.mesh, _scaled(cameras, scale),
+                                     layers=self.settings.rendering.layers)
+            surface, reference, weight = _read_pixels(surface, target)
+            views[scale] = _Views(surface, self._rotation(cameras), reference, weight)
+        return views
 
     def shade(self, views: _Views, index: torch.Tensor | None = None):
         """``views`` (those at ``index``, else all) shaded with the material as it reads now."""
@@ -279,9 +320,8 @@ def references(render: _Render, cameras: Cameras, scales: list[int]
     first, full = scales[0], []
     with reading(render.material, None, mip_bias=-16.0):
         for start in range(0, len(cameras), REFERENCE_CHUNK):
-            out = render(_scaled(cameras[start:start + REFERENCE_CHUNK], first),
-                         spp=REFERENCE_SUPERSAMPLING)
-            full.append(torch.cat([out.color, out.alpha], -1))  # over black: premultiplied
+            full.append(render(_scaled(cameras[start:start + REFERENCE_CHUNK], first),
+                               spp=REFERENCE_SUPERSAMPLING))
     reduced = _box_reduced(torch.cat(full), [scale - first for scale in scales])
     return {scale + first: images for scale, images in reduced.items()}
 
@@ -300,10 +340,14 @@ def _seen(views: Views, scales: list[int]) -> dict[int, torch.Tensor]:
     return _box_reduced(straight_to_premultiplied(views.images), scales)
 
 
-def _loss(out, reference: torch.Tensor) -> torch.Tensor:
-    """Mean squared error of the display-encoded colour over the pixels wholly covered in
-    both (0 when there are none)."""
-    whole = ((out.alpha > WHOLE) & (reference[..., 3:] > WHOLE)).to(out.color)
+def _loss(out, views: _Views, index: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean squared error of the display-encoded colour of ``out`` (``views``, those at
+    ``index`` else all, shaded) over the pixels wholly covered in both (0 when there are
+    none)."""
+    reference, weight = views.reference, views.weight
+    if index is not None:
+        reference, weight = reference[index], weight[index]
+    whole = (out.alpha > WHOLE).to(out.color) * weight
     error = (display(out.color) - display(reference[..., :3])).square() * whole
     return error.sum() / (whole.sum() * 3).clamp(min=1.0)
 
@@ -384,9 +428,13 @@ def _fit(ctx, mesh, material: TextureMaterial, light, seen: Views, settings: Set
     fit_cameras = novel_views(cameras, centre, FIT_VIEWS, generator)
     scales = fit_scales(cameras)
     full_size = fit_cameras[:FULL_SIZE_VIEWS]  # the costliest references: a few views
-    views = render.views(full_size, references(render, full_size, scales[:1]))
-    if len(scales) > 1:
-        views |= render.views(fit_cameras, references(render, fit_cameras, scales[1:]))
+    full_references = references(render, full_size, scales)
+    views = render.views(full_size, {scales[0]: full_references[scales[0]]})
+    if len(scales) > 1:  # the rest from half the size, the first views' reduced from theirs
+        rest = references(render, fit_cameras[FULL_SIZE_VIEWS:], scales[1:])
+        views |= render.views(fit_cameras, {scale: torch.cat([full_references[scale],
+                                                                rest[scale]])
+                                            for scale in scales[1:]})
     judged = seen.subset(evenly_spread(JUDGE_VIEWS, len(seen)))
     judges = render.views(judged.cameras, _seen(judged, scales[1:] or scales))
     fitted = _Levels(start_levels(material)).to(cameras.device)
@@ -402,7 +450,7 @@ def _fit(ctx, mesh, material: TextureMaterial, light, seen: Views, settings: Set
         for group in optimizer.param_groups:  # down to a tenth, as the passes decay
             group["lr"] = learning_rate * 10.0 ** (-step / iterations)
         with reading(material, fitted.read()):
-            loss = _loss(render.shade(scaled, pick), scaled.reference[pick])
+            loss = _loss(render.shade(scaled, pick), scaled, pick)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -427,6 +475,6 @@ def _mean_loss(render: _Render, views: dict[int, _Views],
                levels: dict[str, list[torch.Tensor]]) -> float:
     """``_loss`` of ``levels`` averaged over every scale of ``views``."""
     with reading(render.material, levels):
-        losses = [float(_loss(render.shade(scaled), scaled.reference))
+        losses = [float(_loss(render.shade(scaled), scaled))
                   for scaled in views.values()]
     return sum(losses) / len(losses)

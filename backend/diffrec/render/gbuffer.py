@@ -34,8 +34,21 @@ class GBuffer:
 
     def selected(self, index: torch.Tensor) -> GBuffer:
         """The images at ``index`` (int64 ``[K]``) of the batch, every attribute alike."""
+        return self._mapped(lambda value: value[index])
+
+    def pixels(self, index: torch.Tensor) -> GBuffer:
+        """The pixels at ``index`` (int64 ``[B, P]``, row-major into each image's ``H x W``)
+        of every image, laid out as one row: every attribute ``[B, 1, P, C]``."""
+        def gathered(value: torch.Tensor) -> torch.Tensor:
+            flat = value.reshape(value.shape[0], -1, value.shape[-1])
+            return flat.gather(1, index[..., None].expand(-1, -1, flat.shape[-1])).unsqueeze(1)
+
+        return self._mapped(gathered)
+
+    def _mapped(self, change) -> GBuffer:
+        """A GBuffer of ``change(attribute)`` for every tensor attribute."""
         values = {item.name: getattr(self, item.name) for item in fields(self)}
-        return GBuffer(**{name: value[index] if torch.is_tensor(value) else value
+        return GBuffer(**{name: change(value) if torch.is_tensor(value) else value
                           for name, value in values.items()})
 
 

@@ -193,6 +193,13 @@ class SurfaceLayers:
         """The cameras at ``index`` (int64 ``[K]``)."""
         return SurfaceLayers(tuple(gb.selected(index) for gb in self.layers), self.spp)
 
+    def pixels(self, index: torch.Tensor) -> SurfaceLayers:
+        """The pixels at ``index`` (``GBuffer.pixels``) of every layer, one row per image;
+        made at one sample per pixel only (``spp`` 1)."""
+        if self.spp != 1:
+            raise ValueError("pixels are picked from G-buffers made at one sample per pixel")
+        return SurfaceLayers(tuple(gb.pixels(index) for gb in self.layers), 1)
+
 
 @torch.no_grad()
 def surface_layers(ctx: raster.RasterContext, mesh: Mesh, cameras: Cameras, *, spp: int = 1,
