@@ -174,15 +174,21 @@ def test_every_trainable_quantity_gets_a_gradient_that_matches_finite_difference
         assert analytic == pytest.approx(numeric, rel=0.03), name
 
 
-@pytest.mark.parametrize("spp", [1, 2])
-def test_g_buffers_made_once_shade_as_render_mesh_does_where_no_edge_is(spp):
-    gen = torch.Generator().manual_seed(1)
-    mesh = sphere(16, 8)
+def _textured_sphere(seed: int):
+    """A sphere with random kd and ks textures and a tilted normal map, and a random light
+    with its mips built: (mesh, material, light)."""
+    gen = torch.Generator().manual_seed(seed)
     material = TextureMaterial(Texture2D(torch.rand(8, 8, 3, generator=gen)),
                                Texture2D(torch.rand(8, 8, 3, generator=gen) * 0.8 + 0.1),
                                Texture2D(torch.tensor([0.2, -0.1, 0.95]).expand(8, 8, 3)))
     light = EnvironmentLight(base=torch.rand(6, 32, 32, 3, generator=gen))
     light.build_mips()
+    return sphere(16, 8), material, light
+
+
+@pytest.mark.parametrize("spp", [1, 2])
+def test_g_buffers_made_once_shade_as_render_mesh_does_where_no_edge_is(spp):
+    mesh, material, light = _textured_sphere(seed=1)
     cams = orbit_cameras(3, 4.0, 24)
     turn = cams.world_to_camera()[:, :3, :3]  # a light that turns with each camera
     pick = torch.tensor([2, 0])
@@ -206,13 +212,8 @@ def test_pixels_picked_from_g_buffers_shade_as_they_do_in_the_whole_images():
     """``SurfaceLayers.pixels``: each view's chosen pixels in one row (a different count a
     view, as a fit padding to the longest picks them) shade to the values and gradients those
     pixels have in the whole images, under a light that turns with each camera."""
-    gen = torch.Generator().manual_seed(2)
-    mesh = sphere(16, 8)
-    material = TextureMaterial(Texture2D(torch.rand(8, 8, 3, generator=gen)),
-                               Texture2D(torch.rand(8, 8, 3, generator=gen) * 0.8 + 0.1),
-                               Texture2D(torch.tensor([0.2, -0.1, 0.95]).expand(8, 8, 3)))
-    light = EnvironmentLight(base=torch.rand(6, 32, 32, 3, generator=gen))
-    light.build_mips()
+    mesh, material, light = _textured_sphere(seed=2)
+    gen = torch.Generator().manual_seed(3)
     cams = orbit_cameras(2, 4.0, 24)
     turn = cams.world_to_camera()[:, :3, :3]
     surface = surface_layers(CTX, mesh, cams)
