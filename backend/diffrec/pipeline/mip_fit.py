@@ -56,6 +56,7 @@ from diffrec.pipeline.trainer import light_rotation
 from diffrec.pipeline.views import Views, cameras_at_size, evenly_spread
 from diffrec.protocol.events import PassName
 from diffrec.protocol.settings import Settings
+from diffrec.render.gbuffer import pixels_of
 from diffrec.render.material import TextureMaterial
 from diffrec.render.metrics import display
 from diffrec.render.renderer import SurfaceLayers, shade_surface, surface_layers
@@ -252,9 +253,8 @@ def _read_pixels(surface: SurfaceLayers, reference: torch.Tensor
     upright = reference.flip(1)  # the G-buffers' raster layout: row 0 at the bottom
     order, weight = _kept_first(((surface.layers[0].mask[..., 0] > 0)
                                  & (upright[..., 3] > WHOLE)).flatten(1))
-    flat = upright.reshape(len(upright), -1, upright.shape[-1])
-    picked = flat.gather(1, order[..., None].expand(-1, -1, flat.shape[-1]))
-    return surface.pixels(order), picked.unsqueeze(1), weight.to(reference)[:, None, :, None]
+    return (surface.pixels(order), pixels_of(upright, order),
+            weight.to(reference)[:, None, :, None])
 
 
 @dataclass

@@ -39,17 +39,20 @@ class GBuffer:
     def pixels(self, index: torch.Tensor) -> GBuffer:
         """The pixels at ``index`` (int64 ``[B, P]``, row-major into each image's ``H x W``)
         of every image, laid out as one row: every attribute ``[B, 1, P, C]``."""
-        def gathered(value: torch.Tensor) -> torch.Tensor:
-            flat = value.reshape(value.shape[0], -1, value.shape[-1])
-            return flat.gather(1, index[..., None].expand(-1, -1, flat.shape[-1])).unsqueeze(1)
-
-        return self._mapped(gathered)
+        return self._mapped(lambda value: pixels_of(value, index))
 
     def _mapped(self, change) -> GBuffer:
         """A GBuffer of ``change(attribute)`` for every tensor attribute."""
         values = {item.name: getattr(self, item.name) for item in fields(self)}
         return GBuffer(**{name: change(value) if torch.is_tensor(value) else value
                           for name, value in values.items()})
+
+
+def pixels_of(images: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """The pixels at ``index`` (int64 ``[B, P]``, row-major into each image's ``H x W``) of
+    ``images`` ``[B, H, W, C]``, laid out as one row: ``[B, 1, P, C]``."""
+    flat = images.reshape(images.shape[0], -1, images.shape[-1])
+    return flat.gather(1, index[..., None].expand(-1, -1, flat.shape[-1])).unsqueeze(1)
 
 
 def _interpolate(ctx, values, rast, triangles, rast_db=None, diff=False):
