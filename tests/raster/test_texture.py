@@ -2,6 +2,7 @@
 reference sampler (written here, texel by texel), cube-map orientation from the OpenGL table,
 mip selection, gradients by ``gradcheck``, and parity with nvdiffrast on a GPU."""
 
+import importlib
 import math
 
 import numpy as np
@@ -336,6 +337,45 @@ def test_custom_mip_list_is_used():
     torch.testing.assert_close(out, torch.full_like(out, 10.0))
     with pytest.raises(ValueError, match="mip level 1"):
         sample(tex, uv, mip=[torch.zeros(1, 3, 2, 1)], mip_level_bias=torch.ones(1, 2, 2))
+
+
+@pytest.mark.parametrize("boundary", ["wrap", "cube"])
+def test_levels_below_every_lookup_stay_out_of_the_atlas_unless_they_need_a_gradient(
+        monkeypatch, boundary):
+    packed = []  # the level sizes of each atlas built
+    module = importlib.import_module("diffrec.raster._torch.texture")
+    build = module.build_atlas
+    monkeypatch.setattr(module, "build_atlas", lambda levels, mode: packed.append(
+        [tuple(level.shape[-3:-1]) for level in levels]) or build(levels, mode))
+    cube = boundary == "cube"
+    tex = torch.rand(1, 6, 16, 16, 2) if cube else torch.rand(1, 16, 16, 2)
+    uv = torch.randn(1, 3, 5, 3) if cube else torch.rand(1, 3, 5, 2)
+    chain = _torch.texture_construct_mip(tex, cube_mode=cube)
+    bias = 2.0 + 1.5 * torch.rand(1, 3, 5)  # levels 2 to 3.5: 4x4 texels and coarser
+    out = sample(tex, uv, mip=chain, mip_level_bias=bias, boundary_mode=boundary)
+    assert packed[-1][0] == (4, 4)
+    # the same as the chain read from level 2 on
+    expected = sample(chain[1], uv, mip=chain[2:], mip_level_bias=bias - 2.0,
+                      boundary_mode=boundary)
+    torch.testing.assert_close(out, expected)
+    # a level that needs a gradient is packed, and gets zeros where nothing reads it
+    for needing in (tex, chain[0]):
+        needing.requires_grad_()
+        sample(tex, uv, mip=chain, mip_level_bias=bias, boundary_mode=boundary).sum().backward()
+        assert packed[-1][0] == tuple(needing.shape[-3:-1])
+        assert needing.grad is not None and not needing.grad.any()
+        needing.requires_grad_(False)
+    # a chain built here leaves level 0 out, and tex gets what it gets through the chain given
+    tex.requires_grad_()
+    built = sample(tex, uv, mip_level_bias=bias, boundary_mode=boundary)
+    assert packed[-1][0] == (4, 4)
+    given = sample(tex, uv, mip=_torch.texture_construct_mip(tex, cube_mode=cube),
+                   mip_level_bias=bias, boundary_mode=boundary)
+    assert packed[-1][0] == tuple(tex.shape[-3:-1])
+    weights = torch.rand_like(built)
+    grads = [torch.autograd.grad((out * weights).sum(), tex)[0] for out in (built, given)]
+    torch.testing.assert_close(grads[0], grads[1])
+    assert grads[0].abs().sum() > 0
 
 
 def test_cube_mip_level_from_direction_derivatives():

@@ -19,6 +19,10 @@ level 0 with zero gradient.
 Cube maps: directions that address no face (zero vector, non-finite) return 0.
 Gradients reach ``tex`` (through a constructed or given mip chain too), ``uv``, and in
 "linear-mipmap-linear" mode ``uv_da`` and ``mip_level_bias``.
+
+Texels are fetched from one atlas of the levels (``texture_atlas``), packed from the lowest
+level a lookup reads: on a CPU, packing a large level 0 that no pixel reads, and its
+gradient, costs more than the lookups do.
 """
 
 from __future__ import annotations
@@ -108,6 +112,18 @@ def _mip_level(st_da, bias, height: int, width: int, max_level: int):
     return torch.clamp(level, 0.0, float(max_level))
 
 
+def _lowest_level(floor: torch.Tensor, levels: list[torch.Tensor], given: bool) -> int:
+    """The level the atlas starts at: the lowest that ``floor`` (the lookups' whole levels)
+    reads; lower where a ``given`` level below it needs a gradient (it gets zeros, as
+    nvdiffrast gives; a constructed chain reaches ``tex`` through the levels read). A view
+    whose pixels all cover several of level 0's texels builds no level 0."""
+    lowest = int(torch.nan_to_num(floor.amin(), nan=0.0)) if floor.numel() else 0
+    if given and torch.is_grad_enabled():
+        lowest = min([lowest] + [index for index, level in enumerate(levels[:lowest])
+                                 if level.requires_grad])
+    return lowest
+
+
 def _resolve_filter(filter_mode: str, uv_da, mip_level_bias) -> str:
     if filter_mode == "auto":
         mipmapped = uv_da is not None or mip_level_bias is not None
@@ -143,23 +159,23 @@ def texture(tex, uv, uv_da=None, mip_level_bias=None, mip=None, filter_mode="aut
         face, st, valid, st_da = face_coordinates(uv, st_da)
     else:
         st = uv
-    atlas = build_atlas(levels, boundary_mode)
 
     if mode == "nearest":
-        out = fetch_nearest(atlas, st, boundary_mode, face)[:, 0]
+        out = fetch_nearest(build_atlas(levels, boundary_mode), st, boundary_mode, face)[:, 0]
     elif mode == "linear":
-        out = fetch(atlas, st, boundary_mode, face=face)[:, 0]
+        out = fetch(build_atlas(levels, boundary_mode), st, boundary_mode, face=face)[:, 0]
     else:
         max_level = len(levels) - 1
         flevel = _mip_level(st_da, mip_level_bias, tex.shape[-3], tex.shape[-2], max_level)
+        floor = torch.floor(flevel.detach())
+        lowest = _lowest_level(floor, levels, given=mip is not None)
+        atlas = build_atlas(levels[lowest:], boundary_mode)
+        level0 = (floor - lowest).to(torch.int64)  # in the atlas, which starts at ``lowest``
         if mode == "linear-mipmap-nearest":
-            level = torch.floor(flevel.detach()).to(torch.int64)
-            out = fetch(atlas, st, boundary_mode, level[:, None], face)[:, 0]
+            out = fetch(atlas, st, boundary_mode, level0[:, None], face)[:, 0]
         else:
-            level0 = torch.floor(flevel.detach())
-            blend = (flevel - level0).unsqueeze(-1)
-            level0 = level0.to(torch.int64)
-            pair = torch.stack((level0, torch.clamp(level0 + 1, max=max_level)), 1)
+            blend = (flevel - floor).unsqueeze(-1)
+            pair = torch.stack((level0, torch.clamp(level0 + 1, max=max_level - lowest)), 1)
             both = fetch(atlas, st, boundary_mode, pair, face)
             out = torch.lerp(both[:, 0], both[:, 1], blend)
     if valid is not None:
