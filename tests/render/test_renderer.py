@@ -1,5 +1,7 @@
 """render_mesh and render_uv: orientation, energy, reflections, layers and gradients."""
 
+import importlib
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -12,7 +14,9 @@ from diffrec.light.envmap import EnvironmentLight
 from diffrec.light.equirect import equirect_pixel_directions
 from diffrec.mesh import Mesh
 from diffrec.neural import NeuralMaterial
+from diffrec.render import renderer
 from diffrec.render.backgrounds import background_for
+from diffrec.render.gbuffer import kept_first
 from diffrec.render.losses import image_loss
 from diffrec.render.material import NeuralSurface, SurfaceSample, TextureMaterial
 from diffrec.render.renderer import render_mesh, render_uv, shade_surface, surface_layers
@@ -208,6 +212,66 @@ def test_g_buffers_made_once_shade_as_render_mesh_does_where_no_edge_is(spp):
     torch.testing.assert_close(grads[1], grads[0])
 
 
+def test_kept_first_pads_each_row_with_its_own_kept_indices_in_turn():
+    keep = torch.tensor([[0, 1, 0, 1, 1, 1, 0], [1, 0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0]],
+                        dtype=torch.bool)
+    order, weight = kept_first(keep)
+    assert order.tolist() == [[1, 3, 4, 5], [0, 0, 0, 0], [0, 0, 0, 0]]
+    assert weight.tolist() == [[1, 1, 1, 1], [1, 0, 0, 0], [0, 0, 0, 0]]
+    order, _ = kept_first(torch.tensor([[1, 1, 1, 1, 1, 0], [0, 0, 1, 0, 1, 0]],
+                                       dtype=torch.bool))
+    assert order[1].tolist() == [2, 4, 2, 4, 2]  # no one index read many times over
+
+
+def test_only_covered_pixels_are_shaded_with_the_values_and_gradients_of_whole_images(
+        monkeypatch):
+    """``render_mesh`` and ``shade_surface`` shade the pixels a triangle covers and no
+    other (views of different coverage in one batch): RGBA, buffers and gradients are those
+    of every pixel shaded (``_shaded``) on the covered pixels, and 0 elsewhere; and where
+    every covered pixel reads a level of the textures above 0, no atlas packs level 0."""
+    gen = torch.Generator().manual_seed(4)
+    material = TextureMaterial(Texture2D(torch.rand(256, 256, 3, generator=gen)),
+                               Texture2D(torch.rand(256, 256, 3, generator=gen) * 0.8 + 0.1),
+                               Texture2D(F.normalize(torch.rand(256, 256, 3, generator=gen)
+                                                     + torch.tensor([0.0, 0.0, 2.0]), dim=-1)))
+    light = EnvironmentLight(base=torch.rand(6, 32, 32, 3, generator=gen))
+    light.build_mips()
+    mesh = sphere(16, 8)
+    cams = orbit_cameras(2, 4.0, 12)
+    cams = cams.moved(torch.eye(3).expand(2, 3, 3), torch.stack(  # one view nearer
+        [torch.zeros(3), -0.4 * cams.centers()[1]]))
+    seen, packed = [], []  # the coverage of what the material is given; atlases' level 0
+    forward = TextureMaterial.forward
+    monkeypatch.setattr(TextureMaterial, "forward",
+                        lambda self, gb: seen.append(gb.mask) or forward(self, gb))
+    module = importlib.import_module("diffrec.raster._torch.texture")
+    build = module.build_atlas
+    monkeypatch.setattr(module, "build_atlas", lambda levels, mode: packed.append(
+        tuple(levels[0].shape[-3:-1])) or build(levels, mode))
+    gb = surface_layers(CTX, mesh, cams).layers[0]
+    covered = gb.mask > 0
+    assert covered.sum() > 20 and covered[0].sum() != covered[1].sum()
+    lut = renderer._brdf_table(gb.mask.device)
+    rgba, buffers = renderer._shaded_where_covered(gb, material, light, lut, "pbr", True,
+                                                   ("kd", "normal"))
+    assert bool(torch.cat(seen).bool().all())  # covered pixels alone, repeats as padding
+    assert packed and (256, 256) not in packed
+    whole_rgba, values = renderer._shaded(gb, material, light, lut, "pbr", True)
+    assert (256, 256) in packed  # the uncovered pixels read level 0
+    for mine, theirs in ((rgba, whole_rgba), (buffers["kd"], values["kd"]),
+                         (buffers["normal"], values["normal"])):
+        torch.testing.assert_close(mine, torch.where(covered, theirs, 0.0))
+    weights = torch.rand(rgba.shape, generator=gen)
+    grads = [torch.autograd.grad((image * weights).sum(), material.kd.data)[0]
+             for image in (rgba, whole_rgba)]
+    torch.testing.assert_close(grads[0], grads[1])
+    # and render_mesh is made of it: the covered colours of a batch of one view are those
+    # of the same view in a batch with another
+    alone = render_mesh(CTX, mesh, material, cams[1:], light)
+    together = render_mesh(CTX, mesh, material, cams, light)
+    torch.testing.assert_close(together.color[1:], alone.color)
+
+
 def test_pixels_picked_from_g_buffers_shade_as_they_do_in_the_whole_images():
     """``SurfaceLayers.pixels``: each view's chosen pixels in one row (a different count a
     view, as a fit padding to the longest picks them) shade to the values and gradients those
@@ -241,7 +305,7 @@ def test_pixels_picked_from_g_buffers_shade_as_they_do_in_the_whole_images():
 
 
 class _EveryPixel(torch.nn.Module):
-    """The neural field evaluated at every pixel, background too (the reference)."""
+    """The neural field evaluated at every pixel it is given (the reference)."""
 
     def __init__(self, field):
         super().__init__()
@@ -273,8 +337,8 @@ def test_the_neural_surface_evaluates_covered_pixels_only_and_renders_as_every_p
 
     (covered, covered_grads), (every, every_grads) = render(NeuralSurface(field)), \
         render(_EveryPixel(field))
-    assert counted == [covered.buffers["mask"].sum().item(), 2 * 24 * 24]
-    assert 0 < counted[0] < counted[1]
+    assert counted == [covered.buffers["mask"].sum().item()] * 2  # the renderer picks them
+    assert 0 < counted[0] < 2 * 24 * 24
     torch.testing.assert_close(covered.color, every.color, rtol=0, atol=1e-6)
     for mine, reference in zip(covered_grads, every_grads, strict=True):
         assert reference.abs().sum() > 0

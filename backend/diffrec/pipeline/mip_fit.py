@@ -56,7 +56,7 @@ from diffrec.pipeline.trainer import light_rotation
 from diffrec.pipeline.views import Views, cameras_at_size, evenly_spread
 from diffrec.protocol.events import PassName
 from diffrec.protocol.settings import Settings
-from diffrec.render.gbuffer import pixels_of
+from diffrec.render.gbuffer import kept_first, pixels_of
 from diffrec.render.material import TextureMaterial
 from diffrec.render.metrics import display
 from diffrec.render.renderer import SurfaceLayers, shade_surface, surface_layers
@@ -236,23 +236,13 @@ class _Views:
         return len(self.reference)
 
 
-def _kept_first(keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """For ``keep`` ``[N, M]`` (bool): each row's indices with the kept ones first (in
-    order) and then the others, cut to the most kept in any row (at least 1); and ``[N, P]``
-    weights, 1 where the index is a kept one."""
-    counts = keep.sum(1)
-    width = max(int(counts.max()) if len(counts) else 0, 1)
-    order = torch.argsort((~keep).to(torch.uint8), dim=1, stable=True)[:, :width]
-    return order, (torch.arange(width, device=keep.device) < counts[:, None]).float()
-
-
 def _read_pixels(surface: SurfaceLayers, reference: torch.Tensor
                  ) -> tuple[SurfaceLayers, torch.Tensor, torch.Tensor]:
     """``surface`` (one sample a pixel), ``reference`` ``[N, h, w, 4]`` (rows top-down) and
     their weights cut down to the pixels both cover wholly (``_Views``)."""
     upright = reference.flip(1)  # the G-buffers' raster layout: row 0 at the bottom
-    order, weight = _kept_first(((surface.layers[0].mask[..., 0] > 0)
-                                 & (upright[..., 3] > WHOLE)).flatten(1))
+    order, weight = kept_first(((surface.layers[0].mask[..., 0] > 0)
+                                & (upright[..., 3] > WHOLE)).flatten(1))
     return (surface.pixels(order), pixels_of(upright, order),
             weight.to(reference)[:, None, :, None])
 
@@ -273,19 +263,13 @@ class _Render:
     def __call__(self, cameras: Cameras, spp: int = 1) -> torch.Tensor:
         """``cameras`` rendered in full at ``spp`` x ``spp`` samples a pixel: premultiplied
         RGBA ``[N, h, w, 4]`` over black, rows top-down, not antialiased (the loss reads no
-        pixel an edge crosses); only the samples the mesh covers are shaded."""
-        large = cameras_at_size(cameras, cameras.width * spp, cameras.height * spp)
-        surface = surface_layers(self.ctx, self.mesh, large,
+        pixel an edge crosses)."""
+        surface = surface_layers(self.ctx, self.mesh, cameras, spp=spp,
                                  layers=self.settings.rendering.layers)
-        order, _ = _kept_first((surface.layers[0].mask[..., 0] > 0).flatten(1))
-        out = shade_surface(surface.pixels(order), self.material, self.light,
+        out = shade_surface(surface, self.material, self.light,
                             light_rotation=self._rotation(cameras),
                             layered=self.settings.layered_bsdf())
-        shaded = torch.cat([out.color, out.alpha], -1)[:, 0]  # uncovered: 0, over black
-        image = shaded.new_zeros(len(cameras), large.height * large.width, 4)
-        image.scatter_(1, order[..., None].expand(-1, -1, 4), shaded)
-        image = image.view(len(cameras), large.height, large.width, 4).flip(1)
-        return F.avg_pool2d(image.permute(0, 3, 1, 2), spp).permute(0, 2, 3, 1)
+        return torch.cat([out.color, out.alpha], -1)  # over black: premultiplied
 
     def views(self, cameras: Cameras, targets: dict[int, torch.Tensor]) -> dict[int, _Views]:
         """{scale: ``cameras`` at that scale with ``targets[scale]``, ready}."""

@@ -55,6 +55,21 @@ def pixels_of(images: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return flat.gather(1, index[..., None].expand(-1, -1, flat.shape[-1])).unsqueeze(1)
 
 
+def kept_first(keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """For ``keep`` ``[N, M]`` (bool): ``[N, P]`` indices, each row's kept ones (in order)
+    padded to the most kept in any row (at least 1) with its kept ones again, in turn (index
+    0 where it keeps none); and ``[N, P]`` weights, 1 on the kept ones, 0 on the padding.
+    What reads the indices reads kept entries alone, and no one entry many times over (where
+    a row keeps any)."""
+    counts = keep.sum(1)
+    width = max(int(counts.max()) if len(counts) else 0, 1)
+    order = torch.argsort((~keep).to(torch.uint8), dim=1, stable=True)[:, :width]
+    position = torch.arange(width, device=keep.device)
+    again = order.gather(1, position % counts.clamp(min=1)[:, None])
+    return torch.where(position < counts[:, None], order, again), \
+        (position < counts[:, None]).float()
+
+
 def _interpolate(ctx, values, rast, triangles, rast_db=None, diff=False):
     return raster.interpolate(
         values.contiguous(), rast, triangles.to(torch.int32).contiguous(), rast_db=rast_db,

@@ -1,9 +1,10 @@
 """Differentiable rendering of a textured mesh under an environment light.
 
-``render_mesh`` rasterizes a batch of cameras, shades every covered pixel with the material and
-the split-sum light, antialiases silhouettes, composites depth-peeled layers front to back and
-lays the result over a background. Images come out in the wire's layout: ``[B, H, W, C]``,
-rows top-down, scene-linear. The flip from the rasterizer's bottom-up rows happens here, once.
+``render_mesh`` rasterizes a batch of cameras, shades every covered pixel (and no other) with
+the material and the split-sum light, antialiases silhouettes, composites depth-peeled layers
+front to back and lays the result over a background. Images come out in the wire's layout:
+``[B, H, W, C]``, rows top-down, scene-linear. The flip from the rasterizer's bottom-up rows
+happens here, once.
 
 ``surface_layers`` and ``shade_surface`` split ``render_mesh`` in two for fits whose mesh and
 cameras stay: the G-buffers made once, then shaded as often as the material or light changes.
@@ -24,7 +25,7 @@ from diffrec import raster
 from diffrec.camera import Cameras
 from diffrec.light.brdf_lut import brdf_lut
 from diffrec.mesh import Mesh
-from diffrec.render.gbuffer import GBuffer, build_gbuffer
+from diffrec.render.gbuffer import GBuffer, build_gbuffer, kept_first
 from diffrec.shading.bsdf import shade, shading_normal
 
 BUFFERS = ("kd", "ks", "normal", "position", "mask")
@@ -35,7 +36,7 @@ class RenderOutput:
     """``color`` [B, H, W, 3] over the background; ``alpha`` [B, H, W, 1] coverage;
     ``background`` the background used (broadcastable to ``color``), to composite targets the
     same way; ``buffers`` maps names from ``BUFFERS`` to [B, H, W, C] images of the nearest
-    layer."""
+    layer, 0 where it covers no pixel."""
 
     color: torch.Tensor
     alpha: torch.Tensor
@@ -144,12 +145,13 @@ def render_mesh(
         for layer in range(layers):
             rast, rast_db = peeler.rasterize_next_layer()
             gb = build_gbuffer(ctx, mesh, rast, rast_db, centers)
-            rgba, values = _shaded(gb, material, light, lut, mode, layered)
+            rgba, values = _shaded_where_covered(gb, material, light, lut, mode, layered,
+                                                 buffers if layer == 0 else ())
             rgba = raster.antialias(rgba, rast, clip, tri, topology_hash=topology_hash, ctx=ctx)
             premultiplied = premultiplied + remaining * rgba
             remaining = remaining * (1.0 - rgba[..., 3:4])
             if layer == 0:
-                nearest = {name: values[name] for name in buffers}
+                nearest = values
 
     out = composite_over(_downsample(premultiplied, spp).flip(1), background)
     out.buffers = {name: _downsample(value, spp).flip(1) for name, value in nearest.items()}
@@ -178,6 +180,26 @@ def _shaded(gb: GBuffer, material, light, lut, mode: str, layered: bool
     values = {"kd": kd, "ks": surface.ks, "normal": normal, "position": gb.position,
               "mask": gb.mask}
     return torch.cat([color * alpha, alpha], -1).contiguous(), values
+
+
+def _shaded_where_covered(gb: GBuffer, material, light, lut, mode: str, layered: bool,
+                          buffers: tuple[str, ...] = ()
+                          ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """``_shaded`` on the pixels a triangle covers only, spread over the image: RGBA and the
+    ``buffers`` named, 0 on every other pixel (where ``_shaded``'s RGBA is 0 too: its alpha
+    is). The material and the light, and their backward passes, see the covered pixels
+    alone: on a CPU, shading costs by the pixel."""
+    batch, height, width = gb.mask.shape[:3]
+    order, kept = kept_first(gb.mask[..., 0].flatten(1) > 0)
+    rgba, values = _shaded(gb.pixels(order), material, light, lut, mode, layered)
+    slot = torch.where(kept > 0, order, height * width)  # the padding's: a slot dropped
+
+    def spread(value: torch.Tensor) -> torch.Tensor:
+        image = value.new_zeros(batch, height * width + 1, value.shape[-1])
+        image = image.scatter(1, slot[..., None].expand(-1, -1, value.shape[-1]), value[:, 0])
+        return image[:, :-1].view(batch, height, width, -1)
+
+    return spread(rgba), {name: spread(values[name]) for name in buffers}
 
 
 @dataclass(frozen=True)
@@ -227,7 +249,7 @@ def shade_surface(surface: SurfaceLayers, material, light, *,
     light = _oriented(light, light_rotation, mask)
     premultiplied, remaining = 0.0, 1.0
     for gb in surface.layers:
-        rgba, _ = _shaded(gb, material, light, lut, "pbr", layered)
+        rgba, _ = _shaded_where_covered(gb, material, light, lut, "pbr", layered)
         premultiplied = premultiplied + remaining * rgba
         remaining = remaining * (1.0 - rgba[..., 3:4])
     return composite_over(_downsample(premultiplied, surface.spp).flip(1))
