@@ -22,7 +22,7 @@ Gradients reach ``tex`` (through a constructed or given mip chain too), ``uv``, 
 
 Texels are fetched from one atlas of the levels (``texture_atlas``), packed from the lowest
 level a lookup reads: on a CPU, packing a large level 0 that no pixel reads, and its
-gradient, costs more than the lookups do.
+gradient, costs more than the lookups do. A given level left out gets a zero gradient.
 """
 
 from __future__ import annotations
@@ -112,16 +112,26 @@ def _mip_level(st_da, bias, height: int, width: int, max_level: int):
     return torch.clamp(level, 0.0, float(max_level))
 
 
-def _lowest_level(floor: torch.Tensor, levels: list[torch.Tensor], given: bool) -> int:
-    """The level the atlas starts at: the lowest that ``floor`` (the lookups' whole levels)
-    reads; lower where a ``given`` level below it needs a gradient (it gets zeros, as
-    nvdiffrast gives; a constructed chain reaches ``tex`` through the levels read). A view
-    whose pixels all cover several of level 0's texels builds no level 0."""
-    lowest = int(torch.nan_to_num(floor.amin(), nan=0.0)) if floor.numel() else 0
-    if given and torch.is_grad_enabled():
-        lowest = min([lowest] + [index for index, level in enumerate(levels[:lowest])
-                                 if level.requires_grad])
-    return lowest
+def _lowest_level(floor: torch.Tensor) -> int:
+    """The lowest whole level of ``floor`` (the lookups' whole levels): where the atlas
+    starts. A view whose pixels all cover several of level 0's texels builds no level 0."""
+    return int(torch.nan_to_num(floor.amin(), nan=0.0)) if floor.numel() else 0
+
+
+class _ZeroGradients(torch.autograd.Function):
+    """``(out, *levels) -> out``, the ``levels`` (given, left out of the atlas: nothing read
+    them) given zero gradients, as nvdiffrast gives every level it is passed."""
+
+    @staticmethod
+    def forward(ctx, out, *levels):
+        ctx.shapes = [level.shape for level in levels]
+        return out.view_as(out)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, *(grad.new_zeros(shape) if needed else None
+                       for shape, needed in zip(ctx.shapes, ctx.needs_input_grad[1:],
+                                                strict=True))
 
 
 def _resolve_filter(filter_mode: str, uv_da, mip_level_bias) -> str:
@@ -168,7 +178,7 @@ def texture(tex, uv, uv_da=None, mip_level_bias=None, mip=None, filter_mode="aut
         max_level = len(levels) - 1
         flevel = _mip_level(st_da, mip_level_bias, tex.shape[-3], tex.shape[-2], max_level)
         floor = torch.floor(flevel.detach())
-        lowest = _lowest_level(floor, levels, given=mip is not None)
+        lowest = _lowest_level(floor)
         atlas = build_atlas(levels[lowest:], boundary_mode)
         level0 = (floor - lowest).to(torch.int64)  # in the atlas, which starts at ``lowest``
         if mode == "linear-mipmap-nearest":
@@ -178,6 +188,9 @@ def texture(tex, uv, uv_da=None, mip_level_bias=None, mip=None, filter_mode="aut
             pair = torch.stack((level0, torch.clamp(level0 + 1, max=max_level - lowest)), 1)
             both = fetch(atlas, st, boundary_mode, pair, face)
             out = torch.lerp(both[:, 0], both[:, 1], blend)
+        unread = [level for level in levels[:lowest] if level.requires_grad]
+        if mip is not None and unread and torch.is_grad_enabled():
+            out = _ZeroGradients.apply(out, *unread)
     if valid is not None:
         out = torch.where(valid.unsqueeze(-1), out, torch.zeros_like(out))
     return out.contiguous()
