@@ -1,5 +1,6 @@
 """Tangent frames from UVs: known UV layouts, mirrored UVs, curved surfaces."""
 
+import importlib
 import math
 
 import pytest
@@ -104,3 +105,28 @@ def test_tangents_are_differentiable_in_the_positions():
 def test_tangents_need_uvs_and_normals():
     with pytest.raises(UserError, match="UVs and normals"):
         with_tangents(cube())
+
+
+def test_a_mesh_whose_vertices_move_is_grouped_once(monkeypatch):
+    """The corners' grouping is reused while their keys stay (vertices moved a little), and
+    made again when they change; the tangents are those of a grouping made afresh."""
+    tangents = importlib.import_module("diffrec.mesh.tangents")
+    grouped = []
+    unique_rows = tangents.unique_rows
+    monkeypatch.setattr(tangents, "unique_rows", lambda rows: grouped.append(len(rows))
+                        or unique_rows(rows))
+    monkeypatch.setattr(tangents, "_grouped", tangents._LastGrouping())
+    sphere = uv_sphere(12, 6)
+    moved = [sphere.replace(positions=sphere.positions * (1.0 + 0.01 * step)
+                            + 0.001 * torch.randn(sphere.positions.shape,
+                                                  generator=torch.Generator().manual_seed(step)))
+             for step in range(3)]
+    frames = [with_tangents(with_vertex_normals(mesh)) for mesh in moved]
+    assert len(grouped) == 1
+    monkeypatch.setattr(tangents, "_grouped", tangents._LastGrouping())  # forgets
+    fresh = with_tangents(with_vertex_normals(moved[2]))
+    assert len(grouped) == 2
+    torch.testing.assert_close(frames[2].tangents, fresh.tangents)
+    assert torch.equal(frames[2].tangent_triangles, fresh.tangent_triangles)
+    with_tangents(with_vertex_normals(uv_sphere(10, 5)))  # other corners: grouped again
+    assert len(grouped) == 3
