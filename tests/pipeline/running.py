@@ -50,8 +50,8 @@ def sky(height=32, width=64):
 
 
 def config(tmp_path, **values):
-    """A preview run on the CPU at ``SIZE`` px under a fixed light, without the mip fit (up to
-    60 steps of about an iteration each, ``mip_fit.STEP_COST``; its own tests ask for
+    """A preview run on the CPU at ``SIZE`` px under a fixed light, without the mip fit (80
+    steps of about half an iteration each, ``mip_fit.STEP_COST``; its own tests ask for
     it), into ``tmp_path / "out"``; ``values`` override any setting."""
     settings = {"preset": "preview", "device": "cpu", "out_dir": str(tmp_path / "out"),
                 "train_res": SIZE, "texture_res": 32, "light_res": 32, "batch": 4,

@@ -98,11 +98,11 @@ levels') in 7.8-11.9 s against 10.5-12.4."""
 TURN = math.radians(25.0)
 """Radians: the largest turn of a new view about the object's centre from the training view
 it is made from."""
-STEP_COST = 0.35
+STEP_COST = 0.53
 """A fit step's time in training iterations of the pass before it, for the job's ETA, the
 references and G-buffers included (the quality suite's critter with a normal map at 128 px,
-`preview`: 80 steps in 3.8 s after 300 iterations in 39.4 s, 100 steps in 4.3 s after 300
-in 40.9 s)."""
+`preview`, since the pass shades covered pixels alone: 80 steps in 2.73 and 2.83 s after 290
+iterations in 17.7 and 20.5 s)."""
 
 
 def box_levels(texels: torch.Tensor) -> list[torch.Tensor]:
