@@ -65,9 +65,9 @@ def kept_first(keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     width = max(int(counts.max()) if len(counts) else 0, 1)
     order = torch.argsort((~keep).to(torch.uint8), dim=1, stable=True)[:, :width]
     position = torch.arange(width, device=keep.device)
+    kept = position < counts[:, None]
     again = order.gather(1, position % counts.clamp(min=1)[:, None])
-    return torch.where(position < counts[:, None], order, again), \
-        (position < counts[:, None]).float()
+    return torch.where(kept, order, again), kept.float()
 
 
 def _interpolate(ctx, values, rast, triangles, rast_db=None, diff=False):

@@ -188,9 +188,14 @@ def _shaded_where_covered(gb: GBuffer, material, light, lut, mode: str, layered:
     """``_shaded`` on the pixels a triangle covers only, spread over the image: RGBA and the
     ``buffers`` named, 0 on every other pixel (where ``_shaded``'s RGBA is 0 too: its alpha
     is). The material and the light, and their backward passes, see the covered pixels
-    alone: on a CPU, shading costs by the pixel."""
+    alone: on a CPU, shading costs by the pixel. G-buffers of covered pixels alone (a fit's
+    picked pixels) are shaded as they are."""
+    covered = gb.mask[..., 0].flatten(1) > 0
+    if bool(covered.all()):
+        rgba, values = _shaded(gb, material, light, lut, mode, layered)
+        return rgba, {name: values[name] for name in buffers}
     batch, height, width = gb.mask.shape[:3]
-    order, kept = kept_first(gb.mask[..., 0].flatten(1) > 0)
+    order, kept = kept_first(covered)
     rgba, values = _shaded(gb.pixels(order), material, light, lut, mode, layered)
     slot = torch.where(kept > 0, order, height * width)  # the padding's: a slot dropped
 
