@@ -7,7 +7,7 @@ import torch
 
 from diffrec.mesh.primitives import uv_sphere
 from diffrec.pipeline.geometry_models import ExplicitGeometry, uniform_laplacian
-from diffrec.pipeline.optimizers import UniformAdam
+from diffrec.pipeline.optimizers import Adam, UniformAdam
 from diffrec.pipeline.pass_config import pass_config
 from diffrec.pipeline.trainer import Pass, PassTrainer
 from diffrec.protocol.events import PassName
@@ -96,13 +96,13 @@ def test_the_trainer_steps_a_large_steps_geometry_with_uniform_adam():
     sphere = uv_sphere(8, 4)
     smooth = ExplicitGeometry(sphere, True, large_steps=10.0)
     optimizers = pass_trainer(smooth).optimizers
-    assert [type(o) for o in optimizers] == [torch.optim.Adam, UniformAdam]
+    assert [type(o) for o in optimizers] == [Adam, UniformAdam]
     assert optimizers[1].param_groups[0]["params"] == [smooth.u]
     assert optimizers[1].param_groups[0]["lr"] == 0.01
     adam = [p for group in optimizers[0].param_groups for p in group["params"]]
     assert all(p is not smooth.u for p in adam) and len(adam) == 2  # the material's
     plain = ExplicitGeometry(sphere, True)
-    assert [type(o) for o in pass_trainer(plain).optimizers] == [torch.optim.Adam]
+    assert [type(o) for o in pass_trainer(plain).optimizers] == [Adam]
 
 
 def test_the_geometry_trains_at_its_own_rate_when_the_pass_gives_one():

@@ -50,6 +50,7 @@ import torch.nn.functional as F
 from diffrec.camera import Cameras
 from diffrec.color import linear_to_srgb, srgb_to_linear, straight_to_premultiplied
 from diffrec.io.mips import halved
+from diffrec.pipeline.optimizers import Adam
 from diffrec.pipeline.pose_refinement import rotation_matrices
 from diffrec.pipeline.reporter import Progress, Reporter
 from diffrec.pipeline.trainer import light_rotation
@@ -426,7 +427,7 @@ def _fit(ctx, mesh, material: TextureMaterial, light, seen: Views, settings: Set
     candidates = {"box": engine_levels(material, srgb_colour=False),
                   "start": {name: [level.detach().clone() for level in chain]
                             for name, chain in fitted.read().items()}}
-    optimizer = torch.optim.Adam(fitted.parameters(), lr=learning_rate)
+    optimizer = Adam(fitted.parameters(), lr=learning_rate)
     for step in range(iterations):
         scale = scales[step % len(scales)]
         scaled = views[scale]

@@ -1,11 +1,144 @@
-"""Optimisers beyond torch's own: ``UniformAdam`` for large-steps geometry."""
+"""Adam and two variants of it, on an optimiser base of our own, and the pass's schedule.
+
+torch's optimisers import ``torch._dynamo`` the first time a process builds one (each of
+their methods is wrapped so that dynamo leaves it alone): 1.3 s of every command-line job on
+a 2-core CPU, a job whose pass may take 12 s (docs/BENCHMARKS.md). ``AdamBase`` keeps what
+``torch.optim.Optimizer`` keeps for these (parameter groups over defaults, per-parameter
+state, ``state_dict`` in its layout, so a checkpoint of torch's Adam loads) without that
+import:
+
+- ``Adam``: torch's Adam without weight decay or AMSGrad, step for step the same numbers.
+- ``UniformAdam``: one denominator per tensor, for large-steps geometry.
+- ``LogAdam``: Adam on the logarithm of a non-negative parameter, for a learned light.
+- ``Schedule``: each group's learning rate times a factor of the step count (torch's
+  ``LambdaLR``).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 import torch
 
+__all__ = ["Adam", "AdamBase", "LogAdam", "Schedule", "UniformAdam"]
 
-class UniformAdam(torch.optim.Optimizer):
+
+class AdamBase:
+    """Parameter groups (each a dict: ``params`` and the settings, ``defaults`` filling those
+    it lacks), per-parameter state (``step`` an int, ``exp_avg``, ``exp_avg_sq``) and
+    ``state_dict`` / ``load_state_dict`` in ``torch.optim.Optimizer``'s layout. A subclass
+    gives ``_update(p, state, group)``, which moves ``p`` by one step once ``step`` counts it."""
+
+    def __init__(self, params: Iterable, defaults: dict):
+        lr, eps, betas = defaults["lr"], defaults["eps"], defaults["betas"]
+        if lr < 0 or eps < 0 or not all(0.0 <= beta < 1.0 for beta in betas):
+            raise ValueError(f"invalid {type(self).__name__} settings "
+                             + ", ".join(f"{key}={value}" for key, value in defaults.items()))
+        self.defaults = defaults
+        self.state: dict[torch.Tensor, dict] = {}
+        self.param_groups: list[dict] = []
+        params = list(params)
+        if not params:
+            raise ValueError(f"{type(self).__name__} was given no parameters")
+        for group in params if isinstance(params[0], dict) else [{"params": params}]:
+            self.add_param_group(group)
+
+    def add_param_group(self, group: dict) -> None:
+        params = group["params"]
+        params = [params] if isinstance(params, torch.Tensor) else list(params)
+        seen = {id(p) for earlier in self.param_groups for p in earlier["params"]}
+        if any(id(p) in seen for p in params) or len({id(p) for p in params}) < len(params):
+            raise ValueError("a parameter appears in more than one place")
+        self.param_groups.append({**self.defaults, **group, "params": params})
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self._parameters():
+            if set_to_none:
+                p.grad = None
+            elif p.grad is not None:
+                p.grad.detach_().zero_()
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
+        """One step of every parameter that has a gradient (its state made on first use);
+        the closure's loss is returned as torch's optimisers do."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state.get(p)
+                if state is None:
+                    state = self.state[p] = {"step": 0, "exp_avg": torch.zeros_like(p),
+                                             "exp_avg_sq": torch.zeros_like(p)}
+                state["step"] += 1
+                self._update(p, state, group)
+        return loss
+
+    def _update(self, p: torch.Tensor, state: dict, group: dict) -> None:
+        raise NotImplementedError
+
+    def _parameters(self) -> list[torch.Tensor]:
+        return [p for group in self.param_groups for p in group["params"]]
+
+    def state_dict(self) -> dict:
+        """{"state": {index: state}, "param_groups": [settings, params as indices]}, the
+        indices counting the parameters across the groups in order."""
+        index = {id(p): i for i, p in enumerate(self._parameters())}
+        groups = [{**{key: value for key, value in group.items() if key != "params"},
+                   "params": [index[id(p)] for p in group["params"]]}
+                  for group in self.param_groups]
+        return {"state": {index[id(p)]: dict(state) for p, state in self.state.items()},
+                "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """The groups' settings and the parameters' state from ``state_dict`` (ours, or
+        torch's Adam's: its tensor ``step`` read as an int), its tensors moved to each
+        parameter's device and dtype; refuses (ValueError) one whose groups differ in number
+        or size."""
+        groups = state_dict["param_groups"]
+        sizes = [len(group["params"]) for group in self.param_groups]
+        if sizes != [len(group["params"]) for group in groups]:
+            raise ValueError(f"the state has groups of {[len(g['params']) for g in groups]} "
+                             f"parameters, this optimiser {sizes}")
+        parameters = self._parameters()
+        self.state = {}
+        for key, saved in state_dict["state"].items():
+            p = parameters[int(key)]
+            self.state[p] = {name: (int(value) if name == "step"
+                                    else value.to(p) if isinstance(value, torch.Tensor)
+                                    else value)
+                             for name, value in saved.items()}
+        for group, saved in zip(self.param_groups, groups, strict=True):
+            group.update({key: value for key, value in saved.items() if key != "params"})
+
+
+def _moments(grad: torch.Tensor, state: dict, group: dict) -> tuple[float, float]:
+    """Adam's moments of ``grad`` updated in ``state``; their bias corrections (1 - beta^t)."""
+    beta1, beta2 = group["betas"]
+    state["exp_avg"].lerp_(grad, 1 - beta1)
+    state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    return 1 - beta1 ** state["step"], 1 - beta2 ** state["step"]
+
+
+class Adam(AdamBase):
+    """Adam (Kingma and Ba 2015) as ``torch.optim.Adam`` computes it without weight decay or
+    AMSGrad: per entry ``p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)``."""
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8):
+        super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps})
+
+    def _update(self, p: torch.Tensor, state: dict, group: dict) -> None:
+        first, second = _moments(p.grad, state, group)
+        denominator = (state["exp_avg_sq"].sqrt() / second ** 0.5).add_(group["eps"])
+        p.addcdiv_(state["exp_avg"], denominator, value=-group["lr"] / first)
+
+
+class UniformAdam(AdamBase):
     """Adam whose denominator is one number per parameter tensor: the largest ``sqrt(v_hat)``
     over the whole tensor, not each entry's own (Nicolet et al. 2021, "Large Steps in Inverse
     Rendering of Geometry"). A step is then the bias-corrected first moment times one scale,
@@ -16,22 +149,19 @@ class UniformAdam(torch.optim.Optimizer):
 
         m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2
         p -= lr * (m / (1 - beta1^t)) / (max(sqrt(v / (1 - beta2^t))) + eps)
-
-    State (``exp_avg``, ``exp_avg_sq``, ``step``) goes through ``state_dict`` like torch's Adam.
     """
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8):
-        if lr < 0 or eps < 0 or not all(0.0 <= beta < 1.0 for beta in betas):
-            raise ValueError(f"invalid UniformAdam settings lr={lr}, betas={betas}, eps={eps}")
         super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps})
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        return _adam_steps(self, closure, _uniform_update)
+    def _update(self, p: torch.Tensor, state: dict, group: dict) -> None:
+        first, second = _moments(p.grad, state, group)
+        scale = (state["exp_avg_sq"] / second).sqrt().max() + group["eps"]
+        p.sub_(state["exp_avg"] / (first * scale), alpha=group["lr"])
 
 
-class LogAdam(torch.optim.Optimizer):
+class LogAdam(AdamBase):
     """Adam on the logarithm of a non-negative parameter, which stays the parameter itself:
     each step multiplies every entry by ``exp(-lr * m_hat / (sqrt(v_hat) + eps))``, ``m`` and
     ``v`` the moments of the gradient with respect to ``log p``, ``g * p``. An entry then moves
@@ -39,59 +169,45 @@ class LogAdam(torch.optim.Optimizer):
     magnitude within a pass (a sun) and still settle a dim sky; plain Adam moves each entry by
     about ``lr`` per step, so a texel that starts at 0.5 would need thousands of steps to
     become a sun of 50 (docs/BENCHMARKS.md, "Learning a sun"). Entries are taken as at least
-    ``floor`` before each step (a zero would stay zero). State as torch's Adam's.
+    ``floor`` before each step (a zero would stay zero).
     """
 
     def __init__(self, params, lr: float = 1e-2, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, floor: float = 1e-4):
-        if lr < 0 or eps < 0 or floor <= 0 or not all(0.0 <= beta < 1.0 for beta in betas):
-            raise ValueError(f"invalid LogAdam settings lr={lr}, betas={betas}, eps={eps}, "
-                             f"floor={floor}")
+        if floor <= 0:
+            raise ValueError(f"invalid LogAdam settings floor={floor}")
         super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "floor": floor})
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        return _adam_steps(self, closure, _log_update)
+    def _update(self, p: torch.Tensor, state: dict, group: dict) -> None:
+        p.clamp_(min=group["floor"])
+        first, second = _moments(p.grad * p, state, group)  # d loss / d log p
+        denominator = (state["exp_avg_sq"] / second).sqrt_().add_(group["eps"])
+        p.mul_(torch.exp(state["exp_avg"] / denominator * (-group["lr"] / first)))
 
 
-def _adam_steps(optimizer: torch.optim.Optimizer, closure, update) -> torch.Tensor | None:
-    """One step of an Adam variant: for each parameter with a gradient, its state made on
-    first use (``step``, ``exp_avg``, ``exp_avg_sq``) and counted, then ``update(p, grad_fn,
-    state, group)`` moves ``p``; the closure's loss is returned as torch's optimisers do."""
-    loss = None
-    if closure is not None:
-        with torch.enable_grad():
-            loss = closure()
-    for group in optimizer.param_groups:
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            state = optimizer.state[p]
-            if not state:
-                state["step"] = 0
-                state["exp_avg"] = torch.zeros_like(p)
-                state["exp_avg_sq"] = torch.zeros_like(p)
-            state["step"] += 1
-            update(p, state, group)
-    return loss
+class Schedule:
+    """Each of ``optimizer``'s groups at its first learning rate (``initial_lr``, kept in the
+    group) times ``factor(steps)``, ``steps`` counting calls of ``step`` from 0, as torch's
+    ``LambdaLR``; ``state_dict`` holds the count (``last_epoch``, LambdaLR's name for it, so
+    LambdaLR's state loads)."""
 
+    def __init__(self, optimizer: AdamBase, factor: Callable[[int], float]):
+        self.optimizer, self.factor, self.last_epoch = optimizer, factor, 0
+        for group in optimizer.param_groups:
+            group.setdefault("initial_lr", group["lr"])
+        self._apply()
 
-def _moments(grad: torch.Tensor, state: dict, group: dict) -> tuple[float, float]:
-    """Adam's moments of ``grad`` updated in ``state``; their bias corrections (1 - beta^t)."""
-    beta1, beta2 = group["betas"]
-    state["exp_avg"].mul_(beta1).add_(grad, alpha=1 - beta1)
-    state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-    return 1 - beta1 ** state["step"], 1 - beta2 ** state["step"]
+    def step(self) -> None:
+        self.last_epoch += 1
+        self._apply()
 
+    def _apply(self) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = group["initial_lr"] * self.factor(self.last_epoch)
 
-def _uniform_update(p: torch.Tensor, state: dict, group: dict) -> None:
-    first, second = _moments(p.grad, state, group)
-    scale = (state["exp_avg_sq"] / second).sqrt().max() + group["eps"]
-    p.sub_(state["exp_avg"] / (first * scale), alpha=group["lr"])
+    def state_dict(self) -> dict:
+        return {"last_epoch": self.last_epoch}
 
-
-def _log_update(p: torch.Tensor, state: dict, group: dict) -> None:
-    p.clamp_(min=group["floor"])
-    first, second = _moments(p.grad * p, state, group)  # d loss / d log p
-    denominator = (state["exp_avg_sq"] / second).sqrt_().add_(group["eps"])
-    p.mul_(torch.exp(state["exp_avg"] / denominator * (-group["lr"] / first)))
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.last_epoch = int(state_dict["last_epoch"])
+        self._apply()

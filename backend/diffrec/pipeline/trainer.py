@@ -44,7 +44,7 @@ import torch
 from diffrec.errors import Cancelled, UserError
 from diffrec.pipeline.checkpoints import CheckpointStore
 from diffrec.pipeline.distributed import SINGLE, World
-from diffrec.pipeline.optimizers import LogAdam, UniformAdam
+from diffrec.pipeline.optimizers import Adam, AdamBase, LogAdam, Schedule, UniformAdam
 from diffrec.pipeline.pass_config import PassConfig
 from diffrec.pipeline.plateau import Plateau
 from diffrec.pipeline.pose_refinement import PoseCorrections
@@ -189,13 +189,11 @@ class PassTrainer:
         self.tracer, self.texture_level = None, 0
         if run.renderer == "path-traced":
             self.tracer, self.texture_level = self._path_tracing(run, sampler.views)
-        self.schedulers = [torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda it: learning_rate_factor(it, run.iterations, run.warmup,
-                                                       run.schedule))
-            for optimizer in self.optimizers]
+        self.schedulers = [Schedule(optimizer, lambda it: learning_rate_factor(
+            it, run.iterations, run.warmup, run.schedule)) for optimizer in self.optimizers]
 
     @staticmethod
-    def _optimizers(run: Pass) -> list[torch.optim.Optimizer]:
+    def _optimizers(run: Pass) -> list[AdamBase]:
         """Adam (0.9, 0.999) over what ``run`` trains; ``LogAdam`` over a learned light
         (``light_log_rate`` > 0) and, when the geometry asks for it (``uniform_adam``),
         ``UniformAdam`` over the geometry's parameters instead."""
@@ -225,7 +223,7 @@ class PassTrainer:
             param_groups.insert(0, geometry)
         param_groups = [group for group in param_groups if group["params"]]
         if param_groups:
-            optimizers.insert(0, torch.optim.Adam(param_groups, betas=(0.9, 0.999)))
+            optimizers.insert(0, Adam(param_groups, betas=(0.9, 0.999)))
         if not optimizers:
             raise ValueError(f"pass '{run.name}' has nothing to optimise")
         return optimizers

@@ -31,11 +31,10 @@ from .executor import result_files
 from .runner import EmitFn, JobContext, JobFailed, Runner
 
 log = logging.getLogger(__name__)
-PRELOAD = ["torch", "torch._dynamo", "diffrec.server.texture_fit",
-           "diffrec.server.optimize_runner"]
-"""Modules the fork server imports once, so that a job's process starts in milliseconds.
-``torch._dynamo`` is what torch imports when a process builds its first optimizer: 1.4-1.8 s
-of every job's time on a 2-core CPU when it was left to each job."""
+PRELOAD = ["torch", "diffrec.server.texture_fit", "diffrec.server.optimize_runner"]
+"""Modules the fork server imports once, so that a job's process starts in milliseconds (the
+optimisers are diffrec's own, ``pipeline.optimizers``: torch's would import ``torch._dynamo``
+in each job, 1.3-1.8 s on a 2-core CPU)."""
 
 
 @dataclass

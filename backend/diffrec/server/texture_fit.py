@@ -25,6 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from diffrec.pipeline.optimizers import Adam
 from diffrec.protocol import events
 from diffrec.protocol.manifest import write_manifest
 
@@ -98,7 +99,7 @@ class TextureFitRunner(Runner):
         _, channels, height, width = targets.shape
         size = settings["texture_size"]
         texture = torch.full((channels, size, size), 0.5, device=device, requires_grad=True)
-        optimizer = torch.optim.Adam([texture], lr=settings["lr"])
+        optimizer = Adam([texture], lr=settings["lr"])
         start = self._restore(ctx, texture, optimizer)
 
         total = settings["iterations"]
