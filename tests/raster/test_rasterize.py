@@ -226,11 +226,41 @@ def test_chunking_does_not_change_the_result(monkeypatch):
     assert torch.equal(whole[0], chunked[0]) and torch.equal(whole[1], chunked[1])
 
 
-def test_waits_for_the_device_do_not_grow_with_the_triangles_box_sizes():
+def test_box_sizes_tested_together_change_nothing_and_save_calls(monkeypatch):
+    """Triangles of many box sizes (thin ones across and along, small and large) rasterized
+    with every size tested on its own (``CALL_COST`` 0), with sizes joined where a call costs
+    more than the extra tests (the default) and with all in one box: the same pixels, depths,
+    ids and derivatives, in fewer calls of the coverage test."""
+    gen = torch.Generator().manual_seed(5)
+    centres = torch.rand(300, 1, 2, generator=gen) * 2 - 1
+    extent = torch.rand(300, 1, 2, generator=gen).square() * torch.rand(300, 1, 1, generator=gen)
+    corners = centres + (torch.rand(300, 3, 2, generator=gen) - 0.5) * extent
+    pos = torch.cat([corners, torch.rand(300, 3, 1, generator=gen) - 0.5,
+                     torch.ones(300, 3, 1)], -1).reshape(1, 900, 4)
+    tri = torch.arange(900, dtype=torch.int32).reshape(300, 3)
+    calls = []
+    boxes = torch_rasterize._rasterize_boxes
+    monkeypatch.setattr(torch_rasterize, "_rasterize_boxes",
+                        lambda *args: calls.append(args[4:6]) or boxes(*args))
+    results = {}
+    for name, cost in (("apart", 0), ("joined", torch_rasterize.CALL_COST), ("one", 1 << 40)):
+        monkeypatch.setattr(torch_rasterize, "CALL_COST", cost)
+        calls.clear()
+        results[name] = (raster.rasterize(CTX, pos, tri, (64, 96)), list(calls))
+    (apart, apart_calls), (joined, joined_calls), (one, one_calls) = results.values()
+    assert len(set(apart_calls)) >= 12, "the case must spread its triangles over many sizes"
+    assert len(one_calls) == 1 and len(joined_calls) < len(apart_calls) / 2
+    assert (apart[0][..., 3] > 0).sum() > 500
+    for other in (joined, one):
+        assert torch.equal(apart[0], other[0]) and torch.equal(apart[1], other[1])
+
+
+def test_waits_for_the_device_do_not_grow_with_the_triangles_box_sizes(monkeypatch):
     """Triangles are rasterized in groups by box size; outside each group's coverage test (whose
     covered pixels are a list of data-dependent length), a call makes the host wait for the
     device five times, however many groups there are (each boolean mask and each group's
-    member list was a wait before: 31 here)."""
+    member list was a wait before: 31 here). Every size is its own group here."""
+    monkeypatch.setattr(torch_rasterize, "CALL_COST", 0)
     gen = torch.Generator().manual_seed(2)
     pos = torch.cat([torch.rand(2, 60, 2, generator=gen) * 2.4 - 1.2,
                      torch.rand(2, 60, 1, generator=gen) - 0.5, torch.ones(2, 60, 1)], -1)
