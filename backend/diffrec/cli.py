@@ -7,6 +7,9 @@ Each command module defines ``NAME``, ``HELP``, ``add_arguments(parser)`` and
 from __future__ import annotations
 
 import argparse
+import atexit
+import functools
+import gc
 import importlib
 import logging
 import sys
@@ -42,7 +45,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@functools.cache
+def _freeze_at_exit() -> None:
+    """Freeze (``gc.freeze``) whatever is alive when the process exits, once a process: the
+    interpreter's last garbage collections then skip torch's objects, which they took 0.35 s
+    of every command to traverse (0.47 s against 0.12 s from the exit handlers to the end of
+    a process that imported torch, on a 2-core CPU). All of it goes at exit anyway."""
+    atexit.register(gc.freeze)
+
+
 def main(argv: list[str] | None = None) -> int:
+    _freeze_at_exit()
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
