@@ -179,6 +179,10 @@ def test_fit_beats_the_engines_box_levels_against_supersampled_renders():
     # the material and the light are left as they were: no levels, still trainable
     assert textures.mips is None and textures.mip_bias == 0.0
     assert all(p.requires_grad for p in (*textures.parameters(), *light.parameters()))
+    # no steps: the start as it is, judged beside the box levels
+    unfitted = fit_mips(CTX, mesh, textures, light, seen, settings, iterations=0)
+    assert unfitted.fitted_loss == unfitted.start_loss == pytest.approx(fit.start_loss)
+    assert unfitted.kept in ("start", "box") and unfitted.box_loss == pytest.approx(fit.box_loss)
 
 
 def test_a_run_fits_the_levels_after_its_last_pass_and_keeps_them_on_its_material(tmp_path):

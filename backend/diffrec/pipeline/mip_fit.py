@@ -50,7 +50,7 @@ import torch.nn.functional as F
 from diffrec.camera import Cameras
 from diffrec.color import linear_to_srgb, srgb_to_linear, straight_to_premultiplied
 from diffrec.io.mips import halved
-from diffrec.pipeline.optimizers import Adam
+from diffrec.pipeline.optimizers import Adam, Schedule
 from diffrec.pipeline.pose_refinement import rotation_matrices
 from diffrec.pipeline.reporter import Progress, Reporter
 from diffrec.pipeline.trainer import light_rotation
@@ -428,18 +428,19 @@ def _fit(ctx, mesh, material: TextureMaterial, light, seen: Views, settings: Set
                   "start": {name: [level.detach().clone() for level in chain]
                             for name, chain in fitted.read().items()}}
     optimizer = Adam(fitted.parameters(), lr=learning_rate)
+    # the rate down to a tenth over the fit, as the passes decay
+    schedule = Schedule(optimizer, lambda step: 10.0 ** (-step / max(iterations, 1)))
     for step in range(iterations):
         scale = scales[step % len(scales)]
         scaled = views[scale]
         count = BATCH * 4 ** scale
         pick = torch.randperm(len(scaled), generator=generator)[:count].to(cameras.device)
-        for group in optimizer.param_groups:  # down to a tenth, as the passes decay
-            group["lr"] = learning_rate * 10.0 ** (-step / iterations)
         with reading(material, fitted.read()):
             loss = _loss(render.shade(scaled, pick), scaled, pick)
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        schedule.step()
         fitted.clamp_(material)
         if (step + 1) % settings.reporting.log_every == 0 or step + 1 == iterations:
             elapsed = time.monotonic() - started

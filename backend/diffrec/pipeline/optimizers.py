@@ -51,21 +51,14 @@ class AdamBase:
             raise ValueError("a parameter appears in more than one place")
         self.param_groups.append({**self.defaults, **group, "params": params})
 
-    def zero_grad(self, set_to_none: bool = True) -> None:
+    def zero_grad(self) -> None:
+        """Every parameter's gradient set to None (torch's default)."""
         for p in self._parameters():
-            if set_to_none:
-                p.grad = None
-            elif p.grad is not None:
-                p.grad.detach_().zero_()
+            p.grad = None
 
     @torch.no_grad()
-    def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
-        """One step of every parameter that has a gradient (its state made on first use);
-        the closure's loss is returned as torch's optimisers do."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+    def step(self) -> None:
+        """One step of every parameter that has a gradient (its state made on first use)."""
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:
@@ -76,7 +69,6 @@ class AdamBase:
                                              "exp_avg_sq": torch.zeros_like(p)}
                 state["step"] += 1
                 self._update(p, state, group)
-        return loss
 
     def _update(self, p: torch.Tensor, state: dict, group: dict) -> None:
         raise NotImplementedError

@@ -333,7 +333,7 @@ class PassTrainer:
         total = color + alpha + geometry + smoothness + visibility + metal + white + anchor
 
         for optimizer in self.optimizers:
-            optimizer.zero_grad(set_to_none=True)
+            optimizer.zero_grad()
         total.backward()
         stats = torch.stack([total.detach(), color.detach(), alpha.detach(),
                              psnr(out.color.detach(), target).mean()])

@@ -109,7 +109,7 @@ class TextureFitRunner(Runner):
                 return
             for group in optimizer.param_groups:  # decays to 1 % by the end: Adam settles
                 group["lr"] = settings["lr"] * LR_FINAL_FRACTION ** (iteration / total)
-            optimizer.zero_grad(set_to_none=True)
+            optimizer.zero_grad()
             render = _render(texture, height, width)
             loss = F.mse_loss(render[None].expand_as(targets), targets)
             loss.backward()
