@@ -24,13 +24,17 @@ def add_arguments(parser) -> None:
                              "next ones in name order (for many photos taken in order); auto: "
                              f"exhaustive up to {EXHAUSTIVE_LIMIT} photos (default)")
     parser.add_argument("--seed", type=int, default=0, help="COLMAP's random seed (default: 0)")
+    parser.add_argument("--matching-threads", type=int, default=-1, metavar="N",
+                        help="COLMAP's matching threads (default: -1, every core); 1: the same "
+                             "photos give the same cameras every run, matching takes longer")
 
 
 def run(args) -> int:
     from diffrec.pipeline.find_poses import find_poses
 
     found = find_poses(args.folder, max_image_size=args.max_image_size,
-                       max_features=args.max_features, matcher=args.matcher, seed=args.seed)
+                       max_features=args.max_features, matcher=args.matcher, seed=args.seed,
+                       matching_threads=args.matching_threads)
     print(f"{found.model}: poses for {found.registered} of {found.photos} photos, "
           f"{found.points} points, mean reprojection error {found.reprojection_px:.2f} px")
     if found.unregistered:

@@ -60,12 +60,21 @@ class FoundPoses:
 
 
 def find_poses(folder: str | Path, *, max_image_size: int = 1600, max_features: int = 8192,
-               matcher: str = "auto", seed: int = 0) -> FoundPoses:
+               matcher: str = "auto", seed: int = 0,
+               matching_threads: int = -1) -> FoundPoses:
     """Find the cameras of the photos in ``folder/images/`` and write them to
     ``folder/sparse/0/``. ``max_image_size``: photos are read at most this large (longer side,
     pixels) for features; ``max_features``: SIFT features per photo; ``matcher``: one of
-    ``MATCHERS``. Raises ``UserError`` where the folder already has cameras, where pycolmap is
-    missing, and where fewer than ``MIN_REGISTERED_SHARE`` of the photos are registered."""
+    ``MATCHERS``; ``matching_threads``: COLMAP's matching threads (-1: every core). Every
+    random step is seeded by ``seed``, but matching on several threads still verifies a pair
+    differently now and then (2 runs in 40 on the test suite's 16 photos found other points);
+    on one thread the same photos give the same cameras every run. Raises ``UserError`` where
+    the folder already has cameras, where pycolmap is missing, where ``matching_threads`` is
+    neither -1 nor a count, and where fewer than ``MIN_REGISTERED_SHARE`` of the photos are
+    registered."""
+    if matching_threads == 0 or matching_threads < -1:
+        raise UserError(f"matching_threads {matching_threads}: give -1 (every core) or a "
+                        "count of threads, 1 or more")
     folder = Path(folder)
     photos = _photos(folder)
     pycolmap = _pycolmap()
@@ -74,7 +83,7 @@ def find_poses(folder: str | Path, *, max_image_size: int = 1600, max_features: 
     with tempfile.TemporaryDirectory(prefix="diffrec-poses-") as scratch:
         database = Path(scratch) / "database.db"
         _extract(pycolmap, database, folder / "images", photos, max_image_size, max_features)
-        _match(pycolmap, database, len(photos), matcher, seed)
+        _match(pycolmap, database, len(photos), matcher, seed, matching_threads)
         reconstruction = _map(pycolmap, database, folder / "images", Path(scratch) / "sparse",
                               len(photos), seed)
         model = folder / "sparse" / "0"
@@ -158,9 +167,13 @@ def _extract(pycolmap, database: Path, images: Path, photos: list[Path], max_ima
              *(int(f(counts)) if len(counts) else 0 for f in (np.median, np.min, np.max)))
 
 
-def _match(pycolmap, database: Path, count: int, matcher: str, seed: int) -> None:
-    """Matches between the photos' features, verified by two-view geometry (its RANSAC
-    seeded by ``seed``: unseeded, which pairs pass could change from run to run)."""
+def _match(pycolmap, database: Path, count: int, matcher: str, seed: int,
+           threads: int) -> None:
+    """Matches between the photos' features on ``threads`` threads, verified by two-view
+    geometry (its RANSAC seeded by ``seed``: unseeded, which pairs pass could change from
+    run to run)."""
+    matching = pycolmap.FeatureMatchingOptions()
+    matching.num_threads = threads
     verification = pycolmap.TwoViewGeometryOptions()
     verification.ransac.random_seed = seed
     if matcher not in MATCHERS:
@@ -171,11 +184,12 @@ def _match(pycolmap, database: Path, count: int, matcher: str, seed: int) -> Non
                  count, SEQUENTIAL_OVERLAP)
         pairing = pycolmap.SequentialPairingOptions()
         pairing.overlap = SEQUENTIAL_OVERLAP
-        pycolmap.match_sequential(database, pairing_options=pairing,
-                                  verification_options=verification)
+        pycolmap.match_sequential(database, matching_options=matching,
+                                  pairing_options=pairing, verification_options=verification)
     else:
         log.info("poses: matching all %d pairs of %d photos", count * (count - 1) // 2, count)
-        pycolmap.match_exhaustive(database, verification_options=verification)
+        pycolmap.match_exhaustive(database, matching_options=matching,
+                                  verification_options=verification)
     with pycolmap.Database.open(str(database)) as db:
         pairs = db.num_verified_image_pairs()
     log.info("poses: %d pairs of photos share enough features", pairs)
