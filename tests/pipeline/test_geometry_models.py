@@ -186,3 +186,34 @@ def test_the_random_start_is_the_reference_systems_uniform_sdf(kind):
     assert torch.equal(again.surface.sdf, geometry.surface.sdf)
     again.start_random(seed=4)
     assert not torch.equal(again.surface.sdf, geometry.surface.sdf)
+
+
+@pytest.mark.parametrize("along_normals", [False, True])
+def test_offsets_in_a_unit_move_a_larger_object_as_far_in_proportion(along_normals):
+    """The same sphere modelled 10 times larger, with a unit 10 times longer, under a loss
+    that reads only its shape (positions over its size): Adam moves it 10 times as far in
+    scene units, the same in proportion, and the regulariser weighs the two alike."""
+    sphere = uv_sphere(16, 8)
+    target = sphere.positions * torch.tensor([1.2, 1.1, 0.9]) + 0.05  # no zero gradient
+
+    def fitted(size):
+        geometry = ExplicitGeometry(sphere.replace(positions=sphere.positions * size), True,
+                                    laplace_scale=100.0, along_normals=along_normals, unit=size)
+        optimizer = Adam(geometry.parameters(), lr=0.01)
+        for _ in range(5):
+            loss = (geometry.positions() / size - target).square().sum()
+            optimizer.zero_grad()
+            (loss + geometry.regularizer(0.2)).backward()
+            optimizer.step()
+        return geometry.positions().detach() - geometry.initial_positions, \
+            geometry.regularizer(0.2).item()
+
+    moved, regularizer = fitted(1.0)
+    moved_large, regularizer_large = fitted(10.0)
+    assert moved.norm(dim=-1).max() > 0.02, "it moved"
+    torch.testing.assert_close(moved_large, 10.0 * moved, rtol=1e-4, atol=1e-5)
+    assert regularizer > 0 and regularizer_large == pytest.approx(regularizer, rel=1e-4)
+    with pytest.raises(ValueError, match="positive length"):
+        ExplicitGeometry(sphere, True, unit=0.0)
+    with pytest.raises(ValueError, match="large_steps"):
+        ExplicitGeometry(sphere, True, large_steps=10.0, unit=2.0)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import pytest
 import torch
 
 from diffrec.pipeline.checkpoints import CheckpointStore
@@ -14,6 +15,7 @@ from diffrec.pipeline.pass_config import (
     REPORTING_ONLY,
     PassConfig,
     moves_along_normals,
+    offset_unit,
     path_traced_pass,
     surface_pass,
     textured_pass,
@@ -128,7 +130,7 @@ def test_refine_moves_a_start_given_with_its_textures_at_its_own_rate():
         return textured_pass(settings, clips_white=False, given_start=given_start,
                              later_iterations=0).surface_learning_rate
 
-    assert rate(True) == 0.0003, "a decimated and baked start is close: it moves slowly"
+    assert rate(True) == 0.0001, "a decimated and baked start is close: it moves slowly"
     assert rate(True, given_start_learning_rate=0.002) == 0.002
     assert rate(False) is None, "a bare given mesh moves at the pass's rate"
     assert rate(True, schedule="nvdiffrec") is None, "nvdiffrec moves geometry at its rate"
@@ -158,6 +160,15 @@ def test_a_start_given_with_its_textures_moves_along_its_normals_unless_told():
     assert not along(True, vertex_motion="free") and along(False, vertex_motion="along-normals")
     assert not along(True, large_steps=5.0), "auto leaves large steps as they are"
     assert not moves_along_normals(parse_settings({"mode": "reconstruct"}), False)
+
+
+def test_a_start_given_with_its_textures_moves_in_half_diagonals_of_its_box():
+    box = torch.tensor([[-1.0, 0.0, 2.0], [3.0, 3.0, 2.0], [1.0, 1.0, 14.0]])  # 4 x 3 x 12
+    refine = parse_settings({"mode": "refine"})
+    assert offset_unit(refine, True, box) == pytest.approx(6.5), "half of 13"
+    assert offset_unit(refine, False, box) == 1.0, "other passes' rates are scene units"
+    assert offset_unit(parse_settings({"mode": "refine", "large_steps": 5.0}), True, box) == 1.0
+    assert offset_unit(refine, True, box[:1]) == 1.0, "a point has no size"
 
 
 def test_the_path_traced_pass_alone_depends_on_the_path_tracing_knobs():

@@ -54,6 +54,10 @@ class ExplicitGeometry(torch.nn.Module):
     its detail), "absolute" that of the positions (smooths); weight
     ``laplace_scale * (1 - t)``; in either parameterisation.
 
+    ``unit`` (scene units, plain offsets only): the length of an offset of 1, in which the
+    regulariser measures too; at the object's size, a rate and a weight act alike on the same
+    object modelled at any scale (Adam steps each offset by about its rate).
+
     Shading normals: the mesh's own where it has them (flat faces and hard edges, as its file
     gives them; a fixed mesh keeps them as they are, a moving one recomputes each within its
     own corners, ``with_grouped_normals``), else smooth vertex normals.
@@ -61,17 +65,21 @@ class ExplicitGeometry(torch.nn.Module):
 
     def __init__(self, mesh: Mesh, trainable: bool, laplace: str = "relative",
                  laplace_scale: float = 10000.0, large_steps: float = 0.0,
-                 along_normals: bool = False):
+                 along_normals: bool = False, unit: float = 1.0):
         super().__init__()
         if along_normals and large_steps > 0:
             raise ValueError("along_normals moves plain offsets: large_steps must be 0")
+        if unit != 1.0 and large_steps > 0:
+            raise ValueError("a unit measures plain offsets: large_steps must be 0")
+        if not unit > 0:
+            raise ValueError(f"unit must be a positive length, got {unit}")
         mesh = (with_vertex_normals(mesh) if mesh.normals is None else
                 welded_normals(mesh).replace(tangents=None, tangent_triangles=None))
         if mesh.uvs is not None:
             mesh = with_tangents(mesh)
         self._initial = mesh
         self.trainable = trainable
-        self.laplace, self.laplace_scale = laplace, laplace_scale
+        self.laplace, self.laplace_scale, self.unit = laplace, laplace_scale, unit
         self.uniform_adam = trainable and large_steps > 0
         self.register_buffer("initial_positions", mesh.positions.detach().clone())
         self.register_buffer("edges", unique_edges(mesh.triangles)[0])
@@ -91,7 +99,7 @@ class ExplicitGeometry(torch.nn.Module):
         """The current vertex positions [V, 3], scene units."""
         if not self.uniform_adam:
             moved = self.offset if self.directions is None else self.offset * self.directions
-            return self.initial_positions + moved
+            return self.initial_positions + moved * self.unit
         key = (self.u.device, self.u.data_ptr(), self.u._version, torch.is_grad_enabled())
         if self._solved is None or self._solved[0] != key:
             self._solved = (key, self.smoother(self.u))
@@ -109,7 +117,7 @@ class ExplicitGeometry(torch.nn.Module):
             return self.initial_positions.new_zeros(())
         positions = self.positions()
         field = positions - self.initial_positions if self.laplace == "relative" else positions
-        term = uniform_laplacian(field, self.edges).square().mean()
+        term = uniform_laplacian(field / self.unit, self.edges).square().mean()
         return self.laplace_scale * (1.0 - progress) * term
 
 

@@ -249,6 +249,19 @@ def moves_along_normals(settings: Settings, given_start: bool) -> bool:
     return motion == "along-normals"
 
 
+def offset_unit(settings: Settings, given_start: bool, positions) -> float:
+    """Scene units per unit of refine's vertex offsets (``ExplicitGeometry.unit``): for a
+    mesh given with its textures (``given_start``, unless large steps smooth it), half the
+    diagonal of its ``positions`` ``[V, 3]``' bounding box, so that ``given_start_learning_rate``
+    and ``laplace_scale`` act alike on the artist's object at any size (the benchmark's
+    assets, 2 units across, move as in scene units); else 1: the other passes' rates are in
+    scene units, as the reference system's."""
+    if not given_start or settings.surface.large_steps:
+        return 1.0
+    half_diagonal = float((positions.max(0).values - positions.min(0).values).norm()) / 2
+    return half_diagonal if half_diagonal > 0 else 1.0
+
+
 def _learns_light_after_pass_1(settings: Settings) -> bool:
     """Whether the passes after reconstruct's first learn the light: unless it is fixed, or
     locked after pass 1 (``lock_light``)."""

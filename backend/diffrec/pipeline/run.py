@@ -45,6 +45,7 @@ from diffrec.pipeline.inputs import Inputs
 from diffrec.pipeline.mip_fit import STEP_COST, fit_mips
 from diffrec.pipeline.pass_config import (
     moves_along_normals,
+    offset_unit,
     path_traced_pass,
     surface_pass,
     textured_pass,
@@ -289,7 +290,8 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
                    and inputs.base_material is not None)
     geometry = ExplicitGeometry(mesh, mode != "materials", surface.laplace,
                                 surface.laplace_scale, surface.large_steps,
-                                along_normals=moves_along_normals(settings, given_start)
+                                along_normals=moves_along_normals(settings, given_start),
+                                unit=offset_unit(settings, given_start, mesh.positions)
                                 ).to(torch_device)
     path_traced = path.renderer == "path-traced"
     # never longer than the pass

@@ -215,10 +215,11 @@ class ScheduleSettings(_Record):
         (0.001, 0.001), "a close start's surface, per pass (a visual-hull start; pass 2's "
         "mesh)", length=2)
     # a start decimated and baked is closer still: at 5 % of the reference its vertices wander
-    # at 0.001 (docs/BENCHMARKS.md, "Against Blender's own route, round four")
+    # at 0.001, and at 0.0003 they still cost the sun's highlights (docs/BENCHMARKS.md,
+    # "Against Blender's own route", rounds four and eleven)
     given_start_learning_rate: float = _schedule(
-        0.0003, "refine from a mesh given with its textures (the reference decimated and "
-        "baked): its vertices' rate, scene units", minimum=0)
+        0.0001, "refine from a mesh given with its textures (the reference decimated and "
+        "baked): its vertices' rate, in half-diagonals of its bounding box", minimum=0)
     # such a start begins where the bake ends: refine's gains over it come in the first 100
     # iterations, the stopping rule's noisy window ran the chair on to 330 for +0.01 dB in
     # twice the time (docs/BENCHMARKS.md, "Against Blender's own route, round five")
