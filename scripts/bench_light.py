@@ -52,12 +52,12 @@ def operators_mib(light: EnvironmentLight) -> float:
     transposed = prefilter._backward() == "transpose"
     for i, roughness in enumerate(light.level_roughness()[:-1]):
         out_res = base.shape[1] >> i
-        for matrix in prefilter._ggx_matrices(base.shape[1], out_res, float(roughness),
-                                              prefilter.samples_for_level(out_res),
-                                              str(base.device), base.dtype, transposed):
-            if matrix is not None:
-                total += sum(t.nbytes for t in (matrix.crow_indices(), matrix.col_indices(),
-                                                 matrix.values()))
+        key = (base.shape[1], out_res, float(roughness), prefilter.samples_for_level(out_res),
+               str(base.device), base.dtype)
+        builders = (prefilter._ggx_matrix, prefilter._ggx_transpose)[:2 if transposed else 1]
+        for matrix in (build(*key) for build in builders):
+            total += sum(t.nbytes for t in (matrix.crow_indices(), matrix.col_indices(),
+                                             matrix.values()))
     return total / 2**20
 
 

@@ -12,8 +12,9 @@ from diffrec.light import prefilter
 from diffrec.light.prefilter import (
     _csr_from_taps,
     _csr_transposed,
-    _ggx_matrices,
+    _ggx_matrix,
     _ggx_operator,
+    _ggx_transpose,
     _transposed_product,
     samples_for_level,
 )
@@ -41,14 +42,16 @@ def test_operator_matrices_equal_the_coalesced_coo_construction(monkeypatch, tex
     samples = samples_for_level(out)
     if texels_a_chunk is not None:  # the matrix is built a few rows at a time
         monkeypatch.setattr(prefilter, "_CHUNK_TAPS", texels_a_chunk * 4 * samples)
-    _ggx_matrices.cache_clear()
+    _ggx_matrix.cache_clear()
+    _ggx_transpose.cache_clear()
     index, weight = _ggx_operator(base, out, roughness, samples, "cpu")
     texels = sum(6 * (base >> level) ** 2 for level in range(int(math.log2(base)) + 1))
     rows = torch.arange(len(index)).repeat_interleave(index.shape[1])
     coo = torch.sparse_coo_tensor(torch.stack([rows, index.flatten().long()]),
                                   weight.flatten().double(), (len(index), texels),
                                   check_invariants=True).coalesce()
-    matrix, transposed = _ggx_matrices(base, out, roughness, samples, "cpu", torch.float64)
+    matrix = _ggx_matrix(base, out, roughness, samples, "cpu", torch.float64)
+    transposed = _ggx_transpose(base, out, roughness, samples, "cpu", torch.float64)
     torch.testing.assert_close(matrix.to_dense(), coo.to_dense(), rtol=0, atol=1e-15)
     torch.testing.assert_close(transposed.to_dense(), coo.to_dense().T, rtol=0, atol=1e-15)
     assert matrix.values().numel() == coo.values().numel()  # every repeat merged
@@ -58,7 +61,7 @@ def test_operator_matrices_equal_the_coalesced_coo_construction(monkeypatch, tex
 @pytest.mark.parametrize("chunk", [None, 1, 7])  # entries scattered at a time (None: default)
 def test_transposed_product_without_the_transpose_equals_the_dense_product(chunk):
     samples = samples_for_level(4)
-    matrix, _ = _ggx_matrices(8, 4, 0.5, samples, "cpu", torch.float64, False)
+    matrix = _ggx_matrix(8, 4, 0.5, samples, "cpu", torch.float64)
     dense = torch.randn(matrix.shape[0], 3, dtype=torch.float64,
                         generator=torch.Generator().manual_seed(0))
     torch.testing.assert_close(_transposed_product(matrix, dense, chunk),
@@ -68,17 +71,38 @@ def test_transposed_product_without_the_transpose_equals_the_dense_product(chunk
 @pytest.mark.parametrize("backward", ["transpose", "scatter"])
 def test_prefilter_gradient_against_finite_differences(monkeypatch, backward):
     monkeypatch.setenv(prefilter.BACKWARD_ENV, backward)
-    _ggx_matrices.cache_clear()
+    _ggx_matrix.cache_clear()
+    _ggx_transpose.cache_clear()
     cube = torch.rand(6, 4, 4, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
 
     def prefiltered(cube):
         return prefilter.ggx_prefilter(prefilter.box_pyramid(cube), 2, 0.6)
 
     assert torch.autograd.gradcheck(prefiltered, (cube.requires_grad_(),))
-    _, transposed = _ggx_matrices(4, 2, 0.6, samples_for_level(2), "cpu", torch.float64,
-                                  backward == "transpose")
-    assert (transposed is None) == (backward == "scatter")
-    assert _ggx_matrices.cache_info().currsize == 1  # the operator the prefilter used
+    assert _ggx_matrix.cache_info().currsize == 1  # the operator the prefilter used
+    assert _ggx_transpose.cache_info().currsize == (backward == "transpose")
+
+
+def test_a_map_without_gradients_builds_no_transpose():
+    """A fixed light's prefilter (no gradient asked for, or none recorded) only multiplies:
+    the same values, and no transpose built until a map that wants gradients comes."""
+    _ggx_matrix.cache_clear()
+    _ggx_transpose.cache_clear()
+    cube = torch.rand(6, 8, 8, 3, generator=torch.Generator().manual_seed(2))
+    fixed = prefilter.ggx_prefilter(prefilter.box_pyramid(cube), 4, 0.5)
+    with torch.no_grad():
+        unrecorded = prefilter.ggx_prefilter(prefilter.box_pyramid(cube.requires_grad_()), 4, 0.5)
+    assert _ggx_transpose.cache_info().currsize == 0 and _ggx_matrix.cache_info().currsize == 1
+    learned = prefilter.ggx_prefilter(prefilter.box_pyramid(cube), 4, 0.5)
+    assert _ggx_transpose.cache_info().currsize == 1
+    assert torch.equal(fixed, unrecorded) and torch.equal(fixed, learned.detach())
+    learned.sum().backward()
+    expected = torch.autograd.grad(
+        prefilter.apply_taps(torch.cat([level.reshape(-1, 3) for level in
+                                        prefilter.box_pyramid(cube)]),
+                             *_ggx_operator(8, 4, 0.5, samples_for_level(4), "cpu")).sum(),
+        cube)[0]
+    torch.testing.assert_close(cube.grad, expected, rtol=1e-5, atol=1e-6)
 
 
 def test_an_unknown_backward_is_refused(monkeypatch):

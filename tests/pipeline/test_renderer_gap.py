@@ -148,3 +148,25 @@ def test_start_renders_must_match_the_training_views():
                   ["a", "b", "c"])
     with pytest.raises(UserError, match="another camera"):
         matching_start_renders(moved, train)
+
+
+def test_a_fixed_light_is_built_once_and_without_a_transpose(tmp_path, monkeypatch):
+    """A run with start renders and the light fixed builds the light's levels once: our own
+    render of the start builds them without a graph, and the pass keeps them. Nothing asks
+    the prefilter for gradients, so no transpose of its operators is built."""
+    from diffrec.light import envmap, prefilter
+
+    start, _ = _start_asset()
+    cameras = ring_cameras(VIEWS, SIZE, SIZE)
+    inputs = Inputs(_other_renderer(ball_asset(), cameras), None, start.mesh, sky(),
+                    start.materials[0], _other_renderer(start, cameras))
+    run = config(tmp_path, mode="materials", train_res=SIZE, texture_res=8, iterations=3,
+                 plateau_window=0, validation=False, mip_iterations=0)
+    assert run.settings.light.mode == "fixed"
+    builds = []
+    box_pyramid = envmap.box_pyramid
+    monkeypatch.setattr(envmap, "box_pyramid", lambda cube: builds.append(1) or box_pyramid(cube))
+    prefilter._ggx_transpose.cache_clear()
+    optimize(settings_for_start(run.settings, start.materials[0]), inputs, device="cpu")
+    assert len(builds) == 1
+    assert prefilter._ggx_transpose.cache_info().currsize == 0

@@ -10,7 +10,8 @@ level whose texel solid angle matches the sample's ``1/(N pdf)``. No part of the
 off; the approximation is that each sample stands for a box-filtered patch of its own solid
 angle, which slightly widens the lobe. The operator (indices and weights of a sparse gather,
 ``4 N`` taps per texel) is built once per (resolution, level, roughness) and cached.
-Its backward is a product with the operator's transpose, built and cached beside it, or, with
+Its backward is a product with the operator's transpose, built (and cached beside it) for a map
+whose gradients are asked for, or, with
 ``$DIFFREC_LIGHT_BACKWARD=scatter``, a scatter of the operator's own entries that needs no
 transpose (half the memory; on a CPU a step 4-10x as long, see ``_backward``).
 
@@ -140,16 +141,14 @@ def _ggx_operator(base_res: int, out_res: int, roughness: float, samples: int, d
 
 
 @functools.lru_cache(maxsize=16)
-def _ggx_matrices(base_res: int, out_res: int, roughness: float, samples: int, device: str,
-                  dtype: torch.dtype, transposed: bool = True
-                  ) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _ggx_matrix(base_res: int, out_res: int, roughness: float, samples: int, device: str,
+                dtype: torch.dtype) -> torch.Tensor:
     """The operator of ``_ggx_taps`` as a sparse CSR matrix ``[6 Ro^2, pyramid texels]``
-    (taps of one texel that hit the same source texel summed) and, when ``transposed``, its
-    transpose for the backward pass (else None), with int32 indices. (CSR: 2-3x faster
-    products than COO on a CPU.) Built ``_CHUNK_TAPS`` taps at a time, so that building needs
-    little more memory than the matrices it makes (the taps of a 512 cube's sharpest level:
-    100M); the chunks wait on the host, so that on a GPU their concatenation needs room there
-    for the matrix alone, not for it and its chunks."""
+    (taps of one texel that hit the same source texel summed), with int32 indices. (CSR:
+    2-3x faster products than COO on a CPU.) Built ``_CHUNK_TAPS`` taps at a time, so that
+    building needs little more memory than the matrix it makes (the taps of a 512 cube's
+    sharpest level: 100M); the chunks wait on the host, so that on a GPU their concatenation
+    needs room there for the matrix alone, not for it and its chunks."""
     n = texel_directions(out_res, device=device).reshape(-1, 3)
     texels = sum(6 * (base_res >> level) ** 2 for level in range(int(math.log2(base_res)) + 1))
     taps_per_texel = 4 * samples
@@ -163,17 +162,29 @@ def _ggx_matrices(base_res: int, out_res: int, roughness: float, samples: int, d
         cols.append(col.to(host, torch.int32))
         values.append(value.to(host))
     crow, col, value = (torch.cat(parts).to(device) for parts in (crows, cols, values))
-    del crows, cols, values  # the chunks, before the transpose needs room
+    # built sorted and without repeats, as CSR requires: no check needed
+    return _csr_tensor(crow, col, value, (len(n), texels))
+
+
+@functools.lru_cache(maxsize=16)
+def _ggx_transpose(base_res: int, out_res: int, roughness: float, samples: int, device: str,
+                   dtype: torch.dtype) -> torch.Tensor:
+    """The transpose of ``_ggx_matrix`` of the same arguments, CSR with int32 indices, for
+    the backward pass: built only for a map whose gradients are asked for (a fixed light's
+    prefilter never needs it: 0.19 s of the first prefilter of a 64-texel light on a CPU)."""
+    matrix = _ggx_matrix(base_res, out_res, roughness, samples, device, dtype)
+    rows, texels = matrix.shape
+    crow_t, col_t, values_t = _csr_transposed(matrix.crow_indices(), matrix.col_indices(),
+                                              matrix.values(), texels, _CHUNK_TAPS)
+    return _csr_tensor(crow_t, col_t, values_t, (texels, rows))
+
+
+def _csr_tensor(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor,
+                shape: tuple[int, int]) -> torch.Tensor:
+    """A CSR tensor of parts already sorted and without repeats (not checked)."""
     with warnings.catch_warnings():  # "CSR support is in beta": products are all we use
         warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta")
-        # both are built sorted and without repeats, as CSR requires: no check needed
-        matrix = torch.sparse_csr_tensor(crow, col, value, (len(n), texels),
-                                         check_invariants=False)
-        if not transposed:
-            return matrix, None
-        crow_t, col_t, values_t = _csr_transposed(crow, col, value, texels, _CHUNK_TAPS)
-        return matrix, torch.sparse_csr_tensor(crow_t, col_t, values_t, (texels, len(n)),
-                                               check_invariants=False)
+        return torch.sparse_csr_tensor(crow, col, values, shape, check_invariants=False)
 
 
 def _csr_from_taps(index: torch.Tensor, weight: torch.Tensor):
@@ -280,11 +291,13 @@ def ggx_prefilter(pyramid: list[torch.Tensor], out_res: int, roughness: float) -
     base_res, channels = pyramid[0].shape[1], pyramid[0].shape[-1]
     flat = torch.cat([level.reshape(-1, channels) for level in pyramid])
     samples = samples_for_level(out_res)
-    device = str(flat.device)
+    device, backward = str(flat.device), _backward()
     if flat.device.type in ("cpu", "cuda"):
-        matrix, transposed = _ggx_matrices(base_res, out_res, float(roughness), samples, device,
-                                           flat.dtype, _backward() == "transpose")
-        out = _SparseLinear.apply(flat, matrix, transposed)
+        key = (base_res, out_res, float(roughness), samples, device, flat.dtype)
+        differentiated = torch.is_grad_enabled() and flat.requires_grad
+        transposed = (_ggx_transpose(*key) if differentiated and backward == "transpose"
+                      else None)
+        out = _SparseLinear.apply(flat, _ggx_matrix(*key), transposed)
     else:
         index, weight = _ggx_operator(base_res, out_res, float(roughness), samples, device)
         out = apply_taps(flat, index, weight.to(flat.dtype))

@@ -97,9 +97,9 @@ def own_renders(ctx, run, cameras, chunk: int = 4) -> torch.Tensor:
     """What pass ``run`` (a ``pipeline.trainer.Pass``) renders of its start from ``cameras``:
     ``[N, H, W, 4]`` scene-linear RGB and straight alpha, as the training renders are made
     (its spp, layers, BSDF and light), without gradients."""
-    run.light.build_mips()
     images = []
-    with torch.no_grad():
+    with torch.no_grad():  # a fixed light built here is built once (``build_mips``)
+        run.light.build_mips()
         mesh = run.geometry.mesh()
         for first in range(0, len(cameras), chunk):
             batch = cameras[torch.arange(first, min(first + chunk, len(cameras)),
