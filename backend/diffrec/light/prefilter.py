@@ -171,7 +171,8 @@ def _ggx_transpose(base_res: int, out_res: int, roughness: float, samples: int, 
                    dtype: torch.dtype) -> torch.Tensor:
     """The transpose of ``_ggx_matrix`` of the same arguments, CSR with int32 indices, for
     the backward pass: built only for a map whose gradients are asked for (a fixed light's
-    prefilter never needs it: 0.19 s of the first prefilter of a 64-texel light on a CPU)."""
+    prefilter never needs it; on a 2-core CPU the first build of a fixed 64-texel light's
+    levels took 0.28-0.31 s without it, 0.34-0.44 s with it)."""
     matrix = _ggx_matrix(base_res, out_res, roughness, samples, device, dtype)
     rows, texels = matrix.shape
     crow_t, col_t, values_t = _csr_transposed(matrix.crow_indices(), matrix.col_indices(),
