@@ -36,7 +36,7 @@ from diffrec_bench.checkout import REPO
 from diffrec_bench.runs import machine, names
 
 QUICK = {"assets": ["sculpt"], "budgets": [0.01], "res": 64, "views": 12, "holdout": 3,
-         "samples": 16, "texture_res": 256, "iterations": 40}
+         "samples": 16, "judge_samples": 16, "texture_res": 256, "iterations": 40}
 """``--quick``: the smallest case that runs end to end (any of these given explicitly wins)."""
 
 
@@ -74,8 +74,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--res", type=int, help="image size in pixels (default 128)")
     parser.add_argument("--views", type=int, help="training cameras (default 24)")
     parser.add_argument("--holdout", type=int, help="held-out cameras (default 8)")
-    parser.add_argument("--samples", type=int, help="Cycles samples of targets and judging "
-                                                    "renders (default 16)")
+    parser.add_argument("--samples", type=int, help="Cycles samples of the training targets "
+                                                    "(default 16)")
+    parser.add_argument("--judge-samples", dest="judge_samples", type=int,
+                        help="Cycles samples of the held-out truth, its noise ceiling and the "
+                             "judging renders (default 64: at 16 the bake sits at the judge's "
+                             "noise ceiling)")
     parser.add_argument("--texture-res", dest="texture_res", type=int,
                         help="texture size of both routes (default 512)")
     parser.add_argument("--bake-samples", dest="bake_samples", type=int, default=16,
@@ -109,7 +113,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "earlier bench_bake_peer.json holds (finished or not)")
     args = parser.parse_args(argv)
     defaults = {"assets": list(ASSETS), "budgets": list(BUDGETS), "res": 128, "views": 24,
-                "holdout": 8, "samples": 16, "texture_res": 512, "iterations": None}
+                "holdout": 8, "samples": 16, "judge_samples": 64, "texture_res": 512,
+                "iterations": None}
     for key, value in (QUICK if args.quick else defaults).items():
         if getattr(args, key) is None:
             setattr(args, key, value)
@@ -120,17 +125,22 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.res < 16 or args.views < 2 or args.holdout < 1 or args.texture_res < 16:
         parser.error("--res and --texture-res must be at least 16, --views at least 2, "
                      "--holdout at least 1")
+    if args.samples < 1 or args.judge_samples < 1 or args.bake_samples < 1:
+        parser.error("--samples, --judge-samples and --bake-samples must be at least 1")
     return args
 
 
 def jobs_for(args) -> list[PeerJob]:
     """Every asset at the first budget, then at the next (the smaller budgets finish first)."""
     revision = checkout_commit(REPO)
-    return [PeerJob(asset, fraction, args.out.resolve(), args.cache.resolve(), args.res,
-                    args.views, args.holdout, args.samples, args.texture_res,
-                    args.bake_samples, args.preset, args.iterations, tuple(args.lights),
-                    args.threads, args.device, revision, args.mode, tuple(args.settings),
-                    args.start_renders)
+    return [PeerJob(asset, fraction, args.out.resolve(), args.cache.resolve(), size=args.res,
+                    views=args.views, holdout=args.holdout, samples=args.samples,
+                    judge_samples=args.judge_samples, texture_res=args.texture_res,
+                    bake_samples=args.bake_samples, preset=args.preset,
+                    iterations=args.iterations, roles=tuple(args.lights),
+                    threads=args.threads, device=args.device, commit=revision,
+                    mode=args.mode, settings=tuple(args.settings),
+                    start_renders=args.start_renders)
             for fraction in args.budgets for asset in args.assets]
 
 
@@ -197,7 +207,8 @@ def main(argv=None) -> int:
     started = datetime.datetime.now(datetime.UTC)
     print(f"bench_bake_peer: {', '.join(args.assets)} at "
           f"{', '.join(f'{100 * b:g} %' for b in args.budgets)}, {args.res} px, {args.views} "
-          f"views + {args.holdout} held out, Cycles {args.samples} spp, textures "
+          f"views + {args.holdout} held out, Cycles {args.samples} spp (judged at "
+          f"{args.judge_samples}), textures "
           f"{args.texture_res}, diffrec {args.preset}"
           + (f" {args.iterations} iterations" if args.iterations else ""), flush=True)
     report = {"command": shlex.join(["python", "scripts/bench_bake_peer.py",

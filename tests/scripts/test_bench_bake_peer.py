@@ -124,3 +124,33 @@ def test_table_and_targets_read_the_gain_over_the_bake():
     assert stats["1 %"]["targets"]["fitted_gain_mean"]["met"]
     assert not stats["5 %"]["targets"]["fitted_gain_mean"]["met"]  # +0.5 against +1
     assert not stats["5 %"]["targets"]["time_ratio_max"]["met"]  # 200 / 60 > 3
+
+
+def _script():
+    """scripts/bench_bake_peer.py as a module (scripts are not a package)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "bench_bake_peer.py"
+    spec = importlib.util.spec_from_file_location("bench_bake_peer_script", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_judge_renders_with_samples_of_its_own():
+    pytest.importorskip("bpy")
+    from diffrec_bench.bake_peer.truth import truth_key
+
+    script = _script()
+    default = script.jobs_for(script.parse_args(["--assets", "sculpt", "--budgets", "1"]))[0]
+    assert (default.samples, default.judge_samples) == (16, 64)
+    quick = script.parse_args(["--quick"])
+    assert (quick.samples, quick.judge_samples) == (16, 16)
+    sharper = script.jobs_for(script.parse_args(["--assets", "sculpt", "--budgets", "1",
+                                                 "--judge-samples", "256"]))[0]
+    assert sharper.judge_samples == 256 and sharper.samples == 16
+    # the truth is cached apart: a judge at other samples never reads another's renders
+    assert truth_key(sharper) != truth_key(default)
+    with pytest.raises(SystemExit):
+        script.parse_args(["--judge-samples", "0"])

@@ -13,7 +13,10 @@ from .lights import ROLES, judging_lights
 class PeerJob:
     """One asset at one budget. ``size``: pixels of every image (targets, training,
     judging); ``views`` / ``holdout``: training and held-out cameras; ``samples``: Cycles
-    samples of the targets and of the judging renders; ``texture_res``: both routes' textures;
+    samples of the training targets (and of the start rendered for diffrec);
+    ``judge_samples``: of the held-out truth, its noise ceiling and the judging renders (a
+    judge's noise ceiling rises about 6 dB per four times the samples: at 16 a bake sits at
+    it, and gains over the bake do not show); ``texture_res``: both routes' textures;
     ``bake_samples``: Cycles samples per bake; ``preset`` / ``iterations`` (None: the
     preset's) / ``mode`` / ``settings`` (more ``optimize`` settings, (name, value) pairs):
     diffrec's; ``roles``: the judging lights (``lights.ROLES``); ``threads``: the
@@ -29,6 +32,7 @@ class PeerJob:
     views: int = 24
     holdout: int = 8
     samples: int = 16
+    judge_samples: int = 64
     texture_res: int = 512
     bake_samples: int = 16
     preset: str = "preview"

@@ -241,6 +241,7 @@ def run_budget(job: PeerJob) -> dict:
         record["diffrec_settings"] = metrics.get("settings")  # every default as it ran
     started = time.monotonic()
     record["routes"] = {}
+    bl_scene.cycles.samples = job.judge_samples
     for route, obj in results.items():
         with alone(obj):
             judged = relight.judge(bl_scene, cameras, job.lights(), targets, job.size,

@@ -3,12 +3,13 @@ judging, and the judge's noise ceiling.
 
 ``ensure_truth`` writes, in ``<cache>/<asset>-<key>/``:
 
-- the training views and the held-out views under the fitted HDRI in the NeRF-synthetic
-  layout (``transforms_train.json`` + ``train/``, ``transforms_test.json`` + ``test/``;
-  ``diffrec_bench.quality.dataset.write_split``): what ``diffrec optimize`` reads (it validates on
-  the held-out views, never trains on them);
+- the training views (``job.samples``) and the held-out views (``job.judge_samples``) under
+  the fitted HDRI in the NeRF-synthetic layout (``transforms_train.json`` + ``train/``,
+  ``transforms_test.json`` + ``test/``; ``diffrec_bench.quality.dataset.write_split``): what
+  ``diffrec optimize`` reads (it validates on the held-out views, never trains on them);
 - ``targets.npz``: the held-out cameras (as the add-on's NeRF import brings them back)
-  rendered under each judging light and as base colour (``relight.render_relit``, seed 0);
+  rendered under each judging light and as base colour (``relight.render_relit``, seed 0,
+  ``job.judge_samples``);
 - ``ceiling.json``: the same scene rendered again with the judge's seed
   (``run.JUDGE_SEED``) and scored against ``targets.npz`` per light: the best any result can
   score, the targets' own noise;
@@ -45,7 +46,8 @@ def truth_key(job: PeerJob) -> str:
     """16 hex digits of SHA-256 over what the truth depends on (module docstring)."""
     digest = hashlib.sha256(json.dumps(
         {"asset": job.asset, "size": job.size, "views": job.views, "holdout": job.holdout,
-         "samples": job.samples, "lights": job.lights()}, sort_keys=True).encode())
+         "samples": job.samples, "judge_samples": job.judge_samples, "lights": job.lights()},
+        sort_keys=True).encode())
     for module in (assets, catalogue, judging_lights, datasets, relight, demo_scene,
                    export_scene):
         digest.update(Path(module.__file__).read_bytes())
@@ -53,10 +55,11 @@ def truth_key(job: PeerJob) -> str:
     return digest.hexdigest()[:16]
 
 
-def reference_scene(job: PeerJob, seed: int = 0) -> tuple:
-    """A factory-fresh Cycles scene (``job.size`` px, ``job.samples`` spp, ``seed``) lit by
-    the asset's fitted HDRI, with the asset in it: (scene, reference object)."""
-    bl_scene = demo_scene.empty_scene(job.size, job.samples, use_gpu=_cuda(job))
+def reference_scene(job: PeerJob, seed: int = 0, samples: int | None = None) -> tuple:
+    """A factory-fresh Cycles scene (``job.size`` px, ``samples`` spp, ``job.samples`` when
+    None, ``seed``) lit by the asset's fitted HDRI, with the asset in it: (scene, reference
+    object)."""
+    bl_scene = demo_scene.empty_scene(job.size, samples or job.samples, use_gpu=_cuda(job))
     bl_scene.cycles.seed = seed
     demo_scene.set_world(bl_scene, demo_scene.bundled_hdri(catalogue.ASSETS[job.asset]["hdri"]))
     return bl_scene, assets.build(job.asset)
@@ -73,11 +76,12 @@ def ensure_truth(job: PeerJob) -> tuple[Path, bool]:
     splits = {"train": demo_scene.orbit_cameras(job.views, 0.0, "train"),
               "test": demo_scene.orbit_cameras(job.holdout, datasets.HELD_OUT_OFFSET, "test")}
     for split, cameras in splits.items():
+        bl_scene.cycles.samples = job.samples if split == "train" else job.judge_samples
         datasets.write_split(folder, split, bl_scene, cameras, job.size)
     targets = relight.render_relit(bl_scene, held_out_cameras(folder), lights, job.size)
     np.savez(folder / "targets.npz", **targets)
     # render_relit showed the base colour for good: the ceiling's renders need a fresh scene
-    bl_scene, _ = reference_scene(job, seed=JUDGE_SEED)
+    bl_scene, _ = reference_scene(job, seed=JUDGE_SEED, samples=job.judge_samples)
     cameras = held_out_cameras(folder)
     again = relight.render_relit(bl_scene, cameras, lights, job.size)
     names = [camera.name for camera in cameras]
@@ -86,6 +90,7 @@ def ensure_truth(job: PeerJob) -> tuple[Path, bool]:
     (folder / "ceiling.json").write_text(json.dumps(ceiling, indent=2))
     info = {"asset": job.asset, "key": folder.name, "triangles": triangles, "size": job.size,
             "views": job.views, "holdout": job.holdout, "samples": job.samples,
+            "judge_samples": job.judge_samples,
             "lights": lights}
     (folder / "truth.json").write_text(json.dumps(info, indent=2))
     return folder, True
