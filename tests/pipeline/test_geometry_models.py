@@ -217,3 +217,51 @@ def test_offsets_in_a_unit_move_a_larger_object_as_far_in_proportion(along_norma
         ExplicitGeometry(sphere, True, unit=0.0)
     with pytest.raises(ValueError, match="large_steps"):
         ExplicitGeometry(sphere, True, large_steps=10.0, unit=2.0)
+
+
+def test_the_pull_is_the_weighted_mean_absolute_offset_and_its_gradient_its_sign():
+    sphere = uv_sphere(16, 8)
+    geometry = ExplicitGeometry(sphere, True, laplace_scale=0.0, along_normals=True, unit=4.0,
+                                pull=2.0)
+    assert geometry.regularizer(0.5).item() == 0.0
+    with torch.no_grad():
+        geometry.offset[3] = 0.5
+        geometry.offset[7] = -0.25
+    count = geometry.offset.numel()
+    value = geometry.regularizer(0.9)  # the pass's progress does not weaken it
+    assert value.item() == pytest.approx(2.0 * 0.75 / count)
+    value.backward()
+    expected = torch.zeros_like(geometry.offset)
+    expected[3], expected[7] = 2.0 / count, -2.0 / count
+    torch.testing.assert_close(geometry.offset.grad, expected)
+    with pytest.raises(ValueError, match="at least 0"):
+        ExplicitGeometry(sphere, True, pull=-1.0)
+    with pytest.raises(ValueError, match="large_steps"):
+        ExplicitGeometry(sphere, True, large_steps=10.0, pull=1.0)
+
+
+def _walked(pull: float, push: float, steps: int = 200) -> torch.Tensor:
+    """How far (in the unit) each vertex of a sphere ends from its start after Adam on a data
+    term that pushes vertex 0 outwards with strength ``push`` and every vertex by small noise
+    (what a view that barely sees it gives), plus the pull of ``pull``."""
+    sphere = uv_sphere(16, 8)
+    geometry = ExplicitGeometry(sphere, True, laplace_scale=0.0, along_normals=True, pull=pull)
+    optimizer = Adam(geometry.parameters(), lr=0.01)
+    generator = torch.Generator().manual_seed(1)
+    count = geometry.offset.numel()
+    for _ in range(steps):
+        noise = 1e-3 * torch.randn(geometry.offset.shape, generator=generator) / count
+        data = -(geometry.offset * noise).sum() - push * geometry.offset[0, 0] / count
+        optimizer.zero_grad()
+        (data + geometry.regularizer(0.5)).backward()
+        optimizer.step()
+    return geometry.offset.detach()[:, 0].abs()
+
+
+def test_under_adam_noise_moves_no_vertex_and_a_strong_push_still_moves_one():
+    free = _walked(0.0, 0.0)
+    assert free.mean() > 0.05, "Adam walks every vertex on noise alone"
+    held = _walked(1.0, 0.0)
+    assert held.max() < 0.02, held.max()
+    pushed = _walked(1.0, 5.0)
+    assert pushed[0] > 0.5 and pushed[1:].max() < 0.02

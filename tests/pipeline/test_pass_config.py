@@ -19,6 +19,7 @@ from diffrec.pipeline.pass_config import (
     path_traced_pass,
     surface_pass,
     textured_pass,
+    vertex_pull,
 )
 from diffrec.pipeline.reporter import Reporter
 from diffrec.pipeline.trainer import Pass, PassTrainer
@@ -169,6 +170,16 @@ def test_a_start_given_with_its_textures_moves_in_half_diagonals_of_its_box():
     assert offset_unit(refine, False, box) == 1.0, "other passes' rates are scene units"
     assert offset_unit(parse_settings({"mode": "refine", "large_steps": 5.0}), True, box) == 1.0
     assert offset_unit(refine, True, box[:1]) == 1.0, "a point has no size"
+
+
+def test_only_a_start_given_with_its_textures_pulls_its_vertices_back():
+    refine = parse_settings({"mode": "refine"})
+    assert vertex_pull(refine, True) == 20.0, "the default"
+    assert vertex_pull(parse_settings({"mode": "refine", "given_start_vertex_pull": 3}),
+                       True) == 3.0
+    assert vertex_pull(refine, False) == 0.0, "a bare given mesh moves as any"
+    assert vertex_pull(parse_settings({"mode": "materials"}), True) == 0.0, "nothing moves"
+    assert vertex_pull(parse_settings({"mode": "refine", "large_steps": 5.0}), True) == 0.0
 
 
 def test_the_path_traced_pass_alone_depends_on_the_path_tracing_knobs():

@@ -58,6 +58,11 @@ class ExplicitGeometry(torch.nn.Module):
     regulariser measures too; at the object's size, a rate and a weight act alike on the same
     object modelled at any scale (Adam steps each offset by about its rate).
 
+    ``pull`` (plain offsets only): the regulariser adds ``pull x`` the mean absolute offset
+    (in ``unit``, per vertex and coordinate), whatever the pass's progress. Its gradient has
+    the same size for every vertex, so a vertex moves only where the views push it harder;
+    Adam alone steps a vertex the views barely push about as far as one they pin down.
+
     Shading normals: the mesh's own where it has them (flat faces and hard edges, as its file
     gives them; a fixed mesh keeps them as they are, a moving one recomputes each within its
     own corners, ``with_grouped_normals``), else smooth vertex normals.
@@ -65,21 +70,24 @@ class ExplicitGeometry(torch.nn.Module):
 
     def __init__(self, mesh: Mesh, trainable: bool, laplace: str = "relative",
                  laplace_scale: float = 10000.0, large_steps: float = 0.0,
-                 along_normals: bool = False, unit: float = 1.0):
+                 along_normals: bool = False, unit: float = 1.0, pull: float = 0.0):
         super().__init__()
         if along_normals and large_steps > 0:
             raise ValueError("along_normals moves plain offsets: large_steps must be 0")
-        if unit != 1.0 and large_steps > 0:
-            raise ValueError("a unit measures plain offsets: large_steps must be 0")
+        if (unit != 1.0 or pull) and large_steps > 0:
+            raise ValueError("a unit and a pull measure plain offsets: large_steps must be 0")
         if not unit > 0:
             raise ValueError(f"unit must be a positive length, got {unit}")
+        if not pull >= 0:
+            raise ValueError(f"pull must be a weight of at least 0, got {pull}")
         mesh = (with_vertex_normals(mesh) if mesh.normals is None else
                 welded_normals(mesh).replace(tangents=None, tangent_triangles=None))
         if mesh.uvs is not None:
             mesh = with_tangents(mesh)
         self._initial = mesh
         self.trainable = trainable
-        self.laplace, self.laplace_scale, self.unit = laplace, laplace_scale, unit
+        self.laplace, self.laplace_scale, self.unit, self.pull = (laplace, laplace_scale, unit,
+                                                                  pull)
         self.uniform_adam = trainable and large_steps > 0
         self.register_buffer("initial_positions", mesh.positions.detach().clone())
         self.register_buffer("edges", unique_edges(mesh.triangles)[0])
@@ -113,12 +121,17 @@ class ExplicitGeometry(torch.nn.Module):
         return with_tangents(moved) if moved.uvs is not None else moved
 
     def regularizer(self, progress: float) -> torch.Tensor:
-        if not self.trainable or self.laplace_scale == 0:
-            return self.initial_positions.new_zeros(())
-        positions = self.positions()
-        field = positions - self.initial_positions if self.laplace == "relative" else positions
-        term = uniform_laplacian(field / self.unit, self.edges).square().mean()
-        return self.laplace_scale * (1.0 - progress) * term
+        total = self.initial_positions.new_zeros(())
+        if not self.trainable:
+            return total
+        if self.laplace_scale:
+            positions = self.positions()
+            field = positions - self.initial_positions if self.laplace == "relative" else positions
+            term = uniform_laplacian(field / self.unit, self.edges).square().mean()
+            total = total + self.laplace_scale * (1.0 - progress) * term
+        if self.pull:
+            total = total + self.pull * self.offset.abs().mean()
+        return total
 
 
 class IsosurfaceGeometry(torch.nn.Module):

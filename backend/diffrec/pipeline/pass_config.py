@@ -262,6 +262,15 @@ def offset_unit(settings: Settings, given_start: bool, positions) -> float:
     return half_diagonal if half_diagonal > 0 else 1.0
 
 
+def vertex_pull(settings: Settings, given_start: bool) -> float:
+    """The weight of the pull of refine's vertices back to a mesh given with its textures
+    (``ExplicitGeometry.pull``): ``given_start_vertex_pull`` where that start's vertices move
+    by plain offsets (``given_start``, unless large steps smooth them), else 0."""
+    if settings.run.mode != "refine" or not given_start or settings.surface.large_steps:
+        return 0.0
+    return settings.schedule.given_start_vertex_pull
+
+
 def _learns_light_after_pass_1(settings: Settings) -> bool:
     """Whether the passes after reconstruct's first learn the light: unless it is fixed, or
     locked after pass 1 (``lock_light``)."""

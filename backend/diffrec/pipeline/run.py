@@ -49,6 +49,7 @@ from diffrec.pipeline.pass_config import (
     path_traced_pass,
     surface_pass,
     textured_pass,
+    vertex_pull,
 )
 from diffrec.pipeline.pose_refinement import PoseCorrections
 from diffrec.pipeline.renderer_gap import gap_corrected, own_renders
@@ -291,8 +292,8 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     geometry = ExplicitGeometry(mesh, mode != "materials", surface.laplace,
                                 surface.laplace_scale, surface.large_steps,
                                 along_normals=moves_along_normals(settings, given_start),
-                                unit=offset_unit(settings, given_start, mesh.positions)
-                                ).to(torch_device)
+                                unit=offset_unit(settings, given_start, mesh.positions),
+                                pull=vertex_pull(settings, given_start)).to(torch_device)
     path_traced = path.renderer == "path-traced"
     # never longer than the pass
     mip_steps = min(settings.material.mip_iterations,

@@ -220,6 +220,14 @@ class ScheduleSettings(_Record):
     given_start_learning_rate: float = _schedule(
         0.0001, "refine from a mesh given with its textures (the reference decimated and "
         "baked): its vertices' rate, in half-diagonals of its bounding box", minimum=0)
+    # Adam steps a vertex the views barely push as far as one they pin down: on a 5 % start
+    # with bevels, such steps turned the bevels' normals and cost 0.8 dB under a sun; a pull
+    # of 20 kept them and most of the chair's gain there (docs/BENCHMARKS.md, "Against
+    # Blender's own route", round twelve)
+    given_start_vertex_pull: float = _schedule(
+        20.0, "refine from a mesh given with its textures: weight of the pull of its vertices "
+        "back to their start (mean absolute offset over the vertices, in half-diagonals of its "
+        "bounding box; 0: none)", minimum=0)
     # such a start begins where the bake ends: refine's gains over it come in the first 100
     # iterations, the stopping rule's noisy window ran the chair on to 330 for +0.01 dB in
     # twice the time (docs/BENCHMARKS.md, "Against Blender's own route, round five")
