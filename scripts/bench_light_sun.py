@@ -138,9 +138,9 @@ def main(argv=None) -> None:
     light, metrics = learn(sky.float(), args.size, args.views, sys.stderr, args.truth_res,
                            **values)
     if args.save:
-        torch.save(light.base.detach().cpu(), args.save)
+        torch.save(light.radiance().detach().cpu(), args.save)
     truth = EnvironmentLight.from_equirect(sky.float(), args.truth_res).base.detach()
-    report = sun_report(truth, light.base, sun)
+    report = sun_report(truth, light.radiance(), sun)
     stopped = metrics["stopped_early"].get(PassName.TEXTURES, {}).get("iteration",
                                                                       metrics["iterations"])
     print("| light | settings | angle, deg | cone power, learned/true | power share, "

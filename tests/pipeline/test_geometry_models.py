@@ -5,6 +5,7 @@ with UniformAdam."""
 import pytest
 import torch
 
+from diffrec.light.sun import Sun
 from diffrec.mesh.primitives import uv_sphere
 from diffrec.pipeline.geometry_models import ExplicitGeometry, uniform_laplacian
 from diffrec.pipeline.optimizers import Adam, UniformAdam
@@ -87,6 +88,7 @@ def pass_trainer(geometry, surface_rate=None) -> PassTrainer:
     (only its optimisers are looked at)."""
     light = torch.nn.Module()
     light.base = torch.nn.Parameter(torch.zeros(3))
+    light.sun = Sun()
     config = pass_config(Settings(), name=PassName.TEXTURES, iterations=10, learning_rate=0.01,
                          warmup=0, learn_light=False, surface_learning_rate=surface_rate)
     return PassTrainer(None, Pass.of(config, geometry, MATERIAL, light), None, None)

@@ -10,6 +10,7 @@ import json
 import pytest
 import torch
 
+from diffrec.light.sun import Sun
 from diffrec.pipeline.checkpoints import CheckpointStore
 from diffrec.pipeline.pass_config import (
     REPORTING_ONLY,
@@ -37,6 +38,7 @@ def pass_1(**changes) -> Pass:
     geometry.uniform_adam = False
     light = torch.nn.Module()
     light.base = torch.nn.Parameter(torch.zeros(3))
+    light.sun = Sun()
     config = surface_pass(parse_settings({**RECONSTRUCT, **changes}), hull_start=True,
                           clips_white=False)
     return Pass.of(config, geometry, torch.nn.Linear(2, 2), light)

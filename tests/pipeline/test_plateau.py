@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from diffrec.light.sun import Sun
 from diffrec.pipeline.pass_config import pass_config
 from diffrec.pipeline.plateau import Plateau
 from diffrec.pipeline.reporter import Reporter
@@ -176,6 +177,7 @@ def scripted(settings, reporter, iterations=1000, curve=rising_then_flat,
              checkpoints=None) -> ScriptedTrainer:
     light = torch.nn.Module()
     light.base = torch.nn.Parameter(torch.zeros(3))
+    light.sun = Sun()
     config = pass_config(settings, name=PassName.TEXTURES, iterations=iterations,
                          learning_rate=0.01, warmup=0, learn_light=False)
     run = Pass.of(config, Frozen(), torch.nn.Linear(2, 2), light)

@@ -13,6 +13,8 @@ from diffrec.light.cube import texel_directions, texel_solid_angles
 from diffrec.light.envmap import EnvironmentLight
 from diffrec.light.measure import angle_degrees, brightest_direction, cone_share
 from diffrec.pipeline import distributed, sun_finder
+from diffrec.pipeline import run as run_module
+from diffrec.pipeline import trainer as trainer_module
 from diffrec.pipeline.geometry_models import IsosurfaceGeometry
 from diffrec.pipeline.initial_state import make_light
 from diffrec.pipeline.inputs import Inputs
@@ -72,18 +74,23 @@ def test_on_the_visual_hull_too_a_sky_without_a_sun_or_with_a_faint_one_gives_no
     assert sun_finder.find_sun(CTX, hull.mesh(), seen) is None
 
 
-def test_the_seed_carries_its_share_of_the_power_towards_the_sun_and_leaves_the_rest():
+def test_the_seed_points_the_lights_sun_with_its_share_of_the_power_and_leaves_the_map():
     light = EnvironmentLight(resolution=32, init=0.5)
     before = light.base.detach().clone()
     direction = torch.nn.functional.normalize(torch.tensor(OTHER_SUN_DIRECTION,
                                                            dtype=torch.float64), dim=0)
     sun_finder.seed_sun_(light, sun_finder.FoundSun(direction, 20.0, 30.0, 40, share=0.3))
-    disc = texel_directions(32) @ direction >= math.cos(math.radians(sun_finder.SEED_DEGREES))
-    power = light.base.detach().double().mean(-1) * texel_solid_angles(32)
-    assert float(power[disc].sum() / power.sum()) == pytest.approx(0.3, rel=1e-6)
-    assert torch.equal(light.base.detach()[~disc], before[~disc])
+    assert torch.equal(light.base.detach(), before)
+    sun_power = light.sun.power.detach().double()
+    map_power = (before.double().mean(-1) * texel_solid_angles(32)).sum()
+    assert torch.allclose(sun_power / (sun_power + map_power), torch.full((3,), 0.3,
+                                                                          dtype=torch.float64))
+    assert angle_degrees(light.sun.direction.detach(), direction) < 1e-4
+    power = light.radiance().detach().double().mean(-1) * texel_solid_angles(32)
+    near = texel_directions(32) @ direction >= math.cos(math.radians(10.0))
+    assert float(power[near].sum() / power.sum()) > 0.3  # the sun and the sky near it
     texel_degrees = math.degrees(2 / 32)  # a texel's width at a face's centre
-    assert angle_degrees(brightest_direction(light.base), direction) < 2 * texel_degrees
+    assert angle_degrees(brightest_direction(light.radiance()), direction) < 2 * texel_degrees
 
 
 @pytest.mark.parametrize(("values", "looks"), [
@@ -110,10 +117,10 @@ def test_a_run_that_learns_the_light_starts_it_with_the_sun_it_finds(tmp_path, f
                                            views(sky, 1, SIZE, 2, truth_res=64), ball().mesh),
                       lines, device="cpu")
     told = [line for line in lines.lines if "a sun found in the highlights" in line]
-    share = cone_share(result.light.base, SUN_DIRECTION, 10.0)
+    share = cone_share(result.light.radiance(), SUN_DIRECTION, 10.0)
     if find_sun:
         assert len(told) == 1 and share > 0.4
-        assert angle_degrees(brightest_direction(result.light.base), SUN_DIRECTION) < 6.0
+        assert angle_degrees(brightest_direction(result.light.radiance()), SUN_DIRECTION) < 6.0
     else:
         assert not told and share < 0.05
 
@@ -133,12 +140,40 @@ def test_reconstruct_looks_for_the_sun_on_the_visual_hull(masks):
                                               torch.ones_like(seen.images[..., 3:])], -1))
     lines = Lines()
     _surface_pass(CTX, settings, seen, light, lines, None, distributed.SINGLE)
-    share = cone_share(light.base, SUN_DIRECTION, 10.0)
+    share = cone_share(light.radiance(), SUN_DIRECTION, 10.0)
     if masks:
         assert sum("a sun found in the highlights" in line for line in lines.lines) == 1
         assert share > 0.4
-        assert angle_degrees(brightest_direction(light.base), SUN_DIRECTION) < 6.0
+        assert angle_degrees(brightest_direction(light.radiance()), SUN_DIRECTION) < 6.0
     else:
         assert any("no sun looked for: pass 1 starts from a sphere" in line
                    for line in lines.lines)
         assert share < 0.05
+
+
+@pytest.mark.parametrize("steered", [True, False])
+def test_the_fit_steers_a_sun_seeded_off_to_the_true_one(tmp_path, monkeypatch, steered):
+    """On Blender's HDRIs the finder's seed is 3-10 degrees off: the fit takes the sun the
+    rest of the way (held still, it stays where it was seeded)."""
+    truth = torch.nn.functional.normalize(torch.tensor(SUN_DIRECTION, dtype=torch.float64),
+                                          dim=0)
+    axis = torch.nn.functional.normalize(torch.linalg.cross(truth, torch.tensor(
+        [0.0, 0.0, 1.0], dtype=torch.float64)), dim=0)
+    turn = math.radians(12.0)  # Rodrigues: truth turned about an axis at right angles to it
+    seeded = truth * math.cos(turn) + torch.linalg.cross(axis, truth) * math.sin(turn)
+    share = _true_share(2000, SUN_DIRECTION)
+    monkeypatch.setattr(run_module, "find_sun", lambda *args: sun_finder.FoundSun(
+        seeded, 20.0, 30.0, 40, share=share))
+    if not steered:
+        monkeypatch.setattr(trainer_module, "SUN_TURN_RATE", 0.0)
+    sky = sun_sky(ratio=2000)
+    run = config(tmp_path, mode="materials", light="learn", iterations=150, plateau_window=0,
+                 test_views=1, texture_res=16)
+    result = optimize(run.settings, Inputs(views(sky, COUNT, SIZE, 1, truth_res=64),
+                                           views(sky, 1, SIZE, 2, truth_res=64), ball().mesh),
+                      Lines(), device="cpu")
+    angle = angle_degrees(result.light.sun.direction.detach(), truth)
+    if steered:
+        assert angle < 4.0
+    else:
+        assert angle == pytest.approx(12.0, abs=0.01)

@@ -23,14 +23,17 @@ Lookups go through ``diffrec.raster.texture`` with cube boundaries: ``diffuse(n)
 ``roughness_to_mip(roughness)``, the piecewise-linear inverse of the table above (roughness
 below ``r_min`` uses level 0, above 1 the last level).
 
+The map read (``radiance()``) is ``base`` plus a ``sun`` (``diffrec.light.sun``) when one
+shines: a lobe with a direction and a power of its own, for a learned light to steer.
+
 With ``sources`` > 0 the light's brightest parts are shaded exactly (``diffrec.light.sources``):
 ``build_mips`` takes them out of the map before prefiltering; ``diffuse`` adds their exact
 irradiance to the rest's, ``specular`` reads the rest only, and ``source_specular`` gives their
 specular reflection.
 
-Everything is differentiable with respect to ``base``. Directions are world directions
-(Blender's frame); see ``diffrec.light.cube`` for the face layout and ``diffrec.light.equirect``
-for how equirect images map to directions.
+Everything is differentiable with respect to ``base`` and the sun's parameters. Directions
+are world directions (Blender's frame); see ``diffrec.light.cube`` for the face layout and
+``diffrec.light.equirect`` for how equirect images map to directions.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import torch
 from diffrec.light.equirect import cube_to_equirect, equirect_to_cube
 from diffrec.light.prefilter import box_pyramid, cosine_convolve, ggx_prefilter
 from diffrec.light.sources import DirectionalSources, split_bright_sources
+from diffrec.light.sun import Sun
 from diffrec.raster import texture_points
 
 __all__ = ["EnvironmentLight"]
@@ -101,6 +105,7 @@ class EnvironmentLight(torch.nn.Module):
             raise ValueError(f"ggx_levels must be 1 to {depth} for resolution {resolution}, "
                              f"got {ggx_levels}")
         self.base = torch.nn.Parameter(base.detach().clone())
+        self.sun = Sun().requires_grad_(False)
         self.min_resolution = min_resolution
         self.ggx_levels = ggx_levels
         self.min_roughness = min_roughness
@@ -112,7 +117,8 @@ class EnvironmentLight(torch.nn.Module):
         self.specular_levels: list[torch.Tensor] = []
         self.diffuse_map: torch.Tensor | None = None
         self._built_for: tuple | None = None
-        """(``base``, (its data pointer, its version)) at the last build without a graph."""
+        """(``base``, (its data pointer, its version, the sun's versions)) at the last build
+        without a graph."""
 
     @classmethod
     def from_equirect(cls, image: torch.Tensor, resolution: int = 512, **kwargs):
@@ -121,9 +127,21 @@ class EnvironmentLight(torch.nn.Module):
         base = equirect_to_cube(image.float(), resolution)
         return cls(base=base.clamp_min(0), **kwargs)
 
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """``torch.nn.Module``'s; a state saved without a sun (before lights had one) loads as
+        a light without one."""
+        unlit = {f"sun.{name}": value for name, value in Sun().state_dict().items()}
+        return super().load_state_dict({**unlit, **state_dict}, strict, assign)
+
+    def radiance(self) -> torch.Tensor:
+        """The map the light shines with, ``[6, R, R, 3]``: ``base``, the sun's added."""
+        if not self.sun.shines():
+            return self.base
+        return self.base + self.sun.radiance(self.base.shape[1]).to(self.base.dtype)
+
     def to_equirect(self, height: int = 512, width: int = 1024) -> torch.Tensor:
-        """The base map as an equirect image ``[height, width, 3]`` (differentiable)."""
-        return cube_to_equirect(self.base, height, width)
+        """``radiance()`` as an equirect image ``[height, width, 3]`` (differentiable)."""
+        return cube_to_equirect(self.radiance(), height, width)
 
     def level_roughness(self) -> list[float]:
         """Roughness each ``specular_levels`` level is prefiltered for."""
@@ -143,19 +161,22 @@ class EnvironmentLight(torch.nn.Module):
         return torch.where(roughness < r_max, low, high)
 
     def build_mips(self) -> None:
-        """Recompute ``sources``, ``specular_levels`` and ``diffuse_map`` from ``base`` (after
-        each step). A light that takes no gradients is built once: while ``base`` is the same
-        tensor with the same values (its storage and version counter unchanged) and the last
-        build kept no graph, the call keeps what it built."""
-        graph = self.base.requires_grad and torch.is_grad_enabled()
-        values = (self.base.data_ptr(), self.base._version)
+        """Recompute ``sources``, ``specular_levels`` and ``diffuse_map`` from ``radiance()``
+        (after each step). A light that takes no gradients is built once: while ``base`` is the
+        same tensor with the same values (its storage and version counter unchanged), the sun
+        unchanged, and the last build kept no graph, the call keeps what it built."""
+        trained = self.base.requires_grad or (self.sun.shines() and any(
+            p.requires_grad for p in self.sun.parameters()))
+        graph = trained and torch.is_grad_enabled()
+        values = (self.base.data_ptr(), self.base._version,
+                  *(p._version for p in self.sun.parameters()))
         if not graph and self._built_for is not None and self._built_for[0] is self.base \
                 and self._built_for[1] == values:
             return
         self._built_for = None if graph else (self.base, values)
-        prefiltered = self.base
+        prefiltered = radiance = self.radiance()
         if self.source_count:
-            self.sources, prefiltered = split_bright_sources(self.base, self.source_count)
+            self.sources, prefiltered = split_bright_sources(radiance, self.source_count)
         pyramid = box_pyramid(prefiltered)
         roughness = self.level_roughness()
         levels = [
@@ -215,8 +236,10 @@ class EnvironmentLight(torch.nn.Module):
 
     @torch.no_grad()
     def clamp_(self, min: float = 0.0) -> None:
-        """Clamp the base map to ``>= min`` in place (after optimiser steps)."""
+        """Clamp the base map to ``>= min`` in place, the sun to a unit direction and a
+        power of at least 0 (after optimiser steps)."""
         self.base.clamp_(min=min)
+        self.sun.clamp_()
 
     def white_balance_loss(self) -> torch.Tensor:
         """``mean |L - mean_rgb(L)|`` over the base map: penalises coloured light."""

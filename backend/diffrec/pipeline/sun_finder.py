@@ -32,9 +32,9 @@ sun"). What the images hold about a sun is in what changes with the view. On the
   within 10 degrees of the sun; a sun 10 degrees above the horizon reads 0.10-0.20 low (the
   sky, brighter overhead, lights the side away from it).
 
-``seed_sun_`` then writes a disc of ``SEED_DEGREES`` radius at that direction into a light's
-map, carrying that share of the map's power: a start the fit scales (a learned light steps in
-log radiance when ``light_log_rate`` > 0).
+``seed_sun_`` then points the light's sun (``diffrec.light.sun``: a lobe of a few degrees
+with a direction and a power the fit steps) at that direction, carrying that share of the
+light's power.
 """
 
 from __future__ import annotations
@@ -79,8 +79,6 @@ MIN_CONTRAST = 6.0
 MIN_SIGNIFICANCE = 12.0
 """The mean excess near the peak, in standard errors (the excess's standard deviation over
 the square root of the pixels there), at or above which a sun may be found."""
-SEED_DEGREES = 3.0
-"""Angular radius of the disc ``seed_sun_`` writes."""
 SHARE_CALIBRATION = 1.5
 """What ``_power_share``'s sun-to-sky power ratio is divided by: on the suite's HDRIs with a
 sun and the test skies it read 1.2-1.8 times the power within 10 degrees of the sun (the
@@ -212,16 +210,11 @@ def _kernel_regression(mirror: torch.Tensor, excess: torch.Tensor) -> torch.Tens
 
 @torch.no_grad()
 def seed_sun_(light: EnvironmentLight, sun: FoundSun) -> None:
-    """Write a disc of ``SEED_DEGREES`` radius towards ``sun.direction`` into ``light.base``,
-    grey, of the radiance at which it carries ``sun.share`` of the map's power (the rest as it
-    was)."""
+    """Point ``light``'s sun (``diffrec.light.sun``) along ``sun.direction``, grey, with the
+    power at which it carries ``sun.share`` of the light's (the map as it was beside it);
+    the fit then steers it."""
     resolution = light.base.shape[1]
-    solid_angle = texel_solid_angles(resolution)
-    towards = texel_directions(resolution) @ sun.direction.double()
-    disc = towards >= math.cos(math.radians(SEED_DEGREES))
-    if not bool(disc.any()):  # narrower than a texel: the texel it falls in
-        disc = towards == towards.max()
     grey = light.base.detach().cpu().double().mean(-1)
-    rest = float((grey * solid_angle)[~disc].sum())
-    radiance = sun.share / (1 - sun.share) * rest / float(solid_angle[disc].sum())
-    light.base[disc.to(light.base.device)] = radiance
+    rest = float((grey * texel_solid_angles(resolution)).sum())
+    power = sun.share / (1 - sun.share) * rest
+    light.sun.set_(sun.direction, torch.full((3,), power))

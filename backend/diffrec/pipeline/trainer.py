@@ -63,6 +63,11 @@ from diffrec.render.renderer import RenderOutput, render_mesh
 log = logging.getLogger(__name__)
 
 SMOOTHNESS_RAMP_ITERATIONS = 500
+SUN_TURN_RATE = 0.01
+"""Adam's step on a learned light's sun direction (a unit vector: about half a degree)."""
+SUN_LOG_RATE = 0.03
+"""``LogAdam``'s step on a learned light's sun power (about 3 % a step), the rate at which
+``light_log_rate`` brought found suns' power closest (docs/BENCHMARKS.md, "Learning a sun")."""
 PATH_TRACED_LOSS = "logl2_linearized"  # unbiased under the renders' sampling noise
 
 
@@ -195,8 +200,9 @@ class PassTrainer:
     @staticmethod
     def _optimizers(run: Pass) -> list[AdamBase]:
         """Adam (0.9, 0.999) over what ``run`` trains; ``LogAdam`` over a learned light
-        (``light_log_rate`` > 0) and, when the geometry asks for it (``uniform_adam``),
-        ``UniformAdam`` over the geometry's parameters instead."""
+        (``light_log_rate`` > 0) and over its sun's power (``SUN_LOG_RATE``; its direction in
+        Adam at ``SUN_TURN_RATE``) where it has one and, when the geometry asks for it
+        (``uniform_adam``), ``UniformAdam`` over the geometry's parameters instead."""
         surface_rate = run.surface_learning_rate
         geometry = {"params": [p for p in run.geometry.parameters() if p.requires_grad],
                     "lr": run.learning_rate if surface_rate is None else surface_rate}
@@ -210,8 +216,13 @@ class PassTrainer:
                 optimizers.append(LogAdam([run.light.base], lr=run.light_log_rate))
             else:
                 param_groups.append({"params": [run.light.base], "lr": run.learning_rate})
+            sun = run.light.sun
+            if sun.shines():
+                sun.requires_grad_(True)
+                optimizers.append(LogAdam([sun.power], lr=SUN_LOG_RATE))
+                param_groups.append({"params": [sun.direction], "lr": SUN_TURN_RATE})
         else:
-            run.light.base.requires_grad_(False)
+            run.light.requires_grad_(False)
         if run.poses is not None:
             run.poses.requires_grad_(run.trains_poses)
             if run.trains_poses:

@@ -122,14 +122,15 @@ class PathTracer:
 
     def envmap(self, light) -> torch.Tensor:
         """The light's cube map sampled on Mitsuba's envmap grid, first column repeated at
-        the end, ``[H, W + 1, 3]`` (differentiable with respect to ``light.base``)."""
-        size = light.base.shape[1]
+        the end, ``[H, W + 1, 3]`` (differentiable with respect to ``light.radiance()``)."""
+        radiance = light.radiance()
+        size = radiance.shape[1]
         if size not in self._envmap_grid:
             height, width = 2 * size, 4 * size
             index, weight = bilinear_taps(envmap_directions(height, width).reshape(-1, 3), size)
             self._envmap_grid[size] = (index, weight.float(), height)
         index, weight, height = self._envmap_grid[size]
-        base = light.base.reshape(-1, 3)
+        base = radiance.reshape(-1, 3)
         image = apply_taps(base, index.to(base.device), weight.to(base.device))
         image = image.reshape(height, -1, 3)
         return torch.cat([image, image[:, :1]], 1).contiguous()
@@ -142,7 +143,7 @@ class PathTracer:
         ``texture_level`` (2^level-texel box averages: each texel of that level gets samples
         of its own, and gradients reach every texel under it); ``light`` an
         ``EnvironmentLight``; ``background`` as ``render_mesh``'s. Differentiable with
-        respect to the textures and ``light.base``."""
+        respect to the textures and the light's ``radiance()``."""
         if spp < 1 or texture_level < 0:
             raise ValueError(f"need spp >= 1 and texture_level >= 0, got {spp}, {texture_level}")
         sensors = [self.sensor(cameras, i, spp) for i in range(len(cameras))]

@@ -1,0 +1,67 @@
+"""A sun a learned light can steer: a small smooth lobe with a direction and a power of its
+own, added to the light's cube map wherever the map is read.
+
+A sun written into the map as texels stays where it was written: the fit steps each texel's
+radiance, and nothing steps a bright disc sideways (the sun finder's seed was 3-10 degrees
+off on Blender's HDRIs, and the learned light's brightest direction stayed exactly there:
+docs/BENCHMARKS.md, "Learning a sun"). As parameters, the direction takes the gradient of
+every highlight and every terminator the sun casts, and the power moves by factors
+(``LogAdam``) as a sun's must.
+
+The lobe is ``exp(kappa (d.s - 1))`` about the unit direction ``s`` (a Gaussian of angular
+radius ``RADIUS_DEGREES`` near its centre, ``kappa = 1 / radius^2``), normalised over the
+map's texels so that ``radiance x solid angle`` summed over the map is ``power`` at any
+resolution: ``power`` is the irradiance the sun gives a surface facing it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from diffrec.light.cube import texel_directions, texel_solid_angles
+
+__all__ = ["RADIUS_DEGREES", "Sun"]
+
+RADIUS_DEGREES = 3.0
+"""The lobe's angular radius: a few texels of a 32- or 64-sided map, so that its weights
+move smoothly with its direction (the true sun is half a degree; a light's texels are 1.4-2.8
+degrees)."""
+
+
+class Sun(torch.nn.Module):
+    """``direction`` ``[3]`` (normalised where read) and ``power`` ``[3]`` (linear, >= 0;
+    zero: no sun, the map alone)."""
+
+    def __init__(self):
+        super().__init__()
+        self.direction = torch.nn.Parameter(torch.tensor([0.0, 0.0, 1.0]))
+        self.power = torch.nn.Parameter(torch.zeros(3))
+
+    def shines(self) -> bool:
+        """Whether there is a sun (any power)."""
+        return bool((self.power.detach() > 0).any())
+
+    def radiance(self, resolution: int) -> torch.Tensor:
+        """The sun as a cube map ``[6, R, R, 3]`` of linear radiance, on ``power``'s device
+        and in its dtype; differentiable with respect to ``direction`` and ``power``."""
+        like = self.power
+        directions = texel_directions(resolution, dtype=like.dtype, device=like.device)
+        solid_angle = texel_solid_angles(resolution).to(like)
+        kappa = 1.0 / math.radians(RADIUS_DEGREES) ** 2
+        lobe = torch.exp(kappa * (directions @ F.normalize(self.direction, dim=0) - 1.0))
+        return (lobe / (lobe * solid_angle).sum())[..., None] * self.power
+
+    @torch.no_grad()
+    def set_(self, direction: torch.Tensor, power: torch.Tensor) -> None:
+        """Point the sun along ``direction`` ``[3]`` (any length) with ``power`` ``[3]``."""
+        self.direction.copy_(F.normalize(direction.to(self.direction), dim=0))
+        self.power.copy_(power.to(self.power).clamp_min(0))
+
+    @torch.no_grad()
+    def clamp_(self) -> None:
+        """After a step: the direction back to unit length, the power at least 0."""
+        self.direction.copy_(F.normalize(self.direction, dim=0))
+        self.power.clamp_(min=0)
