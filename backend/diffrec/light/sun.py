@@ -16,6 +16,7 @@ resolution: ``power`` is the irradiance the sun gives a surface facing it.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -47,9 +48,7 @@ class Sun(torch.nn.Module):
     def radiance(self, resolution: int) -> torch.Tensor:
         """The sun as a cube map ``[6, R, R, 3]`` of linear radiance, on ``power``'s device
         and in its dtype; differentiable with respect to ``direction`` and ``power``."""
-        like = self.power
-        directions = texel_directions(resolution, dtype=like.dtype, device=like.device)
-        solid_angle = texel_solid_angles(resolution).to(like)
+        directions, solid_angle = _texels(resolution, self.power.dtype, self.power.device)
         kappa = 1.0 / math.radians(RADIUS_DEGREES) ** 2
         lobe = torch.exp(kappa * (directions @ F.normalize(self.direction, dim=0) - 1.0))
         return (lobe / (lobe * solid_angle).sum())[..., None] * self.power
@@ -65,3 +64,12 @@ class Sun(torch.nn.Module):
         """After a step: the direction back to unit length, the power at least 0."""
         self.direction.copy_(F.normalize(self.direction, dim=0))
         self.power.clamp_(min=0)
+
+
+@functools.lru_cache(maxsize=8)
+def _texels(resolution: int, dtype: torch.dtype, device: torch.device
+            ) -> tuple[torch.Tensor, torch.Tensor]:
+    """A cube map's texel directions ``[6, R, R, 3]`` and solid angles ``[6, R, R]``, made
+    once per resolution, dtype and device (a step reads them each time the light is built)."""
+    return (texel_directions(resolution, dtype=dtype, device=device),
+            texel_solid_angles(resolution).to(dtype=dtype, device=device))
