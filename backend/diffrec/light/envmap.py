@@ -165,9 +165,7 @@ class EnvironmentLight(torch.nn.Module):
         (after each step). A light that takes no gradients is built once: while ``base`` is the
         same tensor with the same values (its storage and version counter unchanged), the sun
         unchanged, and the last build kept no graph, the call keeps what it built."""
-        trained = self.base.requires_grad or (self.sun.shines() and any(
-            p.requires_grad for p in self.sun.parameters()))
-        graph = trained and torch.is_grad_enabled()
+        graph = torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters())
         values = (self.base.data_ptr(), self.base._version,
                   *(p._version for p in self.sun.parameters()))
         if not graph and self._built_for is not None and self._built_for[0] is self.base \

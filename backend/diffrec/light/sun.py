@@ -2,7 +2,7 @@
 own, added to the light's cube map wherever the map is read.
 
 A sun written into the map as texels stays where it was written: the fit steps each texel's
-radiance, and nothing steps a bright disc sideways (the sun finder's seed was 3-10 degrees
+radiance, and nothing steps a bright disc sideways (the sun finder's seed was 1-17 degrees
 off on Blender's HDRIs, and the learned light's brightest direction stayed exactly there:
 docs/BENCHMARKS.md, "Learning a sun"). As parameters, the direction takes the gradient of
 every highlight and every terminator the sun casts, and the power moves by factors
