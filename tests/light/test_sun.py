@@ -1,5 +1,6 @@
-"""A learned light's sun (``diffrec.light.sun``): its power at any resolution, its gradients
-against central differences, and the light that reads it (``EnvironmentLight.radiance``)."""
+"""A learned light's sun (``diffrec.light.sun``): its power at any resolution and radius, its
+gradients against central differences, and the light that reads it
+(``EnvironmentLight.radiance``)."""
 
 import math
 
@@ -9,7 +10,7 @@ import torch
 from diffrec.light.cube import texel_directions, texel_solid_angles
 from diffrec.light.envmap import EnvironmentLight
 from diffrec.light.measure import angle_degrees, brightest_direction
-from diffrec.light.sun import Sun
+from diffrec.light.sun import RADIUS_DEGREES, RADIUS_RANGE_DEGREES, Sun
 
 DIRECTION = torch.nn.functional.normalize(torch.tensor([0.3, -0.5, 0.6]), dim=0)
 
@@ -40,8 +41,8 @@ def test_its_gradients_match_central_differences():
         return (sun.radiance(16) * weights).sum()
 
     read().backward()
-    for parameter in (sun.direction, sun.power):
-        for index in range(3):
+    for parameter in (sun.direction, sun.power, sun.radius):
+        for index in range(len(parameter)):
             with torch.no_grad():
                 parameter[index] += 1e-6
                 above = float(read())
@@ -50,6 +51,24 @@ def test_its_gradients_match_central_differences():
                 parameter[index] += 1e-6
             assert float(parameter.grad[index]) == pytest.approx((above - below) / 2e-6,
                                                                  rel=1e-5, abs=1e-8)
+
+
+@pytest.mark.parametrize("degrees", [5.0, 10.0, 20.0])
+def test_its_radius_holds_its_share_of_the_power_within_twice_that_angle(degrees):
+    """A lobe ``exp(kappa (d.s - 1))`` with ``kappa = 1 / r^2`` holds ``1 - exp(-kappa (1 -
+    cos 2r))`` of its power within ``2 r`` of its direction (about 86 %), at any radius."""
+    sun = _sun(torch.float64)
+    with torch.no_grad():
+        sun.radius.fill_(math.radians(degrees))
+    radiance = sun.radiance(64).detach().mean(-1)
+    omega = texel_solid_angles(64)
+    power = radiance * omega
+    within = texel_directions(64) @ DIRECTION.double() > math.cos(math.radians(2 * degrees))
+    kappa = 1 / math.radians(degrees) ** 2
+    expected = (1 - math.exp(-kappa * (1 - math.cos(math.radians(2 * degrees))))) / (
+        1 - math.exp(-2 * kappa))
+    assert float(power[within].sum() / power.sum()) == pytest.approx(expected, abs=0.02)
+    assert float(power.sum()) == pytest.approx(7 / 3)  # the power, whatever the radius
 
 
 def test_a_light_reads_its_map_alone_until_a_sun_shines_then_both_and_keeps_it():
@@ -86,9 +105,15 @@ def test_a_step_leaves_a_unit_direction_and_no_negative_power():
     with torch.no_grad():
         light.sun.direction.copy_(torch.tensor([0.0, 3.0, 4.0]))
         light.sun.power.copy_(torch.tensor([-1.0, 2.0, 0.5]))
+        light.sun.radius.fill_(1.0)  # radians: beyond the widest lobe
     light.clamp_()
     assert torch.allclose(light.sun.direction, torch.tensor([0.0, 0.6, 0.8]))
     assert torch.equal(light.sun.power, torch.tensor([0.0, 2.0, 0.5]))
+    assert math.degrees(float(light.sun.radius.detach())) == pytest.approx(RADIUS_RANGE_DEGREES[1])
+    with torch.no_grad():
+        light.sun.radius.fill_(0.0)
+    light.clamp_()
+    assert math.degrees(float(light.sun.radius.detach())) == pytest.approx(RADIUS_RANGE_DEGREES[0])
 
 
 def test_a_state_saved_before_lights_had_a_sun_loads_as_one_without():
@@ -97,3 +122,15 @@ def test_a_state_saved_before_lights_had_a_sun_loads_as_one_without():
     light.load_state_dict({"base": torch.full_like(light.base, 2.0)})
     assert not light.sun.shines()
     assert torch.equal(light.radiance(), torch.full_like(light.base, 2.0))
+
+
+def test_a_state_saved_before_suns_had_a_radius_loads_with_the_first_one():
+    light = EnvironmentLight(resolution=32, init=0.5)
+    light.sun.set_(DIRECTION, torch.tensor([4.0, 2.0, 1.0]))
+    state = {key: value for key, value in light.state_dict().items() if key != "sun.radius"}
+    again = EnvironmentLight(resolution=32, init=0.5)
+    with torch.no_grad():
+        again.sun.radius.fill_(0.2)
+    again.load_state_dict(state)
+    assert math.degrees(float(again.sun.radius.detach())) == pytest.approx(RADIUS_DEGREES)
+    assert torch.allclose(again.radiance(), light.radiance())

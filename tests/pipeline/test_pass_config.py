@@ -79,6 +79,38 @@ def test_pass_1_resumes_after_a_later_knob_changes_and_starts_afresh_after_its_o
         assert resumed_at(tmp_path, pass_1(**{name: value})) == 0, name
 
 
+def test_a_checkpoint_whose_optimisers_step_other_parameters_is_not_resumed(tmp_path):
+    """A checkpoint made while the light's sun shone (its power, radius and direction
+    stepped) does not resume a pass without one, nor the other way round: the optimisers'
+    states would not fit (a checkpoint of an older diffrec, whose sun had no width)."""
+    def with_sun(shines: bool) -> Pass:
+        run = pass_1()
+        if shines:
+            run.light.sun.set_(torch.tensor([0.0, 0.0, 1.0]), torch.ones(3))
+        return run
+
+    for saved, resumed in ((True, False), (False, True)):
+        trainer = PassTrainer(None, with_sun(saved), Sampler(), Reporter(),
+                              checkpoints=CheckpointStore(tmp_path / str(saved)))
+        trainer.iteration = 40
+        trainer.save()
+        assert resumed_at(tmp_path / str(saved), with_sun(saved)) == 40
+        assert resumed_at(tmp_path / str(saved), with_sun(resumed)) == 0
+
+
+def test_a_suns_width_is_learned_in_every_pass_but_the_one_that_shapes_the_surface():
+    settings = parse_settings(RECONSTRUCT)
+    second = textured_pass(settings, clips_white=False, given_start=False, later_iterations=0)
+    first = pass_1()
+    for run, widens in ((first, False),
+                        (Pass.of(second, first.geometry, first.material, first.light), True)):
+        run.light.sun.set_(torch.tensor([0.0, 0.0, 1.0]), torch.ones(3))
+        trained = PassTrainer(None, run, Sampler(), Reporter()).parameters()
+        assert any(p is run.light.sun.power for p in trained)
+        assert any(p is run.light.sun.radius for p in trained) == widens
+        assert run.light.sun.radius.requires_grad == widens
+
+
 def protocol_5_tag(config) -> str:
     """What a protocol 5 server tagged the checkpoint of ``config``'s pass with: every field
     but the reporting ones, the pass named "pass1" / "pass2" / "path" with its ``index``."""

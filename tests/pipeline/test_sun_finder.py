@@ -177,3 +177,23 @@ def test_the_fit_steers_a_sun_seeded_off_to_the_true_one(tmp_path, monkeypatch, 
         assert angle < 4.0
     else:
         assert angle == pytest.approx(12.0, abs=0.01)
+
+
+@pytest.mark.parametrize(("disc_degrees", "ratio", "wide"), [(5.0, 2000, False), (24.0, 60, True)])
+def test_the_fit_widens_a_wide_sun_and_leaves_a_narrow_one(tmp_path, monkeypatch, disc_degrees,
+                                                           ratio, wide):
+    """Seeded at the truth with the lobe's first radius (3 degrees), the fit widens the sun of
+    a sky whose sun is a disc 24 degrees across, and leaves a 5-degree one narrow."""
+    sky = sun_sky(ratio=ratio, degrees=disc_degrees)
+    truth = torch.nn.functional.normalize(torch.tensor(SUN_DIRECTION, dtype=torch.float64),
+                                          dim=0)
+    share = cone_share(EnvironmentLight.from_equirect(sky, 64).base, SUN_DIRECTION, 20.0)
+    monkeypatch.setattr(run_module, "find_sun", lambda *args: sun_finder.FoundSun(
+        truth, 20.0, 30.0, 40, share=share))
+    run = config(tmp_path, mode="materials", light="learn", iterations=150, plateau_window=0,
+                 test_views=1, texture_res=16)
+    result = optimize(run.settings, Inputs(views(sky, COUNT, SIZE, 1, truth_res=64),
+                                           views(sky, 1, SIZE, 2, truth_res=64), ball().mesh),
+                      Lines(), device="cpu")
+    degrees = math.degrees(float(result.light.sun.radius.detach()))
+    assert degrees > 5.0 if wide else degrees < 5.0

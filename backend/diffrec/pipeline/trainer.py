@@ -66,8 +66,9 @@ SMOOTHNESS_RAMP_ITERATIONS = 500
 SUN_TURN_RATE = 0.01
 """Adam's step on a learned light's sun direction (a unit vector: about half a degree)."""
 SUN_LOG_RATE = 0.03
-"""``LogAdam``'s step on a learned light's sun power (about 3 % a step), the rate at which
-``light_log_rate`` brought found suns' power closest (docs/BENCHMARKS.md, "Learning a sun")."""
+"""``LogAdam``'s step on a learned light's sun power and radius (about 3 % a step), the rate
+at which ``light_log_rate`` brought found suns' power closest (docs/BENCHMARKS.md, "Learning
+a sun")."""
 PATH_TRACED_LOSS = "logl2_linearized"  # unbiased under the renders' sampling noise
 
 
@@ -200,9 +201,11 @@ class PassTrainer:
     @staticmethod
     def _optimizers(run: Pass) -> list[AdamBase]:
         """Adam (0.9, 0.999) over what ``run`` trains; ``LogAdam`` over a learned light
-        (``light_log_rate`` > 0) and over its sun's power (``SUN_LOG_RATE``; its direction in
-        Adam at ``SUN_TURN_RATE``) where it has one and, when the geometry asks for it
-        (``uniform_adam``), ``UniformAdam`` over the geometry's parameters instead."""
+        (``light_log_rate`` > 0) and over its sun's power and radius (``SUN_LOG_RATE``; its
+        direction in Adam at ``SUN_TURN_RATE``) where it has one (not the radius while the
+        surface pass shapes the surface: a lobe free to widen there took the blur of a surface
+        still forming, docs/BENCHMARKS.md, "Learning a sun, round six") and, when the geometry
+        asks for it (``uniform_adam``), ``UniformAdam`` over the geometry's parameters instead."""
         surface_rate = run.surface_learning_rate
         geometry = {"params": [p for p in run.geometry.parameters() if p.requires_grad],
                     "lr": run.learning_rate if surface_rate is None else surface_rate}
@@ -219,7 +222,9 @@ class PassTrainer:
             sun = run.light.sun
             if sun.shines():
                 sun.requires_grad_(True)
-                optimizers.append(LogAdam([sun.power], lr=SUN_LOG_RATE))
+                sun.radius.requires_grad_(run.name != events.PassName.SURFACE)
+                optimizers.append(LogAdam([p for p in (sun.power, sun.radius)
+                                           if p.requires_grad], lr=SUN_LOG_RATE))
                 param_groups.append({"params": [sun.direction], "lr": SUN_TURN_RATE})
         else:
             run.light.requires_grad_(False)
@@ -390,7 +395,9 @@ class PassTrainer:
     def _own_checkpoint(self) -> dict | None:
         """This pass's checkpoint if it was made with this fingerprint; else one a server of
         protocol 5 wrote under the pass's name then, with the same config
-        (``PassConfig.fingerprints``)."""
+        (``PassConfig.fingerprints``); either only if its optimisers step as many parameters
+        as this pass's (an older diffrec's may not: before suns had a width, a sun's power was
+        stepped alone)."""
         if self.checkpoints is None:
             return None
         run = self.run
@@ -399,11 +406,16 @@ class PassTrainer:
             state = self.checkpoints.load(name)
             if state is None:
                 continue
-            if state.get("settings") == fingerprint:
-                return state
-            log.warning("ignoring the checkpoint of %s: it was made with other settings",
-                        run.name)
-            return None
+            if state.get("settings") != fingerprint:
+                log.warning("ignoring the checkpoint of %s: it was made with other settings",
+                            run.name)
+                return None
+            if _group_sizes(state["optimizers"]) != _group_sizes(
+                    [optimizer.state_dict() for optimizer in self.optimizers]):
+                log.warning("ignoring the checkpoint of %s: it was made by a diffrec that "
+                            "trained other parameters in this pass", run.name)
+                return None
+            return state
         return None
 
     def where(self) -> str:
@@ -500,3 +512,9 @@ class PassTrainer:
                 image = out.color[0] if name in ("ks", "normal") else display(out.color)[0]
             panels[name] = image.cpu()
         return panels
+
+
+def _group_sizes(optimizer_states: list[dict]) -> list[list[int]]:
+    """The number of parameters in each group of each optimiser's ``state_dict``."""
+    return [[len(group["params"]) for group in state["param_groups"]]
+            for state in optimizer_states]
