@@ -86,16 +86,19 @@ class AdamBase:
         return {"state": {index[id(p)]: dict(state) for p, state in self.state.items()},
                 "param_groups": groups}
 
+    def fits(self, state_dict: dict) -> bool:
+        """Whether ``state_dict``'s groups match this optimiser's in number and size (what
+        ``load_state_dict`` takes)."""
+        return _group_sizes(state_dict["param_groups"]) == _group_sizes(self.param_groups)
+
     def load_state_dict(self, state_dict: dict) -> None:
         """The groups' settings and the parameters' state from ``state_dict`` (ours, or
         torch's Adam's: its tensor ``step`` read as an int), its tensors moved to each
-        parameter's device and dtype; refuses (ValueError) one whose groups differ in number
-        or size."""
+        parameter's device and dtype; refuses (ValueError) one that does not ``fit``."""
         groups = state_dict["param_groups"]
-        sizes = [len(group["params"]) for group in self.param_groups]
-        if sizes != [len(group["params"]) for group in groups]:
-            raise ValueError(f"the state has groups of {[len(g['params']) for g in groups]} "
-                             f"parameters, this optimiser {sizes}")
+        if not self.fits(state_dict):
+            raise ValueError(f"the state has groups of {_group_sizes(groups)} parameters, "
+                             f"this optimiser {_group_sizes(self.param_groups)}")
         parameters = self._parameters()
         self.state = {}
         for key, saved in state_dict["state"].items():
@@ -106,6 +109,10 @@ class AdamBase:
                              for name, value in saved.items()}
         for group, saved in zip(self.param_groups, groups, strict=True):
             group.update({key: value for key, value in saved.items() if key != "params"})
+
+
+def _group_sizes(groups: list[dict]) -> list[int]:
+    return [len(group["params"]) for group in groups]
 
 
 def _moments(grad: torch.Tensor, state: dict, group: dict) -> tuple[float, float]:

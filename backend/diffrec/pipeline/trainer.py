@@ -410,8 +410,10 @@ class PassTrainer:
                 log.warning("ignoring the checkpoint of %s: it was made with other settings",
                             run.name)
                 return None
-            if _group_sizes(state["optimizers"]) != _group_sizes(
-                    [optimizer.state_dict() for optimizer in self.optimizers]):
+            saved = state["optimizers"]
+            if len(saved) != len(self.optimizers) or not all(
+                    optimizer.fits(one)
+                    for optimizer, one in zip(self.optimizers, saved, strict=True)):
                 log.warning("ignoring the checkpoint of %s: it was made by a diffrec that "
                             "trained other parameters in this pass", run.name)
                 return None
@@ -512,9 +514,3 @@ class PassTrainer:
                 image = out.color[0] if name in ("ks", "normal") else display(out.color)[0]
             panels[name] = image.cpu()
         return panels
-
-
-def _group_sizes(optimizer_states: list[dict]) -> list[list[int]]:
-    """The number of parameters in each group of each optimiser's ``state_dict``."""
-    return [[len(group["params"]) for group in state["param_groups"]]
-            for state in optimizer_states]
