@@ -404,8 +404,8 @@ def departures(settings, sources=None) -> list[str]:
     if settings.looks_for_sun():
         looked_on = "visual hull" if settings.run.mode == "reconstruct" else "start mesh"
         found.append(f"a learned light starts with the sun the targets' highlights show on the "
-                     f"{looked_on}, where they show one (nvdiffrec: grey): light_find_sun false "
-                     "for its")
+                     f"{looked_on}, or a faint one where none stands out (nvdiffrec: grey): "
+                     "light_find_sun false for its")
     if rendering.clipped_white != "off":
         found.append(f"white target pixels are taken as clipped (clipped_white "
                      f"{rendering.clipped_white!r}: a render at least as bright matches them; "

@@ -173,7 +173,7 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
 
 def _start_light_at_sun(ctx, mesh: Mesh, train: Views, light, reporter: Reporter) -> None:
     """Seeds ``light`` with the sun ``train``'s highlights show on ``mesh`` (``find_sun``,
-    ``seed_sun_``), where they show one; logs what was found."""
+    ``seed_sun_``; a faint one where none stands out); logs what was found."""
     sun = find_sun(ctx, mesh, train)
     if sun is not None:
         seed_sun_(light, sun)

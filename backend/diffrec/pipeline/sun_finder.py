@@ -19,18 +19,23 @@ sun"). What the images hold about a sun is in what changes with the view. On the
   ``BLUR_ROUGHNESS`` (about ten degrees), then divided, the count padded by ``PRIOR`` times
   its mean so that directions seen by a few pixels do not win on noise;
 - the sun is the peak, refined to the excess-weighted mean of the ``r`` within
-  ``REFINE_DEGREES`` of it, when it stands out twice: its score at least ``MIN_CONTRAST``
-  times the mean positive score, and the mean excess of the pixels near it at least
-  ``MIN_SIGNIFICANCE`` standard errors above zero. A grey sky, or a sun that carries too
-  little of the light to show in the highlights (a 5-degree disc 50 times the sky's mean, 2 %
-  of the light), gives no sun: the contrast falls as the pixels add up, the significance
-  grows;
-- the share of the light's power in the sun is read from the levels: how much brighter the
-  pixels that face the sun are than those that do not (``_power_share``: it takes the rest
-  of the sky as uniform and the base colour as unrelated to the sun's side). On the suite's
-  HDRIs with a sun and the test sky's sun at 35 degrees it reads within 0.05 of the share
-  within 10 degrees of the sun; a sun 10 degrees above the horizon reads 0.10-0.20 low (the
-  sky, brighter overhead, lights the side away from it).
+  ``REFINE_DEGREES`` of it. It stands out when it does twice: its score at least
+  ``MIN_CONTRAST`` times the mean positive score, and the mean excess of the pixels near it
+  at least ``MIN_SIGNIFICANCE`` standard errors above zero. A grey sky, or a sun that carries
+  too little of the light to show in the highlights (a 5-degree disc 50 times the sky's mean,
+  2 % of the light), does not stand out: the contrast falls as the pixels add up, the
+  significance grows;
+- the share of the light's power in a sun that stands out is read from the levels: how much
+  brighter the pixels that face the sun are than those that do not (``_power_share``: it
+  takes the rest of the sky as uniform and the base colour as unrelated to the sun's side).
+  On the suite's HDRIs with a sun and the test sky's sun at 35 degrees it reads within 0.05
+  of the share within 10 degrees of the sun; a sun 10 degrees above the horizon reads
+  0.10-0.20 low (the sky, brighter overhead, lights the side away from it);
+- a peak that does not stand out is a ``faint`` sun, given ``FAINT_SHARE`` of the light: too
+  little to mislead the material where there is no sun (the bumps of a normal map the start
+  mesh lacks make peaks too), enough for the fit to steer and grow where there is one (the
+  quality suite's ring: its city sun's peak stands out too little, and the fit takes the
+  faint seed from 29 degrees off to 7; docs/BENCHMARKS.md, "Learning a sun", round seven).
 
 ``seed_sun_`` then points the light's sun (``diffrec.light.sun``: a lobe of a few degrees
 with a direction and a power the fit steps) at that direction, carrying that share of the
@@ -53,7 +58,7 @@ from diffrec.mesh import Mesh
 from diffrec.pipeline.views import Views, at_longest_side
 from diffrec.render.renderer import surface_layers
 
-__all__ = ["NO_SUN", "FoundSun", "find_sun", "seed_sun_"]
+__all__ = ["FAINT_SHARE", "NO_SUN", "FoundSun", "find_sun", "seed_sun_"]
 
 LONGEST_SIDE = 128
 """Larger views are looked at this size (their longest side, px): a highlight spans pixels
@@ -87,7 +92,10 @@ MIN_SHARE, MAX_SHARE = 0.02, 0.9
 """The bounds of the estimated share of the light's power in the sun."""
 
 
-NO_SUN = "no sun found in the highlights: the learned light starts grey"
+FAINT_SHARE = 0.01
+"""The share of the light's power a ``faint`` sun starts with."""
+
+NO_SUN = "no highlights to look for a sun in: the learned light starts grey"
 
 
 @dataclass(frozen=True)
@@ -95,27 +103,34 @@ class FoundSun:
     """A sun found in the highlights: ``direction`` a world unit vector ``[3]`` (float64,
     towards the sun), ``contrast`` the peak's score over the mean positive score,
     ``significance`` the mean excess near the peak in standard errors, the number of
-    ``pixels`` near the peak, and the ``share`` of the light's power the sun carries (0-1)."""
+    ``pixels`` near the peak, and the ``share`` of the light's power the sun carries (0-1);
+    ``faint`` when the peak does not stand out (its share then ``FAINT_SHARE``)."""
 
     direction: torch.Tensor
     contrast: float
     significance: float
     pixels: int
     share: float
+    faint: bool = False
 
     def sentence(self) -> str:
         x, y, z = self.direction.tolist()
         elevation = math.degrees(math.asin(max(-1.0, min(1.0, z))))
-        azimuth = math.degrees(math.atan2(y, x))
-        return (f"a sun found in the highlights at elevation {elevation:.0f} degrees, azimuth "
-                f"{azimuth:.0f} (from +X towards +Y), carrying about {self.share:.0%} of the "
-                f"light: the learned light starts with it")
+        where = (f"at elevation {elevation:.0f} degrees, azimuth "
+                 f"{math.degrees(math.atan2(y, x)):.0f} (from +X towards +Y)")
+        if self.faint:
+            return (f"no sun stands out in the highlights: the learned light starts with a "
+                    f"faint one where they peak, {where}, carrying {self.share:.0%} of the "
+                    f"light, for the fit to grow or fade")
+        return (f"a sun found in the highlights {where}, carrying about {self.share:.0%} of "
+                f"the light: the learned light starts with it")
 
 
 @torch.no_grad()
 def find_sun(ctx: raster.RasterContext, mesh: Mesh, views: Views) -> FoundSun | None:
     """The sun that ``views`` (scene-linear targets) show on ``mesh`` (as the module docstring
-    says), or None when no direction stands out."""
+    says), ``faint`` where none stands out; None when no pixel can be read (none covered
+    and facing its camera, or no group seen in ``MIN_VIEWS`` views)."""
     longest = max(views.cameras.width, views.cameras.height)
     views = at_longest_side(views, min(LONGEST_SIDE, longest))
     chunks = [_facing_pixels(ctx, mesh, views, range(start, min(start + CHUNK, len(views))))
@@ -134,12 +149,14 @@ def find_sun(ctx: raster.RasterContext, mesh: Mesh, views: Views) -> FoundSun | 
     peak = texel_directions(SPLAT_RESOLUTION).reshape(-1, 3)[int(score.argmax())]
     contrast = float(score.max() / score.clamp_min(0).mean().clamp_min(1e-12))
     near = mirror @ peak > math.cos(math.radians(REFINE_DEGREES))
-    significance = float(excess[near].mean() * math.sqrt(int(near.sum()))
-                         / excess.std().clamp_min(1e-12))
+    significance = (float(excess[near].mean() * math.sqrt(int(near.sum()))
+                          / excess.std().clamp_min(1e-12)) if near.any() else 0.0)
+    pull = (mirror[near] * excess[near].clamp_min(0)[:, None]).sum(0)
+    direction = (torch.nn.functional.normalize(pull, dim=0) if float(pull.norm()) > 0
+                 else peak.to(pull))  # no pixel near the peak brighter than its level
     if contrast < MIN_CONTRAST or significance < MIN_SIGNIFICANCE:
-        return None
-    weight = excess[near].clamp_min(0)
-    direction = torch.nn.functional.normalize((mirror[near] * weight[:, None]).sum(0), dim=0)
+        return FoundSun(direction, contrast, significance, int(near.sum()), FAINT_SHARE,
+                        faint=True)
     return FoundSun(direction, contrast, significance, int(near.sum()),
                     _power_share(level, normals @ direction))
 

@@ -363,8 +363,9 @@ class LightSettings(_Record):
     # "Learning a sun")
     find_sun: bool = _light(True, "learned light: start it with the sun the targets' "
                             "highlights show on the start mesh (reconstruct: on the masks' "
-                            "visual hull), if any; the fit then learns the sun's direction, "
-                            "power and width")
+                            "visual hull), or with a faint one (1% of the light) where they "
+                            "peak when none stands out; the fit then learns the sun's "
+                            "direction, power and width")
     visibility: float = _light(0.001, "occlusion regulariser weight", minimum=0)
     white_balance: float = _light(0.005, "light white-balance weight", minimum=0)
 
