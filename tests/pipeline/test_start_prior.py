@@ -9,30 +9,38 @@ from diffrec.render.material import TextureMaterial
 from diffrec.render.texture2d import Texture2D
 
 
-def _material(size: int = 8) -> TextureMaterial:
+def _material(size: int = 8, normal: bool = False) -> TextureMaterial:
     generator = torch.Generator().manual_seed(0)
     kd = Texture2D(torch.rand(size, size, 3, generator=generator))
     ks = Texture2D(torch.rand(size, size, 3, generator=generator))
-    return TextureMaterial(kd, ks)
+    normals = (Texture2D(torch.nn.functional.normalize(
+        torch.rand(size, size, 3, generator=generator) + torch.tensor([0.0, 0.0, 1.0]), dim=-1))
+               if normal else None)
+    return TextureMaterial(kd, ks, normals)
 
 
 def test_the_prior_is_the_weighted_mean_absolute_step_and_its_gradient_its_sign():
-    material = _material()
-    start_kd, start_ks = material.kd.data.detach().clone(), material.ks.data.detach().clone()
+    material = _material(normal=True)
+    start_kd, start_ks, start_normal = (texture.data.detach().clone() for texture in
+                                        (material.kd, material.ks, material.normal))
     prior = StartPrior(material, weight=2.0)
     assert float(prior().detach()) == 0.0
     with torch.no_grad():
         material.kd.data[0, 0] += torch.tensor([0.1, -0.2, 0.0])
         material.ks.data[3, 4, 1] += 0.3
+        material.normal.data[5, 6, 0] -= 0.1
     expected = 2.0 * ((material.kd.data - start_kd).abs().mean()
-                      + (material.ks.data - start_ks).abs().mean()) / 2
+                      + (material.ks.data - start_ks).abs().mean()
+                      + 3.0 * (material.normal.data - start_normal).abs().mean()) / 3
     value = prior()
     assert torch.allclose(value, expected)
     value.backward()
     count = material.kd.data.numel()
-    assert torch.allclose(material.kd.data.grad[0, 0], torch.tensor([1.0, -1.0, 0.0]) / count)
+    assert torch.allclose(material.kd.data.grad[0, 0],
+                          2.0 / 3 * torch.tensor([1.0, -1.0, 0.0]) / count)
     assert material.kd.data.grad[1:].abs().sum() == 0
-    assert torch.isclose(material.ks.data.grad[3, 4, 1], torch.tensor(1.0 / count))
+    assert torch.isclose(material.ks.data.grad[3, 4, 1], torch.tensor(2.0 / 3 / count))
+    assert torch.isclose(material.normal.data.grad[5, 6, 0], torch.tensor(-2.0 / count))
 
 
 def _fit(weight: float, push: torch.Tensor, steps: int = 300) -> torch.Tensor:

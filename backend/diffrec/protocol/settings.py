@@ -330,7 +330,8 @@ class MaterialSettings(_Record):
     # ask for a change (docs/BENCHMARKS.md, "Against Blender's own route")
     start_prior: float = _material(3.0, "weight of the pull of the textures back to their "
                                    "start when init_textures is base_mesh (mean absolute "
-                                   "difference per texel; 0: none)", minimum=0)
+                                   "difference per texel, the normal map's three times as "
+                                   "hard; 0: none)", minimum=0)
     mip_iterations: int = _material(80, "steps of the fit of the textures' mip levels after "
                                     "the last pass, exported with the asset (at most "
                                     "iterations; 0: none, the exports then carry linear box "
