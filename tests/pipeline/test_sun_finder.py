@@ -32,6 +32,14 @@ def _found(ratio: float, seed: int, direction=SUN_DIRECTION):
     return sun_finder.find_sun(CTX, ball().mesh, views(sky, COUNT, SIZE, seed, truth_res=64))
 
 
+def _sun_share(light: EnvironmentLight) -> torch.Tensor:
+    """The share of ``light``'s power in its sun, per channel ``[3]`` (float64)."""
+    sun_power = light.sun.power.detach().double()
+    map_power = (light.base.detach().double().mean(-1)
+                 * texel_solid_angles(light.base.shape[1])).sum()
+    return sun_power / (sun_power + map_power)
+
+
 def _true_share(ratio: float, direction) -> float:
     """The share of the sky's power within 10 degrees of its sun."""
     base = EnvironmentLight.from_equirect(sun_sky(direction=direction, ratio=ratio), 64).base
@@ -98,10 +106,7 @@ def test_the_seed_points_the_lights_sun_with_its_share_of_the_power_and_leaves_t
                                                            dtype=torch.float64), dim=0)
     sun_finder.seed_sun_(light, sun_finder.FoundSun(direction, 20.0, 30.0, 40, share=0.3))
     assert torch.equal(light.base.detach(), before)
-    sun_power = light.sun.power.detach().double()
-    map_power = (before.double().mean(-1) * texel_solid_angles(32)).sum()
-    assert torch.allclose(sun_power / (sun_power + map_power), torch.full((3,), 0.3,
-                                                                          dtype=torch.float64))
+    assert torch.allclose(_sun_share(light), torch.full((3,), 0.3, dtype=torch.float64))
     assert angle_degrees(light.sun.direction.detach(), direction) < 1e-4
     power = light.radiance().detach().double().mean(-1) * texel_solid_angles(32)
     near = texel_directions(32) @ direction >= math.cos(math.radians(10.0))
@@ -233,10 +238,7 @@ def test_the_fit_grows_a_faint_sun_where_the_views_show_one_and_not_where_they_d
     light = optimize(run.settings, Inputs(views(sky, COUNT, SIZE, 1, truth_res=64),
                                           views(sky, 1, SIZE, 2, truth_res=64), ball().mesh),
                      Lines(), device="cpu").light
-    sun_power = float(light.sun.power.detach().double().mean())
-    map_power = float((light.base.detach().double().mean(-1)
-                       * texel_solid_angles(light.base.shape[1])).sum())
-    share = sun_power / (sun_power + map_power)
+    share = float(_sun_share(light).mean())
     if grows:
         assert share > 8 * sun_finder.FAINT_SHARE
         assert angle_degrees(light.sun.direction.detach(), truth) < 8.0
