@@ -15,12 +15,14 @@ sky alone. ``--hdri NAME`` lights the ball with one of Blender's bundled HDRIs i
 sunrise.exr: a sun carrying half its power), its sun the brightest blurred direction.
 
 The ball (``diffrec_bench.sun_scene.ball``): a UV sphere in coloured bands, rough dielectric
-(roughness 0.6) but for one glossy band (0.2), seen by ``--views`` training and 4 held-out
-cameras around it. The figures also give the share of each light's power near the sun
-(learned / true), which a light and a base colour scaled inversely leave as it is.
+(roughness 0.6) but for one glossy band (0.2) below its equator, seen by ``--views`` training
+and 4 held-out cameras around it at ``--elevations`` (-20 to 60 degrees: from there a sun above
+20 degrees never reflects in the glossy band). The figures also give the share of each
+light's power near the sun (learned / true), which a light and a base colour scaled inversely
+leave as it is.
 
     scripts/bench_light_sun.py [--size 64] [--views 16] [--hdri sunrise.exr | --ratio 50]
-        [--set K=V ...] [--truth-res 128]
+        [--set K=V ...] [--truth-res 128] [--elevations -20 60]
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from diffrec.pipeline.scoring import score_views
 from diffrec.protocol.events import PassName
 from diffrec.protocol.settings import parse_settings
 from diffrec_bench.sun_scene import (
+    ELEVATIONS,
     OTHER_SUN_DIRECTION,
     SUN_DIRECTION,
     SUN_RATIO,
@@ -69,20 +72,24 @@ def settings_for(size: int, **values):
 
 
 def learn(sky: torch.Tensor, size: int, count: int, stream=None,
-          truth_res: int = TRUTH_RESOLUTION, **values) -> tuple[EnvironmentLight, dict]:
+          truth_res: int = TRUTH_RESOLUTION, elevations=ELEVATIONS, **values
+          ) -> tuple[EnvironmentLight, dict]:
     """The light and metrics of a materials run on ``count`` views of the ball under
-    ``sky`` (4 held out; ``views``, at ``truth_res``), with ``settings_for(size, **values)``;
+    ``sky`` (4 held out; ``views``, at ``truth_res`` and ``elevations``), with
+    ``settings_for(size, **values)``;
     progress lines on ``stream`` (None: silent). The metrics add ``relit_psnr_mean``: the
     fitted ball under ``sun_sky`` at ``OTHER_SUN_DIRECTION`` with ``RELIGHT_RATIO`` against
     the true ball under it, on the held-out cameras."""
     settings = settings_for(size, **values)
-    inputs = Inputs(views(sky, count, size, seed=1, truth_res=truth_res),
-                    views(sky, 4, size, seed=2, truth_res=truth_res), ball().mesh)
+    inputs = Inputs(views(sky, count, size, seed=1, truth_res=truth_res, elevations=elevations),
+                    views(sky, 4, size, seed=2, truth_res=truth_res, elevations=elevations),
+                    ball().mesh)
     result = optimize(settings, inputs, TerminalReporter(".", stream=stream), device="cpu")
     other = sun_sky(direction=OTHER_SUN_DIRECTION, ratio=RELIGHT_RATIO)
     relit, _, _ = score_views(raster.RasterContext("cpu"), result.mesh, result.material,
                               EnvironmentLight.from_equirect(other, truth_res),
-                              views(other, 4, size, seed=2, truth_res=truth_res), settings)
+                              views(other, 4, size, seed=2, truth_res=truth_res,
+                                    elevations=elevations), settings)
     return result.light, {**result.metrics, "relit_psnr_mean": relit["psnr_mean"]}
 
 
@@ -119,6 +126,10 @@ def main(argv=None) -> None:
     parser.add_argument("--hdri", help="a bundled HDRI's name (sunrise.exr) or a file")
     parser.add_argument("--ratio", type=float, default=SUN_RATIO,
                         help="the synthetic sun's radiance over the sky's mean (0: no sun)")
+    parser.add_argument("--elevations", type=float, nargs=2, default=ELEVATIONS,
+                        metavar=("LOW", "HIGH"),
+                        help="the views' elevations, degrees (default %(default)s: a sun "
+                        "above 20 degrees never reflects in the glossy band from there)")
     parser.add_argument("--save", help="write the learned cube map here (torch.save)")
     parser.add_argument("--truth-res", type=int, default=TRUTH_RESOLUTION,
                         help="cube map side of the targets' light and of the truth (32: a "
@@ -133,10 +144,12 @@ def main(argv=None) -> None:
         sun, name = None, args.hdri
     else:
         sky, sun, name = sun_sky(ratio=args.ratio), SUN_DIRECTION, f"sky + sun {args.ratio:g}x"
+    if tuple(args.elevations) != tuple(ELEVATIONS):
+        name += f", views at {args.elevations[0]:g} to {args.elevations[1]:g} degrees"
     torch.manual_seed(0)
     started = time.monotonic()
     light, metrics = learn(sky.float(), args.size, args.views, sys.stderr, args.truth_res,
-                           **values)
+                           args.elevations, **values)
     if args.save:
         torch.save(light.radiance().detach().cpu(), args.save)
     truth = EnvironmentLight.from_equirect(sky.float(), args.truth_res).base.detach()

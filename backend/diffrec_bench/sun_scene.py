@@ -24,8 +24,8 @@ from diffrec.mesh.primitives import uv_sphere
 from diffrec.pipeline.reference_views import render_reference_views
 from diffrec.pipeline.views import Views
 
-__all__ = ["OTHER_SUN_DIRECTION", "RADIUS", "SUN_DEGREES", "SUN_DIRECTION", "SUN_RATIO",
-           "TRUTH_RESOLUTION", "ball", "sun_sky", "views"]
+__all__ = ["ELEVATIONS", "OTHER_SUN_DIRECTION", "RADIUS", "SUN_DEGREES", "SUN_DIRECTION",
+           "SUN_RATIO", "TRUTH_RESOLUTION", "ball", "sun_sky", "views"]
 
 SUN_RATIO = 50.0
 """The sun disc's radiance over the sky's mean radiance."""
@@ -44,6 +44,11 @@ TRUTH_RESOLUTION = 128
 (``--truth-res``)."""
 RADIUS = 0.8
 """The ball's radius, metres."""
+ELEVATIONS = (-20.0, 60.0)
+"""The range of the views' elevations, degrees. The glossy band lies between latitudes -45
+and 0, and seen from at most 20 degrees below, a sun above 20 degrees never reflects in it:
+its highlights are the rough bands' alone (docs/BENCHMARKS.md, "Learning a sun, round
+eight")."""
 
 
 def sun_sky(height: int = 256, direction=SUN_DIRECTION, degrees: float = SUN_DEGREES,
@@ -77,9 +82,9 @@ def ball() -> Asset:
 
 
 def views(sky: torch.Tensor, count: int, size: int, seed: int,
-          truth_res: int = TRUTH_RESOLUTION) -> Views:
-    """``count`` straight-alpha views of ``ball()`` under ``sky`` from random cameras, lit by
-    a cube map of side ``truth_res``."""
-    cameras = orbit_cameras(count, 3.2, size, seed=seed, elevations_degrees=(-20, 60))
+          truth_res: int = TRUTH_RESOLUTION, elevations=ELEVATIONS) -> Views:
+    """``count`` straight-alpha views of ``ball()`` under ``sky`` from random cameras at
+    ``elevations`` (low, high; degrees), lit by a cube map of side ``truth_res``."""
+    cameras = orbit_cameras(count, 3.2, size, seed=seed, elevations_degrees=tuple(elevations))
     return render_reference_views(raster.RasterContext("cpu", impl="torch"), ball(), sky,
                                   cameras, spp=2, light_resolution=truth_res)

@@ -114,11 +114,12 @@ def test_bench_estimate_times_each_pass_of_its_smallest_run(tmp_path):
 @pytest.mark.slow  # about 30 s on two busy cores
 def test_bench_light_sun_reports_a_short_run(tmp_path):
     out = run_script("bench_light_sun.py", "--size", 16, "--views", 4, "--truth-res", 32,
-                     "--set", "iterations=4", "light_res=32", "texture_res=16",
-                     "mip_iterations=0", "log_every=2", cwd=tmp_path)
+                     "--elevations", -60, 60, "--set", "iterations=4", "light_res=32",
+                     "texture_res=16", "mip_iterations=0", "log_every=2", cwd=tmp_path)
     row = [cell.strip() for cell in out.splitlines()[-1].strip("|").split("|")]
     name, settings, angle, cone, share, peaks, held_out, relit, iterations, _ = row
-    assert name == "sky + sun 50x" and settings.startswith("iterations=4 ")
+    assert name == "sky + sun 50x, views at -60 to 60 degrees"
+    assert settings.startswith("iterations=4 ")
     assert 0 <= float(angle) <= 180 and float(cone) > 0 and float(share) > 0
     assert float(held_out) > 10 and float(relit) > 10
     learned, true = (float(value) for value in peaks.split(" / "))
