@@ -17,6 +17,12 @@ How each map is baked (Cycles, with the scene's device; CPU in the tests):
 - ``metallic``: Cycles has no metallic pass; copies of the materials send the Metallic of the
   Principled BSDF feeding the output (through Mix and Add shaders) into an Emission shader,
   baked with the EMIT pass.
+- ``coat``: the clear coat's weight and roughness, sent into an Emission the same way (its red
+  and green). Blender's route does not use it (``CLASSIC_MAPS``): its Principled material has
+  one specular lobe, whose roughness the ROUGHNESS pass bakes as a blend of the coat's and the
+  base's (a glaze of 0.05 over a base of 0.65 bakes about 0.31). A start for the fit does
+  (``start_maps``): where a coat covers the surface, its reflections are what a single lobe
+  must show.
 - ``normal``: the NORMAL pass in tangent space, R+ G+ B+ (OpenGL, Blender's convention),
   relative to the start's smooth normals and its UV map's tangents.
 
@@ -41,8 +47,10 @@ from mathutils.bvhtree import BVHTree
 from .export_scene import _temporarily, image_array
 from .import_result import new_image
 
-MAPS = ("base_color", "roughness", "metallic", "normal")
+MAPS = ("base_color", "roughness", "metallic", "coat", "normal")
 """The baked maps, in baking order."""
+CLASSIC_MAPS = ("base_color", "roughness", "metallic", "normal")
+"""The maps of Blender's own route (``baked_material``): all but the coat."""
 ISLAND_MARGIN = 0.004
 """Smart UV Project's gap between charts, in UV units: 4 texels at 1024 px, 2 at 512, so that
 bilinear lookups at a chart's edge never read a neighbour's texels."""
@@ -292,46 +300,103 @@ def _by_identifier(sockets, identifier: str):
     return next(socket for socket in sockets if socket.identifier == identifier)
 
 
-def _metallic(tree, shader_socket):
-    """The metallic of the shader feeding ``shader_socket``, as an output socket or a float:
-    a Principled BSDF's Metallic; Mix and Add shaders mix and add it; anything else is 0."""
+def _principled_input(tree, shader_socket, name: str):
+    """Input ``name`` of the Principled BSDF feeding ``shader_socket``, as an output socket or
+    a float: Mix and Add shaders mix and add it; anything else gives 0."""
     if not shader_socket.is_linked:
         return 0.0
     node = shader_socket.links[0].from_node
     if node.bl_idname == "NodeReroute":
-        return _metallic(tree, node.inputs[0])
+        return _principled_input(tree, node.inputs[0], name)
     if node.bl_idname == PRINCIPLED:
-        return _source(node.inputs["Metallic"])
+        return _source(node.inputs[name])
     if node.bl_idname == "ShaderNodeMixShader":
         mix = tree.nodes.new("ShaderNodeMix")
         mix.data_type = "FLOAT"
         _feed(tree, _by_identifier(mix.inputs, "Factor_Float"), _source(node.inputs[0]))
-        _feed(tree, _by_identifier(mix.inputs, "A_Float"), _metallic(tree, node.inputs[1]))
-        _feed(tree, _by_identifier(mix.inputs, "B_Float"), _metallic(tree, node.inputs[2]))
+        _feed(tree, _by_identifier(mix.inputs, "A_Float"),
+              _principled_input(tree, node.inputs[1], name))
+        _feed(tree, _by_identifier(mix.inputs, "B_Float"),
+              _principled_input(tree, node.inputs[2], name))
         return _by_identifier(mix.outputs, "Result_Float")
     if node.bl_idname == "ShaderNodeAddShader":
         add = tree.nodes.new("ShaderNodeMath")
         add.operation, add.use_clamp = "ADD", True
-        _feed(tree, add.inputs[0], _metallic(tree, node.inputs[0]))
-        _feed(tree, add.inputs[1], _metallic(tree, node.inputs[1]))
+        _feed(tree, add.inputs[0], _principled_input(tree, node.inputs[0], name))
+        _feed(tree, add.inputs[1], _principled_input(tree, node.inputs[1], name))
         return add.outputs[0]
     return 0.0
 
 
-def _metallic_emission_copy(material):
-    """A copy of ``material`` whose surface is an Emission of its metallic (strength 1)."""
+def _emission_copy(material, red: str, green: str | None = None):
+    """A copy of ``material`` whose surface is an Emission (strength 1) of its Principled
+    inputs ``red`` and ``green`` (``_principled_input``) in those channels, blue 0."""
     copy = material.copy()
     tree = copy.node_tree
     output = _output_node(tree)
-    metallic = _metallic(tree, output.inputs["Surface"])
+    combine = tree.nodes.new("ShaderNodeCombineColor")
+    for socket, name in zip(combine.inputs, (red, green), strict=False):
+        if name is not None:
+            _feed(tree, socket, _principled_input(tree, output.inputs["Surface"], name))
     emission = tree.nodes.new("ShaderNodeEmission")
     emission.inputs["Strength"].default_value = 1.0
-    if isinstance(metallic, float):
-        emission.inputs["Color"].default_value = (metallic, metallic, metallic, 1.0)
-    else:
-        tree.links.new(metallic, emission.inputs["Color"])
+    tree.links.new(combine.outputs["Color"], emission.inputs["Color"])
     tree.links.new(emission.outputs["Emission"], output.inputs["Surface"])
     return copy
+
+
+def _metallic_emission_copy(material):
+    """A copy of ``material`` whose surface emits its metallic (in red)."""
+    return _emission_copy(material, "Metallic")
+
+
+def _shaders(tree, shader_socket):
+    """The shader nodes that feed ``shader_socket`` through Reroutes and Mix and Add shaders
+    (read only: nothing is added to ``tree``)."""
+    if not shader_socket.is_linked:
+        return []
+    node = shader_socket.links[0].from_node
+    if node.bl_idname == "NodeReroute":
+        return _shaders(tree, node.inputs[0])
+    if node.bl_idname == "ShaderNodeMixShader":
+        return _shaders(tree, node.inputs[1]) + _shaders(tree, node.inputs[2])
+    if node.bl_idname == "ShaderNodeAddShader":
+        return _shaders(tree, node.inputs[0]) + _shaders(tree, node.inputs[1])
+    return [node]
+
+
+def has_coat(reference) -> bool:
+    """Whether a Principled BSDF of ``reference``'s materials (as ``_principled_input`` reads
+    them) has a clear coat: its Coat Weight linked or above 0."""
+    for slot in reference.material_slots:
+        material = slot.material
+        if material is None or material.node_tree is None:
+            continue
+        output = material.node_tree.get_output_node("CYCLES")
+        if output is None:
+            continue
+        for node in _shaders(material.node_tree, output.inputs["Surface"]):
+            weight = node.inputs.get("Coat Weight") if node.bl_idname == PRINCIPLED else None
+            if weight is not None and (weight.is_linked or weight.default_value > 0):
+                return True
+    return False
+
+
+def _coat_emission_copy(material):
+    """A copy of ``material`` whose surface emits its coat's weight (red) and roughness
+    (green)."""
+    return _emission_copy(material, "Coat Weight", "Coat Roughness")
+
+
+def start_maps(maps: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``maps`` as a fit should start from them: the roughness turned towards the coat's by
+    the coat's weight, ``(1 - w) r + w r_coat`` (one specular lobe shows a coat's reflections
+    where a coat covers the surface); the same arrays where no coat was baked."""
+    if "coat" not in maps:
+        return maps
+    weight, coat = maps["coat"][..., 0], maps["coat"][..., 1]
+    roughness = ((1 - weight) * maps["roughness"] + weight * coat).astype(np.float32)
+    return {**maps, "roughness": roughness}
 
 
 # -- the bake --------------------------------------------------------------------------------
@@ -358,15 +423,22 @@ def _bake_margin(size: int) -> int:
 
 class MapBaker:
     """Bakes ``reference``'s appearance onto ``start``'s UVs with Cycles, Selected to Active,
-    one map per ``step()`` (main thread only). Maps: 'base_color' linear [H, W, 3],
-    'roughness' [H, W], 'metallic' [H, W], 'normal' tangent-space [H, W, 3] encoded in [0, 1]
-    (OpenGL +Y), all float32, rows top-down, ``size`` x ``size``; texels past the UV charts are
-    dilated by Cycles' margin. Nothing of the scene is changed between steps nor after
+    one map of ``names`` (``MAPS`` or a part of it, baked in ``MAPS``' order; the coat only
+    where the reference has one, ``has_coat``) per ``step()`` (main thread only). Maps:
+    'base_color' linear [H, W, 3], 'roughness' [H, W], 'metallic' [H, W], 'coat' [H, W, 2]
+    (weight, roughness), 'normal' tangent-space [H, W, 3] encoded in [0, 1] (OpenGL +Y), all
+    float32, rows top-down, ``size`` x ``size``; texels past the UV charts are dilated by
+    Cycles' margin. Nothing of the scene is changed between steps nor after
     ``close()`` (which the last step calls): render settings, the reference's materials,
     selection, active object; the temporary images, materials and objects are removed."""
 
-    def __init__(self, scene, reference, start, size: int, samples: int = 16):
+    def __init__(self, scene, reference, start, size: int, samples: int = 16,
+                 names=MAPS):
+        if not names or set(names) - set(MAPS):
+            raise ValueError(f"maps to bake must be some of {MAPS}, got {tuple(names)}")
         _check_reference(reference)
+        coat = has_coat(reference)
+        self.names = tuple(name for name in MAPS if name in names and (name != "coat" or coat))
         _check_start(start)
         _check_cycles(scene)
         if scene != bpy.context.scene:
@@ -414,6 +486,9 @@ class MapBaker:
             "metallic": [self._copy(_metallic_emission_copy, material)
                          for material in originals],
         }
+        if "coat" in self.names:
+            self._materials["coat"] = [self._copy(_coat_emission_copy, material)
+                                       for material in originals]
         for slot in self._high.material_slots:
             slot.link = "OBJECT"
 
@@ -423,30 +498,35 @@ class MapBaker:
     @property
     def steps(self) -> int:
         """How many ``step`` calls bake all the maps."""
-        return len(MAPS)
+        return len(self.names)
+
+    @property
+    def finished(self) -> bool:
+        """Whether every map is baked."""
+        return self.done >= self.steps
 
     @property
     def text(self) -> str:
         """What the next step does, e.g. 'baking roughness 2/4'."""
-        if self.done >= self.steps:
+        if self.finished:
             return "baked"
-        return f"baking {MAPS[self.done].replace('_', ' ')} {self.done + 1}/{self.steps}"
+        return f"baking {self.names[self.done].replace('_', ' ')} {self.done + 1}/{self.steps}"
 
     def step(self) -> bool:
         """Bake the next map into ``maps``; whether all are done (then closed)."""
-        if self.done < self.steps:
+        if not self.finished:
             if not self._made:
                 raise RuntimeError("this bake was closed before its last map")
             try:
-                name = MAPS[self.done]
+                name = self.names[self.done]
                 self.maps[name] = self._bake(name)
                 self.done += 1
             except Exception:
                 self.close()
                 raise
-            if self.done == self.steps:
+            if self.finished:
                 self.close()
-        return self.done >= self.steps
+        return self.finished
 
     def _bake(self, name: str) -> np.ndarray:
         for slot, material in zip(self._high.material_slots, self._materials[name], strict=True):
@@ -461,8 +541,8 @@ class MapBaker:
             _only_selected(view_layer, [self._high, self._low], self._low)
             bpy.ops.object.bake(**self._settings(name))
         pixels = image_array(self._image)
-        return np.ascontiguousarray(pixels[..., :3] if name in ("base_color", "normal")
-                                    else pixels[..., 0])
+        channels = {"base_color": 3, "normal": 3, "coat": 2}.get(name)
+        return np.ascontiguousarray(pixels[..., :channels] if channels else pixels[..., 0])
 
     @contextlib.contextmanager
     def _linked(self):
@@ -489,7 +569,7 @@ class MapBaker:
             return settings | dict(type="DIFFUSE", pass_filter={"COLOR"})
         if name == "roughness":
             return settings | dict(type="ROUGHNESS")
-        if name == "metallic":
+        if name in ("metallic", "coat"):
             return settings | dict(type="EMIT")
         return settings | dict(type="NORMAL", normal_space="TANGENT", normal_r="POS_X",
                                normal_g="POS_Y", normal_b="POS_Z")
@@ -503,9 +583,10 @@ class MapBaker:
         self._made.clear()
 
 
-def bake_maps(scene, reference, start, size: int, samples: int = 16) -> dict[str, np.ndarray]:
-    """All maps at once (``MapBaker`` stepped to the end, closed even on error)."""
-    baker = MapBaker(scene, reference, start, size, samples)
+def bake_maps(scene, reference, start, size: int, samples: int = 16,
+              names=MAPS) -> dict[str, np.ndarray]:
+    """The maps ``names`` at once (``MapBaker`` stepped to the end, closed even on error)."""
+    baker = MapBaker(scene, reference, start, size, samples, names)
     try:
         while not baker.step():
             pass

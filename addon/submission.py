@@ -70,8 +70,10 @@ def poses_found(folder: str) -> bool:
 def start_textures(maps: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The baked maps (``bake_start.MapBaker.maps``) as the job's starting textures
     (docs/protocol.md, section 8): ``start_kd`` linear base colour, ``start_ks`` glTF-packed
-    (no occlusion, roughness, metallic), ``start_normal`` tangent-space in [0, 1]; each
-    float32 [H, W, 3], rows top-down."""
+    (no occlusion, roughness turned towards a clear coat's by ``bake_start.start_maps``,
+    metallic), ``start_normal`` tangent-space in [0, 1]; each float32 [H, W, 3], rows
+    top-down."""
+    maps = bake_start.start_maps(maps)
     occlusion = np.zeros_like(maps["roughness"])
     return {"start_kd": np.ascontiguousarray(maps["base_color"], np.float32),
             "start_ks": np.stack([occlusion, maps["roughness"], maps["metallic"]],
@@ -138,7 +140,7 @@ class SubmissionBuilder:
             return "reading targets"
         if self.start == "BAKED" and self._copy is None:
             return "decimating the reference"
-        if self._baker is not None and self._baker.maps.keys() < set(bake_start.MAPS):
+        if self._baker is not None and not self._baker.finished:
             return self._baker.text
         if self._start_renders_left:
             return (f"rendering the start {len(self._start_renders) + 1}/"
@@ -159,7 +161,7 @@ class SubmissionBuilder:
             self._copy = self._decimated_copy()
             self._baker = bake_start.MapBaker(self.scene, self.reference, self._copy,
                                               int(self.choices.texture_resolution))
-        elif self._baker is not None and self._baker.maps.keys() < set(bake_start.MAPS):
+        elif self._baker is not None and not self._baker.finished:
             self._baker.step()
         elif self._start_renders_left:
             self._start_renders.append(self._render_start())
@@ -217,13 +219,14 @@ class SubmissionBuilder:
 
     def _render_start(self) -> np.ndarray:
         """The start alone (every other object hidden from the render, the reference too; the
-        baked copy wearing its baked maps, ``bake_start.baked_material``) from the next target
+        baked copy wearing its baked maps as the fit starts from them, ``bake_start.start_maps``
+        in ``bake_start.baked_material``) from the next target
         camera, at the targets' size, with the scene's engine and seed as the targets: float32
         [H, W, 4] as ``export_scene.render_view`` returns it."""
         start = self._copy if self.start == "BAKED" else self.subject
         if self.start == "BAKED" and self._baked_material is None:
-            self._baked_material = bake_start.baked_material(f"{start.name} baked",
-                                                             self._baker.maps)
+            self._baked_material = bake_start.baked_material(
+                f"{start.name} baked", bake_start.start_maps(self._baker.maps))
             start.data.materials.append(self._baked_material)
         others = [obj for obj in self.scene.objects
                   if obj.type in subjects.GEOMETRY_TYPES and obj != start]

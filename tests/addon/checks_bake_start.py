@@ -249,9 +249,40 @@ def check_maps_match_the_known_material():
     assert np.abs(maps["roughness"][rows, columns] - 0.3).max() < 0.01
     metallic = maps["metallic"][rows, columns]
     assert np.abs(metallic - (points[:, 0] > 0)).max() < 0.01, metallic
+    # no clear coat: none baked, and the fit starts from the roughness as baked
+    assert not bake_start.has_coat(reference) and "coat" not in maps
+    assert bake_start.start_maps(maps) is maps
     # a smooth sphere onto its decimation: no bumps, the normals close to the start's own
     normal = maps["normal"][rows, columns]
     assert np.abs(normal - (0.5, 0.5, 1.0)).max() < 0.15
+
+
+def check_a_clear_coat_turns_the_starts_roughness_towards_its_own():
+    reference = _sphere()
+    material = _constant_material("glazed above", RED, 0.6, 0.0)
+    tree = material.node_tree
+    principled = tree.nodes["Principled BSDF"]
+    tree.links.new(_split(tree, "Z"), principled.inputs["Coat Weight"])
+    principled.inputs["Coat Roughness"].default_value = 0.05
+    reference.data.materials.append(material)
+    start = bake_start.decimated_copy(reference, 300, "start")
+    assert bake_start.has_coat(reference)
+    baker = bake_start.MapBaker(bpy.context.scene, reference, start, SIZE)
+    assert baker.steps == 5 and baker.text == "baking base color 1/5"
+    baker.close()
+    maps = bake_start.bake_maps(bpy.context.scene, reference, start, SIZE, samples=1)
+    rows, columns, points = _covered_texels(start, SIZE)
+    known = _away(points, "z")
+    rows, columns, points = rows[known], columns[known], points[known]
+    top = points[:, 2] > 0
+    assert maps["coat"].shape == (SIZE, SIZE, 2)
+    coat = maps["coat"][rows, columns]
+    assert np.abs(coat[:, 0] - top).max() < 0.01 and np.abs(coat[:, 1] - 0.05).max() < 0.01
+    baked = maps["roughness"][rows, columns]
+    assert np.abs(baked[~top] - 0.6).max() < 0.01
+    assert baked[top].min() > 0.15  # Blender's own map: one lobe, the coat's and the base's blended
+    started = bake_start.start_maps(maps)["roughness"][rows, columns]
+    assert np.abs(started - np.where(top, 0.05, 0.6)).max() < 0.02
 
 
 def check_multi_material_reference():
@@ -388,7 +419,7 @@ def check_scene_is_as_before_after_the_bake():
         scene_only = [key for key in before if key not in DATA]
         _assert_same(before, _snapshot(scene, reference), scene_only)  # between steps too
     assert texts == ["baking base color 1/4", "baking roughness 2/4", "baking metallic 3/4",
-                     "baking normal 4/4"] and baker.steps == 4
+                     "baking normal 4/4"] and baker.steps == 4  # no coat to bake
     _assert_same(before, _snapshot(scene, reference))
     baker.close()  # again: idempotent
     half = bake_start.MapBaker(scene, reference, start, 32, samples=1)
