@@ -13,7 +13,8 @@ pytestmark = pytest.mark.blender
 def built():
     """Each asset built in a fresh scene, described before the next one clears it: {name:
     {triangles, materials, principled inputs that are linked, colour ramps' interpolations,
-    share of the area marked metal (None: no mark), bounding-box corners}}."""
+    share of the area marked metal (None: no mark), the coat's weight and roughness,
+    bounding-box corners}}."""
     bpy = pytest.importorskip("bpy")
     from diffrec_bench.bake_peer import assets
     from diffrec_bench.bake_peer.catalogue import ASSETS
@@ -38,6 +39,8 @@ def built():
             "ramps": {n.color_ramp.interpolation for n in nodes
                       if n.bl_idname == "ShaderNodeValToRGB"},
             "metal": None if metal is None else float((values * areas).sum() / areas.sum()),
+            "coat": tuple(principled[0].inputs[name].default_value
+                          for name in ("Coat Weight", "Coat Roughness")),
             "corners": np.array([list(corner) for corner in obj.bound_box])}
     return out
 
@@ -58,6 +61,10 @@ def test_materials_have_the_sharp_features_and_metal_the_issue_names(built):
     assert 0.05 < built["hard_surface"]["metal"] < 0.4  # the cap and feet, not the housing
     assert "Metallic" in built["hard_surface"]["linked"]
     assert built["sculpt"]["metal"] is None and "Metallic" not in built["sculpt"]["linked"]
+    # a clear coat, the layer the baked maps cannot hold, on the glazed pot alone
+    assert ({name: asset["coat"][0] for name, asset in built.items()}
+            == {name: 1.0 if name == "glazed" else 0.0 for name in built})
+    assert built["glazed"]["coat"][1] < 0.1
     corners = built["chair"]["corners"]
     height = corners[:, 2].max() - corners[:, 2].min()
     assert height > 1.5  # tall and narrow: legs 0.05 units across, 3 % of its height

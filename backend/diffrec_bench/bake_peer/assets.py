@@ -1,4 +1,4 @@
-"""The peer benchmark's heavy assets, built with bpy: three kinds an artist would make
+"""The peer benchmark's heavy assets, built with bpy: four kinds an artist would make
 real-time, each one mesh object of 200k-350k triangles with one procedural Principled material
 (evaluated by Blender at render time in object coordinates, so the reference needs no UVs).
 
@@ -8,7 +8,9 @@ real-time, each one mesh object of 200k-350k triangles with one procedural Princ
 - ``hard_surface``: a bevelled housing with a bevelled metal cap and metal feet (metallic 1),
   a striped decal masked on its front face (image-free), paint and metal roughness apart;
 - ``chair``: a small chair with thin legs and back slats (parts joined, not united), a wood
-  grain of constant bands.
+  grain of constant bands;
+- ``glazed``: a glazed ceramic pot (a displaced egg), painted stripes and dots on a matte body
+  under a clear coat (the Principled BSDF's coat layer): a layer the baked maps cannot hold.
 
 Every builder leaves the object's modifiers applied, triangulated, its transform applied and
 its bounding box within the unit sphere at the origin
@@ -204,6 +206,28 @@ def _chair_material() -> bpy.types.Material:
     return m.material
 
 
+def _glazed_material() -> bpy.types.Material:
+    """Blue and ochre stripes along the height, wavy, white dots between them, on a matte body
+    (roughness 0.55-0.75 from a noise), all under a clear coat (weight 1, roughness 0.05)."""
+    m = _Nodes("glazed")
+    wave = m.node("ShaderNodeTexWave", Scale=2.5, Distortion=3.0, Detail=1.0)
+    wave.wave_type, wave.bands_direction = "BANDS", "Z"
+    m.link(m.coords, wave.inputs["Vector"])
+    stripes = m.bands(wave.outputs["Fac"], [(0.0, (0.03, 0.08, 0.45)), (0.35, (0.85, 0.83, 0.78)),
+                                            (0.7, (0.7, 0.42, 0.08))])
+    voronoi = m.node("ShaderNodeTexVoronoi", Scale=9.0)
+    m.link(m.coords, voronoi.inputs["Vector"])
+    dots = m.math("LESS_THAN", voronoi.outputs["Distance"], 0.15)
+    m.link(m.mix(dots, stripes, (0.9, 0.88, 0.84)), m.bsdf.inputs["Base Color"])
+    roughness = m.node("ShaderNodeMapRange")
+    roughness.inputs["To Min"].default_value, roughness.inputs["To Max"].default_value = 0.55, 0.75
+    m.link(m.noise(4.0), roughness.inputs["Value"])
+    m.link(roughness.outputs["Result"], m.bsdf.inputs["Roughness"])
+    m.bsdf.inputs["Coat Weight"].default_value = 1.0
+    m.bsdf.inputs["Coat Roughness"].default_value = 0.05
+    return m.material
+
+
 # -- shapes ------------------------------------------------------------------------------
 
 METAL = "metal"  # the hard-surface object's face attribute: 1 on its metal parts
@@ -254,6 +278,20 @@ def _chair() -> bpy.types.Object:
     return _join(parts)
 
 
+def _glazed() -> bpy.types.Object:
+    """An egg (an icosphere of 8 subdivisions, 327,680 triangles, taller than wide) with broad
+    smooth bulges: a glaze shows its reflections on a smooth body."""
+    bpy.ops.mesh.primitive_ico_sphere_add(subdivisions=8, radius=1.0)
+    obj = active_object()
+    obj.data.shade_smooth()
+    texture = bpy.data.textures.new("glazed bulges", "CLOUDS")
+    texture.noise_scale, texture.noise_depth = 0.9, 1
+    displace = obj.modifiers.new("Displace bulges", "DISPLACE")
+    displace.texture, displace.strength, displace.mid_level = texture, 0.25, 0.5
+    obj.scale = (0.75, 0.75, 1.0)
+    return _finish(obj)
+
+
 def _centre(obj: bpy.types.Object) -> None:
     """Move ``obj``'s mesh so its bounding box is centred at the origin."""
     low = [min(corner[axis] for corner in obj.bound_box) for axis in range(3)]
@@ -265,7 +303,8 @@ def _centre(obj: bpy.types.Object) -> None:
 
 BUILDERS = {"sculpt": (_sculpt, _sculpt_material),
             "hard_surface": (_hard_surface, _hard_surface_material),
-            "chair": (_chair, _chair_material)}
+            "chair": (_chair, _chair_material),
+            "glazed": (_glazed, _glazed_material)}
 
 
 def build(name: str) -> bpy.types.Object:

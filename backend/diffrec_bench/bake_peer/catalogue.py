@@ -9,6 +9,8 @@ ASSETS = {
     "hard_surface": {"hdri": "city.exr", "kind": "bevelled housing, striped decal, metal cap "
                                                  "and feet"},
     "chair": {"hdri": "courtyard.exr", "kind": "small chair with thin legs and slats"},
+    "glazed": {"hdri": "studio.exr", "kind": "glazed ceramic pot, painted stripes and dots "
+                                            "under a clear coat"},
 }
 """Asset name -> its fitted light (one of Blender's studio HDRIs) and what it is."""
 
