@@ -137,6 +137,19 @@ class _Nodes:
                 self.link(value, socket)
         return node.outputs["Result"]
 
+    def spots(self, scale: float, radius: float):
+        """1 within ``radius`` of a Voronoi lattice's points (of ``scale``), else 0."""
+        voronoi = self.node("ShaderNodeTexVoronoi", Scale=scale)
+        self.link(self.coords, voronoi.inputs["Vector"])
+        return self.math("LESS_THAN", voronoi.outputs["Distance"], radius)
+
+    def ranged(self, factor, low: float, high: float):
+        """``factor`` (0-1) mapped onto ``low``-``high``."""
+        node = self.node("ShaderNodeMapRange")
+        node.inputs["To Min"].default_value, node.inputs["To Max"].default_value = low, high
+        self.link(factor, node.inputs["Value"])
+        return node.outputs["Result"]
+
     def axis(self, index: int):
         """The object coordinate along axis ``index`` (0 x, 1 y, 2 z)."""
         separate = self.node("ShaderNodeSeparateXYZ")
@@ -150,14 +163,8 @@ def _sculpt_material() -> bpy.types.Material:
     m = _Nodes("sculpt")
     bands = m.bands(m.noise(2.5, 3.0), [(0.0, (0.55, 0.12, 0.04)), (0.45, (0.85, 0.66, 0.3)),
                                         (0.56, (0.06, 0.22, 0.35))])
-    voronoi = m.node("ShaderNodeTexVoronoi", Scale=7.0)
-    m.link(m.coords, voronoi.inputs["Vector"])
-    spots = m.math("LESS_THAN", voronoi.outputs["Distance"], 0.22)
-    m.link(m.mix(spots, bands, (0.02, 0.02, 0.025)), m.bsdf.inputs["Base Color"])
-    roughness = m.node("ShaderNodeMapRange")
-    roughness.inputs["To Min"].default_value, roughness.inputs["To Max"].default_value = 0.2, 0.8
-    m.link(m.noise(5.0), roughness.inputs["Value"])
-    m.link(roughness.outputs["Result"], m.bsdf.inputs["Roughness"])
+    m.link(m.mix(m.spots(7.0, 0.22), bands, (0.02, 0.02, 0.025)), m.bsdf.inputs["Base Color"])
+    m.link(m.ranged(m.noise(5.0), 0.2, 0.8), m.bsdf.inputs["Roughness"])
     return m.material
 
 
@@ -185,10 +192,7 @@ def _hard_surface_material() -> bpy.types.Material:
     colour = m.mix(metal, m.mix(decal, paint, stripes), (0.91, 0.92, 0.92))
     m.link(colour, m.bsdf.inputs["Base Color"])
     m.link(metal, m.bsdf.inputs["Metallic"])
-    roughness = m.node("ShaderNodeMapRange")
-    roughness.inputs["To Min"].default_value, roughness.inputs["To Max"].default_value = 0.45, 0.22
-    m.link(metal, roughness.inputs["Value"])
-    m.link(roughness.outputs["Result"], m.bsdf.inputs["Roughness"])
+    m.link(m.ranged(metal, 0.45, 0.22), m.bsdf.inputs["Roughness"])
     return m.material
 
 
@@ -215,14 +219,8 @@ def _glazed_material() -> bpy.types.Material:
     m.link(m.coords, wave.inputs["Vector"])
     stripes = m.bands(wave.outputs["Fac"], [(0.0, (0.03, 0.08, 0.45)), (0.35, (0.85, 0.83, 0.78)),
                                             (0.7, (0.7, 0.42, 0.08))])
-    voronoi = m.node("ShaderNodeTexVoronoi", Scale=9.0)
-    m.link(m.coords, voronoi.inputs["Vector"])
-    dots = m.math("LESS_THAN", voronoi.outputs["Distance"], 0.15)
-    m.link(m.mix(dots, stripes, (0.9, 0.88, 0.84)), m.bsdf.inputs["Base Color"])
-    roughness = m.node("ShaderNodeMapRange")
-    roughness.inputs["To Min"].default_value, roughness.inputs["To Max"].default_value = 0.55, 0.75
-    m.link(m.noise(4.0), roughness.inputs["Value"])
-    m.link(roughness.outputs["Result"], m.bsdf.inputs["Roughness"])
+    m.link(m.mix(m.spots(9.0, 0.15), stripes, (0.9, 0.88, 0.84)), m.bsdf.inputs["Base Color"])
+    m.link(m.ranged(m.noise(4.0), 0.55, 0.75), m.bsdf.inputs["Roughness"])
     m.bsdf.inputs["Coat Weight"].default_value = 1.0
     m.bsdf.inputs["Coat Roughness"].default_value = 0.05
     return m.material
@@ -240,18 +238,24 @@ def _mark_metal(obj: bpy.types.Object) -> bpy.types.Object:
     return obj
 
 
-def _sculpt() -> bpy.types.Object:
-    """An icosphere (8 subdivisions: 327,680 triangles) displaced by a broad and a fine noise."""
+def _displaced_icosphere(name: str, bumps, scale) -> bpy.types.Object:
+    """An icosphere of 8 subdivisions (327,680 triangles), smooth-shaded, displaced by a Clouds
+    noise per ``bumps`` entry (noise size, strength, depth), then scaled by ``scale``."""
     bpy.ops.mesh.primitive_ico_sphere_add(subdivisions=8, radius=1.0)
     obj = active_object()
     obj.data.shade_smooth()
-    for name, size, strength in (("broad", 0.7, 0.45), ("fine", 0.12, 0.05)):
-        texture = bpy.data.textures.new(f"sculpt {name}", "CLOUDS")
-        texture.noise_scale, texture.noise_depth = size, 2
-        displace = obj.modifiers.new(f"Displace {name}", "DISPLACE")
+    for index, (size, strength, depth) in enumerate(bumps):
+        texture = bpy.data.textures.new(f"{name} bumps {index}", "CLOUDS")
+        texture.noise_scale, texture.noise_depth = size, depth
+        displace = obj.modifiers.new(f"Displace {index}", "DISPLACE")
         displace.texture, displace.strength, displace.mid_level = texture, strength, 0.5
-    obj.scale = (1.0, 0.8, 0.9)
+    obj.scale = scale
     return _finish(obj)
+
+
+def _sculpt() -> bpy.types.Object:
+    """An icosphere displaced by a broad and a fine noise."""
+    return _displaced_icosphere("sculpt", [(0.7, 0.45, 2), (0.12, 0.05, 2)], (1.0, 0.8, 0.9))
 
 
 def _hard_surface() -> bpy.types.Object:
@@ -279,17 +283,9 @@ def _chair() -> bpy.types.Object:
 
 
 def _glazed() -> bpy.types.Object:
-    """An egg (an icosphere of 8 subdivisions, 327,680 triangles, taller than wide) with broad
-    smooth bulges: a glaze shows its reflections on a smooth body."""
-    bpy.ops.mesh.primitive_ico_sphere_add(subdivisions=8, radius=1.0)
-    obj = active_object()
-    obj.data.shade_smooth()
-    texture = bpy.data.textures.new("glazed bulges", "CLOUDS")
-    texture.noise_scale, texture.noise_depth = 0.9, 1
-    displace = obj.modifiers.new("Displace bulges", "DISPLACE")
-    displace.texture, displace.strength, displace.mid_level = texture, 0.25, 0.5
-    obj.scale = (0.75, 0.75, 1.0)
-    return _finish(obj)
+    """An egg (an icosphere taller than wide) with broad smooth bulges: a glaze shows its
+    reflections on a smooth body."""
+    return _displaced_icosphere("glazed", [(0.9, 0.25, 1)], (0.75, 0.75, 1.0))
 
 
 def _centre(obj: bpy.types.Object) -> None:
