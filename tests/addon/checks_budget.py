@@ -202,6 +202,25 @@ def check_the_start_renders_show_the_baked_copy_alone_from_the_target_cameras():
     assert _contents(scene) == before
 
 
+def check_a_coated_reference_starts_the_fit_from_its_coats_roughness():
+    """Built without a server: a reference under a clear coat (weight 1, roughness 0.05, over
+    the 0.4 body) bakes its coat too, and the start's roughness sent is the coat's (Blender's
+    own roughness bake blends the two: checks_bake_start.py)."""
+    scene, heavy, _beside = _scene()
+    bsdf = heavy.data.materials[0].node_tree.nodes["Principled BSDF"]
+    bsdf.inputs["Coat Weight"].default_value = 1.0
+    bsdf.inputs["Coat Roughness"].default_value = 0.05
+    builder = submission.SubmissionBuilder(bpy.context, scene.diffrec)
+    texts = []
+    while not builder.step(bpy.context):
+        texts.append(builder.text)
+    assert builder.done == builder.steps, (builder.done, builder.steps)
+    assert "baking coat 4/5" in texts, texts
+    roughness = builder.submission.arrays["start_ks"][..., 1]
+    charted = builder.submission.arrays["start_kd"].sum(-1) > 0  # texels the charts cover
+    assert np.median(roughness[charted]) < 0.08, np.median(roughness[charted])
+
+
 def check_a_cancelled_bake_leaves_the_scene_as_it_was():
     scene, _heavy, _beside = _scene()
     builder = submission.SubmissionBuilder(bpy.context, scene.diffrec)
