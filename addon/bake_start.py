@@ -17,12 +17,12 @@ How each map is baked (Cycles, with the scene's device; CPU in the tests):
 - ``metallic``: Cycles has no metallic pass; copies of the materials send the Metallic of the
   Principled BSDF feeding the output (through Mix and Add shaders) into an Emission shader,
   baked with the EMIT pass.
-- ``coat``: the clear coat's weight and roughness, sent into an Emission the same way (its red
-  and green). Blender's route does not use it (``CLASSIC_MAPS``): its Principled material has
-  one specular lobe, whose roughness the ROUGHNESS pass bakes as a blend of the coat's and the
-  base's (a glaze of 0.05 over a base of 0.65 bakes about 0.31). A start for the fit does
-  (``start_maps``): where a coat covers the surface, its reflections are what a single lobe
-  must show.
+- ``coat``: where the reference has a clear coat (``has_coat``), the same bake carries the
+  coat's weight and roughness in its green and blue. Blender's own material on the maps
+  (``baked_material``) does not use them: it has one specular lobe, whose roughness the
+  ROUGHNESS pass bakes as a blend of the coat's and the base's (a glaze of 0.05 over a base of
+  0.65 bakes about 0.31). A start for the fit does (``start_maps``): where a coat covers the
+  surface, its reflections are what a single lobe must show.
 - ``normal``: the NORMAL pass in tangent space, R+ G+ B+ (OpenGL, Blender's convention),
   relative to the start's smooth normals and its UV map's tangents.
 
@@ -47,10 +47,8 @@ from mathutils.bvhtree import BVHTree
 from .export_scene import _temporarily, image_array
 from .import_result import new_image
 
-MAPS = ("base_color", "roughness", "metallic", "coat", "normal")
-"""The baked maps, in baking order."""
-CLASSIC_MAPS = ("base_color", "roughness", "metallic", "normal")
-"""The maps of Blender's own route (``baked_material``): all but the coat."""
+MAPS = ("base_color", "roughness", "metallic", "normal")
+"""The baked maps, in baking order (the metallic bake gives ``coat`` too, where there is one)."""
 ISLAND_MARGIN = 0.004
 """Smart UV Project's gap between charts, in UV units: 4 texels at 1024 px, 2 at 512, so that
 bilinear lookups at a chart's edge never read a neighbour's texels."""
@@ -328,26 +326,21 @@ def _principled_input(tree, shader_socket, name: str):
     return 0.0
 
 
-def _emission_copy(material, red: str, green: str | None = None):
+def _emission_copy(material, *names: str):
     """A copy of ``material`` whose surface is an Emission (strength 1) of its Principled
-    inputs ``red`` and ``green`` (``_principled_input``) in those channels, blue 0."""
+    inputs ``names`` (``_principled_input``; at most three) in red, green and blue, 0 past
+    them."""
     copy = material.copy()
     tree = copy.node_tree
     output = _output_node(tree)
     combine = tree.nodes.new("ShaderNodeCombineColor")
-    for socket, name in zip(combine.inputs, (red, green), strict=False):
-        if name is not None:
-            _feed(tree, socket, _principled_input(tree, output.inputs["Surface"], name))
+    for socket, name in zip(combine.inputs, names, strict=False):
+        _feed(tree, socket, _principled_input(tree, output.inputs["Surface"], name))
     emission = tree.nodes.new("ShaderNodeEmission")
     emission.inputs["Strength"].default_value = 1.0
     tree.links.new(combine.outputs["Color"], emission.inputs["Color"])
     tree.links.new(emission.outputs["Emission"], output.inputs["Surface"])
     return copy
-
-
-def _metallic_emission_copy(material):
-    """A copy of ``material`` whose surface emits its metallic (in red)."""
-    return _emission_copy(material, "Metallic")
 
 
 def _shaders(tree, shader_socket):
@@ -380,12 +373,6 @@ def has_coat(reference) -> bool:
             if weight is not None and (weight.is_linked or weight.default_value > 0):
                 return True
     return False
-
-
-def _coat_emission_copy(material):
-    """A copy of ``material`` whose surface emits its coat's weight (red) and roughness
-    (green)."""
-    return _emission_copy(material, "Coat Weight", "Coat Roughness")
 
 
 def start_maps(maps: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -423,22 +410,17 @@ def _bake_margin(size: int) -> int:
 
 class MapBaker:
     """Bakes ``reference``'s appearance onto ``start``'s UVs with Cycles, Selected to Active,
-    one map of ``names`` (``MAPS`` or a part of it, baked in ``MAPS``' order; the coat only
-    where the reference has one, ``has_coat``) per ``step()`` (main thread only). Maps:
-    'base_color' linear [H, W, 3], 'roughness' [H, W], 'metallic' [H, W], 'coat' [H, W, 2]
-    (weight, roughness), 'normal' tangent-space [H, W, 3] encoded in [0, 1] (OpenGL +Y), all
+    one map of ``MAPS`` per ``step()`` (main thread only). Maps: 'base_color' linear
+    [H, W, 3], 'roughness' [H, W], 'metallic' [H, W], with it 'coat' [H, W, 2] (weight,
+    roughness) where the reference has one (``has_coat``), 'normal' tangent-space [H, W, 3]
+    encoded in [0, 1] (OpenGL +Y), all
     float32, rows top-down, ``size`` x ``size``; texels past the UV charts are dilated by
     Cycles' margin. Nothing of the scene is changed between steps nor after
     ``close()`` (which the last step calls): render settings, the reference's materials,
     selection, active object; the temporary images, materials and objects are removed."""
 
-    def __init__(self, scene, reference, start, size: int, samples: int = 16,
-                 names=MAPS):
-        if not names or set(names) - set(MAPS):
-            raise ValueError(f"maps to bake must be some of {MAPS}, got {tuple(names)}")
+    def __init__(self, scene, reference, start, size: int, samples: int = 16):
         _check_reference(reference)
-        coat = has_coat(reference)
-        self.names = tuple(name for name in MAPS if name in names and (name != "coat" or coat))
         _check_start(start)
         _check_cycles(scene)
         if scene != bpy.context.scene:
@@ -446,6 +428,7 @@ class MapBaker:
         if size < 1 or samples < 1:
             raise ValueError(f"size ({size}) and samples ({samples}) must be positive")
         self.scene, self.size, self.samples = scene, size, samples
+        self.coat = has_coat(reference)
         self.maps: dict[str, np.ndarray] = {}
         self.done = 0
         self._made: list = []  # (collection, datablock) to remove on close
@@ -483,14 +466,17 @@ class MapBaker:
             "roughness": originals,
             "normal": originals,
             "base_color": [self._copy(_neutral_copy, material) for material in originals],
-            "metallic": [self._copy(_metallic_emission_copy, material)
+            "metallic": [self._copy(self._metallic_emission_copy, material)
                          for material in originals],
         }
-        if "coat" in self.names:
-            self._materials["coat"] = [self._copy(_coat_emission_copy, material)
-                                       for material in originals]
         for slot in self._high.material_slots:
             slot.link = "OBJECT"
+
+    def _metallic_emission_copy(self, material):
+        """``material`` emitting its metallic, and its coat's weight and roughness where the
+        reference has a coat."""
+        coat = ("Coat Weight", "Coat Roughness") if self.coat else ()
+        return _emission_copy(material, "Metallic", *coat)
 
     def _copy(self, make, material):
         return None if material is None else self._keep(bpy.data.materials, make(material))
@@ -498,7 +484,7 @@ class MapBaker:
     @property
     def steps(self) -> int:
         """How many ``step`` calls bake all the maps."""
-        return len(self.names)
+        return len(MAPS)
 
     @property
     def finished(self) -> bool:
@@ -510,7 +496,7 @@ class MapBaker:
         """What the next step does, e.g. 'baking roughness 2/4'."""
         if self.finished:
             return "baked"
-        return f"baking {self.names[self.done].replace('_', ' ')} {self.done + 1}/{self.steps}"
+        return f"baking {MAPS[self.done].replace('_', ' ')} {self.done + 1}/{self.steps}"
 
     def step(self) -> bool:
         """Bake the next map into ``maps``; whether all are done (then closed)."""
@@ -518,8 +504,12 @@ class MapBaker:
             if not self._made:
                 raise RuntimeError("this bake was closed before its last map")
             try:
-                name = self.names[self.done]
-                self.maps[name] = self._bake(name)
+                name = MAPS[self.done]
+                pixels = self._bake(name)
+                if name == "metallic" and self.coat:
+                    self.maps["coat"] = np.ascontiguousarray(pixels[..., 1:3])
+                self.maps[name] = np.ascontiguousarray(
+                    pixels[..., :3] if name in ("base_color", "normal") else pixels[..., 0])
                 self.done += 1
             except Exception:
                 self.close()
@@ -540,9 +530,7 @@ class MapBaker:
         ):
             _only_selected(view_layer, [self._high, self._low], self._low)
             bpy.ops.object.bake(**self._settings(name))
-        pixels = image_array(self._image)
-        channels = {"base_color": 3, "normal": 3, "coat": 2}.get(name)
-        return np.ascontiguousarray(pixels[..., :channels] if channels else pixels[..., 0])
+        return image_array(self._image)
 
     @contextlib.contextmanager
     def _linked(self):
@@ -569,7 +557,7 @@ class MapBaker:
             return settings | dict(type="DIFFUSE", pass_filter={"COLOR"})
         if name == "roughness":
             return settings | dict(type="ROUGHNESS")
-        if name in ("metallic", "coat"):
+        if name == "metallic":
             return settings | dict(type="EMIT")
         return settings | dict(type="NORMAL", normal_space="TANGENT", normal_r="POS_X",
                                normal_g="POS_Y", normal_b="POS_Z")
@@ -583,10 +571,9 @@ class MapBaker:
         self._made.clear()
 
 
-def bake_maps(scene, reference, start, size: int, samples: int = 16,
-              names=MAPS) -> dict[str, np.ndarray]:
-    """The maps ``names`` at once (``MapBaker`` stepped to the end, closed even on error)."""
-    baker = MapBaker(scene, reference, start, size, samples, names)
+def bake_maps(scene, reference, start, size: int, samples: int = 16) -> dict[str, np.ndarray]:
+    """All maps at once (``MapBaker`` stepped to the end, closed even on error)."""
+    baker = MapBaker(scene, reference, start, size, samples)
     try:
         while not baker.step():
             pass

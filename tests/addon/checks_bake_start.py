@@ -267,9 +267,6 @@ def check_a_clear_coat_turns_the_starts_roughness_towards_its_own():
     reference.data.materials.append(material)
     start = bake_start.decimated_copy(reference, 300, "start")
     assert bake_start.has_coat(reference)
-    baker = bake_start.MapBaker(bpy.context.scene, reference, start, SIZE)
-    assert baker.steps == 5 and baker.text == "baking base color 1/5"
-    baker.close()
     maps = bake_start.bake_maps(bpy.context.scene, reference, start, SIZE, samples=1)
     rows, columns, points = _covered_texels(start, SIZE)
     known = _away(points, "z")

@@ -6,16 +6,16 @@ result judged by Cycles on the held-out cameras under every judging light.
   unwrapped (``decimated_copy``), its base colour, roughness, metallic and tangent normals
   baked Selected to Active (``bake_maps``), a Principled material on the maps
   (``baked_material``); its wall time is these three calls.
-- **diffrec's route**: that start, with the reference's clear coat baked too and its roughness
-  turned towards the coat's (``fit_start``: the add-on's start, ``bake_start.start_maps``; the
+- **diffrec's route**: that start, its roughness turned towards the reference's clear coat's
+  where the bake found one (``fit_start``: the add-on's start, ``bake_start.start_maps``; the
   same maps where there is no coat), exported by Blender's glTF exporter with that material
   (``start.glb``) and rendered alone by Cycles from the training cameras with the targets'
   seed (``start_renders/``, ``render_start``), then ``diffrec optimize --mode refine`` from
   it (``init_textures`` "base_mesh": the bake as its starting textures; ``--start-renders``:
   the fit learns how the reference differs from the start, not how Cycles differs from our
   rasterizer) on the reference's training renders, with the true light kept (``--light
-  fixed --envmap``); its wall time is the bake's, the coat's bake, the start renders' and
-  the optimize child's.
+  fixed --envmap``); its wall time is the bake's, the start renders' and the optimize
+  child's.
 - **Baseline**: the same start with a copy of the reference's own procedural material.
 
 Judging: each result alone in the scene (the others unlinked), rendered with the judge's seed
@@ -162,7 +162,7 @@ def blender_route(bl_scene, reference, triangles: int, job: PeerJob, folder: Pat
     start = bake_start.decimated_copy(reference, triangles, f"{job.asset} start")
     with quiet_stdout():
         maps = bake_start.bake_maps(bl_scene, reference, start, job.texture_res,
-                                    samples=job.bake_samples, names=bake_start.CLASSIC_MAPS)
+                                    samples=job.bake_samples)
     start.data.materials.clear()
     start.data.materials.append(bake_start.baked_material(f"{job.asset} baked", maps))
     seconds = time.monotonic() - started
@@ -171,25 +171,17 @@ def blender_route(bl_scene, reference, triangles: int, job: PeerJob, folder: Pat
 
 
 @contextlib.contextmanager
-def fit_start(bl_scene, reference, start, maps: dict, job: PeerJob):
-    """For the block, ``start`` wearing the maps diffrec's fit starts from: Blender's route's
-    ``maps`` and the reference's clear coat, baked now where it has one (``bake_start``'s
-    ``has_coat`` and ``start_maps``); yields
-    (those maps, the coat's bake in wall seconds). Blender's material is back after it."""
+def fit_start(start, maps: dict, job: PeerJob):
+    """For the block, ``start`` wearing the maps diffrec's fit starts from
+    (``bake_start.start_maps``: Blender's route's ``maps``, the roughness turned towards a
+    clear coat's where the bake found one); yields those maps. Blender's material is back
+    after it."""
     bake_start = addon_module("bake_start")
-    started = time.monotonic()
-    coat = {}
-    if bake_start.has_coat(reference):
-        with quiet_stdout():
-            coat = bake_start.bake_maps(bl_scene, reference, start, job.texture_res,
-                                        samples=job.bake_samples, names=("coat",))
-    fitted = bake_start.start_maps({**maps, **coat})
-    material = bake_start.baked_material(f"{job.asset} start", fitted)
-    seconds = round(time.monotonic() - started, 2)
+    fitted = bake_start.start_maps(maps)
     blender = start.data.materials[0]
-    start.data.materials[0] = material
+    start.data.materials[0] = bake_start.baked_material(f"{job.asset} start", fitted)
     try:
-        yield fitted, seconds
+        yield fitted
     finally:
         start.data.materials[0] = blender
 
@@ -227,7 +219,7 @@ def run_budget(job: PeerJob) -> dict:
     bl_scene, reference = truth.reference_scene(job, seed=JUDGE_SEED)
     start, maps, record["time_s"]["bake"] = blender_route(bl_scene, reference, record["budget"],
                                                           job, out)
-    with fit_start(bl_scene, reference, start, maps, job) as (fitted, record["time_s"]["coat"]):
+    with fit_start(start, maps, job) as fitted:
         glb = export_start(start, out / "start.glb")
         record["start_texture_error"] = start_texture_error(glb, fitted)
         start_renders = None
@@ -249,8 +241,7 @@ def run_budget(job: PeerJob) -> dict:
     record["optimize"] = child
     record["time_s"]["optimize"] = child["wall_s"]
     record["time_s"]["blender_route"] = record["time_s"]["bake"]
-    record["time_s"]["diffrec_route"] = round(record["time_s"]["bake"] + record["time_s"]["coat"]
-                                              + child["wall_s"]
+    record["time_s"]["diffrec_route"] = round(record["time_s"]["bake"] + child["wall_s"]
                                               + record["time_s"].get("start_renders", 0), 2)
 
     for collection in list(reference.users_collection):  # the truth is cached: out of sight
