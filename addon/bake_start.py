@@ -343,18 +343,18 @@ def _emission_copy(material, *names: str):
     return copy
 
 
-def _shaders(tree, shader_socket):
-    """The shader nodes that feed ``shader_socket`` through Reroutes and Mix and Add shaders
-    (read only: nothing is added to ``tree``)."""
+def _shaders(shader_socket):
+    """The shader nodes that feed ``shader_socket`` through Reroutes and Mix and Add shaders,
+    as ``_principled_input`` walks them (read only: nothing is added to the tree)."""
     if not shader_socket.is_linked:
         return []
     node = shader_socket.links[0].from_node
     if node.bl_idname == "NodeReroute":
-        return _shaders(tree, node.inputs[0])
+        return _shaders(node.inputs[0])
     if node.bl_idname == "ShaderNodeMixShader":
-        return _shaders(tree, node.inputs[1]) + _shaders(tree, node.inputs[2])
+        return _shaders(node.inputs[1]) + _shaders(node.inputs[2])
     if node.bl_idname == "ShaderNodeAddShader":
-        return _shaders(tree, node.inputs[0]) + _shaders(tree, node.inputs[1])
+        return _shaders(node.inputs[0]) + _shaders(node.inputs[1])
     return [node]
 
 
@@ -368,7 +368,7 @@ def has_coat(reference) -> bool:
         output = material.node_tree.get_output_node("CYCLES")
         if output is None:
             continue
-        for node in _shaders(material.node_tree, output.inputs["Surface"]):
+        for node in _shaders(output.inputs["Surface"]):
             weight = node.inputs.get("Coat Weight") if node.bl_idname == PRINCIPLED else None
             if weight is not None and (weight.is_linked or weight.default_value > 0):
                 return True
@@ -413,11 +413,11 @@ class MapBaker:
     one map of ``MAPS`` per ``step()`` (main thread only). Maps: 'base_color' linear
     [H, W, 3], 'roughness' [H, W], 'metallic' [H, W], with it 'coat' [H, W, 2] (weight,
     roughness) where the reference has one (``has_coat``), 'normal' tangent-space [H, W, 3]
-    encoded in [0, 1] (OpenGL +Y), all
-    float32, rows top-down, ``size`` x ``size``; texels past the UV charts are dilated by
-    Cycles' margin. Nothing of the scene is changed between steps nor after
-    ``close()`` (which the last step calls): render settings, the reference's materials,
-    selection, active object; the temporary images, materials and objects are removed."""
+    encoded in [0, 1] (OpenGL +Y), all float32, rows top-down, ``size`` x ``size``; texels
+    past the UV charts are dilated by Cycles' margin. Nothing of the scene is changed between
+    steps nor after ``close()`` (which the last step calls): render settings, the reference's
+    materials, selection, active object; the temporary images, materials and objects are
+    removed."""
 
     def __init__(self, scene, reference, start, size: int, samples: int = 16):
         _check_reference(reference)

@@ -137,6 +137,16 @@ class _Nodes:
                 self.link(value, socket)
         return node.outputs["Result"]
 
+    def wave(self, kind: str, direction: str | None = None, **inputs):
+        """A Wave texture's factor: ``kind`` "BANDS" (along ``direction``) or "RINGS", over the
+        object coordinates, with ``inputs`` (Scale, Distortion, Detail ...)."""
+        node = self.node("ShaderNodeTexWave", **inputs)
+        node.wave_type = kind
+        if direction is not None:
+            node.bands_direction = direction
+        self.link(self.coords, node.inputs["Vector"])
+        return node.outputs["Fac"]
+
     def spots(self, scale: float, radius: float):
         """1 within ``radius`` of a Voronoi lattice's points (of ``scale``), else 0."""
         voronoi = self.node("ShaderNodeTexVoronoi", Scale=scale)
@@ -181,12 +191,10 @@ def _hard_surface_material() -> bpy.types.Material:
     normal = m.node("ShaderNodeSeparateXYZ")
     m.link(geometry.outputs["Normal"], normal.inputs["Vector"])
     front = m.math("GREATER_THAN", normal.outputs[1], 0.9)
-    wave = m.node("ShaderNodeTexWave", Scale=3.0, Distortion=0.0)
-    wave.wave_type, wave.bands_direction = "BANDS", "DIAGONAL"
-    m.link(m.coords, wave.inputs["Vector"])
+    wave = m.wave("BANDS", "DIAGONAL", Scale=3.0, Distortion=0.0)
     decal_area = m.math("LESS_THAN", m.math("ABSOLUTE", m.axis(0)), 0.3)
     decal = m.math("MULTIPLY", front, decal_area)
-    stripes = m.bands(wave.outputs["Fac"], [(0.0, (0.9, 0.65, 0.02)), (0.5, (0.02, 0.02, 0.02))])
+    stripes = m.bands(wave, [(0.0, (0.9, 0.65, 0.02)), (0.5, (0.02, 0.02, 0.02))])
     line = m.math("LESS_THAN", m.math("ABSOLUTE", m.math("SUBTRACT", z, 0.02)), 0.012)
     paint = m.mix(line, (0.08, 0.3, 0.12), (0.01, 0.01, 0.01))
     colour = m.mix(metal, m.mix(decal, paint, stripes), (0.91, 0.92, 0.92))
@@ -199,10 +207,7 @@ def _hard_surface_material() -> bpy.types.Material:
 def _chair_material() -> bpy.types.Material:
     """Wood: grain bands of three tones along the wave's rings, roughness 0.35-0.7 by band."""
     m = _Nodes("chair")
-    wave = m.node("ShaderNodeTexWave", Scale=4.0, Distortion=4.0, Detail=2.0)
-    wave.wave_type = "RINGS"
-    m.link(m.coords, wave.inputs["Vector"])
-    grain = wave.outputs["Fac"]
+    grain = m.wave("RINGS", Scale=4.0, Distortion=4.0, Detail=2.0)
     m.link(m.bands(grain, [(0.0, (0.42, 0.2, 0.07)), (0.4, (0.62, 0.36, 0.14)),
                            (0.75, (0.2, 0.08, 0.03))]), m.bsdf.inputs["Base Color"])
     roughness = m.bands(grain, [(0.0, 0.5), (0.4, 0.35), (0.75, 0.7)])
@@ -214,11 +219,9 @@ def _glazed_material() -> bpy.types.Material:
     """Blue and ochre stripes along the height, wavy, white dots between them, on a matte body
     (roughness 0.55-0.75 from a noise), all under a clear coat (weight 1, roughness 0.05)."""
     m = _Nodes("glazed")
-    wave = m.node("ShaderNodeTexWave", Scale=2.5, Distortion=3.0, Detail=1.0)
-    wave.wave_type, wave.bands_direction = "BANDS", "Z"
-    m.link(m.coords, wave.inputs["Vector"])
-    stripes = m.bands(wave.outputs["Fac"], [(0.0, (0.03, 0.08, 0.45)), (0.35, (0.85, 0.83, 0.78)),
-                                            (0.7, (0.7, 0.42, 0.08))])
+    stripes = m.bands(m.wave("BANDS", "Z", Scale=2.5, Distortion=3.0, Detail=1.0),
+                      [(0.0, (0.03, 0.08, 0.45)), (0.35, (0.85, 0.83, 0.78)),
+                       (0.7, (0.7, 0.42, 0.08))])
     m.link(m.mix(m.spots(9.0, 0.15), stripes, (0.9, 0.88, 0.84)), m.bsdf.inputs["Base Color"])
     m.link(m.ranged(m.noise(4.0), 0.55, 0.75), m.bsdf.inputs["Roughness"])
     m.bsdf.inputs["Coat Weight"].default_value = 1.0
