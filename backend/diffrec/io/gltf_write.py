@@ -9,7 +9,10 @@ alpha); ``ks`` -> roughness/metallic factors, or one linear PNG with R = 1 - occ
 stores visibility), G = roughness, B = metallic, used as metallicRoughnessTexture *and*
 occlusionTexture (a constant ``ks`` with non-zero occlusion becomes a 1x1 texture, since glTF
 has no occlusion factor); ``normal`` -> normalTexture (``(n + 1) / 2``, +Y = increasing v, as
-glTF and Blender expect). The material is double-sided, as diffrec shades both sides.
+glTF and Blender expect); ``coat`` -> ``KHR_materials_clearcoat`` (clearcoatFactor,
+clearcoatRoughnessFactor, and the normal map as clearcoatNormalTexture: the coat follows the
+surface the normal map draws, as diffrec shades it). The material is double-sided, as diffrec
+shades both sides.
 
 With ``ktx2`` ({channel: URI of its KTX2 file}), those textures also get a ``KHR_texture_basisu``
 source, the KTX2 file by URI, with the PNG kept as their ``source`` (the fallback):
@@ -31,6 +34,7 @@ from diffrec.mesh import Mesh
 from diffrec.rows import unique_rows
 
 BASISU = "KHR_texture_basisu"
+CLEARCOAT = "KHR_materials_clearcoat"
 
 
 def write_glb(path: str | Path, mesh: Mesh, material: Material | None = None, *,
@@ -117,6 +121,13 @@ def _material(builder: _Builder, material: Material) -> gl.Material:
     if material.normal is not None:
         index = builder.texture("normal", material.normal)
         result.normalTexture = gl.NormalMaterialTexture(index=index)
+    if material.coat is not None:
+        weight, roughness = material.coat.tolist()
+        coat = {"clearcoatFactor": weight, "clearcoatRoughnessFactor": roughness}
+        if result.normalTexture is not None:
+            coat["clearcoatNormalTexture"] = {"index": result.normalTexture.index}
+        result.extensions = {CLEARCOAT: coat}
+        builder.uses(CLEARCOAT)
     return result
 
 
@@ -169,10 +180,15 @@ class _Builder:
         if name in self.ktx2:
             self.gltf.images.append(gl.Image(uri=self.ktx2[name]))  # a URI needs no mimeType
             result.extensions = {BASISU: {"source": len(self.gltf.images) - 1}}
-            if BASISU not in self.gltf.extensionsUsed:
-                self.gltf.extensionsUsed.append(BASISU)
+            self.uses(BASISU)
         self.gltf.textures.append(result)
         return len(self.gltf.textures) - 1
+
+    def uses(self, extension: str) -> None:
+        """List ``extension`` in ``extensionsUsed`` (once); none is required: a reader
+        without it still reads the rest."""
+        if extension not in self.gltf.extensionsUsed:
+            self.gltf.extensionsUsed.append(extension)
 
     def finish(self, path: Path) -> None:
         blob = b"".join(self.chunks)

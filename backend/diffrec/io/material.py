@@ -8,6 +8,9 @@ texture is folded into the texture on reading):
   is the *amount* of occlusion (0 = none), as the renderer uses ``(1 - occlusion)``.
 - ``normal``: tangent-space normal map ``[H, W, 3]`` of unit vectors (OpenGL convention,
   +Y = increasing v), or None.
+- ``coat``: a clear coat over the whole surface, or None: ``(weight, roughness)`` ``[2]`` in
+  [0, 1], a dielectric layer of IOR 1.5 (glTF's ``KHR_materials_clearcoat`` factors; Blender's
+  Principled BSDF's Coat Weight and Coat Roughness), shaded with the normal map.
 - ``mips``: fitted mip levels for some texture channels, or None: ``{"kd" | "ks" | "normal":
   [level 1, ..., level n]}``, level ``k`` of shape ``[max(1, H >> k), max(1, W >> k), C]`` with
   the channel's own ``C`` and value conventions (level 0 is the channel itself). Channels
@@ -34,6 +37,7 @@ class Material:
     ks: torch.Tensor = field(default_factory=lambda: torch.tensor([0.0, 0.5, 0.0]))
     normal: torch.Tensor | None = None
     mips: dict[str, list[torch.Tensor]] | None = None
+    coat: torch.Tensor | None = None
 
     def __post_init__(self):
         self.kd = _check_channel("kd", self.kd, (3, 4))
@@ -44,6 +48,8 @@ class Material:
                 raise UserError("a normal map must be a texture [H, W, 3]")
         if self.mips is not None:
             self.mips = _check_mips(self, self.mips)
+        if self.coat is not None:
+            self.coat = check_coat(self.coat)
 
 
 @dataclass(eq=False)
@@ -127,6 +133,17 @@ def _check_level(name: str, base: torch.Tensor, index: int, level) -> torch.Tens
         raise UserError(f"material mips['normal'] level {index} holds normals that are not "
                         f"unit length (renormalise each level)")
     return level
+
+
+def check_coat(coat, name: str = "material coat") -> torch.Tensor:
+    """A clear coat as ``Material.coat`` holds it: ``(weight, roughness)``, float32 ``[2]``, each
+    in [0, 1]; raises ``UserError`` naming ``name`` otherwise."""
+    coat = torch.as_tensor(coat, dtype=torch.float32)
+    if coat.shape != (2,):
+        raise UserError(f"{name} must be (weight, roughness), got shape {tuple(coat.shape)}")
+    if not torch.isfinite(coat).all() or bool(((coat < 0) | (coat > 1)).any()):
+        raise UserError(f"{name} must lie in [0, 1], got {coat.tolist()}")
+    return coat
 
 
 def _check_channel(name: str, value, channels: tuple[int, ...]) -> torch.Tensor:
