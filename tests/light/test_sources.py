@@ -8,6 +8,7 @@ import torch
 
 from diffrec import raster
 from diffrec.light import EnvironmentLight, brdf_lut
+from diffrec.light.brdf_lut import split_sum_terms
 from diffrec.light.cube import texel_directions, texel_solid_angles
 from diffrec.light.sources import DirectionalSources, split_bright_sources
 from diffrec.shading import pbr, specular_brdf
@@ -97,6 +98,42 @@ def test_sources_bring_split_sum_to_the_exact_integral_under_lamps(tmp_path):
     for name in ("gold", "dark", "white"):
         assert errors[name, 48] < errors[name, 0] / 10
     assert errors["gold", 0] > 0.2 and errors["dark", 0] > 0.2
+
+
+def test_a_glossy_coats_reflection_of_the_lamps_is_the_exact_integral(tmp_path):
+    """A clear coat (weight 1, roughness 0.3: sharper lobes than the 32-texel cube's exact
+    integral resolves) over a rough black dielectric under the lamps: what the coat adds,
+    ``pbr`` with it minus ``pbr`` without it times ``1 - E_c`` (what it lets through from
+    beneath), is the coat's lobe integrated exactly (single-scattering GGX, F0 0.04, every
+    texel in float64) to within 3 %; without the lamps as sources, split-sum alone misses it
+    by ten times more. Measured: 0.010 with the sources, 0.72 without."""
+    torch.manual_seed(2)
+    cube = lamp_studio(32)
+    normal = torch.nn.functional.normalize(torch.randn(120, 3, dtype=torch.float64), dim=-1)
+    view = torch.nn.functional.normalize(normal + 0.7 * torch.randn(120, 3, dtype=torch.float64),
+                                         dim=-1)
+    facing = (normal * view).sum(-1) > 0.2
+    normal, view = normal[facing], view[facing]
+    lut = brdf_lut(64, cache_dir=tmp_path).double()
+    kd = torch.zeros(len(normal), 3, dtype=torch.float64)
+    ks = torch.tensor([0.0, 0.8, 0.0], dtype=torch.float64).expand(len(normal), 3)
+    coat = torch.tensor([1.0, 0.3], dtype=torch.float64)
+    exact = exact_radiance(cube, normal, view, kd[0], 0.3, 0.0)
+    n_dot_v = (normal * view).sum(-1, keepdim=True)
+    a, b = split_sum_terms(n_dot_v, torch.tensor(0.3, dtype=torch.float64))
+    kept = 1 - (0.04 * a + b)
+    errors = {}
+    for count in (0, 48):
+        light = EnvironmentLight(base=cube, min_resolution=8, sources=count).double()
+        light.build_mips()
+        with torch.no_grad():
+            bare = pbr(light, lut, kd, ks, normal, view, ctx=CTX)
+            coated = pbr(light, lut, kd, ks, normal, view, ctx=CTX, coat=coat)
+        added = coated - bare * kept
+        errors[count] = float((added - exact).norm() / exact.norm())
+    print(errors)
+    assert errors[48] < 0.03
+    assert errors[0] > 10 * errors[48]
 
 
 def _diffuse(cube, normal, kd):

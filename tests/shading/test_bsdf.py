@@ -67,6 +67,33 @@ def test_white_furnace(white_light, lut):
         assert torch.allclose(full[:, 0].double(), full_expected, atol=2e-3), layered
 
 
+def test_a_clear_coat_reflects_its_albedo_and_dims_what_lies_under_it(white_light, lut):
+    """Under a uniform white sky a coat ``(w, r_c)`` adds its albedo ``w E_c`` and dims the
+    material beneath by ``1 - w E_c``, with ``E_c = 0.04 A + B`` (single scattering, as
+    Cycles' coat) from float64 integrals: a white dielectric still reflects exactly what
+    arrives, a black one what the coat alone reflects; a coat of weight 0 changes nothing."""
+    n = unit(300)
+    view = torch.nn.functional.normalize(n + 1.5 * unit(300), dim=-1)
+    facing = (n * view).sum(-1) > 0.05
+    n, view = n[facing][:100], view[facing][:100]
+    ks = torch.tensor([0.0, 0.7, 0.0]).expand(100, 3)
+    coat = torch.tensor([0.8, 0.1])
+    n_dot_v = (n * view).sum(-1).clamp(1e-4, 1).double()
+    a, b = split_sum_terms(n_dot_v, torch.tensor(0.1, dtype=torch.float64))
+    albedo = 0.04 * a + b
+    assert albedo.max() > 0.1  # grazing views: the coat matters
+    white = pbr(white_light, lut, torch.ones(100, 3), ks, n, view, ctx=CTX, coat=coat)
+    assert torch.allclose(white, torch.ones_like(white), atol=3e-3)
+    black = torch.zeros(100, 3)
+    bare = pbr(white_light, lut, black, ks, n, view, ctx=CTX)[:, 0].double()
+    coated = pbr(white_light, lut, black, ks, n, view, ctx=CTX, coat=coat)[:, 0].double()
+    assert torch.allclose(coated, bare * (1 - 0.8 * albedo) + 0.8 * albedo, atol=3e-3)
+    kd = torch.rand(100, 3)
+    assert torch.equal(pbr(white_light, lut, kd, ks, n, view, ctx=CTX),
+                       pbr(white_light, lut, kd, ks, n, view, ctx=CTX,
+                           coat=torch.tensor([0.0, 0.1])))
+
+
 def test_metallic_and_occlusion(white_light, lut):
     """A metal under a white sky reflects its single-scattering albedo ``kd A + B`` and the
     light lost between the microfacets, ``kd (1 - E) / E`` of it (Blender's Multiscatter

@@ -45,7 +45,8 @@ def initial_textures(settings: Settings, device, base_material: Material | None 
     - "random": kd uniform in its range, occlusion uniform in its range cut at 0.01,
       roughness and metallic uniform in theirs, flat normals (the reference system's random
       textures);
-    - "base_mesh": the base mesh's own material resampled (constants where it has none).
+    - "base_mesh": the base mesh's own material resampled (constants where it has none), and
+      its clear coat, which the run keeps as it is.
 
     No normal map unless ``settings.trains_normal_map()``.
     """
@@ -53,6 +54,7 @@ def initial_textures(settings: Settings, device, base_material: Material | None 
     kd_low, kd_high = (torch.tensor(v) for v in ranges["kd"])
     ks_low, ks_high = (torch.tensor(v, dtype=torch.float32) for v in ranges["ks"])
     mid_kd = [*CONSTANT_START["kd"], 1.0][:len(kd_low)]
+    coat = None
     values = {"kd": torch.tensor(mid_kd).clamp(kd_low, kd_high).expand(size, size, -1),
               "ks": torch.tensor(CONSTANT_START["ks"]).clamp(ks_low, ks_high)
               .expand(size, size, 3),
@@ -67,6 +69,7 @@ def initial_textures(settings: Settings, device, base_material: Material | None 
         ks_high[0] = ks_high[0].clamp(max=0.01).clamp(min=ks_low[0])  # occlusion near none
         values["ks"] = uniform(ks_low, ks_high)
     elif settings.material.init_textures == "base_mesh" and base_material is not None:
+        coat = base_material.coat
         for name in ("kd", "ks", "normal"):
             channel = getattr(base_material, name)
             if channel is not None:
@@ -75,7 +78,8 @@ def initial_textures(settings: Settings, device, base_material: Material | None 
     textures = [Texture2D(values[name], *ranges[name]) for name in names]
     for texture in textures:
         texture.clamp_()  # a base mesh's material may lie outside the ranges
-    return TextureMaterial(*textures, mip_bias=settings.material.texture_mip_bias).to(device)
+    return TextureMaterial(*textures, mip_bias=settings.material.texture_mip_bias,
+                           coat=coat).to(device)
 
 
 def has_textures(material: Material) -> bool:
@@ -85,12 +89,14 @@ def has_textures(material: Material) -> bool:
 
 
 def averaged(material: Material) -> Material:
-    """``material`` with each texture replaced by its mean value and no normal map: the start
-    a material's textures leave when the mesh's UVs they follow were replaced."""
+    """``material`` with each texture replaced by its mean value and no normal map (its clear
+    coat kept): the start a material's textures leave when the mesh's UVs they follow were
+    replaced."""
     def mean(channel: torch.Tensor) -> torch.Tensor:
         return channel.mean((0, 1)) if is_texture(channel) else channel
 
-    return Material(material.name, mean(material.kd), mean(material.ks), None)
+    return Material(material.name, mean(material.kd), mean(material.ks), None,
+                    coat=material.coat)
 
 
 def _resampled(channel: torch.Tensor, size: int, like: torch.Tensor) -> torch.Tensor:

@@ -5,14 +5,16 @@ Layout of ``out_dir`` (every file listed in ``manifest.json``, with its role):
 - ``mesh.glb`` (mesh): the mesh in Blender's world frame (stored Y-up, as glTF wants) with a
   metallic-roughness material: ``kd`` the base colour texture (sRGB), ``ks`` one linear
   texture used as metallic-roughness and occlusion texture (R = 1 - occlusion, G = roughness,
-  B = metallic), the tangent-space normal map; what Blender's own glTF importer reads.
+  B = metallic), the tangent-space normal map, and a clear coat the start gave
+  (``KHR_materials_clearcoat``); what Blender's own glTF importer reads.
 - ``probe.hdr`` (light): the environment light, 512 x 1024 equirectangular, linear Radiance
   HDR, mapped like Blender's Environment Texture.
 - ``validation_view_NN.png`` (validation): held-out view NN, target | result | error x 4,
   sRGB; the view's name is ``metrics.json``'s ``views[NN].name``.
 - ``metrics.json`` (metrics): validation figures, timings, the settings and the loss history.
 - only when asked (``export_obj``): ``mesh.obj``, ``mesh.mtl``, ``texture_kd.png`` (sRGB),
-  ``texture_ks.png`` and ``texture_n.png`` (linear) (obj), as nvdiffrec writes them.
+  ``texture_ks.png`` and ``texture_n.png`` (linear) (obj), as nvdiffrec writes them (without
+  a clear coat, which MTL cannot hold: a warning says so).
 - ``manifest.json``, written last (``diffrec.protocol.manifest``): its presence means the
   result is complete. Anything else in ``out_dir`` (checkpoints, files of earlier runs) is not
   part of the result.
@@ -41,7 +43,8 @@ log = logging.getLogger(__name__)
 
 def textures_to_material(material) -> Material:
     """A ``render.material.TextureMaterial`` as a ``diffrec.io.Material`` (numpy arrays), its
-    fitted mip levels (``mips``, where it has them) included, normal levels renormalised."""
+    fitted mip levels (``mips``, where it has them) and its clear coat included, normal levels
+    renormalised."""
     kd = material.kd.data.detach().cpu().numpy()
     ks = material.ks.data.detach().cpu().numpy()
     normal = None
@@ -50,7 +53,9 @@ def textures_to_material(material) -> Material:
     mips = {name: [(F.normalize(level.detach().cpu(), dim=-1) if name == "normal"
                     else level.detach().cpu()).numpy() for level in levels]
             for name, levels in (getattr(material, "mips", None) or {}).items()}
-    return Material(name="diffrec", kd=kd, ks=ks, normal=normal, mips=mips or None)
+    coat = getattr(material, "coat", None)
+    return Material(name="diffrec", kd=kd, ks=ks, normal=normal, mips=mips or None,
+                    coat=None if coat is None else coat.detach().cpu())
 
 
 def write_result(out_dir: Path, result, *, export_obj: bool = False) -> Path:
@@ -94,6 +99,11 @@ def write_asset(out_dir: Path, mesh, material, light, *, export_obj: bool = Fals
         warnings.extend(notes)
     if export_obj:
         write_obj(out_dir / "mesh.obj", mesh, io_material, texture_stem="texture")
+        if io_material.coat is not None:
+            notes = ["mesh.obj has no clear coat (MTL cannot hold one): mesh.glb has it"]
+            log.warning("%s", notes[0])
+            if warnings is not None:
+                warnings.extend(notes)
         textures = {"kd": io_material.kd, "ks": io_material.ks, "n": io_material.normal}
         roles.update(dict.fromkeys(
             ["mesh.obj", "mesh.mtl", *(f"texture_{suffix}.png" for suffix, value

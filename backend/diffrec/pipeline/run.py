@@ -180,6 +180,17 @@ def _start_light_at_sun(ctx, mesh: Mesh, train: Views, light, reporter: Reporter
     reporter.log(NO_SUN if sun is None else sun.sentence())
 
 
+def _keep_coat(settings: Settings, coat: torch.Tensor, reporter: Reporter) -> None:
+    """Says that the start's clear coat is kept as it is; refuses it to the path-traced pass,
+    which does not shade one."""
+    if settings.path_tracing.renderer == "path-traced":
+        raise UserError("the start has a clear coat, which the path-traced pass does not "
+                        "shade: set renderer to rasterized, or start without the coat")
+    weight, roughness = coat.tolist()
+    reporter.log(f"the start's clear coat (weight {weight:.2f}, roughness {roughness:.2f}) "
+                 "is kept over the fitted material")
+
+
 def _decimated(mesh: Mesh, budget: int, reporter: Reporter) -> Mesh:
     """``mesh`` itself when it has at most ``budget`` triangles (or ``budget`` is 0), else its
     surface decimated to the budget (``simplify``) without its UVs, normals and tangents,
@@ -280,6 +291,8 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
                             f"{unwrapping['method']}): they start as their averages")
             reporter.log(warnings[-1], level="warning")
         material = initial_textures(settings, torch_device, base_material)
+        if material.coat is not None:
+            _keep_coat(settings, material.coat, reporter)
         if settings.looks_for_sun():
             _start_light_at_sun(ctx, mesh, train, light, reporter)
         if starts_levelled(settings):

@@ -2,8 +2,9 @@
 
 A material is a module called with a ``GBuffer`` that returns a ``SurfaceSample``:
 ``kd`` (base colour, linear, ``[..., 3]`` or ``[..., 4]`` with straight alpha), ``ks``
-(occlusion, roughness, metallic) and ``normal`` (tangent-space normal-map value in [-1, 1]^3,
-OpenGL convention, or None for the unperturbed normal).
+(occlusion, roughness, metallic), ``normal`` (tangent-space normal-map value in [-1, 1]^3,
+OpenGL convention, or None for the unperturbed normal) and ``coat`` (a clear coat
+``(weight, roughness)`` ``[2]`` over the whole surface, ``diffrec.shading.bsdf``; or None).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 import torch
 
 from diffrec import raster
+from diffrec.io.material import check_coat
 from diffrec.mesh import uv_seams
 from diffrec.render.gbuffer import GBuffer
 from diffrec.render.texture2d import Texture2D
@@ -28,6 +30,7 @@ class SurfaceSample:
     kd: torch.Tensor
     ks: torch.Tensor
     normal: torch.Tensor | None = None
+    coat: torch.Tensor | None = None
 
 
 class TextureMaterial(torch.nn.Module):
@@ -37,13 +40,19 @@ class TextureMaterial(torch.nn.Module):
 
     ``mips``: {"kd" | "ks" | "normal": levels 1..n ``[h, w, C]``} read instead of the
     textures' 2x2 box averages (``pipeline.mip_fit``); a channel absent from it, or None, is
-    box-averaged."""
+    box-averaged.
+
+    ``coat``: a clear coat ``(weight, roughness)`` over the whole surface
+    (``diffrec.io.Material.coat``), or None; it is given, not trained, and moves with the
+    module (a buffer outside the state dict)."""
 
     def __init__(self, kd: Texture2D, ks: Texture2D, normal: Texture2D | None = None,
-                 mip_bias: float = 0.0):
+                 mip_bias: float = 0.0, coat: torch.Tensor | None = None):
         super().__init__()
         self.kd, self.ks, self.normal = kd, ks, normal
         self.mip_bias = float(mip_bias)
+        self.register_buffer("coat", None if coat is None else check_coat(coat),
+                             persistent=False)
         self.mips: dict[str, list[torch.Tensor]] | None = None
         self._seams_of: torch.Tensor | None = None  # the UV index buffer ``_seams`` are of
         self._seams: tuple[torch.Tensor, torch.Tensor] | None = None
@@ -64,7 +73,7 @@ class TextureMaterial(torch.nn.Module):
         kd = texture(material.kd, *KD_RANGE)
         ks = texture(material.ks, ks_min, ks_max)
         normal = None if material.normal is None else texture(material.normal, *NORMAL_RANGE)
-        shader = cls(kd, ks, normal)
+        shader = cls(kd, ks, normal, coat=material.coat)
         if material.mips is not None:
             shader.mips = {name: [torch.as_tensor(level, dtype=torch.float32) for level in levels]
                            for name, levels in material.mips.items()}
@@ -104,7 +113,7 @@ class TextureMaterial(torch.nn.Module):
         normal = None
         if self.normal is not None and gb.tangent is not None:
             normal = sample("normal")
-        return SurfaceSample(kd=sample("kd"), ks=sample("ks"), normal=normal)
+        return SurfaceSample(kd=sample("kd"), ks=sample("ks"), normal=normal, coat=self.coat)
 
     @torch.no_grad()
     def fold_occlusion_(self) -> None:

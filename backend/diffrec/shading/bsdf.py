@@ -20,6 +20,13 @@ so a white dielectric under a uniform white sky reflects exactly what arrives. n
 two lobes, without ``M`` (``layered=False``): 2 to 4 % too bright facing the eye, 6 to 35 % at
 grazing angles (``n.v`` 0.2), which a fit judged in Blender pays for in a darker base colour
 and a roughness that wanders (docs/BENCHMARKS.md, "The diffuse under the coat").
+A clear coat ``(w, r_c)`` (Blender's Coat Weight and Coat Roughness; glTF's
+``KHR_materials_clearcoat``) lies over all of it as Cycles layers it: a single-scattering
+dielectric lobe of roughness ``r_c`` (``0.04``, shaded as the specular above without ``M``)
+added with weight ``w``, and everything beneath dimmed by the light the coat reflects,
+``1 - w (0.04 A_c + B_c)``; the coat's normal is the shading normal (glTF's
+``clearcoatNormalTexture`` is the normal map). Under a uniform white sky a white dielectric
+still reflects what arrives.
 ``light`` is anything with ``diffuse(n)``, ``specular(r, roughness)`` and
 ``source_specular(n, v, spec_col, roughness)``, the exact specular reflection of light it
 holds as directional sources (``diffrec.light.EnvironmentLight``; ``diffrec.light.sources``;
@@ -124,12 +131,13 @@ def lookup_brdf_lut(lut: torch.Tensor, n_dot_v: torch.Tensor, roughness: torch.T
 
 
 def pbr(light, lut: torch.Tensor, kd, ks, normal, view, *, ctx, layered: bool = True,
-        covered: torch.Tensor | None = None) -> torch.Tensor:
+        covered: torch.Tensor | None = None, coat: torch.Tensor | None = None) -> torch.Tensor:
     """Metallic-roughness split-sum shading (see the module docstring) -> ``[..., 3]``;
     ``layered``: the diffuse under the specular coat and the light lost between microfacets
     given back (Blender's Principled BSDF), else the two added (nvdiffrec); ``covered``:
     where the light's sources need shading (a boolean mask of ``normal``'s leading shape;
-    None: everywhere)."""
+    None: everywhere); ``coat``: a clear coat ``(weight, roughness)`` ``[2]`` over all of it,
+    or None."""
     occlusion, roughness, metallic = ks[..., 0:1], ks[..., 1:2], ks[..., 2:3]
     spec_col = DIELECTRIC_F0 * (1 - metallic) + kd * metallic
     diff_col = kd * (1 - metallic)
@@ -143,22 +151,44 @@ def pbr(light, lut: torch.Tensor, kd, ks, normal, view, *, ctx, layered: bool = 
         diff_col = diff_col * (1 - (DIELECTRIC_F0 * a + b) * (1 + DIELECTRIC_F0 * lost))
         specular = specular * (1 + spec_col * lost)
     diffuse = light.diffuse(normal, ctx=ctx) * diff_col
-    return (diffuse + specular) * (1 - occlusion)
+    shaded = diffuse + specular
+    if coat is not None:
+        shaded = _under_coat(shaded, coat, light, lut, normal, view, reflect, n_dot_v, ctx=ctx,
+                             covered=covered)
+    return shaded * (1 - occlusion)
+
+
+def _under_coat(beneath: torch.Tensor, coat: torch.Tensor, light, lut: torch.Tensor, normal,
+                view, reflect, n_dot_v, *, ctx, covered) -> torch.Tensor:
+    """``beneath`` (radiance ``[..., 3]``) under a clear coat ``(weight, roughness)``: dimmed
+    by the coat's directional albedo times its weight, and the coat's own reflection added
+    (the module docstring; Cycles' coat is single-scattering GGX, its Fresnel a dielectric's
+    of IOR 1.5)."""
+    weight = coat[0].to(beneath)
+    roughness = coat[1].to(beneath).expand_as(n_dot_v)
+    a, b = lookup_brdf_lut(lut, n_dot_v, roughness, ctx=ctx)
+    albedo = DIELECTRIC_F0 * a + b
+    f0 = torch.full_like(normal, DIELECTRIC_F0)
+    reflected = (light.specular(reflect, roughness, ctx=ctx) * albedo
+                 + light.source_specular(normal, view, f0, roughness, covered))
+    return beneath * (1 - weight * albedo) + weight * reflected
 
 
 def shade(mode: str, light, lut, kd, ks, normal, view, *, ctx, layered: bool = True,
-          covered: torch.Tensor | None = None) -> torch.Tensor:
+          covered: torch.Tensor | None = None, coat: torch.Tensor | None = None
+          ) -> torch.Tensor:
     """Colour for a display mode, ``[..., 3]``:
 
-    - "pbr": the full shading (``pbr``, ``layered`` or not, ``covered`` as there), linear
-      radiance;
+    - "pbr": the full shading (``pbr``, ``layered``, ``covered`` and ``coat`` as there),
+      linear radiance;
     - "kd": the base colour; "ks": the (occlusion, roughness, metallic) texture as RGB;
     - "normal": the world shading normal mapped to [0, 1] as ``(n + 1)/2``;
     - "shading-only": the light alone on a white Lambertian surface, ``light.diffuse(n)``
       (kd = 1, not metallic, no occlusion): geometry, normals and light without textures.
     """
     if mode == "pbr":
-        return pbr(light, lut, kd, ks, normal, view, ctx=ctx, layered=layered, covered=covered)
+        return pbr(light, lut, kd, ks, normal, view, ctx=ctx, layered=layered, covered=covered,
+                   coat=coat)
     if mode == "kd":
         return kd
     if mode == "ks":
