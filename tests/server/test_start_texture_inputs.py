@@ -1,6 +1,7 @@
-"""Start textures (``start_kd``, ``start_ks``, ``start_normal``) are checked at submit like
-every other input: a wrong layout, a NaN, or textures without the UVs they cover are refused
-with ``invalid_input`` and a sentence naming the array."""
+"""Start textures (``start_kd``, ``start_ks``, ``start_normal``) and a start's clear coat
+(``start_coat``) are checked at submit like every other input: a wrong layout, a NaN, or
+textures without the UVs they cover are refused with ``invalid_input`` and a sentence naming
+the array."""
 
 from __future__ import annotations
 
@@ -58,6 +59,27 @@ def test_a_start_texture_of_the_wrong_layout_or_values_is_refused(client, name, 
     inputs[name] = change(inputs[name])
     error = error_of(lambda: client.submit(f"bad-{name}", SPEC, inputs))
     assert error.code == "invalid_input" and refusal in error.message, error.message
+
+
+@pytest.mark.parametrize(("coat", "refusal"), [
+    (np.float32([1.2, 0.1]), "array 'start_coat': values must lie in [0, 1], found 0.1 .. 1.2"),
+    (np.float32([[1.0, 0.1]]), "array 'start_coat': must have 1 dimensions"),
+    (np.float32([1.0, 0.1, 0.0]), "array 'start_coat': axis 0 must be 2"),
+    (np.float32([np.nan, 0.1]), "array 'start_coat' contains NaN or infinite values"),
+])
+def test_a_start_coat_of_the_wrong_layout_or_values_is_refused(client, coat, refusal):
+    inputs = {**textured_job(), "start_coat": coat}
+    error = error_of(lambda: client.submit("bad-coat", SPEC, inputs))
+    assert error.code == "invalid_input" and refusal in error.message, error.message
+
+
+def test_a_start_coat_in_reconstruct_is_refused(client):
+    inputs = {**textured_job(), "start_coat": np.float32([1.0, 0.1])}
+    spec = {**SPEC, "settings": {**SPEC["settings"], "mode": "reconstruct"}}
+    error = error_of(lambda: client.submit("coat-reconstruct", spec, inputs))
+    assert error.code == "invalid_input", error.message
+    assert "start_kd, start_ks, start_normal, start_coat: start textures cover a base mesh's " \
+        "UVs, and mode 'reconstruct' finds its own surface" in error.message, error.message
 
 
 @pytest.mark.parametrize(("spec_settings", "drop", "refusal"), [

@@ -167,6 +167,14 @@ def _alpha_range(images) -> str | None:
     return None
 
 
+def _unit_interval(values) -> str | None:
+    """Every value in [0, 1]."""
+    low, high = float(np.min(values)), float(np.max(values))
+    if low < 0 or high > 1:
+        return f"values must lie in [0, 1], found {low:.4g} .. {high:.4g}"
+    return None
+
+
 def _camera_matrices(cameras) -> str | None:
     """Each matrix must be affine (last row 0 0 0 1) with an invertible 3x3 part."""
     matrices = np.asarray(cameras, dtype=np.float64)
@@ -220,6 +228,8 @@ INPUTS: dict[str, ArraySpec] = {
     "start_kd": ArraySpec(_FLOATS, 3, (3,), finite=True),
     "start_ks": ArraySpec(_FLOATS, 3, (3,), finite=True),
     "start_normal": ArraySpec(_FLOATS, 3, (3,), finite=True),
+    # the start's clear coat over the whole surface (2,): weight, roughness, each in [0, 1]
+    "start_coat": ArraySpec(_FLOATS, 1, (2,), finite=True, values=_unit_interval),
     # start renders (N, H, W, 4): the base mesh with its start material rendered by the
     # targets' renderer, one per target image, same order and size; laid out as images
     "start_images": ArraySpec(("uint8", "uint16", *_FLOATS), 4, (None, None, 4), finite=True,

@@ -9,7 +9,8 @@ files, the device and the output folder are the server's business). Inputs: ``im
 ``normals`` + ``normal_faces``
 (optional), ``envmap`` (required when the light is kept or starts from the HDRI),
 ``start_kd``, ``start_ks``, ``start_normal`` (optional, over the base mesh's UVs: the textures
-the job starts from, ``pipeline.job_arrays``), ``start_images`` (optional, materials and
+the job starts from, ``pipeline.job_arrays``), ``start_coat`` (optional: the start's clear
+coat, kept), ``start_images`` (optional, materials and
 refine: the start rendered by the targets' renderer, one per image; ``pipeline.renderer_gap``).
 
 Results: the result folder of ``pipeline.outputs`` as the run wrote it (``mesh.glb``,
@@ -79,11 +80,12 @@ def _check_inputs(settings: Settings, inputs: Mapping[str, np.ndarray]) -> None:
 
 
 def _check_start_textures(settings: Settings, inputs: Mapping[str, np.ndarray]) -> None:
-    """Start textures come with a base mesh that has UVs, in a mode that keeps that mesh,
-    within the triangle budget (decimation would lose the UVs they were baked over)."""
-    from diffrec.pipeline.job_arrays import START_TEXTURES
+    """Start textures (and a start's coat) come with a base mesh that has UVs, in a mode that
+    keeps that mesh, within the triangle budget (decimation would lose the UVs they were baked
+    over)."""
+    from diffrec.pipeline.job_arrays import START_MATERIAL
 
-    sent = [name for name in START_TEXTURES if name in inputs]
+    sent = [name for name in START_MATERIAL if name in inputs]
     if not sent:
         return
     names = ", ".join(sent)
