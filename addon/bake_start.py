@@ -23,6 +23,11 @@ How each map is baked (Cycles, with the scene's device; CPU in the tests):
   ROUGHNESS pass bakes as a blend of the coat's and the base's (a glaze of 0.05 over a base of
   0.65 bakes about 0.31). A start for the fit does (``start_maps``): where a coat covers the
   surface, its reflections are what a single lobe must show.
+- ``base_roughness``: where the coat is one weight and one roughness over the whole reference
+  (``uniform_coat``: the inputs unlinked, the same in every Principled BSDF), the fit's
+  material keeps it as a layer of its own, and the same bake carries the Roughness input of
+  the Principled BSDF beneath it in its green instead: the base's own roughness, which the
+  coat's does not blur (``start_maps``).
 - ``normal``: the NORMAL pass in tangent space, R+ G+ B+ (OpenGL, Blender's convention),
   relative to the start's smooth normals and its UV map's tangents.
 
@@ -375,10 +380,39 @@ def has_coat(reference) -> bool:
     return False
 
 
+def uniform_coat(reference) -> tuple[float, float] | None:
+    """``(weight, roughness)`` of ``reference``'s clear coat where it is one coat over the
+    whole object: every Principled BSDF its materials' outputs read (``_shaders``) has Coat
+    Weight and Coat Roughness unlinked, the same values, and a weight above 0; else None."""
+    coats = set()
+    for slot in reference.material_slots:
+        material = slot.material
+        tree = material.node_tree if material is not None else None
+        output = tree.get_output_node("CYCLES") if tree is not None else None
+        if output is None:
+            return None
+        for node in _shaders(output.inputs["Surface"]):
+            weight = node.inputs.get("Coat Weight") if node.bl_idname == PRINCIPLED else None
+            if weight is None:
+                return None
+            roughness = node.inputs["Coat Roughness"]
+            if weight.is_linked or roughness.is_linked:
+                return None
+            coats.add((round(weight.default_value, 6), round(roughness.default_value, 6)))
+    if len(coats) != 1:
+        return None
+    (coat,) = coats
+    return coat if coat[0] > 0 else None
+
+
 def start_maps(maps: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """``maps`` as a fit should start from them: the roughness turned towards the coat's by
-    the coat's weight, ``(1 - w) r + w r_coat`` (one specular lobe shows a coat's reflections
-    where a coat covers the surface); the same arrays where no coat was baked."""
+    """``maps`` as a fit should start from them: under a uniform coat, which the fit keeps as
+    a layer (``uniform_coat``), the base's own roughness (``base_roughness``); under another
+    coat, the roughness turned towards the coat's by the coat's weight, ``(1 - w) r + w
+    r_coat`` (one specular lobe shows a coat's reflections where a coat covers the surface);
+    the same arrays where no coat was baked."""
+    if "base_roughness" in maps:
+        return {**maps, "roughness": maps["base_roughness"]}
     if "coat" not in maps:
         return maps
     weight, coat = maps["coat"][..., 0], maps["coat"][..., 1]
@@ -411,8 +445,9 @@ def _bake_margin(size: int) -> int:
 class MapBaker:
     """Bakes ``reference``'s appearance onto ``start``'s UVs with Cycles, Selected to Active,
     one map of ``MAPS`` per ``step()`` (main thread only). Maps: 'base_color' linear
-    [H, W, 3], 'roughness' [H, W], 'metallic' [H, W], with it 'coat' [H, W, 2] (weight,
-    roughness) where the reference has one (``has_coat``), 'normal' tangent-space [H, W, 3]
+    [H, W, 3], 'roughness' [H, W], 'metallic' [H, W], with it 'base_roughness' [H, W] where
+    the reference has a uniform coat (``coat_layer``, ``uniform_coat``), else 'coat' [H, W, 2]
+    (weight, roughness) where it has one (``has_coat``), 'normal' tangent-space [H, W, 3]
     encoded in [0, 1] (OpenGL +Y), all float32, rows top-down, ``size`` x ``size``; texels
     past the UV charts are dilated by Cycles' margin. Nothing of the scene is changed between
     steps nor after ``close()`` (which the last step calls): render settings, the reference's
@@ -429,6 +464,7 @@ class MapBaker:
             raise ValueError(f"size ({size}) and samples ({samples}) must be positive")
         self.scene, self.size, self.samples = scene, size, samples
         self.coat = has_coat(reference)
+        self.coat_layer = uniform_coat(reference) if self.coat else None
         self.maps: dict[str, np.ndarray] = {}
         self.done = 0
         self._made: list = []  # (collection, datablock) to remove on close
@@ -473,8 +509,10 @@ class MapBaker:
             slot.link = "OBJECT"
 
     def _metallic_emission_copy(self, material):
-        """``material`` emitting its metallic, and its coat's weight and roughness where the
-        reference has a coat."""
+        """``material`` emitting its metallic, and under a uniform coat the base's roughness,
+        under another coat the coat's weight and roughness."""
+        if self.coat_layer is not None:
+            return _emission_copy(material, "Metallic", "Roughness")
         coat = ("Coat Weight", "Coat Roughness") if self.coat else ()
         return _emission_copy(material, "Metallic", *coat)
 
@@ -506,7 +544,9 @@ class MapBaker:
             try:
                 name = MAPS[self.done]
                 pixels = self._bake(name)
-                if name == "metallic" and self.coat:
+                if name == "metallic" and self.coat_layer is not None:
+                    self.maps["base_roughness"] = np.ascontiguousarray(pixels[..., 1])
+                elif name == "metallic" and self.coat:
                     self.maps["coat"] = np.ascontiguousarray(pixels[..., 1:3])
                 self.maps[name] = np.ascontiguousarray(
                     pixels[..., :3] if name in ("base_color", "normal") else pixels[..., 0])
@@ -582,10 +622,13 @@ def bake_maps(scene, reference, start, size: int, samples: int = 16) -> dict[str
         baker.close()
 
 
-def baked_material(name: str, maps: dict[str, np.ndarray]) -> bpy.types.Material:
+def baked_material(name: str, maps: dict[str, np.ndarray],
+                   coat: tuple[float, float] | None = None) -> bpy.types.Material:
     """Blender's route's result material: a Principled BSDF reading the maps as images packed
     into the .blend (base colour 8-bit sRGB; roughness, metallic and normal 8-bit Non-Color,
-    the normal through a Normal Map node in tangent space)."""
+    the normal through a Normal Map node in tangent space); ``coat`` ``(weight, roughness)``:
+    a clear coat over it, on the same normals (the material a fit with that coat starts
+    from)."""
     material = bpy.data.materials.new(name)
     tree = material.node_tree
     principled = next(node for node in tree.nodes if node.bl_idname == PRINCIPLED)
@@ -609,4 +652,8 @@ def baked_material(name: str, maps: dict[str, np.ndarray]) -> bpy.types.Material
     tree.links.new(texture("normal", "Non-Color", (-600, -600)).outputs["Color"],
                    normal_map.inputs["Color"])
     tree.links.new(normal_map.outputs["Normal"], principled.inputs["Normal"])
+    if coat is not None:
+        principled.inputs["Coat Weight"].default_value = coat[0]
+        principled.inputs["Coat Roughness"].default_value = coat[1]
+        tree.links.new(normal_map.outputs["Normal"], principled.inputs["Coat Normal"])
     return material

@@ -67,18 +67,23 @@ def poses_found(folder: str) -> bool:
     return captures.detect_layout(Path(bpy.path.abspath(folder))) in captures.FOUND_POSE_LAYOUTS
 
 
-def start_textures(maps: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def start_textures(maps: dict[str, np.ndarray], coat: tuple[float, float] | None = None
+                   ) -> dict[str, np.ndarray]:
     """The baked maps (``bake_start.MapBaker.maps``) as the job's starting textures
     (docs/protocol.md, section 8): ``start_kd`` linear base colour, ``start_ks`` glTF-packed
-    (no occlusion, roughness turned towards a clear coat's by ``bake_start.start_maps``,
-    metallic), ``start_normal`` tangent-space in [0, 1]; each float32 [H, W, 3], rows
-    top-down."""
+    (no occlusion, the roughness ``bake_start.start_maps`` gives, metallic), ``start_normal``
+    tangent-space in [0, 1]; each float32 [H, W, 3], rows top-down; and ``start_coat``
+    float32 [2] for a uniform clear coat ``coat`` (``MapBaker.coat_layer``), which the job
+    keeps."""
     maps = bake_start.start_maps(maps)
     occlusion = np.zeros_like(maps["roughness"])
-    return {"start_kd": np.ascontiguousarray(maps["base_color"], np.float32),
-            "start_ks": np.stack([occlusion, maps["roughness"], maps["metallic"]],
-                                 -1).astype(np.float32),
-            "start_normal": np.ascontiguousarray(maps["normal"], np.float32)}
+    arrays = {"start_kd": np.ascontiguousarray(maps["base_color"], np.float32),
+              "start_ks": np.stack([occlusion, maps["roughness"], maps["metallic"]],
+                                   -1).astype(np.float32),
+              "start_normal": np.ascontiguousarray(maps["normal"], np.float32)}
+    if coat is not None:
+        arrays["start_coat"] = np.asarray(coat, np.float32)
+    return arrays
 
 
 class SubmissionBuilder:
@@ -220,13 +225,14 @@ class SubmissionBuilder:
     def _render_start(self) -> np.ndarray:
         """The start alone (every other object hidden from the render, the reference too; the
         baked copy wearing its baked maps as the fit starts from them, ``bake_start.start_maps``
-        in ``bake_start.baked_material``) from the next target
+        in ``bake_start.baked_material``, under its uniform coat) from the next target
         camera, at the targets' size, with the scene's engine and seed as the targets: float32
         [H, W, 4] as ``export_scene.render_view`` returns it."""
         start = self._copy if self.start == "BAKED" else self.subject
         if self.start == "BAKED" and self._baked_material is None:
             self._baked_material = bake_start.baked_material(
-                f"{start.name} baked", bake_start.start_maps(self._baker.maps))
+                f"{start.name} baked", bake_start.start_maps(self._baker.maps),
+                self._baker.coat_layer)
             start.data.materials.append(self._baked_material)
         others = [obj for obj in self.scene.objects
                   if obj.type in subjects.GEOMETRY_TYPES and obj != start]
@@ -258,7 +264,7 @@ class SubmissionBuilder:
         if mesh.uvs is not None:
             arrays.update(uvs=mesh.uvs, uv_faces=mesh.uv_faces)
         if self._baker is not None:
-            arrays.update(start_textures(self._baker.maps))
+            arrays.update(start_textures(self._baker.maps, self._baker.coat_layer))
         return arrays
 
     def _finish(self, context) -> job_session.Submission:

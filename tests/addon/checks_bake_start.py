@@ -251,6 +251,7 @@ def check_maps_match_the_known_material():
     assert np.abs(metallic - (points[:, 0] > 0)).max() < 0.01, metallic
     # no clear coat: none baked, and the fit starts from the roughness as baked
     assert not bake_start.has_coat(reference) and "coat" not in maps
+    assert bake_start.uniform_coat(reference) is None and "base_roughness" not in maps
     assert bake_start.start_maps(maps) is maps
     # a smooth sphere onto its decimation: no bumps, the normals close to the start's own
     normal = maps["normal"][rows, columns]
@@ -267,12 +268,13 @@ def check_a_clear_coat_turns_the_starts_roughness_towards_its_own():
     reference.data.materials.append(material)
     start = bake_start.decimated_copy(reference, 300, "start")
     assert bake_start.has_coat(reference)
+    assert bake_start.uniform_coat(reference) is None  # its weight varies: not one layer
     maps = bake_start.bake_maps(bpy.context.scene, reference, start, SIZE, samples=1)
     rows, columns, points = _covered_texels(start, SIZE)
     known = _away(points, "z")
     rows, columns, points = rows[known], columns[known], points[known]
     top = points[:, 2] > 0
-    assert maps["coat"].shape == (SIZE, SIZE, 2)
+    assert maps["coat"].shape == (SIZE, SIZE, 2) and "base_roughness" not in maps
     coat = maps["coat"][rows, columns]
     assert np.abs(coat[:, 0] - top).max() < 0.01 and np.abs(coat[:, 1] - 0.05).max() < 0.01
     baked = maps["roughness"][rows, columns]
@@ -280,6 +282,38 @@ def check_a_clear_coat_turns_the_starts_roughness_towards_its_own():
     assert baked[top].min() > 0.15  # Blender's own map: one lobe, the coat's and the base's blended
     started = bake_start.start_maps(maps)["roughness"][rows, columns]
     assert np.abs(started - np.where(top, 0.05, 0.6)).max() < 0.02
+
+
+def check_a_uniform_clear_coat_is_kept_as_a_layer_over_the_bases_own_roughness():
+    """One coat over the whole reference (weight 1, roughness 0.05, unlinked) over a body of
+    roughness 0.6: the coat is read from the node, the metallic bake carries the body's
+    roughness (Blender's own map blends the two), the start wears the body's roughness under
+    the coat, and the start's material has the coat on the normal map's normals. A second
+    material with another coat makes it two layers, not one."""
+    reference = _sphere()
+    material = _constant_material("glazed", RED, 0.6, 0.0)
+    principled = material.node_tree.nodes["Principled BSDF"]
+    principled.inputs["Coat Weight"].default_value = 1.0
+    principled.inputs["Coat Roughness"].default_value = 0.05
+    reference.data.materials.append(material)
+    start = bake_start.decimated_copy(reference, 300, "start")
+    assert bake_start.uniform_coat(reference) == (1.0, 0.05)  # rounded to 6 decimals
+    maps = bake_start.bake_maps(bpy.context.scene, reference, start, SIZE, samples=1)
+    assert "coat" not in maps
+    rows, columns, _points = _covered_texels(start, SIZE)
+    assert np.abs(maps["base_roughness"][rows, columns] - 0.6).max() < 0.01
+    assert maps["roughness"][rows, columns].max() < 0.45  # Blender's: the two lobes blended
+    started = bake_start.start_maps(maps)
+    assert started["roughness"] is maps["base_roughness"]
+    made = bake_start.baked_material("start", started, bake_start.uniform_coat(reference))
+    inputs = made.node_tree.nodes["Principled BSDF"].inputs
+    assert abs(inputs["Coat Weight"].default_value - 1.0) < 1e-6
+    assert abs(inputs["Coat Roughness"].default_value - 0.05) < 1e-6
+    assert inputs["Coat Normal"].links[0].from_node.bl_idname == "ShaderNodeNormalMap"
+    other = _constant_material("varnished", BLUE, 0.6, 0.0)
+    other.node_tree.nodes["Principled BSDF"].inputs["Coat Weight"].default_value = 0.5
+    reference.data.materials.append(other)
+    assert bake_start.uniform_coat(reference) is None
 
 
 def check_multi_material_reference():

@@ -202,11 +202,11 @@ def check_the_start_renders_show_the_baked_copy_alone_from_the_target_cameras():
     assert _contents(scene) == before
 
 
-def check_a_coated_reference_starts_the_fit_from_its_coats_roughness():
-    """Built without a server: a reference under a clear coat (weight 1, roughness 0.05, over
-    the 0.4 body) bakes its coat with its metallic, and the start's roughness sent is the
-    coat's (Blender's
-    own roughness bake blends the two: checks_bake_start.py)."""
+def check_a_coated_reference_sends_its_coat_and_its_bodys_roughness():
+    """Built without a server: a reference under one clear coat (weight 1, roughness 0.05,
+    over the 0.4 body) sends that coat as ``start_coat``, which the job keeps, and the body's
+    roughness, read with the metallic, as the start's (Blender's own roughness bake blends
+    the two: checks_bake_start.py)."""
     scene, heavy, _beside = _scene()
     bsdf = heavy.data.materials[0].node_tree.nodes["Principled BSDF"]
     bsdf.inputs["Coat Weight"].default_value = 1.0
@@ -216,10 +216,13 @@ def check_a_coated_reference_starts_the_fit_from_its_coats_roughness():
     while not builder.step(bpy.context):
         texts.append(builder.text)
     assert builder.done == builder.steps, (builder.done, builder.steps)
-    assert "baking metallic 3/4" in texts, texts  # the coat comes with the metallic bake
-    roughness = builder.submission.arrays["start_ks"][..., 1]
-    charted = builder.submission.arrays["start_kd"].sum(-1) > 0  # texels the charts cover
-    assert np.median(roughness[charted]) < 0.08, np.median(roughness[charted])
+    assert "baking metallic 3/4" in texts, texts  # the body's roughness comes with it
+    arrays = builder.submission.arrays
+    assert arrays["start_coat"].dtype == np.float32
+    assert np.abs(arrays["start_coat"] - (1.0, 0.05)).max() < 1e-6, arrays["start_coat"]
+    roughness = arrays["start_ks"][..., 1]
+    charted = arrays["start_kd"].sum(-1) > 0  # texels the charts cover
+    assert abs(np.median(roughness[charted]) - 0.4) < 0.01, np.median(roughness[charted])
 
 
 def check_a_cancelled_bake_leaves_the_scene_as_it_was():
