@@ -6,16 +6,17 @@ result judged by Cycles on the held-out cameras under every judging light.
   unwrapped (``decimated_copy``), its base colour, roughness, metallic and tangent normals
   baked Selected to Active (``bake_maps``), a Principled material on the maps
   (``baked_material``); its wall time is these three calls.
-- **diffrec's route**: that start, its roughness turned towards the reference's clear coat's
-  where the bake found one (``fit_start``: the add-on's start, ``bake_start.start_maps``; the
-  same maps where there is no coat), exported by Blender's glTF exporter with that material
-  (``start.glb``) and rendered alone by Cycles from the training cameras with the targets'
-  seed (``start_renders/``, ``render_start``), then ``diffrec optimize --mode refine`` from
-  it (``init_textures`` "base_mesh": the bake as its starting textures; ``--start-renders``:
-  the fit learns how the reference differs from the start, not how Cycles differs from our
-  rasterizer) on the reference's training renders, with the true light kept (``--light
-  fixed --envmap``); its wall time is the bake's, the start renders' and the optimize
-  child's.
+- **diffrec's route**: that start as the add-on makes it (``fit_start``,
+  ``bake_start.start_maps``: under a uniform clear coat, the base's own roughness and the coat
+  as a layer, ``KHR_materials_clearcoat`` in the GLB, kept by the fit; under another coat, the
+  roughness turned towards the coat's; else the same maps), exported by Blender's glTF
+  exporter with that material (``start.glb``) and rendered alone by Cycles from the training
+  cameras with the targets' seed (``start_renders/``, ``render_start``), then ``diffrec
+  optimize --mode refine`` from it (``init_textures`` "base_mesh": the bake as its starting
+  textures; ``--start-renders``: the fit learns how the reference differs from the start,
+  not how Cycles differs from our rasterizer) on the reference's training renders, with the
+  true light kept (``--light fixed --envmap``); its wall time is the bake's, the start
+  renders' and the optimize child's.
 - **Baseline**: the same start with a copy of the reference's own procedural material.
 
 Judging: each result alone in the scene (the others unlinked), rendered with the judge's seed
@@ -171,15 +172,16 @@ def blender_route(bl_scene, reference, triangles: int, job: PeerJob, folder: Pat
 
 
 @contextlib.contextmanager
-def fit_start(start, maps: dict, job: PeerJob):
+def fit_start(start, maps: dict, job: PeerJob, coat: tuple[float, float] | None = None):
     """For the block, ``start`` wearing the maps diffrec's fit starts from
-    (``bake_start.start_maps``: Blender's route's ``maps``, the roughness turned towards a
-    clear coat's where the bake found one); yields those maps. Blender's material is back
-    after it."""
+    (``bake_start.start_maps``: Blender's route's ``maps``, the base's roughness under a
+    uniform clear coat, the roughness turned towards another coat's) under the reference's
+    uniform coat ``coat`` (``bake_start.uniform_coat``; its glTF export carries it as
+    ``KHR_materials_clearcoat``); yields those maps. Blender's material is back after it."""
     bake_start = addon_module("bake_start")
     fitted = bake_start.start_maps(maps)
     blender = start.data.materials[0]
-    start.data.materials[0] = bake_start.baked_material(f"{job.asset} start", fitted)
+    start.data.materials[0] = bake_start.baked_material(f"{job.asset} start", fitted, coat)
     try:
         yield fitted
     finally:
@@ -219,7 +221,8 @@ def run_budget(job: PeerJob) -> dict:
     bl_scene, reference = truth.reference_scene(job, seed=JUDGE_SEED)
     start, maps, record["time_s"]["bake"] = blender_route(bl_scene, reference, record["budget"],
                                                           job, out)
-    with fit_start(start, maps, job) as fitted:
+    record["start_coat"] = addon_module("bake_start").uniform_coat(reference)
+    with fit_start(start, maps, job, record["start_coat"]) as fitted:
         glb = export_start(start, out / "start.glb")
         record["start_texture_error"] = start_texture_error(glb, fitted)
         start_renders = None
