@@ -76,7 +76,13 @@ def world_quarter_turn(material, world) -> None:
     tree.links.new(mapping.outputs["Vector"], _node(tree, "ShaderNodeTexEnvironment").inputs[0])
 
 
+def coat_dropped(material, world) -> None:
+    """The clear coat the glTF importer read (``KHR_materials_clearcoat``) taken off."""
+    _node(material.node_tree, "ShaderNodeBsdfPrincipled").inputs["Coat Weight"].default_value = 0
+
+
 BREAKAGES = {
+    "coat dropped": coat_dropped,
     "kd read as data": kd_read_as_data,
     "roughness and metallic swapped": roughness_metallic_swapped,
     "occlusion ignored": occlusion_ignored,
