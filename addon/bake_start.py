@@ -363,19 +363,32 @@ def _shaders(shader_socket):
     return [node]
 
 
+def _surface_shaders(reference) -> list[list | None]:
+    """Per material slot of ``reference``, the shader nodes its material's Cycles output reads
+    (``_shaders``); None where the slot has no material, node tree or output (it renders
+    Blender's default surface)."""
+    found = []
+    for slot in reference.material_slots:
+        tree = slot.material.node_tree if slot.material is not None else None
+        output = tree.get_output_node("CYCLES") if tree is not None else None
+        found.append(None if output is None else _shaders(output.inputs["Surface"]))
+    return found
+
+
+def _coat_inputs(node):
+    """A Principled BSDF's (Coat Weight, Coat Roughness) sockets; None for another shader."""
+    if node.bl_idname != PRINCIPLED or node.inputs.get("Coat Weight") is None:
+        return None
+    return node.inputs["Coat Weight"], node.inputs["Coat Roughness"]
+
+
 def has_coat(reference) -> bool:
     """Whether a Principled BSDF of ``reference``'s materials (as ``_principled_input`` reads
     them) has a clear coat: its Coat Weight linked or above 0."""
-    for slot in reference.material_slots:
-        material = slot.material
-        if material is None or material.node_tree is None:
-            continue
-        output = material.node_tree.get_output_node("CYCLES")
-        if output is None:
-            continue
-        for node in _shaders(output.inputs["Surface"]):
-            weight = node.inputs.get("Coat Weight") if node.bl_idname == PRINCIPLED else None
-            if weight is not None and (weight.is_linked or weight.default_value > 0):
+    for nodes in _surface_shaders(reference):
+        for node in nodes or ():
+            inputs = _coat_inputs(node)
+            if inputs is not None and (inputs[0].is_linked or inputs[0].default_value > 0):
                 return True
     return False
 
@@ -385,20 +398,11 @@ def uniform_coat(reference) -> tuple[float, float] | None:
     whole object: every Principled BSDF its materials' outputs read (``_shaders``) has Coat
     Weight and Coat Roughness unlinked, the same values, and a weight above 0; else None."""
     coats = set()
-    for slot in reference.material_slots:
-        material = slot.material
-        tree = material.node_tree if material is not None else None
-        output = tree.get_output_node("CYCLES") if tree is not None else None
-        if output is None:
-            return None
-        for node in _shaders(output.inputs["Surface"]):
-            weight = node.inputs.get("Coat Weight") if node.bl_idname == PRINCIPLED else None
-            if weight is None:
+    for nodes in _surface_shaders(reference):
+        for inputs in (None,) if nodes is None else map(_coat_inputs, nodes):
+            if inputs is None or any(socket.is_linked for socket in inputs):
                 return None
-            roughness = node.inputs["Coat Roughness"]
-            if weight.is_linked or roughness.is_linked:
-                return None
-            coats.add((round(weight.default_value, 6), round(roughness.default_value, 6)))
+            coats.add(tuple(round(socket.default_value, 6) for socket in inputs))
     if len(coats) != 1:
         return None
     (coat,) = coats
