@@ -63,16 +63,21 @@ def use_light(bl_scene, light: dict) -> None:
     bpy.context.view_layer.update()
 
 
+BASE_COLOUR_INPUTS = (("ShaderNodeBsdfPrincipled", "Base Color"),
+                      ("ShaderNodeBsdfDiffuse", "Color"))
+"""Where a material's base colour is read: the first of these shaders it has, in this order."""
+
+
 def show_base_colour(material) -> None:
-    """Replace ``material``'s surface by an emission of its Principled BSDF's base colour
-    (whatever feeds that input), so a render shows the linear base colour, unlit."""
+    """Replace ``material``'s surface by an emission of its base colour (whatever feeds the
+    Principled BSDF's Base Color, or without one, the Diffuse BSDF's Color), so a render
+    shows the linear base colour, unlit."""
     tree = material.node_tree
-    bsdf = next((node for node in tree.nodes if node.bl_idname == "ShaderNodeBsdfPrincipled"),
-                None)
-    if bsdf is None:
-        raise ValueError(f"material {material.name!r} has no Principled BSDF")
+    base = next((node.inputs[name] for kind, name in BASE_COLOUR_INPUTS
+                 for node in tree.nodes if node.bl_idname == kind), None)
+    if base is None:
+        raise ValueError(f"material {material.name!r} has no Principled or Diffuse BSDF")
     emission = tree.nodes.new("ShaderNodeEmission")
-    base = bsdf.inputs["Base Color"]
     if base.is_linked:
         tree.links.new(base.links[0].from_socket, emission.inputs["Color"])
     else:
