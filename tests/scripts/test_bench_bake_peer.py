@@ -12,9 +12,9 @@ pytestmark = pytest.mark.blender
 @pytest.fixture(scope="module")
 def built():
     """Each asset built in a fresh scene, described before the next one clears it: {name:
-    {triangles, materials, principled inputs that are linked, colour ramps' interpolations,
-    share of the area marked metal (None: no mark), the coat's weight and roughness,
-    bounding-box corners}}."""
+    {triangles, materials, the shader nodes' kinds, principled inputs that are linked, colour
+    ramps' interpolations, share of the area marked metal (None: no mark), the coat's weight
+    and roughness (0, 0 without a Principled BSDF), bounding-box corners}}."""
     bpy = pytest.importorskip("bpy")
     from diffrec_bench.bake_peer import assets
     from diffrec_bench.bake_peer.catalogue import ASSETS
@@ -35,11 +35,13 @@ def built():
         out[name] = {
             "triangles": assets.triangles(obj), "materials": len(obj.data.materials),
             "principled": len(principled),
-            "linked": {s.name for s in principled[0].inputs if s.is_linked},
+            "shaders": sorted(n.bl_idname for n in nodes if "Bsdf" in n.bl_idname
+                              or n.bl_idname == "ShaderNodeMixShader"),
+            "linked": {s.name for p in principled[:1] for s in p.inputs if s.is_linked},
             "ramps": {n.color_ramp.interpolation for n in nodes
                       if n.bl_idname == "ShaderNodeValToRGB"},
             "metal": None if metal is None else float((values * areas).sum() / areas.sum()),
-            "coat": tuple(principled[0].inputs[name].default_value
+            "coat": tuple(principled[0].inputs[name].default_value if principled else 0.0
                           for name in ("Coat Weight", "Coat Roughness")),
             "corners": np.array([list(corner) for corner in obj.bound_box])}
     return out
@@ -54,9 +56,13 @@ def test_each_asset_is_one_heavy_triangulated_object_inside_the_unit_sphere(buil
 
 
 def test_materials_have_the_sharp_features_and_metal_the_issue_names(built):
-    for name, asset in built.items():  # one Principled BSDF: what the bake and judge read
-        assert asset["principled"] == 1, name
+    for name, asset in built.items():
         assert asset["ramps"] == {"CONSTANT"}, name
+        if name == "mixed":  # no Principled BSDF: a diffuse and a glossy shader mixed
+            assert asset["shaders"] == ["ShaderNodeBsdfAnisotropic", "ShaderNodeBsdfDiffuse",
+                                        "ShaderNodeMixShader"]
+            continue
+        assert asset["principled"] == 1, name  # one Principled BSDF: what the bake reads
         assert {"Base Color", "Roughness"} <= asset["linked"], name
     assert 0.05 < built["hard_surface"]["metal"] < 0.4  # the cap and feet, not the housing
     assert "Metallic" in built["hard_surface"]["linked"]
@@ -83,6 +89,32 @@ def test_a_result_is_judged_alone_and_the_others_come_back():
     with alone(first):
         assert [obj.name for obj in scene.objects if obj.type == "MESH"] == [first.name]
     assert {obj.name for obj in scene.objects} == {first.name, second.name}
+
+
+def test_the_base_colour_is_the_principled_bsdfs_or_else_the_diffuse_bsdfs():
+    """The judge's base-colour render shows what feeds the Principled BSDF's Base Color; a
+    material without one (the mixed asset's) shows its Diffuse BSDF's Color."""
+    bpy = pytest.importorskip("bpy")
+    from diffrec_bench.bake_peer import assets
+    from diffrec_bench.demo import scene as demo_scene
+    from diffrec_bench.quality.relight import show_base_colour
+
+    demo_scene.empty_scene(16, 1, use_gpu=False)
+    for name, shader, socket in (("sculpt", "ShaderNodeBsdfPrincipled", "Base Color"),
+                                 ("mixed", "ShaderNodeBsdfDiffuse", "Color")):
+        material = assets.BUILDERS[name][1]()
+        tree = material.node_tree
+        fed = next(n for n in tree.nodes if n.bl_idname == shader).inputs[socket]
+        source = fed.links[0].from_socket
+        show_base_colour(material)
+        surface = tree.get_output_node("CYCLES").inputs["Surface"].links[0].from_node
+        assert surface.bl_idname == "ShaderNodeEmission", name
+        assert surface.inputs["Color"].links[0].from_socket == source, name
+    plain = bpy.data.materials.new("glossy only")
+    plain.node_tree.nodes.clear()
+    plain.node_tree.nodes.new("ShaderNodeBsdfAnisotropic")
+    with pytest.raises(ValueError, match="no Principled or Diffuse BSDF"):
+        show_base_colour(plain)
 
 
 def _record(fraction, bake, fit, seconds=(60.0, 180.0)):

@@ -229,6 +229,26 @@ def _glazed_material() -> bpy.types.Material:
     return m.material
 
 
+def _mixed_material() -> bpy.types.Material:
+    """No Principled BSDF, as many older assets are made: a Diffuse BSDF of plum, sand and teal
+    bands from a noise, with a few dark flecks, mixed a quarter with a warm white Glossy BSDF
+    (roughness 0.15). A bake reads the diffuse colour and the roughness, and has no channel
+    for a gloss that is not a dielectric's."""
+    m = _Nodes("mixed")
+    m.tree.nodes.remove(m.bsdf)
+    bands = m.bands(m.noise(3.0, 2.0), [(0.0, (0.32, 0.08, 0.18)), (0.5, (0.8, 0.7, 0.5)),
+                                        (0.62, (0.05, 0.3, 0.32))])
+    diffuse = m.node("ShaderNodeBsdfDiffuse")
+    m.link(m.mix(m.spots(11.0, 0.12), bands, (0.03, 0.03, 0.03)), diffuse.inputs["Color"])
+    glossy = m.node("ShaderNodeBsdfAnisotropic", Roughness=0.15, Color=(0.9, 0.85, 0.75, 1.0))
+    mix = m.node("ShaderNodeMixShader", Fac=0.25)
+    m.link(diffuse.outputs["BSDF"], mix.inputs[1])
+    m.link(glossy.outputs["BSDF"], mix.inputs[2])
+    output = next(n for n in m.tree.nodes if n.bl_idname == "ShaderNodeOutputMaterial")
+    m.link(mix.outputs["Shader"], output.inputs["Surface"])
+    return m.material
+
+
 # -- shapes ------------------------------------------------------------------------------
 
 METAL = "metal"  # the hard-surface object's face attribute: 1 on its metal parts
@@ -291,6 +311,12 @@ def _glazed() -> bpy.types.Object:
     return _displaced_icosphere("glazed", [(0.9, 0.25, 1)], (0.75, 0.75, 1.0))
 
 
+def _mixed() -> bpy.types.Object:
+    """A squat round vessel with a broad swell and fine ripples finer than a 1 % budget
+    keeps."""
+    return _displaced_icosphere("mixed", [(0.8, 0.3, 1), (0.15, 0.04, 2)], (1.0, 1.0, 0.7))
+
+
 def _centre(obj: bpy.types.Object) -> None:
     """Move ``obj``'s mesh so its bounding box is centred at the origin."""
     low = [min(corner[axis] for corner in obj.bound_box) for axis in range(3)]
@@ -303,7 +329,8 @@ def _centre(obj: bpy.types.Object) -> None:
 BUILDERS = {"sculpt": (_sculpt, _sculpt_material),
             "hard_surface": (_hard_surface, _hard_surface_material),
             "chair": (_chair, _chair_material),
-            "glazed": (_glazed, _glazed_material)}
+            "glazed": (_glazed, _glazed_material),
+            "mixed": (_mixed, _mixed_material)}
 
 
 def build(name: str) -> bpy.types.Object:

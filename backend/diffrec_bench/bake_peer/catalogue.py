@@ -11,6 +11,8 @@ ASSETS = {
     "chair": {"hdri": "courtyard.exr", "kind": "small chair with thin legs and slats"},
     "glazed": {"hdri": "studio.exr", "kind": "glazed ceramic pot, painted stripes and dots "
                                             "under a clear coat"},
+    "mixed": {"hdri": "sunset.exr", "kind": "rippled vessel, a Diffuse BSDF's bands mixed "
+                                           "with a Glossy BSDF, no Principled BSDF"},
 }
 """Asset name -> its fitted light (one of Blender's studio HDRIs) and what it is."""
 
