@@ -393,6 +393,21 @@ def has_coat(reference) -> bool:
     return False
 
 
+READ_SHADERS = frozenset({PRINCIPLED, "ShaderNodeBsdfDiffuse"})
+"""The shaders a bake reads: every input of a Principled BSDF the maps hold, and a Diffuse
+BSDF's colour (the DIFFUSE pass)."""
+
+
+def unread_shaders(reference) -> list[str]:
+    """The shaders ``reference``'s materials' outputs read (``_shaders``) that a bake does not
+    read whole (not ``READ_SHADERS``), as Blender names them ("Glossy BSDF", a node group by
+    its group's name): their look reaches the start through no map of its own. Each name
+    once, sorted."""
+    return sorted({node.node_tree.name if getattr(node, "node_tree", None) else node.bl_label
+                   for nodes in _surface_shaders(reference) for node in nodes or ()
+                   if node.bl_idname not in READ_SHADERS})
+
+
 def uniform_coat(reference) -> tuple[float, float] | None:
     """``(weight, roughness)`` of ``reference``'s clear coat where it is one coat over the
     whole object: every Principled BSDF its materials' outputs read (``_shaders``) has Coat

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import bpy
 
-from . import estimate, follow, queue_operators, scene_updates
+from . import bake_start, estimate, follow, queue_operators, scene_updates, subjects
 from .core import panel_fields
 
 PREVIEW_SCALE = 8.0
@@ -28,15 +28,31 @@ def _draw_estimate(layout, context, settings) -> None:
         column.label(text=warning, icon="ERROR")
 
 
-def _draw_subjects(layout, settings) -> None:
+def _draw_subjects(layout, context, settings) -> None:
     """Reference, Start From and Triangles: what the targets show, what the fit starts from
-    and the result's budget (``subjects``)."""
+    and the result's budget (``subjects``), and what a bake of the reference cannot read."""
     if settings.target_source == "RENDER":
         layout.prop(settings, "reference")
         layout.prop(settings, "reference_object")
     if settings.mode != "reconstruct":
         layout.prop(settings, "start_from")
     layout.prop(settings, "triangles")
+    note = bake_note(context, settings)
+    if note:
+        layout.label(text=note, icon="INFO")
+
+
+def bake_note(context, settings) -> str | None:
+    """Where the start is the reference baked, the shaders of the reference that the bake
+    cannot read (``bake_start.unread_shaders``), in a sentence; else None."""
+    if settings.mode == "reconstruct" or subjects.start_kind(settings) != "BAKED":
+        return None
+    reference = subjects.reference_object(context, settings)
+    unread = bake_start.unread_shaders(reference) if reference is not None else []
+    if not unread:
+        return None
+    whose = "its" if len(unread) == 1 else "their"
+    return f"The bake cannot read {', '.join(unread)}: the fit learns {whose} look"
 
 
 def light_line(settings, has_world: bool) -> str:
@@ -65,7 +81,7 @@ class DIFFREC_PT_main(bpy.types.Panel):
         else:
             layout.prop(settings, "cameras", expand=True)
         layout.prop(settings, "mode")
-        _draw_subjects(layout, settings)
+        _draw_subjects(layout, context, settings)
         layout.prop(settings, "preset")
         column = layout.column(align=True)  # every value here is sent as shown
         column.prop(settings, "iterations")

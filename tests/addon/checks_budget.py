@@ -21,7 +21,7 @@ import bpy
 import numpy as np
 import scenes
 
-from addon import import_result, submission
+from addon import bake_start, import_result, panel, submission
 
 BUDGET = 120
 VIEWS = 6
@@ -223,6 +223,38 @@ def check_a_coated_reference_sends_its_coat_and_its_bodys_roughness():
     roughness = arrays["start_ks"][..., 1]
     charted = arrays["start_kd"].sum(-1) > 0  # texels the charts cover
     assert abs(np.median(roughness[charted]) - 0.4) < 0.01, np.median(roughness[charted])
+
+
+def check_the_panel_names_the_shaders_a_bake_cannot_read():
+    """A reference whose surface mixes a Diffuse BSDF with a Glossy BSDF (no Principled
+    BSDF): a baked start's panel says that the bake cannot read the Glossy BSDF; an Emission
+    added is named too; not with a start as selected, nor for a Principled BSDF alone."""
+    scene, heavy, _beside = _scene()
+    settings = scene.diffrec
+    principled_only = heavy.data.materials[0]
+    assert bake_start.unread_shaders(heavy) == []
+    assert panel.bake_note(bpy.context, settings) is None
+    material = bpy.data.materials.new("diffuse and glossy")
+    tree = material.node_tree
+    tree.nodes.remove(tree.nodes["Principled BSDF"])
+    mix = tree.nodes.new("ShaderNodeMixShader")
+    tree.links.new(tree.nodes.new("ShaderNodeBsdfDiffuse").outputs[0], mix.inputs[1])
+    tree.links.new(tree.nodes.new("ShaderNodeBsdfAnisotropic").outputs[0], mix.inputs[2])
+    tree.links.new(mix.outputs[0], tree.nodes["Material Output"].inputs["Surface"])
+    heavy.data.materials[0] = material
+    assert bake_start.unread_shaders(heavy) == ["Glossy BSDF"]
+    note = panel.bake_note(bpy.context, settings)
+    assert note == "The bake cannot read Glossy BSDF: the fit learns its look", note
+    settings.start_from = "SELECTED"
+    assert panel.bake_note(bpy.context, settings) is None
+    settings.start_from = "BAKED"
+    add = tree.nodes.new("ShaderNodeAddShader")
+    tree.links.new(mix.outputs[0], add.inputs[0])
+    tree.links.new(tree.nodes.new("ShaderNodeEmission").outputs[0], add.inputs[1])
+    tree.links.new(add.outputs[0], tree.nodes["Material Output"].inputs["Surface"])
+    heavy.data.materials.append(principled_only)
+    assert bake_start.unread_shaders(heavy) == ["Emission", "Glossy BSDF"]
+    assert panel.bake_note(bpy.context, settings).endswith("the fit learns their look")
 
 
 def check_a_cancelled_bake_leaves_the_scene_as_it_was():
