@@ -181,8 +181,8 @@ def test_refine_from_a_start_given_with_its_textures_is_a_short_pass():
                              later_iterations=0).iterations
 
     assert iterations(False) == 1000, "preview's one pass, which the stopping rule ends"
-    assert iterations(True) == 100, "a decimated and baked start: given_start_iterations"
-    assert iterations(True, iterations=60) == 60, "never more than iterations"
+    assert iterations(True) == 50, "a decimated and baked start: given_start_iterations"
+    assert iterations(True, iterations=40) == 40, "never more than iterations"
     assert iterations(True, given_start_iterations=0) == 1000, "0: as any pass"
     assert iterations(True, mode="materials") == 1000, "refine's vertices only"
 

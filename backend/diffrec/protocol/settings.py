@@ -228,11 +228,12 @@ class ScheduleSettings(_Record):
         20.0, "refine from a mesh given with its textures: weight of the pull of its vertices "
         "back to their start (mean absolute offset over the vertices, in half-diagonals of its "
         "bounding box; 0: none)", minimum=0)
-    # such a start begins where the bake ends: refine's gains over it come in the first 100
-    # iterations, the stopping rule's noisy window ran the chair on to 330 for +0.01 dB in
-    # twice the time (docs/BENCHMARKS.md, "Against Blender's own route, round five")
+    # such a start begins where the bake ends: on the five peer assets 50 iterations score
+    # as 100 within half a dB, no cell further below the bake than 0.03 dB (0.37 at 100), in
+    # two thirds of the time (docs/BENCHMARKS.md, "Against Blender's own route", round
+    # sixteen; round five had tried 60)
     given_start_iterations: int = _schedule(
-        100, "refine from a mesh given with its textures: its pass's most iterations (at most "
+        50, "refine from a mesh given with its textures: its pass's most iterations (at most "
         "iterations; 0: iterations, as any pass)", minimum=0)
     # poses found from photos are off by a pixel or more at the training size
     # (docs/BENCHMARKS.md, "Poses refined with the fit")
