@@ -8,10 +8,11 @@ SCENE.json holds: ``mesh`` (an .npz with positions [V,3], triangles [T,3], uvs [
 uv_triangles [T,3], world space, metres), ``hdri`` (an equirectangular EXR, used through an
 Environment Texture node exactly as an artist would), ``material`` (``kd`` RGB or ``kd_image``
 sRGB PNG, ``roughness``, ``metallic``, optional ``normal_image``: a tangent-space OpenGL
-normal map PNG), ``cameras`` (camera_to_world 4x4 lists), ``fx``, ``size``, ``samples``,
-``out_dir`` and optionally ``max_bounces`` (default 0). Writes ``out_dir/view_NN.exr`` (RGBA,
-scene-linear, premultiplied, rows as Blender writes them). Light from the world only, direct
-unless ``max_bounces`` allows bounces, transparent film.
+normal map PNG, optional ``ior``: the Principled BSDF's IOR, 1.5 by default), ``cameras``
+(camera_to_world 4x4 lists), ``fx``, ``size``, ``samples``, ``out_dir`` and optionally
+``max_bounces`` (default 0). Writes ``out_dir/view_NN.exr`` (RGBA, scene-linear,
+premultiplied, rows as Blender writes them). Light from the world only, direct unless
+``max_bounces`` allows bounces, transparent film.
 """
 
 import json
@@ -53,6 +54,7 @@ def build_material(spec: dict) -> bpy.types.Material:
     bsdf.distribution = "GGX"  # single-scattering GGX, as the split-sum model
     bsdf.inputs["Roughness"].default_value = spec["roughness"]
     bsdf.inputs["Metallic"].default_value = spec["metallic"]
+    bsdf.inputs["IOR"].default_value = spec.get("ior", 1.5)
     if "kd_image" in spec:
         tex = nodes.new("ShaderNodeTexImage")
         tex.image = bpy.data.images.load(spec["kd_image"])

@@ -89,6 +89,28 @@ def test_a_clear_coat_round_trips_as_khr_materials_clearcoat(tmp_path, textured_
     assert pygltflib.GLTF2().load(str(tmp_path / "plain.glb")).extensionsUsed == []
 
 
+def test_an_ior_round_trips_as_khr_materials_ior(tmp_path, textured_mesh, textured_material,
+                                                  caplog):
+    """Material.ior is written as KHR_materials_ior (listed as used) and read back; none
+    writes no extension; glTF's ior 0 reads as none, with a warning; an IOR below 1 or not a
+    number is refused."""
+    glossy = Material(kd=textured_material.kd, ks=textured_material.ks, ior=2.25)
+    write_glb(tmp_path / "ior.glb", textured_mesh, glossy)
+    gltf = pygltflib.GLTF2().load(str(tmp_path / "ior.glb"))
+    assert gltf.extensionsUsed == ["KHR_materials_ior"]
+    assert gltf.materials[0].extensions == {"KHR_materials_ior": {"ior": 2.25}}
+    assert read_gltf(tmp_path / "ior.glb").materials[0].ior == 2.25
+    gltf.materials[0].extensions["KHR_materials_ior"]["ior"] = 0.0
+    gltf.save(str(tmp_path / "zero.glb"))
+    assert read_gltf(tmp_path / "zero.glb").materials[0].ior is None
+    assert "KHR_materials_ior 0.0, read as 1.5" in caplog.text
+    write_glb(tmp_path / "plain.glb", textured_mesh, textured_material)
+    assert read_gltf(tmp_path / "plain.glb").materials[0].ior is None
+    for ior in (0.9, float("nan")):
+        with pytest.raises(UserError, match="IOR must be a number of at least 1"):
+            Material(ior=ior)
+
+
 @pytest.mark.parametrize("coat", [(1.2, 0.1), (0.5, -0.1), (0.5,), (float("nan"), 0.1)])
 def test_a_coat_outside_its_range_is_refused(coat):
     with pytest.raises(UserError, match="material coat"):

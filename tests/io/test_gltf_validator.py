@@ -9,13 +9,15 @@ from diffrec.io import Material, write_glb
 from diffrec.io.ktx2_textures import KTX2_NAMES, VARIANT_NAME, write_ktx2_variant
 
 
-@pytest.mark.parametrize("coat", [None, (0.8, 0.1)], ids=["plain", "clear coat"])
-def test_both_glbs_pass_the_khronos_validator(tmp_path, textured_mesh, textured_material, coat):
+@pytest.mark.parametrize(("coat", "ior"), [(None, None), ((0.8, 0.1), None), (None, 2.4)],
+                         ids=["plain", "clear coat", "IOR"])
+def test_both_glbs_pass_the_khronos_validator(tmp_path, textured_mesh, textured_material, coat,
+                                              ior):
     require_basisu()
     normal = torch.nn.functional.normalize(torch.rand(8, 8, 3) + torch.tensor([-0.5, -0.5, 1]),
                                            dim=-1)
     material = Material(kd=textured_material.kd, ks=textured_material.ks, normal=normal,
-                        coat=coat)
+                        coat=coat, ior=ior)
     write_glb(tmp_path / "mesh.glb", textured_mesh, material)
     written, _ = write_ktx2_variant(tmp_path, textured_mesh, material)
     assert written == [VARIANT_NAME, *KTX2_NAMES.values()]

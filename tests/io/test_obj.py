@@ -59,6 +59,14 @@ def test_constant_material_values_round_trip(tmp_path, textured_mesh):
     torch.testing.assert_close(read.ks, material.ks)
     assert read.normal is None
     assert "Ks 0.25 0.600000024 0.899999976" in (tmp_path / "mesh.mtl").read_text()
+    assert "Ni" not in (tmp_path / "mesh.mtl").read_text()
+
+
+def test_an_ior_is_written_as_ni_and_not_read(tmp_path, textured_mesh):
+    """Other tools read ``Ni``; diffrec does not, as exporters write one for any surface."""
+    write_obj(tmp_path / "mesh.obj", textured_mesh, Material(name="glaze", ior=2.25))
+    assert "Ni 2.25" in (tmp_path / "mesh.mtl").read_text().splitlines()
+    assert read_obj(tmp_path / "mesh.obj").materials[0].ior is None
 
 
 OBJ_TEXT = """\

@@ -178,7 +178,9 @@ def test_fit_beats_the_engines_box_levels_against_supersampled_renders():
     assert all(float(level[..., 1].min()) >= 0.08 for level in fit.levels["ks"])
     # the material and the light are left as they were: no levels, still trainable
     assert textures.mips is None and textures.mip_bias == 0.0
-    assert all(p.requires_grad for p in (*textures.parameters(), light.base))
+    maps = (textures.kd, textures.ks, textures.normal)
+    assert all(p.requires_grad for p in (*(t.data for t in maps), light.base))
+    assert not textures.f0.requires_grad  # not trained before the fit: nor after it
     assert not any(p.requires_grad for p in light.sun.parameters())  # it has none to train
     # no steps: the start as it is, judged beside the box levels
     unfitted = fit_mips(CTX, mesh, textures, light, seen, settings, iterations=0)

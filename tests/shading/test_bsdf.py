@@ -9,7 +9,10 @@ from diffrec import raster
 from diffrec.light import EnvironmentLight, brdf_lut
 from diffrec.light.brdf_lut import split_sum_terms
 from diffrec.shading import (
+    DIELECTRIC_F0,
+    dielectric_f0,
     ggx_ndf,
+    ior_of,
     pbr,
     perturb_normal,
     shade,
@@ -92,6 +95,33 @@ def test_a_clear_coat_reflects_its_albedo_and_dims_what_lies_under_it(white_ligh
     assert torch.equal(pbr(white_light, lut, kd, ks, n, view, ctx=CTX),
                        pbr(white_light, lut, kd, ks, n, view, ctx=CTX,
                            coat=torch.tensor([0.0, 0.1])))
+
+
+def test_a_brighter_dielectric_reflects_its_albedo_and_the_diffuse_gets_the_rest(white_light,
+                                                                                lut):
+    """A non-metal of IOR 2.6 (``f0`` 0.197) under a uniform white sky: black, it reflects its
+    albedo ``(f0 A + B) M(f0)``, ``M(f0) = 1 + f0 (1 - E) / E`` with ``A``, ``B`` and
+    ``E = A + B`` integrated in float64; white, exactly what arrives (its diffuse gets what
+    the coat does not reflect). ``f0`` None is IOR 1.5's 0.04."""
+    assert dielectric_f0(1.5) == pytest.approx(0.04)
+    assert dielectric_f0(3.0) == pytest.approx(0.25)
+    assert ior_of(dielectric_f0(2.6)) == pytest.approx(2.6)
+    n = unit(100)
+    view = torch.nn.functional.normalize(n + 0.8 * unit(100), dim=-1)
+    ks = torch.tensor([0.0, 0.3, 0.0]).expand(100, 3)
+    f0 = torch.tensor(dielectric_f0(2.6))
+    n_dot_v = (n * view).sum(-1).clamp(1e-4, 1).double()
+    a, b = split_sum_terms(n_dot_v, torch.tensor(0.3, dtype=torch.float64))
+    albedo = (f0.double() * a + b) * (1 + f0.double() * (1 - (a + b)) / (a + b))
+    assert albedo.min() > 0.19  # five times glass's
+    black = pbr(white_light, lut, torch.zeros(100, 3), ks, n, view, ctx=CTX, f0=f0)
+    assert torch.allclose(black[:, 0].double(), albedo, atol=3e-3)
+    white = pbr(white_light, lut, torch.ones(100, 3), ks, n, view, ctx=CTX, f0=f0)
+    assert torch.allclose(white, torch.ones_like(white), atol=3e-3)
+    kd = torch.rand(100, 3)
+    assert torch.equal(pbr(white_light, lut, kd, ks, n, view, ctx=CTX),
+                       pbr(white_light, lut, kd, ks, n, view, ctx=CTX,
+                           f0=torch.tensor(DIELECTRIC_F0)))
 
 
 def test_metallic_and_occlusion(white_light, lut):

@@ -7,7 +7,8 @@ coincident positions are merged again, so the positions are shared (UV, normal a
 index buffers keep the glTF vertices). Materials are read as in ``gltf_write``'s docstring,
 folding factors into textures: kd = baseColorFactor x baseColorTexture (sRGB), ks =
 (strength x (1 - occlusion.R), roughnessFactor x G, metallicFactor x B), normal map with its
-scale, ``KHR_materials_clearcoat`` as the material's uniform ``coat``. Only TEXCOORD_0 is
+scale, ``KHR_materials_clearcoat`` as the material's uniform ``coat``, ``KHR_materials_ior`` as
+its ``ior``. Only TEXCOORD_0 is
 supported; Draco/meshopt compression and sparse accessors are not.
 """
 
@@ -25,7 +26,7 @@ import torch
 
 from diffrec.errors import UserError, one_line
 from diffrec.geometry.cleanup import weld_vertices
-from diffrec.io.gltf_write import CLEARCOAT
+from diffrec.io.gltf_write import CLEARCOAT, IOR
 from diffrec.io.images import decode_image
 from diffrec.io.material import Asset, Material, decode_normal_map, yup_to_blender
 from diffrec.mesh import Mesh
@@ -250,7 +251,19 @@ class _Reader:
             ks=ks,
             normal=normal,
             coat=self._coat(source),
+            ior=self._ior(source),
         )
+
+    def _ior(self, source) -> float | None:
+        """The material's ``KHR_materials_ior``, or None (none; glTF's 0, an ideal mirror's
+        Fresnel, is read as none too, with a warning: diffrec's non-metals have at most
+        ``shading.ranges.F0_RANGE``'s reflectance)."""
+        ior = (source.extensions or {}).get(IOR, {}).get("ior")
+        if ior is not None and float(ior) < 1.0:
+            log.warning("%s: %s has KHR_materials_ior %s, read as 1.5", self.path,
+                        source.name or "a material", ior)
+            return None
+        return ior
 
     def _coat(self, source) -> torch.Tensor | None:
         """The material's ``KHR_materials_clearcoat`` as ``(weight, roughness)``, or None

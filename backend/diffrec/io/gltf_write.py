@@ -11,8 +11,8 @@ occlusionTexture (a constant ``ks`` with non-zero occlusion becomes a 1x1 textur
 has no occlusion factor); ``normal`` -> normalTexture (``(n + 1) / 2``, +Y = increasing v, as
 glTF and Blender expect); ``coat`` -> ``KHR_materials_clearcoat`` (clearcoatFactor,
 clearcoatRoughnessFactor, and the normal map as clearcoatNormalTexture: the coat follows the
-surface the normal map draws, as diffrec shades it). The material is double-sided, as diffrec
-shades both sides.
+surface the normal map draws, as diffrec shades it); ``ior`` -> ``KHR_materials_ior``. The
+material is double-sided, as diffrec shades both sides.
 
 With ``ktx2`` ({channel: URI of its KTX2 file}), those textures also get a ``KHR_texture_basisu``
 source, the KTX2 file by URI, with the PNG kept as their ``source`` (the fallback):
@@ -35,6 +35,7 @@ from diffrec.rows import unique_rows
 
 BASISU = "KHR_texture_basisu"
 CLEARCOAT = "KHR_materials_clearcoat"
+IOR = "KHR_materials_ior"
 
 
 def write_glb(path: str | Path, mesh: Mesh, material: Material | None = None, *,
@@ -128,6 +129,9 @@ def _material(builder: _Builder, material: Material) -> gl.Material:
             coat["clearcoatNormalTexture"] = {"index": result.normalTexture.index}
         result.extensions = {CLEARCOAT: coat}
         builder.uses(CLEARCOAT)
+    if material.ior is not None:
+        result.extensions = {**(result.extensions or {}), IOR: {"ior": material.ior}}
+        builder.uses(IOR)
     return result
 
 

@@ -11,6 +11,9 @@ texture is folded into the texture on reading):
 - ``coat``: a clear coat over the whole surface, or None: ``(weight, roughness)`` ``[2]`` in
   [0, 1], a dielectric layer of IOR 1.5 (glTF's ``KHR_materials_clearcoat`` factors; Blender's
   Principled BSDF's Coat Weight and Coat Roughness), shaded with the normal map.
+- ``ior``: the index of refraction of the non-metal parts, one over the surface (glTF's
+  ``KHR_materials_ior``, Blender's Principled IOR; it sets their reflectance at normal
+  incidence, ``diffrec.shading.bsdf``), or None for glTF's and Blender's 1.5.
 - ``mips``: fitted mip levels for some texture channels, or None: ``{"kd" | "ks" | "normal":
   [level 1, ..., level n]}``, level ``k`` of shape ``[max(1, H >> k), max(1, W >> k), C]`` with
   the channel's own ``C`` and value conventions (level 0 is the channel itself). Channels
@@ -21,6 +24,7 @@ Textures are float32 tensors with rows top-down; UV (0, 0) is the bottom-left co
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,6 +42,7 @@ class Material:
     normal: torch.Tensor | None = None
     mips: dict[str, list[torch.Tensor]] | None = None
     coat: torch.Tensor | None = None
+    ior: float | None = None
 
     def __post_init__(self):
         self.kd = _check_channel("kd", self.kd, (3, 4))
@@ -50,6 +55,11 @@ class Material:
             self.mips = _check_mips(self, self.mips)
         if self.coat is not None:
             self.coat = check_coat(self.coat)
+        if self.ior is not None:
+            self.ior = float(self.ior)
+            if not math.isfinite(self.ior) or self.ior < 1.0:
+                raise UserError(f"a material's IOR must be a number of at least 1, got "
+                                f"{self.ior}")
 
 
 @dataclass(eq=False)

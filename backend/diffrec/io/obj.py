@@ -13,8 +13,10 @@ Materials (MTL), diffrec's and nvdiffrec's layout: ``Kd`` (linear base colour), 
 ``Pr`` / ``Pm`` (roughness / metallic, the PBR extension Blender's OBJ exporter writes; these
 win over ``Ks``), ``map_Kd`` (sRGB image), ``map_Ks`` (linear image, same layout as ``Ks``),
 ``bump`` / ``map_bump`` / ``norm`` (tangent-space normal map, OpenGL convention). Texture
-options such as ``-bm 1`` are skipped. Tangents are not stored: recompute them. Material
-libraries and textures must lie inside the folder of the file that names them (``inside``).
+options such as ``-bm 1`` are skipped. ``Ni`` (the index of refraction) is written where the
+material has one (``Material.ior``) and not read: exporters write it whatever the surface.
+Tangents are not stored: recompute them. Material libraries and textures must lie inside the
+folder of the file that names them (``inside``).
 """
 
 from __future__ import annotations
@@ -276,6 +278,8 @@ def _write_mtl(path: Path, material: Material, stem: str) -> None:
     if material.normal is not None:
         write_image(path.parent / f"{stem}_n.png", encode_normal_map(material.normal), data=True)
         lines.append(f"bump {stem}_n.png")
+    if material.ior is not None:
+        lines.append(f"Ni {material.ior:.9g}")
     path.write_text("\n".join(lines) + "\n")
 
 

@@ -3,8 +3,9 @@
 A material is a module called with a ``GBuffer`` that returns a ``SurfaceSample``:
 ``kd`` (base colour, linear, ``[..., 3]`` or ``[..., 4]`` with straight alpha), ``ks``
 (occlusion, roughness, metallic), ``normal`` (tangent-space normal-map value in [-1, 1]^3,
-OpenGL convention, or None for the unperturbed normal) and ``coat`` (a clear coat
-``(weight, roughness)`` ``[2]`` over the whole surface, ``diffrec.shading.bsdf``; or None).
+OpenGL convention, or None for the unperturbed normal), ``coat`` (a clear coat
+``(weight, roughness)`` ``[2]`` over the whole surface, ``diffrec.shading.bsdf``; or None) and
+``f0`` (the non-metal's reflectance at normal incidence, a scalar tensor; or None for 0.04).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from diffrec.io.material import check_coat
 from diffrec.mesh import uv_seams
 from diffrec.render.gbuffer import GBuffer
 from diffrec.render.texture2d import Texture2D
-from diffrec.shading.ranges import KD_RANGE, KS_RANGE, NORMAL_RANGE
+from diffrec.shading.bsdf import DIELECTRIC_F0, dielectric_f0, ior_of
+from diffrec.shading.ranges import F0_RANGE, KD_RANGE, KS_RANGE, NORMAL_RANGE
 
 FLAT_NORMAL = torch.tensor([0.0, 0.0, 1.0])  # tangent space: the surface's own normal
 
@@ -31,6 +33,13 @@ class SurfaceSample:
     ks: torch.Tensor
     normal: torch.Tensor | None = None
     coat: torch.Tensor | None = None
+    f0: torch.Tensor | None = None
+
+
+def material_f0(material) -> float:
+    """The non-metal's reflectance at normal incidence a ``diffrec.io.Material`` gives: its
+    IOR's, or ``DIELECTRIC_F0`` (IOR 1.5) where it has none."""
+    return DIELECTRIC_F0 if material.ior is None else dielectric_f0(material.ior)
 
 
 class TextureMaterial(torch.nn.Module):
@@ -44,15 +53,21 @@ class TextureMaterial(torch.nn.Module):
 
     ``coat``: a clear coat ``(weight, roughness)`` over the whole surface
     (``diffrec.io.Material.coat``), or None; it is given, not trained, and moves with the
-    module (a buffer outside the state dict)."""
+    module (a buffer outside the state dict).
+
+    ``f0``: the non-metal's reflectance at normal incidence over the whole surface (its IOR,
+    ``diffrec.shading.bsdf``), a parameter in ``F0_RANGE`` trained where ``learn_f0``."""
 
     def __init__(self, kd: Texture2D, ks: Texture2D, normal: Texture2D | None = None,
-                 mip_bias: float = 0.0, coat: torch.Tensor | None = None):
+                 mip_bias: float = 0.0, coat: torch.Tensor | None = None,
+                 f0: float = DIELECTRIC_F0, learn_f0: bool = False):
         super().__init__()
         self.kd, self.ks, self.normal = kd, ks, normal
         self.mip_bias = float(mip_bias)
         self.register_buffer("coat", None if coat is None else check_coat(coat),
                              persistent=False)
+        self.f0 = torch.nn.Parameter(torch.tensor(float(f0)).clamp(*F0_RANGE),
+                                     requires_grad=learn_f0)
         self.mips: dict[str, list[torch.Tensor]] | None = None
         self._seams_of: torch.Tensor | None = None  # the UV index buffer ``_seams`` are of
         self._seams: tuple[torch.Tensor, torch.Tensor] | None = None
@@ -60,7 +75,7 @@ class TextureMaterial(torch.nn.Module):
     @classmethod
     def from_material(cls, material, ks_min=KS_RANGE[0], ks_max=KS_RANGE[1]) -> TextureMaterial:
         """Trainable textures from a ``diffrec.io.Material`` (constants become 1x1 textures),
-        reading its mip levels where it has them."""
+        reading its mip levels where it has them; its coat and IOR kept (not trained)."""
 
         def texture(value, low, high):
             data = torch.as_tensor(np.asarray(value, dtype=np.float32))
@@ -73,11 +88,23 @@ class TextureMaterial(torch.nn.Module):
         kd = texture(material.kd, *KD_RANGE)
         ks = texture(material.ks, ks_min, ks_max)
         normal = None if material.normal is None else texture(material.normal, *NORMAL_RANGE)
-        shader = cls(kd, ks, normal, coat=material.coat)
+        shader = cls(kd, ks, normal, coat=material.coat, f0=material_f0(material))
         if material.mips is not None:
             shader.mips = {name: [torch.as_tensor(level, dtype=torch.float32) for level in levels]
                            for name, levels in material.mips.items()}
         return shader
+
+    @property
+    def ior(self) -> float:
+        """The index of refraction ``f0`` stands for (``shading.bsdf.ior_of``)."""
+        return ior_of(float(self.f0.detach()))
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """``Module.load_state_dict``; a state without ``f0`` (a checkpoint of a diffrec
+        before the IOR was a parameter) keeps this module's."""
+        if "f0" not in state_dict:
+            state_dict = {**state_dict, "f0": self.f0.detach().clone()}
+        return super().load_state_dict(state_dict, strict, assign)
 
     def _apply(self, fn, recurse=True):
         """``Module.to`` and the like move ``mips`` too (plain tensors, not buffers)."""
@@ -113,7 +140,8 @@ class TextureMaterial(torch.nn.Module):
         normal = None
         if self.normal is not None and gb.tangent is not None:
             normal = sample("normal")
-        return SurfaceSample(kd=sample("kd"), ks=sample("ks"), normal=normal, coat=self.coat)
+        return SurfaceSample(kd=sample("kd"), ks=sample("ks"), normal=normal, coat=self.coat,
+                             f0=self.f0)
 
     @torch.no_grad()
     def fold_occlusion_(self) -> None:
@@ -138,6 +166,8 @@ class TextureMaterial(torch.nn.Module):
         for texture in (self.kd, self.ks, self.normal):
             if texture is not None:
                 texture.clamp_()
+        with torch.no_grad():
+            self.f0.clamp_(*F0_RANGE)
 
     def smoothness(self, mesh, generator: torch.Generator, points: int = 4096,
                    std: float = 0.005, *, ctx: raster.RasterContext

@@ -175,7 +175,8 @@ def _shaded(gb: GBuffer, material, light, lut, mode: str, layered: bool
     sign = gb.tangent_sign if gb.tangent_sign is not None else 1.0
     normal = shading_normal(gb.view, gb.normal, gb.face_normal, gb.tangent, surface.normal, sign)
     color = shade(mode, light, lut, kd, surface.ks, normal, gb.view, ctx=gb.ctx,
-                  layered=layered, covered=gb.mask[..., 0] > 0, coat=surface.coat)
+                  layered=layered, covered=gb.mask[..., 0] > 0, coat=surface.coat,
+                  f0=surface.f0)
     alpha = gb.mask * opacity
     values = {"kd": kd, "ks": surface.ks, "normal": normal, "position": gb.position,
               "mask": gb.mask}

@@ -1,8 +1,11 @@
 """Surface shading: microfacet terms, metallic-roughness PBR under split-sum light, normals."""
 
 from diffrec.shading.bsdf import (
+    DIELECTRIC_F0,
     DISPLAY_MODES,
     bend_toward_viewer,
+    dielectric_f0,
+    ior_of,
     lookup_brdf_lut,
     pbr,
     perturb_normal,
@@ -19,10 +22,13 @@ from diffrec.shading.microfacet import (
 )
 
 __all__ = [
+    "DIELECTRIC_F0",
     "DISPLAY_MODES",
     "bend_toward_viewer",
+    "dielectric_f0",
     "fresnel_schlick",
     "ggx_ndf",
+    "ior_of",
     "lambert",
     "lookup_brdf_lut",
     "pbr",

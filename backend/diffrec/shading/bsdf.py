@@ -2,9 +2,11 @@
 display modes.
 
 Materials (glTF layout): ``kd`` base colour ``[..., 3]`` (linear), ``ks = (occlusion,
-roughness, metallic)`` ``[..., 3]``. With ``m`` metallic:
+roughness, metallic)`` ``[..., 3]``, and ``f0``, the non-metal's reflectance at normal
+incidence (``DIELECTRIC_F0`` = 0.04 unless given: IOR 1.5; ``dielectric_f0`` of another IOR,
+glTF's ``KHR_materials_ior``, Blender's IOR). With ``m`` metallic:
 
-    spec_col = 0.04 (1 - m) + kd m          diff_col = kd (1 - m) (1 - (0.04 A + B) M(0.04))
+    spec_col = f0 (1 - m) + kd m            diff_col = kd (1 - m) (1 - (f0 A + B) M(f0))
     out = (light.diffuse(n) diff_col + (light.specular(r, roughness) (spec_col A + B)
            + light.source_specular(n, v, spec_col, roughness)) M(spec_col)) * (1 - occlusion)
 
@@ -13,13 +15,13 @@ where ``r = 2 (n.v) n - v``, ``(A, B)`` is the split-sum table at ``(n.v, roughn
 the light that single-scattering GGX loses between the microfacets (Fdez-Aguera 2019, an
 approximation of Cycles' Multiscatter GGX, Blender's default): a white metal of any roughness
 under a uniform white sky reflects exactly what arrives; rough gold is 25 % brighter at
-roughness 0.6. The factor ``1 - (0.04 A + B) M(0.04)`` is the *layered* model of
-Blender's Principled BSDF: the diffuse base lies under the dielectric specular coat and gets
-the light the coat does not reflect (``(0.04 A + B) M(0.04)``: the coat's directional albedo),
-so a white dielectric under a uniform white sky reflects exactly what arrives. nvdiffrec adds the
-two lobes, without ``M`` (``layered=False``): 2 to 4 % too bright facing the eye, 6 to 35 % at
-grazing angles (``n.v`` 0.2), which a fit judged in Blender pays for in a darker base colour
-and a roughness that wanders (docs/BENCHMARKS.md, "The diffuse under the coat").
+roughness 0.6. The factor ``1 - (f0 A + B) M(f0)`` is the *layered* model of Blender's
+Principled BSDF: the diffuse base lies under the dielectric specular coat and gets the light
+the coat does not reflect (``(f0 A + B) M(f0)``: the coat's directional albedo), so a white
+dielectric of any IOR under a uniform white sky reflects exactly what arrives. nvdiffrec adds
+the two lobes, without ``M`` (``layered=False``): 2 to 4 % too bright facing the eye, 6 to
+35 % at grazing angles (``n.v`` 0.2), which a fit judged in Blender pays for in a darker base
+colour and a roughness that wanders (docs/BENCHMARKS.md, "The diffuse under the coat").
 A clear coat ``(w, r_c)`` (Blender's Coat Weight and Coat Roughness; glTF's
 ``KHR_materials_clearcoat``) lies over all of it as Cycles layers it: a single-scattering
 dielectric lobe of roughness ``r_c`` (``0.04``, shaded as the specular above without ``M``)
@@ -36,6 +38,8 @@ surface to the eye.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -45,6 +49,8 @@ __all__ = [
     "DIELECTRIC_F0",
     "DISPLAY_MODES",
     "bend_toward_viewer",
+    "dielectric_f0",
+    "ior_of",
     "lookup_brdf_lut",
     "pbr",
     "perturb_normal",
@@ -57,6 +63,18 @@ DIELECTRIC_F0 = 0.04  # normal-incidence reflectance of the non-metal coat (IOR 
 
 # Shading normals are bent until n.v reaches this value.
 _MIN_N_DOT_V = 1e-2
+
+
+def dielectric_f0(ior: float) -> float:
+    """A dielectric's reflectance at normal incidence from its index of refraction (> 0):
+    ``((ior - 1) / (ior + 1))^2``; 0.04 at 1.5."""
+    return ((ior - 1.0) / (ior + 1.0)) ** 2
+
+
+def ior_of(f0: float) -> float:
+    """The index of refraction (at least 1) whose ``dielectric_f0`` is ``f0`` in [0, 1)."""
+    root = math.sqrt(f0)
+    return (1.0 + root) / (1.0 - root)
 
 
 def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -131,15 +149,18 @@ def lookup_brdf_lut(lut: torch.Tensor, n_dot_v: torch.Tensor, roughness: torch.T
 
 
 def pbr(light, lut: torch.Tensor, kd, ks, normal, view, *, ctx, layered: bool = True,
-        covered: torch.Tensor | None = None, coat: torch.Tensor | None = None) -> torch.Tensor:
+        covered: torch.Tensor | None = None, coat: torch.Tensor | None = None,
+        f0: torch.Tensor | None = None) -> torch.Tensor:
     """Metallic-roughness split-sum shading (see the module docstring) -> ``[..., 3]``;
     ``layered``: the diffuse under the specular coat and the light lost between microfacets
     given back (Blender's Principled BSDF), else the two added (nvdiffrec); ``covered``:
     where the light's sources need shading (a boolean mask of ``normal``'s leading shape;
     None: everywhere); ``coat``: a clear coat ``(weight, roughness)`` ``[2]`` over all of it,
-    or None."""
+    or None; ``f0``: the non-metal's reflectance at normal incidence (a scalar tensor; None:
+    ``DIELECTRIC_F0``)."""
     occlusion, roughness, metallic = ks[..., 0:1], ks[..., 1:2], ks[..., 2:3]
-    spec_col = DIELECTRIC_F0 * (1 - metallic) + kd * metallic
+    f0 = DIELECTRIC_F0 if f0 is None else f0.to(kd)
+    spec_col = f0 * (1 - metallic) + kd * metallic
     diff_col = kd * (1 - metallic)
     n_dot_v = _dot(normal, view).clamp(1e-4, 1)
     reflect = F.normalize(2 * n_dot_v * normal - view, dim=-1)
@@ -148,7 +169,7 @@ def pbr(light, lut: torch.Tensor, kd, ks, normal, view, *, ctx, layered: bool = 
     specular = specular + light.source_specular(normal, view, spec_col, roughness, covered)
     if layered:
         lost = (1 - (a + b)) / (a + b).clamp_min(1e-3)  # single scattering's loss over E
-        diff_col = diff_col * (1 - (DIELECTRIC_F0 * a + b) * (1 + DIELECTRIC_F0 * lost))
+        diff_col = diff_col * (1 - (f0 * a + b) * (1 + f0 * lost))
         specular = specular * (1 + spec_col * lost)
     diffuse = light.diffuse(normal, ctx=ctx) * diff_col
     shaded = diffuse + specular
@@ -175,11 +196,11 @@ def _under_coat(beneath: torch.Tensor, coat: torch.Tensor, light, lut: torch.Ten
 
 
 def shade(mode: str, light, lut, kd, ks, normal, view, *, ctx, layered: bool = True,
-          covered: torch.Tensor | None = None, coat: torch.Tensor | None = None
-          ) -> torch.Tensor:
+          covered: torch.Tensor | None = None, coat: torch.Tensor | None = None,
+          f0: torch.Tensor | None = None) -> torch.Tensor:
     """Colour for a display mode, ``[..., 3]``:
 
-    - "pbr": the full shading (``pbr``, ``layered``, ``covered`` and ``coat`` as there),
+    - "pbr": the full shading (``pbr``; ``layered``, ``covered``, ``coat`` and ``f0`` as there),
       linear radiance;
     - "kd": the base colour; "ks": the (occlusion, roughness, metallic) texture as RGB;
     - "normal": the world shading normal mapped to [0, 1] as ``(n + 1)/2``;
@@ -188,7 +209,7 @@ def shade(mode: str, light, lut, kd, ks, normal, view, *, ctx, layered: bool = T
     """
     if mode == "pbr":
         return pbr(light, lut, kd, ks, normal, view, ctx=ctx, layered=layered, covered=covered,
-                   coat=coat)
+                   coat=coat, f0=f0)
     if mode == "kd":
         return kd
     if mode == "ks":
