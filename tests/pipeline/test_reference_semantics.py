@@ -23,7 +23,7 @@ from diffrec.pipeline.inputs import Inputs, load_inputs
 from diffrec.pipeline.run import optimize
 from diffrec.pipeline.trainer import light_rotation
 from diffrec.pipeline.views import Views, at_longest_side
-from diffrec.protocol.settings import parse_settings
+from diffrec.protocol.settings import SettingsError, parse_settings
 from diffrec.render.backgrounds import background_for, composite
 from diffrec.render.material import TextureMaterial
 from diffrec.render.renderer import render_mesh
@@ -102,7 +102,25 @@ def test_a_normal_map_is_trained_unless_the_mesh_is_given_and_kept(mode, normal_
     settings = parse_settings({"mode": mode, "normal_map": normal_map, "texture_res": 8})
     material = initial_textures(settings, "cpu")
     assert (material.normal is not None) == trained == settings.trains_normal_map()
-    assert len(list(material.parameters())) == 2 + trained
+    assert len([p for p in material.parameters() if p.requires_grad]) == 2 + trained
+
+
+@pytest.mark.parametrize(("init_textures", "learn_ior", "renderer", "trained"), [
+    ("base_mesh", "auto", "rasterized", True), ("constant", "auto", "rasterized", False),
+    ("base_mesh", "off", "rasterized", False), ("constant", "on", "rasterized", True),
+    ("base_mesh", "auto", "path-traced", False)])
+def test_the_ior_is_trained_where_the_fit_starts_from_given_textures(init_textures, learn_ior,
+                                                                      renderer, trained):
+    """``learn_ior`` auto trains the IOR on a start from given textures, rasterized; it
+    starts at the base mesh's IOR there, else at 1.5. The path-traced pass refuses "on"."""
+    settings = parse_settings({"mode": "materials", "init_textures": init_textures,
+                               "learn_ior": learn_ior, "renderer": renderer,
+                               "texture_res": 8})
+    material = initial_textures(settings, "cpu", Material(ior=2.0))
+    assert material.f0.requires_grad == trained == settings.trains_ior()
+    assert material.f0.item() == pytest.approx(1 / 9 if init_textures == "base_mesh" else 0.04)
+    with pytest.raises(SettingsError, match=r"learn_ior.*shades IOR 1\.5"):
+        parse_settings({"mode": "materials", "learn_ior": "on", "renderer": "path-traced"})
 
 
 def test_env_scale_scales_the_hdri_and_cam_near_far_clips(tmp_path):

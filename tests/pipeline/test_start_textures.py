@@ -160,13 +160,48 @@ def test_a_coated_start_is_kept_shaded_and_exported(tmp_path):
     assert any("mesh.obj has no clear coat" in line for line in metrics["warnings"])
 
 
-def test_a_coated_start_is_refused_by_the_path_traced_pass(tmp_path):
-    """The path-traced pass (Mitsuba's principled BSDF as set up) has no coat: a job that
-    would path-trace a coated start says so before any pass runs."""
+def test_a_start_from_given_textures_learns_a_gloss_brighter_than_glass(tmp_path):
+    """The ball at IOR 2.6 (a non-metal five times as glossy as glass) sent its own textures
+    at IOR 1.5: the fit (``learn_ior`` auto) brings the IOR to the truth's, renders the
+    targets better than a fit that keeps 1.5 (``learn_ior`` off), and says what it came to
+    in its log, metrics.json and mesh.glb."""
     ball = ball_asset()
-    material = Material(kd=ball.materials[0].kd, coat=(1.0, 0.1))
+    truth = ball.materials[0]
+    glossy = Material(kd=truth.kd, ks=torch.tensor([0.0, 0.25, 0.0]), ior=2.6)
+    cameras = ring_cameras(6, SIZE, SIZE)
+    targets = render_reference_views(CTX, Asset(ball.mesh, [glossy], ball.material_ids),
+                                     sky(), cameras, spp=2, light_resolution=32).images
+    sent = Material(kd=glossy.kd, ks=glossy.ks)
+    fits = {}
+    for learn_ior in ("auto", "off"):
+        run = config(tmp_path, train_res=SIZE, texture_res=16, iterations=60,
+                     validation=False, learn_ior=learn_ior)
+        material = start_material(to_job_arrays(_blank_views(), ball.mesh, None, sent))
+        fits[learn_ior] = optimize(settings_for_start(run.settings, material),
+                                   Inputs(Views(cameras, targets), None, ball.mesh, sky(),
+                                          material), device="cpu")
+    learned, kept = fits["auto"], fits["off"]
+    assert learned.metrics["ior"] == pytest.approx(2.6, abs=0.25), learned.metrics["ior"]
+    assert kept.metrics["ior"] == pytest.approx(1.5)
+    assert learned.metrics["history"][-1]["psnr"] > kept.metrics["history"][-1]["psnr"] + 3
+    write_result(tmp_path / "glossy", learned)
+    exported = read_gltf(tmp_path / "glossy" / "mesh.glb").materials[0]
+    assert exported.ior == pytest.approx(learned.metrics["ior"])
+    write_result(tmp_path / "glass", kept)
+    assert read_gltf(tmp_path / "glass" / "mesh.glb").materials[0].ior is None
+
+
+@pytest.mark.parametrize(("layer", "message"), [
+    ({"coat": (1.0, 0.1)}, "clear coat, which the path-traced pass does not shade"),
+    ({"ior": 2.0}, "IOR 2.00, which the path-traced pass does not shade")])
+def test_a_coated_or_glossier_start_is_refused_by_the_path_traced_pass(tmp_path, layer,
+                                                                        message):
+    """The path-traced pass (Mitsuba's principled BSDF as set up) has no coat and shades IOR
+    1.5: a job that would path-trace a start with either says so before any pass runs."""
+    ball = ball_asset()
+    material = Material(kd=ball.materials[0].kd, **layer)
     run = config(tmp_path, train_res=SIZE, texture_res=16, iterations=1, validation=False,
                  renderer="path-traced")
     settings = settings_for_start(run.settings, material)
-    with pytest.raises(UserError, match="clear coat, which the path-traced pass does not shade"):
+    with pytest.raises(UserError, match=message):
         optimize(settings, Inputs(_views(4), None, ball.mesh, sky(), material), device="cpu")

@@ -11,8 +11,9 @@ from diffrec.io import Material
 from diffrec.io.material import is_texture
 from diffrec.light.envmap import EnvironmentLight
 from diffrec.protocol.settings import Settings
-from diffrec.render.material import FLAT_NORMAL, TextureMaterial
+from diffrec.render.material import FLAT_NORMAL, TextureMaterial, material_f0
 from diffrec.render.texture2d import Texture2D
+from diffrec.shading.bsdf import DIELECTRIC_F0
 
 __all__ = ["CONSTANT_START", "averaged", "has_textures", "initial_textures", "make_light"]
 
@@ -45,16 +46,17 @@ def initial_textures(settings: Settings, device, base_material: Material | None 
     - "random": kd uniform in its range, occlusion uniform in its range cut at 0.01,
       roughness and metallic uniform in theirs, flat normals (the reference system's random
       textures);
-    - "base_mesh": the base mesh's own material resampled (constants where it has none), and
-      its clear coat, which the run keeps as it is.
+    - "base_mesh": the base mesh's own material resampled (constants where it has none), its
+      clear coat, which the run keeps as it is, and its IOR.
 
-    No normal map unless ``settings.trains_normal_map()``.
+    No normal map unless ``settings.trains_normal_map()``; the IOR (1.5 unless the base mesh
+    gives one) trained where ``settings.trains_ior()``.
     """
     size, ranges = settings.size.texture_res, settings.material_ranges()
     kd_low, kd_high = (torch.tensor(v) for v in ranges["kd"])
     ks_low, ks_high = (torch.tensor(v, dtype=torch.float32) for v in ranges["ks"])
     mid_kd = [*CONSTANT_START["kd"], 1.0][:len(kd_low)]
-    coat = None
+    coat, f0 = None, DIELECTRIC_F0
     values = {"kd": torch.tensor(mid_kd).clamp(kd_low, kd_high).expand(size, size, -1),
               "ks": torch.tensor(CONSTANT_START["ks"]).clamp(ks_low, ks_high)
               .expand(size, size, 3),
@@ -69,7 +71,7 @@ def initial_textures(settings: Settings, device, base_material: Material | None 
         ks_high[0] = ks_high[0].clamp(max=0.01).clamp(min=ks_low[0])  # occlusion near none
         values["ks"] = uniform(ks_low, ks_high)
     elif settings.material.init_textures == "base_mesh" and base_material is not None:
-        coat = base_material.coat
+        coat, f0 = base_material.coat, material_f0(base_material)
         for name in ("kd", "ks", "normal"):
             channel = getattr(base_material, name)
             if channel is not None:
@@ -79,7 +81,7 @@ def initial_textures(settings: Settings, device, base_material: Material | None 
     for texture in textures:
         texture.clamp_()  # a base mesh's material may lie outside the ranges
     return TextureMaterial(*textures, mip_bias=settings.material.texture_mip_bias,
-                           coat=coat).to(device)
+                           coat=coat, f0=f0, learn_f0=settings.trains_ior()).to(device)
 
 
 def has_textures(material: Material) -> bool:
@@ -90,13 +92,13 @@ def has_textures(material: Material) -> bool:
 
 def averaged(material: Material) -> Material:
     """``material`` with each texture replaced by its mean value and no normal map (its clear
-    coat kept): the start a material's textures leave when the mesh's UVs they follow were
+    coat and IOR kept): the start a material's textures leave when the mesh's UVs they follow were
     replaced."""
     def mean(channel: torch.Tensor) -> torch.Tensor:
         return channel.mean((0, 1)) if is_texture(channel) else channel
 
     return Material(material.name, mean(material.kd), mean(material.ks), None,
-                    coat=material.coat)
+                    coat=material.coat, ior=material.ior)
 
 
 def _resampled(channel: torch.Tensor, size: int, like: torch.Tensor) -> torch.Tensor:

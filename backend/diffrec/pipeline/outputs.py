@@ -43,8 +43,8 @@ log = logging.getLogger(__name__)
 
 def textures_to_material(material) -> Material:
     """A ``render.material.TextureMaterial`` as a ``diffrec.io.Material`` (numpy arrays), its
-    fitted mip levels (``mips``, where it has them) and its clear coat included, normal levels
-    renormalised."""
+    fitted mip levels (``mips``, where it has them), its clear coat and its IOR (where not 1.5)
+    included, normal levels renormalised."""
     kd = material.kd.data.detach().cpu().numpy()
     ks = material.ks.data.detach().cpu().numpy()
     normal = None
@@ -54,8 +54,10 @@ def textures_to_material(material) -> Material:
                     else level.detach().cpu()).numpy() for level in levels]
             for name, levels in (getattr(material, "mips", None) or {}).items()}
     coat = getattr(material, "coat", None)
+    ior = material.ior
     return Material(name="diffrec", kd=kd, ks=ks, normal=normal, mips=mips or None,
-                    coat=None if coat is None else coat.detach().cpu())
+                    coat=None if coat is None else coat.detach().cpu(),
+                    ior=None if abs(ior - 1.5) < 1e-4 else ior)
 
 
 def write_result(out_dir: Path, result, *, export_obj: bool = False) -> Path:

@@ -167,7 +167,8 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
     baked = {name: Texture2D(textures[name], *ranges[name]) for name in ranges
              if name != "normal" or settings.trains_normal_map()}
     material = TextureMaterial(baked["kd"], baked["ks"], baked.get("normal"),
-                               mip_bias=material_settings.texture_mip_bias).to(device)
+                               mip_bias=material_settings.texture_mip_bias,
+                               learn_f0=settings.trains_ior()).to(device)
     return mesh, material, trainer, type(geometry.surface).__name__, unwrapping
 
 
@@ -189,6 +190,17 @@ def _keep_coat(settings: Settings, coat: torch.Tensor, reporter: Reporter) -> No
     weight, roughness = coat.tolist()
     reporter.log(f"the start's clear coat (weight {weight:.2f}, roughness {roughness:.2f}) "
                  "is kept over the fitted material")
+
+
+def _say_ior(settings: Settings, material: TextureMaterial, reporter: Reporter) -> None:
+    """Says where the IOR starts and whether it is trained (``trains_ior``); refuses an IOR
+    other than 1.5 to the path-traced pass, which shades 1.5."""
+    ior = material.ior
+    if settings.path_tracing.renderer == "path-traced" and abs(ior - 1.5) > 1e-4:
+        raise UserError(f"the start has IOR {ior:.2f}, which the path-traced pass does not "
+                        "shade (it shades 1.5): set renderer to rasterized")
+    if material.f0.requires_grad:
+        reporter.log(f"the surface's IOR is trained, from {ior:.2f} (learn_ior)")
 
 
 def _decimated(mesh: Mesh, budget: int, reporter: Reporter) -> Mesh:
@@ -293,6 +305,7 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
         material = initial_textures(settings, torch_device, base_material)
         if material.coat is not None:
             _keep_coat(settings, material.coat, reporter)
+        _say_ior(settings, material, reporter)
         if settings.looks_for_sun():
             _start_light_at_sun(ctx, mesh, train, light, reporter)
         if starts_levelled(settings):
@@ -338,6 +351,8 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
 
     with torch.no_grad():
         final_mesh = geometry.mesh()
+    if material.f0.requires_grad:
+        reporter.log(f"the surface's IOR came to {material.ior:.2f}")
     if poses is not None:
         reporter.log(_corrections_sentence(poses.summary()))
     mips = None
@@ -365,6 +380,7 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     metrics.update({"mode": mode, "preset": settings.run.preset,
                     "triangles": final_mesh.num_triangles,
                     "target_triangles": settings.surface.target_triangles,
+                    "ior": material.ior,
                     "device": str(torch_device), "engine": ctx.engine,
                     "surface_model": surface_model, "iterations": settings.size.iterations,
                     "unwrap": {k: v for k, v in unwrapping.items() if k != "warning"},

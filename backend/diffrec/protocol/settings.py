@@ -35,6 +35,7 @@ SURFACE_INITS = ("visual-hull", "sphere", "random")
 LOSSES = ("logl1", "logl2", "mse", "l1", "smape", "relmse")
 INIT_TEXTURES = ("constant", "random", "base_mesh")
 NORMAL_MAPS = ("auto", "on", "off")
+LEARN_IOR = ("auto", "on", "off")
 GRID_PRECISIONS = ("float16", "float32")
 BACKGROUNDS = ("random", "white", "black", "checker", "reference")
 PREVIEW_PANELS = ("latlong", "kd", "ks", "normal", "shading-only")
@@ -311,6 +312,15 @@ class MaterialSettings(_Record):
     normal_map: str = _material("auto", "train a tangent-space normal map: on, off (the "
                                 "mesh's own normals) or auto (off in materials mode)",
                                 **_choice(NORMAL_MAPS))
+    # a gloss the metallic-roughness channels cannot hold (a Glossy BSDF mixed in, a varnish)
+    # is a brighter dielectric: on a bake's start it is what the bake cannot read
+    # (docs/BENCHMARKS.md, "Against Blender's own route, round seventeen")
+    learn_ior: str = _material("auto", "train the surface's index of refraction (one value: "
+                               "the non-metal's gloss, Blender's IOR, glTF's "
+                               "KHR_materials_ior, between 1.33 and 3): on, off (the start's, "
+                               "1.5 where it has none) or auto (on where the fit starts from "
+                               "given textures, init_textures base_mesh)",
+                               **_choice(LEARN_IOR))
     albedo_smoothness: float = _material(0.03, "albedo smoothness weight", minimum=0)
     # 0.1 evens out each texel's noisy roughness and ties the charts' seams without holding
     # roughness at its start (docs/BENCHMARKS.md, "Seams")
@@ -546,6 +556,14 @@ class Settings:
         normal_map = self.material.normal_map
         return normal_map == "on" or (normal_map == "auto" and self.run.mode != "materials")
 
+    def trains_ior(self) -> bool:
+        """Whether the fit trains the surface's IOR: ``learn_ior``, "auto" meaning on where it
+        starts from given textures (``init_textures`` "base_mesh") and rasterizes (the
+        path-traced pass shades IOR 1.5)."""
+        learn = self.material.learn_ior
+        return learn == "on" or (learn == "auto" and self.material.init_textures == "base_mesh"
+                                 and self.path_tracing.renderer == "rasterized")
+
     def surface_triangles(self) -> int:
         """The most triangles reconstruct's pass-1 surface keeps: the smaller of
         ``max_triangles`` and ``target_triangles`` where each is set (0: no limit)."""
@@ -748,6 +766,8 @@ def _check_together(settings: Settings) -> None:
              "path-traced renders one layer (layers 1)"),
             ("renderer", not settings.light.camera_space,
              "path-traced needs the light fixed to the world (camera_space_light false)"),
+            ("learn_ior", material.learn_ior != "on",
+             "the path-traced pass shades IOR 1.5: learn_ior off or auto"),
         ]
     for name, ok, message in checks:
         if not ok:
