@@ -81,8 +81,14 @@ def coat_dropped(material, world) -> None:
     _node(material.node_tree, "ShaderNodeBsdfPrincipled").inputs["Coat Weight"].default_value = 0
 
 
+def glass_ior(material, world) -> None:
+    """The IOR the glTF importer read (``KHR_materials_ior``) put back to glass's 1.5."""
+    _node(material.node_tree, "ShaderNodeBsdfPrincipled").inputs["IOR"].default_value = 1.5
+
+
 BREAKAGES = {
     "coat dropped": coat_dropped,
+    "glass IOR": glass_ior,
     "kd read as data": kd_read_as_data,
     "roughness and metallic swapped": roughness_metallic_swapped,
     "occlusion ignored": occlusion_ignored,
