@@ -7,7 +7,7 @@ seed as the noise ceiling.
 
 Run with the test environment's Python: ``python scripts/bench_bake_peer.py --quick``
 (one asset, one budget, 64 px, a few iterations: minutes) or the full matrix
-``python scripts/bench_bake_peer.py`` (four assets x 1 % and 5 %). Outputs in ``--out``:
+``python scripts/bench_bake_peer.py`` (five assets x 1 % and 5 %). Outputs in ``--out``:
 ``bench_bake_peer.json`` (command, commit, machine, settings, every run's record, the summary
 against issue 50's targets) and per run ``<asset>-<percent>pc/`` (``start.glb``, the baked
 maps, ``diffrec/`` (the result folder), ``optimize.log``, each route's ``<route>.png``,
