@@ -155,10 +155,10 @@ def for_scene(context, settings) -> Estimate | None:
 
 
 def _pass_iterations(settings, start: str | None) -> int:
-    """The panel's Iterations, or fewer from a baked start in refine: the backend's
-    ``given_start_iterations`` (the panel does not set it)."""
+    """The panel's Iterations, or fewer from a baked start in materials or refine: the
+    backend's ``given_start_iterations`` (the panel does not set it)."""
     cap = protocol().settings.FIELDS["given_start_iterations"].default
-    if settings.mode == "refine" and start == "BAKED" and cap:
+    if settings.mode != "reconstruct" and start == "BAKED" and cap:
         return min(settings.iterations, cap)
     return settings.iterations
 

@@ -188,22 +188,25 @@ def check_the_estimate_counts_the_start_renders_in_the_upload():
         addon.unregister()
 
 
-def check_a_baked_start_in_refine_is_estimated_at_its_shorter_pass():
-    """Refine from a baked copy runs at most given_start_iterations, where the stopping rule
-    would run a selected start's pass on: the estimate counts that many, at the same speed."""
+def check_a_baked_start_is_estimated_at_its_shorter_pass():
+    """Materials or refine from a baked copy runs at most given_start_iterations, where the
+    stopping rule would run a selected start's pass on: the estimate counts that many, at
+    the same speed."""
     with _selected_cube_seen_by_four_cameras() as settings:
-        settings.preset, settings.mode = "PREVIEW", "refine"
-        settings.start_from = "SELECTED"
-        selected = estimate.for_scene(bpy.context, settings)
-        settings.start_from = "BAKED"
-        baked = estimate.for_scene(bpy.context, settings)
-        wire = protocol().settings
-        cap = wire.FIELDS["given_start_iterations"].default
-        assert 0 < cap < wire.expected_iterations(settings.iterations,
-                                                  wire.PRESETS["preview"]["plateau_window"])
-        assert baked.seconds == baked.longest_seconds, "the cap comes before the rule's window"
-        per_iteration = selected.longest_seconds / settings.iterations
-        assert abs(baked.seconds - cap * per_iteration) < 1e-6 * baked.seconds, (baked, selected)
+        for mode in ("materials", "refine"):
+            settings.preset, settings.mode = "PREVIEW", mode
+            settings.start_from = "SELECTED"
+            selected = estimate.for_scene(bpy.context, settings)
+            settings.start_from = "BAKED"
+            baked = estimate.for_scene(bpy.context, settings)
+            wire = protocol().settings
+            cap = wire.FIELDS["given_start_iterations"].default
+            assert 0 < cap < wire.expected_iterations(settings.iterations,
+                                                      wire.PRESETS["preview"]["plateau_window"])
+            assert baked.seconds == baked.longest_seconds, "the cap before the rule's window"
+            per_iteration = selected.longest_seconds / settings.iterations
+            assert abs(baked.seconds - cap * per_iteration) < 1e-6 * baked.seconds, \
+                (mode, baked, selected)
 
 
 def check_path_traced_shading_adds_its_pass_to_the_estimate_not_to_the_learned_speed():

@@ -174,7 +174,7 @@ def test_refine_moves_a_start_given_with_its_textures_at_its_own_rate():
                          later_iterations=0).surface_learning_rate is None
 
 
-def test_refine_from_a_start_given_with_its_textures_is_a_short_pass():
+def test_a_start_given_with_its_textures_is_a_short_pass():
     def iterations(given_start, mode="refine", **changes):
         settings = parse_settings({"mode": mode, "preset": "preview", **changes})
         return textured_pass(settings, clips_white=False, given_start=given_start,
@@ -184,7 +184,8 @@ def test_refine_from_a_start_given_with_its_textures_is_a_short_pass():
     assert iterations(True) == 50, "a decimated and baked start: given_start_iterations"
     assert iterations(True, iterations=40) == 40, "never more than iterations"
     assert iterations(True, given_start_iterations=0) == 1000, "0: as any pass"
-    assert iterations(True, mode="materials") == 1000, "refine's vertices only"
+    assert iterations(True, mode="materials") == 50, "kept as it is, as short"
+    assert iterations(False, mode="materials") == 1000
 
 
 def test_a_start_given_with_its_textures_moves_along_its_normals_unless_told():
