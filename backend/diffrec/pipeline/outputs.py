@@ -54,10 +54,9 @@ def textures_to_material(material) -> Material:
                     else level.detach().cpu()).numpy() for level in levels]
             for name, levels in (getattr(material, "mips", None) or {}).items()}
     coat = getattr(material, "coat", None)
-    ior = material.ior
     return Material(name="diffrec", kd=kd, ks=ks, normal=normal, mips=mips or None,
                     coat=None if coat is None else coat.detach().cpu(),
-                    ior=None if abs(ior - 1.5) < 1e-4 else ior)
+                    ior=material.distinct_ior)
 
 
 def write_result(out_dir: Path, result, *, export_obj: bool = False) -> Path:

@@ -194,8 +194,8 @@ def textured_pass(settings: Settings, *, clips_white: bool, given_start: bool,
     where it starts close: reconstruct's pass-1 mesh, and at ``given_start_learning_rate``
     refine's given start (``given_start``: a mesh given with its textures, e.g. the reference
     decimated and baked), for at most ``given_start_iterations`` from such a start in
-    materials or refine; the light learned
-    unless fixed or locked after pass 1; textures held to a given start by ``start_prior``."""
+    materials or refine; the light learned unless fixed or locked after pass 1; textures held
+    to a given start by ``start_prior``."""
     schedule, mode = settings.schedule, settings.run.mode
     nvdiffrec, reconstruct = schedule.kind == "nvdiffrec", mode == "reconstruct"
     path_traced = settings.path_tracing.renderer == "path-traced"

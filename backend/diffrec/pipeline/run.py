@@ -195,12 +195,11 @@ def _keep_coat(settings: Settings, coat: torch.Tensor, reporter: Reporter) -> No
 def _say_ior(settings: Settings, material: TextureMaterial, reporter: Reporter) -> None:
     """Says where the IOR starts and whether it is trained (``trains_ior``); refuses an IOR
     other than 1.5 to the path-traced pass, which shades 1.5."""
-    ior = material.ior
-    if settings.path_tracing.renderer == "path-traced" and abs(ior - 1.5) > 1e-4:
-        raise UserError(f"the start has IOR {ior:.2f}, which the path-traced pass does not "
-                        "shade (it shades 1.5): set renderer to rasterized")
+    if settings.path_tracing.renderer == "path-traced" and material.distinct_ior is not None:
+        raise UserError(f"the start has IOR {material.ior:.2f}, which the path-traced pass does "
+                        "not shade (it shades 1.5): set renderer to rasterized")
     if material.f0.requires_grad:
-        reporter.log(f"the surface's IOR is trained, from {ior:.2f} (learn_ior)")
+        reporter.log(f"the surface's IOR is trained, from {material.ior:.2f} (learn_ior)")
 
 
 def _decimated(mesh: Mesh, budget: int, reporter: Reporter) -> Mesh:

@@ -48,6 +48,7 @@ from diffrec.raster import texture_points
 __all__ = [
     "DIELECTRIC_F0",
     "DISPLAY_MODES",
+    "GLASS_IOR",
     "bend_toward_viewer",
     "dielectric_f0",
     "ior_of",
@@ -59,7 +60,8 @@ __all__ = [
 ]
 
 DISPLAY_MODES = ("pbr", "kd", "ks", "normal", "shading-only")
-DIELECTRIC_F0 = 0.04  # normal-incidence reflectance of the non-metal coat (IOR 1.5)
+GLASS_IOR = 1.5  # glTF's and Blender's IOR unless a material gives one
+DIELECTRIC_F0 = 0.04  # normal-incidence reflectance of the non-metal coat (GLASS_IOR)
 
 # Shading normals are bent until n.v reaches this value.
 _MIN_N_DOT_V = 1e-2
