@@ -33,6 +33,7 @@ from diffrec_bench.bake_peer.catalogue import ASSETS, BUDGETS
 from diffrec_bench.bake_peer.jobs import PeerJob, checkout_commit
 from diffrec_bench.bake_peer.lights import ROLES
 from diffrec_bench.checkout import REPO
+from diffrec_bench.quality.judging import JUDGE_SEED
 from diffrec_bench.runs import machine, names
 
 QUICK = {"assets": ["sculpt"], "budgets": [0.01], "res": 64, "views": 12, "holdout": 3,
@@ -80,6 +81,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="Cycles samples of the held-out truth, its noise ceiling and the "
                              "judging renders (default 64: at 16 the bake sits at the judge's "
                              "noise ceiling)")
+    parser.add_argument("--judge-seed", dest="judge_seed", type=int, default=JUDGE_SEED,
+                        help=f"Cycles' seed of the judging renders alone (default {JUDGE_SEED}; "
+                             "runs that differ only in it measure the judge's own spread)")
     parser.add_argument("--texture-res", dest="texture_res", type=int,
                         help="texture size of both routes (default 512)")
     parser.add_argument("--bake-samples", dest="bake_samples", type=int, default=16,
@@ -135,7 +139,8 @@ def jobs_for(args) -> list[PeerJob]:
     revision = checkout_commit(REPO)
     return [PeerJob(asset, fraction, args.out.resolve(), args.cache.resolve(), size=args.res,
                     views=args.views, holdout=args.holdout, samples=args.samples,
-                    judge_samples=args.judge_samples, texture_res=args.texture_res,
+                    judge_samples=args.judge_samples, judge_seed=args.judge_seed,
+                    texture_res=args.texture_res,
                     bake_samples=args.bake_samples, preset=args.preset,
                     iterations=args.iterations, roles=tuple(args.lights),
                     threads=args.threads, device=args.device, commit=revision,
@@ -208,7 +213,7 @@ def main(argv=None) -> int:
     print(f"bench_bake_peer: {', '.join(args.assets)} at "
           f"{', '.join(f'{100 * b:g} %' for b in args.budgets)}, {args.res} px, {args.views} "
           f"views + {args.holdout} held out, Cycles {args.samples} spp (judged at "
-          f"{args.judge_samples}), textures "
+          f"{args.judge_samples}, seed {args.judge_seed}), textures "
           f"{args.texture_res}, diffrec {args.preset}"
           + (f" {args.iterations} iterations" if args.iterations else ""), flush=True)
     report = {"command": shlex.join(["python", "scripts/bench_bake_peer.py",

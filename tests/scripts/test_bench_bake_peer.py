@@ -2,6 +2,7 @@
 the assets it builds have the triangles and materials issue 50 asks for, a result is judged
 alone in the scene, and the table and the targets read the records right."""
 
+import dataclasses
 
 import numpy as np
 import pytest
@@ -193,3 +194,17 @@ def test_the_judge_renders_with_samples_of_its_own():
     assert truth_key(sharper) != truth_key(default)
     with pytest.raises(SystemExit):
         script.parse_args(["--judge-samples", "0"])
+
+
+def test_another_judge_seed_reuses_the_truth_and_changes_only_the_judging_renders():
+    pytest.importorskip("bpy")
+    from diffrec_bench.bake_peer.truth import truth_key
+    from diffrec_bench.quality.judging import JUDGE_SEED
+
+    script = _script()
+    default = script.jobs_for(script.parse_args(["--assets", "sculpt", "--budgets", "1"]))[0]
+    reseeded = script.jobs_for(script.parse_args(["--assets", "sculpt", "--budgets", "1",
+                                                  "--judge-seed", "7"]))[0]
+    assert default.judge_seed == JUDGE_SEED and reseeded.judge_seed == 7
+    assert truth_key(reseeded) == truth_key(default)
+    assert dataclasses.replace(reseeded, judge_seed=JUDGE_SEED) == default

@@ -6,6 +6,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..quality.judging import JUDGE_SEED
 from .lights import ROLES, judging_lights
 
 
@@ -16,7 +17,9 @@ class PeerJob:
     samples of the training targets (and of the start rendered for diffrec);
     ``judge_samples``: of the held-out truth, its noise ceiling and the judging renders (a
     judge's noise ceiling rises about 6 dB per four times the samples: at 16 a bake sits at
-    it, and gains over the bake do not show); ``texture_res``: both routes' textures;
+    it, and gains over the bake do not show); ``judge_seed``: Cycles' seed of the judging
+    renders alone (the bake, the truth and its ceiling keep theirs: runs that differ in it
+    alone measure the judge's own spread); ``texture_res``: both routes' textures;
     ``bake_samples``: Cycles samples per bake; ``preset`` / ``iterations`` (None: the
     preset's) / ``mode`` / ``settings`` (more ``optimize`` settings, (name, value) pairs):
     diffrec's; ``roles``: the judging lights (``lights.ROLES``); ``threads``: the
@@ -33,6 +36,7 @@ class PeerJob:
     holdout: int = 8
     samples: int = 16
     judge_samples: int = 64
+    judge_seed: int = JUDGE_SEED
     texture_res: int = 512
     bake_samples: int = 16
     preset: str = "preview"

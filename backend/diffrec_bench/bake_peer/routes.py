@@ -20,9 +20,9 @@ result judged by Cycles on the held-out cameras under every judging light.
 - **Baseline**: the same start with a copy of the reference's own procedural material.
 
 Judging: each result alone in the scene (the others unlinked), rendered with the judge's seed
-(``run.JUDGE_SEED``) by ``relight.judge`` (every light, then the base colour; its picture
-``<route>.png``); diffrec's ``mesh.glb`` through the add-on's import (Blender's glTF importer;
-its learned probe unused).
+(``job.judge_seed``; by default ``JUDGE_SEED``, which the bake also draws with) by
+``relight.judge`` (every light, then the base colour; its picture ``<route>.png``); diffrec's
+``mesh.glb`` through the add-on's import (Blender's glTF importer; its learned probe unused).
 """
 
 from __future__ import annotations
@@ -264,6 +264,7 @@ def run_budget(job: PeerJob) -> dict:
     started = time.monotonic()
     record["routes"] = {}
     bl_scene.cycles.samples = job.judge_samples
+    bl_scene.cycles.seed = job.judge_seed
     for route, obj in results.items():
         with alone(obj):
             judged = relight.judge(bl_scene, cameras, job.lights(), targets, job.size,
