@@ -69,6 +69,8 @@ NEUTRALISED = ("Metallic", "Transmission Weight", "Specular IOR Level", "Coat We
                "Sheen Weight")
 """The Principled BSDF inputs zeroed for the base-colour bake (each scales the diffuse weight)."""
 PRINCIPLED = "ShaderNodeBsdfPrincipled"
+GLASS_IOR = 1.5
+"""A Principled BSDF's default IOR, and glTF's where a file gives none."""
 
 
 def triangle_count(mesh: bpy.types.Mesh) -> int:
@@ -408,20 +410,35 @@ def unread_shaders(reference) -> list[str]:
                    if node.bl_idname not in READ_SHADERS})
 
 
+def _uniform_inputs(reference, names: tuple[str, ...]) -> tuple[float, ...] | None:
+    """The values of the inputs ``names`` where they are one over the whole of ``reference``:
+    every shader its materials' outputs read (``_shaders``) is a Principled BSDF with those
+    inputs unlinked, all with the same values (to 1e-6); else None."""
+    found = set()
+    for nodes in _surface_shaders(reference):
+        for node in (None,) if nodes is None else nodes:
+            sockets = None if node is None or node.bl_idname != PRINCIPLED else \
+                [node.inputs.get(name) for name in names]
+            if sockets is None or any(s is None or s.is_linked for s in sockets):
+                return None
+            found.add(tuple(round(socket.default_value, 6) for socket in sockets))
+    return found.pop() if len(found) == 1 else None
+
+
 def uniform_coat(reference) -> tuple[float, float] | None:
     """``(weight, roughness)`` of ``reference``'s clear coat where it is one coat over the
-    whole object: every Principled BSDF its materials' outputs read (``_shaders``) has Coat
-    Weight and Coat Roughness unlinked, the same values, and a weight above 0; else None."""
-    coats = set()
-    for nodes in _surface_shaders(reference):
-        for inputs in (None,) if nodes is None else map(_coat_inputs, nodes):
-            if inputs is None or any(socket.is_linked for socket in inputs):
-                return None
-            coats.add(tuple(round(socket.default_value, 6) for socket in inputs))
-    if len(coats) != 1:
-        return None
-    (coat,) = coats
-    return coat if coat[0] > 0 else None
+    whole object (``_uniform_inputs``: Coat Weight and Coat Roughness) with a weight above 0;
+    else None."""
+    coat = _uniform_inputs(reference, ("Coat Weight", "Coat Roughness"))
+    return coat if coat is not None and coat[0] > 0 else None
+
+
+def distinct_ior(reference) -> float | None:
+    """``reference``'s IOR where it is one over the whole object (``_uniform_inputs``: the
+    Principled BSDF's IOR) and not glass's ``GLASS_IOR`` (to 1e-4): what a start has to
+    carry, as glTF's ``KHR_materials_ior`` does; else None."""
+    ior = _uniform_inputs(reference, ("IOR",))
+    return None if ior is None or abs(ior[0] - GLASS_IOR) < 1e-4 else ior[0]
 
 
 def start_maps(maps: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -468,7 +485,8 @@ class MapBaker:
     the reference has a uniform coat (``coat_layer``, ``uniform_coat``), else 'coat' [H, W, 2]
     (weight, roughness) where it has one (``has_coat``), 'normal' tangent-space [H, W, 3]
     encoded in [0, 1] (OpenGL +Y), all float32, rows top-down, ``size`` x ``size``; texels
-    past the UV charts are dilated by Cycles' margin. Nothing of the scene is changed between
+    past the UV charts are dilated by Cycles' margin. ``ior``: the reference's IOR where it is
+    one and not 1.5 (``distinct_ior``), which no map holds. Nothing of the scene is changed between
     steps nor after ``close()`` (which the last step calls): render settings, the reference's
     materials, selection, active object; the temporary images, materials and objects are
     removed."""
@@ -484,6 +502,7 @@ class MapBaker:
         self.scene, self.size, self.samples = scene, size, samples
         self.coat = has_coat(reference)
         self.coat_layer = uniform_coat(reference) if self.coat else None
+        self.ior = distinct_ior(reference)
         self.maps: dict[str, np.ndarray] = {}
         self.done = 0
         self._made: list = []  # (collection, datablock) to remove on close
@@ -642,12 +661,13 @@ def bake_maps(scene, reference, start, size: int, samples: int = 16) -> dict[str
 
 
 def baked_material(name: str, maps: dict[str, np.ndarray],
-                   coat: tuple[float, float] | None = None) -> bpy.types.Material:
+                   coat: tuple[float, float] | None = None,
+                   ior: float | None = None) -> bpy.types.Material:
     """Blender's route's result material: a Principled BSDF reading the maps as images packed
     into the .blend (base colour 8-bit sRGB; roughness, metallic and normal 8-bit Non-Color,
     the normal through a Normal Map node in tangent space); ``coat`` ``(weight, roughness)``:
     a clear coat over it, on the same normals (the material a fit with that coat starts
-    from)."""
+    from); ``ior``: its IOR (None: the Principled BSDF's default, ``GLASS_IOR``)."""
     material = bpy.data.materials.new(name)
     tree = material.node_tree
     principled = next(node for node in tree.nodes if node.bl_idname == PRINCIPLED)
@@ -675,4 +695,6 @@ def baked_material(name: str, maps: dict[str, np.ndarray],
         principled.inputs["Coat Weight"].default_value = coat[0]
         principled.inputs["Coat Roughness"].default_value = coat[1]
         tree.links.new(normal_map.outputs["Normal"], principled.inputs["Coat Normal"])
+    if ior is not None:
+        principled.inputs["IOR"].default_value = ior
     return material

@@ -67,14 +67,15 @@ def poses_found(folder: str) -> bool:
     return captures.detect_layout(Path(bpy.path.abspath(folder))) in captures.FOUND_POSE_LAYOUTS
 
 
-def start_textures(maps: dict[str, np.ndarray], coat: tuple[float, float] | None = None
-                   ) -> dict[str, np.ndarray]:
+def start_textures(maps: dict[str, np.ndarray], coat: tuple[float, float] | None = None,
+                   ior: float | None = None) -> dict[str, np.ndarray]:
     """The baked maps (``bake_start.MapBaker.maps``) as the job's starting textures
     (docs/protocol.md, section 8): ``start_kd`` linear base colour, ``start_ks`` glTF-packed
     (no occlusion, the roughness ``bake_start.start_maps`` gives, metallic), ``start_normal``
     tangent-space in [0, 1]; each float32 [H, W, 3], rows top-down; and ``start_coat``
     float32 [2] for a uniform clear coat ``coat`` (``MapBaker.coat_layer``), which the job
-    keeps."""
+    keeps; ``start_ior`` float32 [1] for an IOR ``ior`` (``MapBaker.ior``), which it starts
+    from."""
     maps = bake_start.start_maps(maps)
     occlusion = np.zeros_like(maps["roughness"])
     arrays = {"start_kd": np.ascontiguousarray(maps["base_color"], np.float32),
@@ -83,6 +84,8 @@ def start_textures(maps: dict[str, np.ndarray], coat: tuple[float, float] | None
               "start_normal": np.ascontiguousarray(maps["normal"], np.float32)}
     if coat is not None:
         arrays["start_coat"] = np.asarray(coat, np.float32)
+    if ior is not None:
+        arrays["start_ior"] = np.asarray([ior], np.float32)
     return arrays
 
 
@@ -225,14 +228,15 @@ class SubmissionBuilder:
     def _render_start(self) -> np.ndarray:
         """The start alone (every other object hidden from the render, the reference too; the
         baked copy wearing its baked maps as the fit starts from them, ``bake_start.start_maps``
-        in ``bake_start.baked_material``, under its uniform coat) from the next target
+        in ``bake_start.baked_material``, under its uniform coat, at the IOR it starts from,
+        ``_start_ior``) from the next target
         camera, at the targets' size, with the scene's engine and seed as the targets: float32
         [H, W, 4] as ``export_scene.render_view`` returns it."""
         start = self._copy if self.start == "BAKED" else self.subject
         if self.start == "BAKED" and self._baked_material is None:
             self._baked_material = bake_start.baked_material(
                 f"{start.name} baked", bake_start.start_maps(self._baker.maps),
-                self._baker.coat_layer)
+                self._baker.coat_layer, self._start_ior())
             start.data.materials.append(self._baked_material)
         others = [obj for obj in self.scene.objects
                   if obj.type in subjects.GEOMETRY_TYPES and obj != start]
@@ -252,6 +256,12 @@ class SubmissionBuilder:
         copy.hide_render = copy.hide_viewport = True
         return copy
 
+    def _start_ior(self) -> float | None:
+        """The reference's IOR the baked start carries (``MapBaker.ior``), where the job
+        rasterizes: None under path-traced shading, which shades 1.5 and would refuse another
+        (an old file's 1.45 is then read as 1.5, as before)."""
+        return self._baker.ior if self.choices.shading != "path-traced" else None
+
     def _start_arrays(self, depsgraph) -> dict[str, np.ndarray]:
         """The start mesh's arrays (``export_scene.export_mesh``), and with a baked start its
         maps as the job's starting textures (docs/protocol.md, section 8)."""
@@ -264,7 +274,8 @@ class SubmissionBuilder:
         if mesh.uvs is not None:
             arrays.update(uvs=mesh.uvs, uv_faces=mesh.uv_faces)
         if self._baker is not None:
-            arrays.update(start_textures(self._baker.maps, self._baker.coat_layer))
+            arrays.update(start_textures(self._baker.maps, self._baker.coat_layer,
+                                         self._start_ior()))
         return arrays
 
     def _finish(self, context) -> job_session.Submission:

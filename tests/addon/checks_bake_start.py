@@ -316,6 +316,40 @@ def check_a_uniform_clear_coat_is_kept_as_a_layer_over_the_bases_own_roughness()
     assert bake_start.uniform_coat(reference) is None
 
 
+def check_an_ior_is_read_where_it_is_one_over_the_object_and_not_glasss():
+    """The Principled BSDF's IOR, unlinked and the same in every material, is what a start
+    carries (``distinct_ior``); 1.5, a second material of another IOR, an IOR linked to a
+    node, or a shader that is not a Principled BSDF give None. The start's material wears
+    it."""
+    reference = _sphere()
+    material = _constant_material("gem", RED, 0.2, 0.0)
+    principled = material.node_tree.nodes["Principled BSDF"]
+    reference.data.materials.append(material)
+    principled.inputs["IOR"].default_value = 1.5
+    assert bake_start.distinct_ior(reference) is None
+    principled.inputs["IOR"].default_value = 2.4
+    assert abs(bake_start.distinct_ior(reference) - 2.4) < 1e-6
+    maps = {name: np.full((4, 4, 3) if name in ("base_color", "normal") else (4, 4), 0.5,
+                          np.float32) for name in bake_start.MAPS}
+    made = bake_start.baked_material("start", maps, ior=bake_start.distinct_ior(reference))
+    assert abs(made.node_tree.nodes["Principled BSDF"].inputs["IOR"].default_value - 2.4) < 1e-6
+    plain = bake_start.baked_material("plain", maps).node_tree.nodes["Principled BSDF"]
+    assert abs(plain.inputs["IOR"].default_value - bake_start.GLASS_IOR) < 1e-6
+    other = _constant_material("glass", BLUE, 0.2, 0.0)
+    reference.data.materials.append(other)
+    assert bake_start.distinct_ior(reference) is None  # 1.5 beside 2.4: not one IOR
+    other.node_tree.nodes["Principled BSDF"].inputs["IOR"].default_value = 2.4
+    assert abs(bake_start.distinct_ior(reference) - 2.4) < 1e-6
+    value = material.node_tree.nodes.new("ShaderNodeValue")
+    material.node_tree.links.new(value.outputs[0], principled.inputs["IOR"])
+    assert bake_start.distinct_ior(reference) is None  # linked: it may vary
+    material.node_tree.links.remove(principled.inputs["IOR"].links[0])
+    tree = other.node_tree
+    diffuse = tree.nodes.new("ShaderNodeBsdfDiffuse")
+    tree.links.new(diffuse.outputs[0], tree.nodes["Material Output"].inputs["Surface"])
+    assert bake_start.distinct_ior(reference) is None  # a Diffuse BSDF has no IOR
+
+
 def check_multi_material_reference():
     reference = _sphere()
     reference.data.materials.append(_constant_material("top", RED, 0.2, 0.0))

@@ -225,6 +225,28 @@ def check_a_coated_reference_sends_its_coat_and_its_bodys_roughness():
     assert abs(np.median(roughness[charted]) - 0.4) < 0.01, np.median(roughness[charted])
 
 
+def check_a_reference_of_another_ior_sends_it_where_the_job_rasterizes():
+    """Built without a server: a reference of IOR 2.4 sends it as ``start_ior`` (the job
+    starts from it) and renders the start at it; with Shading path-traced, which shades 1.5
+    and would refuse another, it sends none."""
+    scene, heavy, _beside = _scene()
+    bsdf = heavy.data.materials[0].node_tree.nodes["Principled BSDF"]
+    bsdf.inputs["IOR"].default_value = 2.4
+    iors = {}
+    for shading in ("rasterized", "path-traced"):
+        scene.diffrec.shading = shading
+        builder = submission.SubmissionBuilder(bpy.context, scene.diffrec)
+        while not builder.step(bpy.context):
+            if builder._baked_material is not None:
+                principled = builder._baked_material.node_tree.nodes["Principled BSDF"]
+                iors[shading] = principled.inputs["IOR"].default_value
+        iors[shading, "sent"] = builder.submission.arrays.get("start_ior")
+    assert iors["rasterized", "sent"].dtype == np.float32
+    assert np.abs(iors["rasterized", "sent"] - 2.4).max() < 1e-6, iors
+    assert abs(iors["rasterized"] - 2.4) < 1e-6 and abs(iors["path-traced"] - 1.5) < 1e-6, iors
+    assert iors["path-traced", "sent"] is None, iors
+
+
 def check_the_panel_names_the_shaders_a_bake_cannot_read():
     """A reference whose surface mixes a Diffuse BSDF with a Glossy BSDF (no Principled
     BSDF): a baked start's panel says that the bake cannot read the Glossy BSDF; an Emission

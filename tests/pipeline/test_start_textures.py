@@ -1,6 +1,6 @@
-"""Start textures on the wire (``start_kd``, ``start_ks``, ``start_normal``, and a clear coat,
-``start_coat``): what the add-on bakes onto the start mesh's UVs travels as image-like arrays,
-becomes the base material and is where a job's textures start."""
+"""Start textures on the wire (``start_kd``, ``start_ks``, ``start_normal``, a clear coat,
+``start_coat``, and an IOR, ``start_ior``): what the add-on bakes onto the start mesh's UVs
+travels as image-like arrays, becomes the base material and is where a job's textures start."""
 
 import json
 
@@ -19,6 +19,7 @@ from diffrec.pipeline.initial_state import _resampled, initial_textures
 from diffrec.pipeline.inputs import Inputs
 from diffrec.pipeline.job_arrays import (
     START_COAT,
+    START_IOR,
     settings_for_start,
     start_material,
     to_job_arrays,
@@ -128,6 +129,47 @@ def test_a_start_coat_travels_and_is_checked():
     for bad in (np.float32([1.5, 0.1]), np.float32([0.5, 0.1, 0.2])):
         with pytest.raises(UserError, match="start_coat"):
             start_material({START_COAT: bad})
+
+
+def test_a_start_ior_travels_and_is_checked():
+    material = Material(kd=torch.rand(4, 4, 3), ior=2.4)
+    arrays = to_job_arrays(_blank_views(), plane(2), None, material)
+    assert arrays[START_IOR].dtype == np.float32
+    np.testing.assert_array_equal(arrays[START_IOR], np.float32([2.4]))
+    assert start_material(arrays).ior == pytest.approx(2.4)
+    assert START_IOR not in to_job_arrays(_blank_views(), plane(2), None,
+                                          Material(kd=torch.rand(4, 4, 3)))
+    assert start_material({START_IOR: np.float32([1.33])}).ior == pytest.approx(1.33)
+    for bad in (np.float32([0.5]), np.float32([np.nan])):
+        with pytest.raises(UserError, match="IOR"):
+            start_material({START_IOR: bad})
+
+
+def test_a_job_starts_from_the_ior_it_is_sent(tmp_path):
+    """The ball at IOR 2.6 sent its own textures, with its IOR and without (1.5), the IOR
+    held (``learn_ior`` off): sent, the first iteration renders the targets better by dB, and
+    the result and mesh.glb keep it."""
+    ball = ball_asset()
+    glossy = Material(kd=ball.materials[0].kd, ks=torch.tensor([0.0, 0.25, 0.0]), ior=2.6)
+    cameras = ring_cameras(4, SIZE, SIZE)
+    targets = render_reference_views(CTX, Asset(ball.mesh, [glossy], ball.material_ids),
+                                     sky(), cameras, spp=2, light_resolution=32).images
+    fits = {}
+    for ior in (2.6, None):
+        sent = start_material(to_job_arrays(_blank_views(), ball.mesh, None,
+                                            Material(kd=glossy.kd, ks=glossy.ks, ior=ior)))
+        run = config(tmp_path, train_res=SIZE, texture_res=16, iterations=1, log_every=1,
+                     plateau_window=0, validation=False, learn_ior="off")
+        fits[ior] = optimize(settings_for_start(run.settings, sent),
+                             Inputs(Views(cameras, targets), None, ball.mesh, sky(), sent),
+                             device="cpu")
+    assert fits[2.6].metrics["ior"] == pytest.approx(2.6, abs=1e-4)
+    assert fits[None].metrics["ior"] == pytest.approx(1.5, abs=1e-4)
+    first = {ior: fit.metrics["history"][0]["psnr"] for ior, fit in fits.items()}
+    assert first[2.6] > first[None] + 3, first
+    write_result(tmp_path / "gem", fits[2.6])
+    assert read_gltf(tmp_path / "gem" / "mesh.glb").materials[0].ior == pytest.approx(2.6,
+                                                                                       abs=1e-4)
 
 
 def test_a_coated_start_is_kept_shaded_and_exported(tmp_path):

@@ -73,6 +73,17 @@ def test_a_start_coat_of_the_wrong_layout_or_values_is_refused(client, coat, ref
     assert error.code == "invalid_input" and refusal in error.message, error.message
 
 
+@pytest.mark.parametrize(("ior", "refusal"), [
+    (np.float32([0.5]), "array 'start_ior': an index of refraction is at least 1, found 0.5"),
+    (np.float32([1.5, 2.0]), "array 'start_ior': axis 0 must be 1"),
+    (np.float32([np.inf]), "array 'start_ior' contains NaN or infinite values"),
+])
+def test_a_start_ior_of_the_wrong_layout_or_values_is_refused(client, ior, refusal):
+    inputs = {**textured_job(), "start_ior": ior}
+    error = error_of(lambda: client.submit("bad-ior", SPEC, inputs))
+    assert error.code == "invalid_input" and refusal in error.message, error.message
+
+
 def test_a_start_coat_in_reconstruct_is_refused(client):
     inputs = {**textured_job(), "start_coat": np.float32([1.0, 0.1])}
     spec = {**SPEC, "settings": {**SPEC["settings"], "mode": "reconstruct"}}

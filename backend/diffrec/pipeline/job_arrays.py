@@ -16,9 +16,11 @@ mesh's UVs with rows top-down as images are (row 0 is v = 1; the backend's textu
 stored the same way, so no row is flipped here): ``start_kd`` linear base colour,
 ``start_ks`` occlusion (0: none), roughness, metallic (glTF's channel order), ``start_normal``
 a tangent-space normal map encoded ``(n + 1) / 2`` in [0, 1] (OpenGL: +Y along increasing
-v); and ``start_coat`` (``START_COAT``), float32 [2], a clear coat's weight and roughness over
-the whole surface. They become the base material (``start_material``), which a job starts from
-(``settings_for_start``) and whose coat it keeps.
+v); ``start_coat`` (``START_COAT``), float32 [2], a clear coat's weight and roughness over
+the whole surface; and ``start_ior`` (``START_IOR``), float32 [1], the non-metal's index of
+refraction over the whole surface (none: 1.5). They become the base material
+(``start_material``), which a job starts from (``settings_for_start``), whose coat it keeps
+and whose IOR it starts from.
 
 Start renders (``START_IMAGES``), optional: the base mesh with its start material rendered by
 the targets' renderer, one image per target view in the targets' order and at their size,
@@ -46,7 +48,9 @@ START_TEXTURES = ("start_kd", "start_ks", "start_normal")
 """The start textures' array names, in the material's channel order (kd, ks, normal)."""
 START_COAT = "start_coat"
 """The start's clear coat's array name: ``(weight, roughness)``, ``Material.coat``."""
-START_MATERIAL = (*START_TEXTURES, START_COAT)
+START_IOR = "start_ior"
+"""The start's index of refraction's array name: ``(ior,)``, ``Material.ior``."""
+START_MATERIAL = (*START_TEXTURES, START_COAT, START_IOR)
 """Every array of the start material."""
 START_IMAGES = "start_images"
 """The start renders' array name."""
@@ -88,6 +92,8 @@ def to_job_arrays(views: Views, base_mesh: Mesh | None = None,
                                 else _float32(texels[..., :3]))
         if base_material.coat is not None:
             arrays[START_COAT] = _float32(base_material.coat)
+        if base_material.ior is not None:
+            arrays[START_IOR] = _float32([base_material.ior])
     if start_renders is not None:
         arrays[START_IMAGES] = _float32(start_renders.images)
     return arrays
@@ -137,19 +143,20 @@ def sent_start_renders(arrays: Mapping[str, np.ndarray]) -> Views | None:
 
 
 def start_material(arrays: Mapping[str, np.ndarray]) -> Material | None:
-    """The base material the start textures and coat make (None without any): a channel not
-    sent is the constant start's (``initial_state.CONSTANT_START``), the normal map decoded to
-    unit vectors. Raises ``UserError`` for a coat outside [0, 1]."""
+    """The base material the start textures, coat and IOR make (None without any): a channel
+    not sent is the constant start's (``initial_state.CONSTANT_START``), the normal map decoded
+    to unit vectors. Raises ``UserError`` for a coat outside [0, 1] or an IOR below 1."""
     if not any(name in arrays for name in START_MATERIAL):
         return None
     kd, ks, normal = (arrays.get(name) for name in START_TEXTURES)
-    coat = arrays.get(START_COAT)
+    coat, ior = arrays.get(START_COAT), arrays.get(START_IOR)
     return Material(
         "start textures",
         kd=_tensor(kd).float() if kd is not None else torch.tensor(CONSTANT_START["kd"]),
         ks=_tensor(ks).float() if ks is not None else torch.tensor(CONSTANT_START["ks"]),
         normal=None if normal is None else decode_normal_map(np.asarray(normal, np.float32)),
-        coat=None if coat is None else check_coat(np.asarray(coat, np.float32), START_COAT))
+        coat=None if coat is None else check_coat(np.asarray(coat, np.float32), START_COAT),
+        ior=None if ior is None else float(np.asarray(ior).reshape(-1)[0]))
 
 
 def settings_for_start(settings: Settings, material: Material | None) -> Settings:
@@ -185,6 +192,6 @@ def _tensor(value) -> torch.Tensor:
     return torch.from_numpy(np.array(value))  # an own, writable copy
 
 
-__all__ = ["START_COAT", "START_IMAGES", "START_MATERIAL", "START_TEXTURES",
+__all__ = ["START_COAT", "START_IMAGES", "START_IOR", "START_MATERIAL", "START_TEXTURES",
            "check_start_images", "from_job_arrays", "sent_start_renders", "settings_for_start",
            "start_material", "to_job_arrays"]

@@ -175,6 +175,14 @@ def _unit_interval(values) -> str | None:
     return None
 
 
+def _refractive_index(values) -> str | None:
+    """Every value at least 1 (vacuum's)."""
+    low = float(np.min(values))
+    if low < 1:
+        return f"an index of refraction is at least 1, found {low:.4g}"
+    return None
+
+
 def _camera_matrices(cameras) -> str | None:
     """Each matrix must be affine (last row 0 0 0 1) with an invertible 3x3 part."""
     matrices = np.asarray(cameras, dtype=np.float64)
@@ -230,6 +238,8 @@ INPUTS: dict[str, ArraySpec] = {
     "start_normal": ArraySpec(_FLOATS, 3, (3,), finite=True),
     # the start's clear coat over the whole surface (2,): weight, roughness, each in [0, 1]
     "start_coat": ArraySpec(_FLOATS, 1, (2,), finite=True, values=_unit_interval),
+    # the start's index of refraction over the whole surface (1,): at least 1
+    "start_ior": ArraySpec(_FLOATS, 1, (1,), finite=True, values=_refractive_index),
     # start renders (N, H, W, 4): the base mesh with its start material rendered by the
     # targets' renderer, one per target image, same order and size; laid out as images
     "start_images": ArraySpec(("uint8", "uint16", *_FLOATS), 4, (None, None, 4), finite=True,

@@ -10,8 +10,9 @@ files, the device and the output folder are the server's business). Inputs: ``im
 (optional), ``envmap`` (required when the light is kept or starts from the HDRI),
 ``start_kd``, ``start_ks``, ``start_normal`` (optional, over the base mesh's UVs: the textures
 the job starts from, ``pipeline.job_arrays``), ``start_coat`` (optional: the start's clear
-coat, kept), ``start_images`` (optional, materials and
-refine: the start rendered by the targets' renderer, one per image; ``pipeline.renderer_gap``).
+coat, kept), ``start_ior`` (optional: the index of refraction it starts from),
+``start_images`` (optional, materials and refine: the start rendered by the targets' renderer,
+one per image; ``pipeline.renderer_gap``).
 
 Results: the result folder of ``pipeline.outputs`` as the run wrote it (``mesh.glb``,
 ``probe.hdr``, ``validation_view_NN.png``, ``metrics.json``) and its ``manifest.json``, copied
