@@ -9,14 +9,15 @@ result judged by Cycles on the held-out cameras under every judging light.
 - **diffrec's route**: that start as the add-on makes it (``fit_start``,
   ``bake_start.start_maps``: under a uniform clear coat, the base's own roughness and the coat
   as a layer, ``KHR_materials_clearcoat`` in the GLB, kept by the fit; under another coat, the
-  roughness turned towards the coat's; else the same maps), exported by Blender's glTF
-  exporter with that material (``start.glb``) and rendered alone by Cycles from the training
-  cameras with the targets' seed (``start_renders/``, ``render_start``), then ``diffrec
-  optimize --mode refine`` from it (``init_textures`` "base_mesh": the bake as its starting
-  textures; ``--start-renders``: the fit learns how the reference differs from the start,
-  not how Cycles differs from our rasterizer) on the reference's training renders, with the
-  true light kept (``--light fixed --envmap``); its wall time is the bake's, the start
-  renders' and the optimize child's.
+  roughness turned towards the coat's; else the same maps; the reference's IOR where it is one
+  and not 1.5, ``bake_start.distinct_ior``, ``KHR_materials_ior`` in the GLB), exported by
+  Blender's glTF exporter with that material (``start.glb``) and rendered alone by Cycles
+  from the training cameras with the targets' seed (``start_renders/``, ``render_start``),
+  then ``diffrec optimize --mode refine`` from it (``init_textures`` "base_mesh": the bake
+  as its starting textures; ``--start-renders``: the fit learns how the reference differs
+  from the start, not how Cycles differs from our rasterizer) on the reference's training
+  renders, with the true light kept (``--light fixed --envmap``); its wall time is the
+  bake's, the start renders' and the optimize child's.
 - **Baseline**: the same start with a copy of the reference's own procedural material.
 
 Judging: each result alone in the scene (the others unlinked), rendered with the judge's seed
@@ -172,16 +173,20 @@ def blender_route(bl_scene, reference, triangles: int, job: PeerJob, folder: Pat
 
 
 @contextlib.contextmanager
-def fit_start(start, maps: dict, job: PeerJob, coat: tuple[float, float] | None = None):
+def fit_start(start, maps: dict, job: PeerJob, coat: tuple[float, float] | None = None,
+              ior: float | None = None):
     """For the block, ``start`` wearing the maps diffrec's fit starts from
     (``bake_start.start_maps``: Blender's route's ``maps``, the base's roughness under a
     uniform clear coat, the roughness turned towards another coat's) under the reference's
     uniform coat ``coat`` (``bake_start.uniform_coat``; its glTF export carries it as
-    ``KHR_materials_clearcoat``); yields those maps. Blender's material is back after it."""
+    ``KHR_materials_clearcoat``) at the reference's IOR ``ior`` (``bake_start.distinct_ior``;
+    as ``KHR_materials_ior``), as the add-on sends them; yields those maps. Blender's material
+    is back after it."""
     bake_start = addon_module("bake_start")
     fitted = bake_start.start_maps(maps)
     blender = start.data.materials[0]
-    start.data.materials[0] = bake_start.baked_material(f"{job.asset} start", fitted, coat)
+    start.data.materials[0] = bake_start.baked_material(f"{job.asset} start", fitted, coat,
+                                                        ior)
     try:
         yield fitted
     finally:
@@ -222,7 +227,8 @@ def run_budget(job: PeerJob) -> dict:
     start, maps, record["time_s"]["bake"] = blender_route(bl_scene, reference, record["budget"],
                                                           job, out)
     record["start_coat"] = addon_module("bake_start").uniform_coat(reference)
-    with fit_start(start, maps, job, record["start_coat"]) as fitted:
+    record["start_ior"] = addon_module("bake_start").distinct_ior(reference)
+    with fit_start(start, maps, job, record["start_coat"], record["start_ior"]) as fitted:
         glb = export_start(start, out / "start.glb")
         record["start_texture_error"] = start_texture_error(glb, fitted)
         start_renders = None
