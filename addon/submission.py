@@ -229,9 +229,9 @@ class SubmissionBuilder:
         """The start alone (every other object hidden from the render, the reference too; the
         baked copy wearing its baked maps as the fit starts from them, ``bake_start.start_maps``
         in ``bake_start.baked_material``, under its uniform coat, at the IOR it starts from,
-        ``_start_ior``) from the next target
-        camera, at the targets' size, with the scene's engine and seed as the targets: float32
-        [H, W, 4] as ``export_scene.render_view`` returns it."""
+        ``_start_ior``) from the next target camera, at the targets' size, with the scene's
+        engine and seed as the targets: float32 [H, W, 4] as ``export_scene.render_view``
+        returns it."""
         start = self._copy if self.start == "BAKED" else self.subject
         if self.start == "BAKED" and self._baked_material is None:
             self._baked_material = bake_start.baked_material(

@@ -226,8 +226,9 @@ def run_budget(job: PeerJob) -> dict:
     bl_scene, reference = truth.reference_scene(job, seed=JUDGE_SEED)
     start, maps, record["time_s"]["bake"] = blender_route(bl_scene, reference, record["budget"],
                                                           job, out)
-    record["start_coat"] = addon_module("bake_start").uniform_coat(reference)
-    record["start_ior"] = addon_module("bake_start").distinct_ior(reference)
+    bake_start = addon_module("bake_start")
+    record["start_coat"] = bake_start.uniform_coat(reference)
+    record["start_ior"] = bake_start.distinct_ior(reference)
     with fit_start(start, maps, job, record["start_coat"], record["start_ior"]) as fitted:
         glb = export_start(start, out / "start.glb")
         record["start_texture_error"] = start_texture_error(glb, fitted)
