@@ -139,6 +139,9 @@ class JobRun:
             settings.status, settings.progress = f"not sent: {text}", 0.0
             self.report({"ERROR"}, text)
             return True
+        except Exception:  # what no step means to raise: the caller reports it
+            self.builder.close()
+            raise
         if complete:
             self._submit(settings, self.builder.submission)
             return False
