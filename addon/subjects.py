@@ -29,6 +29,12 @@ GEOMETRY_TYPES = frozenset({"MESH", "CURVE", "CURVES", "SURFACE", "META", "FONT"
 """Object types that draw something in a render (hidden when the reference is one object)."""
 
 
+def draws_in_render(obj: bpy.types.Object) -> bool:
+    """Whether ``obj`` puts geometry into a render: its own (``GEOMETRY_TYPES``) or a
+    collection's or its children's it instances (an Empty holding a linked asset)."""
+    return obj.type in GEOMETRY_TYPES or obj.is_instancer
+
+
 def original_of(obj: bpy.types.Object | None) -> bpy.types.Object | None:
     """``obj``, or the object it is a result of when it is one (and that object still
     exists)."""
@@ -101,7 +107,7 @@ def hidden_from_targets(scene, reference: bpy.types.Object | None, alone: bool,
         hidden.add(start)
     if alone and reference is not None:
         hidden |= {obj for obj in scene.objects
-                   if obj.type in GEOMETRY_TYPES and obj != reference}
+                   if draws_in_render(obj) and obj != reference}
     hidden.discard(reference)
     return sorted(hidden, key=lambda obj: obj.name)
 

@@ -239,7 +239,7 @@ class SubmissionBuilder:
                 self._baker.coat_layer, self._start_ior())
             start.data.materials.append(self._baked_material)
         others = [obj for obj in self.scene.objects
-                  if obj.type in subjects.GEOMETRY_TYPES and obj != start]
+                  if subjects.draws_in_render(obj) and obj != start]
         size = training_size(self.scene, self.choices.train_resolution)
         camera = self.cameras[len(self._start_renders)]
         self._render_data.keep()
