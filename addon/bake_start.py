@@ -50,7 +50,7 @@ import numpy as np
 from mathutils.bvhtree import BVHTree
 
 from .export_scene import _temporarily, image_array
-from .import_result import new_image
+from .import_result import new_image, with_nodes
 
 MAPS = ("base_color", "roughness", "metallic", "normal")
 """The baked maps, in baking order (the metallic bake gives ``coat`` too, where there is one)."""
@@ -521,7 +521,8 @@ class MapBaker:
         self.extrusion, self.max_ray = cage_distance(reference, start, depsgraph)
         self._image = self._keep(bpy.data.images, bpy.data.images.new(
             "diffrec bake", self.size, self.size, alpha=False, float_buffer=True, is_data=True))
-        target = self._keep(bpy.data.materials, bpy.data.materials.new("diffrec bake target"))
+        target = self._keep(bpy.data.materials, with_nodes(
+            bpy.data.materials.new("diffrec bake target")))
         node = target.node_tree.nodes.new("ShaderNodeTexImage")
         node.image = self._image
         target.node_tree.nodes.active = node
@@ -668,7 +669,7 @@ def baked_material(name: str, maps: dict[str, np.ndarray],
     the normal through a Normal Map node in tangent space); ``coat`` ``(weight, roughness)``:
     a clear coat over it, on the same normals (the material a fit with that coat starts
     from); ``ior``: its IOR (None: the Principled BSDF's default, ``GLASS_IOR``)."""
-    material = bpy.data.materials.new(name)
+    material = with_nodes(bpy.data.materials.new(name))
     tree = material.node_tree
     principled = next(node for node in tree.nodes if node.bl_idname == PRINCIPLED)
 

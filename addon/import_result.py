@@ -221,12 +221,18 @@ def _fade_by_occlusion(material) -> None:
     tree.links.new(fade.outputs["Shader"], output.inputs["Surface"])
 
 
+def with_nodes(block):
+    """``block`` (a new material or world) with its node tree made: before Blender 5.0 a new
+    one has none until ``use_nodes`` is set."""
+    if bpy.app.version < (5, 0, 0):
+        block.use_nodes = True
+    return block
+
+
 def build_world(name: str, probe: Path) -> bpy.types.World:
     """A world lit by the equirectangular HDR image at ``probe`` (linear, packed) through an
     Environment Texture."""
-    world = bpy.data.worlds.new(name)
-    if bpy.app.version < (5, 0, 0):
-        world.use_nodes = True
+    world = with_nodes(bpy.data.worlds.new(name))
     nodes, links = world.node_tree.nodes, world.node_tree.links
     background = _node(nodes, "ShaderNodeBackground")
     env = nodes.new("ShaderNodeTexEnvironment")
