@@ -21,7 +21,7 @@ import bpy
 import numpy as np
 import scenes
 
-from addon import bake_start, import_result, panel, submission
+from addon import bake_start, import_result, panel, submission, subjects
 
 BUDGET = 120
 VIEWS = 6
@@ -310,6 +310,50 @@ def check_a_start_render_cancelled_half_way_leaves_the_scene_as_it_was():
     builder.close()
     assert _contents(scene) == before
     assert {obj.name: obj.hide_render for obj in scene.objects} == flags
+
+
+def check_an_unforeseen_error_in_the_bake_leaves_the_scene_as_it_was():
+    """A build step raising what no build step means to (a MemoryError in the cage's
+    distances, as a sculpt too big for this machine gives) fails the press, and still
+    removes the decimated copy and what the bake made, and gives the render flags and
+    Persistent Data back."""
+    scene, _heavy, _beside = _scene()
+    scene.diffrec.reference = "OBJECT"
+    before = _contents(scene)
+    flags = {obj.name: obj.hide_render for obj in scene.objects}
+    persistent = scene.render.use_persistent_data
+
+    def too_big(*_args):
+        raise MemoryError("no memory left for the cage")
+
+    real, bake_start.cage_distance = bake_start.cage_distance, too_big
+    try:
+        bpy.ops.diffrec.optimize()
+    except RuntimeError as exc:
+        assert "memory" in str(exc), exc
+    else:
+        raise AssertionError("the press went through")
+    finally:
+        bake_start.cage_distance = real
+    assert _contents(scene) == before
+    assert {obj.name: obj.hide_render for obj in scene.objects} == flags
+    assert scene.render.use_persistent_data == persistent
+
+
+def check_the_reference_alone_hides_a_collection_instance():
+    """An Empty instancing a collection (how a linked asset stands in a scene) draws in a
+    render: the reference alone hides it as it hides a mesh, and the start renders too."""
+    scene, heavy, beside = _scene()
+    asset = bpy.data.collections.new("asset")
+    asset.objects.link(beside)
+    scene.collection.objects.unlink(beside)
+    instance = bpy.data.objects.new("asset instance", None)
+    instance.instance_type, instance.instance_collection = "COLLECTION", asset
+    scene.collection.objects.link(instance)
+    assert instance in subjects.hidden_from_targets(scene, heavy, alone=True)
+    assert instance not in subjects.hidden_from_targets(scene, heavy, alone=False)
+    plain = bpy.data.objects.new("plain empty", None)
+    assert subjects.draws_in_render(heavy) and not subjects.draws_in_render(plain)
 
 
 harness.main(globals())
