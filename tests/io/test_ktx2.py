@@ -215,6 +215,21 @@ def test_a_failing_basisu_leaves_the_variant_out_and_says_why(tmp_path, textured
                      f"exit code 3: out of cheese"]
 
 
+def test_basisu_failing_on_a_later_texture_leaves_no_ktx2_file(tmp_path, textured_mesh,
+                                                                monkeypatch):
+    """basisu encodes the base colour, then fails on the ORM texture: no .ktx2 file is left."""
+    basisu = require_basisu()
+    once = tmp_path / "basisu"
+    once.write_text(f"#!/bin/sh\nif [ -e {tmp_path}/ran ]; then echo 'out of cheese'; exit 3; fi\n"
+                    f"touch {tmp_path}/ran\nexec {basisu} \"$@\"\n")
+    once.chmod(0o755)
+    monkeypatch.setenv(ENV_VARIABLE, str(once))
+    out = tmp_path / "out"
+    out.mkdir()
+    material = Material(kd=torch.rand(8, 8, 3), ks=torch.rand(8, 8, 3))
+    written, notes = write_ktx2_variant(out, textured_mesh, material)
+    assert (tmp_path / "ran").exists() and "exit code 3" in notes[-1], notes
+    assert written == [] and sorted(path.name for path in out.iterdir()) == []
 def test_grey_levels_read_back_in_colour(tmp_path, textured_mesh):
     """basisu writes a grey level's PNG with one channel: it reads back as RGB like the rest."""
     require_basisu()

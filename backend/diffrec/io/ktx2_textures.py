@@ -54,8 +54,8 @@ def write_ktx2_textures(folder: Path, material: Material, channels: list[str],
                         basisu: Path) -> dict[str, str]:
     """Write ``KTX2_NAMES[c]`` into ``folder`` for each channel ``c`` of ``channels`` (from
     ``ktx2_channels``) with ``basisu``; returns {channel: file name}. UserError when basisu
-    fails."""
-    written = {}
+    fails on any channel, and then nothing is written: every channel is encoded first."""
+    encoded = {}
     for name in channels:
         chain = mip_chain(material, name)
         alpha, srgb = chain[0].shape[-1] == 4, name == "kd"
@@ -66,9 +66,10 @@ def write_ktx2_textures(folder: Path, material: Material, channels: list[str],
         levels = encode_uastc(basisu, pngs, alpha=alpha, srgb=srgb)
         height, width = chain[0].shape[:2]
         texture = Ktx2(width, height, levels, SUPERCOMPRESSION_ZSTD, alpha, srgb)
-        (Path(folder) / KTX2_NAMES[name]).write_bytes(write_ktx2(texture))
-        written[name] = KTX2_NAMES[name]
-    return written
+        encoded[name] = write_ktx2(texture)
+    for name, data in encoded.items():
+        (Path(folder) / KTX2_NAMES[name]).write_bytes(data)
+    return {name: KTX2_NAMES[name] for name in encoded}
 
 
 def write_ktx2_variant(folder: Path, mesh: Mesh, material: Material
