@@ -82,3 +82,10 @@ def test_a_budget_collapse_cannot_reach_is_refused_with_a_sentence():
                                         r"edge collapse stops at 5 .* allow at least 5 "
                                         r"triangles"):
         simplify(vertices, triangles, 3)
+
+
+def test_a_mesh_that_collapses_to_nothing_is_refused_not_returned_empty():
+    """Triangles of no area are all cleaned away: a sentence, not an empty mesh."""
+    degenerate = torch.arange(30).reshape(10, 3)
+    with pytest.raises(UserError, match="collapse to none at a budget of 5"):
+        simplify(torch.zeros(30, 3), degenerate, 5)

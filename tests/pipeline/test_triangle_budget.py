@@ -107,3 +107,12 @@ def test_the_triangles_flag_sets_the_budget():
 def test_a_negative_budget_is_refused_with_a_sentence():
     with pytest.raises(SettingsError, match="target_triangles: must be at least 0, got -1"):
         parse_settings({"target_triangles": -1})
+
+
+@pytest.mark.parametrize("name", ["target_triangles", "max_triangles"])
+def test_a_budget_below_a_tetrahedron_is_refused_with_a_sentence(name):
+    """1 to 3 triangles hold no closed surface (a sphere collapses to none or one)."""
+    for budget in (1, 3):
+        with pytest.raises(SettingsError, match=f"{name}: must be 0 .no limit. or at least 4"):
+            parse_settings({name: budget})
+    assert getattr(parse_settings({name: 4}).surface, name) == 4

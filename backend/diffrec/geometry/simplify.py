@@ -30,7 +30,7 @@ def simplify(vertices: torch.Tensor, triangles: torch.Tensor, max_triangles: int
     that many), by quadric edge collapse, cleaned (``clean_mesh``), on the input's device and
     dtype; the input itself when it already fits or ``max_triangles`` is 0 (no budget).
     Raises ``UserError`` when collapsing cannot reach the budget (a mesh of many separate
-    pieces, or one whose every collapse would fold a triangle over)."""
+    pieces, or one whose every collapse would fold a triangle over) or leaves nothing."""
     if max_triangles <= 0 or len(triangles) <= max_triangles:
         return vertices, triangles
     import fast_simplification
@@ -45,8 +45,12 @@ def simplify(vertices: torch.Tensor, triangles: torch.Tensor, max_triangles: int
         kept_vertices, kept = clean_mesh(
             simplified, torch.from_numpy(collapsed.astype(np.int64)).to(triangles.device))
         reached = len(kept)
-        if reached <= max_triangles:
+        if 0 < reached <= max_triangles:
             return kept_vertices, kept
+        if reached == 0:
+            raise UserError(f"the mesh's {len(triangles):,} triangles collapse to none at a "
+                            f"budget of {max_triangles:,} (every triangle left was degenerate); "
+                            "allow more triangles")
         if reached >= len(faces):
             break  # no collapse left that the package takes
         points = kept_vertices.detach().cpu().numpy().astype(np.float64)

@@ -755,6 +755,9 @@ def _check_together(settings: Settings) -> None:
          "each material range's minimum must not exceed its maximum"),
         ("min_roughness", material.min_roughness <= material.ks_max[1],
          "must not exceed ks_max's roughness"),
+        *((name, getattr(settings.surface, name) not in (1, 2, 3),
+           "must be 0 (no limit) or at least 4: a closed surface has 4 triangles or more")
+          for name in ("max_triangles", "target_triangles")),
     ]
     if settings.surface.vertex_motion == "along-normals":  # auto leaves large steps free
         checks.append(("vertex_motion", not settings.surface.large_steps,
