@@ -45,12 +45,12 @@ def simplify(vertices: torch.Tensor, triangles: torch.Tensor, max_triangles: int
         kept_vertices, kept = clean_mesh(
             simplified, torch.from_numpy(collapsed.astype(np.int64)).to(triangles.device))
         reached = len(kept)
-        if 0 < reached <= max_triangles:
-            return kept_vertices, kept
         if reached == 0:
             raise UserError(f"the mesh's {len(triangles):,} triangles collapse to none at a "
                             f"budget of {max_triangles:,} (every triangle left was degenerate); "
                             "allow more triangles")
+        if reached <= max_triangles:
+            return kept_vertices, kept
         if reached >= len(faces):
             break  # no collapse left that the package takes
         points = kept_vertices.detach().cpu().numpy().astype(np.float64)
