@@ -124,13 +124,14 @@ def decimated_copy(reference: bpy.types.Object, triangles: int, name: str,
     with the reference's world matrix, decimated by collapse (the Decimate modifier, as an artist
     does) to at most ``triangles`` triangles (a budget at or above the reference's count copies
     it whole), triangulated, shaded smooth, unwrapped with Smart UV Project (``ISLAND_MARGIN``),
-    no materials; linked to ``collection`` (default: the reference's first collection). The
-    reference is left exactly as it was (mesh, modifiers, selection, active object, mode)."""
+    no materials; linked to ``collection`` (default: the first of the reference's collections
+    that is local and in the scene, else the scene's collection). The reference is left exactly
+    as it was (mesh, modifiers, selection, active object, mode)."""
     _check_reference(reference)
     if triangles < 4:
         raise ValueError(f"a budget of {triangles} triangles is too small: at least 4")
     context = bpy.context
-    collection = collection or (reference.users_collection or [context.scene.collection])[0]
+    collection = collection or _home_collection(reference, context.scene)
     with _selection_kept(context.view_layer):
         depsgraph = context.evaluated_depsgraph_get()
         mesh = bpy.data.meshes.new_from_object(reference.evaluated_get(depsgraph),
@@ -146,14 +147,27 @@ def decimated_copy(reference: bpy.types.Object, triangles: int, name: str,
         try:
             _decimate(obj, triangles)
             _smart_unwrap(obj, context.view_layer)
+            if collection != context.scene.collection:
+                collection.objects.link(obj)
+                context.scene.collection.objects.unlink(obj)
         except Exception:
             made = obj.data
             bpy.data.objects.remove(obj)
             bpy.data.meshes.remove(made)
             raise
-        context.scene.collection.objects.unlink(obj)
-        collection.objects.link(obj)
     return obj
+
+
+def _home_collection(reference: bpy.types.Object, scene) -> bpy.types.Collection:
+    """The first of ``reference``'s collections that this file can add objects to and that
+    ``scene`` shows (not linked from a library, not an override, in the scene's tree); else
+    the scene's own collection."""
+    in_scene = {scene.collection, *scene.collection.children_recursive}
+    for collection in reference.users_collection:
+        if (collection in in_scene and collection.library is None
+                and collection.override_library is None):
+            return collection
+    return scene.collection
 
 
 def _triangulate(mesh: bpy.types.Mesh) -> None:

@@ -195,6 +195,34 @@ def check_decimated_copy_restores_edit_mode():
     assert reference.mode == "EDIT"
 
 
+def _linked_sphere(directory: Path) -> bpy.types.Object:
+    """A sphere in a collection linked from a library .blend written to ``directory``: the
+    object and its collection are library data, which this file cannot add objects to."""
+    sphere = _sphere(segments=12, rings=6)
+    shelf = bpy.data.collections.new("shelf")
+    shelf.objects.link(sphere)
+    library = directory / "library.blend"
+    bpy.data.libraries.write(str(library), {shelf}, fake_user=True)
+    bpy.data.objects.remove(sphere)
+    bpy.data.collections.remove(shelf)
+    with bpy.data.libraries.load(str(library), link=True) as (_, linked):
+        linked.collections = ["shelf"]
+    bpy.context.scene.collection.children.link(linked.collections[0])
+    return linked.collections[0].objects[0]
+
+
+def check_a_linked_reference_gets_its_copy_in_the_scenes_own_collection():
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as directory:
+        reference = _linked_sphere(Path(directory))
+        assert reference.library is not None
+        low = bake_start.decimated_copy(reference, 40, "low")
+        assert low.library is None and low.users_collection == (bpy.context.scene.collection,)
+        assert bake_start.triangle_count(low.data) <= 40
+        assert [obj.name for obj in reference.users_collection[0].objects] == [reference.name]
+
+
 def _raises(error, call, words):
     try:
         call()
