@@ -71,6 +71,34 @@ def triangle_count(obj: bpy.types.Object, depsgraph) -> int:
         evaluated.to_mesh_clear()
 
 
+def evaluated(obj: bpy.types.Object, view_layer) -> bool:
+    """Whether Blender evaluates ``obj``'s modifiers in ``view_layer``: False when it or every
+    collection path to it is disabled in viewports (the monitor icon) or excluded, and its
+    evaluated mesh is then the bare one (hidden with the eye, it is still evaluated)."""
+    return _enabled(obj, view_layer, "hide_viewport")
+
+
+def renders(obj: bpy.types.Object, view_layer) -> bool:
+    """Whether ``obj`` shows in ``view_layer``'s renders: False when it or every collection
+    path to it is disabled in renders (the camera icon) or excluded."""
+    return _enabled(obj, view_layer, "hide_render")
+
+
+def _enabled(obj: bpy.types.Object, view_layer, flag: str) -> bool:
+    """Whether ``obj``'s ``flag`` is off and a collection holding it is reached from the view
+    layer through collections none of which is excluded or has ``flag`` on."""
+    if getattr(obj, flag):
+        return False
+    holders = set(obj.users_collection)
+
+    def reaches(layer) -> bool:
+        if layer.exclude or getattr(layer.collection, flag):
+            return False
+        return layer.collection in holders or any(reaches(child) for child in layer.children)
+
+    return reaches(view_layer.layer_collection)
+
+
 def start_kind(settings) -> str:
     """``SELECTED`` or ``BAKED``: the panel's Start From with AUTO decided by Triangles. A
     reconstruction starts from neither (it finds the surface itself)."""

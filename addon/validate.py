@@ -35,24 +35,43 @@ def _subject_problems(context, settings) -> list[str]:
     if settings.mode == "reconstruct":
         return problems
     shown = subjects.reference_object(context, settings)
-    if subjects.start_kind(settings) == "BAKED":
-        return problems + (_faceless(context, [shown]) if shown else [NO_REFERENCE])
+    baked = subjects.start_kind(settings) == "BAKED"
+    if shown is not None and settings.target_source == "RENDER" and (
+            baked or settings.reference == "OBJECT") and not subjects.renders(
+            shown, context.view_layer):
+        problems.append(f"'{shown.name}' is disabled in renders (the camera icon, on it or on "
+                        "a collection holding it, or its collection is excluded), so the "
+                        "target renders would not show it: enable it in renders.")
+    if baked:
+        return problems + (_mesh_problems(context, [shown]) if shown else [NO_REFERENCE])
     subject = subjects.subject(context)
     if subject is None:
         return [*problems, NOTHING_SELECTED]
     if subject.type != "MESH":
         return [*problems, f"'{subject.name}' is a {subject.type.lower()}, not a mesh: select "
                            "a mesh object."]
-    return problems + _faceless(context, [subject, shown])
+    return problems + _mesh_problems(context, [subject, shown])
 
 
-def _faceless(context, meshes) -> list[str]:
-    """A sentence for each of ``meshes`` (None left out, each once) that renders no faces."""
+def _mesh_problems(context, meshes) -> list[str]:
+    """A sentence for each of ``meshes`` (None left out, each once) that is not in the scene,
+    that Blender does not evaluate (so its modifiers would be lost) or that has no faces."""
     depsgraph = context.evaluated_depsgraph_get()
-    return [f"'{obj.name}' has no faces (only vertices or edges): add faces to it, or select a "
-            "mesh that has some."
-            for obj in dict.fromkeys(mesh for mesh in meshes if mesh is not None)
-            if subjects.triangle_count(obj, depsgraph) == 0]
+    found = []
+    for obj in dict.fromkeys(mesh for mesh in meshes if mesh is not None):
+        if obj.name not in context.scene.objects:
+            found.append(f"'{obj.name}' is not in the scene '{context.scene.name}': link it "
+                         "into this scene, or pick an object that is.")
+        elif not subjects.evaluated(obj, context.view_layer):
+            found.append(f"'{obj.name}' is disabled in viewports (the monitor icon, on it or on "
+                         "a collection holding it, or its collection is excluded), so Blender "
+                         "would give diffrec its mesh without modifiers: enable it in "
+                         "viewports (to keep the viewport light, hide it with the eye icon "
+                         "instead).")
+        elif subjects.triangle_count(obj, depsgraph) == 0:
+            found.append(f"'{obj.name}' has no faces (only vertices or edges): add faces to it, "
+                         "or select a mesh that has some.")
+    return found
 
 
 def _camera_problems(context, settings, cameras) -> list[str]:

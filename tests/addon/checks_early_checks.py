@@ -1,6 +1,7 @@
 """Checks that come before anything is rendered (issue 56.9), and a result that cannot be
 imported yet (56.7), under bpy (see harness.py): a mesh with no faces, a Resolution too small
-for the server to score, a world whose node tree was emptied and an orthographic camera are
+for the server to score, a world whose node tree was emptied, an orthographic camera, a
+reference disabled in viewports (its modifiers lost) or in renders, or not in the scene, are
 each refused by ``validate.problems`` (what Optimize asks before it renders) with a sentence
 naming them and what to do; a non-manifold mesh exports every face; a half-written manifest
 leaves the job "done, not imported" with a sentence."""
@@ -17,7 +18,7 @@ import numpy as np
 import scenes
 
 import addon
-from addon import export_scene, scene_updates, validate
+from addon import export_scene, scene_updates, subjects, validate
 from addon.core import job_session
 from addon.core.wire import protocol
 
@@ -75,6 +76,70 @@ def check_a_mesh_without_faces_is_refused_naming_it():
         problems = _problems()
         assert "'wire' has no faces (only vertices or edges): add faces to it, or select a mesh " \
                "that has some." in problems, problems
+
+
+def check_a_reference_disabled_in_viewports_is_refused_and_one_hidden_with_the_eye_is_not():
+    with _registered():
+        scene, cube = _scene_with()
+        scene.diffrec.reference_object, scene.diffrec.triangles = cube, 100
+        cube.modifiers.new("subdivision", "SUBSURF")
+        cube.hide_viewport = True
+        wanted = ("'Cube' is disabled in viewports (the monitor icon, on it or on a collection "
+                  "holding it, or its collection is excluded), so Blender would give diffrec its "
+                  "mesh without modifiers: enable it in viewports (to keep the viewport light, "
+                  "hide it with the eye icon instead).")
+        assert _problems() == [wanted], _problems()
+        # why: disabled, its evaluated mesh is the bare cube's 12 triangles, not the 48 rendered
+        assert subjects.triangle_count(cube, bpy.context.evaluated_depsgraph_get()) == 12
+        cube.hide_viewport = False
+        cube.hide_set(True)
+        assert _problems() == []
+        assert subjects.triangle_count(cube, bpy.context.evaluated_depsgraph_get()) == 48
+        shelf = bpy.data.collections.new("shelf")  # now a collection disabled in viewports
+        bpy.context.scene.collection.children.link(shelf)
+        shelf.objects.link(cube)
+        bpy.context.scene.collection.objects.unlink(cube)
+        shelf.hide_viewport = True
+        assert _problems() == [wanted], _problems()
+
+
+def check_a_reference_alone_disabled_in_renders_is_refused():
+    with _registered():
+        scene, cube = _scene_with()
+        scene.diffrec.reference = "OBJECT"
+        wanted = ("'Cube' is disabled in renders (the camera icon, on it or on a collection "
+                  "holding it, or its collection is excluded), so the target renders would not "
+                  "show it: enable it in renders.")
+        cube.hide_render = True
+        assert _problems() == [wanted], _problems()
+        cube.hide_render = False
+        shelf = bpy.data.collections.new("shelf")
+        scene.collection.children.link(shelf)
+        shelf.objects.link(cube)
+        scene.collection.objects.unlink(cube)
+        shelf.hide_render = True
+        assert _problems() == [wanted], _problems()
+        shelf.hide_render = False
+        assert _problems() == []
+        scene.diffrec.reference = "SCENE"  # the scene as it renders: a start hidden is fine
+        cube.hide_render = True
+        assert _problems() == []
+
+
+def check_a_reference_object_from_another_scene_is_refused():
+    with _registered():
+        scene, _ = _scene_with()
+        elsewhere = bpy.data.scenes.new("elsewhere")
+        bpy.ops.mesh.primitive_uv_sphere_add()
+        sphere = bpy.context.active_object
+        elsewhere.collection.objects.link(sphere)
+        scene.collection.objects.unlink(sphere)
+        scene.objects["Cube"].select_set(True)
+        bpy.context.view_layer.objects.active = scene.objects["Cube"]
+        scene.diffrec.reference_object = sphere
+        problems = _problems()
+        assert ("'Sphere' is not in the scene 'Scene': link it into this scene, or pick an "
+                "object that is.") in problems, problems
 
 
 def check_a_resolution_too_small_to_score_is_refused_with_the_one_that_does():
