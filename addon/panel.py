@@ -55,13 +55,20 @@ def bake_note(context, settings) -> str | None:
     return f"The bake cannot read {', '.join(unread)}: the fit learns {whose} look"
 
 
-def light_line(settings, has_world: bool) -> str:
-    """Which light the fit uses, in words (the panel's Light as the job will send it)."""
-    light = panel_fields.light_setting(settings.light, settings.target_source, has_world)
+def light_line(settings, has_world: bool, lamps: int) -> tuple[str, str]:
+    """Which light the fit uses, in words (the panel's Light as the job will send it, with
+    ``lamps`` lamps lighting the target renders, which are never sent), and the line's icon:
+    ERROR where the world is kept although lamps light the renders too."""
+    light = panel_fields.light_setting(settings.light, settings.target_source, has_world, lamps)
+    lit = settings.target_source == "RENDER" and lamps > 0
+    lamps_light = f"{lamps} lamp{'s light' if lamps > 1 else ' lights'} the renders"
+    if light == "fixed" and lit:
+        return f"World kept, but {lamps_light} too: set Light to Learn", "ERROR"
     if light == "fixed":
         why = " (the true light of these renders)" if settings.light == "AUTO" else ""
-        return f"Fit under the world's light, kept{why}"
-    return "Fit learns the light" + (", from the world" if has_world else "")
+        return f"Fit under the world's light, kept{why}", "LIGHT"
+    learned = "Fit learns the light" + (", from the world" if has_world else "")
+    return (f"{learned} ({lamps_light} too)" if lit else learned), "LIGHT"
 
 
 class DIFFREC_PT_main(bpy.types.Panel):
@@ -95,7 +102,9 @@ class DIFFREC_PT_main(bpy.types.Panel):
             layout.prop(settings, "shading")
         layout.prop(settings, "gpus")
         layout.prop(settings, "light", expand=True)
-        layout.label(text=light_line(settings, context.scene.world is not None), icon="LIGHT")
+        lamps = subjects.render_lamps(context.scene, context.view_layer)
+        line, icon = light_line(settings, context.scene.world is not None, lamps)
+        layout.label(text=line, icon=icon)
         row = layout.row()
         row.prop(settings, "live_mesh")
         row.prop(settings, "save_glb")

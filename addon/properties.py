@@ -171,8 +171,9 @@ class DiffrecSceneSettings(bpy.types.PropertyGroup):
     light: EnumProperty(
         name="Light",
         items=[
-            ("AUTO", "Auto", "Keep the world's light where the targets are its renders (it is "
-                             "the true light), learn it from photos and datasets"),
+            ("AUTO", "Auto", "Keep the world's light where the targets are renders lit by it "
+                             "alone (it is the true light), else learn it (photos, datasets, "
+                             "renders lit by lamps too, which are not sent)"),
             ("LEARN", "Learn", "Optimise the environment light, starting from the world"),
             ("KEEP", "Keep HDRI", "Keep the world's light fixed"),
         ],

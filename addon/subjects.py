@@ -99,6 +99,13 @@ def _enabled(obj: bpy.types.Object, view_layer, flag: str) -> bool:
     return reaches(view_layer.layer_collection)
 
 
+def render_lamps(scene, view_layer) -> int:
+    """How many lamps (light objects with energy above 0) light ``scene``'s renders: light
+    diffrec is never sent, so the world alone is not the light of those renders."""
+    return sum(1 for obj in scene.objects
+               if obj.type == "LIGHT" and obj.data.energy > 0 and renders(obj, view_layer))
+
+
 def start_kind(settings) -> str:
     """``SELECTED`` or ``BAKED``: the panel's Start From with AUTO decided by Triangles. A
     reconstruction starts from neither (it finds the surface itself)."""

@@ -289,7 +289,8 @@ class SubmissionBuilder:
             self.close()
         if self.scene.world is not None:
             arrays["envmap"] = export_scene.export_world(self.scene)
-        settings = panel_fields.optimize_settings(self.choices, "envmap" in arrays)
+        lamps = subjects.render_lamps(self.scene, context.view_layer)
+        settings = panel_fields.optimize_settings(self.choices, "envmap" in arrays, lamps)
         if self.source == "DATASET" and poses_found(self.dataset_path):
             settings["refine_poses"] = "on"  # the server sees arrays, not the capture
         return job_session.Submission({"task": "optimize", "settings": settings,

@@ -95,23 +95,26 @@ def plateau_window(preset: str, mode: str) -> int:
     return table.get("plateau_window", settings.FIELDS["plateau_window"].default)
 
 
-def light_setting(light: str, target_source: str, has_envmap: bool) -> str:
+def light_setting(light: str, target_source: str, has_envmap: bool, lamps: int = 0) -> str:
     """The ``light`` setting for the panel's Light ``light``: Keep HDRI keeps the world fixed;
-    Auto keeps it where the targets are renders of the scene lit by it (``target_source``
-    RENDER and a world sent: it is the true light), else learns; Learn learns, starting from
-    the world when one is sent."""
-    if light == "KEEP" or (light == "AUTO" and target_source == "RENDER" and has_envmap):
+    Auto keeps it where the targets are renders of the scene lit by it alone (``target_source``
+    RENDER, a world sent and no ``lamps`` lighting the renders: it is the true light), else
+    learns; Learn learns, starting from the world when one is sent. Lamps are never sent, so
+    where they light the renders the world is not the whole light."""
+    if light == "KEEP" or (light == "AUTO" and target_source == "RENDER" and has_envmap
+                           and lamps == 0):
         return "fixed"
     return "learn-from-envmap" if has_envmap else "learn"
 
 
-def optimize_settings(panel, has_envmap: bool) -> dict:
+def optimize_settings(panel, has_envmap: bool, lamps: int = 0) -> dict:
     """The panel's choices (``panel``: anything with the FIELD_SETTINGS attributes,
     ``light``, ``target_source`` and ``triangles``) as the backend's ``optimize`` settings
     (docs/protocol.md): every value the panel shows is sent, so the server runs what the
     panel says, and the preset is named ("custom" for Custom). The grid goes with reconstruct
     only (as ``SENT_AS`` names it), the shading with materials only, the GPUs when more than
-    one, the triangle budget when set."""
+    one, the triangle budget when set; the light as ``light_setting`` decides it with
+    ``lamps``, the lamps lighting the renders."""
     values = {setting: to_setting(field, getattr(panel, field))
               for field, setting in FIELD_SETTINGS.items()}
     if panel.mode != "reconstruct":
@@ -122,6 +125,6 @@ def optimize_settings(panel, has_envmap: bool) -> dict:
         del values["ranks"]
     if panel.triangles > 0:
         values["target_triangles"] = panel.triangles
-    values["light"] = light_setting(panel.light, panel.target_source, has_envmap)
+    values["light"] = light_setting(panel.light, panel.target_source, has_envmap, lamps)
     values["preview_every"] = max(10, panel.iterations // 50)  # about 50 live previews
     return {SENT_AS.get(setting, setting): value for setting, value in values.items()}

@@ -14,7 +14,7 @@ import numpy as np
 import scenes
 
 import addon
-from addon import follow
+from addon import follow, panel, subjects
 from addon import pump as pump_module
 from addon.submission import SubmissionBuilder
 
@@ -131,6 +131,40 @@ def check_one_view_per_tick_with_progress_then_the_job_is_sent():
             VIEWS, 6)
         assert {"vertices", "faces", "envmap"} <= arrays.keys()
         assert settings.status == "The test ends the job here.", settings.status  # no class name
+    finally:
+        pump.close()
+        addon.unregister()
+
+
+def check_a_lamp_lighting_the_renders_makes_auto_learn_the_light_and_the_panel_says_so():
+    """Lamps are never sent, so with one lighting the targets the world is not their whole
+    light: Auto learns it (from the world), and Keep HDRI's line warns."""
+    scene = _scene()
+    cube, settings = bpy.context.active_object, scene.diffrec
+    bpy.ops.object.light_add(type="POINT", location=(2.0, -2.0, 3.0))
+    lamp = bpy.context.active_object
+    bpy.ops.object.light_add(type="SUN")
+    bpy.context.active_object.data.energy = 0.0  # lights nothing: not counted
+    for obj in scene.objects:
+        obj.select_set(obj == cube)
+    bpy.context.view_layer.objects.active = cube
+    view_layer = bpy.context.view_layer
+    assert subjects.render_lamps(scene, view_layer) == 1
+    assert panel.light_line(settings, True, 1) == (
+        "Fit learns the light, from the world (1 lamp lights the renders too)", "LIGHT")
+    settings.light = "KEEP"
+    assert panel.light_line(settings, True, 1) == (
+        "World kept, but 1 lamp lights the renders too: set Light to Learn", "ERROR")
+    settings.light = "AUTO"
+    pump = _Run(scene)
+    try:
+        while not pump.run.tick(bpy.context, block=True):
+            pass
+        assert pump.submitted[0][1]["settings"]["light"] == "learn-from-envmap"
+        lamp.hide_render = True  # out of the renders: the world is their light again
+        assert subjects.render_lamps(scene, view_layer) == 0
+        assert panel.light_line(settings, True, 0) == (
+            "Fit under the world's light, kept (the true light of these renders)", "LIGHT")
     finally:
         pump.close()
         addon.unregister()

@@ -109,17 +109,19 @@ def test_the_shading_goes_with_materials_only():
     assert "renderer" not in sent and parse_settings(sent).path_tracing.renderer == "rasterized"
 
 
-@pytest.mark.parametrize(("light", "source", "has_envmap", "expected"), [
-    ("AUTO", "RENDER", True, "fixed"),  # the targets are the world's renders: the true light
-    ("AUTO", "CAMERA_IMAGES", True, "learn-from-envmap"),  # photos: learnt
-    ("AUTO", "DATASET", False, "learn"),
-    ("LEARN", "RENDER", True, "learn-from-envmap"),
-    ("KEEP", "DATASET", True, "fixed"),
+@pytest.mark.parametrize(("light", "source", "has_envmap", "lamps", "expected"), [
+    ("AUTO", "RENDER", True, 0, "fixed"),  # the targets are the world's renders: the true light
+    ("AUTO", "RENDER", True, 2, "learn-from-envmap"),  # lamps light them too, and are not sent
+    ("AUTO", "CAMERA_IMAGES", True, 0, "learn-from-envmap"),  # photos: learnt
+    ("AUTO", "DATASET", False, 0, "learn"),
+    ("LEARN", "RENDER", True, 0, "learn-from-envmap"),
+    ("KEEP", "DATASET", True, 0, "fixed"),
+    ("KEEP", "RENDER", True, 1, "fixed"),  # as asked (the panel's line warns)
 ])
-def test_auto_keeps_the_world_for_renders_of_it_and_learns_for_photos(light, source,
-                                                                      has_envmap, expected):
+def test_auto_keeps_the_world_for_renders_lit_by_it_alone_and_learns_otherwise(
+        light, source, has_envmap, lamps, expected):
     sent = panel_fields.optimize_settings(_panel(light=light, target_source=source),
-                                          has_envmap)
+                                          has_envmap, lamps)
     assert parse_settings(sent).light.mode == expected
 
 
