@@ -44,7 +44,8 @@ class _StartsJob:
         run = follow.JobRun(job, connect, self.report if blocking else follow.console_report,
                             **run_options)
         if not follow.start(context, run):
-            self.report({"INFO"}, "this job is already being followed")
+            self.report({"INFO"}, "This job is already being followed: its progress is in the "
+                                  "diffrec panel.")
             return {"CANCELLED"}
         return {"FINISHED"} if run.followed or not blocking else {"CANCELLED"}
 
@@ -83,7 +84,8 @@ class DIFFREC_OT_attach(_StartsJob, bpy.types.Operator):
     def execute(self, context):
         entry = scene_updates.job_entry(context.scene, self.job_id)
         if entry is None:
-            self.report({"ERROR"}, f"job {self.job_id!r} is not one of this file's jobs")
+            self.report({"ERROR"}, f"Job {self.job_id!r} is not one of this file's jobs: pick "
+                                   "one from the panel's Jobs list.")
             return {"CANCELLED"}
         if entry.from_server:
             self.report({"ERROR"}, scene_updates.another_files(entry))
