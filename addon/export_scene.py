@@ -51,7 +51,8 @@ def _matrix(matrix) -> np.ndarray:
 
 
 def export_mesh(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> MeshArrays:
-    """The object's evaluated mesh, triangulated, in world space."""
+    """The object's evaluated mesh, triangulated, in world space, its triangles wound
+    counter-clockwise about their outward normals (a mirrored object's turned back)."""
     evaluated = obj.evaluated_get(depsgraph)
     mesh = evaluated.to_mesh()
     try:
@@ -75,6 +76,8 @@ def export_mesh(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> MeshAr
     finally:
         evaluated.to_mesh_clear()
     positions = positions.reshape(-1, 3).astype(np.float64) @ matrix[:3, :3].T + matrix[:3, 3]
+    if np.linalg.det(matrix[:3, :3]) < 0:  # a mirror turns the winding: each corner order back
+        tri_corners = np.ascontiguousarray(tri_corners.reshape(-1, 3)[:, ::-1]).ravel()
     faces = corner_vertex[tri_corners].reshape(-1, 3).astype(np.int32)
     # normals turn with the inverse transpose (a scaled object keeps them perpendicular)
     world_normals = corner_normals.reshape(-1, 3) @ np.linalg.inv(matrix[:3, :3])

@@ -142,6 +142,30 @@ def check_mesh_is_evaluated_triangulated_world_space():
     assert len(smooth.normals) == len(smooth.vertices)
 
 
+def _outward_winding(arrays, centre) -> float:
+    """The share of triangles whose winding (counter-clockwise) faces away from ``centre`` and
+    agrees with the normals sent at their corners."""
+    corners = arrays.vertices[arrays.faces]
+    winding = np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
+    outward = np.einsum("fk,fk->f", winding, corners.mean(1) - centre) > 0
+    sent = arrays.normals[arrays.normal_faces].mean(1)
+    agrees = np.einsum("fk,fk->f", winding, sent) > 0
+    return float((outward & agrees).mean())
+
+
+def check_a_mirrored_mesh_is_wound_outward_like_its_normals():
+    """A sphere scaled by -1 along x (a mirror): its triangles are sent wound about their
+    outward normals, as an unmirrored one's are, or the renderer shades their backs."""
+    for scale in ((1.0, 1.0, 1.0), (-1.0, 1.0, 1.0), (-1.0, -1.0, -1.0), (-2.0, 1.0, 0.5)):
+        bpy.ops.mesh.primitive_uv_sphere_add(segments=16, ring_count=8, location=(0.5, 0, 0))
+        sphere = bpy.context.active_object
+        sphere.scale = scale
+        bpy.context.view_layer.update()
+        arrays = export_scene.export_mesh(sphere, bpy.context.evaluated_depsgraph_get())
+        assert _outward_winding(arrays, np.array([0.5, 0.0, 0.0])) == 1.0, scale
+        bpy.data.objects.remove(sphere)
+
+
 def _write_pattern_image(path: Path, width: int, height: int) -> np.ndarray:
     """An EXR whose rows (top-down) and columns are distinguishable; returns it [H,W,3]."""
     rows = np.linspace(0.1, 4.0, height, dtype=np.float32)[:, None]  # HDR, > 1 allowed
