@@ -121,12 +121,13 @@ def _only_selected(view_layer, selected, active) -> None:
 def decimated_copy(reference: bpy.types.Object, triangles: int, name: str,
                    collection: bpy.types.Collection | None = None) -> bpy.types.Object:
     """A new mesh object named ``name``: ``reference``'s evaluated mesh (its modifiers applied)
-    with the reference's world matrix, decimated by collapse (the Decimate modifier, as an artist
-    does) to at most ``triangles`` triangles (a budget at or above the reference's count copies
-    it whole), triangulated, shaded smooth, unwrapped with Smart UV Project (``ISLAND_MARGIN``),
-    no materials; linked to ``collection`` (default: the first of the reference's collections
-    that is local and in the scene, else the scene's collection). The reference is left exactly
-    as it was (mesh, modifiers, selection, active object, mode)."""
+    in world space (``_in_world_space``: the object's matrix is the identity), decimated by
+    collapse (the Decimate modifier, as an artist does) to at most ``triangles`` triangles (a
+    budget at or above the reference's count copies it whole), triangulated, shaded smooth,
+    unwrapped with Smart UV Project (``ISLAND_MARGIN``), no materials; linked to
+    ``collection`` (default: the first of the reference's collections that is local and in
+    the scene, else the scene's collection). The reference is left exactly as it was (mesh,
+    modifiers, selection, active object, mode)."""
     _check_reference(reference)
     if triangles < 4:
         raise ValueError(f"a budget of {triangles} triangles is too small: at least 4")
@@ -141,8 +142,8 @@ def decimated_copy(reference: bpy.types.Object, triangles: int, name: str,
             bpy.data.meshes.remove(mesh)
             raise ValueError(f"the reference {reference.name!r} has no faces")
         mesh.materials.clear()
+        _in_world_space(mesh, reference.matrix_world)
         obj = bpy.data.objects.new(name, mesh)
-        obj.matrix_world = reference.matrix_world
         context.scene.collection.objects.link(obj)  # in the view layer while it is made
         try:
             _decimate(obj, triangles)
@@ -156,6 +157,17 @@ def decimated_copy(reference: bpy.types.Object, triangles: int, name: str,
             bpy.data.meshes.remove(made)
             raise
     return obj
+
+
+def _in_world_space(mesh: bpy.types.Mesh, matrix) -> None:
+    """Move ``mesh``'s vertices by the world ``matrix``, its faces flipped where ``matrix``
+    mirrors so that they still face out. An object's own matrix could not hold every world
+    matrix: a parent scaled unevenly shears its rotated child's, which an object without
+    that parent cannot keep."""
+    mesh.transform(matrix)
+    if matrix.to_3x3().determinant() < 0:
+        mesh.flip_normals()
+    mesh.update()
 
 
 def _home_collection(reference: bpy.types.Object, scene) -> bpy.types.Collection:
@@ -545,8 +557,8 @@ class MapBaker:
         mesh.materials.clear()
         mesh.materials.append(target)
         mesh.polygons.foreach_set("material_index", np.zeros(len(mesh.polygons), np.int32))
+        _in_world_space(mesh, start.matrix_world)
         self._low = self._keep(bpy.data.objects, bpy.data.objects.new("diffrec bake low", mesh))
-        self._low.matrix_world = start.matrix_world
         self._high = self._keep(bpy.data.objects, reference.copy())
         self._high.name = "diffrec bake high"
         self._high.hide_viewport = self._high.hide_render = self._high.hide_select = False

@@ -88,14 +88,17 @@ def _mesh_arrays(mesh):
             uvs.reshape(-1, 2)[corners.reshape(-1, 3)])
 
 
-def _covered_texels(start, size, interior=True):
+def _covered_texels(start, reference, size, interior=True):
     """(rows, columns, points): every texel of a ``size``-px map whose centre lies in one of
-    ``start``'s UV triangles, and the object-space point of that centre on the start's
-    surface (barycentric in the triangle), pushed onto the unit sphere around the origin.
+    ``start``'s UV triangles, and the point of that centre on the start's surface
+    (barycentric in the triangle) in ``reference``'s object space, pushed onto the unit sphere
+    around its origin.
     ``interior``: only texels whose eight neighbours are covered by nearby surface too (at
     test sizes the charts' gap is under a texel, and a texel at a chart's edge may blend in
     its neighbour chart)."""
     vertices, triangles, uvs = _mesh_arrays(start.data)
+    into_reference = np.linalg.inv(np.array(reference.matrix_world)) @ np.array(start.matrix_world)
+    vertices = vertices @ into_reference[:3, :3].T + into_reference[:3, 3]
     rows, columns = np.mgrid[0:size, 0:size].reshape(2, -1)
     centres = np.stack([(columns + 0.5) / size, 1 - (rows + 0.5) / size], -1)
     a, b, c = uvs[:, 0], uvs[:, 1], uvs[:, 2]  # [T,2] each
@@ -171,7 +174,7 @@ def check_decimated_copy_is_within_budget_and_leaves_the_reference():
     low.data.uv_layers[0].data.foreach_get("uv", uvs)
     assert uvs.min() >= 0 and uvs.max() <= 1 and np.ptp(uvs) > 0.5
     assert low.users_collection[0] == reference.users_collection[0]
-    assert np.allclose(np.array(low.matrix_world), np.array(reference.matrix_world))
+    assert np.allclose(np.array(low.matrix_world), np.eye(4)), "the copy is in world space"
     # the copy lies on the reference's surface (world space): radius about 1 around its centre
     world = np.array(low.matrix_world)
     points = _coordinates(low).reshape(-1, 3) @ world[:3, :3].T + world[:3, 3]
@@ -193,6 +196,36 @@ def check_decimated_copy_restores_edit_mode():
     bake_start.decimated_copy(reference, 40, "low")
     assert bpy.context.view_layer.objects.active == reference
     assert reference.mode == "EDIT"
+
+
+def _world_points(obj) -> np.ndarray:
+    """``obj``'s evaluated vertices in world space [V, 3]."""
+    evaluated = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    return np.array([tuple(evaluated.matrix_world @ vertex.co)
+                     for vertex in evaluated.data.vertices])
+
+
+def check_the_copy_of_a_sheared_or_mirrored_reference_lies_on_it_facing_out():
+    """A sphere turned under a parent scaled unevenly (its world matrix shears, which no
+    unparented object can hold), then mirrored: the copy covers the same box, and its faces
+    point away from the centre."""
+    bpy.ops.object.empty_add(location=(0.5, 0.0, 0.0))
+    parent = bpy.context.active_object
+    parent.scale = (3.0, 1.0, 1.0)
+    reference = _sphere(segments=16, rings=8, location=(0.0, 0.0, 0.0))
+    reference.parent = parent
+    reference.rotation_euler = (0.0, 0.0, 0.7)
+    for mirror in (1.0, -1.0):
+        reference.scale = (mirror, 1.0, 1.0)
+        bpy.context.view_layer.update()
+        low = bake_start.decimated_copy(reference, 10_000, "low")
+        truth, copy = _world_points(reference), _world_points(low)
+        assert np.abs(copy.min(0) - truth.min(0)).max() < 1e-4, (copy.min(0), truth.min(0))
+        assert np.abs(copy.max(0) - truth.max(0)).max() < 1e-4, (copy.max(0), truth.max(0))
+        centre = truth.mean(0)
+        for polygon in low.data.polygons:
+            assert np.dot(np.array(polygon.normal), np.array(polygon.center) - centre) > 0
+        bpy.data.objects.remove(low)
 
 
 def _linked_sphere(directory: Path) -> bpy.types.Object:
@@ -264,11 +297,11 @@ def check_maps_match_the_known_material():
     maps = bake_start.bake_maps(bpy.context.scene, reference, start, SIZE, samples=1)
     assert maps["base_color"].shape == (SIZE, SIZE, 3) and maps["roughness"].shape == (SIZE, SIZE)
     assert all(array.dtype == np.float32 for array in maps.values())
-    rows, columns, points = _covered_texels(start, SIZE, interior=False)
+    rows, columns, points = _covered_texels(start, reference, SIZE, interior=False)
     assert len(rows) > 0.4 * SIZE**2, f"the charts cover {len(rows)} texels"
     brightness = maps["base_color"][rows, columns].sum(-1)
     assert brightness.min() > 0.5, "a texel missed the reference (black)"
-    rows, columns, points = _covered_texels(start, SIZE)
+    rows, columns, points = _covered_texels(start, reference, SIZE)
     known = _away(points, "xz")
     rows, columns, points = rows[known], columns[known], points[known]
     expected = np.where(points[:, 2:] > 0, RED, BLUE)
@@ -298,7 +331,7 @@ def check_a_clear_coat_turns_the_starts_roughness_towards_its_own():
     assert bake_start.has_coat(reference)
     assert bake_start.uniform_coat(reference) is None  # its weight varies: not one layer
     maps = bake_start.bake_maps(bpy.context.scene, reference, start, SIZE, samples=1)
-    rows, columns, points = _covered_texels(start, SIZE)
+    rows, columns, points = _covered_texels(start, reference, SIZE)
     known = _away(points, "z")
     rows, columns, points = rows[known], columns[known], points[known]
     top = points[:, 2] > 0
@@ -328,7 +361,7 @@ def check_a_uniform_clear_coat_is_kept_as_a_layer_over_the_bases_own_roughness()
     assert bake_start.uniform_coat(reference) == (1.0, 0.05)  # rounded to 6 decimals
     maps = bake_start.bake_maps(bpy.context.scene, reference, start, SIZE, samples=1)
     assert "coat" not in maps
-    rows, columns, _points = _covered_texels(start, SIZE)
+    rows, columns, _points = _covered_texels(start, reference, SIZE)
     assert np.abs(maps["base_roughness"][rows, columns] - 0.6).max() < 0.01
     assert maps["roughness"][rows, columns].max() < 0.45  # Blender's: the two lobes blended
     started = bake_start.start_maps(maps)
@@ -388,7 +421,7 @@ def check_multi_material_reference():
                                         (centres.reshape(-1, 3)[:, 2] < 0).astype(np.int32))
     start = bake_start.decimated_copy(reference, 300, "start")
     maps = bake_start.bake_maps(bpy.context.scene, reference, start, SIZE, samples=1)
-    rows, columns, points = _covered_texels(start, SIZE)
+    rows, columns, points = _covered_texels(start, reference, SIZE)
     known = _away(points, "z")
     rows, columns, points = rows[known], columns[known], points[known]
     top = points[:, 2] > 0
@@ -411,7 +444,7 @@ def check_metallic_through_mix_shader():
     reference.data.materials.append(material)
     start = bake_start.decimated_copy(reference, 10_000, "start")
     maps = bake_start.bake_maps(bpy.context.scene, reference, start, 32, samples=1)
-    rows, columns, _ = _covered_texels(start, 32)
+    rows, columns, _ = _covered_texels(start, reference, 32)
     assert np.abs(maps["metallic"][rows, columns] - 0.25).max() < 0.01
 
 
@@ -419,7 +452,7 @@ def check_identical_start_bakes_a_flat_normal_map():
     reference = _sphere()
     start = bake_start.decimated_copy(reference, 10_000, "start")
     maps = bake_start.bake_maps(bpy.context.scene, reference, start, SIZE, samples=1)
-    rows, columns, _ = _covered_texels(start, SIZE, interior=False)
+    rows, columns, _ = _covered_texels(start, reference, SIZE, interior=False)
     normal = maps["normal"][rows, columns]
     assert np.abs(normal - (0.5, 0.5, 1.0)).max() < 0.02, np.abs(normal - (0.5, 0.5, 1)).max()
 
@@ -445,7 +478,7 @@ def check_bumpy_reference_bakes_its_bumps():
     reference.data.shade_smooth()
     start = bake_start.decimated_copy(reference, 160, "start")
     maps = bake_start.bake_maps(bpy.context.scene, reference, start, SIZE, samples=1)
-    rows, columns, points = _covered_texels(start, SIZE)
+    rows, columns, points = _covered_texels(start, reference, SIZE)
     baked = 2 * np.linalg.norm(maps["normal"][rows, columns, :2] - 0.5, axis=1)  # sin(tilt)
     expected = _bump_slope(points)
     assert np.median(baked) > 0.05, "the normal map is flat where the bumps are"
