@@ -174,19 +174,39 @@ def _temporarily(target, **values):
 @contextlib.contextmanager
 def _exr_output(scene: bpy.types.Scene, transparent: bool):
     # one block, set and restored in this order: the format first, so that the depth set
-    # (32: EXR only) and the depth restored (say 8: PNG only) are each valid for it
+    # (32: EXR only) and the depth restored (say 8: PNG only) are each valid for it, and the
+    # codec (ZIP: lossless) last, as the depth allows it (16-bit B44 is no 32-bit codec)
     settings = scene.render.image_settings
     with (
         _temporarily(scene.render, film_transparent=transparent),
-        _temporarily(settings, file_format="OPEN_EXR", color_depth="32", color_mode="RGBA"),
+        _temporarily(settings, file_format="OPEN_EXR", color_depth="32", color_mode="RGBA",
+                     exr_codec="ZIP"),
     ):
         yield
 
 
 @contextlib.contextmanager
+def _measured(scene: bpy.types.Scene):
+    """The scene's render as a measurement of radiance through a pinhole for the block: none
+    of what the fit's own renders cannot reproduce (the compositor's and the sequencer's
+    changes to the picture, motion blur, a render region, Cycles' film exposure, which the
+    world sent does not carry, a pixel filter other than Cycles' default), restored after."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_temporarily(
+            scene.render, use_compositing=False, use_sequencer=False, use_motion_blur=False,
+            use_border=False, use_crop_to_border=False))
+        if hasattr(scene, "cycles"):
+            stack.enter_context(_temporarily(scene.cycles, film_exposure=1.0,
+                                             pixel_filter_type="BLACKMAN_HARRIS",
+                                             filter_width=1.5))
+        yield
+
+
+@contextlib.contextmanager
 def _render_output(scene: bpy.types.Scene, size: tuple[int, int], transparent: bool):
-    """The scene set to render ``size`` pixels to float EXR for the block; every setting it
-    changes (camera, resolution, output path and format, film transparency) is restored."""
+    """The scene set to render ``size`` pixels to lossless float EXR for the block, as a
+    measurement (``_measured``); every setting it changes (camera, resolution, output path
+    and format, film transparency, those of ``_measured``) is restored."""
     render = scene.render
     with (
         _temporarily(scene, camera=scene.camera),
@@ -194,17 +214,20 @@ def _render_output(scene: bpy.types.Scene, size: tuple[int, int], transparent: b
         _temporarily(render, resolution_percentage=100),
         _temporarily(render, filepath=render.filepath),
         _exr_output(scene, transparent),
+        _measured(scene),
     ):
         yield
 
 
 def render_view(scene, camera, size: tuple[int, int], transparent: bool = True) -> np.ndarray:
     """Render one camera with the scene's engine to float EXR (transparent film unless
-    ``transparent`` is false); returns float32 [H,W,4], straight alpha, rows top-down. The
-    scene's settings are as they were when it returns, and the EXR is deleted."""
+    ``transparent`` is false) through a pinhole (its depth of field off); returns float32
+    [H,W,4], straight alpha, rows top-down. The scene's and the camera's settings are as
+    they were when it returns, and the EXR is deleted."""
     with (
         tempfile.TemporaryDirectory(prefix="diffrec-") as directory,
         _render_output(scene, size, transparent),
+        _temporarily(camera.data.dof, use_dof=False),
     ):
         scene.camera = camera
         scene.render.filepath = str(Path(directory) / "view.exr")

@@ -283,6 +283,92 @@ def check_render_is_straight_alpha_and_top_down():
     assert np.all(image[..., :3][image[..., 3] == 0] == 0)
 
 
+def _emitting_plane_scene():
+    """A plane emitting (0.2, 0.4, 0.8) before a grey world, a camera on it; 32x24, 2 samples."""
+    scene = bpy.context.scene
+    scene.render.engine = "CYCLES"
+    scene.cycles.device, scene.cycles.samples, scene.cycles.use_denoising = "CPU", 2, False
+    world = bpy.data.worlds.new("world")
+    world.use_nodes = True
+    world.node_tree.nodes["Background"].inputs["Color"].default_value = (0.5, 0.5, 0.5, 1)
+    scene.world = world
+    bpy.ops.mesh.primitive_plane_add(size=1.0, rotation=(math.radians(90), 0.0, 0.0))
+    plane = bpy.context.active_object
+    material = bpy.data.materials.new("emitting")
+    material.use_nodes = True
+    tree = material.node_tree
+    tree.nodes.remove(tree.nodes["Principled BSDF"])
+    emission = tree.nodes.new("ShaderNodeEmission")
+    emission.inputs["Color"].default_value = (0.2, 0.4, 0.8, 1)
+    tree.links.new(emission.outputs[0], tree.nodes["Material Output"].inputs["Surface"])
+    plane.data.materials.append(material)
+    camera = _camera(scene, lens=50.0)
+    camera.scale = (1, 1, 1)
+    camera.location, camera.rotation_euler = (0.0, -4.0, 0.0), (math.radians(90), 0.0, 0.0)
+    bpy.context.view_layer.update()
+    return scene, camera, plane
+
+
+def _picture_settings(scene, camera) -> dict:
+    """The settings ``_turn_on_picture_changers`` turns on, as they are."""
+    render, output = scene.render, scene.render.image_settings
+    return {"compositing": (render.use_compositing, scene.compositing_node_group),
+            "sequencer": (render.use_sequencer,
+                          len(scene.sequence_editor.strips) if scene.sequence_editor else 0),
+            "motion blur": render.use_motion_blur, "dof": camera.data.dof.use_dof,
+            "border": (render.use_border, render.use_crop_to_border),
+            "film exposure": scene.cycles.film_exposure,
+            "filter": (scene.cycles.pixel_filter_type, scene.cycles.filter_width),
+            "output": (output.file_format, output.color_depth, output.exr_codec)}
+
+
+def _turn_on_picture_changers(scene, camera, plane) -> None:
+    """Turn on what changes a render past a pinhole's radiance: a compositor that doubles
+    red, a sequencer strip over the picture, motion blur on a moving plane, depth of field,
+    a render region cropped to half the frame, Cycles' film exposure, a wide pixel filter, a
+    lossy EXR codec (set under PNG, as an artist's earlier EXR output leaves it)."""
+    tree = bpy.data.node_groups.new("compositor", "CompositorNodeTree")
+    tree.interface.new_socket("Image", in_out="OUTPUT", socket_type="NodeSocketColor")
+    balance = tree.nodes.new("CompositorNodeColorBalance")
+    tree.links.new(tree.nodes.new("CompositorNodeRLayers").outputs["Image"], balance.inputs[0])
+    tree.links.new(balance.outputs[0], tree.nodes.new("NodeGroupOutput").inputs[0])
+    gain = next(socket for socket in balance.inputs if socket.identifier == "Color Gain")
+    gain.default_value = (2.0, 1.0, 1.0, 1.0)
+    scene.compositing_node_group = tree
+    strip = scene.sequence_editor_create().strips.new_effect("red", "COLOR", 2, frame_start=1,
+                                                             length=10)
+    strip.color, strip.blend_type, strip.blend_alpha = (1, 0, 0), "ALPHA_OVER", 0.3
+    for frame, x in ((scene.frame_current, 0.0), (scene.frame_current + 1, 1.0)):
+        plane.location.x = x
+        plane.keyframe_insert("location", frame=frame)
+    render, output = scene.render, scene.render.image_settings
+    render.use_motion_blur = True
+    camera.data.dof.use_dof, camera.data.dof.aperture_fstop = True, 0.5
+    camera.data.dof.focus_distance = 1.0
+    render.use_border, render.use_crop_to_border, render.border_max_x = True, True, 0.5
+    scene.cycles.film_exposure, scene.cycles.filter_width = 2.0, 4.0
+    output.file_format, output.color_depth, output.exr_codec = "OPEN_EXR", "16", "DWAA"
+    output.file_format, output.color_depth = "PNG", "8"
+    scene.frame_set(scene.frame_current)
+
+
+def check_a_target_render_measures_radiance_through_a_pinhole_whatever_the_scene_sets():
+    """The view rendered with a compositor, a sequencer strip, motion blur, depth of field, a
+    render region, a film exposure, a wide filter and a lossy codec on equals the view
+    rendered without any of them, and every one of them is on again after."""
+    scene, camera, plane = _emitting_plane_scene()
+    plain = export_scene.render_view(scene, camera, (32, 24))
+    assert np.abs(plain[..., :3][plain[..., 3] > 0.99] - [0.2, 0.4, 0.8]).max() < 1e-3
+    before = _picture_settings(scene, camera)
+    _turn_on_picture_changers(scene, camera, plane)
+    on = _picture_settings(scene, camera)
+    assert all(on[key] != before[key] for key in on), (before, on)
+    changed = export_scene.render_view(scene, camera, (32, 24))
+    assert changed.shape == plain.shape
+    assert np.abs(changed - plain).max() < 1e-4, np.abs(changed - plain).max()
+    assert _picture_settings(scene, camera) == on
+
+
 def _persistent_flags(flags: list):
     """A render_pre handler appending the scene's Persistent Data setting at each render."""
     def record(scene, *_args):
