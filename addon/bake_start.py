@@ -49,6 +49,7 @@ import bpy
 import numpy as np
 from mathutils.bvhtree import BVHTree
 
+from . import selection
 from .export_scene import _temporarily, image_array
 from .import_result import new_image, with_nodes
 
@@ -86,35 +87,6 @@ def _check_reference(reference) -> None:
         raise ValueError(f"the reference must be a mesh object, not {name}")
 
 
-@contextlib.contextmanager
-def _selection_kept(view_layer):
-    """Object mode for the block; afterwards the selection, the active object and its mode are
-    as before (objects removed in the block are skipped)."""
-    active = view_layer.objects.active
-    mode = active.mode if active is not None else "OBJECT"
-    if mode != "OBJECT":
-        bpy.ops.object.mode_set(mode="OBJECT")
-    selected = [obj for obj in view_layer.objects if obj.select_get(view_layer=view_layer)]
-    try:
-        yield
-    finally:
-        for obj in view_layer.objects:
-            obj.select_set(False, view_layer=view_layer)
-        for obj in selected:
-            obj.select_set(True, view_layer=view_layer)
-        view_layer.objects.active = active
-        if mode != "OBJECT":
-            bpy.ops.object.mode_set(mode=mode)
-
-
-def _only_selected(view_layer, selected, active) -> None:
-    for obj in view_layer.objects:
-        obj.select_set(False, view_layer=view_layer)
-    for obj in selected:
-        obj.select_set(True, view_layer=view_layer)
-    view_layer.objects.active = active
-
-
 # -- the low-poly ----------------------------------------------------------------------------
 
 
@@ -133,7 +105,7 @@ def decimated_copy(reference: bpy.types.Object, triangles: int, name: str,
         raise ValueError(f"a budget of {triangles} triangles is too small: at least 4")
     context = bpy.context
     collection = collection or _home_collection(reference, context.scene)
-    with _selection_kept(context.view_layer):
+    with selection.kept(context.view_layer):
         depsgraph = context.evaluated_depsgraph_get()
         mesh = bpy.data.meshes.new_from_object(reference.evaluated_get(depsgraph),
                                                depsgraph=depsgraph)
@@ -230,7 +202,7 @@ def _smart_unwrap(obj: bpy.types.Object, view_layer) -> None:
     while mesh.uv_layers:
         mesh.uv_layers.remove(mesh.uv_layers[0])
     mesh.uv_layers.new(name="UVMap")
-    _only_selected(view_layer, [obj], obj)
+    selection.only(view_layer, [obj], obj)
     bpy.ops.object.mode_set(mode="EDIT")
     try:
         bpy.ops.mesh.select_all(action="SELECT")
@@ -630,10 +602,10 @@ class MapBaker:
         with (
             _temporarily(scene.render, engine="CYCLES"),
             _temporarily(scene.cycles, samples=self.samples, use_denoising=False),
-            _selection_kept(view_layer),
+            selection.kept(view_layer),
             self._linked(),
         ):
-            _only_selected(view_layer, [self._high, self._low], self._low)
+            selection.only(view_layer, [self._high, self._low], self._low)
             bpy.ops.object.bake(**self._settings(name))
         return image_array(self._image)
 
