@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import bpy
 import numpy as np
+from mathutils import Matrix
 
 from .core import pixels, wire
 from .core.world_bounds import world_box
@@ -32,7 +33,9 @@ LINEAR = "Linear Rec.709"
 IMPORTED_ROLES = ("mesh", "light")
 """The manifest roles the add-on imports, hence all it fetches."""
 RESULTS = "diffrec results"
-"""The collection results are imported into."""
+"""The name of the collection results are imported into (one per scene)."""
+RESULTS_MARK = "diffrec_results"
+"""The custom property that marks a collection as a scene's results collection."""
 ORIGINAL = "diffrec_original"
 """The custom property a result carries: the name of the object its job started from."""
 
@@ -110,16 +113,32 @@ def place_beside(obj: bpy.types.Object, original: bpy.types.Object) -> None:
     obj.location.x += right + gap - low
 
 
+def results_collection(scene, create: bool = False) -> bpy.types.Collection | None:
+    """``scene``'s own results collection: the first local collection in its tree (wherever
+    the artist moved it) marked RESULTS_MARK, or named RESULTS (files from before the mark);
+    with ``create``, a new one under the scene's collection when it has none, else None. A
+    collection linked from a library, or another scene's, is never it."""
+    for collection in scene.collection.children_recursive:
+        if collection.library is None and (collection.get(RESULTS_MARK)
+                                           or collection.name == RESULTS):
+            return collection
+    if not create:
+        return None
+    collection = bpy.data.collections.new(RESULTS)
+    collection[RESULTS_MARK] = True
+    scene.collection.children.link(collection)
+    return collection
+
+
 def _into_results(context, obj: bpy.types.Object) -> None:
-    """Move ``obj`` into the scene's RESULTS collection (made on first use)."""
-    collection = bpy.data.collections.get(RESULTS)
-    if collection is None:
-        collection = bpy.data.collections.new(RESULTS)
-    if collection.name not in context.scene.collection.children:
-        context.scene.collection.children.link(collection)
+    """Move ``obj`` into the scene's results collection (made on first use): linked there
+    before it leaves the others, so that it is never left in none."""
+    collection = results_collection(context.scene, create=True)
+    if collection not in obj.users_collection:
+        collection.objects.link(obj)
     for other in list(obj.users_collection):
-        other.objects.unlink(obj)
-    collection.objects.link(obj)
+        if other != collection:
+            other.objects.unlink(obj)
 
 
 def save_glb_beside_blend(paths: list[Path], name: str) -> Path | None:
@@ -147,6 +166,7 @@ def import_glb(context, path: Path, name: str) -> bpy.types.Object:
                            "result holds one mesh")
     obj = meshes[0]
     obj.name = obj.data.name = name
+    _undo_unit_scale(obj, context.scene.unit_settings.scale_length)
     _weld_keeping_shading(obj.data)
     for other in context.selected_objects:
         other.select_set(False)
@@ -158,6 +178,14 @@ def import_glb(context, path: Path, name: str) -> bpy.types.Object:
         _name_images(material, name)
         _fade_by_occlusion(material)
     return obj
+
+
+def _undo_unit_scale(obj: bpy.types.Object, scale_length: float) -> None:
+    """Give back what the glTF importer divided by the scene's Unit Scale: it reads a file's
+    lengths as metres, and a diffrec result's are Blender units, as the add-on sent them."""
+    if scale_length != 1.0:
+        obj.data.transform(Matrix.Scale(scale_length, 4))
+        obj.location *= scale_length
 
 
 def _weld_keeping_shading(mesh: bpy.types.Mesh) -> None:

@@ -9,13 +9,14 @@ and the imported result.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import bpy
 import bpy.utils.previews
 import numpy as np
 
-from . import import_result, worlds
+from . import import_result, selection, worlds
 from .core import job_session, messages, pixels
 from .core.wire import protocol
 
@@ -129,8 +130,9 @@ def _import_fetched(context, entry, paths: list[Path], report) -> None:
     # own light decides (jobs of files saved before jobs kept it: the panel's)
     learned = entry.light.startswith("learn") if entry.light else settings.light == "LEARN"
     try:
-        imported = import_result.import_result(context, paths[0].parent, name,
-                                               use_world=learned, beside=original)
+        with _artist_kept_at_work(context):
+            imported = import_result.import_result(context, paths[0].parent, name,
+                                                   use_world=learned, beside=original)
     except Exception as exc:  # a bad manifest (checked before anything is imported), a bad file
         messages.log(exc)
         report({"ERROR"}, f"diffrec: the result cannot be imported. {messages.sentence(exc)}")
@@ -148,6 +150,16 @@ def _import_fetched(context, entry, paths: list[Path], report) -> None:
         saved = import_result.save_glb_beside_blend(paths, name)
         report({"INFO"}, f"diffrec: saved {saved}" if saved else
                "diffrec: save the .blend first to keep a GLB beside it")
+
+
+def _artist_kept_at_work(context):
+    """Outside Object Mode (the artist editing, sculpting, painting while the job ran), the
+    mode, the active object and the selection as they were after the import (which the glTF
+    importer takes to Object Mode): the result arrives unselected. In Object Mode nothing is
+    kept: the result becomes the selected, active object."""
+    if context.mode == "OBJECT":
+        return contextlib.nullcontext()
+    return selection.kept(context.view_layer)
 
 
 def not_imported(why: str) -> str:

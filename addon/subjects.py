@@ -125,7 +125,7 @@ def renders_start(source: str, start: str | None, subject, reference) -> bool:
 
 def made_by_diffrec(scene) -> list[bpy.types.Object]:
     """The objects diffrec made in ``scene``: results and the live mesh."""
-    results = bpy.data.collections.get(import_result.RESULTS)
+    results = import_result.results_collection(scene)
     found = list(results.all_objects) if results is not None else []
     live = bpy.data.objects.get(scene_updates.LIVE_MESH)
     if live is not None:

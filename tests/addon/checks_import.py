@@ -166,6 +166,74 @@ def check_import_puts_the_result_beside_the_original_in_its_collection():
     assert np.array_equal(before[0], after[0]) and before[1:] == after[1:], (before, after)
 
 
+def _world_vertices(obj) -> np.ndarray:
+    """``obj``'s vertices in world space, sorted by row [V, 3]."""
+    bpy.context.view_layer.update()
+    world = np.array(obj.matrix_world)
+    points = np.array([tuple(vertex.co) for vertex in obj.data.vertices])
+    points = np.round(points @ world[:3, :3].T + world[:3, 3], 4) + 0.0
+    return points[np.lexsort(points.T[::-1])]
+
+
+def check_a_scene_in_centimetres_gets_the_result_at_the_size_sent():
+    """The glTF importer divides a file's lengths by the scene's Unit Scale; a result's are
+    Blender units, as the add-on sent them, so it comes in where it was at Unit Scale 1."""
+    plain = _world_vertices(_import())
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    bpy.context.scene.unit_settings.scale_length = 0.01
+    assert np.allclose(_world_vertices(_import()), plain, atol=2e-4)
+
+
+def check_each_scene_has_its_own_local_results_collection_wherever_it_was_moved():
+    """A library's 'diffrec results' is never imported into (this file cannot add to it), a
+    results collection the artist moved under another is found there, and another scene gets
+    its own collection, not the first scene's."""
+    directory = Path(tempfile.mkdtemp())
+    shelf = bpy.data.collections.new(import_result.RESULTS)
+    bpy.data.libraries.write(str(directory / "library.blend"), {shelf}, fake_user=True)
+    bpy.data.collections.remove(shelf)
+    with bpy.data.libraries.load(str(directory / "library.blend"), link=True) as (_, linked):
+        linked.collections = [import_result.RESULTS]
+    scene = bpy.context.scene
+    scene.collection.children.link(linked.collections[0])
+    first = _import()
+    home = first.users_collection
+    assert len(home) == 1 and home[0].library is None and home[0] != linked.collections[0]
+    props = bpy.data.collections.new("props")  # the artist tidies the results away
+    scene.collection.children.link(props)
+    props.children.link(home[0])
+    scene.collection.children.unlink(home[0])
+    second = _import()
+    assert second.users_collection == home
+    assert home[0] not in list(scene.collection.children), "linked a second time"
+    other = bpy.data.scenes.new("other")
+    with bpy.context.temp_override(scene=other, view_layer=other.view_layers[0]):
+        third = _import()
+    assert third.users_collection[0] != home[0]
+    assert home[0] not in other.collection.children_recursive
+    assert third.users_collection[0] in other.collection.children_recursive
+    assert import_result.results_collection(other) == third.users_collection[0]
+
+
+def check_a_result_arriving_in_edit_mode_leaves_the_artist_editing():
+    """The glTF importer works in Object Mode; a result that arrives while the artist edits a
+    mesh leaves them editing it, with their selection, the result unselected beside."""
+    from addon import scene_updates
+
+    bpy.ops.mesh.primitive_cube_add(size=1.0)
+    edited = bpy.context.active_object
+    bpy.ops.object.mode_set(mode="EDIT")
+    with scene_updates._artist_kept_at_work(bpy.context):
+        obj = _import()
+    assert bpy.context.mode == "EDIT_MESH" and edited.mode == "EDIT"
+    assert bpy.context.view_layer.objects.active == edited
+    assert not obj.select_get() and edited.select_get()
+    bpy.ops.object.mode_set(mode="OBJECT")
+    with scene_updates._artist_kept_at_work(bpy.context):
+        obj = _import()  # in Object Mode the result is picked, as before
+    assert bpy.context.view_layer.objects.active == obj and obj.select_get()
+
+
 def check_a_corrupted_file_is_refused_and_nothing_imported():
     folder = Path(tempfile.mkdtemp()) / "result"
     shutil.copytree(FOLDER / "result", folder)
