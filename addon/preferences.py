@@ -30,10 +30,12 @@ def preferences(context=None):
 
 
 def setting(name: str, context=None):
+    """The preference ``name``: the user's value, or its declared default where the add-on is
+    registered without being enabled (``preferences``)."""
     prefs = preferences(context)
     if prefs is not None:
         return getattr(prefs, name)
-    return DiffrecPreferences.__annotations__[name].keywords.get("default")
+    return DiffrecPreferences.bl_rna.properties[name].default
 
 
 class DiffrecPreferences(bpy.types.AddonPreferences):
