@@ -36,6 +36,21 @@ def check_register_and_unregister_cleanly():
     addon.unregister()
 
 
+def check_registered_without_being_enabled_the_preferences_read_their_defaults():
+    """Tests and development register the add-on directly (no preferences of its own): each
+    setting then reads as its declared default, and the learned world's import can ask."""
+    from addon import preferences
+
+    addon.register()
+    try:
+        assert preferences.preferences() is None
+        assert preferences.setting("python") == "python3"
+        assert preferences.setting("endpoint") == "" and preferences.setting("timeout") > 0
+        assert preferences.setting("use_learned_world") in (True, False)
+    finally:
+        addon.unregister()
+
+
 def check_presets_are_the_backends():
     """Each preset fills the panel with the backend's own values, read here through the
     backend package (``diffrec.protocol.settings``), not the add-on's wire; the panel's
