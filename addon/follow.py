@@ -156,6 +156,7 @@ class JobRun:
         entry = settings.jobs.add()
         entry.job_id, entry.state, entry.created = self.job, "submitting", time.time()
         entry.mode, entry.object_name = choices.mode, self.builder.object_name
+        entry.original = self.builder.original
         entry.light = submission.spec["settings"]["light"]
         width, height = training_size(self.builder.scene, choices.train_resolution)
         entry.megapixels = choices.batch * width * height / 1e6

@@ -37,7 +37,8 @@ RESULTS = "diffrec results"
 RESULTS_MARK = "diffrec_results"
 """The custom property that marks a collection as a scene's results collection."""
 ORIGINAL = "diffrec_original"
-"""The custom property a result carries: the name of the object its job started from."""
+"""The custom property a result carries: the object its job started from (in files from
+before it was a pointer: that object's name)."""
 
 
 def new_image(name: str, array: np.ndarray, colorspace: str, pack: bool = True):
@@ -89,15 +90,24 @@ def import_result(context, folder: Path, name: str, use_world: bool = True,
     _into_results(context, obj)
     if beside is not None:
         place_beside(obj, beside)
-        obj[ORIGINAL] = beside.name
+        obj[ORIGINAL] = beside
     world = build_world(name, paths["light"]) if use_world and "light" in paths else None
     return Imported(obj, world)
 
 
+def original_mark(obj: bpy.types.Object) -> bpy.types.Object | None:
+    """The object ``obj`` is a result of, by its ORIGINAL property (a pointer, or in older
+    files a name), or None: not a result, or its original is gone."""
+    mark = obj.get(ORIGINAL)
+    if isinstance(mark, str):
+        return bpy.data.objects.get(mark)
+    return mark if isinstance(mark, bpy.types.Object) else None
+
+
 def results_of(original: bpy.types.Object) -> list[bpy.types.Object]:
-    """The objects imported as results of ``original`` (their ORIGINAL property names it)."""
+    """The objects imported as results of ``original`` (``original_mark``)."""
     return [obj for obj in bpy.data.objects
-            if obj != original and obj.get(ORIGINAL) == original.name]
+            if obj != original and original_mark(obj) == original]
 
 
 def place_beside(obj: bpy.types.Object, original: bpy.types.Object) -> None:

@@ -66,6 +66,10 @@ class DiffrecJob(bpy.types.PropertyGroup):
     mode: StringProperty(name="Mode")
     state: StringProperty(name="State", default="submitted")
     object_name: StringProperty(name="Object", description="The object the job started from")
+    original: PointerProperty(
+        name="Original", type=bpy.types.Object,
+        description="The object the job started from, followed through renames (files from "
+                    "before it: found by Object's name)")
     imported: BoolProperty(name="Imported", default=False)
     message: StringProperty(name="Message", description="Why the job failed or stopped")
     progress: FloatProperty(name="Progress", subtype="PERCENTAGE", min=0, max=100)

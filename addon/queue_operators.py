@@ -201,8 +201,8 @@ class DIFFREC_OT_resume_job(_OnListedJob, _StartsJob, bpy.types.Operator):
 
     def _optimize_again(self, context, entry):
         """Select the job's object again and press Optimize for it (the entry is replaced)."""
-        subject = context.scene.objects.get(entry.object_name)
-        if subject is None:
+        subject = scene_updates.job_original(entry)
+        if subject is None or subject not in list(context.scene.objects):
             self.report({"ERROR"}, f"diffrec: the object {entry.object_name!r} is gone; "
                                    "select a mesh and press Optimize")
             return {"CANCELLED"}

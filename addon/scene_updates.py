@@ -124,8 +124,8 @@ def _import_fetched(context, entry, paths: list[Path], report) -> None:
     if not paths or entry is None or entry.from_server:
         return
     settings = context.scene.diffrec
-    name = f"{entry.object_name or 'diffrec'} optimised"
-    original = bpy.data.objects.get(entry.object_name) if entry.object_name else None
+    original = job_original(entry)
+    name = f"{original.name if original else entry.object_name or 'diffrec'} optimised"
     # a kept HDRI comes back only resampled: only a learned light makes a world; the job's
     # own light decides (jobs of files saved before jobs kept it: the panel's)
     learned = entry.light.startswith("learn") if entry.light else settings.light == "LEARN"
@@ -150,6 +150,14 @@ def _import_fetched(context, entry, paths: list[Path], report) -> None:
         saved = import_result.save_glb_beside_blend(paths, name)
         report({"INFO"}, f"diffrec: saved {saved}" if saved else
                "diffrec: save the .blend first to keep a GLB beside it")
+
+
+def job_original(entry) -> bpy.types.Object | None:
+    """The object ``entry``'s job started from, whatever it is called now; for entries saved
+    before the pointer was kept, the object of the name it had (None: gone)."""
+    if entry.original is not None:
+        return entry.original
+    return bpy.data.objects.get(entry.object_name) if entry.object_name else None
 
 
 def _artist_kept_at_work(context):

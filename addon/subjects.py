@@ -40,8 +40,7 @@ def original_of(obj: bpy.types.Object | None) -> bpy.types.Object | None:
     exists)."""
     if obj is None:
         return None
-    name = obj.get(import_result.ORIGINAL)
-    original = bpy.data.objects.get(name) if isinstance(name, str) else None
+    original = import_result.original_mark(obj)
     return original if original is not None and original != obj else obj
 
 

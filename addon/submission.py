@@ -96,7 +96,8 @@ class SubmissionBuilder:
     and the start are fixed then (``subjects``): ``reference`` the object the targets show
     (None: not one object's), ``start`` ``SELECTED`` (``subject``, the active selected mesh,
     or its original when it is a result), ``BAKED`` (the reference's decimated, baked copy)
-    or None (reconstruct). ``object_name`` names the object the result stands beside.
+    or None (reconstruct). ``original`` is the object the result stands beside, ``object_name``
+    its name.
     ``renders_start``: the start is rendered from the target cameras too
     (``subjects.renders_start``). ``done`` counts the steps taken; the last sets
     ``submission``.
@@ -120,6 +121,7 @@ class SubmissionBuilder:
         named = self.reference if self.start == "BAKED" else self.subject or context.active_object
         self.renders_start = subjects.renders_start(self.source, self.start, self.subject,
                                                     self.reference)
+        self.original = named
         self.object_name = named.name if named is not None else ""
         self.done = 0
         self.submission: job_session.Submission | None = None

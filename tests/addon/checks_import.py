@@ -234,6 +234,42 @@ def check_a_result_arriving_in_edit_mode_leaves_the_artist_editing():
     assert bpy.context.view_layer.objects.active == obj and obj.select_get()
 
 
+def check_an_original_renamed_while_its_job_ran_gets_the_result_beside_it():
+    """The job's entry follows its object through a rename: the result stands beside the
+    renamed original (not beside a newcomer that took its old name), is named after it, and
+    stands for it when picked (``original_of``)."""
+    import addon
+    from addon import scene_updates, subjects
+
+    addon.register()
+    try:
+        bpy.ops.mesh.primitive_cube_add(size=2.0, location=(0.0, 5.0, 0.0))
+        original = bpy.context.active_object
+        original.name = "Cube"
+        entry = bpy.context.scene.diffrec.jobs.add()
+        entry.job_id, entry.object_name, entry.original = "job", "Cube", original
+        original.name = "Hero"
+        bpy.ops.mesh.primitive_cube_add(size=1.0, location=(0.0, -5.0, 0.0))
+        bpy.context.active_object.name = "Cube"  # a newcomer takes the old name
+        reports = []
+        scene_updates._import_fetched(bpy.context, entry, [FOLDER / "result" / "mesh.glb"],
+                                      lambda kinds, text: reports.append(text))
+        assert entry.imported, reports
+        result = bpy.data.objects["Hero optimised"]
+        assert subjects.original_of(result) == original
+        assert import_result.results_of(original) == [result]
+        assert _box_x(result).min() > _box_x(original).max()
+        result[import_result.ORIGINAL] = "Hero"  # as files from before the pointer mark it
+        assert subjects.original_of(result) == original
+    finally:
+        addon.unregister()
+
+
+def _box_x(obj) -> np.ndarray:
+    bpy.context.view_layer.update()
+    return np.array([(obj.matrix_world @ Vector(corner)).x for corner in obj.bound_box])
+
+
 def check_a_corrupted_file_is_refused_and_nothing_imported():
     folder = Path(tempfile.mkdtemp()) / "result"
     shutil.copytree(FOLDER / "result", folder)
