@@ -49,7 +49,7 @@ import bpy
 import numpy as np
 from mathutils.bvhtree import BVHTree
 
-from . import selection
+from . import corner_normals, selection
 from .export_scene import _temporarily, image_array
 from .import_result import new_image, with_nodes
 
@@ -155,15 +155,24 @@ def _home_collection(reference: bpy.types.Object, scene) -> bpy.types.Collection
 
 
 def _triangulate(mesh: bpy.types.Mesh) -> None:
-    """Split ``mesh``'s quads and n-gons into triangles (nothing to do for a triangle mesh)."""
+    """Split ``mesh``'s quads and n-gons into triangles (nothing to do for a triangle mesh),
+    its custom normals kept where it has them (a hard-surface model's weighted normals)."""
     if triangle_count(mesh) == len(mesh.polygons):
         return
-    work = bmesh.new()
-    work.from_mesh(mesh)
-    bmesh.ops.triangulate(work, faces=work.faces, quad_method="BEAUTY", ngon_method="BEAUTY")
-    work.to_mesh(mesh)
-    work.free()
+    with _custom_normals_kept(mesh):
+        work = bmesh.new()
+        work.from_mesh(mesh)
+        bmesh.ops.triangulate(work, faces=work.faces, quad_method="BEAUTY",
+                              ngon_method="BEAUTY")
+        work.to_mesh(mesh)
+        work.free()
     mesh.update()
+
+
+def _custom_normals_kept(mesh: bpy.types.Mesh):
+    """``corner_normals.kept`` where ``mesh`` has custom normals; else nothing to keep (its
+    normals follow from its faces and sharp edges, whatever the block does)."""
+    return corner_normals.kept(mesh) if mesh.has_custom_normals else contextlib.nullcontext()
 
 
 def _decimate(obj: bpy.types.Object, triangles: int, attempts: int = 8) -> None:
@@ -196,9 +205,11 @@ def _decimate(obj: bpy.types.Object, triangles: int, attempts: int = 8) -> None:
 
 
 def _smart_unwrap(obj: bpy.types.Object, view_layer) -> None:
-    """Shade ``obj`` smooth and give it one UV map 'UVMap' from Smart UV Project."""
+    """Shade ``obj`` smooth (custom normals kept) and give it one UV map 'UVMap' from Smart
+    UV Project."""
     mesh = obj.data
-    mesh.shade_smooth()
+    with _custom_normals_kept(mesh):
+        mesh.shade_smooth()
     while mesh.uv_layers:
         mesh.uv_layers.remove(mesh.uv_layers[0])
     mesh.uv_layers.new(name="UVMap")

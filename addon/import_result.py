@@ -26,6 +26,7 @@ import bpy
 import numpy as np
 from mathutils import Matrix
 
+from . import corner_normals
 from .core import pixels, wire
 from .core.world_bounds import world_box
 
@@ -201,30 +202,21 @@ def _undo_unit_scale(obj: bpy.types.Object, scale_length: float) -> None:
 def _weld_keeping_shading(mesh: bpy.types.Mesh) -> None:
     """Weld the vertices that the glTF file split where the shading normals differ (flat
     faces, sharp edges: the importer merges only vertices that share a normal), keeping each
-    corner's normal as a custom normal: the mesh is one piece again and shades as it did.
-    Only exact duplicates merge (the file's copies are bit for bit the same), and the normals
-    ride along as a corner attribute, so corners that merging drops take theirs with them."""
+    corner's normal as a custom normal (``corner_normals.kept``): the mesh is one piece again
+    and shades as it did. Only exact duplicates merge (the file's copies are bit for bit the
+    same)."""
     import bmesh
 
-    corner_normals = np.empty(len(mesh.loops) * 3, np.float32)
-    mesh.corner_normals.foreach_get("vector", corner_normals)
-    carried = mesh.attributes.new(_CARRIED_NORMALS, "FLOAT_VECTOR", "CORNER")
-    carried.data.foreach_set("vector", corner_normals)
-    welded = bmesh.new()
-    try:
-        welded.from_mesh(mesh)
-        bmesh.ops.remove_doubles(welded, verts=welded.verts, dist=0.0)
-        welded.to_mesh(mesh)
-    finally:
-        welded.free()
-    carried = mesh.attributes[_CARRIED_NORMALS]
-    corner_normals = np.empty(len(mesh.loops) * 3, np.float32)
-    carried.data.foreach_get("vector", corner_normals)
-    mesh.attributes.remove(carried)
-    mesh.normals_split_custom_set(corner_normals.reshape(-1, 3))
+    with corner_normals.kept(mesh):
+        welded = bmesh.new()
+        try:
+            welded.from_mesh(mesh)
+            bmesh.ops.remove_doubles(welded, verts=welded.verts, dist=0.0)
+            welded.to_mesh(mesh)
+        finally:
+            welded.free()
 
 
-_CARRIED_NORMALS = "diffrec corner normals"
 
 
 _IMAGE_ROLES = {"ShaderNodeBsdfPrincipled": "kd", "ShaderNodeSeparateColor": "ks",

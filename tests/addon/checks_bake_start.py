@@ -190,6 +190,39 @@ def check_budget_covering_the_reference_copies_it_whole():
     assert len(whole.data.vertices) == len(reference.data.vertices)
 
 
+def _corner_normals_by_position(obj) -> dict:
+    """{rounded world position: [corner normals there]} of ``obj``'s exported mesh."""
+    from addon import export_scene
+
+    mesh = export_scene.export_mesh(obj, bpy.context.evaluated_depsgraph_get())
+    found: dict = {}
+    for position, normal in zip(mesh.vertices[mesh.faces].reshape(-1, 3),
+                                mesh.normals[mesh.normal_faces].reshape(-1, 3), strict=True):
+        found.setdefault(tuple(np.round(position, 4)), []).append(normal)
+    return found
+
+
+def check_a_whole_copy_keeps_a_hard_surface_references_weighted_normals():
+    """A bevelled cube shaded by a Weighted Normal modifier (flat faces, rounded bevels),
+    copied whole: every corner of the copy shades with one of the reference's normals at that
+    point, within a degree (its quads triangulated and shaded smooth would round the faces)."""
+    bpy.ops.mesh.primitive_cube_add(size=2.0)
+    reference = bpy.context.active_object
+    bevel = reference.modifiers.new("bevel", "BEVEL")
+    bevel.width, bevel.segments = 0.1, 2
+    reference.modifiers.new("weighted", "WEIGHTED_NORMAL").keep_sharp = True
+    reference.data.shade_smooth()
+    bpy.context.view_layer.update()
+    truth = _corner_normals_by_position(reference)
+    whole = bake_start.decimated_copy(reference, 100_000, "whole")
+    copied = _corner_normals_by_position(whole)
+    assert copied.keys() == truth.keys()
+    worst = max(np.degrees(np.arccos(np.clip(max(np.dot(normal, other)
+                                                   for other in truth[position]), -1, 1)))
+                for position, normals in copied.items() for normal in normals)
+    assert worst < 1.0, f"a corner's normal is {worst:.1f} degrees from the reference's"
+
+
 def check_decimated_copy_restores_edit_mode():
     reference = _sphere(segments=12, rings=6)
     bpy.ops.object.mode_set(mode="EDIT")
