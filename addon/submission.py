@@ -290,7 +290,9 @@ class SubmissionBuilder:
         finally:
             self.close()
         if self.scene.world is not None:
-            arrays["envmap"] = export_scene.export_world(self.scene)
+            envmap = export_scene.export_world(self.scene)
+            if np.any(envmap > 0):  # a black world (lamps light the scene): no light to start from
+                arrays["envmap"] = envmap
         lamps = subjects.render_lamps(self.scene, context.view_layer)
         settings = panel_fields.optimize_settings(self.choices, "envmap" in arrays, lamps)
         if self.source == "DATASET" and poses_found(self.dataset_path):

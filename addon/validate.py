@@ -111,7 +111,10 @@ def _camera_problems(context, settings, cameras) -> list[str]:
 def _world_problems(world) -> list[str]:
     if world is None:
         return [NO_WORLD]
-    if export_scene.environment_node(world)[0] is not None or world.node_tree is None:
+    _, background = export_scene.environment_node(world)
+    if background is not None:  # an HDRI, lit by its strength (a linked one is not read)
+        return [DARK_WORLD] if background.inputs["Strength"].default_value <= 0 else []
+    if world.node_tree is None:
         return []
     if not any(node.bl_idname == "ShaderNodeOutputWorld" and node.inputs["Surface"].is_linked
                for node in world.node_tree.nodes):
@@ -161,6 +164,7 @@ def problems(context, settings) -> list[str]:
         if not cameras:
             found.append(NO_SELECTED_CAMERAS if settings.cameras == "SELECTED" else NO_CAMERAS)
         found += _camera_problems(context, settings, cameras)
-    if settings.light == "KEEP" or settings.target_source == "RENDER":
-        found += _world_problems(context.scene.world)
+    lamps = subjects.render_lamps(context.scene, context.view_layer)
+    if settings.light == "KEEP" or (settings.target_source == "RENDER" and lamps == 0):
+        found += _world_problems(context.scene.world)  # the world is all the light there is
     return found

@@ -14,7 +14,7 @@ import numpy as np
 import scenes
 
 import addon
-from addon import follow, panel, subjects
+from addon import follow, panel, subjects, validate
 from addon import pump as pump_module
 from addon.submission import SubmissionBuilder
 
@@ -138,7 +138,8 @@ def check_one_view_per_tick_with_progress_then_the_job_is_sent():
 
 def check_a_lamp_lighting_the_renders_makes_auto_learn_the_light_and_the_panel_says_so():
     """Lamps are never sent, so with one lighting the targets the world is not their whole
-    light: Auto learns it (from the world), and Keep HDRI's line warns."""
+    light: Auto learns it (from the world), and Keep HDRI's line warns; a black world beside
+    a lamp is not refused, and the light is learned from grey (no black map to start from)."""
     scene = _scene()
     cube, settings = bpy.context.active_object, scene.diffrec
     bpy.ops.object.light_add(type="POINT", location=(2.0, -2.0, 3.0))
@@ -161,7 +162,18 @@ def check_a_lamp_lighting_the_renders_makes_auto_learn_the_light_and_the_panel_s
         while not pump.run.tick(bpy.context, block=True):
             pass
         assert pump.submitted[0][1]["settings"]["light"] == "learn-from-envmap"
-        lamp.hide_render = True  # out of the renders: the world is their light again
+        # a black world with a lamp is a studio, not a mistake: the light is learned from grey
+        scene.world.node_tree.nodes["Background"].inputs["Strength"].default_value = 0.0
+        assert validate.problems(bpy.context, settings) == []
+        pump.close()
+        pump = _Run(scene)
+        while not pump.run.tick(bpy.context, block=True):
+            pass
+        spec, arrays = pump.submitted[0][1:]
+        assert spec["settings"]["light"] == "learn" and "envmap" not in arrays
+        lamp.hide_render = True  # the world alone again, and it is dark: refused
+        assert validate.problems(bpy.context, settings) == [validate.DARK_WORLD], \
+            validate.problems(bpy.context, settings)
         assert subjects.render_lamps(scene, view_layer) == 0
         assert panel.light_line(settings, True, 0) == (
             "Fit under the world's light, kept (the true light of these renders)", "LIGHT")
