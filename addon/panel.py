@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import bpy
 
-from . import bake_start, estimate, follow, queue_operators, scene_updates, subjects
+from . import bake_start, estimate, follow, queue_operators, scene_updates, subjects, validate
 from .core import panel_fields
 
 PREVIEW_SCALE = 8.0
@@ -57,7 +57,8 @@ def bake_note(context, settings) -> str | None:
 
 def light_line(settings, has_world: bool, lamps: int) -> tuple[str, str]:
     """Which light the fit uses, in words (the panel's Light as the job will send it, with
-    ``lamps`` lamps lighting the target renders, which are never sent), and the line's icon:
+    ``has_world`` a world that lights and ``lamps`` lamps lighting the target renders, which
+    are never sent), and the line's icon:
     ERROR where the world is kept although lamps light the renders too."""
     light = panel_fields.light_setting(settings.light, settings.target_source, has_world, lamps)
     lit = settings.target_source == "RENDER" and lamps > 0
@@ -103,7 +104,8 @@ class DIFFREC_PT_main(bpy.types.Panel):
         layout.prop(settings, "gpus")
         layout.prop(settings, "light", expand=True)
         lamps = subjects.render_lamps(context.scene, context.view_layer)
-        line, icon = light_line(settings, context.scene.world is not None, lamps)
+        lit_by_world = not validate.world_problems(context.scene.world)
+        line, icon = light_line(settings, lit_by_world, lamps)
         layout.label(text=line, icon=icon)
         row = layout.row()
         row.prop(settings, "live_mesh")

@@ -108,7 +108,8 @@ def _camera_problems(context, settings, cameras) -> list[str]:
     return problems
 
 
-def _world_problems(world) -> list[str]:
+def world_problems(world) -> list[str]:
+    """Why ``world`` lights nothing (none, a cut node tree, black or of strength 0), or []."""
     if world is None:
         return [NO_WORLD]
     _, background = export_scene.environment_node(world)
@@ -166,5 +167,5 @@ def problems(context, settings) -> list[str]:
         found += _camera_problems(context, settings, cameras)
     lamps = subjects.render_lamps(context.scene, context.view_layer)
     if settings.light == "KEEP" or (settings.target_source == "RENDER" and lamps == 0):
-        found += _world_problems(context.scene.world)  # the world is all the light there is
+        found += world_problems(context.scene.world)  # the world is all the light there is
     return found

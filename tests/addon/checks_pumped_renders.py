@@ -165,6 +165,8 @@ def check_a_lamp_lighting_the_renders_makes_auto_learn_the_light_and_the_panel_s
         # a black world with a lamp is a studio, not a mistake: the light is learned from grey
         scene.world.node_tree.nodes["Background"].inputs["Strength"].default_value = 0.0
         assert validate.problems(bpy.context, settings) == []
+        assert panel.light_line(settings, False, 1) == (
+            "Fit learns the light (1 lamp lights the renders too)", "LIGHT")
         pump.close()
         pump = _Run(scene)
         while not pump.run.tick(bpy.context, block=True):
