@@ -290,17 +290,35 @@ class KeptRenderData:
         return False
 
 
-def camera_image(camera: bpy.types.Object) -> bpy.types.Image | None:
-    """The photo attached to a camera: its first background image."""
+def camera_background(camera: bpy.types.Object):
+    """The camera's background image entry that holds its photo: the first whose source is
+    an image and that has one (a movie clip's entry is not a photo), or None."""
     for background in camera.data.background_images:
-        if background.image is not None:
-            return background.image
+        if background.source == "IMAGE" and background.image is not None:
+            return background
     return None
 
 
+def camera_image(camera: bpy.types.Object) -> bpy.types.Image | None:
+    """The photo attached to a camera (``camera_background``'s image), or None."""
+    background = camera_background(camera)
+    return background.image if background is not None else None
+
+
+def photo_array(image: bpy.types.Image) -> np.ndarray:
+    """A photo as ``image_array``, with straight alpha as the protocol's images have it:
+    Blender holds float images (16-bit PNG, EXR) premultiplied, unless their alpha is
+    channel-packed or unused."""
+    array = image_array(image)
+    if image.is_float and image.alpha_mode not in ("CHANNEL_PACKED", "NONE"):
+        array = protocol().images.premultiplied_to_straight(array)
+    return array
+
+
 def camera_images(cameras) -> np.ndarray:
-    """The cameras' attached images as float32 [N,H,W,4] (all the same size)."""
-    arrays = [image_array(camera_image(camera)) for camera in cameras]
+    """The cameras' attached images as float32 [N,H,W,4], straight alpha (all the same
+    size)."""
+    arrays = [photo_array(camera_image(camera)) for camera in cameras]
     if len({array.shape for array in arrays}) > 1:
         raise ValueError("the images attached to the cameras differ in size")
     return np.stack(arrays)

@@ -95,16 +95,52 @@ def _camera_problems(context, settings, cameras) -> list[str]:
                     "object or leave it out."
                 )
         if settings.target_source == "CAMERA_IMAGES":
-            image = export_scene.camera_image(camera)
-            if image is None:
-                problems.append(
-                    f"Camera '{camera.name}' has no image: add one as its background image."
-                )
-            elif tuple(image.size) == (0, 0):  # reading the size loads the file
-                problems.append(
-                    f"The image of camera '{camera.name}' cannot be read "
-                    f"('{image.filepath}'): fix the path or remove the camera."
-                )
+            problems += _photo_problems(camera, size)
+    return problems
+
+
+READ_8_BIT = frozenset({"sRGB", "Non-Color", "Linear Rec.709"})
+"""The colour spaces in which an 8-bit photo is read (``export_scene.image_array``): sRGB
+decoded, the others taken as linear values."""
+ASPECT_TOLERANCE = 0.005
+"""How far (relative) a photo's aspect may differ from the render frame's."""
+
+
+def _photo_problems(camera, frame: tuple[int, int]) -> list[str]:
+    """Why ``camera``'s photo cannot be a target as the camera shows it: none, not a still
+    image, unreadable, in a colour space not read for 8-bit images, of another aspect than
+    the render ``frame`` (the camera fits the photo to the frame; its intrinsics would not
+    match), or moved, turned, scaled or flipped in the camera view."""
+    name = camera.name
+    background = export_scene.camera_background(camera)
+    if background is None:
+        return [f"Camera '{name}' has no image: add one as its background image."]
+    image = background.image
+    if image.source in ("SEQUENCE", "MOVIE"):
+        kind = "an image sequence" if image.source == "SEQUENCE" else "a movie"
+        return [f"The image of camera '{name}' is {kind}, and diffrec reads one still photo "
+                "per camera: open a single image as its background image."]
+    if tuple(image.size) == (0, 0):  # reading the size loads the file
+        return [f"The image of camera '{name}' cannot be read ('{image.filepath}'): fix the "
+                "path or remove the camera."]
+    problems = []
+    space = image.colorspace_settings.name
+    if not image.is_float and space not in READ_8_BIT:
+        problems.append(f"The image of camera '{name}' is 8-bit in the colour space "
+                        f"'{space}', which diffrec does not read: set its Color Space to sRGB "
+                        "(a photo) or Non-Color (linear values).")
+    width, height = image.size
+    if abs(width / height / (frame[0] / frame[1]) - 1) > ASPECT_TOLERANCE:
+        problems.append(f"The image of camera '{name}' is {width}x{height} and the render "
+                        f"frame {frame[0]}x{frame[1]}, another shape: set the scene's "
+                        "Resolution to the photo's shape (Output properties), so the camera "
+                        "sees what the photo shows.")
+    if (background.use_flip_x or background.use_flip_y or background.rotation != 0
+            or tuple(background.offset) != (0.0, 0.0) or background.scale != 1.0):
+        problems.append(f"The image of camera '{name}' is moved, turned, scaled or flipped in "
+                        "the camera view, and diffrec reads the photo as it is: reset its "
+                        "Offset, Rotation, Scale and Flip (camera properties, Background "
+                        "Images).")
     return problems
 
 

@@ -2,8 +2,10 @@
 (see harness.py; the import of a result is in checks_import.py)."""
 
 import math
+import struct
 import sys
 import tempfile
+import zlib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))  # blender --python does not add it
@@ -216,6 +218,67 @@ def check_unreadable_camera_image():
         background.image = bpy.data.images.load(str(path))
     background.image.reload()  # the file is gone, as when a .blend moved without its photos
     _expect("cannot be read")
+
+
+def _photo_camera(width: int, height: int):
+    """The good scene with Camera images as targets and a ``width`` x ``height`` photo as its
+    camera's background image (the render frame is 1920x1080); (scene, background entry)."""
+    scene, _cube, camera = _good_scene()
+    scene.diffrec.target_source = "CAMERA_IMAGES"
+    background = camera.data.background_images.new()
+    background.image = bpy.data.images.new("photo", width, height)
+    return scene, background
+
+
+def check_a_photo_of_the_frames_shape_is_taken_and_of_another_refused():
+    _photo_camera(32, 18)
+    assert _problems() == [], _problems()
+    addon.unregister()
+    _photo_camera(32, 24)  # 4:3 in a 16:9 frame: the camera fits it, its intrinsics would not
+    _expect("is 32x24 and the render frame 1920x1080, another shape")
+
+
+def check_a_photo_in_a_colour_space_not_read_is_refused():
+    _scene, background = _photo_camera(32, 18)
+    background.image.colorspace_settings.name = "Display P3"
+    _expect("is 8-bit in the colour space 'Display P3', which diffrec does not read")
+
+
+def check_a_photo_flipped_in_the_camera_view_is_refused():
+    _scene, background = _photo_camera(32, 18)
+    background.use_flip_x = True
+    _expect("moved, turned, scaled or flipped in the camera view")
+
+
+def check_a_movie_clip_background_is_no_photo():
+    _scene, background = _photo_camera(32, 18)
+    background.source = "MOVIE_CLIP"  # its image left set, unused by the camera
+    _expect("has no image")
+
+
+def _write_png16(path: Path, rgba: np.ndarray) -> None:
+    """A 16-bit RGBA PNG of ``rgba`` [H, W, 4] uint16 (PNG's alpha is straight)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data)))
+
+    rows = b"".join(b"\x00" + row.astype(">u2").tobytes() for row in rgba)
+    header = struct.pack(">IIBBBBB", rgba.shape[1], rgba.shape[0], 16, 6, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
+                     + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+def check_a_16_bit_photo_is_sent_with_straight_alpha():
+    """Blender holds a 16-bit PNG photo as float, premultiplied; the wire wants straight
+    alpha, as the file has it (its sRGB colour decoded once)."""
+    from addon.core.wire import protocol
+
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "photo.png"
+        _write_png16(path, np.tile(np.array([32896, 65535, 0, 32768], np.uint16), (2, 4, 1)))
+        sent = export_scene.photo_array(bpy.data.images.load(str(path)))
+    red = protocol().images.srgb_to_linear(np.float32(32896 / 65535))
+    assert np.allclose(sent, [red, 1.0, 0.0, 0.5], atol=2e-3), sent[0, 0]
 
 
 # -- previews --------------------------------------------------------------------------------
