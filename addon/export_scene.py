@@ -190,11 +190,12 @@ def _measured(scene: bpy.types.Scene):
     """The scene's render as a measurement of radiance through a pinhole for the block: none
     of what the fit's own renders cannot reproduce (the compositor's and the sequencer's
     changes to the picture, motion blur, a render region, Cycles' film exposure, which the
-    world sent does not carry, a pixel filter other than Cycles' default), restored after."""
+    world sent does not carry, a pixel filter other than the engines' default 1.5 pixels),
+    restored after."""
     with contextlib.ExitStack() as stack:
         stack.enter_context(_temporarily(
             scene.render, use_compositing=False, use_sequencer=False, use_motion_blur=False,
-            use_border=False, use_crop_to_border=False))
+            use_border=False, use_crop_to_border=False, filter_size=1.5))
         if hasattr(scene, "cycles"):
             stack.enter_context(_temporarily(scene.cycles, film_exposure=1.0,
                                              pixel_filter_type="BLACKMAN_HARRIS",

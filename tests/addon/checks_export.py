@@ -318,7 +318,8 @@ def _picture_settings(scene, camera) -> dict:
             "motion blur": render.use_motion_blur, "dof": camera.data.dof.use_dof,
             "border": (render.use_border, render.use_crop_to_border),
             "film exposure": scene.cycles.film_exposure,
-            "filter": (scene.cycles.pixel_filter_type, scene.cycles.filter_width),
+            "filter": (scene.cycles.pixel_filter_type, scene.cycles.filter_width,
+                       render.filter_size),
             "output": (output.file_format, output.color_depth, output.exr_codec)}
 
 
@@ -347,6 +348,7 @@ def _turn_on_picture_changers(scene, camera, plane) -> None:
     camera.data.dof.focus_distance = 1.0
     render.use_border, render.use_crop_to_border, render.border_max_x = True, True, 0.5
     scene.cycles.film_exposure, scene.cycles.filter_width = 2.0, 4.0
+    render.filter_size = 3.0  # EEVEE's
     output.file_format, output.color_depth, output.exr_codec = "OPEN_EXR", "16", "DWAA"
     output.file_format, output.color_depth = "PNG", "8"
     scene.frame_set(scene.frame_current)
