@@ -18,9 +18,11 @@ from diffrec.pipeline.auto_masks import (
     NOT_OBJECT_CENTRED,
     POINTS_MARGIN,
     make_masks,
+    masked_when_opaque,
     object_region,
 )
 from diffrec.pipeline.loading import load_dataset
+from diffrec.pipeline.views import Views
 from diffrec_bench import photo_capture
 
 
@@ -113,3 +115,32 @@ def test_cameras_not_looking_at_one_object_are_told(cameras, tmp_path):
         load_dataset(tmp_path)
     assert str(raised.value) == f"{tmp_path / 'transforms.json'}: {NOT_OBJECT_CENTRED}"
     assert not (tmp_path / "masks_auto").exists()
+
+
+def _opaque(cameras, images) -> Views:
+    """``images`` [N, H, W, 3] as views with alpha 1 everywhere: photos sent uncut."""
+    rgb = torch.from_numpy(np.asarray(images, np.float32))
+    return Views(cameras, torch.cat([rgb, torch.ones_like(rgb[..., :1])], -1))
+
+
+def test_views_sent_without_coverage_get_masks_and_views_with_some_are_kept(caplog):
+    """Photos sent as arrays without being cut out (a camera's background image) get masks
+    made, as a capture without masks does; views that carry coverage are left alone."""
+    cameras = photo_capture.object_cameras(12, 96)
+    images, truth = photo_capture.photos(cameras)
+    with caplog.at_level(logging.INFO):
+        masked = masked_when_opaque(_opaque(cameras, images))
+    assert "making masks" in caplog.text
+    scores = photo_capture.mask_iou(masked.images[..., 3].numpy() > 0.5, truth)
+    assert scores.mean() >= 0.95 and scores.min() >= 0.9, np.round(scores, 3)
+    assert torch.equal(masked.images[..., :3], torch.from_numpy(images))
+    cut = masked.images.clone()
+    assert masked_when_opaque(Views(cameras, cut)).images is cut
+
+
+def test_views_sent_uncut_from_cameras_not_on_one_object_are_kept_with_a_warning(caplog):
+    cameras = photo_capture.outward_cameras()
+    views = _opaque(cameras, np.random.default_rng(1).uniform(size=(len(cameras), 64, 64, 3)))
+    with caplog.at_level(logging.WARNING):
+        assert masked_when_opaque(views) is views
+    assert "no masks made" in caplog.text and "whole of every image" in caplog.text

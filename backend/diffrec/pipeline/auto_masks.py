@@ -50,12 +50,13 @@ from diffrec.color import linear_to_srgb
 from diffrec.errors import UserError
 from diffrec.pipeline.matting import MASK_MAKERS, matte
 from diffrec.pipeline.support_plane import Plane, PlanePixels, find_support_plane, plane_pixels
-from diffrec.pipeline.views import cameras_at_size, resize_rgba
+from diffrec.pipeline.views import Views, cameras_at_size, resize_rgba
 from diffrec.pipeline.visual_hull import view_distances
 from diffrec.protocol.captures import nearest_point_to_lines
 from diffrec.protocol.images import longest_side_size
 
-__all__ = ["EMPTY_HULL", "NOT_OBJECT_CENTRED", "Region", "make_masks", "object_region"]
+__all__ = ["EMPTY_HULL", "NOT_OBJECT_CENTRED", "Region", "make_masks", "masked_when_opaque",
+           "object_region"]
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +121,27 @@ def make_masks(cameras: Cameras, colours: torch.Tensor, points: np.ndarray | Non
         alpha = F.interpolate(alpha[:, None], size=(cameras.height, cameras.width),
                               mode="bilinear", align_corners=False)[:, 0].round()
     return alpha
+
+
+def masked_when_opaque(views: Views, maker: str = "grabcut") -> Views:
+    """``views`` as they are, or, where none carries coverage (alpha 1 at every pixel of
+    every view: photos sent without being cut out, e.g. a camera's background image), with
+    alpha from masks made from them (``make_masks`` by ``maker``), as a capture without masks
+    gets them; where none can be made (``UserError``: the cameras do not look at one object,
+    or the masks' hull is empty) the views as they are, with a warning that the whole frame
+    is then the object's."""
+    if not bool((views.images[..., 3] >= 1).all()):
+        return views
+    log.info("no view carries coverage (alpha 1 everywhere): making masks from the images "
+             "and their cameras (each segmented by %s)", maker)
+    try:
+        alpha = make_masks(views.cameras, views.images[..., :3], maker=maker)
+    except UserError as error:
+        log.warning("no masks made (%s): the whole of every image is taken as the object; "
+                    "send images with alpha, cut out", error)
+        return views
+    images = torch.cat([views.images[..., :3], alpha[..., None].to(views.images)], -1)
+    return Views(views.cameras, images.contiguous(), views.names)
 
 
 def _grabcut_masks(cameras: Cameras, pixels: torch.Tensor, images: np.ndarray, region: Region,

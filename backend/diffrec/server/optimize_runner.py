@@ -243,6 +243,7 @@ class OptimizeRunner(Runner):
 
     def run(self, ctx: JobContext) -> None:
         from diffrec.errors import UserError
+        from diffrec.pipeline.auto_masks import masked_when_opaque
         from diffrec.pipeline.inputs import Inputs
         from diffrec.pipeline.job_arrays import (
             from_job_arrays,
@@ -258,6 +259,7 @@ class OptimizeRunner(Runner):
         run_dir = ctx.state_dir / "run"
         try:
             views, base, envmap = from_job_arrays(ctx.inputs)
+            views = masked_when_opaque(views)  # photos sent without being cut out
             start_renders = sent_start_renders(ctx.inputs)
             material = start_material(ctx.inputs)
             settings = settings_for_start(ctx.settings, material)
