@@ -185,17 +185,24 @@ def pump_jobs(block: bool = False) -> float | None:
     return jobs.tick(bpy.context, block=block)
 
 
-def start(context, run: JobRun) -> bool:
-    """Follow ``run`` (False, and nothing done, when its job is already followed): pumped by
-    ``pump_jobs`` from now on, or, where no timer fires (``pump.blocking``), ticked to its end
-    before this returns."""
+def start(context, run: JobRun) -> JobRun | None:
+    """Follow ``run``: pumped by ``pump_jobs`` from now on, or, where no timer fires
+    (``pump.blocking``), ticked to its end before this returns; the run that follows the job
+    (``run``), or None, and nothing done, when its job is already followed. Where no timer
+    fires, a job already followed (one a file opened in the background followed again, which
+    no tick reaches) is ticked to its end by the run that follows it, reporting as ``run``
+    would, and that run is returned."""
     if not jobs.follow(run):
-        return False
+        if not pump.blocking(context):
+            return None
+        following = jobs.run(run.job)
+        following.report = run.report
+        run = following
     if pump.blocking(context):
         jobs.run_to_end(context, run.job)
     else:
         _pumped()
-    return True
+    return run
 
 
 def _pumped() -> None:

@@ -43,11 +43,12 @@ class _StartsJob:
         blocking = pump.blocking(context)
         run = follow.JobRun(job, connect, self.report if blocking else follow.console_report,
                             **run_options)
-        if not follow.start(context, run):
+        followed = follow.start(context, run)
+        if followed is None:
             self.report({"INFO"}, "This job is already being followed: its progress is in the "
                                   "diffrec panel.")
             return {"CANCELLED"}
-        return {"FINISHED"} if run.followed or not blocking else {"CANCELLED"}
+        return {"FINISHED"} if followed.followed or not blocking else {"CANCELLED"}
 
 
 class DIFFREC_OT_optimize(_StartsJob, bpy.types.Operator):

@@ -70,6 +70,8 @@ class DiffrecJob(bpy.types.PropertyGroup):
         name="Original", type=bpy.types.Object,
         description="The object the job started from, followed through renames (files from "
                     "before it: found by Object's name)")
+    result: PointerProperty(name="Result", type=bpy.types.Object,
+                            description="The object its result was imported as")
     imported: BoolProperty(name="Imported", default=False)
     message: StringProperty(name="Message", description="Why the job failed or stopped")
     progress: FloatProperty(name="Progress", subtype="PERCENTAGE", min=0, max=100)

@@ -145,7 +145,7 @@ def _import_fetched(context, entry, paths: list[Path], report) -> None:
         worlds.adopt(context, imported.world)
     remove_live_mesh()  # no undo push here: Optimize's or Re-attach's own step holds it all
     if entry is not None:
-        entry.imported, entry.message = True, ""
+        entry.imported, entry.message, entry.result = True, "", imported.object
     if settings.save_glb:
         saved = import_result.save_glb_beside_blend(paths, name)
         report({"INFO"}, f"diffrec: saved {saved}" if saved else

@@ -256,6 +256,7 @@ def check_an_original_renamed_while_its_job_ran_gets_the_result_beside_it():
                                       lambda kinds, text: reports.append(text))
         assert entry.imported, reports
         result = bpy.data.objects["Hero optimised"]
+        assert entry.result == result, "a script finds the result through its job"
         assert subjects.original_of(result) == original
         assert import_result.results_of(original) == [result]
         assert _box_x(result).min() > _box_x(original).max()
