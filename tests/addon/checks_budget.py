@@ -134,7 +134,7 @@ def check_live_one_click_makes_a_result_within_budget_beside_an_untouched_refere
     assert entry.light == "fixed"  # Auto keeps the world: the targets are its renders
     result = bpy.data.objects[f"{heavy.name} optimised"]
     assert len(result.data.polygons) <= BUDGET, len(result.data.polygons)
-    assert result.get(import_result.ORIGINAL) == "heavy"
+    assert import_result.original_mark(result) == heavy and entry.result == result
     heavy_right = max((heavy.matrix_world @ v.co).x for v in heavy.data.vertices)
     assert min((result.matrix_world @ v.co).x for v in result.data.vertices) > heavy_right
     # the targets: six renders, the reference alone in each, then the start's six, the copy
@@ -168,7 +168,7 @@ def check_live_the_scene_reference_hides_results_and_a_second_press_optimises_th
         assert flags[COPY] is False and flags[first.name] is True, flags
         assert flags["heavy"] is True and flags["low copy"] is True, flags
     second = next(obj for obj in bpy.data.objects
-                  if obj.get(import_result.ORIGINAL) == "heavy" and obj != first)
+                  if import_result.original_mark(obj) == heavy and obj != first)
     first_right = max((first.matrix_world @ v.co).x for v in first.data.vertices)
     assert min((second.matrix_world @ v.co).x for v in second.data.vertices) > first_right
 
