@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 
 _MODULES = ("preferences", "properties", "backend_link", "job_operators", "queue_operators",
-            "follow", "nerf_io", "panel", "worlds")
+            "follow", "nerf_io", "panel", "worlds", "object_links")
 
 
 def _modules():

@@ -98,11 +98,12 @@ def import_result(context, folder: Path, name: str, use_world: bool = True,
 
 def original_mark(obj: bpy.types.Object) -> bpy.types.Object | None:
     """The object ``obj`` is a result of, by its ORIGINAL property (a pointer, or in older
-    files a name), or None: not a result, or its original is gone."""
+    files a name), or None: not a result, or its original is gone (in no scene: deleted, kept
+    only by the mark; ``object_links``)."""
     mark = obj.get(ORIGINAL)
     if isinstance(mark, str):
-        return bpy.data.objects.get(mark)
-    return mark if isinstance(mark, bpy.types.Object) else None
+        mark = bpy.data.objects.get(mark)
+    return mark if isinstance(mark, bpy.types.Object) and mark.users_scene else None
 
 
 def results_of(original: bpy.types.Object) -> list[bpy.types.Object]:
@@ -126,12 +127,12 @@ def place_beside(obj: bpy.types.Object, original: bpy.types.Object) -> None:
 
 def results_collection(scene, create: bool = False) -> bpy.types.Collection | None:
     """``scene``'s own results collection: the first local collection in its tree (wherever
-    the artist moved it) marked RESULTS_MARK, or named RESULTS (files from before the mark);
-    with ``create``, a new one under the scene's collection when it has none, else None. A
-    collection linked from a library, or another scene's, is never it."""
+    the artist moved it) that is marked RESULTS_MARK or named RESULTS (files from before the
+    mark); with ``create``, a new one under the scene's collection when it has none, else
+    None. A collection linked from a library or overridden, or another scene's, is never it."""
     for collection in scene.collection.children_recursive:
-        if collection.library is None and (collection.get(RESULTS_MARK)
-                                           or collection.name == RESULTS):
+        if (collection.library is None and collection.override_library is None
+                and (collection.get(RESULTS_MARK) or collection.name == RESULTS)):
             return collection
     if not create:
         return None
@@ -215,8 +216,6 @@ def _weld_keeping_shading(mesh: bpy.types.Mesh) -> None:
             welded.to_mesh(mesh)
         finally:
             welded.free()
-
-
 
 
 _IMAGE_ROLES = {"ShaderNodeBsdfPrincipled": "kd", "ShaderNodeSeparateColor": "ks",

@@ -202,7 +202,7 @@ class DIFFREC_OT_resume_job(_OnListedJob, _StartsJob, bpy.types.Operator):
     def _optimize_again(self, context, entry):
         """Select the job's object again and press Optimize for it (the entry is replaced)."""
         subject = scene_updates.job_original(entry)
-        if subject is None or subject not in list(context.scene.objects):
+        if subject is None or context.scene not in subject.users_scene:
             self.report({"ERROR"}, f"diffrec: the object {entry.object_name!r} is gone; "
                                    "select a mesh and press Optimize")
             return {"CANCELLED"}

@@ -16,7 +16,7 @@ import bpy
 import bpy.utils.previews
 import numpy as np
 
-from . import import_result, selection, worlds
+from . import import_result, object_links, selection, worlds
 from .core import job_session, messages, pixels
 from .core.wire import protocol
 
@@ -154,10 +154,12 @@ def _import_fetched(context, entry, paths: list[Path], report) -> None:
 
 def job_original(entry) -> bpy.types.Object | None:
     """The object ``entry``'s job started from, whatever it is called now; for entries saved
-    before the pointer was kept, the object of the name it had (None: gone)."""
+    before the pointer was kept, the object of the name it had (None: gone, or deleted and
+    kept only by the pointer: ``object_links``)."""
     if entry.original is not None:
-        return entry.original
-    return bpy.data.objects.get(entry.object_name) if entry.object_name else None
+        return object_links.placed(entry.original)
+    found = bpy.data.objects.get(entry.object_name) if entry.object_name else None
+    return object_links.placed(found)
 
 
 def _artist_kept_at_work(context):

@@ -59,7 +59,7 @@ def _mesh_problems(context, meshes) -> list[str]:
     depsgraph = context.evaluated_depsgraph_get()
     found = []
     for obj in dict.fromkeys(mesh for mesh in meshes if mesh is not None):
-        if obj.name not in context.scene.objects:
+        if context.scene not in obj.users_scene:
             found.append(f"'{obj.name}' is not in the scene '{context.scene.name}': link it "
                          "into this scene, or pick an object that is.")
         elif not subjects.evaluated(obj, context.view_layer):

@@ -266,6 +266,39 @@ def check_an_original_renamed_while_its_job_ran_gets_the_result_beside_it():
         addon.unregister()
 
 
+def check_a_deleted_original_is_let_go_on_save_and_no_longer_stood_for():
+    """The result's mark and the job's pointer are users of the original: deleted, it would
+    stay in the file outside every scene. It counts as gone at once (picking the result means
+    the result), and the next save lets the file forget it."""
+    import addon
+    from addon import scene_updates, subjects
+
+    addon.register()
+    try:
+        bpy.ops.mesh.primitive_cube_add(size=2.0)
+        original = bpy.context.active_object
+        original.name = "heavy"
+        entry = bpy.context.scene.diffrec.jobs.add()
+        entry.job_id, entry.object_name, entry.original = "job", "heavy", original
+        scene_updates._import_fetched(bpy.context, entry, [FOLDER / "result" / "mesh.glb"],
+                                      lambda kinds, text: None)
+        result = entry.result
+        assert subjects.original_of(result) == original
+        for obj in bpy.context.view_layer.objects:
+            obj.select_set(obj == original)
+        bpy.ops.object.delete()
+        assert "heavy" in bpy.data.objects, "kept by the pointers until the file is saved"
+        assert subjects.original_of(result) == result
+        assert scene_updates.job_original(entry) is None
+        path = Path(tempfile.mkdtemp()) / "deleted.blend"
+        bpy.ops.wm.save_as_mainfile(filepath=str(path))
+        bpy.ops.wm.open_mainfile(filepath=str(path))
+        assert "heavy" not in bpy.data.objects, "the saved file let it go"
+        assert "heavy optimised" in bpy.data.objects
+    finally:
+        addon.unregister()
+
+
 def _box_x(obj) -> np.ndarray:
     bpy.context.view_layer.update()
     return np.array([(obj.matrix_world @ Vector(corner)).x for corner in obj.bound_box])
