@@ -133,12 +133,18 @@ def decimated_copy(reference: bpy.types.Object, triangles: int, name: str,
 
 def _in_world_space(mesh: bpy.types.Mesh, matrix) -> None:
     """Move ``mesh``'s vertices by the world ``matrix``, its faces flipped where ``matrix``
-    mirrors so that they still face out. An object's own matrix could not hold every world
-    matrix: a parent scaled unevenly shears its rotated child's, which an object without
-    that parent cannot keep."""
-    mesh.transform(matrix)
-    if matrix.to_3x3().determinant() < 0:
-        mesh.flip_normals()
+    mirrors so that they still face out, its custom normals turned with it. An object's own
+    matrix could not hold every world matrix: a parent scaled unevenly shears its rotated
+    child's, which an object without that parent cannot keep."""
+    turn = np.array(matrix.to_3x3())
+    custom = None
+    if mesh.has_custom_normals:  # turned here: a transform and a flip would garble them
+        custom = corner_normals.read(mesh) @ np.linalg.inv(turn)  # the inverse transpose
+        custom /= np.linalg.norm(custom, axis=1, keepdims=True).clip(1e-12)
+    with corner_normals.kept(mesh, custom) if custom is not None else contextlib.nullcontext():
+        mesh.transform(matrix)
+        if np.linalg.det(turn) < 0:
+            mesh.flip_normals()
     mesh.update()
 
 

@@ -16,15 +16,21 @@ import numpy as np
 _CARRIED = "diffrec corner normals"
 
 
-@contextlib.contextmanager
-def kept(mesh: bpy.types.Mesh):
-    """The block may change ``mesh`` (bmesh operations, shading); afterwards every corner has
-    the normal its own corner, or the corner it was made from, had before, as a custom
-    normal."""
+def read(mesh: bpy.types.Mesh) -> np.ndarray:
+    """``mesh``'s corner normals [corners, 3] float32 (its shading, custom or not)."""
     normals = np.empty(len(mesh.loops) * 3, np.float32)
     mesh.corner_normals.foreach_get("vector", normals)
+    return normals.reshape(-1, 3)
+
+
+@contextlib.contextmanager
+def kept(mesh: bpy.types.Mesh, normals: np.ndarray | None = None):
+    """The block may change ``mesh`` (bmesh operations, shading, a transform); afterwards
+    every corner has the normal its own corner, or the corner it was made from, had before
+    (or was given in ``normals`` [corners, 3]), as a custom normal."""
+    normals = read(mesh) if normals is None else np.asarray(normals, np.float32)
     carried = mesh.attributes.new(_CARRIED, "FLOAT_VECTOR", "CORNER")
-    carried.data.foreach_set("vector", normals)
+    carried.data.foreach_set("vector", normals.reshape(-1))
     try:
         yield mesh
     finally:

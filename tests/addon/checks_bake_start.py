@@ -204,23 +204,27 @@ def _corner_normals_by_position(obj) -> dict:
 
 def check_a_whole_copy_keeps_a_hard_surface_references_weighted_normals():
     """A bevelled cube shaded by a Weighted Normal modifier (flat faces, rounded bevels),
-    copied whole: every corner of the copy shades with one of the reference's normals at that
-    point, within a degree (its quads triangulated and shaded smooth would round the faces)."""
+    copied whole, as it is and mirrored and turned: every corner of the copy shades with one
+    of the reference's normals at that point, within a degree (its quads triangulated and
+    shaded smooth would round the faces; a mirror's flip would garble them)."""
     bpy.ops.mesh.primitive_cube_add(size=2.0)
     reference = bpy.context.active_object
     bevel = reference.modifiers.new("bevel", "BEVEL")
     bevel.width, bevel.segments = 0.1, 2
     reference.modifiers.new("weighted", "WEIGHTED_NORMAL").keep_sharp = True
     reference.data.shade_smooth()
-    bpy.context.view_layer.update()
-    truth = _corner_normals_by_position(reference)
-    whole = bake_start.decimated_copy(reference, 100_000, "whole")
-    copied = _corner_normals_by_position(whole)
-    assert copied.keys() == truth.keys()
-    worst = max(np.degrees(np.arccos(np.clip(max(np.dot(normal, other)
-                                                   for other in truth[position]), -1, 1)))
-                for position, normals in copied.items() for normal in normals)
-    assert worst < 1.0, f"a corner's normal is {worst:.1f} degrees from the reference's"
+    for scale, turn in (((1.0, 1.0, 1.0), 0.0), ((-1.0, 1.0, 2.0), 0.4)):
+        reference.scale, reference.rotation_euler = scale, (0.0, 0.0, turn)
+        bpy.context.view_layer.update()
+        truth = _corner_normals_by_position(reference)
+        whole = bake_start.decimated_copy(reference, 100_000, "whole")
+        copied = _corner_normals_by_position(whole)
+        assert copied.keys() == truth.keys()
+        worst = max(np.degrees(np.arccos(np.clip(max(np.dot(normal, other)
+                                                       for other in truth[position]), -1, 1)))
+                    for position, normals in copied.items() for normal in normals)
+        assert worst < 1.0, f"{scale}: a corner's normal is {worst:.1f} degrees off"
+        bpy.data.objects.remove(whole)
 
 
 def check_decimated_copy_restores_edit_mode():
