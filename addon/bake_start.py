@@ -137,11 +137,10 @@ def _in_world_space(mesh: bpy.types.Mesh, matrix) -> None:
     matrix could not hold every world matrix: a parent scaled unevenly shears its rotated
     child's, which an object without that parent cannot keep."""
     turn = np.array(matrix.to_3x3())
-    custom = None
-    if mesh.has_custom_normals:  # turned here: a transform and a flip would garble them
-        custom = corner_normals.read(mesh) @ np.linalg.inv(turn)  # the inverse transpose
-        custom /= np.linalg.norm(custom, axis=1, keepdims=True).clip(1e-12)
-    with corner_normals.kept(mesh, custom) if custom is not None else contextlib.nullcontext():
+    # turned here and set again after: a transform and a flip would garble custom normals
+    turned = (corner_normals.turned(corner_normals.read(mesh), turn)
+              if mesh.has_custom_normals else None)
+    with _custom_normals_kept(mesh, turned):
         mesh.transform(matrix)
         if np.linalg.det(turn) < 0:
             mesh.flip_normals()
@@ -175,10 +174,13 @@ def _triangulate(mesh: bpy.types.Mesh) -> None:
     mesh.update()
 
 
-def _custom_normals_kept(mesh: bpy.types.Mesh):
-    """``corner_normals.kept`` where ``mesh`` has custom normals; else nothing to keep (its
-    normals follow from its faces and sharp edges, whatever the block does)."""
-    return corner_normals.kept(mesh) if mesh.has_custom_normals else contextlib.nullcontext()
+def _custom_normals_kept(mesh: bpy.types.Mesh, normals: np.ndarray | None = None):
+    """``corner_normals.kept`` (of ``normals``, default the mesh's own) where ``mesh`` has
+    custom normals; else nothing to keep (its normals follow from its faces and sharp edges,
+    whatever the block does)."""
+    if not mesh.has_custom_normals:
+        return contextlib.nullcontext()
+    return corner_normals.kept(mesh, normals)
 
 
 def _decimate(obj: bpy.types.Object, triangles: int, attempts: int = 8) -> None:

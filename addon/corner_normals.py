@@ -23,6 +23,13 @@ def read(mesh: bpy.types.Mesh) -> np.ndarray:
     return normals.reshape(-1, 3)
 
 
+def turned(normals: np.ndarray, linear: np.ndarray) -> np.ndarray:
+    """``normals`` [N, 3] as the linear part ``linear`` [3, 3] of a transform turns them:
+    by its inverse transpose (a scaled surface keeps them perpendicular), unit length."""
+    moved = np.asarray(normals, np.float64) @ np.linalg.inv(linear)
+    return moved / np.linalg.norm(moved, axis=1, keepdims=True).clip(1e-12)
+
+
 @contextlib.contextmanager
 def kept(mesh: bpy.types.Mesh, normals: np.ndarray | None = None):
     """The block may change ``mesh`` (bmesh operations, shading, a transform); afterwards

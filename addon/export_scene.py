@@ -21,6 +21,7 @@ from typing import ClassVar
 import bpy
 import numpy as np
 
+from . import corner_normals
 from .core import camera_model, pixels
 from .core.wire import protocol
 
@@ -70,8 +71,7 @@ def export_mesh(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> MeshAr
             corner_uvs = np.empty(len(mesh.loops) * 2, np.float32)
             uv_layer.data.foreach_get("uv", corner_uvs)
             corner_uvs = corner_uvs.reshape(-1, 2)
-        corner_normals = np.empty(len(mesh.loops) * 3, np.float32)
-        mesh.corner_normals.foreach_get("vector", corner_normals)
+        normals_by_corner = corner_normals.read(mesh)
         matrix = _matrix(evaluated.matrix_world)
     finally:
         evaluated.to_mesh_clear()
@@ -79,9 +79,7 @@ def export_mesh(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> MeshAr
     if np.linalg.det(matrix[:3, :3]) < 0:  # a mirror turns the winding: each corner order back
         tri_corners = np.ascontiguousarray(tri_corners.reshape(-1, 3)[:, ::-1]).ravel()
     faces = corner_vertex[tri_corners].reshape(-1, 3).astype(np.int32)
-    # normals turn with the inverse transpose (a scaled object keeps them perpendicular)
-    world_normals = corner_normals.reshape(-1, 3) @ np.linalg.inv(matrix[:3, :3])
-    world_normals /= np.linalg.norm(world_normals, axis=1, keepdims=True).clip(1e-12)
+    world_normals = corner_normals.turned(normals_by_corner, matrix[:3, :3])
     normals, normal_faces = _indexed(world_normals[tri_corners].astype(np.float32))
     uvs, uv_faces = (None, None) if corner_uvs is None else _indexed(corner_uvs[tri_corners])
     return MeshArrays(positions.astype(np.float32), faces, uvs, uv_faces, normals, normal_faces)

@@ -29,6 +29,7 @@ from mathutils import Matrix
 from . import corner_normals
 from .core import pixels, wire
 from .core.world_bounds import world_box
+from .object_links import ORIGINAL, placed
 
 LINEAR = "Linear Rec.709"
 IMPORTED_ROLES = ("mesh", "light")
@@ -37,9 +38,6 @@ RESULTS = "diffrec results"
 """The name of the collection results are imported into (one per scene)."""
 RESULTS_MARK = "diffrec_results"
 """The custom property that marks a collection as a scene's results collection."""
-ORIGINAL = "diffrec_original"
-"""The custom property a result carries: the object its job started from (in files from
-before it was a pointer: that object's name)."""
 
 
 def new_image(name: str, array: np.ndarray, colorspace: str, pack: bool = True):
@@ -103,7 +101,7 @@ def original_mark(obj: bpy.types.Object) -> bpy.types.Object | None:
     mark = obj.get(ORIGINAL)
     if isinstance(mark, str):
         mark = bpy.data.objects.get(mark)
-    return mark if isinstance(mark, bpy.types.Object) and mark.users_scene else None
+    return placed(mark) if isinstance(mark, bpy.types.Object) else None
 
 
 def results_of(original: bpy.types.Object) -> list[bpy.types.Object]:

@@ -1,5 +1,5 @@
 """Pointers diffrec keeps to the artist's objects (main thread only): a result's mark of its
-original (``import_result.ORIGINAL``), a job's object and its result (``DiffrecJob.original``,
+original (``ORIGINAL``), a job's object and its result (``DiffrecJob.original``,
 ``.result``). Blender counts each as a user, and its Delete only unlinks an object that has
 other users: a deleted object would stay in the file, outside every scene, while one points
 at it. So an object in no scene counts as gone (``placed``), and before each save every
@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import bpy
 
-from .import_result import ORIGINAL
-
+ORIGINAL = "diffrec_original"
+"""The custom property a result carries: the object its job started from (in files from
+before it was a pointer: that object's name)."""
 _JOB_POINTERS = ("original", "result")
 
 
