@@ -8,9 +8,10 @@ per map Cycles bakes onto it (``bake_start``), then, with rendered targets and a
 than the reference, one step per camera rendering the start alone as the targets were rendered
 (the start renders: the backend corrects the targets by how this renderer shows the start,
 ``diffrec.pipeline.renderer_gap``), then one step exporting the start mesh (with its baked
-maps) and the world light. Camera images and dataset folders are read in one step. No step
-leaves the scene changed: the decimated copy and its baked material are removed once
-exported, and a builder dropped half-way (``close``) leaves nothing behind.
+maps). The world light is read (or baked) first, so that a world rendering black where it is
+all the light refuses the job before any render. Camera images and dataset folders are read
+in one step. No step leaves the scene changed: the decimated copy and its baked material are
+removed once exported, and a builder dropped half-way (``close``) leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -126,6 +127,8 @@ class SubmissionBuilder:
         self.done = 0
         self.submission: job_session.Submission | None = None
         self._views: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._world_read = False
+        self._envmap: np.ndarray | None = None  # the world light, None where it is black
         self._targets: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._copy: bpy.types.Object | None = None  # the BAKED start, until exported
         self._baker: bake_start.MapBaker | None = None
@@ -139,13 +142,15 @@ class SubmissionBuilder:
         targets = len(self.cameras) if self.source == "RENDER" else 1
         baking = 1 + (self._baker.steps if self._baker else len(bake_start.MAPS))
         start_renders = len(self.cameras) if self.renders_start else 0
-        return targets + (baking if self.start == "BAKED" else 0) + start_renders + 1
+        return 1 + targets + (baking if self.start == "BAKED" else 0) + start_renders + 1
 
     @property
     def text(self) -> str:
         """What the next step does, for the status line: e.g. 'rendering targets 3/24'."""
-        if self.source == "RENDER" and self.done < len(self.cameras):
-            return f"rendering targets {self.done + 1}/{len(self.cameras)}"
+        if not self._world_read:
+            return "reading the world light"
+        if self.source == "RENDER" and len(self._views) < len(self.cameras):
+            return f"rendering targets {len(self._views) + 1}/{len(self.cameras)}"
         if self._targets is None:
             return "reading targets"
         if self.start == "BAKED" and self._copy is None:
@@ -155,7 +160,7 @@ class SubmissionBuilder:
         if self._start_renders_left:
             return (f"rendering the start {len(self._start_renders) + 1}/"
                     f"{len(self.cameras)}")
-        return "exporting mesh and light"
+        return "exporting the mesh"
 
     @property
     def _start_renders_left(self) -> bool:
@@ -165,7 +170,10 @@ class SubmissionBuilder:
         """Do the next step; whether the submission is complete (``submission`` is set)."""
         if self.submission is not None:
             return True
-        if self._targets is None:
+        if not self._world_read:
+            self._envmap = self._world_light(context)
+            self._world_read = True
+        elif self._targets is None:
             self._targets = self._next_targets()
         elif self.start == "BAKED" and self._copy is None:
             self._copy = self._decimated_copy()
@@ -200,6 +208,21 @@ class SubmissionBuilder:
             if mesh.users == 0:
                 bpy.data.meshes.remove(mesh)
             self._copy = None
+
+    def _world_light(self, context) -> np.ndarray | None:
+        """The world light (``export_scene.export_world``), or None where the scene has none
+        or it renders black (lamps light the scene: no light to start from); a ValueError
+        where it renders black and is all the light (``validate.world_is_all_light``)."""
+        world = self.scene.world
+        if world is None:
+            return None
+        envmap = export_scene.export_world(self.scene)
+        if np.any(envmap > 0):
+            return envmap
+        lamps = subjects.render_lamps(self.scene, context.view_layer)
+        if validate.world_is_all_light(self.choices.light, self.source, lamps):
+            raise ValueError(validate.black_world(world.name))
+        return None
 
     def _hidden(self) -> list:
         start = self.subject if self.start == "SELECTED" else None
@@ -289,10 +312,8 @@ class SubmissionBuilder:
             arrays.update(self._start_arrays(context.evaluated_depsgraph_get()))
         finally:
             self.close()
-        if self.scene.world is not None:
-            envmap = export_scene.export_world(self.scene)
-            if np.any(envmap > 0):  # a black world (lamps light the scene): no light to start from
-                arrays["envmap"] = envmap
+        if self._envmap is not None:
+            arrays["envmap"] = self._envmap
         lamps = subjects.render_lamps(self.scene, context.view_layer)
         settings = panel_fields.optimize_settings(self.choices, "envmap" in arrays, lamps)
         if self.source == "DATASET" and poses_found(self.dataset_path):

@@ -202,6 +202,21 @@ def problems(context, settings) -> list[str]:
             found.append(NO_SELECTED_CAMERAS if settings.cameras == "SELECTED" else NO_CAMERAS)
         found += _camera_problems(context, settings, cameras)
     lamps = subjects.render_lamps(context.scene, context.view_layer)
-    if settings.light == "KEEP" or (settings.target_source == "RENDER" and lamps == 0):
-        found += world_problems(context.scene.world)  # the world is all the light there is
+    if world_is_all_light(settings.light, settings.target_source, lamps):
+        found += world_problems(context.scene.world)
     return found
+
+
+def world_is_all_light(light: str, target_source: str, lamps: int) -> bool:
+    """Whether the job's light is the world's alone: kept (Light ``light`` Keep HDRI), or
+    lighting target renders (``target_source`` RENDER) beside no ``lamps``."""
+    return light == "KEEP" or (target_source == "RENDER" and lamps == 0)
+
+
+def black_world(name: str) -> str:
+    """The sentence for a world that renders black though its nodes pass ``world_problems``
+    (a black or missing image feeding its Background, say) where it is all the light."""
+    return (f"The world '{name}' renders black (whatever feeds its Background gives no "
+            "light: a black or missing image, say), and it is all the light this job has: "
+            "give the world light or pick another one, or light the scene with lamps and set "
+            "Light to Auto.")

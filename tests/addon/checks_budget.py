@@ -192,7 +192,7 @@ def check_the_start_renders_show_the_baked_copy_alone_from_the_target_cameras():
     while not builder.step(bpy.context):
         texts.append(builder.text)
     assert builder.done == builder.steps, (builder.done, builder.steps)
-    assert f"rendering the start 1/{VIEWS}" in texts and "exporting mesh and light" in texts
+    assert f"rendering the start 1/{VIEWS}" in texts and "exporting the mesh" in texts
     arrays = builder.submission.arrays
     targets, start = arrays["images"], arrays["start_images"]
     assert start.shape == targets.shape and start.dtype == np.float32, start.shape

@@ -106,17 +106,19 @@ def check_one_view_per_tick_with_progress_then_the_job_is_sent():
     pump = _Run(scene)
     try:
         settings = scene.diffrec
+        assert pump.run.tick(bpy.context) is False  # the world light first: no render
+        assert not pump.renders and settings.status == f"rendering targets 1/{VIEWS}"
         for view in range(1, VIEWS + 1):
             assert pump.run.tick(bpy.context) is False
             assert pump.renders == [f"cam{index}" for index in range(view)], pump.renders
             if view < VIEWS:
                 assert settings.status == f"rendering targets {view + 1}/{VIEWS}", settings.status
-            assert abs(settings.progress - 100 * view / (VIEWS + 1)) < 1e-4, settings.progress
+            assert abs(settings.progress - 100 * (view + 1) / (VIEWS + 2)) < 1e-4, settings.progress
             assert not pump.connections and len(settings.jobs) == 0, "nothing sent yet"
-        assert settings.status == "exporting mesh and light", settings.status
+        assert settings.status == "exporting the mesh", settings.status
         assert pump.kept == [True] * VIEWS, "the render data kept through the targets"
         assert scene.render.use_persistent_data is False, "the scene's setting back after them"
-        assert pump.run.tick(bpy.context) is False  # the mesh and the world: no render
+        assert pump.run.tick(bpy.context) is False  # the mesh: no render
         assert len(pump.renders) == VIEWS  # the session starts now, on its worker thread
         assert settings.status == "submitting" and settings.jobs[-1].job_id == pump.run.job
         assert settings.jobs[-1].object_name == "Cube"
@@ -184,14 +186,46 @@ def check_a_lamp_lighting_the_renders_makes_auto_learn_the_light_and_the_panel_s
         addon.unregister()
 
 
+def check_a_world_rendering_black_behind_lit_looking_nodes_is_refused_before_any_render():
+    """A Background fed black by a node passes the panel's look at the nodes; the world is
+    read first, so where it is all the light the job ends with a sentence before any target
+    render, the scene as it was; a lamp lighting the renders makes it a studio (learned)."""
+    scene = _scene()
+    nodes, links = scene.world.node_tree.nodes, scene.world.node_tree.links
+    black = nodes.new("ShaderNodeRGB")
+    black.outputs[0].default_value = (0.0, 0.0, 0.0, 1.0)
+    links.new(black.outputs[0], nodes["Background"].inputs["Color"])
+    settings = scene.diffrec
+    assert validate.problems(bpy.context, settings) == [], "the nodes look lit"
+    before = _snapshot(scene)
+    pump = _Run(scene)
+    try:
+        while not pump.run.tick(bpy.context, block=True):
+            pass
+        assert settings.status == f"not sent: {validate.black_world(scene.world.name)}", \
+            settings.status
+        assert not pump.renders and not pump.connections, "refused before any render"
+        assert _snapshot(scene) == before, (_snapshot(scene), before)
+        pump.close()
+        bpy.ops.object.light_add(type="POINT", location=(2.0, -2.0, 3.0))
+        pump = _Run(scene)
+        while not pump.run.tick(bpy.context, block=True):
+            pass
+        spec, arrays = pump.submitted[0][1:]
+        assert spec["settings"]["light"] == "learn" and "envmap" not in arrays
+    finally:
+        pump.close()
+        addon.unregister()
+
+
 def check_cancel_half_way_sends_nothing_and_leaves_the_scene_as_it_was():
     scene = _scene()
     before = _snapshot(scene)
     pump = _Run(scene)
     assert follow.jobs.follow(pump.run)  # as an operator hands it over in the interface
     try:
-        assert follow.pump_jobs() == pump_module.TICK_S
-        assert follow.pump_jobs() == pump_module.TICK_S
+        for _ in range(3):  # the world light, then two views
+            assert follow.pump_jobs() == pump_module.TICK_S
         assert len(pump.renders) == 2
         assert _snapshot(scene) == {**before, "persistent data": True}, (_snapshot(scene), before)
         assert bpy.ops.diffrec.cancel() == {"FINISHED"}  # the panel's Cancel button
@@ -266,12 +300,12 @@ def check_a_selected_start_beside_the_reference_is_rendered_alone_after_the_targ
     flags = {obj.name: obj.hide_render for obj in scene.objects}
     pump = _Run(scene)
     try:
-        for _ in range(VIEWS):
+        for _ in range(1 + VIEWS):  # the world light, then the targets
             assert pump.run.tick(bpy.context) is False
         assert scene.diffrec.status == f"rendering the start 1/{VIEWS}", scene.diffrec.status
         for _ in range(VIEWS):
             assert pump.run.tick(bpy.context) is False
-        assert scene.diffrec.status == "exporting mesh and light", scene.diffrec.status
+        assert scene.diffrec.status == "exporting the mesh", scene.diffrec.status
         assert pump.renders == [f"cam{index}" for index in range(VIEWS)] * 2, pump.renders
         assert pump.kept == [True] * (2 * VIEWS), pump.kept
         assert pump.run.tick(bpy.context) is False and pump.run.tick(bpy.context, True) is True
@@ -297,9 +331,11 @@ def check_camera_images_are_read_in_one_step_without_rendering():
         background.image = image
     pump = _Run(scene)
     try:
-        assert scene.diffrec.status == "" and pump.run.builder.text == "reading targets"
+        assert pump.run.builder.text == "reading the world light"
         assert pump.run.tick(bpy.context) is False
-        assert scene.diffrec.status == "exporting mesh and light", scene.diffrec.status
+        assert scene.diffrec.status == "reading targets", scene.diffrec.status
+        assert pump.run.tick(bpy.context) is False
+        assert scene.diffrec.status == "exporting the mesh", scene.diffrec.status
         assert pump.run.tick(bpy.context) is False and pump.run.tick(bpy.context, True) is True
         assert not pump.renders, pump.renders
         (_job, _spec, arrays), = pump.submitted
