@@ -314,6 +314,13 @@ def photo_array(image: bpy.types.Image) -> np.ndarray:
     return array
 
 
+def has_alpha_channel(image: bpy.types.Image) -> bool:
+    """Whether ``image`` has an alpha channel, read from its bits a pixel (``depth``: 8-bit,
+    16-bit and float RGBA are 32, 64 and 128; RGB 24, 48 and 96), without reading its
+    pixels."""
+    return image.depth in (32, 64, 128)
+
+
 def camera_images(cameras) -> np.ndarray:
     """The cameras' attached images as float32 [N,H,W,4], straight alpha (all the same
     size)."""

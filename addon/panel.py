@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import bpy
 
-from . import bake_start, estimate, follow, queue_operators, scene_updates, subjects, validate
+from . import (
+    bake_start,
+    estimate,
+    export_scene,
+    follow,
+    queue_operators,
+    scene_updates,
+    subjects,
+    validate,
+)
 from .core import panel_fields
 
 PREVIEW_SCALE = 8.0
@@ -55,6 +64,20 @@ def bake_note(context, settings) -> str | None:
     return f"The bake cannot read {', '.join(unread)}: the fit learns {whose} look"
 
 
+def photos_note(context, settings) -> str | None:
+    """With Camera images as targets, where no camera's photo has an alpha channel
+    (``export_scene.has_alpha_channel``): that the server cuts the object out of them itself
+    (diffrec.pipeline.auto_masks), in a sentence; else None."""
+    if settings.target_source != "CAMERA_IMAGES":
+        return None
+    photos = [export_scene.camera_image(camera)
+              for camera in validate.target_cameras(context, settings)]
+    photos = [photo for photo in photos if photo is not None]
+    if not photos or any(export_scene.has_alpha_channel(photo) for photo in photos):
+        return None
+    return "No photo has alpha: the server cuts the object out of them"
+
+
 def light_line(settings, has_world: bool, lamps: int) -> tuple[str, str]:
     """Which light the fit uses, in words (the panel's Light as the job will send it, with
     ``has_world`` a world that lights and ``lamps`` lamps lighting the target renders, which
@@ -88,6 +111,9 @@ class DIFFREC_PT_main(bpy.types.Panel):
             layout.prop(settings, "dataset_path")
         else:
             layout.prop(settings, "cameras", expand=True)
+        note = photos_note(context, settings)
+        if note:
+            layout.label(text=note, icon="INFO")
         layout.prop(settings, "mode")
         _draw_subjects(layout, context, settings)
         layout.prop(settings, "preset")

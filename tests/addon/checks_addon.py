@@ -14,7 +14,7 @@ import bpy
 import numpy as np
 
 import addon
-from addon import export_scene, validate
+from addon import export_scene, panel, validate
 
 OPERATORS = (
     "optimize", "attach", "cancel", "test_connection", "generate_keys", "copy_public_key",
@@ -254,6 +254,20 @@ def check_a_movie_clip_background_is_no_photo():
     _scene, background = _photo_camera(32, 18)
     background.source = "MOVIE_CLIP"  # its image left set, unused by the camera
     _expect("has no image")
+
+
+def check_the_panel_says_when_no_photo_has_alpha_and_the_server_cuts_them_out():
+    scene, background = _photo_camera(32, 18)  # a new image without alpha, as a JPEG loads
+    settings = scene.diffrec
+    try:
+        assert panel.photos_note(bpy.context, settings) == (
+            "No photo has alpha: the server cuts the object out of them")
+        background.image = bpy.data.images.new("cut out", 32, 18, alpha=True)
+        assert panel.photos_note(bpy.context, settings) is None, "the photos' alpha is the mask"
+        settings.target_source = "RENDER"
+        assert panel.photos_note(bpy.context, settings) is None
+    finally:
+        addon.unregister()
 
 
 def _write_png16(path: Path, rgba: np.ndarray) -> None:
