@@ -50,3 +50,11 @@ def test_a_key_that_starts_with_a_dash_is_allowed_and_revoked_after_a_double_das
     assert capsys.readouterr().out == f"revoked {key}\n"
     assert cli.main(["keys", "show", "--data-dir", data]) == 0
     assert key not in capsys.readouterr().out
+
+
+def test_an_engine_variable_of_another_value_is_a_sentence(capsys, monkeypatch):
+    monkeypatch.setenv("DIFFREC_RASTER", "bogus")
+    assert cli.main(["info"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == ("diffrec: error: $DIFFREC_RASTER must be 'auto' or 'torch' or "
+                           "'nvdiffrast', not 'bogus'")

@@ -20,6 +20,7 @@ from types import ModuleType
 
 import torch
 
+from diffrec.errors import SettingVariableError
 from diffrec.optional import optional_module
 
 __all__ = ["NEURAL", "RASTER", "EngineFamily", "EngineUnavailableError"]
@@ -52,13 +53,15 @@ class EngineFamily:
 
     def requested(self, impl: str | None = None) -> str:
         """The engine asked for by ``impl`` or, when ``impl`` is None or "auto", the
-        environment: "auto" or one of ``engines``. Raises ValueError for other names."""
+        environment: "auto" or one of ``engines``. Raises ValueError for other names
+        (``SettingVariableError``, a sentence for the command line, for the environment's)."""
         explicit = impl is not None and impl.strip().lower() != "auto"
         choice = (impl if explicit else os.environ.get(self.env_var, "auto")).strip().lower()
         if choice not in ("auto", *self.engines):
-            source = "impl" if explicit else f"${self.env_var}"
             names = " or ".join(repr(name) for name in ("auto", *self.engines))
-            raise ValueError(f"{source} must be {names}, not {choice!r}")
+            if explicit:
+                raise ValueError(f"impl must be {names}, not {choice!r}")
+            raise SettingVariableError(f"${self.env_var} must be {names}, not {choice!r}")
         return choice
 
     def resolve(self, device: torch.device | str, impl: str | None = None) -> str:

@@ -5,6 +5,10 @@ class UserError(Exception):
     """A mistake in the user's input or setup; the message says what is wrong and what to do."""
 
 
+class SettingVariableError(UserError, ValueError):
+    """One of diffrec's environment variables holds a value it does not take."""
+
+
 class Cancelled(Exception):
     """A run was asked to stop (``should_stop``); its last checkpoint holds its state."""
 

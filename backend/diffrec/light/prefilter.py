@@ -31,6 +31,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
+from diffrec.errors import SettingVariableError
 from diffrec.light.cube import apply_taps, bilinear_taps, texel_directions, texel_solid_angles
 from diffrec.shading.microfacet import ggx_ndf
 
@@ -263,7 +264,7 @@ def _backward() -> str:
     there). "auto" (or unset) is "transpose" on every device."""
     choice = os.environ.get(BACKWARD_ENV, "auto").strip().lower()
     if choice not in ("auto", "transpose", "scatter"):
-        raise ValueError(f"${BACKWARD_ENV} must be 'auto', 'transpose' or 'scatter', "
+        raise SettingVariableError(f"${BACKWARD_ENV} must be 'auto', 'transpose' or 'scatter', "
                          f"not {choice!r}")
     return "transpose" if choice == "auto" else choice
 
