@@ -49,7 +49,7 @@ import bpy
 import numpy as np
 from mathutils.bvhtree import BVHTree
 
-from . import corner_normals, selection
+from . import corner_normals, selection, temporaries
 from .export_scene import _temporarily, image_array
 from .import_result import new_image, with_nodes
 
@@ -522,35 +522,30 @@ class MapBaker:
         self.ior = distinct_ior(reference)
         self.maps: dict[str, np.ndarray] = {}
         self.done = 0
-        self._made: list = []  # (collection, datablock) to remove on close
+        self._made = temporaries.Made()  # removed on close
         try:
             self._prepare(reference, start)
         except Exception:
             self.close()
             raise
 
-    def _keep(self, collection, block):
-        self._made.append((collection, block))
-        return block
-
     def _prepare(self, reference, start) -> None:
         depsgraph = bpy.context.evaluated_depsgraph_get()
         self.extrusion, self.max_ray = cage_distance(reference, start, depsgraph)
-        self._image = self._keep(bpy.data.images, bpy.data.images.new(
+        self._image = self._made.keep(bpy.data.images.new(
             "diffrec bake", self.size, self.size, alpha=False, float_buffer=True, is_data=True))
-        target = self._keep(bpy.data.materials, with_nodes(
-            bpy.data.materials.new("diffrec bake target")))
+        target = self._made.keep(with_nodes(bpy.data.materials.new("diffrec bake target")))
         node = target.node_tree.nodes.new("ShaderNodeTexImage")
         node.image = self._image
         target.node_tree.nodes.active = node
-        mesh = self._keep(bpy.data.meshes, bpy.data.meshes.new_from_object(
+        mesh = self._made.keep(bpy.data.meshes.new_from_object(
             start.evaluated_get(depsgraph), depsgraph=depsgraph))
         mesh.materials.clear()
         mesh.materials.append(target)
         mesh.polygons.foreach_set("material_index", np.zeros(len(mesh.polygons), np.int32))
         _in_world_space(mesh, start.matrix_world)
-        self._low = self._keep(bpy.data.objects, bpy.data.objects.new("diffrec bake low", mesh))
-        self._high = self._keep(bpy.data.objects, reference.copy())
+        self._low = self._made.keep(bpy.data.objects.new("diffrec bake low", mesh))
+        self._high = self._made.keep(reference.copy())
         self._high.name = "diffrec bake high"
         self._high.hide_viewport = self._high.hide_render = self._high.hide_select = False
         originals = [slot.material for slot in reference.material_slots]
@@ -573,7 +568,7 @@ class MapBaker:
         return _emission_copy(material, "Metallic", *coat)
 
     def _copy(self, make, material):
-        return None if material is None else self._keep(bpy.data.materials, make(material))
+        return None if material is None else self._made.keep(make(material))
 
     @property
     def steps(self) -> int:
@@ -661,10 +656,7 @@ class MapBaker:
     def close(self) -> None:
         """Remove the temporary objects, meshes, materials and image (idempotent; a bake
         cancelled half-way is closed the same)."""
-        for collection, block in reversed(self._made):
-            with contextlib.suppress(ReferenceError):
-                collection.remove(block)
-        self._made.clear()
+        self._made.remove_all()
 
 
 def bake_maps(scene, reference, start, size: int, samples: int = 16) -> dict[str, np.ndarray]:

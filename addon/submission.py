@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import bpy
 import numpy as np
 
-from . import bake_start, export_scene, subjects, validate
+from . import bake_start, export_scene, subjects, temporaries, validate
 from .core import job_session, panel_fields
 from .core.wire import protocol
 from .export_scene import _temporarily
@@ -109,6 +109,8 @@ class SubmissionBuilder:
         self.choices = SimpleNamespace(**{name: getattr(settings, name) for name in CHOICES})
         self.source = settings.target_source
         self.dataset_path = settings.dataset_path
+        self.size = training_size(self.scene, self.choices.train_resolution)
+        """The renders' size (pixels, width x height), fixed when Optimize is pressed."""
         self.cameras = [] if self.source == "DATASET" else validate.target_cameras(context,
                                                                                    settings)
         subject = subjects.subject(context)
@@ -134,6 +136,7 @@ class SubmissionBuilder:
         self._baker: bake_start.MapBaker | None = None
         self._start_renders: list[np.ndarray] = []
         self._baked_material: bpy.types.Material | None = None  # the copy's, for its renders
+        self._made = temporaries.Made()  # the copy, its mesh, its baked material and images
         self._render_data = export_scene.KeptRenderData(self.scene)  # through each run of renders
 
     @property
@@ -195,19 +198,8 @@ class SubmissionBuilder:
         self._render_data.release()
         if self._baker is not None:
             self._baker.close()
-        if self._baked_material is not None:
-            images = [node.image for node in self._baked_material.node_tree.nodes
-                      if node.bl_idname == "ShaderNodeTexImage" and node.image is not None]
-            bpy.data.materials.remove(self._baked_material)
-            for image in images:
-                bpy.data.images.remove(image)
-            self._baked_material = None
-        if self._copy is not None:
-            mesh = self._copy.data
-            bpy.data.objects.remove(self._copy)
-            if mesh.users == 0:
-                bpy.data.meshes.remove(mesh)
-            self._copy = None
+        self._made.remove_all()
+        self._baked_material = self._copy = None
 
     def _world_light(self, context) -> np.ndarray | None:
         """The world light (``export_scene.export_world``), or None where the scene has none
@@ -237,12 +229,11 @@ class SubmissionBuilder:
             images = export_scene.camera_images(self.cameras)
             size = (images.shape[2], images.shape[1])
             return (images, *export_scene.export_cameras(self.cameras, self.scene, size))
-        size = training_size(self.scene, self.choices.train_resolution)
         camera = self.cameras[len(self._views)]
         self._render_data.keep()
         with subjects.hidden_from_render(self._hidden()):
-            image = export_scene.render_view(self.scene, camera, size)
-        self._views.append((image, *export_scene.export_camera(camera, self.scene, size)))
+            image = export_scene.render_view(self.scene, camera, self.size)
+        self._views.append((image, *export_scene.export_camera(camera, self.scene, self.size)))
         if len(self._views) < len(self.cameras):
             return None
         self._render_data.release()  # before the bake, which renders its own way
@@ -259,25 +250,28 @@ class SubmissionBuilder:
         returns it."""
         start = self._copy if self.start == "BAKED" else self.subject
         if self.start == "BAKED" and self._baked_material is None:
-            self._baked_material = bake_start.baked_material(
+            self._baked_material = self._made.keep(bake_start.baked_material(
                 f"{start.name} baked", bake_start.start_maps(self._baker.maps),
-                self._baker.coat_layer, self._start_ior())
+                self._baker.coat_layer, self._start_ior()))
+            for node in self._baked_material.node_tree.nodes:
+                if node.bl_idname == "ShaderNodeTexImage" and node.image is not None:
+                    self._made.keep(node.image)
             start.data.materials.append(self._baked_material)
         others = [obj for obj in self.scene.objects
                   if subjects.draws_in_render(obj) and obj != start]
-        size = training_size(self.scene, self.choices.train_resolution)
         camera = self.cameras[len(self._start_renders)]
         self._render_data.keep()
         with subjects.hidden_from_render(others), _temporarily(start, hide_render=False):
-            return export_scene.render_view(self.scene, camera, size)
+            return export_scene.render_view(self.scene, camera, self.size)
 
     def _decimated_copy(self) -> bpy.types.Object:
         """The reference decimated to the panel's Triangles (copied as it is without a budget
         or under it), hidden in the viewport and from renders while it exists."""
         budget = self.choices.triangles or subjects.triangle_count(
             self.reference, bpy.context.evaluated_depsgraph_get())
-        copy = bake_start.decimated_copy(self.reference, budget,
-                                         f"{self.reference.name} diffrec start")
+        copy = self._made.keep(bake_start.decimated_copy(self.reference, budget,
+                                                    f"{self.reference.name} diffrec start"))
+        self._made.keep(copy.data)
         copy.hide_render = copy.hide_viewport = True
         return copy
 
