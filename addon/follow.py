@@ -14,6 +14,12 @@ server and nothing more of it reaches any scene. Then the loaded file's own jobs
 queued or running are followed again (``reattach``, a ``load_post`` handler): the same
 ``JobRun``s, handed to the same controller and pumped by the same timer, their results
 imported into that file only.
+
+An undo or a redo swaps the file's data under a submission being built (its renders may no
+longer show the scene, its objects are gone or others): every such run is dropped first, with
+a sentence (``abandon_build``, an ``undo_pre`` handler), and after the undo, the redo or a file
+load whatever a build had changed that the file or an undo step caught is put back
+(``temporaries.sweep``, ``KeptRenderData.put_back``).
 """
 
 from __future__ import annotations
@@ -25,15 +31,27 @@ from pathlib import Path
 
 import bpy
 
-from . import backend_link, import_result, preferences, pump, scene_updates
+from . import (
+    backend_link,
+    export_scene,
+    import_result,
+    object_links,
+    preferences,
+    pump,
+    scene_updates,
+    temporaries,
+)
 from .core import job_controller, job_session, messages
-from .submission import SubmissionBuilder, training_size
+from .submission import SubmissionBuilder
 
 FOLLOWABLE = ("submitted", "queued", "running", "cancelling")
 """Job states worth re-attaching to: the job has not ended on the server."""
 
 # failures of a build step the user can act on: bad files, a failed render, a deleted camera
 BUILD_ERRORS = (ValueError, OSError, RuntimeError, ReferenceError)
+
+UNDONE = ("Undo or Redo while the job was being prepared: what it had rendered or baked may "
+          "no longer be the scene, so nothing was sent; press Optimize again.")
 
 
 def results_dir(job: str) -> Path:
@@ -85,6 +103,8 @@ class JobRun:
         self.builder = builder
         self.cancelled = False
         self.detached = False
+        self.abandoned = ""  # why the build was dropped before it was sent (``abandon_build``)
+        self._entry: dict | None = None  # the Jobs list entry this run added when it sent
         self.session: job_session.JobSession | None = None
         if builder is None:
             self.session = job_session.JobSession(connect, job, results_dir(job), submission,
@@ -106,6 +126,14 @@ class JobRun:
         elif self.builder is not None:
             self.builder.close()
 
+    def abandon_build(self, reason: str) -> None:
+        """Drop a submission not yet sent (before an undo or a redo swaps the data its builder
+        holds): what the builder added to the scene is removed now, and the next tick ends the
+        run with ``reason``, nothing sent. Nothing for a run already sent or detached."""
+        if self.session is None and self.builder is not None and not self.detached:
+            self.builder.close()
+            self.abandoned = reason
+
     @property
     def followed(self) -> bool:
         """Whether the run reached its job's session (submitted or attached) and was not
@@ -117,12 +145,29 @@ class JobRun:
         job to its end in this call instead of applying only the updates already queued."""
         if self.detached:
             return True
+        if not block and self._elsewhere(context.scene):
+            return False  # waits, nothing lost, until the window shows the job's scene again
         if self.session is None:
             return self._build_step(context)
         if not self._started:
             self.session.start()
             self._started = True
+        self._listed(context.scene.diffrec)
         return _drain(context, self.session, self.report, block)
+
+    def _elsewhere(self, shown) -> bool:
+        """Whether the job belongs to another scene than ``shown`` (the window's): the one its
+        submission is built in, or the one whose Jobs list holds it. Its builds, status lines
+        and result go there only."""
+        if self.session is None:
+            if self.builder is None or self.cancelled or self.abandoned:
+                return False  # ends at once, wherever the window is
+            own = object_links.alive(self.builder.scene)  # deleted: the next step says so
+            return own is not None and own != shown
+        if scene_updates.job_entry(shown, self.job) is not None:
+            return False
+        return any(scene_updates.job_entry(scene, self.job) is not None
+                   for scene in bpy.data.scenes)
 
     def _build_step(self, context) -> bool:
         settings = context.scene.diffrec
@@ -130,6 +175,10 @@ class JobRun:
             self.builder.close()
             settings.status, settings.progress = "cancelled: nothing was sent", 0.0
             self.report({"INFO"}, f"diffrec: {settings.status}")
+            return True
+        if self.abandoned:
+            settings.status, settings.progress = f"not sent: {self.abandoned}", 0.0
+            self.report({"ERROR"}, self.abandoned)
             return True
         try:
             complete = self.builder.step(context)
@@ -153,18 +202,28 @@ class JobRun:
 
     def _submit(self, settings, submission: job_session.Submission) -> None:
         choices = self.builder.choices
-        entry = settings.jobs.add()
-        entry.job_id, entry.state, entry.created = self.job, "submitting", time.time()
-        entry.mode, entry.object_name = choices.mode, self.builder.object_name
-        entry.original = self.builder.original
-        entry.light = submission.spec["settings"]["light"]
-        width, height = training_size(self.builder.scene, choices.train_resolution)
-        entry.megapixels = choices.batch * width * height / 1e6
+        width, height = self.builder.size
+        self._entry = {"job_id": self.job, "state": "submitting", "created": time.time(),
+                       "mode": choices.mode, "object_name": self.builder.object_name,
+                       "original": object_links.placed(self.builder.original),  # or deleted
+                       "light": submission.spec["settings"]["light"],
+                       "megapixels": choices.batch * width * height / 1e6}
+        self._listed(settings)
         settings.progress, settings.status = 0.0, "submitting"
         self.session = job_session.JobSession(self.connect, self.job, results_dir(self.job),
                                               submission, only=self.fetch_only)
         self.session.start()  # now: a cancel from here on reaches the server
         self._started = True
+
+
+    def _listed(self, settings) -> None:
+        """This run's entry in the Jobs list, added when its job is sent, and again where an
+        undo took it out meanwhile (so that its result is still imported)."""
+        if self._entry is None or scene_updates.job_entry(settings.id_data, self.job):
+            return
+        entry = settings.jobs.add()
+        for name, value in self._entry.items():
+            setattr(entry, name, object_links.placed(value) if name == "original" else value)
 
 
 def _pushed_as_undo_step(run: JobRun) -> None:
@@ -247,18 +306,39 @@ def _on_load_pre(*_args) -> None:
 
 @bpy.app.handlers.persistent
 def _on_load_post(*_args) -> None:
+    _put_back()
     if reattach(bpy.context) and not bpy.app.background:  # timers never fire in background
         _pumped()
 
 
+@bpy.app.handlers.persistent
+def _on_undo_pre(*_args) -> None:
+    for run in jobs.runs():
+        run.abandon_build(UNDONE)
+
+
+@bpy.app.handlers.persistent
+def _put_back(*_args) -> None:
+    """After an undo, a redo or a file load (none of this file's submissions is being built
+    then): what a build had changed and the file or an undo step caught is put back."""
+    temporaries.sweep()
+    export_scene.KeptRenderData.put_back()
+
+
+HANDLERS = (("load_pre", _on_load_pre), ("load_post", _on_load_post),
+            ("undo_pre", _on_undo_pre), ("redo_pre", _on_undo_pre),
+            ("undo_post", _put_back), ("redo_post", _put_back))
+"""``bpy.app.handlers`` lists and the function each gets."""
+
+
 def register() -> None:
-    bpy.app.handlers.load_pre.append(_on_load_pre)
-    bpy.app.handlers.load_post.append(_on_load_post)
+    for kind, handler in HANDLERS:
+        getattr(bpy.app.handlers, kind).append(handler)
 
 
 def unregister() -> None:
-    for handlers, handler in ((bpy.app.handlers.load_pre, _on_load_pre),
-                              (bpy.app.handlers.load_post, _on_load_post)):
+    for kind, handler in HANDLERS:
+        handlers = getattr(bpy.app.handlers, kind)
         if handler in handlers:
             handlers.remove(handler)
     if bpy.app.timers.is_registered(pump_jobs):

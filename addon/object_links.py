@@ -16,8 +16,19 @@ before it was a pointer: that object's name)."""
 _JOB_POINTERS = ("original", "result")
 
 
+def alive(block):
+    """``block`` (any datablock, or None), or None where Blender removed it: a Python
+    reference it no longer backs (deleted from the file, or swapped by an undo)."""
+    try:
+        return block if block is not None and block.name is not None else None
+    except ReferenceError:
+        return None
+
+
 def placed(obj: bpy.types.Object | None) -> bpy.types.Object | None:
-    """``obj`` while some scene holds it, else None (deleted: kept only by a pointer)."""
+    """``obj`` while some scene holds it, else None (deleted: kept only by a pointer, or
+    removed from the file, ``alive``)."""
+    obj = alive(obj)
     return obj if obj is not None and obj.users_scene else None
 
 

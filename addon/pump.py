@@ -4,7 +4,8 @@ An operator mixing in ``Pumped`` defines ``step`` (one piece of work; whether al
 ``stop`` (ESC: end at the next step) and ``finish`` (the operator's result once over). ``pump``
 runs it modally on a timer in the interface, or steps it to its end at once where no event
 loop runs (``blender --background``, the bpy module). Whatever a step raises ends the operator
-with the exception's sentence (``messages``), after ``abandon`` cleans up.
+with the exception's sentence (``messages``), after ``abandon`` cleans up; ``abandon`` also
+runs where Blender ends the operator itself (``cancel``: a file loaded while it runs).
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ class Pumped:
 
     def abandon(self, context) -> None:
         """Clean up after a step raised (nothing by default)."""
+
+    def cancel(self, context) -> None:
+        """Blender's call where it ends the running operator itself (a file is loaded): clean
+        up as after a failed step."""
+        self.abandon(context)
 
     def run_blocking(self, context) -> None:
         """Step to the end here (the background path)."""

@@ -37,6 +37,10 @@ class JobController:
         """The run following ``job``, or None."""
         return self._runs.get(job)
 
+    def runs(self) -> list:
+        """Every run followed now, in the order they were followed."""
+        return list(self._runs.values())
+
     def follow(self, run) -> bool:
         """Follow ``run`` from the next ``tick``; False (and nothing changes) when its job is
         already followed."""
@@ -58,7 +62,10 @@ class JobController:
         server and nothing more of it is applied."""
         runs, self._runs = list(self._runs.values()), {}
         for run in runs:
-            run.detach()
+            try:
+                run.detach()
+            except Exception as exc:  # the others are let go all the same
+                messages.log(exc)
 
     def tick(self, context, block: bool = False) -> float | None:
         """Tick every run once (``block``: each to its end), in the order they were followed;

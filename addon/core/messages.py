@@ -34,6 +34,8 @@ _WORDED = (ValueError, OSError, RuntimeError, ImportError)
 """Exceptions whose message is a sentence for people (the add-on's, bpy's, the protocol's)."""
 NO_PROTOCOL = ("The add-on cannot load its network library (pyzmq): reinstall the diffrec "
                "extension.")
+GONE = ("Something this work was using (an object, a camera, a material or the scene) was "
+        "deleted meanwhile, so it stopped: start it again.")
 
 
 def _capitalised(text: str) -> str:
@@ -64,6 +66,8 @@ def sentence(exc: BaseException) -> str:
                             "and that this computer can reach it, then Re-attach the job")
     if isinstance(exc, wire.ProtocolError):
         return _protocol_sentence(exc)
+    if isinstance(exc, ReferenceError):  # bpy's: a datablock held across a step was removed
+        return GONE
     if isinstance(exc, OSError) and exc.strerror and exc.filename:
         return _capitalised(f"A file could not be used ({exc.filename}): "
                             f"{exc.strerror.lower()}")

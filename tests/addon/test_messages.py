@@ -35,6 +35,7 @@ def _said(exc) -> str:
     (ValueError("the images attached to the cameras differ in size"), "The images attached"),
     (RuntimeError("Error: Cannot read file"), "Cannot read file."),
     (KeyError("vertices"), "The diffrec add-on met an unexpected problem ('vertices')"),
+    (ReferenceError("StructRNA of type Object has been removed"), messages.GONE),
 ])
 def test_each_failure_is_a_sentence_without_class_names(exc, expected):
     assert expected in _said(exc)
