@@ -26,6 +26,11 @@ CALIBRATION_S_PER_MEGAPIXEL = 3.0
 at 128 x 128, batch 2 (docs/BENCHMARKS.md, "Pre-submit estimate"), rounded up for a learned
 light. A GPU server is one to two orders of magnitude faster: its own measured speed
 replaces this after the first job."""
+CALIBRATION_S_PER_TRIANGLE = 0.5e-6
+"""Seconds per iteration per triangle of the start, for each view of a batch, on the same
+CPU: the torch rasterizer took 0.05 s an iteration at 9.5k triangles and 0.97 s at 1M (128 px,
+batch 2; docs/BENCHMARKS.md, "The estimate at a million triangles"), where the pixels alone
+say 0.1 s. Counted with the calibration only: a measured speed holds the artist's own."""
 MANY_TRIANGLES = 1_000_000
 """Past this many triangles the panel warns: the upload and each iteration grow with them."""
 LONG_JOB_S = 3600.0
@@ -40,7 +45,8 @@ class Estimate:
     ``views`` target images of ``width`` x ``height`` pixels (the training size),
     ``upload_bytes`` all the arrays together, ``seconds`` the whole job's training time
     (``measured``: from the server's own speed, else the calibration), ``longest_seconds``
-    if every pass runs all its iterations (the stopping rule ends most sooner)."""
+    if every pass runs all its iterations (the stopping rule ends most sooner), ``baked``
+    the triangles Blender decimates and bakes here first (None: no baked start)."""
 
     triangles: int | None
     views: int
@@ -50,6 +56,7 @@ class Estimate:
     seconds: float
     measured: bool
     longest_seconds: float
+    baked: int | None = None
 
     def lines(self) -> list[str]:
         """What the panel shows, one short line each."""
@@ -64,6 +71,9 @@ class Estimate:
     def warnings(self) -> list[str]:
         """Sentences for what makes the job heavy (empty: nothing to warn of)."""
         warnings = []
+        if self.baked is not None and self.baked > MANY_TRIANGLES:
+            warnings.append(f"{self.baked:,} triangles to decimate and bake here first: "
+                            "Blender pauses for seconds to minutes at each of those steps")
         if self.triangles is not None and self.triangles > MANY_TRIANGLES:
             warnings.append(f"{self.triangles:,} triangles: decimate the mesh first, or expect "
                             "a long upload and slow iterations")
@@ -92,25 +102,32 @@ def _duration(seconds: float) -> str:
 def estimate(*, triangles: int | None, vertices: int, views: int, width: int, height: int,
              envmap: tuple[int, int] | None, batch: int, iterations: int, passes: int,
              plateau_window: int = 0, path_iterations: int = 0,
-             seconds_per_megapixel: float = 0.0, start_renders: bool = False) -> Estimate:
+             seconds_per_megapixel: float = 0.0, start_renders: bool = False,
+             baked: int | None = None, start_texture: int = 0) -> Estimate:
     """The estimate of a job of these sizes (``envmap`` (width, height) or None: no light
     sent; ``passes`` rasterized passes of at most ``iterations``, which the stopping rule's
     ``plateau_window`` (0: off) may end sooner, then ``path_iterations`` of the path-traced
-    pass; ``seconds_per_megapixel`` the measured rasterized speed, 0: use the calibration).
-    The upload counts float32 RGBA images (twice with ``start_renders``: the start's renders
-    from the same cameras), float32 vertices and int32 faces, a float32 RGB light."""
+    pass; ``seconds_per_megapixel`` the measured rasterized speed, 0: use the calibration,
+    which counts the triangles too; ``baked``: the reference's triangles a baked start is
+    made from, ``start_texture`` its maps' side in texels). The upload counts float32 RGBA
+    images (twice with ``start_renders``: the start's renders from the same cameras), the mesh
+    (float32 positions, normals and UVs, int32 corners of each), a baked start's three float32
+    RGB maps, a float32 RGB light."""
     images = views * (2 if start_renders else 1)
-    upload = images * width * height * 16 + vertices * 12 + (triangles or 0) * 12
+    upload = (images * width * height * 16 + vertices * (12 + 12 + 8) + (triangles or 0) * 36
+              + start_texture ** 2 * 36)
     if envmap is not None:
         upload += envmap[0] * envmap[1] * 12
     wire = protocol().settings
     per_iteration = ((seconds_per_megapixel or CALIBRATION_S_PER_MEGAPIXEL)
                      * batch * width * height / 1e6)
+    if not seconds_per_megapixel:
+        per_iteration += CALIBRATION_S_PER_TRIANGLE * batch * (triangles or 0)
     path_pass = path_iterations * wire.PATH_TRACED_COST
     expected = wire.expected_iterations(iterations, plateau_window)
     return Estimate(triangles, views, width, height, upload,
                     (expected * passes + path_pass) * per_iteration, seconds_per_megapixel > 0,
-                    (iterations * passes + path_pass) * per_iteration)
+                    (iterations * passes + path_pass) * per_iteration, baked)
 
 
 def _triangles(context, obj) -> tuple[int, int]:
@@ -123,8 +140,8 @@ def _triangles(context, obj) -> tuple[int, int]:
 def _envmap_size(scene) -> tuple[int, int] | None:
     if scene.world is None:
         return None
-    node = export_scene.environment_node(scene.world)
-    image = getattr(node, "image", None) if node is not None else None
+    node, _background = export_scene.environment_node(scene.world)
+    image = node.image if node is not None else None
     return tuple(image.size) if image is not None and image.size[0] else DEFAULT_ENVMAP
 
 
@@ -138,6 +155,7 @@ def for_scene(context, settings) -> Estimate | None:
     subject = reference if start == "BAKED" else selected
     sent = subject is not None and subject.type == "MESH" and start is not None
     triangles, vertices = _triangles(context, subject) if sent else (None, 0)
+    baked = triangles if sent and start == "BAKED" else None
     if triangles is not None and 0 < settings.triangles < triangles:  # decimated: about 2 : 1
         triangles, vertices = settings.triangles, settings.triangles // 2 + 2
     width, height = submission.training_size(context.scene, settings.train_resolution)
@@ -151,7 +169,8 @@ def for_scene(context, settings) -> Estimate | None:
                     path_iterations=_path_iterations() if traced else 0,
                     seconds_per_megapixel=settings.seconds_per_megapixel,
                     start_renders=sent and subjects.renders_start(
-                        settings.target_source, start, selected, reference))
+                        settings.target_source, start, selected, reference),
+                    baked=baked, start_texture=int(settings.texture_resolution) if baked else 0)
 
 
 def _pass_iterations(settings, start: str | None) -> int:

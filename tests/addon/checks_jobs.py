@@ -148,9 +148,20 @@ def check_the_estimate_warns_of_a_million_triangles_and_of_hours():
         settings.preset = "PREVIEW"
         guess = estimate.for_scene(bpy.context, settings)
         assert guess.triangles == 2 * 810 * 810 and guess.views == 8, guess
-        assert guess.upload_bytes > guess.triangles * 12, guess  # the faces alone
+        assert guess.upload_bytes > guess.triangles * 36, guess  # the corners alone
         (warning,) = guess.warnings()
         assert "1,312,200 triangles" in warning, warning
+        # each iteration rasterizes the triangles too: about a second here, not the pixels' 0.1
+        per_view = estimate.CALIBRATION_S_PER_TRIANGLE * guess.triangles
+        assert guess.longest_seconds > settings.iterations * settings.batch * per_view, guess
+        settings.triangles, settings.start_from = 1000, "BAKED"  # decimated and baked here
+        baked = estimate.for_scene(bpy.context, settings)
+        assert baked.triangles == 1000 and baked.seconds < guess.seconds / 5, (baked, guess)
+        (warning,) = baked.warnings()
+        assert warning.startswith("1,312,200 triangles to decimate and bake here first"), warning
+        maps = 36 * int(settings.texture_resolution) ** 2  # three float32 RGB start textures
+        assert baked.upload_bytes > maps, baked
+        settings.triangles, settings.start_from = 0, "SELECTED"
         settings.preset = "HIGH"
         assert any("lower the iterations" in w for w in
                    estimate.for_scene(bpy.context, settings).warnings())
@@ -186,6 +197,17 @@ def check_the_estimate_counts_the_start_renders_in_the_upload():
         assert other.upload_bytes - itself.upload_bytes == images, (other, itself)
     finally:
         addon.unregister()
+
+
+def check_the_estimate_counts_the_worlds_own_hdri():
+    """An HDRI world is sent at its own size (before: always counted at the baked 512 x 256)."""
+    with _selected_cube_seen_by_four_cameras() as settings:
+        scene = bpy.context.scene
+        scene.world = None
+        unlit = estimate.for_scene(bpy.context, settings)
+        scenes.sky_world(scene, np.ones(300), width=600)
+        lit = estimate.for_scene(bpy.context, settings)
+        assert lit.upload_bytes - unlit.upload_bytes == 600 * 300 * 12, (lit, unlit)
 
 
 def check_a_baked_start_is_estimated_at_its_shorter_pass():
@@ -226,7 +248,9 @@ def check_path_traced_shading_adds_its_pass_to_the_estimate_not_to_the_learned_s
         settings.mode = "reconstruct"  # two passes of the preset's 300, which the rule seldom ends
         assert settings.iterations == wire.PRESETS["preview"]["iterations"]
         both = estimate.for_scene(bpy.context, settings)
-        assert abs(both.seconds * expected - 2 * 300 * fast.seconds) < 1e-6 * both.seconds
+        pixels = fast.seconds / expected - (  # reconstruct rasterizes no start mesh
+            estimate.CALIBRATION_S_PER_TRIANGLE * settings.batch * fast.triangles)
+        assert abs(both.seconds - 2 * 300 * pixels) < 1e-6 * both.seconds, (both, fast)
         assert both.longest_seconds == both.seconds and len(both.lines()) == 2, both.lines()
         settings.mode = "materials"
         rasterized_iteration = fast.seconds / expected
