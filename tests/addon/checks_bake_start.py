@@ -573,7 +573,15 @@ def check_scene_is_as_before_after_the_bake():
     bpy.context.view_layer.objects.active = start
     before = _snapshot(scene, reference)
     baker = bake_start.MapBaker(scene, reference, start, 32, samples=1)
-    texts = []
+    texts, shown = [], []
+    settings = baker._settings  # read by each bake inside its block, as the bake starts
+
+    def seen(name):  # which of the scene's own objects the bake's render loads
+        shown.append(sorted(obj.name for obj in scene.objects
+                            if not obj.hide_render and not obj.name.startswith("diffrec bake")))
+        return settings(name)
+
+    baker._settings = seen
     while True:
         texts.append(baker.text)
         over = baker.step()
@@ -581,6 +589,7 @@ def check_scene_is_as_before_after_the_bake():
             break
         scene_only = [key for key in before if key not in DATA]
         _assert_same(before, _snapshot(scene, reference), scene_only)  # between steps too
+    assert shown == [[]] * 4, shown  # Cycles loads the two baked objects only
     assert texts == ["baking base color 1/4", "baking roughness 2/4", "baking metallic 3/4",
                      "baking normal 4/4"] and baker.steps == 4  # no coat to bake
     _assert_same(before, _snapshot(scene, reference))
