@@ -42,9 +42,13 @@ class MeshArrays:
 
 def _indexed(per_corner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(distinct rows, [F,3] int32 index of each triangle corner's row) of per-corner values
-    ``[F*3, K]``."""
-    rows, index = np.unique(per_corner, axis=0, return_inverse=True)
-    return rows.astype(np.float32), index.reshape(-1, 3).astype(np.int32)
+    ``[F*3, K]``, rows told apart by their float32 bytes (each row one opaque key: 3x faster
+    than ``np.unique(axis=0)``'s sort over columns, 1.4 s against 4.4 s for 3M corners of 600k
+    distinct normals; a -0.0 beside a 0.0 only keeps one row more)."""
+    values = np.ascontiguousarray(per_corner, np.float32)
+    keys = values.view(np.dtype((np.void, values.itemsize * values.shape[1]))).ravel()
+    _, first, index = np.unique(keys, return_index=True, return_inverse=True)
+    return values[first], index.reshape(-1, 3).astype(np.int32)
 
 
 def _matrix(matrix) -> np.ndarray:
