@@ -189,10 +189,13 @@ def _custom_normals_kept(mesh: bpy.types.Mesh, normals: np.ndarray | None = None
 
 def _decimate(obj: bpy.types.Object, triangles: int, attempts: int = 8) -> None:
     """Collapse ``obj``'s mesh (no modifiers) to at most ``triangles`` triangles, triangulated;
-    the ratio shrinks until the Decimate modifier's result fits (collapse may miss slightly)."""
+    the ratio shrinks until the Decimate modifier's result fits (collapse may miss slightly),
+    and a ValueError says the fewest it reached where a smaller ratio stops helping (loose
+    parts keep a few triangles each, whatever the ratio)."""
     _triangulate(obj.data)
     count = triangle_count(obj.data)
     ratio = triangles / count
+    fewest = count
     for _ in range(attempts if count > triangles else 0):
         modifier = obj.modifiers.new("decimate", "DECIMATE")
         modifier.decimate_type = "COLLAPSE"
@@ -211,9 +214,16 @@ def _decimate(obj: bpy.types.Object, triangles: int, attempts: int = 8) -> None:
             result.name = name
             return
         bpy.data.meshes.remove(result)
+        if reached >= fewest:
+            break  # a smaller ratio no longer takes any off
+        fewest = reached
         ratio *= 0.98 * triangles / reached
     if count > triangles:
-        raise RuntimeError(f"Decimate could not bring {count} triangles down to {triangles}")
+        raise ValueError(
+            f"Decimate brings the reference's {count:,} triangles down to {fewest:,} at the "
+            f"fewest, not to the {triangles:,} of Triangles (its loose parts keep a few "
+            f"triangles each): set Triangles to {fewest:,} or more, or join or remove small "
+            "parts.")
 
 
 def _smart_unwrap(obj: bpy.types.Object, view_layer) -> None:

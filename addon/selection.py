@@ -31,7 +31,8 @@ def kept(view_layer):
 def only(view_layer, selected, active) -> None:
     """Select exactly ``selected`` in ``view_layer`` and make ``active`` the active object."""
     for obj in view_layer.objects:
-        obj.select_set(False, view_layer=view_layer)
+        if obj is not None:  # an object removed since the layer was last synced reads None
+            obj.select_set(False, view_layer=view_layer)
     for obj in selected:
         obj.select_set(True, view_layer=view_layer)
     view_layer.objects.active = active

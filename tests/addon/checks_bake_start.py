@@ -302,6 +302,32 @@ def _raises(error, call, words):
     raise AssertionError(f"no {error.__name__} ({words})")
 
 
+def check_a_budget_below_what_loose_parts_keep_says_the_fewest_reached():
+    """Collapse keeps a few triangles of each loose part whatever the ratio: the copy stops
+    trying once a smaller ratio takes none off, and says how few it reached (before: eight
+    full Decimate runs, then a count without a reason)."""
+    corners = np.array([(x, y, z) for x in (0, 0.1) for y in (0, 0.1) for z in (0, 0.1)])
+    sides = np.array([(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4),
+                      (1, 5, 7, 3)])
+    mesh = bpy.data.meshes.new("pebbles")  # 60 loose cubes
+    offsets = [np.array((index % 8 * 0.2, index // 8 * 0.2, 0)) for index in range(60)]
+    mesh.from_pydata([tuple(corner + offset) for offset in offsets for corner in corners], [],
+                     [tuple(side + 8 * index) for index in range(60) for side in sides])
+    pebbles = bpy.data.objects.new("pebbles", mesh)
+    bpy.context.scene.collection.objects.link(pebbles)
+    before = set(bpy.data.meshes)
+    try:
+        bake_start.decimated_copy(pebbles, 100, "low")
+    except ValueError as error:
+        words = str(error)
+    else:
+        raise AssertionError("no ValueError")
+    assert "the reference's 720 triangles down to " in words and "at the fewest" in words, words
+    fewest = int(words.split(" down to ")[1].split(" ")[0].replace(",", ""))
+    assert 100 < fewest < 720 and f"set Triangles to {fewest:,} or more" in words, words
+    assert set(bpy.data.meshes) == before and "low" not in bpy.data.objects, "nothing left"
+
+
 def check_errors_are_one_sentence():
     camera = bpy.data.objects.new("camera", bpy.data.cameras.new("camera"))
     bpy.context.scene.collection.objects.link(camera)
