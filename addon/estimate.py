@@ -33,6 +33,10 @@ batch 2; docs/BENCHMARKS.md, "The estimate at a million triangles"), where the p
 say 0.1 s. Counted with the calibration only: a measured speed holds the artist's own."""
 MANY_TRIANGLES = 1_000_000
 """Past this many triangles the panel warns: the upload and each iteration grow with them."""
+MANY_TO_UNWRAP = 100_000
+"""Past this many triangles without a UV map the panel warns: the server unwraps them itself,
+and a 1M-triangle sculpt ran out the unwrap's time limit and got a grid of 0.4 texels a
+triangle (docs/BENCHMARKS.md, "Heavy objects")."""
 LONG_JOB_S = 3600.0
 """Past this estimated time the panel warns."""
 DEFAULT_ENVMAP = (512, 256)
@@ -46,7 +50,8 @@ class Estimate:
     ``upload_bytes`` all the arrays together, ``seconds`` the whole job's training time
     (``measured``: from the server's own speed, else the calibration), ``longest_seconds``
     if every pass runs all its iterations (the stopping rule ends most sooner), ``baked``
-    the triangles Blender decimates and bakes here first (None: no baked start)."""
+    the triangles Blender decimates and bakes here first (None: no baked start),
+    ``without_uvs``: the mesh sent has no UV map (the server unwraps it)."""
 
     triangles: int | None
     views: int
@@ -57,6 +62,7 @@ class Estimate:
     measured: bool
     longest_seconds: float
     baked: int | None = None
+    without_uvs: bool = False
 
     def lines(self) -> list[str]:
         """What the panel shows, one short line each."""
@@ -74,6 +80,11 @@ class Estimate:
         if self.baked is not None and self.baked > MANY_TRIANGLES:
             warnings.append(f"{self.baked:,} triangles to decimate and bake here first: "
                             "Blender pauses for seconds to minutes at each of those steps")
+        if self.without_uvs and self.triangles is not None and (
+                self.triangles > MANY_TO_UNWRAP):
+            warnings.append(f"{self.triangles:,} triangles without a UV map: the server "
+                            "unwraps them itself, slowly and with few texels each; set "
+                            "Triangles to start from a baked copy, or unwrap the mesh first")
         if self.triangles is not None and self.triangles > MANY_TRIANGLES:
             warnings.append(f"{self.triangles:,} triangles: decimate the mesh first, or expect "
                             "a long upload and slow iterations")
@@ -103,13 +114,15 @@ def estimate(*, triangles: int | None, vertices: int, views: int, width: int, he
              envmap: tuple[int, int] | None, batch: int, iterations: int, passes: int,
              plateau_window: int = 0, path_iterations: int = 0,
              seconds_per_megapixel: float = 0.0, start_renders: bool = False,
-             baked: int | None = None, start_texture: int = 0) -> Estimate:
+             baked: int | None = None, start_texture: int = 0,
+             without_uvs: bool = False) -> Estimate:
     """The estimate of a job of these sizes (``envmap`` (width, height) or None: no light
     sent; ``passes`` rasterized passes of at most ``iterations``, which the stopping rule's
     ``plateau_window`` (0: off) may end sooner, then ``path_iterations`` of the path-traced
     pass; ``seconds_per_megapixel`` the measured rasterized speed, 0: use the calibration,
     which counts the triangles too; ``baked``: the reference's triangles a baked start is
-    made from, ``start_texture`` its maps' side in texels). The upload counts float32 RGBA
+    made from, ``start_texture`` its maps' side in texels; ``without_uvs``: the mesh sent has
+    no UV map). The upload counts float32 RGBA
     images (twice with ``start_renders``: the start's renders from the same cameras), the mesh
     (float32 positions, normals and UVs, int32 corners of each), a baked start's three float32
     RGB maps, a float32 RGB light."""
@@ -127,7 +140,7 @@ def estimate(*, triangles: int | None, vertices: int, views: int, width: int, he
     expected = wire.expected_iterations(iterations, plateau_window)
     return Estimate(triangles, views, width, height, upload,
                     (expected * passes + path_pass) * per_iteration, seconds_per_megapixel > 0,
-                    (iterations * passes + path_pass) * per_iteration, baked)
+                    (iterations * passes + path_pass) * per_iteration, baked, without_uvs)
 
 
 def _triangles(context, obj) -> tuple[int, int]:
@@ -170,7 +183,8 @@ def for_scene(context, settings) -> Estimate | None:
                     seconds_per_megapixel=settings.seconds_per_megapixel,
                     start_renders=sent and subjects.renders_start(
                         settings.target_source, start, selected, reference),
-                    baked=baked, start_texture=int(settings.texture_resolution) if baked else 0)
+                    baked=baked, start_texture=int(settings.texture_resolution) if baked else 0,
+                    without_uvs=sent and not baked and not subject.data.uv_layers)
 
 
 def _pass_iterations(settings, start: str | None) -> int:

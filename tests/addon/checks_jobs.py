@@ -168,6 +168,11 @@ def check_the_estimate_warns_of_a_million_triangles_and_of_hours():
         settings.seconds_per_megapixel = 1e-6  # the server measured a fast GPU
         fast = estimate.for_scene(bpy.context, settings)
         assert fast.measured and fast.seconds < 60 and len(fast.warnings()) == 1
+        grid.data.uv_layers.remove(grid.data.uv_layers[0])  # a sculpt has none: the server unwraps
+        assert any(w.startswith("1,312,200 triangles without a UV map") for w in
+                   estimate.for_scene(bpy.context, settings).warnings())
+        settings.triangles, settings.start_from = 1000, "BAKED"  # the copy gets its own UVs
+        assert not any("UV map" in w for w in estimate.for_scene(bpy.context, settings).warnings())
     finally:
         addon.unregister()
 
