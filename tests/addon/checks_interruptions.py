@@ -15,6 +15,7 @@ import harness  # noqa: I001  (puts the repository on sys.path)
 import bpy
 import numpy as np
 import scenes
+from recording_client import RecordingClient
 
 import addon
 from addon import follow, scene_updates, temporaries
@@ -22,26 +23,6 @@ from addon.core import messages
 from addon.submission import SubmissionBuilder
 
 VIEWS = 2
-
-
-class _Client:
-    """Records what is submitted; the job then stays queued until the test ends it."""
-
-    def __init__(self, submitted: list):
-        self.submitted = submitted
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *_exc):
-        return False
-
-    def submit(self, job, spec, arrays, on_progress=None):
-        self.submitted.append((job, spec, dict(arrays)))
-        return {"state": "queued"}
-
-    def attach(self, job):
-        raise ConnectionError("the test ends the job here")
 
 
 def _scene(baked: bool = False):
@@ -87,7 +68,7 @@ def _started(scene):
     reported, what it submitted)."""
     reports, submitted = [], []
     builder = SubmissionBuilder(bpy.context, scene.diffrec)
-    run = follow.JobRun(uuid.uuid4().hex, lambda: _Client(submitted),
+    run = follow.JobRun(uuid.uuid4().hex, lambda: RecordingClient(submitted),
                         lambda _kinds, text: reports.append(text), builder)
     assert follow.jobs.follow(run)
     return run, reports, submitted

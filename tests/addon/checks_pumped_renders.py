@@ -12,6 +12,7 @@ import harness  # noqa: I001  (puts the repository on sys.path)
 import bpy
 import numpy as np
 import scenes
+from recording_client import RecordingClient
 
 import addon
 from addon import follow, panel, subjects, validate
@@ -19,26 +20,6 @@ from addon import pump as pump_module
 from addon.submission import SubmissionBuilder
 
 VIEWS = 3
-
-
-class _Client:
-    """Records what is submitted, then ends the session (attach fails: no server here)."""
-
-    def __init__(self, submitted: list):
-        self.submitted = submitted
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *_exc):
-        return False
-
-    def submit(self, job, spec, arrays, on_progress=None):
-        self.submitted.append((job, spec, dict(arrays)))
-        return {"state": "queued"}
-
-    def attach(self, job):
-        raise ConnectionError("the test ends the job here")
 
 
 def _scene():
@@ -94,7 +75,7 @@ class _Run:
 
     def _connect(self):
         self.connections.append(True)
-        return _Client(self.submitted)
+        return RecordingClient(self.submitted)
 
     def close(self):
         bpy.app.handlers.render_post.remove(self._rendered)
