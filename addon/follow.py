@@ -215,7 +215,6 @@ class JobRun:
         self.session.start()  # now: a cancel from here on reaches the server
         self._started = True
 
-
     def _listed(self, settings) -> None:
         """This run's entry in the Jobs list, added when its job is sent, and again where an
         undo took it out meanwhile (so that its result is still imported)."""
