@@ -29,7 +29,7 @@ replaces this after the first job."""
 CALIBRATION_S_PER_TRIANGLE = 0.5e-6
 """Seconds per iteration per triangle of the start, for each view of a batch, on the same
 CPU: the torch rasterizer took 0.05 s an iteration at 9.5k triangles and 0.97 s at 1M (128 px,
-batch 2; docs/BENCHMARKS.md, "The estimate at a million triangles"), where the pixels alone
+batch 2; docs/BENCHMARKS.md, "Heavy objects"), where the pixels alone
 say 0.1 s. Counted with the calibration only: a measured speed holds the artist's own."""
 MANY_TRIANGLES = 1_000_000
 """Past this many triangles the panel warns: the upload and each iteration grow with them."""
@@ -122,10 +122,9 @@ def estimate(*, triangles: int | None, vertices: int, views: int, width: int, he
     pass; ``seconds_per_megapixel`` the measured rasterized speed, 0: use the calibration,
     which counts the triangles too; ``baked``: the reference's triangles a baked start is
     made from, ``start_texture`` its maps' side in texels; ``without_uvs``: the mesh sent has
-    no UV map). The upload counts float32 RGBA
-    images (twice with ``start_renders``: the start's renders from the same cameras), the mesh
-    (float32 positions, normals and UVs, int32 corners of each), a baked start's three float32
-    RGB maps, a float32 RGB light."""
+    no UV map). The upload counts float32 RGBA images (twice with ``start_renders``: the
+    start's renders from the same cameras), the mesh (float32 positions, normals and UVs,
+    int32 corners of each), a baked start's three float32 RGB maps, a float32 RGB light."""
     images = views * (2 if start_renders else 1)
     upload = (images * width * height * 16 + vertices * (12 + 12 + 8) + (triangles or 0) * 36
               + start_texture ** 2 * 36)
