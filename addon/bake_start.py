@@ -190,12 +190,12 @@ def _custom_normals_kept(mesh: bpy.types.Mesh, normals: np.ndarray | None = None
 def _decimate(obj: bpy.types.Object, triangles: int, attempts: int = 8) -> None:
     """Collapse ``obj``'s mesh (no modifiers) to at most ``triangles`` triangles, triangulated;
     the ratio shrinks until the Decimate modifier's result fits (collapse may miss slightly),
-    and a ValueError says the fewest it reached where a smaller ratio stops helping (loose
-    parts keep a few triangles each, whatever the ratio)."""
+    and a ValueError says the fewest it reached where smaller ratios stop helping (loose
+    parts keep a few triangles each, whatever the ratio) or the attempts run out."""
     _triangulate(obj.data)
     count = triangle_count(obj.data)
     ratio = triangles / count
-    fewest = count
+    fewest, stalled = count, 0
     for _ in range(attempts if count > triangles else 0):
         modifier = obj.modifiers.new("decimate", "DECIMATE")
         modifier.decimate_type = "COLLAPSE"
@@ -214,9 +214,10 @@ def _decimate(obj: bpy.types.Object, triangles: int, attempts: int = 8) -> None:
             result.name = name
             return
         bpy.data.meshes.remove(result)
-        if reached >= fewest:
-            break  # a smaller ratio no longer takes any off
-        fewest = reached
+        stalled = stalled + 1 if reached >= fewest else 0
+        if stalled == 2:
+            break  # two smaller ratios in a row took none off
+        fewest = min(fewest, reached)
         ratio *= 0.98 * triangles / reached
     if count > triangles:
         raise ValueError(

@@ -273,8 +273,8 @@ class KeptRenderData:
         if self._key is not None:
             return
         self._key = self.scene.as_pointer()
-        held = self._held_scenes.setdefault(self._key,
-                                            [self.scene.render.use_persistent_data, 0])
+        own = self.scene.get(self.OWN, self.scene.render.use_persistent_data)  # one not put back
+        held = self._held_scenes.setdefault(self._key, [bool(own), 0])
         held[1] += 1
         self.scene[self.OWN] = held[0]
         self.scene.render.use_persistent_data = True
@@ -334,9 +334,9 @@ def photo_array(image: bpy.types.Image) -> np.ndarray:
 
 
 def has_alpha_channel(image: bpy.types.Image) -> bool:
-    """Whether ``image`` has an alpha channel, read from its bits a pixel (``depth``: 8-bit,
-    16-bit and float RGBA are 32, 64 and 128; RGB 24, 48 and 96), without reading its
-    pixels."""
+    """Whether ``image`` has an alpha channel, read from its bits a pixel (``depth``: 8-bit
+    and float RGBA are 32 and 128, RGB 24 and 96; Blender holds 16-bit files as float). Blender
+    loads the image to tell (once: it keeps it)."""
     return image.depth in (32, 64, 128)
 
 

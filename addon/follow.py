@@ -52,6 +52,10 @@ BUILD_ERRORS = (ValueError, OSError, RuntimeError, ReferenceError)
 
 UNDONE = ("Undo or Redo while the job was being prepared: what it had rendered or baked may "
           "no longer be the scene, so nothing was sent; press Optimize again.")
+LISTED = ("job_id", "created", "mode", "object_name", "light", "megapixels")
+"""A job entry's fields set when it is sent and never after."""
+KEPT = ("state", "on_server", "progress", "message", "imported")
+"""A job entry's fields its updates change."""
 
 
 def results_dir(job: str) -> Path:
@@ -104,7 +108,8 @@ class JobRun:
         self.cancelled = False
         self.detached = False
         self.abandoned = ""  # why the build was dropped before it was sent (``abandon_build``)
-        self._entry: dict | None = None  # the Jobs list entry this run added when it sent
+        self._entry: dict | None = None  # its Jobs list entry's fields as last seen
+        self._undone = False  # an undo or a redo came since the last tick
         self.session: job_session.JobSession | None = None
         if builder is None:
             self.session = job_session.JobSession(connect, job, results_dir(job), submission,
@@ -128,11 +133,11 @@ class JobRun:
 
     def abandon_build(self, reason: str) -> None:
         """Drop a submission not yet sent (before an undo or a redo swaps the data its builder
-        holds): what the builder added to the scene is removed now, and the next tick ends the
-        run with ``reason``, nothing sent. Nothing for a run already sent or detached."""
+        holds): the next tick ends the run with ``reason``, nothing sent, and what the builder
+        added to the scene is removed now. Nothing for a run already sent or detached."""
         if self.session is None and self.builder is not None and not self.detached:
-            self.builder.close()
             self.abandoned = reason
+            self.builder.close()
 
     @property
     def followed(self) -> bool:
@@ -142,11 +147,33 @@ class JobRun:
 
     def tick(self, context, block: bool = False) -> bool:
         """Do the next piece of work; whether the run is over. ``block``: follow the submitted
-        job to its end in this call instead of applying only the updates already queued."""
+        job to its end in this call instead of applying only the updates already queued.
+        Pumped, a run works in its own scene (``own_scene``): in a window that shows it, and
+        waits, nothing lost, while none does."""
         if self.detached:
             return True
-        if not block and self._elsewhere(context.scene):
-            return False  # waits, nothing lost, until the window shows the job's scene again
+        own = None if block else self.own_scene()
+        if own is None or own == context.scene:
+            return self._tick(context, block)
+        window = next((window for window in context.window_manager.windows
+                       if window.scene == own), None)
+        if window is None:
+            return False
+        with context.temp_override(window=window):
+            return self._tick(bpy.context, block)
+
+    def own_scene(self):
+        """The scene the job belongs to: the one its submission is built in, or the one whose
+        Jobs list holds it as its own (not as another file's, listed by Refresh); None where
+        none is known (a build ending anyway, its scene deleted, its entry undone)."""
+        if self.session is None:
+            if self.builder is None or self.cancelled or self.abandoned:
+                return None
+            return object_links.alive(self.builder.scene)
+        return next((scene for scene in bpy.data.scenes
+                     if _own_entry(scene, self.job) is not None), None)
+
+    def _tick(self, context, block: bool) -> bool:
         if self.session is None:
             return self._build_step(context)
         if not self._started:
@@ -154,20 +181,6 @@ class JobRun:
             self._started = True
         self._listed(context.scene.diffrec)
         return _drain(context, self.session, self.report, block)
-
-    def _elsewhere(self, shown) -> bool:
-        """Whether the job belongs to another scene than ``shown`` (the window's): the one its
-        submission is built in, or the one whose Jobs list holds it. Its builds, status lines
-        and result go there only."""
-        if self.session is None:
-            if self.builder is None or self.cancelled or self.abandoned:
-                return False  # ends at once, wherever the window is
-            own = object_links.alive(self.builder.scene)  # deleted: the next step says so
-            return own is not None and own != shown
-        if scene_updates.job_entry(shown, self.job) is not None:
-            return False
-        return any(scene_updates.job_entry(scene, self.job) is not None
-                   for scene in bpy.data.scenes)
 
     def _build_step(self, context) -> bool:
         settings = context.scene.diffrec
@@ -203,26 +216,46 @@ class JobRun:
     def _submit(self, settings, submission: job_session.Submission) -> None:
         choices = self.builder.choices
         width, height = self.builder.size
-        self._entry = {"job_id": self.job, "state": "submitting", "created": time.time(),
-                       "mode": choices.mode, "object_name": self.builder.object_name,
-                       "original": object_links.placed(self.builder.original),  # or deleted
-                       "light": submission.spec["settings"]["light"],
-                       "megapixels": choices.batch * width * height / 1e6}
-        self._listed(settings)
+        entry = settings.jobs.add()
+        entry.job_id, entry.state, entry.created = self.job, "submitting", time.time()
+        entry.mode, entry.object_name = choices.mode, self.builder.object_name
+        entry.original = object_links.placed(self.builder.original)  # the artist may delete it
+        entry.light = submission.spec["settings"]["light"]
+        entry.megapixels = choices.batch * width * height / 1e6
+        self._seen(entry)
         settings.progress, settings.status = 0.0, "submitting"
         self.session = job_session.JobSession(self.connect, self.job, results_dir(self.job),
                                               submission, only=self.fetch_only)
         self.session.start()  # now: a cancel from here on reaches the server
         self._started = True
 
+    def undone(self) -> None:
+        """An undo or a redo happened: where it took this run's entry out of the Jobs list, the
+        next tick lists it again as last seen (``_listed``)."""
+        self._undone = True
+
     def _listed(self, settings) -> None:
-        """This run's entry in the Jobs list, added when its job is sent, and again where an
-        undo took it out meanwhile (so that its result is still imported)."""
-        if self._entry is None or scene_updates.job_entry(settings.id_data, self.job):
-            return
-        entry = settings.jobs.add()
-        for name, value in self._entry.items():
-            setattr(entry, name, object_links.placed(value) if name == "original" else value)
+        """Keep what this run's entry in the Jobs list holds (``_seen``), and list it again
+        where an undo or a redo took it out (so that its result is still imported; the object
+        it stands beside found again by name, a reference from before the undo being void)."""
+        entry = _own_entry(settings.id_data, self.job)
+        if entry is not None:
+            self._seen(entry)
+        elif self._undone and self._entry is not None:
+            entry = settings.jobs.add()
+            for name, value in self._entry.items():
+                setattr(entry, name, value)
+        self._undone = False
+
+    def _seen(self, entry) -> None:
+        self._entry = {name: getattr(entry, name) for name in (*LISTED, *KEPT)}
+
+
+def _own_entry(scene, job: str):
+    """``scene``'s Jobs list entry of ``job`` as its own job (not one Refresh listed as another
+    file's), or None."""
+    entry = scene_updates.job_entry(scene, job)
+    return entry if entry is not None and not entry.from_server else None
 
 
 def _pushed_as_undo_step(run: JobRun) -> None:
@@ -313,15 +346,22 @@ def _on_load_post(*_args) -> None:
 @bpy.app.handlers.persistent
 def _on_undo_pre(*_args) -> None:
     for run in jobs.runs():
-        run.abandon_build(UNDONE)
+        try:
+            run.undone()
+            run.abandon_build(UNDONE)
+        except Exception as exc:  # the other runs are dropped all the same
+            messages.log(exc)
 
 
 @bpy.app.handlers.persistent
 def _put_back(*_args) -> None:
     """After an undo, a redo or a file load (none of this file's submissions is being built
     then): what a build had changed and the file or an undo step caught is put back."""
-    temporaries.sweep()
-    export_scene.KeptRenderData.put_back()
+    try:
+        temporaries.sweep()
+        export_scene.KeptRenderData.put_back()
+    except Exception as exc:  # a linked scene, say: the load's other handlers go on
+        messages.log(exc)
 
 
 HANDLERS = (("load_pre", _on_load_pre), ("load_post", _on_load_post),

@@ -65,15 +65,16 @@ def bake_note(context, settings) -> str | None:
 
 
 def photos_note(context, settings) -> str | None:
-    """With Camera images as targets, where no camera's photo has an alpha channel
-    (``export_scene.has_alpha_channel``): that the server cuts the object out of them itself
+    """With Camera images as targets, where the first camera's photo has no alpha channel
+    (``export_scene.has_alpha_channel``; a capture's photos are alike, and one is read, not
+    hundreds at each redraw): that the server cuts the object out of them itself
     (diffrec.pipeline.auto_masks), in a sentence; else None."""
     if settings.target_source != "CAMERA_IMAGES":
         return None
-    photos = [export_scene.camera_image(camera)
-              for camera in validate.target_cameras(context, settings)]
-    photos = [photo for photo in photos if photo is not None]
-    if not photos or any(export_scene.has_alpha_channel(photo) for photo in photos):
+    photos = (export_scene.camera_image(camera)
+              for camera in validate.target_cameras(context, settings))
+    first = next((photo for photo in photos if photo is not None), None)
+    if first is None or export_scene.has_alpha_channel(first):
         return None
     return "No photo has alpha: the server cuts the object out of them"
 

@@ -5,7 +5,7 @@ An operator mixing in ``Pumped`` defines ``step`` (one piece of work; whether al
 runs it modally on a timer in the interface, or steps it to its end at once where no event
 loop runs (``blender --background``, the bpy module). Whatever a step raises ends the operator
 with the exception's sentence (``messages``), after ``abandon`` cleans up; ``abandon`` also
-runs where Blender ends the operator itself (``cancel``: a file loaded while it runs).
+runs where Blender ends a running operator itself (``cancel``: a file loaded meanwhile).
 """
 
 from __future__ import annotations
@@ -40,9 +40,13 @@ class Pumped:
         """Clean up after a step raised (nothing by default)."""
 
     def cancel(self, context) -> None:
-        """Blender's call where it ends the running operator itself (a file is loaded): clean
-        up as after a failed step."""
+        """Blender's call where it ends the operator itself: a file loaded while it runs (clean
+        up as after a failed step), or its file browser cancelled before it ran (nothing)."""
+        if self._timer is None:
+            return
+        timer, self._timer = self._timer, None
         self.abandon(context)
+        context.window_manager.event_timer_remove(timer)
 
     def run_blocking(self, context) -> None:
         """Step to the end here (the background path)."""

@@ -9,6 +9,7 @@ import sys
 import tempfile
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).parent))  # blender --python does not add it
 import harness  # noqa: I001  (puts the repository on sys.path)
@@ -18,7 +19,8 @@ import scenes
 from recording_client import RecordingClient
 
 import addon
-from addon import follow, scene_updates, temporaries
+from addon import export_scene, follow, scene_updates, temporaries
+from addon import pump as pump_module
 from addon.core import messages
 from addon.submission import SubmissionBuilder
 
@@ -195,15 +197,50 @@ def check_a_run_waits_while_the_window_shows_another_scene_and_its_result_goes_t
         assert scene.diffrec.status == status and not submitted, "nothing done meanwhile"
         assert other.diffrec.status == "" and len(other.diffrec.jobs) == 0
         bpy.context.window.scene = scene
+        # a timer's context holds the scene of the window last handled: another window's
+        other_windows = SimpleNamespace(scene=other, window_manager=bpy.context.window_manager,
+                                        temp_override=bpy.context.temp_override)
+        assert run.tick(other_windows) is False
+        assert scene.diffrec.status == f"rendering targets 2/{VIEWS}", "worked in its window"
+        assert other.diffrec.status == ""
         _pump_until(lambda: submitted)
         assert [entry.job_id for entry in scene.diffrec.jobs] == [run.job]
+        listed = other.diffrec.jobs.add()  # Refresh there lists it as another file's
+        listed.job_id, listed.from_server = run.job, True
         bpy.context.window.scene = other
         follow.pump_jobs()
-        assert other.diffrec.status == "" and len(other.diffrec.jobs) == 0
+        assert other.diffrec.status == "" and len(other.diffrec.jobs) == 1
         assert not reports, "the job's end waits for its scene too"
         bpy.context.window.scene = scene
         _pump_until(lambda: reports)
         assert reports == ["diffrec: The test ends the job here."], reports
+    finally:
+        _end()
+
+
+def check_a_dataset_export_cancelled_in_its_file_browser_is_quiet_and_one_ended_cleans_up():
+    """Blender calls a modal operator's ``cancel`` when its file browser is cancelled (before
+    ``execute``) and when a file is loaded while it runs."""
+    calls = []
+    operator = SimpleNamespace(_timer=None, abandon=lambda _context: calls.append("abandon"))
+    pump_module.Pumped.cancel(operator, bpy.context)
+    assert calls == [], "nothing ran: nothing to clean"
+    window_manager = bpy.context.window_manager
+    operator._timer = window_manager.event_timer_add(1.0, window=bpy.context.window)
+    pump_module.Pumped.cancel(operator, bpy.context)
+    assert calls == ["abandon"] and operator._timer is None
+
+
+def check_a_scene_still_carrying_its_own_setting_gets_it_back_from_the_next_job():
+    """A file saved mid-job and opened without the add-on on keeps Persistent Data held on and
+    the scene's own setting beside it: the next job's renders give the own one back."""
+    scene = _scene()
+    kept = export_scene.KeptRenderData
+    scene.render.use_persistent_data, scene[kept.OWN] = True, False
+    try:
+        with kept(scene):
+            assert scene.render.use_persistent_data
+        assert scene.render.use_persistent_data is False and kept.OWN not in scene
     finally:
         _end()
 
