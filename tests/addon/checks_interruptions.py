@@ -14,7 +14,6 @@ from types import SimpleNamespace
 sys.path.insert(0, str(Path(__file__).parent))  # blender --python does not add it
 import harness  # noqa: I001  (puts the repository on sys.path)
 import bpy
-import numpy as np
 import scenes
 from recording_client import RecordingClient
 
@@ -33,17 +32,7 @@ def _scene(baked: bool = False):
     bpy.ops.wm.read_factory_settings(use_empty=True)
     addon.register()
     scene = bpy.context.scene
-    scene.render.engine = "CYCLES"
-    scene.cycles.device, scene.cycles.samples = "CPU", 1
-    scene.render.resolution_x, scene.render.resolution_y = 32, 24
-    bpy.ops.mesh.primitive_cube_add(size=1.0)
-    cube = bpy.context.active_object
-    cube.modifiers.new("bevel", "BEVEL")
-    scenes.cameras_around(scene, VIEWS, radius=5.0, height=1.0)
-    scenes.sky_world(scene, np.ones(4), width=8)
-    cube.select_set(True)
-    bpy.context.view_layer.objects.active = cube
-    scene.diffrec.train_resolution = 16
+    scenes.cube_to_optimize(scene, VIEWS, (32, 24)).modifiers.new("bevel", "BEVEL")
     if baked:
         scene.diffrec.triangles = 40
         scene.diffrec.texture_resolution = "256"

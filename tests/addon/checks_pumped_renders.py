@@ -26,16 +26,7 @@ def _scene():
     """A selected cube, VIEWS cameras around it, an HDRI world, tiny Cycles renders."""
     addon.register()
     scene = bpy.context.scene
-    scene.render.engine = "CYCLES"
-    scene.cycles.device, scene.cycles.samples = "CPU", 1
-    scene.render.resolution_x, scene.render.resolution_y = 40, 30
-    bpy.ops.mesh.primitive_cube_add(size=1.0)
-    cube = bpy.context.active_object
-    scenes.cameras_around(scene, VIEWS, radius=5.0, height=1.0)
-    scenes.sky_world(scene, np.ones(4), width=8)
-    cube.select_set(True)
-    bpy.context.view_layer.objects.active = cube
-    scene.diffrec.train_resolution = 16
+    scenes.cube_to_optimize(scene, VIEWS, (40, 30))
     return scene
 
 

@@ -1,4 +1,5 @@
-"""Scene pieces the bpy checks share: cameras around the origin, an HDRI world."""
+"""Scene pieces the bpy checks share: cameras around the origin, an HDRI world, a cube ready
+for Optimize."""
 
 import bpy
 import numpy as np
@@ -35,3 +36,20 @@ def sky_world(scene, rows: np.ndarray, width: int) -> bpy.types.World:
                               world.node_tree.nodes["Background"].inputs["Color"])
     scene.world = world
     return world
+
+
+def cube_to_optimize(scene, views: int, frame: tuple[int, int]) -> bpy.types.Object:
+    """A unit cube, selected and active, seen by ``views`` cameras (``cameras_around``) under
+    a plain HDRI world, rendered by Cycles on the CPU at 1 sample in a ``frame`` (width,
+    height) render frame and trained at 16 px: the scene a check presses Optimize in."""
+    scene.render.engine = "CYCLES"
+    scene.cycles.device, scene.cycles.samples = "CPU", 1
+    scene.render.resolution_x, scene.render.resolution_y = frame
+    bpy.ops.mesh.primitive_cube_add(size=1.0)
+    cube = bpy.context.active_object
+    cameras_around(scene, views, radius=5.0, height=1.0)
+    sky_world(scene, np.ones(4), width=8)
+    cube.select_set(True)
+    bpy.context.view_layer.objects.active = cube
+    scene.diffrec.train_resolution = 16
+    return cube
