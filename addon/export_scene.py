@@ -337,7 +337,7 @@ def has_alpha_channel(image: bpy.types.Image) -> bool:
     """Whether ``image`` has an alpha channel, read from its bits a pixel (``depth``: 8-bit
     and float RGBA are 32 and 128, RGB 24 and 96; Blender holds 16-bit files as float). Blender
     loads the image to tell (once: it keeps it)."""
-    return image.depth in (32, 64, 128)
+    return image.depth in (32, 128)
 
 
 def camera_images(cameras) -> np.ndarray:
