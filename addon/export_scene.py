@@ -188,28 +188,32 @@ def _exr_output(scene: bpy.types.Scene, transparent: bool):
 
 
 @contextlib.contextmanager
-def _measured(scene: bpy.types.Scene):
+def _measured(scene: bpy.types.Scene, box_pixels: bool = False):
     """The scene's render as a measurement of radiance through a pinhole for the block: none
     of what the fit's own renders cannot reproduce (the compositor's and the sequencer's
     changes to the picture, motion blur, a render region, Cycles' film exposure, which the
     world sent does not carry, a pixel filter other than the engines' default 1.5 pixels),
-    restored after."""
+    restored after. ``box_pixels``: Cycles' pixels each the mean over its own square (a box
+    filter of 1 pixel) instead, as a judge that box-reduces images reads them."""
     with contextlib.ExitStack() as stack:
         stack.enter_context(_temporarily(
             scene.render, use_compositing=False, use_sequencer=False, use_motion_blur=False,
             use_border=False, use_crop_to_border=False, filter_size=1.5))
         if hasattr(scene, "cycles"):
+            pixel_filter = ("BOX", 1.0) if box_pixels else ("BLACKMAN_HARRIS", 1.5)
             stack.enter_context(_temporarily(scene.cycles, film_exposure=1.0,
-                                             pixel_filter_type="BLACKMAN_HARRIS",
-                                             filter_width=1.5))
+                                             pixel_filter_type=pixel_filter[0],
+                                             filter_width=pixel_filter[1]))
         yield
 
 
 @contextlib.contextmanager
-def _render_output(scene: bpy.types.Scene, size: tuple[int, int], transparent: bool):
+def _render_output(scene: bpy.types.Scene, size: tuple[int, int], transparent: bool,
+                   box_pixels: bool = False):
     """The scene set to render ``size`` pixels to lossless float EXR for the block, as a
-    measurement (``_measured``); every setting it changes (camera, resolution, output path
-    and format, film transparency, those of ``_measured``) is restored."""
+    measurement (``_measured``, which ``box_pixels`` goes to); every setting it changes
+    (camera, resolution, output path and format, film transparency, those of ``_measured``)
+    is restored."""
     render = scene.render
     with (
         _temporarily(scene, camera=scene.camera),
@@ -217,19 +221,21 @@ def _render_output(scene: bpy.types.Scene, size: tuple[int, int], transparent: b
         _temporarily(render, resolution_percentage=100),
         _temporarily(render, filepath=render.filepath),
         _exr_output(scene, transparent),
-        _measured(scene),
+        _measured(scene, box_pixels),
     ):
         yield
 
 
-def render_view(scene, camera, size: tuple[int, int], transparent: bool = True) -> np.ndarray:
+def render_view(scene, camera, size: tuple[int, int], transparent: bool = True,
+                box_pixels: bool = False) -> np.ndarray:
     """Render one camera with the scene's engine to float EXR (transparent film unless
-    ``transparent`` is false) through a pinhole (its depth of field off); returns float32
-    [H,W,4], straight alpha, rows top-down. The scene's and the camera's settings are as
-    they were when it returns, and the EXR is deleted."""
+    ``transparent`` is false) through a pinhole (its depth of field off), with the engines'
+    default pixel filter (a box of one pixel under Cycles where ``box_pixels``); returns
+    float32 [H,W,4], straight alpha, rows top-down. The scene's and the camera's settings are
+    as they were when it returns, and the EXR is deleted."""
     with (
         tempfile.TemporaryDirectory(prefix="diffrec-") as directory,
-        _render_output(scene, size, transparent),
+        _render_output(scene, size, transparent, box_pixels),
         _temporarily(camera.data.dof, use_dof=False),
     ):
         scene.camera = camera
@@ -239,11 +245,13 @@ def render_view(scene, camera, size: tuple[int, int], transparent: bool = True) 
         return protocol().images.premultiplied_to_straight(rendered)
 
 
-def render_views(scene, cameras, size: tuple[int, int], transparent: bool = True):
+def render_views(scene, cameras, size: tuple[int, int], transparent: bool = True,
+                 box_pixels: bool = False):
     """``render_view`` for each camera, stacked: float32 [N,H,W,4]; the render data kept
     between them (``KeptRenderData``)."""
     with KeptRenderData(scene):
-        return np.stack([render_view(scene, camera, size, transparent) for camera in cameras])
+        return np.stack([render_view(scene, camera, size, transparent, box_pixels)
+                         for camera in cameras])
 
 
 class KeptRenderData:

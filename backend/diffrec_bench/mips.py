@@ -118,9 +118,6 @@ def judge_scene(scene_dir: Path, scales: list[int], samples: int, out: Path) -> 
     bl_scene, cameras, world = judging_scene(job, dataset, asset_dir)
     if world is not None:
         bl_scene.world = world
-    # each pixel the mean over its own square, as the fit's references and an engine's
-    # supersampling take it (Cycles' default, a 1.5 px Blackman-Harris, blurs a 16 px image)
-    bl_scene.cycles.pixel_filter_type, bl_scene.cycles.filter_width = "BOX", 1.0
     asset = read_gltf(asset_dir / "mesh.glb")
     material = asset.materials[0]
     shader = TextureMaterial.from_material(material)
@@ -140,8 +137,10 @@ def judge_scene(scene_dir: Path, scales: list[int], samples: int, out: Path) -> 
     scores, object_scores, strips = {}, {}, []
     for scale in scales:
         side = size >> scale
-        with quiet_stdout():
-            truth = export_scene.render_views(bl_scene, cameras, (side, side))
+        with quiet_stdout():  # each pixel the mean over its own square, as the fit's
+            # references and an engine's supersampling take it (Cycles' default, a 1.5 px
+            # Blackman-Harris, blurs a 16 px image)
+            truth = export_scene.render_views(bl_scene, cameras, (side, side), box_pixels=True)
         poses, intrinsics = export_scene.export_cameras(cameras, bl_scene, (side, side))
         views = from_arrays(poses, intrinsics[:, :4], truth, intrinsics[:, 4], intrinsics[:, 5])
         renders = {}

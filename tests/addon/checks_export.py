@@ -371,6 +371,28 @@ def check_a_target_render_measures_radiance_through_a_pinhole_whatever_the_scene
     assert _picture_settings(scene, camera) == on
 
 
+def check_box_pixels_renders_through_a_one_pixel_box_and_restores_the_filter():
+    """A target render uses Cycles' default pixel filter (Blackman-Harris, 1.5 px), one with
+    ``box_pixels`` a box of one pixel (what a judge that box-reduces images reads), whatever
+    the scene sets; the scene's own filter is back after either."""
+    scene, camera, _ = _emitting_plane_scene()
+    scene.cycles.pixel_filter_type, scene.cycles.filter_width = "GAUSSIAN", 3.0
+    seen: list = []
+
+    def record(rendered, *_args):
+        seen.append((rendered.cycles.pixel_filter_type, rendered.cycles.filter_width))
+
+    bpy.app.handlers.render_pre.append(record)
+    try:
+        export_scene.render_view(scene, camera, (32, 24))
+        export_scene.render_views(scene, [camera], (32, 24), box_pixels=True)
+    finally:
+        bpy.app.handlers.render_pre.remove(record)
+    assert [(kind, round(width, 3)) for kind, width in seen] == \
+        [("BLACKMAN_HARRIS", 1.5), ("BOX", 1.0)], seen
+    assert (scene.cycles.pixel_filter_type, scene.cycles.filter_width) == ("GAUSSIAN", 3.0)
+
+
 def _persistent_flags(flags: list):
     """A render_pre handler appending the scene's Persistent Data setting at each render."""
     def record(scene, *_args):
