@@ -267,3 +267,16 @@ def test_under_adam_noise_moves_no_vertex_and_a_strong_push_still_moves_one():
     assert held.max() < 0.02, held.max()
     pushed = _walked(1.0, 5.0)
     assert pushed[0] > 0.5 and pushed[1:].max() < 0.02
+
+
+def test_a_surface_that_vanished_is_a_sentence_naming_the_box_and_mesh_scale():
+    """An SDF with no zero crossing (no part of the box inside the object) is the user's
+    box to fix, said as such: not a RuntimeError traceback."""
+    from diffrec.errors import UserError
+    from diffrec.pipeline.geometry_models import IsosurfaceGeometry
+
+    geometry = IsosurfaceGeometry("dmtet", 16, 0.05, (1.0, 0.0, 2.0), "cpu")
+    with torch.no_grad():
+        geometry.surface.sdf.fill_(1.0)  # outside everywhere
+    with pytest.raises(UserError, match=r"box of side 0\.05 around \(1, 0, 2\).*mesh_scale"):
+        geometry.mesh()

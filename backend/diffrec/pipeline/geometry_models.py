@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from diffrec.errors import UserError
 from diffrec.geometry import (
     DMTetGeometry,
     FlexiCubesGeometry,
@@ -184,8 +185,13 @@ class IsosurfaceGeometry(torch.nn.Module):
     def mesh(self) -> Mesh:
         vertices, triangles = self.surface.extract()
         if len(triangles) == 0:
-            raise RuntimeError("the surface vanished (no triangles): the SDF has no zero "
-                               "crossing; check that the cameras see the object's box")
+            centre = ", ".join(f"{value:.3g}" for value in self.center.tolist())
+            raise UserError(
+                f"the surface vanished (no triangles left in the box of side "
+                f"{self.surface.scale:.3g} around ({centre})): the object as the views see it "
+                "does not fill that box, most often because the box is smaller than the object "
+                "or beside it; set mesh_scale to a box that holds the whole object, in the "
+                "capture's units, and check that the cameras see it")
         return with_vertex_normals(Mesh(vertices + self.center, triangles))
 
     def regularizer(self, progress: float) -> torch.Tensor:
