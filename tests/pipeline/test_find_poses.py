@@ -71,6 +71,23 @@ def test_the_same_photos_give_the_same_poses(capture, tmp_path):
     assert angles.max() < 1e-3, angles
 
 
+def test_images_in_a_subfolder_of_images_are_not_posed(capture, tmp_path):
+    """Only the photos of ``images/`` itself are posed: a subfolder (thumbnails, say) is not
+    walked, so no photo is posed twice under another name (COLMAP's extractor walked it)."""
+    import pycolmap
+
+    folder, _, _ = capture
+    shutil.copytree(folder / "images", tmp_path / "images")
+    first = sorted((tmp_path / "images").iterdir())[0]
+    (tmp_path / "images" / "thumbs").mkdir()
+    shutil.copy(first, tmp_path / "images" / "thumbs" / first.name)
+    found = find_poses(tmp_path, max_image_size=SIZE, max_features=FEATURES,
+                       matching_threads=1)
+    names = [image.name for image in pycolmap.Reconstruction(str(found.model)).images.values()]
+    assert (found.photos, len(names)) == (VIEWS, found.registered)
+    assert not any("/" in name for name in names), names
+
+
 def test_photos_colmaps_thresholds_leave_out_are_posed(capture, tmp_path, monkeypatch):
     """At 512 features a photo COLMAP's own thresholds for registering a photo pose 9 of the
     16 photos (in every run tried); the lowered ones pose all of them as exactly as the first

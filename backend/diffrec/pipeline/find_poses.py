@@ -147,13 +147,14 @@ def _extract(pycolmap, database: Path, images: Path, photos: list[Path], max_ima
     reader.camera_model = "SIMPLE_PINHOLE"
     # ids in name order: the extractor numbers a new photo when its features are done, in
     # whichever order its threads finish, and matching and mapping follow the ids
+    # the photos named, not every image below the folder (a subfolder of thumbnails)
+    names = [path.relative_to(images).as_posix() for path in photos]
     pycolmap.Database.open(str(database)).close()
     pycolmap.import_images(database, images, camera_mode=pycolmap.CameraMode.SINGLE,
-                           image_names=[path.relative_to(images).as_posix() for path in photos],
-                           options=reader)
-    pycolmap.extract_features(database, images, camera_mode=pycolmap.CameraMode.SINGLE,
-                              reader_options=reader, extraction_options=options,
-                              device=pycolmap.Device.auto)
+                           image_names=names, options=reader)
+    pycolmap.extract_features(database, images, image_names=names,
+                              camera_mode=pycolmap.CameraMode.SINGLE, reader_options=reader,
+                              extraction_options=options, device=pycolmap.Device.auto)
     with pycolmap.Database.open(str(database)) as db:
         read = {image.name: db.num_keypoints_for_image(image.image_id)
                 for image in db.read_all_images()}
