@@ -189,3 +189,29 @@ def test_the_command_line_finds_poses_and_names_the_next_step(capture, tmp_path,
     assert f"next: diffrec optimize --mode reconstruct --dataset {copy}" in out
     assert read_colmap(copy).frames
     assert Path(copy / "sparse" / "0" / "images.bin").is_file()
+
+
+def test_a_second_model_is_said_to_be_one_in_the_log(tmp_path, caplog):
+    """Where COLMAP starts another model, its first pair is logged as that model's, not as
+    the count of photos registered falling back to 2 (a stand-in mapper calls the callbacks
+    as COLMAP does: a pair, one photo more, then a second model's pair)."""
+    from types import SimpleNamespace
+
+    def mapping(database, images, scratch, options, initial_image_pair_callback,
+                next_image_callback):
+        initial_image_pair_callback()
+        next_image_callback()
+        initial_image_pair_callback()
+        return {0: SimpleNamespace(num_reg_images=lambda: 3)}
+
+    stand_in = SimpleNamespace(
+        IncrementalPipelineOptions=lambda: SimpleNamespace(
+            mapper=SimpleNamespace(), triangulation=SimpleNamespace()),
+        incremental_mapping=mapping)
+    with caplog.at_level("INFO", logger="diffrec"):
+        find_poses_module._map(stand_in, tmp_path / "db", tmp_path, tmp_path / "scratch", 4, 0)
+    lines = [record.getMessage() for record in caplog.records if "registered" in record.message]
+    assert lines == ["poses: 2 of 4 photos registered (the first pair)",
+                     "poses: 3 of 4 photos registered",
+                     "poses: model 2, of photos the last one left out: 2 of 4 photos "
+                     "registered in it (its first pair)"], lines

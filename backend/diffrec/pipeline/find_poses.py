@@ -206,17 +206,22 @@ def _map(pycolmap, database: Path, images: Path, scratch: Path, count: int, seed
     options.triangulation.random_seed = seed
     for name, value in REGISTRATION.items():
         setattr(options.mapper, name, value)
-    registered = 0
+    registered, models = 0, 0
 
-    def started() -> None:
-        nonlocal registered
-        registered = 2
-        log.info("poses: 2 of %d photos registered (the first pair)", count)
+    def started() -> None:  # COLMAP starts another model where the last one stopped growing
+        nonlocal registered, models
+        registered, models = 2, models + 1
+        if models == 1:
+            log.info("poses: 2 of %d photos registered (the first pair)", count)
+        else:
+            log.info("poses: model %d, of photos the last one left out: 2 of %d photos "
+                     "registered in it (its first pair)", models, count)
 
     def next_image() -> None:
         nonlocal registered
         registered += 1
-        log.info("poses: %d of %d photos registered", registered, count)
+        which = "" if models == 1 else f" in model {models}"
+        log.info("poses: %d of %d photos registered%s", registered, count, which)
 
     log.info("poses: mapping %d photos", count)
     reconstructions = pycolmap.incremental_mapping(
