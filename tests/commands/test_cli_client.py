@@ -40,3 +40,16 @@ def test_client_errors_are_sentences(server, tmp_path, capsys, monkeypatch):
                                                    "inputs": {"images": "missing.npy"}}))
     assert cli.main(["submit", str(tmp_path), *where]) == 2
     assert "cannot load missing.npy" in capsys.readouterr().err
+
+
+def test_a_pairing_string_without_its_key_is_said_before_any_key_pair_is_read(tmp_path,
+                                                                               capsys):
+    """``diffrec://HOST:PORT`` without ``?key=``, on a machine with no client key pair: the
+    string's mistake is said, with the tcp:// form for a server without keys (it asked for a
+    key pair that would not have helped)."""
+    code = cli.main(["status", "--server", "diffrec://127.0.0.1:5557", "--timeout", "1",
+                     "--data-dir", str(tmp_path / "data")])
+    error = capsys.readouterr().err
+    assert code == 2, error
+    assert "diffrec://HOST:PORT?key=HEX" in error and "tcp://HOST:PORT" in error, error
+    assert "key pair" not in error, error

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from diffrec.errors import UserError
 from diffrec.protocol import Client, ProtocolError, read_keypair
+from diffrec.protocol.keys import parse_pairing
 
 DEFAULT_PORT = 5557
 DEFAULT_BIND = f"tcp://127.0.0.1:{DEFAULT_PORT}"
@@ -43,6 +44,12 @@ def connect(args) -> Client:
     """A client for ``args.server``; a pairing string uses this machine's client key pair."""
     if not args.server.startswith("diffrec://"):
         return Client(args.server, timeout=args.timeout, retry_for=3 * args.timeout)
+    try:
+        parse_pairing(args.server)  # the string first: its mistake before the keys'
+    except ProtocolError as exc:
+        raise UserError(f"--server {args.server}: {exc.message}, as `diffrec keys init` "
+                        "printed it; a server started without keys is reached as "
+                        "tcp://HOST:PORT") from None
     keys = data_dir(args) / "keys"
     try:
         keypair = read_keypair(keys, "client")
