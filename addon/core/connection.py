@@ -4,6 +4,7 @@ rule for ``bpy.app.online_access``, the client key pair on disk, starting a loca
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import socket
 import subprocess
@@ -75,22 +76,51 @@ def client_keypair(directory: Path) -> tuple[str, str]:
 
 _started: dict[str, subprocess.Popen] = {}
 
+STARTUP_CHECK_S = 1.0
+"""Seconds a local backend just started is watched for an exit at once (a Python without
+diffrec stops in a tenth of that)."""
+
 
 def start_local_backend(python: str, address: str, data_dir: Path) -> subprocess.Popen:
     """Start ``python -m diffrec serve`` on the loopback ``address``, unless this session
-    already started one there that still runs (it may still be loading): that one is returned."""
+    already started one there that still runs (it may still be loading): that one is returned.
+    Raises Unreachable with a sentence (its log's last line) where the one started before
+    stopped with an error, or the one started now stops within ``STARTUP_CHECK_S``."""
     running = _started.get(address)
     if running is not None and running.poll() is None:
         return running
+    if (failure := local_backend_failure(address, data_dir)) is not None:
+        raise Unreachable(failure)
     data_dir.mkdir(parents=True, exist_ok=True)
-    log = open(data_dir / "serve.log", "ab")
-    _started[address] = subprocess.Popen(
-        [python, "-m", "diffrec", "serve", "--bind", address, "--data-dir", str(data_dir)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-    )
+    with open(data_dir / "serve.log", "ab") as log:  # the child keeps its own handle
+        _started[address] = subprocess.Popen(
+            [python, "-m", "diffrec", "serve", "--bind", address, "--data-dir", str(data_dir)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        _started[address].wait(STARTUP_CHECK_S)
+    if (failure := local_backend_failure(address, data_dir)) is not None:
+        raise Unreachable(failure)
     return _started[address]
+
+
+def local_backend_failure(address: str, data_dir: Path) -> str | None:
+    """The sentence to show where the local backend this session started at ``address``
+    stopped with an error (it is then forgotten, so that the next start tries again), else
+    None."""
+    process = _started.get(address)
+    if process is None or process.poll() is None or process.returncode == 0:
+        return None
+    del _started[address]
+    log = data_dir / "serve.log"
+    lines = log.read_text(errors="replace").strip().splitlines() if log.is_file() else []
+    said = f": {lines[-1].strip()}" if lines else ""
+    python = process.args[0]
+    return (f"The local backend stopped as it started (exit {process.returncode}){said}. "
+            f"Check Backend Python ({python}) in the add-on's preferences: "
+            f"'{python} -m diffrec info' must work there (the whole log: {log}).")
 
 
 class Unreachable(ConnectionError):

@@ -1,0 +1,48 @@
+"""The local backend the add-on starts (Start a local backend): a Python that cannot run
+diffrec is said at once, with the log's own words, instead of "test again in a minute" on
+every press."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from addon.core import connection
+
+
+@pytest.fixture(autouse=True)
+def _forget_started():
+    yield
+    connection._started.clear()
+
+
+def test_a_python_without_diffrec_is_said_with_the_logs_last_line(tmp_path):
+    """A stand-in "Python" that writes what a Python without diffrec writes and exits 1."""
+    python = tmp_path / "python-without-diffrec"
+    python.write_text("#!/bin/sh\necho \"$0: No module named diffrec\" >&2\nexit 1\n")
+    python.chmod(0o755)
+    address = "tcp://127.0.0.1:5999"
+    with pytest.raises(connection.Unreachable) as raised:
+        connection.start_local_backend(str(python), address, tmp_path / "backend")
+    said = str(raised.value)
+    assert "stopped as it started (exit 1): " in said and "No module named diffrec" in said
+    assert f"Backend Python ({python})" in said and "-m diffrec info" in said
+    assert address not in connection._started, "forgotten: the next press starts again"
+
+
+def test_a_backend_still_starting_is_returned_as_it_is(tmp_path):
+    """A process that is still running after the start's watch is the one returned, and a
+    second press returns it rather than starting another."""
+    python = tmp_path / "slow-python"
+    python.write_text(f"#!/bin/sh\nexec {sys.executable} -c 'import time; time.sleep(30)'\n")
+    python.chmod(0o755)
+    address = "tcp://127.0.0.1:5998"
+    first = connection.start_local_backend(str(python), address, tmp_path / "backend")
+    try:
+        assert first.poll() is None
+        assert connection.start_local_backend(str(python), address, tmp_path / "backend") \
+            is first
+    finally:
+        first.kill()
+        first.wait()
