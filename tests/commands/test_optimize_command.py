@@ -113,3 +113,72 @@ def test_the_terminal_line_shows_every_pass_and_its_loss(tmp_path):
     assert lines[0].startswith("[" + "#" * 12 + ".") and lines[0].endswith("loss 0.2500")
     assert "Mip levels" in lines[1] and lines[1].endswith("loss 0.1250")
     assert "loss" not in lines[2]
+
+
+def write_capture(folder, count: int, file: str = "transforms_train.json", top=None) -> None:
+    """``count`` 4x4 RGBA PNGs in ``images/`` and ``file`` naming them, cameras in a row
+    looking down -z, with ``top``'s keys (default: a field of view)."""
+    frames = []
+    for index in range(count):
+        write_image(folder / "images" / f"{file[:-5]}_{index}.png", torch.ones(4, 4, 4).numpy())
+        matrix = torch.eye(4)
+        matrix[0, 3] = index * 0.1
+        frames.append({"file_path": f"images/{file[:-5]}_{index}",
+                       "transform_matrix": matrix.tolist()})
+    (folder / file).write_text(json.dumps({**(top or {"camera_angle_x": 0.8}),
+                                           "frames": frames}))
+
+
+def _photo_missing(folder):
+    (folder / "images" / "transforms_2.png").unlink()
+
+
+def _invalid_json(folder):
+    (folder / "transforms.json").write_text('{"frames": [')
+
+
+def _frame_without_matrix(folder):
+    transforms = json.loads((folder / "transforms.json").read_text())
+    del transforms["frames"][1]["transform_matrix"]
+    (folder / "transforms.json").write_text(json.dumps(transforms))
+
+
+@pytest.mark.parametrize("damage, sentence", [
+    (_photo_missing, "1 of 4 images named in transforms.json are missing "
+                     "(images/transforms_2)"),
+    (_invalid_json, "transforms.json is not valid JSON"),
+    (_frame_without_matrix, "frame 1 (images/transforms_1): transform_matrix must be a 4x4 "
+                            "list of numbers"),
+], ids=["photo missing", "invalid JSON", "frame without transform_matrix"])
+def test_check_fails_saying_why_a_capture_cannot_be_read(tmp_path, capsys, damage, sentence):
+    """``--check`` on a capture it cannot read exits 1 with the capture's own sentence (it
+    exited 0 with "validation: unknown"), and still reports the rest."""
+    folder = tmp_path / "capture"
+    write_capture(folder, 4, "transforms.json", {"fl_x": 4.0})
+    damage(folder)
+    assert cli.main(["optimize", "--dataset", str(folder), "--check"]) == 1
+    printed = capsys.readouterr().out
+    problem = next(line for line in printed.splitlines() if line.startswith("CANNOT READ: "))
+    assert sentence in problem
+    assert "validation: unknown (the capture cannot be read, as said above)" in printed
+    assert "memory: " in printed and "settings:" in printed
+
+
+def test_check_says_a_ref_mesh_folder_is_the_targets_dataset(tmp_path, capsys):
+    """``--ref-mesh FOLDER`` trains on the folder's images, as ``--check`` now says (it
+    described renders of a mesh under no envmap)."""
+    folder = tmp_path / "nerfscene"
+    write_capture(folder, 6)
+    write_capture(folder, 2, "transforms_test.json")
+    assert cli.main(["optimize", "--ref-mesh", str(folder), "--check"]) == 0
+    printed = capsys.readouterr().out
+    assert f"targets: the images of {folder} (a NeRF-style folder)" in printed
+    assert "validation: the 2 views of the test split; training on all 6" in printed
+
+
+def test_the_dataset_help_names_a_capture_tools_transforms_json(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["optimize", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    dataset_help = text[text.rindex("--dataset DATASET"):text.rindex("--ref-mesh REF_MESH")]
+    assert "capture tool's folder (transforms.json" in dataset_help

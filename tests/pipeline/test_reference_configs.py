@@ -205,3 +205,42 @@ def test_a_small_capture_keeps_nearly_every_view_for_training(data, capsys):
     run = build_config(read_config_file(config), {"device": "cpu"})
     inputs = load_inputs(run, raster.RasterContext("cpu"))
     assert (len(inputs.train), len(inputs.test)) == (11, 1)
+
+
+def test_ref_mesh_may_name_a_capture_tools_folder(data, capsys):
+    """A folder with a capture tool's ``transforms.json`` is a dataset (its layout had no name
+    here, a KeyError); a folder with no capture is refused naming every layout it may hold."""
+    folder = data / "data" / "tool"
+    cameras = stand_ins.ring_cameras(9, 32, 32)
+    stand_ins.write_nerf_folder(folder, cameras, stand_ins.render(cameras))
+    (folder / "transforms_train.json").rename(folder / "transforms.json")
+    config = write_config(data, "tool", {**NERF, "ref_mesh": "data/tool", "out_dir": "tool"})
+    assert cli.main(["optimize", "--config", config, "--check"]) == 0
+    assert ("ref_mesh \"data/tool\" -> dataset = data/tool (a capture tool's transforms.json: "
+            "its images are the targets)") in capsys.readouterr().out
+    assert build_config(read_config_file(config)).sources.dataset == "data/tool"
+    (data / "data" / "empty").mkdir(exist_ok=True)
+    empty = write_config(data, "empty", {**NERF, "ref_mesh": "data/empty"})
+    with pytest.raises(UserError, match=r"neither transforms_train.json \(NeRF-style\) nor "
+                                        r"transforms.json \(a capture tool's\)"):
+        read_config_file(empty)
+
+
+@pytest.mark.parametrize("locked", [True, False])
+def test_lock_pos_without_a_base_mesh_reconstructs(data, locked, capsys):
+    """nvdiffrec runs DMTet without ``base_mesh`` whatever ``lock_pos`` says (it then only
+    locks pass 2's mesh): ``--check`` and the run agree on reconstruct, and say where pass 2
+    departs (it said materials or refine, which then stopped for want of a base mesh)."""
+    config = write_config(data, f"lock_{locked}", {**NERF, "lock_pos": locked})
+    assert cli.main(["optimize", "--config", config, "--check"]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if "lock_pos" in line)
+    assert line.strip().startswith(f"lock_pos {json.dumps(locked)} -> mode = 'reconstruct'")
+    assert ("where nvdiffrec's lock_pos true keeps them" in line) == locked
+    assert build_config(read_config_file(config)).settings.run.mode == "reconstruct"
+
+
+def test_an_unknown_isosurface_is_refused_by_its_own_name(data):
+    config = write_config(data, "marching", {**NERF, "isosurface": "marching"})
+    with pytest.raises(UserError, match="isosurface must be one of dmtet, flexicubes, not "
+                                        "'marching'"):
+        build_config(read_config_file(config))

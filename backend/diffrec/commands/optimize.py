@@ -59,8 +59,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--config", help="JSON or TOML settings (nvdiffrec configs work too)")
     parser.add_argument("--device", help="auto (default), cpu, cuda, cuda:1, mps")
     parser.add_argument("--out-dir", dest="out_dir", help="where the outputs go")
-    parser.add_argument("--dataset", help="a NeRF-style folder (transforms_train.json), an LLFF "
-                        "capture (poses_bounds.npy) or a COLMAP model (sparse/0/ + images/)")
+    parser.add_argument("--dataset", help="a NeRF-style folder (transforms_train.json), a "
+                        "capture tool's folder (transforms.json: nerfstudio, instant-ngp, "
+                        "Polycam...), an LLFF capture (poses_bounds.npy) or a COLMAP model "
+                        "(sparse/0/ + images/)")
     parser.add_argument("--ref-mesh", dest="ref_mesh", help="reference mesh to render targets")
     parser.add_argument("--start-renders", dest="start_renders", metavar="FOLDER",
                         help="the base mesh rendered by the targets' renderer from the training "
@@ -85,7 +87,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--check", action="store_true",
                         help="print how each key of --config was understood and the settings "
                              "that would run, then exit without running (status 1 when a "
-                             "file it names is missing)")
+                             "file it names is missing or a capture cannot be read)")
 
 
 class TerminalReporter(Reporter):
@@ -155,25 +157,27 @@ def checkpoint_store(out_dir: str) -> CheckpointStore:
 
 def check_report(path: str | None, reading: Reading, config: RunConfig) -> str:
     """What ``--check`` prints: each key of the file and what it became, where the targets
-    come from, the files that are missing, and the settings that would run (JSON)."""
+    come from, the files that are missing or cannot be read (``check_problems``), and the
+    settings that would run (JSON)."""
     from diffrec.pipeline.captures import capture_layout
+    from diffrec.pipeline.inputs import target_folder
 
     lines = []
     if path:
         kind = ("the reference system's config: its defaults apply where it is silent"
                 if reading.reference else "diffrec settings")
         lines += [f"{path} ({kind}):", *(f"  {line}" for line in reading.lines)]
-    sources = config.sources
-    if sources.dataset:
+    sources, folder = config.sources, target_folder(config.sources)
+    if folder:
         found = {"nerf": "a NeRF-style folder",
                  "nerfstudio": "a nerfstudio / instant-ngp transforms.json",
                  "llff": "an LLFF capture", "colmap": "a COLMAP model",
-                 None: "see below"}[capture_layout(sources.dataset)]
-        lines.append(f"targets: the images of {sources.dataset} ({found})")
+                 None: "see below"}[capture_layout(folder)]
+        lines.append(f"targets: the images of {folder} ({found})")
     elif sources.ref_mesh:
         lines.append(f"targets: {config.settings.size.views} renders of {sources.ref_mesh} "
                      f"under {sources.envmap}")
-    lines += [f"NOT FOUND: {problem}" for problem in missing_files(config)]
+    lines += check_problems(config)
     lines.append(validation_line(config))
     if reading.reference or config.settings.schedule.kind == "nvdiffrec":
         lines += ["departures from nvdiffrec's behaviour:",
@@ -182,27 +186,35 @@ def check_report(path: str | None, reading: Reading, config: RunConfig) -> str:
     return "\n".join(lines)
 
 
+def check_problems(config: RunConfig) -> list[str]:
+    """One line per problem that stops the run before it starts (``--check`` then exits with
+    status 1): each file it names that is missing, each capture there that cannot be read."""
+    return ([f"NOT FOUND: {problem}" for problem in missing_files(config)]
+            + [f"CANNOT READ: {problem}" for problem in unreadable_captures(config)])
+
+
 def validation_line(config: RunConfig) -> str:
     """Which views the run holds out for validation, and how many it trains on."""
     from diffrec.pipeline.captures import read_any_capture
+    from diffrec.pipeline.inputs import has_test_split, target_folder
     from diffrec.pipeline.views import HELD_OUT_SHARE, held_out_count
     from diffrec.protocol.captures import CaptureError
 
-    settings, dataset = config.settings, config.sources.dataset
+    settings, folder = config.settings, target_folder(config.sources)
     if not settings.reporting.validation:
         return "validation: none (every view trains)"
-    if not dataset:
+    if not folder:
         return (f"validation: {settings.size.test_views} more renders from other cameras; "
                 f"training on {settings.size.views}")
     try:
-        count = len(read_any_capture(dataset, "train").frames)
+        count = len(read_any_capture(folder, "train").frames)
+        test = read_any_capture(folder, "test") if has_test_split(folder) else None
     except CaptureError:
-        return "validation: unknown (the capture cannot be read)"
-    try:
-        held = len(read_any_capture(dataset, "test").frames)
-        return f"validation: the {held} views of the test split; training on all {count}"
-    except CaptureError:
-        held = held_out_count(count, settings.size.test_views)
+        return "validation: unknown (the capture cannot be read, as said above)"
+    if test is not None:
+        return (f"validation: the {len(test.frames)} views of the test split; training on all "
+                f"{count}")
+    held = held_out_count(count, settings.size.test_views)
     return (f"validation: {held} of the capture's {count} views held out (test_views "
             f"{settings.size.test_views}, at most one in {HELD_OUT_SHARE}); training on "
             f"{count - held}")
@@ -212,13 +224,14 @@ def missing_files(config: RunConfig) -> list[str]:
     """One sentence per file or folder the run would read and cannot find (relative paths
     from the working directory)."""
     from diffrec.pipeline.captures import capture_layout, poses_hint
+    from diffrec.pipeline.inputs import target_folder
 
-    sources, missing = config.sources, []
-    if sources.dataset and capture_layout(sources.dataset) is None:
-        missing.append(f"dataset {sources.dataset}: "
+    sources, folder, missing = config.sources, target_folder(config.sources), []
+    if folder and capture_layout(folder) is None:
+        missing.append(f"{'dataset' if sources.dataset else 'ref_mesh'} {folder}: "
                        + ("no transforms_train.json, transforms.json, poses_bounds.npy or "
-                          f"COLMAP model there{poses_hint(sources.dataset)}"
-                          if Path(sources.dataset).is_dir() else "no such folder"))
+                          f"COLMAP model there{poses_hint(folder)}"
+                          if Path(folder).is_dir() else "no such folder"))
     if sources.start_renders and capture_layout(sources.start_renders) is None:
         missing.append(f"start_renders {sources.start_renders}: no capture there (a folder "
                        "like the dataset's)")
@@ -227,6 +240,29 @@ def missing_files(config: RunConfig) -> list[str]:
         if value and not Path(value).exists():
             missing.append(f"{key} {value}: no such file")
     return missing
+
+
+def unreadable_captures(config: RunConfig) -> list[str]:
+    """The capture's own sentence for each split the run would read that is there
+    (``capture_layout``) but cannot be read: the targets' train split, their test split where
+    the capture has one (``inputs.has_test_split``), the start renders."""
+    from diffrec.pipeline.captures import capture_layout, read_any_capture
+    from diffrec.pipeline.inputs import has_test_split, target_folder
+    from diffrec.protocol.captures import CaptureError
+
+    folder, renders = target_folder(config.sources), config.sources.start_renders
+    reads = []
+    if folder and capture_layout(folder):
+        reads += [(folder, "train")] + ([(folder, "test")] if has_test_split(folder) else [])
+    if renders and capture_layout(renders):
+        reads.append((renders, "train"))
+    problems = []
+    for capture, split in reads:
+        try:
+            read_any_capture(capture, split)
+        except CaptureError as error:
+            problems.append(str(error))
+    return problems
 
 
 def memory_line(config: RunConfig) -> str:
@@ -349,7 +385,7 @@ def run(args) -> int:
     config = build_config(reading.values(PRESETS.get(args.preset)), flags)
     if args.check:
         print(check_report(args.config, reading, config))
-        return 1 if missing_files(config) else 0
+        return 1 if check_problems(config) else 0
     check_bounds(config.settings, device_memory_bytes(config.device))
     # torch-heavy modules are imported only when a run starts
     from diffrec.pipeline import distributed

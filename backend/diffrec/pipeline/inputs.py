@@ -20,7 +20,7 @@ from diffrec.light.equirect import from_nvdiffrec_layout
 from diffrec.mesh import Mesh
 from diffrec.mesh.box import fit_to_box
 from diffrec.pipeline.captures import capture_layout
-from diffrec.pipeline.config import RunConfig
+from diffrec.pipeline.config import RunConfig, Sources
 from diffrec.pipeline.loading import load_dataset
 from diffrec.pipeline.reference_cameras import (
     REFERENCE_CAMERA_RADIUS,
@@ -30,7 +30,10 @@ from diffrec.pipeline.reference_cameras import (
 from diffrec.pipeline.reference_views import render_reference_views
 from diffrec.pipeline.renderer_gap import matching_start_renders
 from diffrec.pipeline.views import HELD_OUT_SHARE, Views, hold_out_views
-from diffrec.protocol.captures import FOUND_POSE_LAYOUTS
+from diffrec.protocol.capture_tools import SPLIT_KEYS
+from diffrec.protocol.captures import CAPTURE_TOOLS_FILE, FOUND_POSE_LAYOUTS
+from diffrec.protocol.file_checks import FileCheckError, read_json
+from diffrec.protocol.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -64,17 +67,54 @@ def read_mesh(path: str | Path):
     raise UserError(f"cannot read mesh {path}: use .obj, .glb or .gltf")
 
 
+def target_folder(sources: Sources) -> str | None:
+    """The capture folder whose images are the targets: ``dataset``, or a ``ref_mesh`` that
+    names a folder; None where the targets are renders of a mesh."""
+    if sources.dataset:
+        return sources.dataset
+    return sources.ref_mesh if sources.ref_mesh and Path(sources.ref_mesh).is_dir() else None
+
+
+def has_test_split(folder: str | Path) -> bool:
+    """Whether the capture in ``folder`` has a test split of its own: a NeRF-style folder's
+    ``transforms_test.json``, or a capture tool's ``transforms.json`` that lists one
+    (``test_filenames`` or ``val_filenames``); an LLFF capture or a COLMAP model has none,
+    nor has a ``transforms.json`` that cannot be parsed (reading its train split says why)."""
+    layout = capture_layout(folder)
+    if layout == "nerf":
+        return (Path(folder) / "transforms_test.json").exists()
+    if layout != "nerfstudio":
+        return False
+    try:
+        transforms = read_json(Path(folder) / CAPTURE_TOOLS_FILE)
+    except FileCheckError:
+        return False
+    return isinstance(transforms, dict) and any(key in transforms for key in SPLIT_KEYS["test"])
+
+
+def _held_out(dataset: str, views: Views, settings: Settings) -> tuple[Views, Views]:
+    """``(train, test)`` of the views of a capture without a test split, logged."""
+    train, test = hold_out_views(views, settings.size.test_views, settings.run.seed)
+    log.info("%s has no test split: %d of its %d views held out for validation (test_views "
+             "%d, at most one in %d, chosen at random from seed %d): %s", dataset, len(test),
+             len(views), settings.size.test_views, HELD_OUT_SHARE, settings.run.seed,
+             ", ".join(test.names))
+    return train, test
+
+
 def load_inputs(config: RunConfig, ctx: raster.RasterContext, hold_out: bool = True) -> Inputs:
-    """Targets and starting mesh from the config's sources: a capture folder (``dataset``, or
-    a ``ref_mesh`` that names a folder: NeRF-style or LLFF) or a reference mesh rendered under
-    ``envmap`` (scaled by ``env_scale``; its material replaced by ``ref_material``'s first),
-    at the settings' ``train_res``. ``envmap`` is returned in Blender's layout whatever
-    ``envmap_layout`` it was read in.
+    """Targets and starting mesh from the config's sources: a capture folder
+    (``target_folder``) or a reference mesh rendered under ``envmap`` (scaled by
+    ``env_scale``; its material replaced by ``ref_material``'s first), at the settings'
+    ``train_res``. ``envmap`` is returned in Blender's layout whatever ``envmap_layout`` it
+    was read in.
 
     ``hold_out=False`` (what ``diffrec submit`` sends; the server holds out views itself):
     ``train`` has all the target views (a dataset's ``transforms_train.json`` whole, or
     ``views`` renders of a reference mesh), ``test`` is None, and a dataset's
-    ``transforms_test.json`` is not read.
+    ``transforms_test.json`` is not read. Otherwise a capture's own test split
+    (``has_test_split``) is read as any split is, its errors raised; only a capture without
+    one has training views held out (``views.hold_out_views``).
     """
     sources, settings = config.sources, config.settings
     envmap = None
@@ -85,8 +125,7 @@ def load_inputs(config: RunConfig, ctx: raster.RasterContext, hold_out: bool = T
     base_asset = read_mesh(sources.base_mesh) if sources.base_mesh else None
     base = base_asset.mesh if base_asset else None
     base_material = base_asset.materials[0] if base_asset and base_asset.materials else None
-    dataset = sources.dataset or (sources.ref_mesh if sources.ref_mesh and
-                                  Path(sources.ref_mesh).is_dir() else None)
+    dataset = target_folder(sources)
     if sources.start_renders and not dataset:
         raise UserError("start renders go with a dataset: the targets they correct")
     if dataset:
@@ -96,17 +135,11 @@ def load_inputs(config: RunConfig, ctx: raster.RasterContext, hold_out: bool = T
                               near_far=sources.near_far, auto_masks=False)
                  if sources.start_renders else None)
         test = None
-        if hold_out:
-            try:
-                test = load_dataset(dataset, "test", settings.size.train_res,
-                                    near_far=sources.near_far, mask_maker=sources.mask_maker)
-            except UserError:
-                train, test = hold_out_views(train, settings.size.test_views, settings.run.seed)
-                log.info("%s has no test split: %d of its %d views held out for validation "
-                         "(test_views %d, at most one in %d, chosen at random from seed %d): "
-                         "%s", dataset, len(test), len(train) + len(test),
-                         settings.size.test_views, HELD_OUT_SHARE, settings.run.seed,
-                         ", ".join(test.names))
+        if hold_out and has_test_split(dataset):
+            test = load_dataset(dataset, "test", settings.size.train_res,
+                                near_far=sources.near_far, mask_maker=sources.mask_maker)
+        elif hold_out:
+            train, test = _held_out(dataset, train, settings)
         start = None if given is None else matching_start_renders(given, train)
         return Inputs(train, test, base, envmap, base_material, start,
                       poses_found=capture_layout(dataset) in FOUND_POSE_LAYOUTS)

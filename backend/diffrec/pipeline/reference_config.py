@@ -7,11 +7,12 @@ instead; nothing is dropped silently. Keys that are diffrec's own settings pass 
 
 A file is read as the reference system's when it has any key only that system uses (``iter``,
 ``lock_pos``, ``random_textures``...); then its defaults for the keys it leaves out apply where
-they differ from ours and change the run: without ``base_mesh`` the run reconstructs, with one
-it refines the mesh (``lock_pos`` false) or only the materials (``lock_pos`` true); it trains
-on nvdiffrec's ``schedule`` (unless the file gives ``schedule: diffrec``) with its light
-resolution and starting surface (``Reading.defaults``: a ``--preset`` given on the command
-line overrides the sizes among them). ``departures`` lists what a run still does otherwise.
+they differ from ours and change the run: without ``base_mesh`` the run reconstructs (whatever
+``lock_pos`` says), with one it refines the mesh (``lock_pos`` false) or only the materials
+(``lock_pos`` true); it trains on nvdiffrec's ``schedule`` (unless the file gives ``schedule:
+diffrec``) with its light resolution and starting surface (``Reading.defaults``: a
+``--preset`` given on the command line overrides the sizes among them). ``departures`` lists
+what a run still does otherwise.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from diffrec.errors import UserError
 from diffrec.pipeline.captures import capture_layout
 from diffrec.pipeline.reference_cameras import REFERENCE_ELEVATIONS_DEGREES
 from diffrec.protocol.close_names import setting_hint
-from diffrec.protocol.settings import BACKGROUNDS
+from diffrec.protocol.settings import BACKGROUNDS, GEOMETRIES
 
 DISPLAY_PANELS = {"kd": "kd", "ks": "ks", "normal": "normal", "white": "shading-only"}
 
@@ -79,9 +80,11 @@ def _ref_mesh(value, data) -> tuple[dict, str]:
         layout = capture_layout(path)
         if layout is None:
             raise Refused(f"ref_mesh {value} is a folder with neither transforms_train.json "
-                          "(NeRF-style) nor poses_bounds.npy (LLFF) nor a COLMAP model: name "
-                          "a mesh file or a dataset folder")
-        kind = {"nerf": "a NeRF-style dataset folder", "llff": "an LLFF capture",
+                          "(NeRF-style) nor transforms.json (a capture tool's) nor "
+                          "poses_bounds.npy (LLFF) nor a COLMAP model: name a mesh file or a "
+                          "dataset folder")
+        kind = {"nerf": "a NeRF-style dataset folder",
+                "nerfstudio": "a capture tool's transforms.json", "llff": "an LLFF capture",
                 "colmap": "a COLMAP model"}[layout]
         return {"dataset": str(path)}, f"dataset = {path} ({kind}: its images are the targets)"
     if path.suffix == "" and not path.exists():
@@ -141,6 +144,27 @@ def _multi_gpu(value, data) -> tuple[dict, str]:
         raise Refused("multi_gpu (training one job on several GPUs with apex) is not read from "
                       "a config: give diffrec optimize --gpus N, or start it under torchrun")
     return {}, "one device per job, as asked"
+
+
+def _lock_pos(value, data) -> tuple[dict, str]:
+    """With ``base_mesh``: materials (the mesh locked) or refine; without one nvdiffrec
+    reconstructs, and lock_pos only locks its second pass's mesh."""
+    locked = _bool(value, "lock_pos")
+    if "base_mesh" not in data:
+        return {"mode": "reconstruct"}, (
+            "mode = 'reconstruct' (no base_mesh: the surface is found from scratch; pass 2's "
+            "vertices move, as diffrec's reconstruct always moves them"
+            + (", where nvdiffrec's lock_pos true keeps them)" if locked else ")"))
+    if locked:
+        return ({"mode": "materials", "normal_map": "on"}, "mode = 'materials', normal_map = "
+                "'on' (nvdiffrec trains one with a fixed mesh too)")
+    return {"mode": "refine"}, "mode = 'refine'"
+
+
+def _isosurface(value, data) -> tuple[dict, str]:
+    if value not in GEOMETRIES:
+        raise Refused(f"isosurface must be one of {', '.join(GEOMETRIES)}, not {value!r}")
+    return {"geometry": value}, f"geometry = {value!r} (the pass-1 surface model)"
 
 
 def _local_rank(value, data) -> tuple[dict, str]:
@@ -220,7 +244,7 @@ KEYS: dict[str, Callable] = {
     "loss": _plain("loss", str),
     "validate": lambda v, d: ({"validation": _bool(v, "validate")},
                               f"validation = {v} (held-out views rendered and scored)"),
-    "isosurface": _plain("geometry", str, "the pass-1 surface model"),
+    "isosurface": _isosurface,
     "mtl_override": _plain("ref_material", str, "replaces the reference mesh's material"),
     "dmtet_grid": _plain("grid", int, "grid cells per side"),
     "mesh_scale": _plain("mesh_scale", float, "side of the box the surface is sought in"),
@@ -233,9 +257,7 @@ KEYS: dict[str, Callable] = {
                                         "camera)"),
     "lock_light": lambda v, d: ({"lock_light": _bool(v, "lock_light")},
                                 f"lock_light = {v} (light learnt in pass 1 only)"),
-    "lock_pos": lambda v, d: (({"mode": "materials", "normal_map": "on"}, "mode = 'materials', "
-                               "normal_map = 'on' (nvdiffrec trains one with a fixed mesh too)")
-                              if _bool(v, "lock_pos") else ({"mode": "refine"}, "mode = 'refine'")),
+    "lock_pos": _lock_pos,
     "learn_light": lambda v, d: ({"light": "learn" if _bool(v, "learn_light") else "fixed"},
                                  f"light = {'learn' if v else 'fixed'}"),
     "sdf_regularizer": _plain("sdf_regularizer", float),
