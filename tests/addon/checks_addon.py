@@ -450,9 +450,10 @@ def check_capture_tool_folder_as_dataset_targets():
             assert np.allclose(sent[0, :4], (20.0, 21.0, 15.0, 12.5)), sent
             assert np.allclose(poses[0], pose), "a lone camera is not recentred"
             assert submission.poses_found(scene.diffrec.dataset_path), "refined by the job"
-            # without mask_path: the masks the backend made for the capture, where it has
+            # without mask_path nor masks/: the masks the backend made for the capture
             (root / "masks_auto" / "images").mkdir(parents=True)
             (root / "masks" / "a.png").rename(root / "masks_auto" / "images" / "a.png")
+            (root / "masks").rmdir()
             del content["frames"][0]["mask_path"]
             (root / "transforms.json").write_text(json.dumps(content))
             images, _poses, _sent = submission.dataset_targets(scene.diffrec.dataset_path)

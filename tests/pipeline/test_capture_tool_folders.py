@@ -112,3 +112,17 @@ def test_optimize_runs_on_a_distorted_capture(tmp_path, caplog):
     corrections = metrics["pose_corrections"]
     assert corrections["views"] == 7 and "poses were corrected" in caplog.text
     assert corrections["turn_degrees"]["max"] < 0.5, corrections  # measured 0.24
+
+
+def test_a_masks_folder_without_mask_path_gives_the_photos_alpha(tmp_path):
+    """masks/ beside transforms.json, not named by mask_path, is read as LLFF's and COLMAP's
+    are (by name): the photos were taken as having no masks."""
+    write_distorted_capture(tmp_path, 3)
+    named = load_dataset(tmp_path)
+    content = json.loads((tmp_path / "transforms.json").read_text())
+    for frame in content["frames"]:
+        del frame["mask_path"]
+    (tmp_path / "transforms.json").write_text(json.dumps(content))
+    unnamed = load_dataset(tmp_path, auto_masks=False)
+    assert (unnamed.images[..., 3] < 0.5).any()
+    torch.testing.assert_close(unnamed.images, named.images)

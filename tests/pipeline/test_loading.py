@@ -167,3 +167,73 @@ def test_error_matrix_not_affine_names_the_file(tmp_path):
     write_folder(tmp_path, linear_of_codes(random_codes(2)), matrices=matrices)
     message = folder_error(tmp_path)
     assert "transforms_train.json" in message and "must be affine" in message
+
+
+# ---------------------------------------------------------------- masks and shapes
+
+
+def with_masks(root, transforms, masks: dict, split="train"):
+    """Masks ``{frame index: [H, W] values 0..1}`` written as 8-bit PNGs ``masks/r_i.png``
+    and named by those frames' mask_path."""
+    for index, mask in masks.items():
+        write_image(root / "masks" / f"r_{index}.png", mask, data=True)
+        transforms["frames"][index]["mask_path"] = f"masks/r_{index}.png"
+    (root / f"transforms_{split}.json").write_text(json.dumps(transforms))
+
+
+def test_photos_stored_rotated_are_refused_and_downscales_read(tmp_path):
+    """w x h swapped against the pixels (a phone's photo stored rotated, with an EXIF
+    orientation tag): fx and fy were scaled apart; a uniform downscale of w x h is read."""
+    write_folder(tmp_path, linear_of_codes(random_codes(2)), transforms={"w": HEIGHT, "h": WIDTH})
+    message = folder_error(tmp_path)
+    assert message.startswith(f"{tmp_path / 'transforms_train.json'}: train/r_0.png: the image is "
+                              f"{WIDTH}x{HEIGHT} pixels but its camera is stated for "
+                              f"{HEIGHT}x{WIDTH} (w x h), another shape"), message
+    assert "EXIF orientation tag, which diffrec does not apply: save the photos upright" in message
+    write_folder(tmp_path, linear_of_codes(random_codes(2)),
+                 transforms={"w": 3 * WIDTH + 1, "h": 3 * HEIGHT, "fl_x": 30.0})
+    views = load_dataset(tmp_path)
+    assert views.cameras.fx[0].item() == pytest.approx(30.0 * WIDTH / (3 * WIDTH + 1))
+    assert views.cameras.fy[0].item() == pytest.approx(10.0)
+
+
+def test_masks_for_some_photos_only_are_refused(tmp_path):
+    """The photos without one were taken as all object (held-out 7 dB instead of 20); photos
+    with alpha of their own need no mask."""
+    transforms = write_folder(tmp_path, linear_of_codes(random_codes(4, channels=3)))
+    with_masks(tmp_path, transforms, {1: np.ones((HEIGHT, WIDTH))})
+    assert folder_error(tmp_path) == (
+        f"{tmp_path / 'transforms_train.json'}: 3 of 4 photos have no mask (and no alpha) "
+        "though the others have one (r_0.png, r_2.png, r_3.png): give a mask for every "
+        "photo, or for none (masks are then made)")
+
+    codes = random_codes(2)
+    transforms = write_folder(tmp_path, linear_of_codes(codes))
+    with_masks(tmp_path, transforms, {1: np.zeros((HEIGHT, WIDTH))})
+    views = load_dataset(tmp_path)
+    torch.testing.assert_close(views.images[0, ..., 3], codes[0, ..., 3] / 255)
+    assert (views.images[1, ..., 3] == 0).all()
+
+
+def test_masks_of_zero_and_one_are_refused(tmp_path):
+    """An 8-bit mask saved 0 / 1 instead of 0 / 255 was read as alpha 0.004."""
+    transforms = write_folder(tmp_path, linear_of_codes(random_codes(2, channels=3)))
+    binary = np.zeros((HEIGHT, WIDTH))
+    binary[4:12, 6:18] = 1 / 255  # written as the code 1
+    with_masks(tmp_path, transforms, {0: binary, 1: binary})
+    assert folder_error(tmp_path) == (
+        f"mask {tmp_path / 'masks/r_0.png'} holds only the values 0 and 1: masks are 0 for "
+        "background to 255 for the object (white), so save it with 255 where it holds 1")
+    with_masks(tmp_path, transforms, {0: binary * 255, 1: binary * 255})
+    assert load_dataset(tmp_path).images[..., 3].sum() == 2 * 8 * 12
+
+
+def test_made_masks_of_photos_since_cropped_are_named_as_made_by_an_earlier_run(tmp_path):
+    write_folder(tmp_path, linear_of_codes(random_codes(2, channels=3)))
+    for index in range(2):
+        write_image(tmp_path / "masks_auto" / "train" / f"r_{index}.png",
+                    np.ones((HEIGHT, HEIGHT)), data=True)
+    assert folder_error(tmp_path) == (
+        f"mask {tmp_path / 'masks_auto/train/r_0.png'} is {HEIGHT}x{HEIGHT} but its image is "
+        f"{WIDTH}x{HEIGHT}: it was made by an earlier run, for the photos as they were then: "
+        f"delete {tmp_path / 'masks_auto'} to have masks made again")

@@ -198,6 +198,12 @@ REFUSALS = {
     "a split naming no frame": (lambda c: c.update(train_filenames=["images/other.jpg"]),
                                 r"train_filenames names 1 files that no frame has "
                                 r"\(images/other\)"),
+    "a coefficient in capitals": (lambda c: c.update(camera_model="OPENCV", K1=-0.15),
+                                  r"transforms.json: the key 'K1' is not read: it is spelt "
+                                  r"'k1' \(keys are case-sensitive\)"),
+    "a frame's intrinsic in capitals": (lambda c: c["frames"][1].update(FL_X=120.0),
+                                        r"frame 1 \(images/frame_00001.jpg\): the key 'FL_X' "
+                                        r"is not read: it is spelt 'fl_x'"),
 }
 
 
@@ -210,3 +216,56 @@ def test_each_refusal_is_one_sentence_naming_the_element(tmp_path, name):
     with pytest.raises(CaptureError, match=message) as caught:
         read_capture(tmp_path, undistorts=True)
     assert "\n" not in str(caught.value)
+
+
+def test_a_masks_folder_beside_the_file_is_read_and_mask_path_wins(tmp_path):
+    """Without mask_path, each frame's mask is its image's in masks/ (by stem; else the
+    masks in sorted order paired with the images in sorted order, whatever the frames'
+    order); a frame's mask_path wins."""
+    content = write_capture(tmp_path, 3)
+    (tmp_path / "masks").mkdir()
+    for index in range(3):
+        (tmp_path / f"masks/frame_{index:05d}.png").write_bytes(b"mask")
+    assert [frame.mask.name for frame in read_capture(tmp_path).frames] == [
+        "frame_00000.png", "frame_00001.png", "frame_00002.png"]
+
+    (tmp_path / "other.png").write_bytes(b"mask")
+    content["frames"][1]["mask_path"] = "other.png"
+    content["frames"] = content["frames"][::-1]  # frames 2, 1, 0
+    (tmp_path / "transforms.json").write_text(json.dumps(content))
+    for index, name in enumerate("cab"):  # sorted: a, b, c for frames 0, 1, 2
+        (tmp_path / f"masks/frame_{index:05d}.png").rename(tmp_path / f"masks/{name}.png")
+    masks = [frame.mask.relative_to(tmp_path).as_posix() for frame in read_capture(tmp_path).frames]
+    assert masks == ["masks/c.png", "other.png", "masks/a.png"]
+
+
+def test_photos_of_another_shape_than_stated_are_refused_downscales_read(tmp_path):
+    """Photos stored rotated (an EXIF orientation tag) would stretch the intrinsics: the
+    first image is named; a downscale, rounded to whole pixels, is read."""
+    write_capture(tmp_path, 2)
+    capture = read_capture(tmp_path)
+    with pytest.raises(CaptureError, match=r"^images/frame_00000.jpg: the image is 120x160 "
+                       r"pixels but its camera is stated for 160x120 \(w x h\), another shape: "
+                       r"most likely the photo is stored rotated with an EXIF orientation tag"):
+        capture.intrinsics(120, 160, stored=(120, 160))
+    with pytest.raises(CaptureError, match="the image is 120x160 pixels"):
+        capture.intrinsics(60, 80, stored=(120, 160))
+    scale = np.tile([53 / 160, 40 / 120], 2)  # 160x120 / 3, rounded
+    np.testing.assert_allclose(capture.intrinsics(53, 40, stored=(53, 40))[0],
+                               [150, 140, 83, 57.5] * scale)
+
+
+def test_an_absolute_file_path_is_refused_as_absolute(tmp_path):
+    """One inside the folder does not lead outside it: the sentence says what is wrong."""
+    content = write_capture(tmp_path, 2)
+    content["frames"][0]["file_path"] = str(tmp_path / "images/frame_00000.jpg")
+    (tmp_path / "transforms.json").write_text(json.dumps(content))
+    with pytest.raises(CaptureError, match=r"frame 0 .*' is an absolute path: "
+                       r"a file may only name files of its own folder by a path relative"):
+        read_capture(tmp_path)
+
+
+def test_unknown_keys_in_other_cases_pass(tmp_path):
+    """Only the names of read keys in another case are refused: capture tools add others."""
+    write_capture(tmp_path, 2, top={**SHARED, "Orientation": 1, "colmap_im_id": 4, "K9": 0})
+    assert len(read_capture(tmp_path).frames) == 2

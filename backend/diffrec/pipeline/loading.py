@@ -24,7 +24,7 @@ from diffrec.io import read_image, write_image
 from diffrec.pipeline.auto_masks import make_masks
 from diffrec.pipeline.captures import read_any_capture
 from diffrec.pipeline.views import Views, resize_rgba
-from diffrec.protocol.captures import CaptureError
+from diffrec.protocol.captures import AUTO_MASKS, CaptureError
 from diffrec.protocol.images import longest_side_size
 
 log = logging.getLogger(__name__)
@@ -44,8 +44,8 @@ def load_dataset(
 ) -> Views:
     """The views of a capture folder in any layout ``diffrec.protocol.captures`` reads: a
     NeRF-style folder (``transforms_{split}.json`` + images), a capture tool's
-    ``transforms.json`` (+ images and ``mask_path`` masks; one split unless it lists them;
-    distorted photos undistorted, ``Frame.undistort``), an LLFF capture
+    ``transforms.json`` (+ images and masks, ``mask_path`` or ``masks/``; one split unless it
+    lists them; distorted photos undistorted, ``Frame.undistort``), an LLFF capture
     (``poses_bounds.npy`` + ``images[_N]/`` + ``masks/``; one split, "train") or a COLMAP
     model (``sparse/0/`` + ``images[_N]/`` + ``masks/``; one split; needs pycolmap).
 
@@ -55,7 +55,8 @@ def load_dataset(
     image has either and ``auto_masks``: the masks kept in ``Capture.auto_masks`` where every
     frame has one, else masks made from the photos (``diffrec.pipeline.auto_masks``, each
     photo first segmented by ``mask_maker``: "grabcut" or "rembg") and written there; the
-    log says which. Otherwise images with neither get alpha 1 (with a warning).
+    log says which. Otherwise images with neither get alpha 1 (with a warning). Masks for
+    some photos only, the others without alpha, are refused (``_check_masks_for_all``).
 
     ``resolution``: None keeps the images' size; an int is the longer side (aspect kept,
     the other side rounded); ``(width, height)`` is exact. See ``resize_rgba`` for the
@@ -91,6 +92,7 @@ def load_dataset(
         if not has_alpha and frame.mask is None:
             missing_alpha.append(frame.image.name)
         images.append(resize_rgba(image[None], *target)[0])
+    _check_masks_for_all(capture, missing_alpha)
     cameras = capture_cameras(capture, *target, file_size, near_far)
     if auto_masks and len(missing_alpha) == len(images):
         masked = _auto_masked(capture, cameras, torch.stack(images), file_size, mask_maker)
@@ -100,6 +102,18 @@ def load_dataset(
                     "as fully covered (alpha = 1)", len(missing_alpha), folder,
                     ", ".join(missing_alpha[:3]))
     return Views(cameras, torch.stack(images), capture.names())
+
+
+def _check_masks_for_all(capture, missing_alpha: list[str]) -> None:
+    """UserError where some frames of ``capture`` have a mask but the images
+    ``missing_alpha`` (file names) have neither mask nor alpha: they would be taken as all
+    object."""
+    if not missing_alpha or all(frame.mask is None for frame in capture.frames):
+        return
+    shown = ", ".join(missing_alpha[:3]) + (", ..." if len(missing_alpha) > 3 else "")
+    raise UserError(f"{capture.source}: {len(missing_alpha)} of {len(capture.frames)} photos "
+                    f"have no mask (and no alpha) though the others have one ({shown}): give "
+                    "a mask for every photo, or for none (masks are then made)")
 
 
 def _auto_masked(capture, cameras, images: torch.Tensor, file_size: tuple[int, int],
@@ -117,7 +131,7 @@ def _auto_masked(capture, cameras, images: torch.Tensor, file_size: tuple[int, i
             log.info("%s: the masks read back are used whichever way they were made "
                      "(mask_maker %s makes masks only where there are none)", capture.source,
                      mask_maker)
-        return torch.stack([_with_mask(image, path)
+        return torch.stack([_with_mask(image, path, made=capture.folder / AUTO_MASKS)
                             for image, path in zip(images, files, strict=True)])
     log.info("%s: no masks and no alpha: making masks from the photos and their cameras "
              "(each photo segmented by %s)", capture.source, mask_maker)
@@ -139,18 +153,36 @@ def _auto_masked(capture, cameras, images: torch.Tensor, file_size: tuple[int, i
     return torch.cat([images[..., :3], alpha[..., None]], -1)
 
 
-def _with_mask(image: torch.Tensor, mask_path: Path) -> torch.Tensor:
+def _with_mask(image: torch.Tensor, mask_path: Path, made: Path | None = None
+               ) -> torch.Tensor:
     """``image`` [H, W, 4] with its alpha replaced by the mask file's first channel, resized
-    to the image (full-size masks serve a downscaled ``images_N`` copy)."""
+    to the image (full-size masks serve a downscaled ``images_N`` copy); ``made``: the
+    folder of masks made by an earlier run the mask comes from, named where it no longer
+    fits its image."""
     mask = torch.from_numpy(read_image(mask_path, data=True))[..., :1]
+    _check_not_binary(mask, mask_path)
     (height, width), (mask_height, mask_width) = image.shape[:2], mask.shape[:2]
     if abs(mask_width * height - mask_height * width) > max(mask_width, mask_height):
+        fix = "masks must have their images' shape"
+        if made is not None:
+            fix = (f"it was made by an earlier run, for the photos as they were then: delete "
+                   f"{made} to have masks made again")
         raise UserError(f"mask {mask_path} is {mask_width}x{mask_height} but its image is "
-                        f"{width}x{height}: masks must have their images' shape")
+                        f"{width}x{height}: {fix}")
     if (mask_height, mask_width) != (height, width):
         mask = F.interpolate(mask.permute(2, 0, 1)[None], size=(height, width), mode="bilinear",
                              align_corners=False, antialias=True)[0].permute(1, 2, 0)
     return torch.cat([image[..., :3], mask.clamp(0.0, 1.0)], -1)
+
+
+def _check_not_binary(mask: torch.Tensor, mask_path: Path) -> None:
+    """UserError for a ``mask`` (values 0 to 1) holding only 0 and 1/255: a mask saved as 0
+    and 1 where 0 and 255 were meant, which would make the object nearly transparent."""
+    step = torch.tensor(1.0) / 255
+    if mask.max() == step and ((mask == 0) | (mask == step)).all():
+        raise UserError(f"mask {mask_path} holds only the values 0 and 1: masks are 0 for "
+                        "background to 255 for the object (white), so save it with 255 where "
+                        "it holds 1")
 
 
 def _undistorted(frame, image: torch.Tensor) -> torch.Tensor:

@@ -11,7 +11,10 @@ frame's value wins), each read or refused here:
   ``EQUIRECTANGULAR``, ``FISHEYE624``, instant-ngp's ``ftheta_p0`` / ``latlong`` /
   ``equirectangular`` lenses) are refused. Distorted photos are undistorted on reading
   (``diffrec.protocol.lens``); ``w`` and ``h`` must then be given.
-- ``mask_path`` (per frame): the object's coverage, white = object, becomes the image's alpha.
+- ``mask_path`` (per frame): the object's coverage, white = object, becomes the image's alpha
+  (without it, the image's mask in a ``masks/`` folder beside the file, where there is one).
+- A key that is one of these or of NeRF's intrinsics in other letter case (``K1``) is refused
+  (``check_spelling``): it would be left unread.
 - ``train_filenames`` / ``val_filenames`` / ``test_filenames`` (nerfstudio): the splits.
 - Noted and left as they are (``file_notes``): nerfstudio's ``applied_transform`` (the
   rotation it applied to COLMAP's world to make the file's: the cameras are kept in the file's
@@ -39,8 +42,20 @@ from .lens import MODELS, Lens
 CAMERA_MODELS = {"PINHOLE": None, "OPENCV": "opencv", "OPENCV_FISHEYE": "fisheye"}
 """camera_model values read, and the lens model each one is (None: no distortion)."""
 DISTORTION_KEYS = ("k1", "k2", "k3", "k4", "p1", "p2")
+LENS_KEYS = ("camera_model", "is_fisheye", *DISTORTION_KEYS)
 UNREAD_LENSES = ("ftheta_p0", "latlong", "equirectangular")  # instant-ngp's other lenses
 SPLIT_KEYS = {"train": ("train_filenames",), "test": ("test_filenames", "val_filenames")}
+
+
+def check_spelling(keys: dict, names) -> None:
+    """ValueError for a key of ``keys`` that is one of ``names`` in other letter case (``K1``
+    for ``k1``): it would be left unread. Other unknown keys pass (capture tools add many)."""
+    spelt = {name.lower(): name for name in names}
+    for key in keys:
+        right = spelt.get(key.lower())
+        if right is not None and key != right:
+            raise ValueError(f"the key {key!r} is not read: it is spelt {right!r} (keys are "
+                             "case-sensitive)")
 
 
 def frame_lens(keys: dict, intrinsics: tuple[float, float, float, float] | None,

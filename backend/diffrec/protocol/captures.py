@@ -14,10 +14,11 @@ Layouts (``detect_layout``):
   the top level or per frame (a frame's value wins). Alpha comes with the images.
 - **Capture tools'** (nerfstudio's ``ns-process-data``, instant-ngp's ``colmap2nerf``,
   Polycam, Record3D, KIRI): one ``transforms.json``, keys as above (``capture_tools`` lists
-  what else is read, refused or noted), read by ``read_nerf``. Its frames are one split,
-  "train", unless the file lists ``train_filenames`` / ``test_filenames`` (or
-  ``val_filenames``) as nerfstudio's may; the cameras are moved so that the point nearest to
-  all optical axes is the origin (``Capture.offset``), as for LLFF.
+  what else is read, refused or noted), read by ``read_nerf``. A frame's mask is its
+  ``mask_path``, else its image's in a ``masks/`` folder beside the file (``find_masks``).
+  Its frames are one split, "train", unless the file lists ``train_filenames`` /
+  ``test_filenames`` (or ``val_filenames``) as nerfstudio's may; the cameras are moved so
+  that the point nearest to all optical axes is the origin (``Capture.offset``), as for LLFF.
 - **LLFF** (real captures, as LLFF's ``imgs2poses`` writes them): ``poses_bounds.npy``, one
   row of 17 numbers per image: a 3x5 matrix (row-major) whose first four columns are the
   camera-to-world matrix with LLFF's camera axes (columns: down, right, backwards) and whose
@@ -56,7 +57,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .capture_tools import file_key, file_notes, frame_lens, split_paths
+from .capture_tools import LENS_KEYS, check_spelling, file_key, file_notes, frame_lens, split_paths
 from .file_checks import FileCheckError, load_npy, read_json
 from .lens import Lens
 
@@ -101,8 +102,7 @@ def inside(folder: Path, name: str | Path, where: str) -> Path:
                            f"a file system takes ({MAX_NAME_BYTES} bytes a name, "
                            f"{MAX_PATH_BYTES} a path): fix the name")
     try:
-        leaves = Path(name).is_absolute() or not path.resolve().is_relative_to(
-            Path(folder).resolve())
+        leaves = not path.resolve().is_relative_to(Path(folder).resolve())
     except (OSError, RuntimeError) as error:  # a loop of links, a folder not readable
         raise CaptureError(f"{where}: cannot follow {shown} in {folder}: "
                            f"{' '.join(str(error).split())}") from None
@@ -110,6 +110,9 @@ def inside(folder: Path, name: str | Path, where: str) -> Path:
         raise CaptureError(f"{where}: {shown} leads outside {folder}: a file may only name "
                            "files inside its own folder (a relative path, without '..' or "
                            "links out of it)")
+    if Path(name).is_absolute():
+        raise CaptureError(f"{where}: {shown} is an absolute path: a file may only name files "
+                           "of its own folder by a path relative to that folder")
     return path
 
 
@@ -138,7 +141,10 @@ class Pinhole:
            ) -> tuple[float, float, float, float]:
         """``(fx, fy, cx, cy)`` in pixels (wire convention: origin at the top-left corner)
         for the images used at ``width`` x ``height``; ``stored``: the (width, height) of
-        the image files, where the file states no ``w`` x ``h`` (default: the size used)."""
+        the image files, where the file states no ``w`` x ``h`` (default: the size used);
+        given, CaptureError where it is not of ``w`` x ``h``'s shape (``check_shape``)."""
+        if stored is not None:
+            self.check_shape(*stored)
         stored_width, stored_height = stored or (width, height)
         file_width = self.w if self.w is not None else stored_width
         file_height = self.h if self.h is not None else stored_height
@@ -159,6 +165,19 @@ class Pinhole:
         cy = self.cy if self.cy is not None else file_height / 2
         sx, sy = width / file_width, height / file_height
         return fx * sx, fy * sy, cx * sx, cy * sy
+
+    def check_shape(self, width: int, height: int) -> None:
+        """CaptureError where image files of ``width`` x ``height`` pixels are not the stated
+        ``w`` x ``h`` scaled alike in both directions (a pixel of a downscale's rounding
+        allowed): their intrinsics would be stretched."""
+        if self.w is None or self.h is None:
+            return
+        if abs(width * self.h - height * self.w) > max(self.w, self.h):
+            raise CaptureError(
+                f"the image is {width}x{height} pixels but its camera is stated for "
+                f"{self.w:g}x{self.h:g} (w x h), another shape: most likely the photo is "
+                "stored rotated with an EXIF orientation tag, which diffrec does not apply: "
+                "save the photos upright (without an orientation tag)")
 
 
 @dataclass
@@ -207,8 +226,16 @@ class Capture:
     def intrinsics(self, width: int, height: int, stored: tuple[int, int] | None = None
                    ) -> np.ndarray:
         """``[N, 4]`` float64 ``(fx, fy, cx, cy)`` for images used at ``width`` x ``height``
-        (``stored``: see ``Pinhole.at``)."""
-        return np.array([frame.pinhole.at(width, height, stored) for frame in self.frames])
+        (``stored``: see ``Pinhole.at``); CaptureError naming the first image whose camera
+        cannot be built."""
+        rows = []
+        for frame in self.frames:
+            try:
+                rows.append(frame.pinhole.at(width, height, stored))
+            except CaptureError as error:
+                raise CaptureError(f"{frame.image.relative_to(self.folder).as_posix()}: "
+                                   f"{error}") from None
+        return np.array(rows)
 
     def camera_to_world(self) -> np.ndarray:
         return np.stack([frame.camera_to_world for frame in self.frames])
@@ -294,12 +321,14 @@ def read_nerf(path: str | Path, *, near: float = 0.1, far: float = 1000.0,
     if not isinstance(entries, list) or not entries:
         raise CaptureError(f"{path} has no frames: its 'frames' list must name at least one "
                            "image with its transform_matrix")
+    _spelling(transforms, str(path))
     frames, missing, missing_masks = [], [], []
     for index, entry in enumerate(entries):
         where = f"{path}, frame {index}"
         if not isinstance(entry, dict) or not isinstance(entry.get("file_path"), str):
             raise CaptureError(f"{where}: each frame needs a 'file_path' string")
         where += f" ({clipped(entry['file_path'])})"
+        _spelling(entry, where)
         matrix = _matrix(entry.get("transform_matrix"), where)
         image = _find_image(path.parent, entry["file_path"], where)
         if image is None:
@@ -320,6 +349,8 @@ def read_nerf(path: str | Path, *, near: float = 0.1, far: float = 1000.0,
         more = ", ..." if len(missing_masks) > _NAMED else ""
         raise CaptureError(f"{len(missing_masks)} of {len(entries)} masks named in {path.name} "
                            f"(mask_path) are missing ({shown}{more}), relative to {path.parent}")
+    if path.name == CAPTURE_TOOLS_FILE:
+        _folder_masks(path.parent / "masks", frames)
     capture = _nerf_capture(path, transforms, entries, frames, split)
     distorted = [frame for frame in capture.frames if frame.lens is not None]
     if distorted and not undistorts:
@@ -330,6 +361,15 @@ def read_nerf(path: str | Path, *, near: float = 0.1, far: float = 1000.0,
             "`diffrec optimize --dataset` and `diffrec submit` undistort the images on reading, "
             "or undistort them first")
     return capture
+
+
+def _spelling(keys: dict, where: str) -> None:
+    """CaptureError naming ``where`` for an intrinsic or lens key of ``keys`` in the wrong
+    letter case (``check_spelling``)."""
+    try:
+        check_spelling(keys, (*_NERF_KEYS, *LENS_KEYS))
+    except ValueError as error:
+        raise CaptureError(f"{where}: {error}") from None
 
 
 def _capture_tool_frame(frame: Frame, transforms: dict, entry: dict, folder: Path,
@@ -354,6 +394,17 @@ def _capture_tool_frame(frame: Frame, transforms: dict, entry: dict, folder: Pat
     except ValueError as error:
         raise CaptureError(f"{where}: {error}") from None
     return frame
+
+
+def _folder_masks(folder: Path, frames: list[Frame]) -> None:
+    """Give the ``frames`` without a ``mask_path`` their mask from ``folder`` (a capture
+    tool's ``masks/``), matched to the images as ``find_masks`` matches them, where there is
+    such a folder."""
+    if all(frame.mask is not None for frame in frames) or not folder.is_dir():
+        return
+    masks = find_masks(folder, [frame.image for frame in frames])
+    for frame, mask in zip(frames, masks, strict=True):
+        frame.mask = frame.mask or mask
 
 
 def _nerf_capture(path: Path, transforms: dict, entries: list, frames: list[Frame],
@@ -545,7 +596,8 @@ def image_files(folder: Path) -> list[Path]:
 
 def find_masks(folder: Path, images: list[Path]) -> list[Path] | None:
     """One mask per image, or None without a ``masks/`` folder: matched by stem, or by the
-    image's whole name plus a suffix (COLMAP's ``image.jpg.png``), else in sorted order."""
+    image's whole name plus a suffix (COLMAP's ``image.jpg.png``), else the masks in sorted
+    name order paired with the images in sorted path order."""
     if not folder.is_dir():
         return None
     masks = image_files(folder)
@@ -554,7 +606,8 @@ def find_masks(folder: Path, images: list[Path]) -> list[Path] | None:
         if all(key(image) in by_stem for image in images):
             return [by_stem[key(image)] for image in images]
     if len(masks) == len(images):
-        return masks
+        paired = dict(zip(sorted(images, key=Path.as_posix), masks, strict=True))
+        return [paired[image] for image in images]
     raise CaptureError(f"{folder} holds {len(masks)} masks for {len(images)} images: give one "
                        "mask per image, named like its image or in the same sorted order")
 
