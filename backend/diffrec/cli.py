@@ -25,6 +25,9 @@ COMMAND_MODULES = (
     "diffrec.commands.submit",
     "diffrec.commands.status",
     "diffrec.commands.fetch",
+    "diffrec.commands.cancel",
+    "diffrec.commands.resume",
+    "diffrec.commands.delete",
     "diffrec.commands.poses",
 )
 

@@ -1,13 +1,19 @@
-"""The command-line client (submit, status, fetch) against a server in a child process."""
+"""The command-line client (submit, status, fetch, cancel, resume, delete) against a server in
+a child process."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import time
 
 import numpy as np
-from helpers.servers import fit_spec, target_images
+import pytest
+from helpers.servers import ServerProcess, fit_spec, free_port, target_images
 
 from diffrec import cli
+from diffrec.protocol import Client, pairing_string, write_keypair
+from diffrec.protocol.keys import generate_keypair
 
 
 def test_submit_wait_status_fetch(server, tmp_path, capsys):
@@ -27,7 +33,7 @@ def test_submit_wait_status_fetch(server, tmp_path, capsys):
     fetched = np.load(tmp_path / "out" / "texture.npy")
     np.testing.assert_allclose(fetched, images.mean(0), atol=2e-3)
     assert cli.main(["submit", str(folder / "job.json"), "--job", "from-cli", *where]) == 0
-    assert "(already submitted)" in capsys.readouterr().out
+    assert "(already submitted: " in capsys.readouterr().out
 
 
 def test_client_errors_are_sentences(server, tmp_path, capsys, monkeypatch):
@@ -53,3 +59,149 @@ def test_a_pairing_string_without_its_key_is_said_before_any_key_pair_is_read(tm
     assert code == 2, error
     assert "diffrec://HOST:PORT?key=HEX" in error and "tcp://HOST:PORT" in error, error
     assert "key pair" not in error, error
+
+
+@pytest.mark.parametrize("server, hint", [
+    ("127.0.0.1:5557", "write tcp://127.0.0.1:5557"), ("gpubox:5557", "write tcp://gpubox:5557"),
+    ("tcp://vm", "give tcp://HOST:PORT"), ("http://gpubox:5557", "give tcp://HOST:PORT")])
+def test_a_server_address_of_another_form_is_refused_first(server, hint, tmp_path, capsys):
+    """status, fetch and submit say the address's form in a sentence; submit before it loads
+    its inputs (here a missing folder, whose error would come first otherwise)."""
+    for argv in (["status"], ["fetch", "j", "--out", str(tmp_path / "j")],
+                 ["submit", str(tmp_path / "missing")]):
+        assert cli.main([*argv, "--server", server, "--timeout", "1"]) == 2
+        error = capsys.readouterr().err
+        assert f"--server {server} is not a server address: {hint}, or the pairing string" \
+            in error, error
+    assert not (tmp_path / "j").exists()
+
+
+def test_a_server_not_reached_is_said_as_its_case(secured, tmp_path, capsys):
+    """No host, nothing listening (both at once, not after three timeouts), a key the server
+    does not allow, a stale pairing string and a plain address for a server with keys: each
+    its own sentence."""
+    server, server_key, keys = secured
+
+    def error(address: str, key_name: str = "alice", timeout: str = "1") -> str:
+        data = tmp_path / key_name
+        if not (data / "keys").exists():
+            shutil.copytree(server.data_dir.parent / key_name, data / "keys")
+        code = cli.main(["status", "--server", address, "--timeout", timeout,
+                         "--data-dir", str(data)])
+        said = capsys.readouterr().err
+        assert code == 2, said
+        return said
+
+    started = time.monotonic()
+    closed = f"tcp://127.0.0.1:{free_port()}"
+    assert f"no diffrec server at {closed}: nothing listens on port" in error(closed,
+                                                                            timeout="20")
+    assert "no-such-host.invalid is not known here" in error("tcp://no-such-host.invalid:5557",
+                                                             timeout="20")
+    assert time.monotonic() - started < 10
+    pairing = pairing_string("127.0.0.1", server.port, server_key)
+    refused = error(pairing, "eve")
+    assert "does not answer this machine: ask its owner to allow" in refused, refused
+    assert keys["eve"][0] in refused
+    stale = pairing_string("127.0.0.1", server.port, generate_keypair()[0])
+    assert "check that --server is the server's current pairing string" in error(stale)
+    assert "something listens at tcp://127.0.0.1:" in error(server.address)
+    assert cli.main(["status", "--server", pairing, "--timeout", "2",
+                     "--data-dir", str(tmp_path / "alice")]) == 0
+
+
+def test_a_server_on_an_ipv6_address_is_reached(tmp_path, capsys):
+    server = ServerProcess(tmp_path / "data")
+    server.address = f"tcp://[::1]:{server.port}"
+    try:
+        server.start(wait=False)
+        with Client(server.address, timeout=1.0, retry_for=60.0) as client:
+            assert client.ping()["protocol"]
+        assert cli.main(["status", "--server", server.address, "--timeout", "2"]) == 0
+        assert capsys.readouterr().out.startswith(f"no jobs of yours on {server.address}")
+    finally:
+        server.kill()
+
+
+def test_client_key_file_problems_are_sentences(tmp_path, capsys):
+    keys = tmp_path / "keys"
+    write_keypair(keys, "client")
+    where = ["--server", pairing_string("127.0.0.1", free_port(), generate_keypair()[0]),
+             "--timeout", "1", "--data-dir", str(tmp_path)]
+    (keys / "client.key_secret").chmod(0o644)
+    assert cli.main(["status", *where]) == 2
+    assert capsys.readouterr().err == (f"diffrec: error: {keys / 'client.key_secret'} is "
+                                       "readable by others; run chmod 600 on it\n")
+    (keys / "client.key_secret").chmod(0o600)
+    (keys / "client.key").write_text("garbage\n")
+    assert cli.main(["status", *where]) == 2
+    error = capsys.readouterr().err
+    assert f"{keys / 'client.key'} or {keys / 'client.key_secret'} holds no CURVE key" in error
+    assert "`diffrec keys client --force`" in error
+
+
+@pytest.fixture(scope="module")
+def done_job(server):
+    """The id of a finished job on ``server``."""
+    with Client(server.address, timeout=2.0, retry_for=30.0) as client:
+        client.submit("done-job", fit_spec(iterations=5), {"images": target_images()})
+        assert client.wait("done-job")["kind"] == "done"
+    return "done-job"
+
+
+def test_fetch_where_it_cannot_write_is_a_sentence_and_leaves_nothing(server, done_job,
+                                                                      tmp_path, capsys):
+    where = ["--server", server.address, "--timeout", "2"]
+    (tmp_path / "afile").write_text("mine")
+    assert cli.main(["fetch", done_job, "--out", str(tmp_path / "afile"), *where]) == 2
+    assert f"--out {tmp_path / 'afile'} is a file: give a folder" in capsys.readouterr().err
+    assert cli.main(["fetch", done_job, "--out", "/proc/nope", *where]) == 2
+    assert "cannot write the result files into /proc/nope: " in capsys.readouterr().err
+    assert cli.main(["fetch", done_job, "--only", "nosuch.file", "--out",
+                     str(tmp_path / "d"), *where]) == 2
+    assert "the result has no file or role nosuch.file" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_cancel_resume_and_delete_answer_one_line_each(server, capsys):
+    where = ["--server", server.address, "--timeout", "2"]
+    with Client(server.address, timeout=2.0, retry_for=30.0) as client:
+        client.submit("long", fit_spec(iterations=100_000), {"images": target_images()})
+        assert cli.main(["cancel", "long", "nosuch", *where]) == 2
+        said = capsys.readouterr()
+        assert said.out.split()[:2] in (["long", "cancelled"], ["long", "cancelling"]), said
+        assert said.err == "diffrec: error: no job 'nosuch' (for this client key)\n"
+        assert client.wait("long")["kind"] == "cancelled"
+    assert cli.main(["resume", "long", *where]) == 0
+    assert capsys.readouterr().out.split()[:2] in (["long", "queued"], ["long", "running"])
+    assert cli.main(["delete", "long", *where]) == 0
+    assert capsys.readouterr().out == "long  deleted\n"
+    deadline = time.monotonic() + 20  # a running job goes once it has stopped
+    while cli.main(["status", "long", *where]) == 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert "no job 'long'" in capsys.readouterr().err
+
+
+def test_resubmitting_a_job_id_says_the_first_settings_stand_and_uploads_nothing(
+        server, tmp_path, capsys, monkeypatch):
+    folder = tmp_path / "job"
+    folder.mkdir()
+    np.save(folder / "images.npy", target_images(seed=3))
+    where = ["--job", "twice", "--server", server.address, "--timeout", "2"]
+    for iterations in (5, 50):
+        (folder / "job.json").write_text(json.dumps({"spec": fit_spec(iterations=iterations),
+                                                     "inputs": {"images": "images.npy"}}))
+        assert cli.main(["submit", str(folder), *where]) == 0
+        monkeypatch.setattr(Client, "submit", lambda *a, **k: pytest.fail("uploaded"))
+    assert capsys.readouterr().out.splitlines()[-1].endswith(
+        "(already submitted: the first submission's inputs and settings stand; give another "
+        "--job to submit new ones)")
+
+
+def test_the_data_dir_help_names_every_default(capsys):
+    """--data-dir's help says what ``default_data_dir`` does: $XDG_DATA_HOME included."""
+    for command in ("status", "fetch", "submit", "cancel", "serve", "keys"):
+        with pytest.raises(SystemExit):
+            cli.main([command, "--help"] if command != "keys" else ["keys", "show", "--help"])
+        assert "$DIFFREC_DATA, else $XDG_DATA_HOME/diffrec, else ~/.local/share/diffrec" in \
+            " ".join(capsys.readouterr().out.split()), command

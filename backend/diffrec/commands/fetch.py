@@ -26,11 +26,18 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    out = args.out or Path(args.job)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is a file: give a folder (new or existing) for the "
+                        "result files")
     with connect(args) as client:
         try:
-            paths = client.fetch(args.job, args.out or Path(args.job), only=args.only)
+            paths = client.fetch(args.job, out, only=args.only)
         except (ManifestError, ProtocolError, ServerUnavailable) as exc:
             raise UserError(str(exc)) from None
+        except OSError as exc:
+            raise UserError(f"cannot write the result files into {out}: "
+                            f"{exc.strerror or exc}") from None
     for path in paths:
         print(path)
     return 0

@@ -18,12 +18,12 @@ from pathlib import Path
 import numpy as np
 
 from diffrec.errors import UserError
-from diffrec.protocol import ProtocolError, ServerUnavailable
+from diffrec.protocol import ProtocolError, ServerError, ServerUnavailable
 from diffrec.protocol.captures import CaptureError, clipped, inside
 from diffrec.protocol.file_checks import FileCheckError, load_npy, read_json
 from diffrec.protocol.settings import FIELDS
 
-from ._connection import add_server_arguments, connect
+from ._connection import add_server_arguments, check_server, connect
 from .optimize import add_settings_arguments, settings_flags
 from .status import print_event, print_link
 
@@ -184,17 +184,37 @@ def optimize_job(values: dict, origin: str = "the settings file"
     return {"task": "optimize", "settings": sent}, arrays
 
 
+ALREADY = (" (already submitted: the first submission's inputs and settings stand; give "
+           "another --job to submit new ones)")
+"""Said after the state of a job that an earlier submit with its id created."""
+
+
 def run(args) -> int:
+    check_server(args)  # a wrong address before the inputs load
     spec, arrays = load_submission(args.source, settings_flags(args, ("start_renders",)))
     job_id = args.job or uuid.uuid4().hex
     with connect(args) as client:
         try:
-            reply = client.submit(job_id, spec, arrays)
-            again = " (already submitted)" if reply["existing"] else ""
-            print(f"job {job_id}: {reply['state']}{again}")
+            state = existing_state(client, job_id) if args.job else None
+            if state is None:
+                reply = client.submit(job_id, spec, arrays)
+                state = reply["state"] + (ALREADY if reply["existing"] else "")
+            print(f"job {job_id}: {state}")
             if args.wait:
                 final = client.wait(job_id, on_event=print_event, on_link=print_link)
                 return 0 if final["kind"] == "done" else 1
         except (ProtocolError, ServerUnavailable) as exc:
             raise UserError(str(exc)) from None
     return 0
+
+
+def existing_state(client, job_id: str) -> str | None:
+    """None for a job id new to the server, else the state of the job already submitted with
+    it and ALREADY (asked before any upload)."""
+    try:
+        state = client.status(job_id)["state"]
+    except ServerError as exc:
+        if exc.code == "not_found":
+            return None
+        raise
+    return state + ALREADY

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import itertools
 import logging
+import re
+import socket as sockets
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
@@ -28,6 +30,36 @@ from .schema import SERVER_MESSAGES
 
 log = logging.getLogger(__name__)
 
+TCP_ADDRESS = re.compile(r"tcp://(\[[0-9A-Fa-f:.]+\]|[^\s/:\[\]?#]+):(\d{1,5})")
+"""A server's ZeroMQ address as a client gives it: ``tcp://HOST:PORT``, an IPv6 host in
+brackets (``tcp://[::1]:5557``)."""
+
+
+def split_address(address: str) -> tuple[str, int] | None:
+    """(host, port) of a ``tcp://HOST:PORT`` address (an IPv6 host without its brackets), or
+    None when ``address`` has another form."""
+    match = TCP_ADDRESS.fullmatch(address)
+    if not match or not 0 < int(match[2]) < 65536:
+        return None
+    return match[1].strip("[]"), int(match[2])
+
+
+def tcp_failure(address: str, timeout: float) -> str | None:
+    """Why no TCP connection to ``address`` (``tcp://HOST:PORT``) opens within ``timeout``
+    seconds, as a clause ("nothing listens on port 5557 of gpubox"), or None when one does: a
+    host name that does not resolve and a closed port are known at once."""
+    host, port = split_address(address)
+    try:
+        with sockets.create_connection((host, port), timeout=timeout):
+            return None
+    except sockets.gaierror:
+        return f"the host name {host} is not known here (it does not resolve)"
+    except ConnectionRefusedError:
+        return f"nothing listens on port {port} of {host}"
+    except TimeoutError:
+        return f"{host} did not take a connection to port {port} within {timeout:g} s"
+    except OSError as exc:
+        return f"{host} cannot be reached ({exc.strerror or exc})"
 
 
 def typed(message: Message) -> Message:
@@ -88,6 +120,7 @@ class Channel:
         socket.reconnect_ivl = 100
         socket.reconnect_ivl_max = 2000
         socket.sndtimeo = int(self.timeout * 1000)  # a DEALER with no live peer blocks sends
+        socket.ipv6 = self.address.startswith("tcp://[")  # a bracketed host is an IPv6 one
         if self.server_key:
             socket.curve_serverkey = self.server_key.encode()
             socket.curve_publickey = self.client_keypair[0].encode()

@@ -86,8 +86,9 @@ class Client(Channel):
         Returns the selected files' paths in manifest order, then the manifest's.
 
         Raises ManifestError when the results have no valid manifest, ``only`` names something
-        the result does not hold, or files do not match the manifest (those files are removed,
-        and the error names each one); ProtocolError or ServerError for transfer failures."""
+        the result does not hold (nothing is written then, not even ``directory``), or files do
+        not match the manifest (those files are removed, and the error names each one);
+        ProtocolError or ServerError for transfer failures."""
         return client_transfers.fetch(self, job, Path(directory), on_progress, only)
 
     # -- events ----------------------------------------------------------------------------

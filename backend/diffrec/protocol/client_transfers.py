@@ -117,11 +117,12 @@ def fetch(channel: Channel, job: str, directory: Path, on_progress: Progress | N
         listing[name] = entry
     if MANIFEST_NAME not in listing:
         raise ManifestError(f"job {job!r}'s results have no {MANIFEST_NAME}")
-    directory.mkdir(parents=True, exist_ok=True)  # only once the job is known to exist
+    data = _read_small(channel, job, listing[MANIFEST_NAME])
+    chosen = select(parse_manifest(data), only)  # a wrong ``only`` writes nothing
+    directory.mkdir(parents=True, exist_ok=True)  # only once the selection is known
     problems = []
     with folder_lock(directory):  # another fetch into it waits, then finds the files held
-        manifest = _download(channel, job, directory, listing[MANIFEST_NAME], on_progress)
-        chosen = select(parse_manifest(manifest.read_bytes()), only)
+        manifest = _publish(directory / MANIFEST_NAME, data)
         for entry in chosen:
             if entry.name not in listing:
                 problems.append(f"{entry.name} is in the manifest but not among the results")
@@ -176,6 +177,48 @@ def _download(channel: Channel, job: str, directory: Path, entry: Mapping, on_pr
             target.finish()
         finally:
             target.close()
+    return path
+
+
+class _InMemory:
+    """The target ``_read_into`` fills, held in memory: ``size`` bytes from offset 0."""
+
+    def __init__(self, size: int):
+        self.size, self.offset, self._parts = size, 0, []
+
+    @property
+    def complete(self) -> bool:
+        return self.offset == self.size
+
+    def write(self, offset: int, data) -> None:
+        self._parts.append(bytes(data))
+        self.offset += len(self._parts[-1])
+
+    def data(self) -> bytes:
+        return b"".join(self._parts)
+
+
+def _read_small(channel: Channel, job: str, entry: Mapping) -> bytes:
+    """One listed result file's bytes (a small one: the manifest), verified by its content
+    hash; nothing is written."""
+    def attempt():
+        target = _InMemory(entry["size"])
+        _read_into(channel, job, entry["name"], target, None)
+        return target.data()
+
+    data = channel.retrying(attempt)
+    if content_hash(data) != entry["content_hash"]:
+        raise ProtocolError("hash_mismatch", f"{entry['name']}: the received bytes do not "
+                                             "match its content hash; they were discarded")
+    return data
+
+
+def _publish(path: Path, data: bytes) -> Path:
+    """``data`` written to ``path`` whole (through ``path.part``), unless it holds them."""
+    if not (path.is_file() and path.read_bytes() == data):
+        part = path.with_name(path.name + ".part")
+        part.write_bytes(data)
+        os.replace(part, path)
     return path
 
 
