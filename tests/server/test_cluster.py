@@ -6,7 +6,8 @@ killed mid-job and a new one re-attaches to the job still running on the cluster
 killed mid-job and its job resumes from its checkpoint on the other node, its results
 byte-identical to an uninterrupted run's. Each wait is bounded; the cluster is shut down
 after the module. First, without that cluster: the job actor's own contract and a smoke run
-of scripts/bench_cluster.py (which starts clusters of its own). A gateway with a Ray of its
+of scripts/bench_cluster.py (which starts clusters of its own), and the sentences for a
+cluster that is not there. A gateway with a Ray of its
 own (``--cluster local``) is test_private_ray's.
 """
 
@@ -22,11 +23,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers.servers import ServerProcess, fit_spec, target_images
+from helpers.servers import ServerProcess, fit_spec, free_port, target_images
 
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
+from diffrec.errors import UserError  # noqa: E402
 from diffrec.protocol.events import Finished, Log, Outcome, Progress  # noqa: E402
 from diffrec.server.cluster import JobActor, actor_name, namespace  # noqa: E402
 from diffrec.server.job_process import JobOrder  # noqa: E402
@@ -246,3 +248,45 @@ def test_a_job_actor_asks_for_one_gpu_or_cpu_per_rank():
     assert processes(OptimizeRunner(), optimize(ranks="2")) == 2  # the settings' coercion
     assert processes(OptimizeRunner(), optimize(mode="refine")) == 1
     assert processes(TextureFitRunner(), SPEC) == 1  # fit_texture has no ranks
+
+
+@pytest.fixture
+def no_ray(monkeypatch):
+    """ray.init as Ray's when no cluster answers: (the addresses it was called with)."""
+    from diffrec.server import cluster
+
+    calls = []
+
+    def init(address, **_):
+        calls.append(address)
+        raise ConnectionError("Could not find any running Ray instance. Please specify the one "
+                              "to connect to by setting `--address` flag or `RAY_ADDRESS` "
+                              "environment variable.")
+
+    monkeypatch.setattr(cluster.ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(cluster.ray, "init", init)
+    return calls
+
+
+def test_a_gateway_without_a_ray_cluster_says_to_start_ray(no_ray, tmp_path):
+    from diffrec.server.cluster import RayExecutor
+
+    with pytest.raises(UserError) as info:
+        RayExecutor("auto", tmp_path, lambda *_: None)
+    said = str(info.value)
+    assert "cannot reach a Ray cluster at --cluster auto" in said and "ray start --head" in said
+    assert "Could not find any running Ray instance" in said and no_ray == ["auto"]
+
+
+def test_a_head_address_where_nothing_listens_is_refused_at_once(no_ray, tmp_path):
+    """Before, Ray retried for minutes, printing warnings."""
+    from diffrec.server.cluster import RayExecutor
+
+    address = f"127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    with pytest.raises(UserError) as info:
+        RayExecutor(address, tmp_path, lambda *_: None)
+    assert time.monotonic() - started < 10 and no_ray == []  # Ray was not asked
+    said = str(info.value)
+    assert f"cannot reach a Ray cluster at --cluster {address} (" in said, said
+    assert "ray start --head" in said

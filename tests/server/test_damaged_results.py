@@ -94,6 +94,7 @@ def test_a_damaged_result_fails_its_job_with_the_sentence(done_jobs, tmp_path):
     error = error_of(lambda: client.fetch("job0", tmp_path))
     assert error.code == "damaged", error
     assert "render.npy has 0 bytes" in error.message and "resume it" in error.message
+    assert error.message.startswith("the results of job 'job0' on the server's disk are damaged")
     status = client.status("job0")
     assert status["state"] == "failed" and "render.npy has 0 bytes" in status["message"]
     assert error_of(lambda: client.fetch("job0", tmp_path)).code == "not_ready"

@@ -1,7 +1,10 @@
 """Faults: the server killed (SIGKILL) mid-upload and mid-job, then started again; a job
-that runs out of GPU memory."""
+that runs out of GPU memory; a second server on a data directory in use."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -9,14 +12,17 @@ import torch
 from helpers.servers import (
     blob_path,
     fit_spec,
+    free_port,
     reference_content_hash,
     resume_after_kill,
     server_in_process,
     target_images,
 )
 
+from diffrec.errors import UserError
 from diffrec.protocol import Client, ServerError
 from diffrec.protocol.limits import MIB
+from diffrec.server.app import Server
 from diffrec.server.texture_fit import TextureFitRunner
 
 
@@ -126,3 +132,28 @@ def test_an_unexpected_failure_is_worded_without_a_class_name(tmp_path):
     message = failure_message(KeyError("albedo texture"), tmp_path, 0)
     assert "albedo texture" in message and "server log" in message
     assert "KeyError" not in message and "internal error (" not in message
+
+
+def test_a_second_server_on_a_data_directory_in_use_refuses_to_start(start_server, connect):
+    """Before, it ran the first one's running jobs again (issue: two servers, one data dir)."""
+    first = start_server()
+    for cluster in ((), ("--cluster", f"127.0.0.1:{free_port()}")):  # the gateway's path too
+        command = [sys.executable, "-m", "diffrec", "serve", "--bind",
+                   f"tcp://127.0.0.1:{free_port()}", "--data-dir", str(first.data_dir),
+                   "--device", "cpu", *cluster]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        said = done.stderr
+        assert f"is using the data directory {first.data_dir}" in said, said
+        assert f"process {first.process.pid} " in said and first.address in said, said
+    connect(first).ping()  # the first one goes on
+    first.kill()  # a killed server leaves no lock behind
+    start_server(data_dir=first.data_dir)
+
+
+def test_a_closed_server_lets_the_next_one_have_its_data_directory(tmp_path):
+    with server_in_process(tmp_path / "data"):
+        with pytest.raises(UserError, match="another diffrec server"):
+            Server(f"tcp://127.0.0.1:{free_port()}", tmp_path / "data")
+    with server_in_process(tmp_path / "data"):
+        pass

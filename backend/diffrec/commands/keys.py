@@ -17,7 +17,9 @@ def add_arguments(parser) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     init = actions.add_parser("init", help="create the server key pair; print a pairing string")
     init.add_argument("--force", action="store_true", help="replace an existing key pair")
-    init.add_argument("--host", default=None, help="host name clients use (default: this host)")
+    init.add_argument("--host", default=None, help="host name clients use, in this pairing "
+                                                   "string and `diffrec serve`'s (default: this "
+                                                   "host)")
     init.add_argument("--port", type=int, default=DEFAULT_PORT)
     client = actions.add_parser("client", help="create this machine's client key pair")
     client.add_argument("--force", action="store_true", help="replace an existing key pair")
@@ -44,12 +46,13 @@ def _create(args, name: str) -> str:
 
 
 def run(args) -> int:
-    from diffrec.server.security import AllowList, keys_dir
+    from diffrec.server.security import AllowList, keys_dir, save_pairing_host
 
     directory = keys_dir(data_dir(args))
     allow_list = AllowList(directory / "authorized_keys")
     if args.action == "init":
         public = _create(args, "server")
+        save_pairing_host(data_dir(args), args.host)
         print(f"server public key: {public}")
         host = args.host or socket.gethostname()
         print(f"pairing string: {pairing_string(host, args.port, public)}")

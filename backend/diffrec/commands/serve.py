@@ -94,9 +94,11 @@ def _check_ray() -> None:
 
 def run(args) -> int:
     from diffrec.server.app import Server
+    from diffrec.server.disk import PRIVATE_UMASK
 
     if args.cluster is not None:
         _check_ray()
+    os.umask(PRIVATE_UMASK)  # its files and its jobs' are no other local user's to read
     server = Server(args.bind, data_dir(args), _device(args.device), curve=args.curve,
                     retention_s=args.retention_days * 86400.0, quotas=quotas_from_args(args),
                     cluster=args.cluster)

@@ -48,14 +48,23 @@ def write_keypair(directory: Path, name: str, overwrite: bool = False) -> tuple[
 
 
 def read_keypair(directory: Path, name: str) -> tuple[str, str]:
-    """(public, secret) from the key files; refuses a secret file others can read."""
+    """(public, secret) from the key files; refuses a secret file others can read, and
+    raises ProtocolError('bad_key') naming a file that holds no key."""
     secret_path = directory / f"{name}.key_secret"
     if not secret_path.exists():
         raise FileNotFoundError(secret_path)
     if os.name == "posix" and stat.S_IMODE(secret_path.stat().st_mode) & 0o077:
         raise PermissionError(f"{secret_path} is readable by others; run chmod 600 on it")
-    public = check_key((directory / f"{name}.key").read_text().strip())
-    return public, check_key(secret_path.read_text().strip())
+    return read_key(directory / f"{name}.key"), read_key(secret_path)
+
+
+def read_key(path: Path) -> str:
+    """The key the file ``path`` holds; ProtocolError('bad_key') naming it if it holds none."""
+    try:
+        return check_key(path.read_bytes().decode("ascii", "replace").strip())
+    except ProtocolError:
+        raise ProtocolError("bad_key", f"{path} is damaged: it does not hold a CURVE key (40 "
+                                       "Z85 characters)") from None
 
 
 def pairing_string(host: str, port: int, server_public: str) -> str:

@@ -38,7 +38,8 @@ from diffrec.protocol.message import Message, decode, encode
 from diffrec.protocol.schema import REQUESTS
 
 from .blobs import BlobStore
-from .disk import storage_error
+from .data_lock import DataLock
+from .disk import make_private_dir, storage_error
 from .executor import Executor, Report
 from .gate import Gate, open_gate
 from .job_store import JobStore
@@ -71,6 +72,7 @@ def executor_factory(device: str, cluster: str | None,
 class Server:
     """A diffrec job server bound to ``bind``, keeping its state under ``data_dir``.
 
+    It holds ``data_dir`` (``data_lock``: UserError if another server does) until ``close``.
     ``curve`` forces CURVE on a loopback bind (it is always on for any other address);
     ``retention_s`` is how long finished jobs are kept; ``quotas`` bound what each client key
     may hold; ``cluster``: the Ray cluster that runs the jobs (``executor_factory``),
@@ -81,7 +83,8 @@ class Server:
                  retention_s: float = 7 * 86400.0, quotas: Quotas = DEFAULT_QUOTAS,
                  cluster: str | None = None):
         self.data_dir = Path(data_dir)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dir(self.data_dir)
+        self.lock = DataLock(self.data_dir)
         self.device = device
         self.blobs = BlobStore(self.data_dir, quotas)
         self.context = zmq.Context()
@@ -104,6 +107,7 @@ class Server:
             self.gate = open_gate(bind)
             self.socket.bind(self.gate.upstream if self.gate else bind)
             self.endpoint = self.gate.endpoint if self.gate else self.socket.last_endpoint.decode()
+            self.lock.describe(self.endpoint)
             self.jobs = JobTable(JobStore(self.data_dir), self.blobs, runners(device),
                                  executor_factory(device, cluster, self.data_dir),
                                  self._event, lambda job_id: self.subscribers.pop(job_id, None),
@@ -143,7 +147,8 @@ class Server:
                 self.jobs.expire()
 
     def close(self) -> None:
-        """Stop the worker (a running job stays resumable), the authenticator and the socket."""
+        """Stop the worker (a running job stays resumable), the authenticator and the socket;
+        then let go of the data directory."""
         if hasattr(self, "jobs"):
             self.jobs.close()
         self.blobs.close()
@@ -153,6 +158,7 @@ class Server:
             self.gate.close()
         self.socket.close(linger=0)
         self.context.term()
+        self.lock.release()
 
     # -- messages --------------------------------------------------------------------------
 

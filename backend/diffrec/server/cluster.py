@@ -49,9 +49,11 @@ from pathlib import Path
 import ray
 from ray.exceptions import RayActorError
 
+from diffrec.errors import UserError, one_line
 from diffrec.protocol.events import Finished, Log, Outcome, Started
 
 from . import job_process
+from .disk import PRIVATE_UMASK
 from .executor import Executor, Report, StopGrace, Ticket, conclude, no_room
 from .private_ray import PrivateRay, tighten_token_file
 from .runner import Emitted
@@ -64,12 +66,36 @@ MAX_STARTS = 3
 """Actors created for one job on one gateway before a job whose worker keeps dying fails."""
 EVENT_BUFFER = 1000
 """Events an actor keeps for a gateway that is away (the oldest are dropped first)."""
+CONNECT_TIMEOUT_S = 5.0
+"""How long the gateway waits for a Ray head's port to answer before it gives up."""
 
 
 def namespace(data_dir: Path) -> str:
     """The Ray namespace of the jobs of the server whose data directory is ``data_dir``."""
     digest = hashlib.sha256(str(Path(data_dir).resolve()).encode()).hexdigest()
     return f"diffrec-{digest[:16]}"
+
+
+def connect(address: str, namespace: str) -> None:
+    """Join the Ray cluster at ``address`` (``auto``, ``HEAD:PORT`` or ``ray://HEAD:PORT``);
+    UserError, at once, when nothing answers at ``HEAD:PORT`` (Ray would retry for minutes)
+    or Ray finds no cluster."""
+    host, _, port = address.rpartition(":")
+    if host and "://" not in address and port.isdigit():
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), CONNECT_TIMEOUT_S).close()
+        except OSError as exc:
+            raise UserError(no_cluster(address, exc.strerror or "no answer")) from None
+    try:
+        ray.init(address=address, namespace=namespace)
+    except ConnectionError as exc:
+        raise UserError(no_cluster(address, one_line(exc))) from None
+
+
+def no_cluster(address: str, why: str) -> str:
+    return (f"cannot reach a Ray cluster at --cluster {address} ({why}): start Ray first "
+            "(`ray start --head` on the head node), or give the address of its head "
+            "(HEAD:6379), or use --cluster local")
 
 
 def actor_name(job_id: str) -> str:
@@ -89,7 +115,9 @@ class JobActor:
         self._stop = threading.Event()
 
     def run(self, order: job_process.JobOrder) -> None:
-        """Run the job; its verdict waits for ``poll``."""
+        """Run the job, its files private to their user as the gateway's (the actor's process
+        has Ray's umask); its verdict waits for ``poll``."""
+        os.umask(PRIVATE_UMASK)
         with self._lock:
             self._started = True
         if order.state_dir.is_dir():
@@ -155,7 +183,7 @@ class RayExecutor(Executor):
             self._private = PrivateRay(self.namespace)
         elif self._connected:
             tighten_token_file()
-            ray.init(address=address, namespace=self.namespace)
+            connect(address, self.namespace)
         self._report = report
         self._jobs: dict[str, _Job] = {}
         self._lock = threading.RLock()

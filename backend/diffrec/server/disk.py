@@ -1,4 +1,5 @@
-"""The server's disk as clients see it: free space, and file-system failures as sentences.
+"""The server's disk as clients see it: free space, and file-system failures as sentences;
+and its data directory kept private.
 
 A server whose data directory is full or read-only keeps running; the request or job that
 needed the space gets an error code (``disk_full`` or ``read_only``) and a sentence saying
@@ -8,6 +9,7 @@ what is wrong and what to do, never ``internal``.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -15,12 +17,29 @@ from pathlib import Path
 from diffrec.protocol.errors import ProtocolError
 from diffrec.protocol.limits import MIB
 
+log = logging.getLogger(__name__)
 DISK_RESERVE_BYTES = 64 * MIB
 """Uploads may not take the last this many free bytes: job states, checkpoints and results
 need room too."""
 
 FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 READ_ONLY_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
+PRIVATE_UMASK = 0o077
+"""The umask of a server and of its jobs' processes: every file they write is 0600, every
+folder 0700 (uploads, results and checkpoints are no other local user's to read)."""
+
+
+def make_private_dir(path: Path) -> None:
+    """Create the folder ``path`` (and its parents) if needed, and make it its owner's alone
+    (0700 on POSIX), one made by an earlier version too; a folder this user may not change
+    (another's, or on a read-only disk) is left as it is, with a warning."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if os.name != "posix" or not path.stat().st_mode & 0o077:
+        return
+    try:
+        os.chmod(path, 0o700)
+    except OSError as exc:
+        log.warning("cannot make %s readable by its owner only: %s", path, exc.strerror)
 
 
 def free_bytes(path: Path) -> int:

@@ -201,7 +201,7 @@ class JobTable:
         """Mark the done job ``job_id`` failed because its result files changed on the disk
         (``problems``: one sentence per file), discarding them, so that ``resume`` runs it
         again; the ``damaged`` error that says so."""
-        sentence = fit_text(f"job {job_id!r}'s results on the server's disk are damaged: "
+        sentence = fit_text(f"the results of job {job_id!r} on the server's disk are damaged: "
                             f"{'; '.join(problems)}; the job is now failed: resume it to run "
                             "it again")
         log.error("%s", sentence)

@@ -3,7 +3,8 @@ server key pair and an allow-list of client keys checked by a ZAP authenticator.
 
 Files under ``DATA/keys``: ``server.key`` / ``server.key_secret`` (0600), ``client.key`` /
 ``client.key_secret`` (this machine's identity as a client) and ``authorized_keys`` (one Z85
-client key per line, then an optional comment; ``#`` starts a comment line).
+client key per line, then an optional comment; ``#`` starts a comment line), and
+``server.host``, the host name ``keys init --host`` chose for pairing strings.
 """
 
 from __future__ import annotations
@@ -19,14 +20,34 @@ from zmq.auth.thread import ThreadAuthenticator
 
 from diffrec.errors import UserError
 from diffrec.files import write_atomic
+from diffrec.protocol.errors import ProtocolError
 from diffrec.protocol.keys import check_key, pairing_string, read_keypair
 
 log = logging.getLogger(__name__)
 ZAP_DOMAIN = b"diffrec"
+HOST_NAME = "server.host"
 
 
 def keys_dir(data_dir: Path) -> Path:
     return Path(data_dir) / "keys"
+
+
+def save_pairing_host(data_dir: Path, host: str | None) -> None:
+    """Record ``host`` as the name clients use to reach this server (None: forget it, so
+    that pairing strings name the machine as it binds)."""
+    path = keys_dir(data_dir) / HOST_NAME
+    if host is None:
+        path.unlink(missing_ok=True)
+    else:
+        write_atomic(path, f"{host}\n".encode())
+
+
+def pairing_host(data_dir: Path) -> str | None:
+    """The host name recorded by ``save_pairing_host``, if any."""
+    try:
+        return (keys_dir(data_dir) / HOST_NAME).read_text().strip() or None
+    except FileNotFoundError:
+        return None
 
 
 def bind_host_port(bind: str) -> tuple[str, str]:
@@ -98,16 +119,22 @@ def refuse_plaintext(bind: str, data_dir: Path) -> UserError:
 
 @dataclass
 class Security:
-    """The installed authenticator and, with CURVE, the server's public key."""
+    """The installed authenticator and, with CURVE, the server's public key and the host name
+    ``keys init --host`` recorded for clients."""
 
     authenticator: ThreadAuthenticator
     server_public: str | None
+    host: str | None = None
 
     def pairing(self, endpoint: str) -> str | None:
+        """The pairing string for a server at ``endpoint``: the recorded host name, else the
+        bound host (this machine's name for a wildcard)."""
         if self.server_public is None:
             return None
         host, port = bind_host_port(endpoint)
-        if host in ("0.0.0.0", "::", "*"):
+        if self.host:
+            host = self.host
+        elif host in ("0.0.0.0", "::", "*"):
             host = socketlib.gethostname()
         return pairing_string(host, int(port), self.server_public)
 
@@ -128,15 +155,20 @@ def secure(context: zmq.Context, socket: zmq.Socket, bind: str, data_dir: Path,
             raise refuse_plaintext(bind, data_dir) from None
         except (PermissionError, ValueError) as exc:
             raise UserError(str(exc)) from None
+        except ProtocolError as exc:
+            raise UserError(f"{exc.message}; run `diffrec keys init --force --data-dir "
+                            f"{data_dir}` to make a new server key pair (clients must then "
+                            "pair again with the pairing string it prints)") from None
     authenticator = ThreadAuthenticator(context, log=log)
     authenticator.start()
     if curve:
         allow_list = AllowList(keys_dir(data_dir) / "authorized_keys")
         if not allow_list.entries():
-            log.warning("no client key is allowed yet: run `diffrec keys allow -- KEY`")
+            log.warning("no client key is allowed yet: run `diffrec keys allow --data-dir %s "
+                        "-- KEY`", data_dir)
         authenticator.configure_curve_callback(ZAP_DOMAIN.decode(), allow_list)
         socket.curve_server = True
         socket.curve_publickey = server_public.encode()
         socket.curve_secretkey = server_secret.encode()
     socket.zap_domain = ZAP_DOMAIN
-    return Security(authenticator, server_public)
+    return Security(authenticator, server_public, pairing_host(data_dir) if curve else None)
