@@ -116,7 +116,7 @@ def fetch(channel: Channel, job: str, directory: Path, on_progress: Progress | N
             raise ProtocolError("bad_message", f"the server listed a bad result file {name!r}")
         listing[name] = entry
     if MANIFEST_NAME not in listing:
-        raise ManifestError(f"job {job!r}'s results have no {MANIFEST_NAME}")
+        raise ManifestError(f"the results of job {job!r} have no {MANIFEST_NAME}")
     data = _read_small(channel, job, listing[MANIFEST_NAME])
     chosen = select(parse_manifest(data), only)  # a wrong ``only`` writes nothing
     directory.mkdir(parents=True, exist_ok=True)  # only once the selection is known
