@@ -74,7 +74,16 @@ def client_keypair(directory: Path) -> tuple[str, str]:
         return protocol().write_keypair(directory, KEY_NAME)
 
 
-_started: dict[str, subprocess.Popen] = {}
+@dataclass(frozen=True)
+class _Started:
+    """A local backend this session started, and where its output begins in its log."""
+
+    process: subprocess.Popen
+    log: Path
+    log_offset: int
+
+
+_started: dict[str, _Started] = {}
 
 STARTUP_CHECK_S = 1.0
 """Seconds a local backend just started is watched for an exit at once (a Python without
@@ -84,43 +93,58 @@ diffrec stops in a tenth of that)."""
 def start_local_backend(python: str, address: str, data_dir: Path) -> subprocess.Popen:
     """Start ``python -m diffrec serve`` on the loopback ``address``, unless this session
     already started one there that still runs (it may still be loading): that one is returned.
-    Raises Unreachable with a sentence (its log's last line) where the one started before
-    stopped with an error, or the one started now stops within ``STARTUP_CHECK_S``."""
-    running = _started.get(address)
-    if running is not None and running.poll() is None:
-        return running
-    if (failure := local_backend_failure(address, data_dir)) is not None:
+    Raises Unreachable with a sentence (its own last line of the log) where the one started
+    before stopped with an error, where the one started now stops within
+    ``STARTUP_CHECK_S``, or where ``python`` cannot be run."""
+    started = _started.get(address)
+    if started is not None and started.process.poll() is None:
+        return started.process
+    if (failure := local_backend_failure(address)) is not None:
         raise Unreachable(failure)
     data_dir.mkdir(parents=True, exist_ok=True)
-    with open(data_dir / "serve.log", "ab") as log:  # the child keeps its own handle
-        _started[address] = subprocess.Popen(
-            [python, "-m", "diffrec", "serve", "--bind", address, "--data-dir", str(data_dir)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
+    log_path = data_dir / "serve.log"
+    with open(log_path, "ab") as log:  # the child keeps its own handle
+        try:
+            process = subprocess.Popen(
+                [python, "-m", "diffrec", "serve", "--bind", address, "--data-dir",
+                 str(data_dir)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        except OSError as error:
+            raise Unreachable(f"Backend Python ({python}) cannot be run: {error.strerror}. "
+                              "Set it in the add-on's preferences to the Python that has "
+                              "diffrec installed.") from None
+        _started[address] = _Started(process, log_path, log.tell())
     with contextlib.suppress(subprocess.TimeoutExpired):
-        _started[address].wait(STARTUP_CHECK_S)
-    if (failure := local_backend_failure(address, data_dir)) is not None:
+        process.wait(STARTUP_CHECK_S)
+    if (failure := local_backend_failure(address)) is not None:
         raise Unreachable(failure)
-    return _started[address]
+    return process
 
 
-def local_backend_failure(address: str, data_dir: Path) -> str | None:
+def local_backend_failure(address: str) -> str | None:
     """The sentence to show where the local backend this session started at ``address``
     stopped with an error (it is then forgotten, so that the next start tries again), else
-    None."""
-    process = _started.get(address)
-    if process is None or process.poll() is None or process.returncode == 0:
+    None: its own last line of the log, and where that says diffrec is missing, to check
+    Backend Python."""
+    started = _started.get(address)
+    if started is None or started.process.poll() is None or started.process.returncode == 0:
         return None
     del _started[address]
-    log = data_dir / "serve.log"
-    lines = log.read_text(errors="replace").strip().splitlines() if log.is_file() else []
+    try:
+        with open(started.log, "rb") as log:
+            log.seek(started.log_offset)
+            lines = log.read().decode(errors="replace").strip().splitlines()
+    except OSError:
+        lines = []
     said = f": {lines[-1].strip()}" if lines else ""
-    python = process.args[0]
-    return (f"The local backend stopped as it started (exit {process.returncode}){said}. "
-            f"Check Backend Python ({python}) in the add-on's preferences: "
-            f"'{python} -m diffrec info' must work there (the whole log: {log}).")
+    python = started.process.args[0]
+    advice = (f" Check Backend Python ({python}) in the add-on's preferences: "
+              f"'{python} -m diffrec info' must work there." if "No module named" in said else "")
+    return (f"The local backend stopped as it started (exit {started.process.returncode})"
+            f"{said}.{advice} The whole log: {started.log}.")
 
 
 class Unreachable(ConnectionError):

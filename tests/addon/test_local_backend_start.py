@@ -23,6 +23,8 @@ def test_a_python_without_diffrec_is_said_with_the_logs_last_line(tmp_path):
     python.write_text("#!/bin/sh\necho \"$0: No module named diffrec\" >&2\nexit 1\n")
     python.chmod(0o755)
     address = "tcp://127.0.0.1:5999"
+    (tmp_path / "backend").mkdir()
+    (tmp_path / "backend" / "serve.log").write_text("an earlier run's last line\n")
     with pytest.raises(connection.Unreachable) as raised:
         connection.start_local_backend(str(python), address, tmp_path / "backend")
     said = str(raised.value)
@@ -46,3 +48,19 @@ def test_a_backend_still_starting_is_returned_as_it_is(tmp_path):
     finally:
         first.kill()
         first.wait()
+
+
+def test_another_failure_is_said_with_its_own_line_and_no_python_advice(tmp_path):
+    """A backend stopping for another reason (its data folder held by another server) is said
+    with its own words only; a Python that cannot be run at all is a sentence too."""
+    python = tmp_path / "held"
+    python.write_text("#!/bin/sh\necho 'diffrec: another diffrec server is using it'\nexit 2\n")
+    python.chmod(0o755)
+    with pytest.raises(connection.Unreachable) as raised:
+        connection.start_local_backend(str(python), "tcp://127.0.0.1:5997", tmp_path / "b")
+    said = str(raised.value)
+    assert "(exit 2): diffrec: another diffrec server is using it." in said, said
+    assert "Backend Python" not in said, said
+    with pytest.raises(connection.Unreachable, match=r"Backend Python \(.*nowhere\) cannot be run"):
+        connection.start_local_backend(str(tmp_path / "nowhere"), "tcp://127.0.0.1:5996",
+                                       tmp_path / "b")
