@@ -157,3 +157,19 @@ def test_a_closed_server_lets_the_next_one_have_its_data_directory(tmp_path):
             Server(f"tcp://127.0.0.1:{free_port()}", tmp_path / "data")
     with server_in_process(tmp_path / "data"):
         pass
+
+
+def test_a_server_that_fails_to_start_lets_go_of_its_data_directory(tmp_path, monkeypatch):
+    """A start that fails after the lock is taken (the blob store, the bind) leaves the
+    directory to the next server in the same process."""
+    from diffrec.server import app
+
+    def failing(*_args):
+        raise OSError("no space left on device")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(app, "BlobStore", failing)
+        with pytest.raises(OSError):
+            Server(f"tcp://127.0.0.1:{free_port()}", tmp_path / "data")
+    with server_in_process(tmp_path / "data"):
+        pass

@@ -86,7 +86,11 @@ class Server:
         make_private_dir(self.data_dir)
         self.lock = DataLock(self.data_dir)
         self.device = device
-        self.blobs = BlobStore(self.data_dir, quotas)
+        try:
+            self.blobs = BlobStore(self.data_dir, quotas)
+        except BaseException:
+            self.lock.release()
+            raise
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.ROUTER)
         self.socket.linger = 0
@@ -149,16 +153,18 @@ class Server:
     def close(self) -> None:
         """Stop the worker (a running job stays resumable), the authenticator and the socket;
         then let go of the data directory."""
-        if hasattr(self, "jobs"):
-            self.jobs.close()
-        self.blobs.close()
-        if self.security:
-            self.security.close()
-        if self.gate:
-            self.gate.close()
-        self.socket.close(linger=0)
-        self.context.term()
-        self.lock.release()
+        try:
+            if hasattr(self, "jobs"):
+                self.jobs.close()
+            self.blobs.close()
+            if self.security:
+                self.security.close()
+            if self.gate:
+                self.gate.close()
+            self.socket.close(linger=0)
+            self.context.term()
+        finally:
+            self.lock.release()
 
     # -- messages --------------------------------------------------------------------------
 
