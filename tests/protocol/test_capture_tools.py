@@ -260,9 +260,16 @@ def test_an_absolute_file_path_is_refused_as_absolute(tmp_path):
     content = write_capture(tmp_path, 2)
     content["frames"][0]["file_path"] = str(tmp_path / "images/frame_00000.jpg")
     (tmp_path / "transforms.json").write_text(json.dumps(content))
-    with pytest.raises(CaptureError, match=r"frame 0 .*' is an absolute path: "
-                       r"a file may only name files of its own folder by a path relative"):
+    with pytest.raises(CaptureError, match=r"frame 0 .*' is an absolute path \(written where "
+                       r"the capture was made, most likely\): a file may only name files of "
+                       r"its own folder by a path relative"):
         read_capture(tmp_path)
+    for elsewhere in ("/home/someone/capture/images/frame_00000.jpg",
+                      "C:\\capture\\images\\frame_00000.jpg"):
+        content["frames"][0]["file_path"] = elsewhere
+        (tmp_path / "transforms.json").write_text(json.dumps(content))
+        with pytest.raises(CaptureError, match="is an absolute path"):
+            read_capture(tmp_path)
 
 
 def test_unknown_keys_in_other_cases_pass(tmp_path):

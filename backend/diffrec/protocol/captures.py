@@ -53,7 +53,7 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
 import numpy as np
 
@@ -101,6 +101,10 @@ def inside(folder: Path, name: str | Path, where: str) -> Path:
         raise CaptureError(f"{where}: the name {shown} ({len(text)} characters) is longer than "
                            f"a file system takes ({MAX_NAME_BYTES} bytes a name, "
                            f"{MAX_PATH_BYTES} a path): fix the name")
+    if PurePosixPath(text).is_absolute() or PureWindowsPath(text).is_absolute():
+        raise CaptureError(f"{where}: {shown} is an absolute path (written where the capture "
+                           "was made, most likely): a file may only name files of its own "
+                           "folder by a path relative to that folder")
     try:
         leaves = not path.resolve().is_relative_to(Path(folder).resolve())
     except (OSError, RuntimeError) as error:  # a loop of links, a folder not readable
@@ -110,9 +114,6 @@ def inside(folder: Path, name: str | Path, where: str) -> Path:
         raise CaptureError(f"{where}: {shown} leads outside {folder}: a file may only name "
                            "files inside its own folder (a relative path, without '..' or "
                            "links out of it)")
-    if Path(name).is_absolute():
-        raise CaptureError(f"{where}: {shown} is an absolute path: a file may only name files "
-                           "of its own folder by a path relative to that folder")
     return path
 
 
