@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from diffrec.errors import UserError
@@ -155,7 +156,8 @@ def checkpoint_store(out_dir: str) -> CheckpointStore:
     return CheckpointStore(Path(out_dir) / "checkpoints")
 
 
-def check_report(path: str | None, reading: Reading, config: RunConfig) -> str:
+def check_report(path: str | None, reading: Reading, config: RunConfig,
+                 captures: CapturesRead) -> str:
     """What ``--check`` prints: each key of the file and what it became, where the targets
     come from, the files that are missing or cannot be read (``check_problems``), and the
     settings that would run (JSON)."""
@@ -177,8 +179,8 @@ def check_report(path: str | None, reading: Reading, config: RunConfig) -> str:
     elif sources.ref_mesh:
         lines.append(f"targets: {config.settings.size.views} renders of {sources.ref_mesh} "
                      f"under {sources.envmap}")
-    lines += check_problems(config)
-    lines.append(validation_line(config))
+    lines += check_problems(config, captures)
+    lines.append(validation_line(config, captures))
     if reading.reference or config.settings.schedule.kind == "nvdiffrec":
         lines += ["departures from nvdiffrec's behaviour:",
                   *(f"  - {line}" for line in departures(config.settings, sources))]
@@ -186,34 +188,29 @@ def check_report(path: str | None, reading: Reading, config: RunConfig) -> str:
     return "\n".join(lines)
 
 
-def check_problems(config: RunConfig) -> list[str]:
+def check_problems(config: RunConfig, captures: CapturesRead) -> list[str]:
     """One line per problem that stops the run before it starts (``--check`` then exits with
     status 1): each file it names that is missing, each capture there that cannot be read."""
     return ([f"NOT FOUND: {problem}" for problem in missing_files(config)]
-            + [f"CANNOT READ: {problem}" for problem in unreadable_captures(config)])
+            + [f"CANNOT READ: {problem}" for problem in captures.problems])
 
 
-def validation_line(config: RunConfig) -> str:
+def validation_line(config: RunConfig, captures: CapturesRead) -> str:
     """Which views the run holds out for validation, and how many it trains on."""
-    from diffrec.pipeline.captures import read_any_capture
-    from diffrec.pipeline.inputs import has_test_split, target_folder
+    from diffrec.pipeline.inputs import target_folder
     from diffrec.pipeline.views import HELD_OUT_SHARE, held_out_count
-    from diffrec.protocol.captures import CaptureError
 
-    settings, folder = config.settings, target_folder(config.sources)
+    settings = config.settings
     if not settings.reporting.validation:
         return "validation: none (every view trains)"
-    if not folder:
+    if not target_folder(config.sources):
         return (f"validation: {settings.size.test_views} more renders from other cameras; "
                 f"training on {settings.size.views}")
-    try:
-        count = len(read_any_capture(folder, "train").frames)
-        test = read_any_capture(folder, "test") if has_test_split(folder) else None
-    except CaptureError:
+    count, test = captures.frames.get("train"), captures.frames.get("test", 0)
+    if count is None or test is None:
         return "validation: unknown (the capture cannot be read, as said above)"
-    if test is not None:
-        return (f"validation: the {len(test.frames)} views of the test split; training on all "
-                f"{count}")
+    if "test" in captures.frames:
+        return f"validation: the {test} views of the test split; training on all {count}"
     held = held_out_count(count, settings.size.test_views)
     return (f"validation: {held} of the capture's {count} views held out (test_views "
             f"{settings.size.test_views}, at most one in {HELD_OUT_SHARE}); training on "
@@ -242,10 +239,20 @@ def missing_files(config: RunConfig) -> list[str]:
     return missing
 
 
-def unreadable_captures(config: RunConfig) -> list[str]:
-    """The capture's own sentence for each split the run would read that is there
-    (``capture_layout``) but cannot be read: the targets' train split, their test split where
-    the capture has one (``inputs.has_test_split``), the start renders."""
+@dataclass(frozen=True)
+class CapturesRead:
+    """The captures a run would read, each read once for ``--check``: the targets' frames
+    per split read ({"train": N, and "test" where the capture has a test split of its own;
+    None where that split cannot be read}) and each capture's own sentence where it cannot be
+    read (the targets' splits, the start renders)."""
+
+    frames: dict[str, int | None]
+    problems: list[str]
+
+
+def read_captures(config: RunConfig) -> CapturesRead:
+    """``CapturesRead`` of ``config``'s target folder and start renders, where their layout is
+    found (``missing_files`` says where it is not)."""
     from diffrec.pipeline.captures import capture_layout, read_any_capture
     from diffrec.pipeline.inputs import has_test_split, target_folder
     from diffrec.protocol.captures import CaptureError
@@ -255,14 +262,17 @@ def unreadable_captures(config: RunConfig) -> list[str]:
     if folder and capture_layout(folder):
         reads += [(folder, "train")] + ([(folder, "test")] if has_test_split(folder) else [])
     if renders and capture_layout(renders):
-        reads.append((renders, "train"))
-    problems = []
+        reads.append((renders, None))
+    frames, problems = {}, []
     for capture, split in reads:
         try:
-            read_any_capture(capture, split)
+            count = len(read_any_capture(capture, split or "train").frames)
         except CaptureError as error:
             problems.append(str(error))
-    return problems
+            count = None
+        if split:
+            frames[split] = count
+    return CapturesRead(frames, problems)
 
 
 def memory_line(config: RunConfig) -> str:
@@ -384,8 +394,9 @@ def run(args) -> int:
                                   "preview_every"))
     config = build_config(reading.values(PRESETS.get(args.preset)), flags)
     if args.check:
-        print(check_report(args.config, reading, config))
-        return 1 if check_problems(config) else 0
+        captures = read_captures(config)
+        print(check_report(args.config, reading, config, captures))
+        return 1 if check_problems(config, captures) else 0
     check_bounds(config.settings, device_memory_bytes(config.device))
     # torch-heavy modules are imported only when a run starts
     from diffrec.pipeline import distributed
