@@ -49,3 +49,15 @@ def test_blur_gradient_spreads_each_texel_as_a_wrapped_gaussian():
     torch.testing.assert_close(blurred[..., 0].double(), reference, rtol=0, atol=2e-4)
     torch.testing.assert_close(blurred.sum((0, 1)), torch.tensor([1.0, 2.0]))
     assert blurred[31, 23, 0] > 0.02  # the wrapped neighbour across both edges
+
+
+def test_a_side_that_is_not_a_power_of_two_reads_its_chain_down_to_the_first_odd_side():
+    """A 12-texel side halves to 6 and 3 and stops there (as the export writes the chain):
+    seen from afar, the texture's middle texel is the mean of its middle 4x4 block."""
+    from diffrec import raster
+    data = torch.rand(12, 12, 3, generator=torch.Generator().manual_seed(0))
+    texture = Texture2D(data)
+    uv = torch.full((1, 1, 1, 2), 0.5)
+    far = torch.tensor([1.0, 0.0, 0.0, 1.0]).expand(1, 1, 1, 4)  # a footprint of the whole texture
+    seen = texture.sample(uv, far, ctx=raster.RasterContext("cpu", impl="torch"))
+    assert torch.allclose(seen[0, 0, 0], data[4:8, 4:8].mean((0, 1)), atol=1e-6)

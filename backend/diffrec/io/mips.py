@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from diffrec.io.material import Material
-from diffrec.raster._torch.texture_mip import downsample
+from diffrec.raster._torch.texture_mip import can_halve, downsample
 
 
 def mip_chain(material: Material, name: str) -> list[torch.Tensor]:
@@ -37,7 +37,4 @@ def box_level(name: str, level: torch.Tensor) -> torch.Tensor | None:
 def halved(level: torch.Tensor) -> torch.Tensor | None:
     """The 2x2 box average of ``level [h, w, C]`` as its values are, or None at the chain's
     end (1x1, or an odd side longer than 1)."""
-    height, width = level.shape[:2]
-    if (height == 1 and width == 1) or any(side > 1 and side % 2 for side in (height, width)):
-        return None
-    return downsample(level)
+    return downsample(level) if can_halve(*level.shape[:2]) else None

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from diffrec import raster
+from diffrec.raster._torch.texture_mip import halvable_levels
 from diffrec.render.metrics import gaussian_kernel
 
 
@@ -69,12 +70,14 @@ class Texture2D(torch.nn.Module):
                ) -> torch.Tensor:
         """Values at ``uv [B, H, W, 2]``; trilinear mipmapped when ``uv_da`` is given; with
         ``ctx``'s engine. ``mip``: levels 1..n ``[h, w, C]`` to read instead of 2x2 box
-        averages of the texels (gradients reach them)."""
+        averages of the texels (gradients reach them). A chain ends at 1x1 or at the first
+        level with an odd side (a 100 texel side: 50, 25), as ``io.mips`` exports it."""
         tex_uv, tex_da = flip_v(uv, uv_da)
         mode = "linear" if tex_da is None else "linear-mipmap-linear"
         chain = None if mip is None else [level[None] for level in mip]
         return raster.texture(self.data[None], tex_uv.contiguous(), tex_da, filter_mode=mode,
-                              mip=chain, ctx=ctx)
+                              mip=chain, max_mip_level=halvable_levels(*self.resolution),
+                              ctx=ctx)
 
     @torch.no_grad()
     def resized(self, size: int) -> Texture2D:

@@ -17,6 +17,23 @@ def _halve(size: int) -> int:
     return 1 if size == 1 else size // 2
 
 
+def can_halve(height: int, width: int) -> bool:
+    """Whether 2x2 blocks halve a ``height x width`` level: it is not 1x1 and has no odd side
+    longer than 1."""
+    return (height > 1 or width > 1) and not any(side > 1 and side % 2
+                                                 for side in (height, width))
+
+
+def halvable_levels(height: int, width: int) -> int:
+    """Number of levels after the base one that 2x2 blocks build: down to 1x1, or to the first
+    level with an odd side longer than 1 (a 100 x 100 texture: 50 and 25, so 2)."""
+    levels = 0
+    while can_halve(height, width):
+        height, width = _halve(height), _halve(width)
+        levels += 1
+    return levels
+
+
 def check_max_level(max_mip_level) -> None:
     if max_mip_level is not None and (isinstance(max_mip_level, bool)
                                       or not isinstance(max_mip_level, int)
