@@ -231,3 +231,17 @@ def test_the_path_traced_pass_alone_depends_on_the_path_tracing_knobs():
                         "path_learning_rate": 0.5}.items():
         again, changed, _ = fingerprints(**{name: value})
         assert again == rasterized and changed != traced, name
+
+
+def test_a_checkpoint_made_from_other_inputs_is_not_resumed(tmp_path):
+    """The artist renders the targets again and runs the same command: the fit starts
+    afresh (it resumed the old images' fit, their colours and all, before)."""
+    trainer = PassTrainer(None, pass_1(), Sampler(), Reporter(),
+                          checkpoints=CheckpointStore(tmp_path).for_inputs("old images"))
+    trainer.iteration = 40
+    trainer.save()
+    for digest, iteration in (("old images", 40), ("new images", 0)):
+        again = PassTrainer(None, pass_1(), Sampler(), Reporter(),
+                            checkpoints=CheckpointStore(tmp_path).for_inputs(digest))
+        again.resume()
+        assert again.iteration == iteration, digest

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from diffrec.light.sun import Sun
+from diffrec.pipeline.checkpoints import CheckpointStore
 from diffrec.pipeline.pass_config import pass_config
 from diffrec.pipeline.plateau import Plateau
 from diffrec.pipeline.reporter import Reporter
@@ -138,16 +139,6 @@ class Recorder(Reporter):
         self.events.append(progress)
 
 
-class Checkpoints(dict):
-    """A ``CheckpointStore`` in memory: the last state of each stage."""
-
-    def save(self, stage, state, where=None):
-        self[stage] = state
-
-    def load(self, stage):
-        return self.get(stage)
-
-
 class Frozen(torch.nn.Module):
     """A geometry stand-in with nothing to train."""
 
@@ -186,10 +177,10 @@ def scripted(settings, reporter, iterations=1000, curve=rising_then_flat,
     return trainer
 
 
-def test_the_trainer_stops_a_converged_pass_and_a_resumed_one_stays_stopped():
+def test_the_trainer_stops_a_converged_pass_and_a_resumed_one_stays_stopped(tmp_path):
     settings = parse_settings({"preset": "preview", "plateau_window": 50, "log_every": 10,
                                "checkpoint_every": 0})
-    reporter, checkpoints = Recorder(), Checkpoints()
+    reporter, checkpoints = Recorder(), CheckpointStore(tmp_path)
     trainer = scripted(settings, reporter, checkpoints=checkpoints)
     trainer.train()
     assert trainer.stopped_early and 200 <= trainer.iteration < 1000

@@ -6,6 +6,11 @@ temporary name, flushed to disk and renamed over the old one, so a run killed at
 leaves either the previous checkpoint or the new one, never a torn file. torch is imported
 when a checkpoint is read or written, so the job server's process can hold a store cheaply.
 
+A store may carry the digest of what its run trains on (``for_inputs``,
+``pipeline.input_digest``): every checkpoint it saves is tagged with it, and ``made_from``
+tells a checkpoint of other inputs (untagged ones, from before tags, are taken as made from
+these).
+
 Beside them, ``LATEST_NAME`` says where the latest checkpoint stands ("iteration 10 of 200
 of pass 1 of 2"), in JSON, so that the server can say where a cancelled job stopped and where
 a resumed one starts without loading a checkpoint (``latest``).
@@ -24,8 +29,18 @@ LATEST_NAME = "latest.json"
 class CheckpointStore:
     """Reads and writes ``<directory>/<stage>.pt``."""
 
-    def __init__(self, directory: str | Path):
+    def __init__(self, directory: str | Path, inputs: str | None = None):
         self.directory = Path(directory)
+        self.inputs = inputs
+
+    def for_inputs(self, digest: str) -> CheckpointStore:
+        """This store, its checkpoints tagged with the inputs' ``digest``."""
+        return CheckpointStore(self.directory, digest)
+
+    def made_from(self, state: dict) -> bool:
+        """Whether the checkpoint ``state`` was made from this store's inputs (True where
+        either carries no digest)."""
+        return self.inputs is None or state.get("inputs", self.inputs) == self.inputs
 
     def path(self, stage: str) -> Path:
         return self.directory / f"{stage}.pt"
@@ -35,6 +50,8 @@ class CheckpointStore:
         ("iteration 10 of 200 of pass 1 of 2"; None: not said), for ``latest``."""
         import torch
 
+        if self.inputs is not None:
+            state = {**state, "inputs": self.inputs}
         with atomic_writer(self.path(stage)) as file:
             torch.save(state, file)
         with atomic_writer(self.directory / LATEST_NAME) as file:

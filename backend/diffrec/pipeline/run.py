@@ -41,6 +41,7 @@ from diffrec.pipeline.checkpoints import CheckpointStore
 from diffrec.pipeline.frustum import check_views_see_box
 from diffrec.pipeline.geometry_models import ExplicitGeometry, IsosurfaceGeometry
 from diffrec.pipeline.initial_state import averaged, has_textures, initial_textures, make_light
+from diffrec.pipeline.input_digest import inputs_digest
 from diffrec.pipeline.inputs import Inputs
 from diffrec.pipeline.mip_fit import STEP_COST, fit_mips
 from diffrec.pipeline.pass_config import (
@@ -254,9 +255,10 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     """Run ``settings`` end to end on ``inputs`` (target views resized to ``train_res``) on
     the torch ``device`` ("auto": CUDA, else MPS, else CPU); ``reporter`` receives progress,
     previews and log lines; ``checkpoints`` keeps each pass's state (None: none kept; each
-    pass resumes from its own when it was made with the same settings). The result's metrics
-    hold the held-out PSNR/SSIM per view and their means, times, peak memory, the settings,
-    and ``history``: loss and batch PSNR every ``log_every`` iterations.
+    pass resumes from its own when it was made with the same settings from the same
+    inputs). The result's metrics hold the held-out PSNR/SSIM per view and their means,
+    times, peak memory, the settings, and ``history``: loss and batch PSNR every
+    ``log_every`` iterations.
 
     Raises ``diffrec.errors.Cancelled`` when ``reporter.should_stop()`` says so (checkpoints
     kept): every iteration and between the stages around the passes.
@@ -269,6 +271,8 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     """
     reporter = distributed.main_only(world, reporter or Reporter())
     checkpoints = checkpoints if world.is_main else None
+    if checkpoints is not None:  # a run on other inputs starts afresh
+        checkpoints = checkpoints.for_inputs(inputs_digest(inputs))
     torch_device = resolve_device(device)
     torch.manual_seed(settings.run.seed)
     ctx = raster.RasterContext(torch_device)

@@ -395,8 +395,9 @@ class PassTrainer:
     def _own_checkpoint(self) -> dict | None:
         """This pass's checkpoint if it was made with this fingerprint; else one a server of
         protocol 5 wrote under the pass's name then, with the same config
-        (``PassConfig.fingerprints``); either only if its optimisers step as many parameters
-        as this pass's (an older diffrec's may not: before suns had a width, a sun's power was
+        (``PassConfig.fingerprints``); either only if it was made from these inputs
+        (``CheckpointStore.made_from``) and its optimisers step as many parameters as this
+        pass's (an older diffrec's may not: before suns had a width, a sun's power was
         stepped alone)."""
         if self.checkpoints is None:
             return None
@@ -409,6 +410,10 @@ class PassTrainer:
             if state.get("settings") != fingerprint:
                 log.warning("ignoring the checkpoint of %s: it was made with other settings",
                             run.name)
+                return None
+            if not self.checkpoints.made_from(state):
+                log.warning("ignoring the checkpoint of %s: it was made from other inputs "
+                            "(images, cameras, start mesh or light)", run.name)
                 return None
             saved = state["optimizers"]
             if len(saved) != len(self.optimizers) or not all(
