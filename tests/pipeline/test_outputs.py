@@ -154,3 +154,17 @@ def test_a_changed_file_fails_verification(tmp_path):
     (tmp_path / "mesh.glb").write_bytes(b"short")
     with pytest.raises(ManifestError, match=r"mesh\.glb has 5 bytes; the manifest says \d+"):
         verify(tmp_path, read_manifest(tmp_path))
+
+
+def test_a_result_written_over_an_earlier_one_leaves_none_of_its_files(tmp_path, monkeypatch):
+    """The earlier run wrote OBJ files and four views; this one neither: what is left in the
+    folder is this result's files alone (the old mesh.obj beside the new mesh.glb passed for
+    part of it), and the artist's own files stay."""
+    monkeypatch.setenv(ENV_VARIABLE, str(tmp_path / "no-basisu"))
+    write(tmp_path, export_obj=True, views=4)
+    (tmp_path / "notes.txt").write_text("mine")
+    write(tmp_path, views=2)
+    listed = {entry.name for entry in read_manifest(tmp_path)}
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(
+        [*listed, MANIFEST_NAME, "notes.txt"])
+    assert "validation_view_03.png" not in listed and "mesh.obj" not in listed

@@ -108,3 +108,13 @@ def test_a_file_that_does_not_match_the_manifest_is_refused(tmp_path, capsys):
                          server.endpoint, "--timeout", "2"]) == 2
         assert "texture.npy does not match the manifest" in capsys.readouterr().err
         assert client.status("bad")["state"] == "failed"
+
+
+def test_a_fetch_over_an_earlier_result_leaves_none_of_its_files(finished, connect, tmp_path):
+    server, job = finished
+    (tmp_path / "mesh.obj").write_text("an earlier job's")
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "manifest.json").write_text(json.dumps({"format": 1, "files": [
+        {"name": "mesh.obj", "size": 16, "sha256": "0" * 64, "role": "obj"}]}))
+    connect(server).fetch(job, tmp_path)
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted([*RESULT, "notes.txt"])

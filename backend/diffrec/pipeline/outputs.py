@@ -16,8 +16,8 @@ Layout of ``out_dir`` (every file listed in ``manifest.json``, with its role):
   ``texture_ks.png`` and ``texture_n.png`` (linear) (obj), as nvdiffrec writes them (without
   a clear coat, which MTL cannot hold: a warning says so).
 - ``manifest.json``, written last (``diffrec.protocol.manifest``): its presence means the
-  result is complete. Anything else in ``out_dir`` (checkpoints, files of earlier runs) is not
-  part of the result.
+  result is complete. Anything else in ``out_dir`` (checkpoints, previews) is not part of the
+  result; the files of an earlier result there that this one does not write are removed.
 """
 
 from __future__ import annotations
@@ -33,7 +33,12 @@ import torch.nn.functional as F
 from diffrec.io import Material, write_glb, write_image, write_obj
 from diffrec.io.ktx2_textures import write_ktx2_variant
 from diffrec.io.material import is_texture
-from diffrec.protocol.manifest import MANIFEST_NAME, write_manifest
+from diffrec.protocol.manifest import (
+    MANIFEST_NAME,
+    earlier_entries,
+    remove_stale,
+    write_manifest,
+)
 from diffrec.render.metrics import display
 
 PROBE_SIZE = (512, 1024)
@@ -62,9 +67,11 @@ def textures_to_material(material) -> Material:
 def write_result(out_dir: Path, result, *, export_obj: bool = False) -> Path:
     """Write a ``pipeline.run.Result`` as the result folder described above and return its
     manifest's path; ``export_obj`` adds the OBJ files. A manifest of an earlier run in
-    ``out_dir`` is removed first, so until this returns the folder has none."""
+    ``out_dir`` is removed first, so until this returns the folder has none; once the new
+    one is written, the earlier result's files it does not list are removed too."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    earlier = earlier_entries(out_dir)
     (out_dir / MANIFEST_NAME).unlink(missing_ok=True)
     roles, warnings = {}, []
     if result.validation is not None:
@@ -78,7 +85,10 @@ def write_result(out_dir: Path, result, *, export_obj: bool = False) -> Path:
         metrics = {**metrics, "warnings": [*metrics.get("warnings", []), *warnings]}
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
     roles["metrics.json"] = "metrics"
-    return write_manifest(out_dir, roles)
+    manifest = write_manifest(out_dir, roles)
+    if removed := remove_stale(out_dir, earlier, roles):
+        log.info("removed the earlier result's %s from %s", ", ".join(removed), out_dir)
+    return manifest
 
 
 def write_asset(out_dir: Path, mesh, material, light, *, export_obj: bool = False,

@@ -24,7 +24,15 @@ except ImportError:  # Windows
 from .channel import Channel, Lost
 from .errors import ProtocolError, ServerError
 from .limits import CHUNK_BYTES, WINDOW_CHUNKS
-from .manifest import MANIFEST_NAME, ManifestError, mismatch, parse_manifest, select
+from .manifest import (
+    MANIFEST_NAME,
+    ManifestError,
+    earlier_entries,
+    mismatch,
+    parse_manifest,
+    remove_stale,
+    select,
+)
 from .schema import CONTENT_HASH_RE, FILE_NAME_RE
 from .transfer import ResumableFile, chunk_ranges, content_hash, content_hash_file
 
@@ -118,10 +126,12 @@ def fetch(channel: Channel, job: str, directory: Path, on_progress: Progress | N
     if MANIFEST_NAME not in listing:
         raise ManifestError(f"the results of job {job!r} have no {MANIFEST_NAME}")
     data = _read_small(channel, job, listing[MANIFEST_NAME])
-    chosen = select(parse_manifest(data), only)  # a wrong ``only`` writes nothing
+    entries = parse_manifest(data)
+    chosen = select(entries, only)  # a wrong ``only`` writes nothing
     directory.mkdir(parents=True, exist_ok=True)  # only once the selection is known
     problems = []
     with folder_lock(directory):  # another fetch into it waits, then finds the files held
+        earlier = earlier_entries(directory)
         manifest = _publish(directory / MANIFEST_NAME, data)
         for entry in chosen:
             if entry.name not in listing:
@@ -131,6 +141,8 @@ def fetch(channel: Channel, job: str, directory: Path, on_progress: Progress | N
             if problem := mismatch(path, entry):
                 path.unlink()
                 problems.append(problem)
+        # no earlier result's file passes for one of this job's
+        remove_stale(directory, earlier, [entry.name for entry in entries])
     if problems:
         raise ManifestError(f"job {job!r}: " + "; ".join(problems))
     return [directory / entry.name for entry in chosen] + [manifest]

@@ -123,6 +123,30 @@ def read_manifest(folder: str | Path) -> list[Entry]:
     return parse_manifest(path.read_bytes())
 
 
+def earlier_entries(folder: str | Path) -> list[Entry]:
+    """The entries of a manifest already in ``folder`` (an earlier result written or fetched
+    there), or none where there is none or it cannot be read."""
+    try:
+        return read_manifest(folder)
+    except (ManifestError, OSError):
+        return []
+
+
+def remove_stale(folder: str | Path, earlier: Iterable[Entry], kept: Iterable[str]
+                 ) -> list[str]:
+    """Remove from ``folder`` the files of an earlier result (``earlier``, its manifest's
+    entries) that the new one does not list (``kept``, file names), so that none of them
+    passes for part of it; returns the names removed."""
+    kept = set(kept)
+    removed = []
+    for entry in earlier:
+        path = Path(folder) / entry.name
+        if entry.name not in kept and path.is_file():
+            path.unlink()
+            removed.append(entry.name)
+    return removed
+
+
 def select(entries: Iterable[Entry], only: Iterable[str] | None = None) -> list[Entry]:
     """The entries named by ``only`` (file names or roles, mixed; one string is one word), in
     manifest order; all of them when ``only`` is None. ManifestError for a word that is
