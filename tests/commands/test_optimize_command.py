@@ -1,6 +1,7 @@
 """``diffrec optimize`` from the command line, and how settings are read."""
 
 import json
+import logging
 
 import pytest
 import torch
@@ -13,19 +14,23 @@ from diffrec.mesh.primitives import uv_sphere
 from diffrec.pipeline.config import build_config, read_config_file
 
 
+def ball_job(folder, out) -> list[str]:
+    """``diffrec optimize`` arguments of a small materials job on a ball under a sky (its
+    files written into ``folder``), 10 iterations at 32 px, its result into ``out``."""
+    mesh = uv_sphere(16, 8)
+    write_obj(folder / "ball.obj", mesh, Material(kd=torch.tensor([0.7, 0.3, 0.2]).numpy()))
+    sky = (0.7 + 0.3 * equirect_pixel_directions(16, 32)[..., 2:3]).expand(16, 32, 3)
+    write_image(folder / "sky.hdr", sky.float().numpy())
+    return ["optimize", "--mode", "materials", "--preset", "preview", "--device", "cpu",
+            "--ref-mesh", str(folder / "ball.obj"), "--base-mesh", str(folder / "ball.obj"),
+            "--envmap", str(folder / "sky.hdr"), "--light", "fixed", "--iterations", "10",
+            "--train-res", "32", "--texture-res", "32", "--out-dir", str(out), "--quiet"]
+
+
 @pytest.mark.slow
 def test_optimize_command_writes_outputs_and_previews(tmp_path, capsys):
-    mesh = uv_sphere(16, 8)
-    write_obj(tmp_path / "ball.obj", mesh, Material(kd=torch.tensor([0.7, 0.3, 0.2]).numpy()))
-    sky = (0.7 + 0.3 * equirect_pixel_directions(16, 32)[..., 2:3]).expand(16, 32, 3)
-    write_image(tmp_path / "sky.hdr", sky.float().numpy())
     out = tmp_path / "out"
-    status = cli.main(["optimize", "--mode", "materials", "--preset", "preview", "--device", "cpu",
-                       "--ref-mesh", str(tmp_path / "ball.obj"), "--base-mesh",
-                       str(tmp_path / "ball.obj"), "--envmap", str(tmp_path / "sky.hdr"),
-                       "--light", "fixed", "--iterations", "10", "--train-res", "32",
-                       "--texture-res", "32", "--out-dir", str(out), "--preview-every", "5",
-                       "--quiet"])
+    status = cli.main([*ball_job(tmp_path, out), "--preview-every", "5"])
     assert status == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["out_dir"] == str(out) and printed["psnr_mean"] > 15
@@ -35,6 +40,28 @@ def test_optimize_command_writes_outputs_and_previews(tmp_path, capsys):
     assert [entry["iteration"] for entry in metrics["history"]] == [10]  # log_every 10
     assert (out / "mesh.glb").exists() and (out / "manifest.json").exists()
     assert not (out / "mesh.obj").exists(), "OBJ only when asked for (export_obj)"
+
+
+def test_an_out_dir_that_cannot_be_written_is_a_sentence_before_any_work(tmp_path, capsys):
+    (tmp_path / "a file").write_text("")
+    assert cli.main(ball_job(tmp_path, tmp_path / "a file" / "out")) == 2
+    said = capsys.readouterr().err
+    assert "cannot write into --out-dir" in said and "a file/out: Not a directory" in said
+
+
+@pytest.mark.slow
+def test_a_result_that_cannot_be_written_is_a_sentence_and_the_fit_is_kept(tmp_path, capsys,
+                                                                          caplog):
+    out = tmp_path / "out"
+    (out / "probe.hdr").mkdir(parents=True)  # in the way of the light's file
+    assert cli.main(ball_job(tmp_path, out)) == 2
+    assert (f"cannot write the result files into {out}: Is a directory (probe.hdr); the fit is "
+            "kept in its checkpoints") in capsys.readouterr().err
+    (out / "probe.hdr").rmdir()
+    with caplog.at_level(logging.INFO):
+        assert cli.main(ball_job(tmp_path, out)) == 0
+    assert "resumed from its checkpoint at iteration 10 of 10" in caplog.messages
+    assert (out / "probe.hdr").is_file() and (out / "manifest.json").is_file()
 
 
 def test_reference_system_config_keys_are_translated(tmp_path):

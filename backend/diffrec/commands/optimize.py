@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -154,6 +155,19 @@ class TerminalReporter(Reporter):
 def checkpoint_store(out_dir: str) -> CheckpointStore:
     """Where ``diffrec optimize`` keeps a run's checkpoints: ``out_dir/checkpoints``."""
     return CheckpointStore(Path(out_dir) / "checkpoints")
+
+
+def check_out_dir(out_dir: str) -> None:
+    """UserError, before any work, where ``out_dir`` or its checkpoints folder cannot be made
+    or written (a file in the way, no permission, a read-only disk)."""
+    try:
+        store = checkpoint_store(out_dir).directory
+        store.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=store):
+            pass
+    except OSError as error:
+        raise UserError(f"cannot write into --out-dir {out_dir}: "
+                        f"{error.strerror or error}") from None
 
 
 def check_report(path: str | None, reading: Reading, config: RunConfig,
@@ -373,7 +387,14 @@ def optimize_rank(world, config: RunConfig, quiet: bool = False) -> None:
                       checkpoints=checkpoint_store(config.out_dir), device=device, world=world)
     if result is None:
         return
-    write_result(Path(config.out_dir), result, export_obj=settings.reporting.export_obj)
+    try:
+        write_result(Path(config.out_dir), result, export_obj=settings.reporting.export_obj)
+    except OSError as error:
+        which = f" ({Path(error.filename).name})" if error.filename else ""
+        raise UserError(f"cannot write the result files into {config.out_dir}: "
+                        f"{error.strerror or error}{which}; the fit is kept in its "
+                        "checkpoints, and the same command writes the result once the folder "
+                        "can take it") from None
     summary = {key: result.metrics[key] for key in ("psnr_mean", "ssim_mean", "time_s")}
     print(json.dumps({"out_dir": config.out_dir, **summary}, indent=2))
 
@@ -398,6 +419,7 @@ def run(args) -> int:
         print(check_report(args.config, reading, config, captures))
         return 1 if check_problems(config, captures) else 0
     check_bounds(config.settings, device_memory_bytes(config.device))
+    check_out_dir(config.out_dir)
     # torch-heavy modules are imported only when a run starts
     from diffrec.pipeline import distributed
 
