@@ -28,6 +28,8 @@ def test_both_glbs_pass_the_khronos_validator(tmp_path, textured_mesh, textured_
             reports[str(plain)]["numInfos"]) == (0, 0, 0)
     report = reports[str(variant)]
     assert report["numErrors"] == 0, report["messages"]
+    # a viewer shows the scene a file names: some show nothing where it names none
+    assert reports[str(plain)]["hasDefaultScene"] and report["hasDefaultScene"]
     # This validator does not know KHR_texture_basisu (it says so) and reads no KTX2: those
     # are its only findings, at the KTX2 images the extension names.
     ktx2_images = {"/images/1", "/images/3", "/images/5"}

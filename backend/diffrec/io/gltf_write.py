@@ -59,6 +59,7 @@ def write_glb(path: str | Path, mesh: Mesh, material: Material | None = None, *,
     builder.gltf.meshes.append(gl.Mesh(primitives=[primitive], name=material.name))
     builder.gltf.nodes.append(gl.Node(mesh=0, name="diffrec"))
     builder.gltf.scenes.append(gl.Scene(nodes=[0]))
+    builder.gltf.scene = 0  # the scene a viewer shows; without one some show nothing
     builder.finish(Path(path))
 
 
