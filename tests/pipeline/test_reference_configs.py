@@ -151,6 +151,19 @@ def test_keys_without_a_meaning_here_are_refused_all_at_once(tmp_path):
     assert cli.main(["optimize", "--config", str(path), "--check"]) == 2
 
 
+def test_a_diffrec_file_with_settings_both_systems_name_stays_a_diffrec_file(tmp_path):
+    """``learning_rate`` and ``display`` are diffrec settings too: a file of them alone is
+    not read as an nvdiffrec config (whose schedule, surface and exports it got before)."""
+    path = tmp_path / "mine.toml"
+    path.write_text('learning_rate = [0.03, 0.02]\ndisplay = ["kd"]\nmode = "reconstruct"\n')
+    reading = read_config_reading(path)
+    assert not reading.reference
+    settings = build_config(reading.values()).settings
+    assert settings.schedule.learning_rate == (0.03, 0.02)
+    assert settings.schedule.kind != "nvdiffrec" and settings.reporting.display == ("kd",)
+    assert not settings.reporting.export_obj
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_config_runs_a_few_iterations(data, name):

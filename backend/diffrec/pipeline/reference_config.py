@@ -278,7 +278,9 @@ KEYS: dict[str, Callable] = {
     "local_rank": _local_rank,
     "config": _nested_config,
 }
-# keys only the reference system uses: their presence marks a file as its config
+# keys the reference system uses that diffrec's own files do not hold in its form: one of
+# them marks a file as its config, unless diffrec has a setting of that name too
+# (``learning_rate``, ``display``: see ``translate``)
 REFERENCE_ONLY = set(KEYS) - {"ref_mesh", "base_mesh", "envmap", "out_dir", "batch", "spp",
                               "layers", "train_res", "texture_res", "loss", "dmtet_grid",
                               "mesh_scale", "sdf_regularizer", "laplace", "laplace_scale",
@@ -288,8 +290,9 @@ REFERENCE_ONLY = set(KEYS) - {"ref_mesh", "base_mesh", "envmap", "out_dir", "bat
 
 def translate(data: dict[str, Any], own_settings: set[str]) -> Reading:
     """Translate every key of ``data``; diffrec's own settings (``own_settings``) pass
-    through. Raises ``UserError`` listing every refused or unknown key."""
-    reading = Reading(reference=bool(REFERENCE_ONLY & set(data)))
+    through, unless a key only the reference system uses marks ``data`` as its config.
+    Raises ``UserError`` listing every refused or unknown key."""
+    reading = Reading(reference=bool((REFERENCE_ONLY - own_settings) & set(data)))
     refused = []
     for key, value in data.items():
         shown = json.dumps(value)
