@@ -9,7 +9,9 @@ from stand_ins import ball_asset, render, ring_cameras, sky
 
 from diffrec import cli
 from diffrec.commands.optimize import settings_flags
+from diffrec.geometry import piece_count
 from diffrec.io import Material
+from diffrec.mesh import Mesh
 from diffrec.mesh.primitives import uv_sphere
 from diffrec.pipeline.config import build_config
 from diffrec.pipeline.initial_state import averaged, has_textures
@@ -72,17 +74,35 @@ def test_a_mesh_within_the_budget_is_left_as_it_is_with_its_uvs():
     mesh = uv_sphere(16, 8)
     assert mesh.uvs is not None
     for budget in (0, mesh.num_triangles, mesh.num_triangles + 1):
-        assert _decimated(mesh, budget, Reporter()) is mesh
+        assert _decimated(mesh, budget, Reporter(), []) is mesh
 
 
 def test_a_decimated_mesh_keeps_no_attribute_of_its_old_triangles():
     mesh = uv_sphere(16, 8)
     normals = mesh.positions / mesh.positions.norm(dim=-1, keepdim=True)
     mesh = mesh.replace(normals=normals, normal_triangles=mesh.triangles)
-    decimated = _decimated(mesh, 100, Reporter())
-    assert decimated.num_triangles <= 100
+    warnings = []
+    decimated = _decimated(mesh, 100, Reporter(), warnings)
+    assert decimated.num_triangles <= 100 and warnings == [], "one piece, kept"
     assert (decimated.uvs, decimated.normals, decimated.tangents) == (None, None, None)
     assert (decimated.positions.norm(dim=-1) - 1).abs().max() < 0.1, "still the sphere"
+
+
+def test_pieces_the_budget_takes_away_entirely_are_said():
+    """Thirty tetrahedra at a budget of 20 triangles: the collapse keeps some whole and takes
+    the others away, which the warnings say (it was silent)."""
+    tetrahedron = torch.tensor([[0.0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]])
+    faces = torch.tensor([[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]])
+    mesh = Mesh(torch.cat([tetrahedron + 3 * piece for piece in range(30)]),
+                torch.cat([faces + 4 * piece for piece in range(30)]))
+    warnings, lines = [], Lines()
+    decimated = _decimated(mesh, 20, lines, warnings)
+    kept = piece_count(decimated.positions, decimated.triangles)
+    assert 0 < kept < 30 and decimated.num_triangles <= 20
+    assert warnings == [f"{30 - kept} of the base mesh's 30 separate pieces collapsed to "
+                        "nothing at target_triangles 20: allow more triangles to keep them, "
+                        "or join the pieces"]
+    assert warnings[0] in lines.lines
 
 
 def test_a_base_material_whose_uvs_are_gone_starts_as_its_averages():

@@ -17,7 +17,7 @@ Meshes are ``(vertices float [V, 3], triangles int64 [T, 3])``; triangles are wo
 counter-clockwise seen from outside, where the SDF is ``>= 0``.
 """
 
-from diffrec.geometry.cleanup import clean_mesh, remove_small_pieces
+from diffrec.geometry.cleanup import clean_mesh, piece_count, remove_small_pieces
 from diffrec.geometry.dmtet import DMTetGeometry, sdf_regularizer_weight, sdf_sign_change_loss
 from diffrec.geometry.flexicubes import FlexiCubesGeometry
 from diffrec.geometry.large_steps import LargeSteps, SolveNotConverged
@@ -30,6 +30,7 @@ __all__ = [
     "SolveNotConverged",
     "TetGrid",
     "clean_mesh",
+    "piece_count",
     "remove_small_pieces",
     "sdf_regularizer_weight",
     "sdf_sign_change_loss",

@@ -117,6 +117,24 @@ def _connected_labels(count: int, first: torch.Tensor, second: torch.Tensor) -> 
         label = updated
 
 
+def _piece_labels(count: int, triangles: torch.Tensor) -> torch.Tensor:
+    """Each triangle's connected piece (triangles sharing vertices), labelled by the smallest
+    vertex index in it; ``count`` vertices."""
+    first = triangles[:, [0, 1, 2]].reshape(-1)
+    second = triangles[:, [1, 2, 0]].reshape(-1)
+    both = (torch.cat([first, second]), torch.cat([second, first]))
+    return _connected_labels(count, *both)[triangles[:, 0]]
+
+
+def piece_count(vertices: torch.Tensor, triangles: torch.Tensor) -> int:
+    """How many connected pieces the mesh has: triangles sharing a position (seams welded)
+    are one piece."""
+    vertices, triangles = weld_vertices(vertices, triangles.to(torch.int64))
+    if len(triangles) == 0:
+        return 0
+    return len(torch.unique(_piece_labels(len(vertices), triangles)))
+
+
 def triangle_areas(vertices: torch.Tensor, triangles: torch.Tensor) -> torch.Tensor:
     """Areas ``[T]`` of the triangles, in the vertices' units squared."""
     v0, v1, v2 = (vertices[triangles[:, i]] for i in range(3))
@@ -174,10 +192,7 @@ def remove_small_pieces(vertices: torch.Tensor, triangles: torch.Tensor,
     triangles = triangles.to(torch.int64)
     if len(triangles) == 0:
         return remove_unreferenced_vertices(vertices, triangles)
-    first = triangles[:, [0, 1, 2]].reshape(-1)
-    second = triangles[:, [1, 2, 0]].reshape(-1)
-    both = (torch.cat([first, second]), torch.cat([second, first]))
-    piece = _connected_labels(len(vertices), *both)[triangles[:, 0]]
+    piece = _piece_labels(len(vertices), triangles)
     with torch.no_grad():
         area = torch.zeros(len(vertices), dtype=vertices.dtype, device=vertices.device)
         area.index_add_(0, piece, triangle_areas(vertices, triangles))

@@ -28,7 +28,7 @@ import torch
 from diffrec import raster
 from diffrec.devices import peak_memory_mb, resolve_device
 from diffrec.errors import Cancelled, UserError
-from diffrec.geometry import clean_mesh, remove_small_pieces
+from diffrec.geometry import clean_mesh, piece_count, remove_small_pieces
 from diffrec.geometry.simplify import simplify
 from diffrec.light.envmap import EnvironmentLight
 from diffrec.mesh import Mesh
@@ -203,16 +203,23 @@ def _say_ior(settings: Settings, material: TextureMaterial, reporter: Reporter) 
         reporter.log(f"the surface's IOR is trained, from {material.ior:.2f} (learn_ior)")
 
 
-def _decimated(mesh: Mesh, budget: int, reporter: Reporter) -> Mesh:
+def _decimated(mesh: Mesh, budget: int, reporter: Reporter, warnings: list[str]) -> Mesh:
     """``mesh`` itself when it has at most ``budget`` triangles (or ``budget`` is 0), else its
     surface decimated to the budget (``simplify``) without its UVs, normals and tangents,
     which followed the triangles it had (unwrapping gives it new UVs; its normals are then
-    the surface's own, smooth)."""
+    the surface's own, smooth). Separate pieces the collapse took away entirely are said in
+    a sentence appended to ``warnings``."""
     if not budget or mesh.num_triangles <= budget:
         return mesh
     vertices, triangles = simplify(mesh.positions.detach(), mesh.triangles, budget)
     reporter.log(f"decimated {mesh.num_triangles:,} -> {len(triangles):,} triangles "
                  f"(target_triangles {budget:,})")
+    pieces = piece_count(mesh.positions.detach(), mesh.triangles)
+    if lost := pieces - piece_count(vertices, triangles):
+        warnings.append(f"{lost:,} of the base mesh's {pieces:,} separate pieces collapsed to "
+                        f"nothing at target_triangles {budget:,}: allow more triangles to "
+                        "keep them, or join the pieces")
+        reporter.log(warnings[-1], level="warning")
     return Mesh(vertices, triangles)
 
 
@@ -296,7 +303,7 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
         if inputs.base_mesh is None:
             raise UserError(f"mode {mode!r} needs a starting mesh (base_mesh)")
         base = _decimated(inputs.base_mesh.to(torch_device), settings.surface.target_triangles,
-                          reporter)
+                          reporter, warnings)
         mesh, unwrapping = _unwrapped(ctx, base, settings, reporter, world)
         base_material = inputs.base_material
         if (base_material is not None and settings.material.init_textures == "base_mesh"
