@@ -20,14 +20,21 @@ from types import ModuleType
 
 import torch
 
-from diffrec.errors import SettingVariableError
+from diffrec.errors import SettingVariableError, UserError
 from diffrec.optional import optional_module
 
 __all__ = ["NEURAL", "RASTER", "EngineFamily", "EngineUnavailableError"]
 
 
-class EngineUnavailableError(RuntimeError):
-    """The requested engine cannot run here (package missing or device not supported)."""
+class EngineUnavailableError(UserError, RuntimeError):
+    """The requested engine cannot run here (package missing or device not supported): a
+    sentence for the command line, as the cause is the setup's."""
+
+
+def explicit_impl(impl: str | None) -> bool:
+    """Whether ``impl`` names an engine itself (not None or "auto", which defer to the
+    environment)."""
+    return impl is not None and impl.strip().lower() != "auto"
 
 
 class EngineFamily:
@@ -55,7 +62,7 @@ class EngineFamily:
         """The engine asked for by ``impl`` or, when ``impl`` is None or "auto", the
         environment: "auto" or one of ``engines``. Raises ValueError for other names
         (``SettingVariableError``, a sentence for the command line, for the environment's)."""
-        explicit = impl is not None and impl.strip().lower() != "auto"
+        explicit = explicit_impl(impl)
         choice = (impl if explicit else os.environ.get(self.env_var, "auto")).strip().lower()
         if choice not in ("auto", *self.engines):
             names = " or ".join(repr(name) for name in ("auto", *self.engines))
@@ -75,15 +82,16 @@ class EngineFamily:
         cuda = device.type == "cuda"
         if choice == "auto":
             return self.accelerated if cuda and self.module() is not None else "torch"
+        asked = f"impl={impl!r}" if explicit_impl(impl) else f"${self.env_var}"
         if choice == self.accelerated and not cuda:
             raise EngineUnavailableError(
-                f"the {choice} engine needs a CUDA device, got {device}; "
-                f"use impl='torch' (or {self.env_var}=torch) on this device"
+                f"the {choice} engine ({asked}) needs a CUDA device, and this run's device "
+                f"is {device}: set {self.env_var}=torch or unset it (impl='torch' in code)"
             )
         if choice == self.accelerated and self.module() is None:
             raise EngineUnavailableError(
-                f"{self.package} is not installed or failed to import; install it with "
-                f"scripts/install_gpu, or use impl='torch' ({self.env_var}=torch)"
+                f"{self.package} ({asked}) is not installed or failed to import; install it "
+                f"with scripts/install_gpu, or set {self.env_var}=torch (impl='torch' in code)"
             )
         return choice
 

@@ -6,6 +6,7 @@ import torch
 
 from diffrec import raster
 from diffrec.engines import NEURAL, RASTER
+from diffrec.errors import UserError
 
 
 def test_auto_on_cpu_is_torch(monkeypatch):
@@ -18,6 +19,11 @@ def test_auto_on_cpu_is_torch(monkeypatch):
 def test_environment_overrides_auto(monkeypatch):
     monkeypatch.setenv(RASTER.env_var, "nvdiffrast")
     with pytest.raises(raster.EngineUnavailableError, match="CUDA"):
+        raster.RasterContext(device="cpu")
+    # on the command line, a sentence naming the variable that asked for it
+    assert issubclass(raster.EngineUnavailableError, UserError)
+    with pytest.raises(UserError, match=r"\$DIFFREC_RASTER\) needs a CUDA device, and this "
+                                        r"run's device is cpu: set DIFFREC_RASTER=torch"):
         raster.RasterContext(device="cpu")
     # an explicit impl wins over the environment
     assert raster.RasterContext(device="cpu", impl="torch").engine == "torch"
@@ -44,7 +50,8 @@ def test_one_resolver_for_both_families(monkeypatch):
     monkeypatch.setenv(RASTER.env_var, "torch")
     monkeypatch.setenv(NEURAL.env_var, "tcnn")
     assert RASTER.resolve("cpu") == "torch"
-    with pytest.raises(raster.EngineUnavailableError, match="tcnn engine needs a CUDA"):
+    with pytest.raises(raster.EngineUnavailableError,
+                       match=r"tcnn engine \(\$DIFFREC_NEURAL\) needs a CUDA"):
         NEURAL.resolve("cpu")
     assert NEURAL.resolve("cpu", "torch") == "torch"
     assert (RASTER.engines, NEURAL.engines) == (("torch", "nvdiffrast"), ("torch", "tcnn"))
