@@ -27,6 +27,7 @@ SHELL_LANGUAGES = {"", "bash", "sh", "shell"}
 # environment, other tools the guide names (their own documentation covers them)
 OTHER_TOOLS = {"python3.11", "source", "ray", "ssh", "torchrun", "blender"}
 PIP = re.compile(r"(^|/)pip3?$")
+VENV_PYTHON = re.compile(r"^\.venv/bin/python$")  # a script run by the checkout's own Python
 DIFFREC = re.compile(r"(^|/)diffrec$")  # diffrec, .venv/bin/diffrec, ~/diffrec-venv/bin/diffrec
 
 
@@ -60,7 +61,7 @@ def commands(doc: str) -> list[list[str]]:
 
 def is_command(word: str) -> bool:
     return (bool(DIFFREC.search(word)) or word.startswith("scripts/")
-            or word in OTHER_TOOLS or bool(PIP.search(word)))
+            or word in OTHER_TOOLS or bool(PIP.search(word)) or bool(VENV_PYTHON.search(word)))
 
 
 def diffrec_arguments(words: list[str]) -> list[str] | None:
@@ -89,6 +90,9 @@ def test_each_command_exists_and_parses(doc, words):
     if words[0].startswith("scripts/"):
         script = REPO / words[0]
         assert script.is_file() and os.access(script, os.X_OK), f"{doc}: {words[0]}"
+        return
+    if VENV_PYTHON.search(words[0]) and words[1].startswith("scripts/"):
+        assert (REPO / words[1]).is_file(), f"{doc}: {words[1]}"
         return
     arguments = diffrec_arguments(words)
     if arguments is None:
