@@ -197,7 +197,8 @@ def test_check_says_a_ref_mesh_folder_is_the_targets_dataset(tmp_path, capsys):
     folder = tmp_path / "nerfscene"
     write_capture(folder, 6)
     write_capture(folder, 2, "transforms_test.json")
-    assert cli.main(["optimize", "--ref-mesh", str(folder), "--check"]) == 0
+    assert cli.main(["optimize", "--ref-mesh", str(folder), "--mode", "reconstruct",
+                     "--check"]) == 0
     printed = capsys.readouterr().out
     assert f"targets: the images of {folder} (a NeRF-style folder)" in printed
     assert "validation: the 2 views of the test split; training on all 6" in printed
@@ -209,3 +210,45 @@ def test_the_dataset_help_names_a_capture_tools_transforms_json(capsys):
     text = " ".join(capsys.readouterr().out.split())
     dataset_help = text[text.rindex("--dataset DATASET"):text.rindex("--ref-mesh REF_MESH")]
     assert "capture tool's folder (transforms.json" in dataset_help
+
+
+@pytest.mark.parametrize("flags, sentence", [
+    (["--device", "gpu"], "unknown device 'gpu'"),
+    (["--mode", "materials"], "mode 'materials' needs a starting mesh (--base-mesh, or "
+                              "base_mesh in the config)"),
+    (["--gpus", "64"], "--gpus 64 needs 64 CUDA devices and torch sees"),
+], ids=["unknown device", "no start mesh", "more GPUs than here"])
+def test_check_and_the_run_refuse_alike_what_cannot_run_here(tmp_path, capsys, flags,
+                                                              sentence):
+    """What the run refuses before it reads its inputs, ``--check`` refuses too (it said the
+    config was fine, and the run then stopped)."""
+    folder = tmp_path / "capture"
+    write_capture(folder, 4)
+    command = ["optimize", "--dataset", str(folder), "--out-dir", str(tmp_path / "out"),
+               *flags]
+    assert cli.main([*command, "--check"]) == 1
+    assert f"CANNOT RUN: {sentence}" in capsys.readouterr().out
+    assert cli.main(command) == 2
+    assert sentence in capsys.readouterr().err
+    assert not (tmp_path / "out").exists(), "refused before any work"
+
+
+def test_path_tracing_without_mitsuba_is_refused_before_any_pass(tmp_path, capsys,
+                                                                 monkeypatch):
+    """It was said after the whole rasterized pass."""
+    from diffrec.render import mitsuba_bridge
+
+    monkeypatch.setattr(mitsuba_bridge, "optional_module", lambda name: None)
+    mitsuba_bridge._load.cache_clear()
+    try:
+        command = [*ball_job(tmp_path, tmp_path / "out"), "--config",
+                   str(tmp_path / "traced.toml")]
+        (tmp_path / "traced.toml").write_text('renderer = "path-traced"\n')
+        assert cli.main([*command, "--check"]) == 1
+        assert "CANNOT RUN: path tracing runs on Mitsuba 3, which is not installed" in \
+            capsys.readouterr().out
+        assert cli.main(command) == 2
+        assert "which is not installed" in capsys.readouterr().err
+        assert not (tmp_path / "out").exists()
+    finally:
+        mitsuba_bridge._load.cache_clear()

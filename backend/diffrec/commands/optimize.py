@@ -171,10 +171,9 @@ def check_out_dir(out_dir: str) -> None:
 
 
 def check_report(path: str | None, reading: Reading, config: RunConfig,
-                 captures: CapturesRead) -> str:
+                 problems: list[str], captures: CapturesRead) -> str:
     """What ``--check`` prints: each key of the file and what it became, where the targets
-    come from, the files that are missing or cannot be read (``check_problems``), and the
-    settings that would run (JSON)."""
+    come from, ``problems`` (``check_problems``), and the settings that would run (JSON)."""
     from diffrec.pipeline.captures import capture_layout
     from diffrec.pipeline.inputs import target_folder
 
@@ -193,7 +192,7 @@ def check_report(path: str | None, reading: Reading, config: RunConfig,
     elif sources.ref_mesh:
         lines.append(f"targets: {config.settings.size.views} renders of {sources.ref_mesh} "
                      f"under {sources.envmap}")
-    lines += check_problems(config, captures)
+    lines += problems
     lines.append(validation_line(config, captures))
     if reading.reference or config.settings.schedule.kind == "nvdiffrec":
         lines += ["departures from nvdiffrec's behaviour:",
@@ -202,11 +201,41 @@ def check_report(path: str | None, reading: Reading, config: RunConfig,
     return "\n".join(lines)
 
 
-def check_problems(config: RunConfig, captures: CapturesRead) -> list[str]:
+def check_problems(args, config: RunConfig, captures: CapturesRead) -> list[str]:
     """One line per problem that stops the run before it starts (``--check`` then exits with
-    status 1): each file it names that is missing, each capture there that cannot be read."""
+    status 1): each file it names that is missing, each capture there that cannot be read,
+    and what this machine or the mode refuses (``run_problems``)."""
     return ([f"NOT FOUND: {problem}" for problem in missing_files(config)]
-            + [f"CANNOT READ: {problem}" for problem in captures.problems])
+            + [f"CANNOT READ: {problem}" for problem in captures.problems]
+            + [f"CANNOT RUN: {problem}" for problem in run_problems(args, config)])
+
+
+def run_problems(args, config: RunConfig) -> list[str]:
+    """What stops a run before it reads its inputs, one sentence each: a device torch cannot
+    use here, ranks this machine cannot start (``ranks_asked``), a mode without the start
+    mesh it needs, path tracing without Mitsuba 3 (or the LLVM its CPU backend needs)."""
+    from diffrec.devices import resolve_device
+
+    def needs_a_start() -> None:
+        if config.settings.run.mode != "reconstruct" and not config.sources.base_mesh:
+            raise UserError(f"mode {config.settings.run.mode!r} needs a starting mesh "
+                            "(--base-mesh, or base_mesh in the config)")
+
+    def path_tracer() -> None:
+        if config.settings.path_tracing.renderer == "path-traced":
+            from diffrec.render.mitsuba_bridge import load_mitsuba
+
+            load_mitsuba(resolve_device(config.device))
+
+    problems = []
+    for check in (lambda: resolve_device(config.device), lambda: ranks_asked(args, config),
+                  needs_a_start, path_tracer):
+        try:
+            check()
+        except UserError as error:
+            if str(error) not in problems:
+                problems.append(str(error))
+    return problems
 
 
 def validation_line(config: RunConfig, captures: CapturesRead) -> str:
@@ -416,8 +445,11 @@ def run(args) -> int:
     config = build_config(reading.values(PRESETS.get(args.preset)), flags)
     if args.check:
         captures = read_captures(config)
-        print(check_report(args.config, reading, config, captures))
-        return 1 if check_problems(config, captures) else 0
+        problems = check_problems(args, config, captures)
+        print(check_report(args.config, reading, config, problems, captures))
+        return 1 if problems else 0
+    if problems := run_problems(args, config):
+        raise UserError(problems[0])
     check_bounds(config.settings, device_memory_bytes(config.device))
     check_out_dir(config.out_dir)
     # torch-heavy modules are imported only when a run starts

@@ -63,6 +63,7 @@ from diffrec.pipeline.unwrap import has_usable_uvs, with_uvs
 from diffrec.pipeline.views import Views, at_longest_side
 from diffrec.protocol.settings import PATH_TRACED_COST, Settings, textured_pass_iterations
 from diffrec.render.material import FLAT_NORMAL, NeuralSurface, TextureMaterial
+from diffrec.render.mitsuba_bridge import load_mitsuba
 from diffrec.render.texture2d import Texture2D
 
 log = logging.getLogger(__name__)
@@ -283,6 +284,8 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     torch_device = resolve_device(device)
     torch.manual_seed(settings.run.seed)
     ctx = raster.RasterContext(torch_device)
+    if settings.path_tracing.renderer == "path-traced":
+        load_mitsuba(torch_device)  # a missing Mitsuba or LLVM said now, not after pass 1
     train_res, mode = settings.size.train_res, settings.run.mode
     train = at_longest_side(inputs.train, train_res).to(torch_device)
     test = at_longest_side(inputs.test, train_res) if inputs.test is not None else None
