@@ -213,6 +213,9 @@ def test_a_failing_basisu_leaves_the_variant_out_and_says_why(tmp_path, textured
     assert written == [] and not (out / VARIANT_NAME).exists()
     assert notes == [f"KTX2 export skipped (no {VARIANT_NAME}): basisu ({broken}) failed with "
                      f"exit code 3: out of cheese"]
+    broken.write_text("#!/bin/sh\nexit 1\n")  # failing without a word
+    _, notes = write_ktx2_variant(out, textured_mesh, Material(kd=torch.rand(4, 4, 3)))
+    assert notes[-1].endswith("failed with exit code 1: it printed nothing"), notes
 
 
 def test_basisu_failing_on_a_later_texture_leaves_no_ktx2_file(tmp_path, textured_mesh,

@@ -54,6 +54,15 @@ def find_basisu() -> Path | None:
     return binary if binary.is_file() else None
 
 
+def not_found_reason() -> str:
+    """Why ``find_basisu`` found none, as a sentence with what to do."""
+    named = os.environ.get(ENV_VARIABLE)
+    if named:
+        return (f"{ENV_VARIABLE} names {named}, which is not a file: point it at the basisu "
+                "binary, or unset it to use the one on PATH or scripts/install_tools'")
+    return f"basisu was not found; {INSTALL_HINT}"
+
+
 def encode_uastc(basisu: Path, pngs: list[bytes], *, alpha: bool, srgb: bool) -> list[Level]:
     """One UASTC level (Zstandard-supercompressed) per 8-bit PNG of ``pngs``, in one run of
     basisu: RGBA when ``alpha`` else RGB; ``srgb`` says the colour is sRGB-encoded (else
@@ -75,9 +84,9 @@ def encode_uastc(basisu: Path, pngs: list[bytes], *, alpha: bool, srgb: bool) ->
             raise UserError(f"basisu ({basisu}) could not run: {one_line(error)}") from None
         targets = [source.with_suffix(".ktx2") for source in sources]
         if done.returncode != 0 or not all(target.is_file() for target in targets):
-            said = one_line(Exception(done.stdout[-400:] + done.stderr[-400:]))
+            said = " ".join((done.stdout[-400:] + done.stderr[-400:]).split())
             raise UserError(f"basisu ({basisu}) failed with exit code {done.returncode}: "
-                            f"{said}")
+                            f"{said or 'it printed nothing'}")
         encoded = [read_ktx2(target.read_bytes(), f"basisu's {target.name}")
                    for target in targets]
     for texture in encoded:

@@ -18,7 +18,7 @@ import torch
 
 from diffrec.color import srgb_to_linear
 from diffrec.errors import UserError
-from diffrec.io.basisu import INSTALL_HINT, decode_levels, encode_uastc, find_basisu
+from diffrec.io.basisu import decode_levels, encode_uastc, find_basisu, not_found_reason
 from diffrec.io.gltf_write import file_texture, write_glb
 from diffrec.io.images import encode_integer_image
 from diffrec.io.ktx2 import SUPERCOMPRESSION_ZSTD, Ktx2, read_ktx2, write_ktx2
@@ -79,8 +79,8 @@ def write_ktx2_variant(folder: Path, mesh: Mesh, material: Material
     was left out and why."""
     basisu = find_basisu()
     if basisu is None:
-        return [], [f"KTX2 export skipped (no {VARIANT_NAME}, no .ktx2 files): basisu was not "
-                    f"found; {INSTALL_HINT}"]
+        return [], [f"KTX2 export skipped (no {VARIANT_NAME}, no .ktx2 files): "
+                    f"{not_found_reason()}"]
     channels, notes = ktx2_channels(material)
     try:
         names = write_ktx2_textures(folder, material, channels, basisu)
@@ -98,7 +98,7 @@ def read_ktx2_textures(folder: Path) -> dict[str, list[torch.Tensor]]:
     8-bit files hold them. UserError when basisu is missing or fails."""
     basisu = find_basisu()
     if basisu is None:
-        raise UserError(f"reading KTX2 files needs basisu, which was not found; {INSTALL_HINT}")
+        raise UserError(f"reading KTX2 files needs basisu: {not_found_reason()}")
     channels = {}
     for name, file in KTX2_NAMES.items():
         path = Path(folder) / file
