@@ -83,6 +83,9 @@ def test_gpus_are_refused_where_there_are_none_and_ranks_need_the_cpu(monkeypatc
     assert asked(ranks=2, run_config=cpu) == (2, "cpu")
     with pytest.raises(UserError, match="does not split evenly over 3 ranks"):
         asked(ranks=3, run_config=cpu)
+    for flags in ({"ranks": 0}, {"ranks": 65}, {"gpus": 65}):  # the ranks setting's range too
+        with pytest.raises(UserError, match=r"must be 1 to 64, got (0|65)"):
+            asked(run_config=cpu, **flags)
 
 
 def _raises_on_rank_one(world):

@@ -81,7 +81,9 @@ def test_values_are_checked_with_the_field_named():
     for values, field in (({"mode": "sculpt"}, "mode"), ({"iterations": 0}, "iterations"),
                           ({"kd_min": [0, 0]}, "kd_min"), ({"light_res": 100}, "light_res"),
                           ({"grid": 33}, "grid"), ({"display": ["x"]}, "display"),
-                          ({"hash_table_log2": 30}, "hash_table_log2")):
+                          ({"hash_table_log2": 30}, "hash_table_log2"),
+                          ({"path_learning_rate": 0}, "path_learning_rate"),
+                          ({"path_res": 5}, "path_res")):
         with pytest.raises(SettingsError) as info:
             parse_settings(values)
         assert info.value.field == field, values

@@ -22,7 +22,7 @@ from diffrec.pipeline.config import RunConfig, build_config, read_config_reading
 from diffrec.pipeline.reference_config import Reading, departures
 from diffrec.pipeline.reporter import PreviewFrame, Progress, Reporter
 from diffrec.protocol import events
-from diffrec.protocol.settings import GEOMETRIES, LIGHT_MODES, MODES, PRESETS
+from diffrec.protocol.settings import GEOMETRIES, LIGHT_MODES, MAX_RANKS, MODES, PRESETS
 
 NAME = "optimize"
 HELP = "optimise a mesh, PBR textures and light against target images"
@@ -368,8 +368,8 @@ def ranks_asked(args, config: RunConfig) -> tuple[int, str]:
 
 
 def _at_least_one(flag: str, count: int) -> int:
-    if count < 1:
-        raise UserError(f"{flag} must be at least 1, got {count}")
+    if not 1 <= count <= MAX_RANKS:
+        raise UserError(f"{flag} must be 1 to {MAX_RANKS}, got {count}")
     return count
 
 

@@ -421,13 +421,14 @@ class PathTracingSettings(_Record):
                                   "mode)", **_choice(RENDERERS))
     iterations: int = _path_tracing(100, "path-traced iterations refining the textures "
                                     "after the rasterized pass", minimum=1)
-    learning_rate: float = _path_tracing(0.01, "the path-traced pass's learning rate",
-                                         minimum=0)
+    learning_rate: float = _path_tracing(0.01, "the path-traced pass's learning rate "
+                                         "(positive)", minimum=0)
     samples: int = _path_tracing(8, "samples per pixel of a path-traced training image "
                                  "(validation takes four times as many)", minimum=1)
     res: int = _path_tracing(0, "longest side in pixels of the path-traced training "
                              "images, the views resized down to it (0, or at least the "
-                             "views' size: the training views as they are)", minimum=0)
+                             "views' size: the training views as they are; else at least "
+                             f"{MIN_SIDE})", minimum=0)
     max_depth: int = _path_tracing(3, "path length as Mitsuba's max_depth: 2 direct light "
                                    "with shadows, 3 also one bounce between the object's "
                                    "own surfaces", minimum=2, maximum=16)
@@ -446,11 +447,15 @@ class ReportingSettings(_Record):
                                   "format)")
 
 
+MAX_RANKS = 64
+"""The most processes one job trains in (``ranks``, ``--gpus``, ``--ranks``)."""
+
+
 @dataclass(frozen=True)
 class LimitsSettings(_Record):
     unwrap_timeout_s: float = _limits(120.0, "UV unwrapping time limit, seconds", minimum=0)
     ranks: int = _limits(1, "processes training the job data-parallel: one per GPU on a CUDA "
-                         "worker, CPU processes on a CPU worker", minimum=1, maximum=64)
+                         "worker, CPU processes on a CPU worker", minimum=1, maximum=MAX_RANKS)
 
 
 RECORDS: dict[str, type[_Record]] = {
@@ -747,6 +752,9 @@ def _check_together(settings: Settings) -> None:
         ("mesh_scale", settings.surface.mesh_scale > 0, "must be positive"),
         ("learning_rate", all(lr > 0 for lr in settings.schedule.learning_rate),
          "must be positive"),
+        ("path_learning_rate", settings.path_tracing.learning_rate > 0, "must be positive"),
+        ("path_res", settings.path_tracing.res == 0 or settings.path_tracing.res >= MIN_SIDE,
+         f"must be 0 (the training views' size) or at least {MIN_SIDE}"),
         ("kd_max", len(material.kd_min) == len(material.kd_max),
          "must have as many values as kd_min"),
         (None, all(lo <= hi for lo, hi in zip(
