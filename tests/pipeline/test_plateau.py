@@ -192,6 +192,7 @@ def test_the_trainer_stops_a_converged_pass_and_a_resumed_one_stays_stopped(tmp_
     again.resume()
     again.train()
     assert again.iteration == trainer.iteration  # not trained on from the checkpoint
+    assert again.history == trainer.history != [], "the curve is kept (it came back empty)"
 
 
 def test_a_pass_flat_only_at_its_last_iteration_is_not_said_to_stop_early():

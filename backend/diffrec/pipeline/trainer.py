@@ -284,7 +284,7 @@ class PassTrainer:
             "schedulers": [scheduler.state_dict() for scheduler in self.schedulers],
             "sampler": self.sampler.state_dict(),
             "generator": self.generator.get_state(),
-            "stopped_early": self.stopped_early,
+            "stopped_early": self.stopped_early, "history": self.history,
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -303,6 +303,7 @@ class PassTrainer:
         self.generator.set_state(state["generator"])
         self.iteration = state["iteration"]
         self.stopped_early = state.get("stopped_early")
+        self.history = list(state.get("history", []))  # older checkpoints kept none
 
     def step(self) -> dict:
         """One iteration; returns its losses and the batch PSNR as 0-d tensors on the device
