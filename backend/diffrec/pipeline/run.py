@@ -59,7 +59,7 @@ from diffrec.pipeline.sampler import ViewSampler
 from diffrec.pipeline.scoring import Validation, score_views
 from diffrec.pipeline.sun_finder import NO_SUN, find_sun, seed_sun_
 from diffrec.pipeline.trainer import Pass, PassTrainer
-from diffrec.pipeline.unwrap import has_usable_uvs, with_uvs
+from diffrec.pipeline.unwrap import with_uvs
 from diffrec.pipeline.views import Views, at_longest_side
 from diffrec.protocol.settings import PATH_TRACED_COST, Settings, textured_pass_iterations
 from diffrec.render.material import FLAT_NORMAL, NeuralSurface, TextureMaterial
@@ -229,11 +229,10 @@ def _unwrapped(ctx, mesh: Mesh, settings: Settings, reporter: Reporter,
     """``with_uvs(mesh)`` unwrapped by rank 0 and shared, so that every rank trains the same
     atlas (a stop asked during unwrapping ends rank 0 alone; its launcher ends the rest); a
     fallback layout is reported as a warning."""
-    if not has_usable_uvs(ctx, mesh):
-        reporter.log("unwrapping the surface…", stage="unwrapping")
-
     def on_main() -> tuple[Mesh, dict]:
-        unwrapped, how = with_uvs(ctx, mesh, settings, reporter.should_stop)
+        unwrapped, how = with_uvs(
+            ctx, mesh, settings, reporter.should_stop,
+            before_unwrap=lambda: reporter.log("unwrapping the surface…", stage="unwrapping"))
         if how["warning"]:
             reporter.log(how["warning"], level="warning")
         return unwrapped.to("cpu"), how

@@ -312,16 +312,17 @@ def uv_layout_problems(ctx: raster.RasterContext, mesh: Mesh, *, resolution: int
 
 def has_usable_uvs(ctx: raster.RasterContext, mesh: Mesh, **kwargs) -> bool:
     """True when ``mesh``'s UVs can be baked into (see ``uv_layout_problems`` for the checks
-    and ``kwargs``); the problems found are logged."""
+    and ``kwargs``); the problems found with UVs it has are logged."""
     problems = uv_layout_problems(ctx, mesh, **kwargs)
-    if problems:
+    if problems and mesh.uvs is not None:
         log.info("not using the mesh's UVs: %s", "; ".join(problems))
     return not problems
 
 
 def with_uvs(ctx: raster.RasterContext, mesh: Mesh, settings,
              should_stop: Callable[[], bool] = lambda: False, *,
-             worker: UnwrapWorker = xatlas_worker) -> tuple[Mesh, dict]:
+             worker: UnwrapWorker = xatlas_worker,
+             before_unwrap: Callable[[], None] = lambda: None) -> tuple[Mesh, dict]:
     """``(mesh, how)``: ``mesh`` itself if its UVs are usable (``has_usable_uvs``), else a copy
     with a fresh ``unwrap`` (xatlas, or the fallback) on the mesh's device and dtype; tangents,
     which follow the UVs, are dropped (the geometry recomputes them). ``how`` is what the
@@ -331,11 +332,12 @@ def with_uvs(ctx: raster.RasterContext, mesh: Mesh, settings,
     ``ctx``: the run's context (checks the mesh's own UVs). ``settings``: the optimisation's
     settings; ``unwrap_timeout_s`` bounds xatlas and ``texture_res`` (texels a side) sizes its
     atlas. ``should_stop()`` turning true raises ``Cancelled``; ``worker`` replaces xatlas
-    (tests).
+    (tests); ``before_unwrap()`` is called once the mesh's own UVs are found unusable.
     """
     start = time.perf_counter()
     if has_usable_uvs(ctx, mesh):
         return mesh, {"method": "own UVs", "time_s": 0.0, "warning": None}
+    before_unwrap()
     layout = unwrap(mesh.positions, mesh.triangles, timeout_s=settings.limits.unwrap_timeout_s,
                     resolution_hint=settings.size.texture_res, worker=worker,
                     should_stop=should_stop)
