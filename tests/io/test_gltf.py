@@ -178,3 +178,17 @@ def test_bad_files_get_clear_errors(tmp_path):
     scene.export(tmp_path / "points.glb")
     with pytest.raises(UserError, match="triangle"):
         read_gltf(tmp_path / "points.glb")
+
+
+def test_a_read_only_normal_map_decodes_without_torchs_warning():
+    """Decoded images may be read-only arrays: torch warned on every job's base mesh."""
+    import warnings
+
+    from diffrec.io.material import decode_normal_map
+
+    encoded = np.full((4, 4, 3), [0.5, 0.5, 1.0], np.float32)
+    encoded.setflags(write=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        normals = decode_normal_map(encoded)
+    torch.testing.assert_close(normals, torch.tensor([0.0, 0.0, 1.0]).expand(4, 4, 3))

@@ -95,7 +95,7 @@ def encode_normal_map(normal: torch.Tensor) -> np.ndarray:
 def decode_normal_map(encoded: np.ndarray, scale: float = 1.0) -> torch.Tensor:
     """Image values [H, W, >=3] in [0, 1] -> unit normals [H, W, 3]; ``scale`` multiplies x
     and y first (glTF's normalTexture.scale)."""
-    n = torch.from_numpy(np.ascontiguousarray(encoded[..., :3])) * 2 - 1
+    n = torch.tensor(encoded[..., :3]) * 2 - 1  # a copy: a decoded image may be read-only
     n = n * torch.tensor([scale, scale, 1.0])
     return n / torch.clamp(n.norm(dim=-1, keepdim=True), min=1e-8)
 
