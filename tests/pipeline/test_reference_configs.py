@@ -164,6 +164,18 @@ def test_a_diffrec_file_with_settings_both_systems_name_stays_a_diffrec_file(tmp
     assert not settings.reporting.export_obj
 
 
+def test_a_section_table_and_a_smoothness_weight_are_refused_naming_what_to_write(tmp_path):
+    """``[material]`` said "did you mean ref_material?"; ``lambda_ks`` named nothing."""
+    path = tmp_path / "mine.toml"
+    path.write_text('lambda_ks = 0.05\n[material]\nnormal_map = "on"\n')
+    with pytest.raises(UserError) as refused:
+        read_config_file(path)
+    message = str(refused.value)
+    assert ("[material] is a section of diffrec's settings, and a file holds them flat: write "
+            "normal_map at the top level, without [material]") in message
+    assert "unknown setting 'lambda_ks': diffrec's loss of that kind is ks_smoothness" in message
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_config_runs_a_few_iterations(data, name):

@@ -27,7 +27,7 @@ from diffrec.errors import UserError
 from diffrec.pipeline.captures import capture_layout
 from diffrec.pipeline.reference_cameras import REFERENCE_ELEVATIONS_DEGREES
 from diffrec.protocol.close_names import setting_hint
-from diffrec.protocol.settings import BACKGROUNDS, GEOMETRIES
+from diffrec.protocol.settings import BACKGROUNDS, GEOMETRIES, SECTIONS
 
 DISPLAY_PANELS = {"kd": "kd", "ks": "ks", "normal": "normal", "white": "shading-only"}
 
@@ -288,6 +288,21 @@ REFERENCE_ONLY = set(KEYS) - {"ref_mesh", "base_mesh", "envmap", "out_dir", "bat
                               "ks_max", "background", "camera_space_light", "lock_light"}
 
 
+SMOOTHNESS_NAMES = {"lambda_kd": "albedo_smoothness", "lambda_ks": "ks_smoothness"}
+"""nvdiffrecmc's names for the texture smoothness losses diffrec has, its weights its own."""
+
+
+def _unknown(key: str, value: Any, own_settings: set[str]) -> str:
+    """Why ``key`` is refused, with the name it likely meant."""
+    if key in SECTIONS and isinstance(value, dict):
+        return (f"[{key}] is a section of diffrec's settings, and a file holds them flat: "
+                f"write {', '.join(map(str, value))} at the top level, without [{key}]")
+    if key in SMOOTHNESS_NAMES:
+        return (f"unknown setting {key!r}: diffrec's loss of that kind is "
+                f"{SMOOTHNESS_NAMES[key]} (its own weight)")
+    return f"unknown setting {key!r}: {setting_hint(key, [*KEYS, *own_settings])}"
+
+
 def translate(data: dict[str, Any], own_settings: set[str]) -> Reading:
     """Translate every key of ``data``; diffrec's own settings (``own_settings``) pass
     through, unless a key only the reference system uses marks ``data`` as its config.
@@ -303,8 +318,7 @@ def translate(data: dict[str, Any], own_settings: set[str]) -> Reading:
             elif key in own_settings:
                 settings, note = {key: value}, "diffrec setting"
             else:
-                raise Refused(f"unknown setting {key!r}: "
-                              f"{setting_hint(key, [*KEYS, *own_settings])}")
+                raise Refused(_unknown(key, value, own_settings))
         except Refused as refusal:
             refused.append(str(refusal))
             continue
