@@ -233,6 +233,23 @@ def test_check_and_the_run_refuse_alike_what_cannot_run_here(tmp_path, capsys, f
     assert not (tmp_path / "out").exists(), "refused before any work"
 
 
+def test_check_says_what_the_command_line_changed_and_a_reference_without_light(tmp_path,
+                                                                              capsys):
+    """The file's lines said plateau_window 0 and target_triangles 100 while --preset and
+    --triangles ran others; a reference mesh with no envmap passed --check and stopped the
+    run."""
+    config = tmp_path / "nv.json"
+    config.write_text(json.dumps({"ref_mesh": "x.obj", "iter": 100, "target_triangles": 100}))
+    assert cli.main(["optimize", "--config", str(config), "--preset", "preview",
+                     "--triangles", "50", "--check"]) == 1
+    printed = capsys.readouterr().out
+    for line in ("  plateau_window = 100 from the command line, over the file's 0",
+                 "  target_triangles = 50 from the command line, over the file's 100",
+                 "targets: 24 renders of x.obj under no envmap (see below)",
+                 "CANNOT RUN: rendering a reference mesh needs an envmap (an HDRI) to light it"):
+        assert line in printed, line
+
+
 def test_path_tracing_without_mitsuba_is_refused_before_any_pass(tmp_path, capsys,
                                                                  monkeypatch):
     """It was said after the whole rasterized pass."""

@@ -181,7 +181,8 @@ def check_report(path: str | None, reading: Reading, config: RunConfig,
     if path:
         kind = ("the reference system's config: its defaults apply where it is silent"
                 if reading.reference else "diffrec settings")
-        lines += [f"{path} ({kind}):", *(f"  {line}" for line in reading.lines)]
+        lines += [f"{path} ({kind}):", *(f"  {line}" for line in reading.lines),
+                  *overridden_lines(reading, config)]
     sources, folder = config.sources, target_folder(config.sources)
     if folder:
         found = {"nerf": "a NeRF-style folder",
@@ -191,7 +192,7 @@ def check_report(path: str | None, reading: Reading, config: RunConfig,
         lines.append(f"targets: the images of {folder} ({found})")
     elif sources.ref_mesh:
         lines.append(f"targets: {config.settings.size.views} renders of {sources.ref_mesh} "
-                     f"under {sources.envmap}")
+                     f"under {sources.envmap or 'no envmap (see below)'}")
     lines += problems
     lines.append(validation_line(config, captures))
     if reading.reference or config.settings.schedule.kind == "nvdiffrec":
@@ -199,6 +200,16 @@ def check_report(path: str | None, reading: Reading, config: RunConfig,
                   *(f"  - {line}" for line in departures(config.settings, sources))]
     lines += [memory_line(config), "settings:", json.dumps(config.to_dict(), indent=2)]
     return "\n".join(lines)
+
+
+def overridden_lines(reading: Reading, config: RunConfig) -> list[str]:
+    """A line per value the file gave (or its system's defaults) that the command line
+    changed, with a flag or a --preset: the file's lines say what the file meant, these what
+    runs."""
+    final = {key: json.dumps(value) for key, value in config.to_dict().items()}
+    return [f"  {key} = {final[key]} from the command line, over the file's {json.dumps(value)}"
+            for key, value in reading.values().items()
+            if key in final and final[key] != json.dumps(value)]
 
 
 def check_problems(args, config: RunConfig, captures: CapturesRead) -> list[str]:
@@ -213,13 +224,21 @@ def check_problems(args, config: RunConfig, captures: CapturesRead) -> list[str]
 def run_problems(args, config: RunConfig) -> list[str]:
     """What stops a run before it reads its inputs, one sentence each: a device torch cannot
     use here, ranks this machine cannot start (``ranks_asked``), a mode without the start
-    mesh it needs, path tracing without Mitsuba 3 (or the LLVM its CPU backend needs)."""
+    mesh it needs, a reference mesh with no envmap to render it under, path tracing without
+    Mitsuba 3 (or the LLVM its CPU backend needs)."""
     from diffrec.devices import resolve_device
+    from diffrec.pipeline.inputs import target_folder
 
     def needs_a_start() -> None:
         if config.settings.run.mode != "reconstruct" and not config.sources.base_mesh:
             raise UserError(f"mode {config.settings.run.mode!r} needs a starting mesh "
                             "(--base-mesh, or base_mesh in the config)")
+
+    def lights_its_reference() -> None:
+        sources = config.sources
+        if sources.ref_mesh and not target_folder(sources) and not sources.envmap:
+            raise UserError("rendering a reference mesh needs an envmap (an HDRI) to light "
+                            "it: --envmap, or envmap in the config")
 
     def path_tracer() -> None:
         if config.settings.path_tracing.renderer == "path-traced":
@@ -229,7 +248,7 @@ def run_problems(args, config: RunConfig) -> list[str]:
 
     problems = []
     for check in (lambda: resolve_device(config.device), lambda: ranks_asked(args, config),
-                  needs_a_start, path_tracer):
+                  needs_a_start, lights_its_reference, path_tracer):
         try:
             check()
         except UserError as error:
