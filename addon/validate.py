@@ -42,15 +42,29 @@ def _subject_problems(context, settings) -> list[str]:
         problems.append(f"'{shown.name}' is disabled in renders (the camera icon, on it or on "
                         "a collection holding it, or its collection is excluded), so the "
                         "target renders would not show it: enable it in renders.")
-    if baked:
-        return problems + (_mesh_problems(context, [shown]) if shown else [NO_REFERENCE])
+    if baked and shown is not None:
+        return problems + _mesh_problems(context, [shown])
     subject = subjects.subject(context)
-    if subject is None:
-        return [*problems, NOTHING_SELECTED]
-    if subject.type != "MESH":
-        return [*problems, f"'{subject.name}' is a {subject.type.lower()}, not a mesh: select "
-                           "a mesh object."]
+    if subject is None or subject.type != "MESH":
+        return [*problems, _selection_problem(context, subject, baked)]
     return problems + _mesh_problems(context, [subject, shown])
+
+
+def _selection_problem(context, subject, baked: bool) -> str:
+    """Why the selection gives no mesh to start from (``subject``, the active object when
+    selected, is None or not a mesh): an active object that is not a mesh, a mesh selected
+    but not active (Optimize reads the active object), else nothing selected (``baked``: and
+    no Reference Object to bake from)."""
+    if subject is not None:
+        kind = "text object" if subject.type == "FONT" else subject.type.lower()
+        article = "an" if kind[0] in "aeiou" else "a"
+        return f"'{subject.name}' is {article} {kind}, not a mesh: select a mesh object."
+    mesh = min((obj for obj in context.selected_objects if obj.type == "MESH"),
+               key=lambda obj: obj.name, default=None)
+    if mesh is not None:
+        return (f"'{mesh.name}' is selected but not active, and Optimize works on the active "
+                "object: click it to make it active.")
+    return NO_REFERENCE if baked else NOTHING_SELECTED
 
 
 def _mesh_problems(context, meshes) -> list[str]:
@@ -174,8 +188,11 @@ def _bounds_problems(context, settings) -> list[str]:
     """The panel's values the server would refuse (its settings' bounds), and training
     images too small for it to score (fewer than MIN_SIDE pixels on a side)."""
     wire = protocol()
+    values = panel_fields.optimize_settings(settings, False)
+    if 0 < settings.triangles < 4:
+        del values["target_triangles"]  # FEW_TRIANGLES says it already
     try:
-        wire.settings.parse_settings(panel_fields.optimize_settings(settings, False))
+        wire.settings.parse_settings(values)
     except wire.settings.SettingsError as error:
         fields = {setting: field for field, setting in panel_fields.FIELD_SETTINGS.items()}
         field = fields.get(error.field)

@@ -164,6 +164,43 @@ def check_a_panel_value_the_server_refuses_is_named():
                                       "even)") for problem in problems), problems
 
 
+def check_a_triangle_budget_below_4_is_said_once():
+    with _registered():
+        scene, _ = _scene_with()
+        scene.diffrec.triangles = 2
+        assert _problems() == [validate.FEW_TRIANGLES], _problems()
+
+
+def check_a_selection_without_an_active_mesh_is_named_with_or_without_a_budget():
+    """Whatever Triangles says (a budget bakes the reference), an active object that is not
+    a mesh is named as such, and a mesh selected but not active is named with how to make it
+    active; with nothing selected a budget asks for something to bake from."""
+    with _registered():
+        scene, cube = _scene_with()
+        for kind, data in (("LIGHT", bpy.data.lights.new("lamp", "POINT")),
+                           ("FONT", bpy.data.curves.new("words", "FONT")), ("EMPTY", None)):
+            obj = bpy.data.objects.new(kind.lower(), data)
+            scene.collection.objects.link(obj)
+        cube_not_active = ("'Cube' is selected but not active, and Optimize works on the "
+                           "active object: click it to make it active.")
+        for triangles, nothing in ((0, validate.NOTHING_SELECTED), (100, validate.NO_REFERENCE)):
+            scene.diffrec.triangles = triangles
+            for name, kind in (("empty", "an empty"), ("light", "a light"),
+                               ("font", "a text object"), ("cam0", "a camera")):
+                for obj in scene.objects:
+                    obj.select_set(obj.name == name)
+                bpy.context.view_layer.objects.active = scene.objects[name]
+                assert _problems() == [f"'{name}' is {kind}, not a mesh: select a mesh "
+                                       "object."], (triangles, _problems())
+            scene.objects["cam0"].select_set(False)
+            cube.select_set(True)  # the camera still active, unselected
+            assert _problems() == [cube_not_active], (triangles, _problems())
+            bpy.context.view_layer.objects.active = None
+            assert _problems() == [cube_not_active], (triangles, _problems())
+            cube.select_set(False)
+            assert _problems() == [nothing], (triangles, _problems())
+
+
 def check_an_emptied_world_is_refused_naming_it():
     with _registered():
         scene, _ = _scene_with()
