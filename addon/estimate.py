@@ -7,10 +7,13 @@ per iteration per megapixel are the server's own, measured on the artist's last 
 (``scene.diffrec.seconds_per_megapixel``), else CALIBRATION_S_PER_MEGAPIXEL
 (docs/BENCHMARKS.md, "Pre-submit estimate": scripts/bench_estimate.py shows the time's
 proportion to the pixels). A path-traced pass (Shading: Path-traced) costs the backend's
-``settings.PATH_TRACED_COST`` rasterized iterations per iteration. A pass the stopping rule
-may end (the preset's ``plateau_window``) counts to its typical end
+``settings.PATH_TRACED_COST`` rasterized iterations per iteration, and the fit of the
+textures' mip levels after the last pass (``mip_iterations`` steps, at most the textured
+pass's iterations) ``MIP_STEP_COST`` each, as the job's own ETA counts them. A pass the
+stopping rule may end (the preset's ``plateau_window``) counts to its typical end
 (``settings.expected_iterations``), as the job's own ETA does; the most it may take is said
-beside it.
+beside it. What Blender does here before the job starts (the target renders, a bake, the
+start renders) is named, not timed: Cycles' time per render is the scene's own.
 """
 
 from __future__ import annotations
@@ -41,6 +44,10 @@ LONG_JOB_S = 3600.0
 """Past this estimated time the panel warns."""
 DEFAULT_ENVMAP = (512, 256)
 """The light sent when the world has no image of its own: baked at this size."""
+MIP_STEP_COST = 0.53
+"""A step of the backend's fit of the mip levels in rasterized training iterations: a copy
+of ``STEP_COST`` in backend/diffrec/pipeline/mip_fit.py (a module that imports torch, which
+the add-on never does); tests/addon/test_panel_fields.py checks that the two agree."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +58,9 @@ class Estimate:
     (``measured``: from the server's own speed, else the calibration), ``longest_seconds``
     if every pass runs all its iterations (the stopping rule ends most sooner), ``baked``
     the triangles Blender decimates and bakes here first (None: no baked start),
-    ``without_uvs``: the mesh sent has no UV map (the server unwraps it)."""
+    ``without_uvs``: the mesh sent has no UV map (the server unwraps it), ``target_renders``:
+    Blender renders the ``views`` targets here first, ``start_renders``: and the start from
+    the same cameras."""
 
     triangles: int | None
     views: int
@@ -63,6 +72,8 @@ class Estimate:
     longest_seconds: float
     baked: int | None = None
     without_uvs: bool = False
+    target_renders: bool = False
+    start_renders: bool = False
 
     def lines(self) -> list[str]:
         """What the panel shows, one short line each."""
@@ -72,7 +83,19 @@ class Estimate:
                  f"upload {_size(self.upload_bytes)} · {_duration(self.seconds)} ({source})"]
         if _duration(self.longest_seconds) != _duration(self.seconds):
             lines.append(f"up to {_duration(self.longest_seconds)} if no pass stops early")
+        local = self.local_work()
+        if local:
+            lines.append(f"first, in Blender: {local} (Cycles, not counted above)")
         return lines
+
+    def local_work(self) -> str:
+        """What Blender renders and bakes before the job is sent, in words ("" for none)."""
+        steps = [f"{self.views} target renders"] if self.target_renders else []
+        if self.baked is not None:
+            steps.append("a bake")
+        if self.start_renders:
+            steps.append(f"{self.views} start renders")
+        return " and ".join(", ".join(steps).rsplit(", ", 1))
 
     def warnings(self) -> list[str]:
         """Sentences for what makes the job heavy (empty: nothing to warn of)."""
@@ -115,16 +138,19 @@ def estimate(*, triangles: int | None, vertices: int, views: int, width: int, he
              plateau_window: int = 0, path_iterations: int = 0,
              seconds_per_megapixel: float = 0.0, start_renders: bool = False,
              baked: int | None = None, start_texture: int = 0,
-             without_uvs: bool = False) -> Estimate:
+             without_uvs: bool = False, mip_iterations: int = 0,
+             target_renders: bool = False) -> Estimate:
     """The estimate of a job of these sizes (``envmap`` (width, height) or None: no light
     sent; ``passes`` rasterized passes of at most ``iterations``, which the stopping rule's
     ``plateau_window`` (0: off) may end sooner, then ``path_iterations`` of the path-traced
-    pass; ``seconds_per_megapixel`` the measured rasterized speed, 0: use the calibration,
-    which counts the triangles too; ``baked``: the reference's triangles a baked start is
-    made from, ``start_texture`` its maps' side in texels; ``without_uvs``: the mesh sent has
-    no UV map). The upload counts float32 RGBA images (twice with ``start_renders``: the
-    start's renders from the same cameras), the mesh (float32 positions, normals and UVs,
-    int32 corners of each), a baked start's three float32 RGB maps, a float32 RGB light."""
+    pass, then ``mip_iterations`` steps of the mip levels' fit; ``seconds_per_megapixel`` the
+    measured rasterized speed, 0: use the calibration, which counts the triangles too;
+    ``baked``: the reference's triangles a baked start is made from, ``start_texture`` its
+    maps' side in texels; ``without_uvs``: the mesh sent has no UV map; ``target_renders``:
+    Blender renders the targets). The upload counts float32 RGBA images (twice with
+    ``start_renders``: the start's renders from the same cameras), the mesh (float32
+    positions, normals and UVs, int32 corners of each), a baked start's three float32 RGB
+    maps, a float32 RGB light."""
     images = views * (2 if start_renders else 1)
     upload = (images * width * height * 16 + vertices * (12 + 12 + 8) + (triangles or 0) * 36
               + start_texture ** 2 * 36)
@@ -135,11 +161,12 @@ def estimate(*, triangles: int | None, vertices: int, views: int, width: int, he
                      * batch * width * height / 1e6)
     if not seconds_per_megapixel:
         per_iteration += CALIBRATION_S_PER_TRIANGLE * batch * (triangles or 0)
-    path_pass = path_iterations * wire.PATH_TRACED_COST
+    after = path_iterations * wire.PATH_TRACED_COST + mip_iterations * MIP_STEP_COST
     expected = wire.expected_iterations(iterations, plateau_window)
     return Estimate(triangles, views, width, height, upload,
-                    (expected * passes + path_pass) * per_iteration, seconds_per_megapixel > 0,
-                    (iterations * passes + path_pass) * per_iteration, baked, without_uvs)
+                    (expected * passes + after) * per_iteration, seconds_per_megapixel > 0,
+                    (iterations * passes + after) * per_iteration, baked, without_uvs,
+                    target_renders, start_renders)
 
 
 def _triangles(context, obj) -> tuple[int, int]:
@@ -172,29 +199,32 @@ def for_scene(context, settings) -> Estimate | None:
         triangles, vertices = settings.triangles, settings.triangles // 2 + 2
     width, height = submission.training_size(context.scene, settings.train_resolution)
     traced = settings.mode == "materials" and settings.shading == "path-traced"
+    iterations = _pass_iterations(settings, start)
     return estimate(triangles=triangles, vertices=vertices,
                     views=len(validate.target_cameras(context, settings)), width=width,
                     height=height, envmap=_envmap_size(context.scene), batch=settings.batch,
-                    iterations=_pass_iterations(settings, start),
+                    iterations=iterations,
                     passes=2 if settings.mode == "reconstruct" else 1,
                     plateau_window=panel_fields.plateau_window(settings.preset, settings.mode),
-                    path_iterations=_path_iterations() if traced else 0,
+                    path_iterations=_default("path_iterations") if traced else 0,
                     seconds_per_megapixel=settings.seconds_per_megapixel,
                     start_renders=sent and subjects.renders_start(
                         settings.target_source, start, selected, reference),
                     baked=baked, start_texture=int(settings.texture_resolution) if baked else 0,
-                    without_uvs=sent and not baked and not subject.data.uv_layers)
+                    without_uvs=sent and not baked and not subject.data.uv_layers,
+                    mip_iterations=min(_default("mip_iterations"), iterations),
+                    target_renders=settings.target_source == "RENDER")
 
 
 def _pass_iterations(settings, start: str | None) -> int:
     """The panel's Iterations, or fewer from a baked start in materials or refine: the
     backend's ``given_start_iterations`` (the panel does not set it)."""
-    cap = protocol().settings.FIELDS["given_start_iterations"].default
+    cap = _default("given_start_iterations")
     if settings.mode != "reconstruct" and start == "BAKED" and cap:
         return min(settings.iterations, cap)
     return settings.iterations
 
 
-def _path_iterations() -> int:
-    """The backend's default length of the path-traced pass (the panel does not set it)."""
-    return protocol().settings.FIELDS["path_iterations"].default
+def _default(setting: str):
+    """The backend's default of ``setting``, one the panel does not set (nor a preset)."""
+    return protocol().settings.FIELDS[setting].default

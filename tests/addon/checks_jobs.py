@@ -215,10 +215,19 @@ def check_the_estimate_counts_the_worlds_own_hdri():
         assert lit.upload_bytes - unlit.upload_bytes == 600 * 300 * 12, (lit, unlit)
 
 
+def _mip_cost(iterations: int) -> float:
+    """The fit of the mip levels after a textured pass of at most ``iterations``, in
+    rasterized iterations: the backend's mip_iterations steps, never more than the pass's."""
+    steps = protocol().settings.FIELDS["mip_iterations"].default
+    assert steps > 0
+    return min(steps, iterations) * estimate.MIP_STEP_COST
+
+
 def check_a_baked_start_is_estimated_at_its_shorter_pass():
     """Materials or refine from a baked copy runs at most given_start_iterations, where the
     stopping rule would run a selected start's pass on: the estimate counts that many, at
-    the same speed."""
+    the same speed, and the fit of the mip levels after it, never more steps than the pass
+    has. What Blender renders and bakes first is named beside the time."""
     with _selected_cube_seen_by_four_cameras() as settings:
         for mode in ("materials", "refine"):
             settings.preset, settings.mode = "PREVIEW", mode
@@ -231,9 +240,20 @@ def check_a_baked_start_is_estimated_at_its_shorter_pass():
             assert 0 < cap < wire.expected_iterations(settings.iterations,
                                                       wire.PRESETS["preview"]["plateau_window"])
             assert baked.seconds == baked.longest_seconds, "the cap before the rule's window"
-            per_iteration = selected.longest_seconds / settings.iterations
-            assert abs(baked.seconds - cap * per_iteration) < 1e-6 * baked.seconds, \
-                (mode, baked, selected)
+            per_iteration = selected.longest_seconds / (
+                settings.iterations + _mip_cost(settings.iterations))
+            assert abs(baked.seconds - (cap + _mip_cost(cap)) * per_iteration) < \
+                1e-6 * baked.seconds, (mode, baked, selected)
+            assert baked.lines()[-1] == ("first, in Blender: 4 target renders, a bake and 4 "
+                                         "start renders (Cycles, not counted above)"), baked
+            assert selected.lines()[-1] == ("first, in Blender: 4 target renders (Cycles, not "
+                                            "counted above)"), selected
+        settings.target_source = "CAMERA_IMAGES"  # photos: nothing rendered here
+        assert estimate.for_scene(bpy.context, settings).lines()[-1] == (
+            "first, in Blender: a bake (Cycles, not counted above)")
+        settings.start_from = "SELECTED"
+        assert not any("Blender" in line
+                       for line in estimate.for_scene(bpy.context, settings).lines())
 
 
 def check_path_traced_shading_adds_its_pass_to_the_estimate_not_to_the_learned_speed():
@@ -248,17 +268,21 @@ def check_path_traced_shading_adds_its_pass_to_the_estimate_not_to_the_learned_s
         expected = wire.expected_iterations(settings.iterations,
                                             wire.PRESETS["preview"]["plateau_window"])
         assert expected < settings.iterations
-        assert abs(fast.longest_seconds * expected - fast.seconds * settings.iterations) < 1e-6
-        assert fast.lines()[-1].startswith("up to about"), fast.lines()
+        mips = _mip_cost(settings.iterations)  # after the pass, however long it ran
+        assert abs(fast.longest_seconds * (expected + mips)
+                   - fast.seconds * (settings.iterations + mips)) < 1e-6
+        assert fast.lines()[2].startswith("up to about"), fast.lines()
         settings.mode = "reconstruct"  # two passes of the preset's 300, which the rule seldom ends
         assert settings.iterations == wire.PRESETS["preview"]["iterations"]
         both = estimate.for_scene(bpy.context, settings)
-        pixels = fast.seconds / expected - (  # reconstruct rasterizes no start mesh
+        pixels = fast.seconds / (expected + mips) - (  # reconstruct rasterizes no start mesh
             estimate.CALIBRATION_S_PER_TRIANGLE * settings.batch * fast.triangles)
-        assert abs(both.seconds - 2 * 300 * pixels) < 1e-6 * both.seconds, (both, fast)
-        assert both.longest_seconds == both.seconds and len(both.lines()) == 2, both.lines()
+        assert abs(both.seconds - (2 * 300 + _mip_cost(300)) * pixels) < 1e-6 * both.seconds, \
+            (both, fast)
+        assert both.longest_seconds == both.seconds and not any(
+            line.startswith("up to") for line in both.lines()), both.lines()
         settings.mode = "materials"
-        rasterized_iteration = fast.seconds / expected
+        rasterized_iteration = fast.seconds / (expected + mips)
         path_pass = wire.FIELDS["path_iterations"].default * wire.PATH_TRACED_COST
         assert abs(traced.seconds - fast.seconds - path_pass * rasterized_iteration) < 1e-6 * (
             traced.seconds), (fast, traced)

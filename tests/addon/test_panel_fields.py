@@ -2,6 +2,8 @@
 table (``addon.core.panel_fields``, read without Blender; the registered properties are checked
 under bpy in checks_addon.py)."""
 
+import ast
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -16,6 +18,8 @@ from diffrec.protocol.settings import (
     Settings,
     parse_settings,
 )
+
+REPO = Path(__file__).parents[2]
 
 
 def test_the_fields_stand_for_settings_that_exist():
@@ -132,9 +136,7 @@ def test_the_triangle_budget_is_sent_when_set():
 
 
 def test_the_guides_preset_row_states_the_backends_values():
-    from pathlib import Path
-
-    guide = (Path(__file__).parents[2] / "docs" / "guide.md").read_text()
+    guide = (REPO / "docs" / "guide.md").read_text()
     sizes = {name: [table[key] for key in ("iterations", "batch", "train_res", "texture_res",
                                             "light_res")] for name, table in PRESETS.items()}
     preview, standard, high = (sizes[name] for name in ("preview", "standard", "high"))
@@ -144,3 +146,27 @@ def test_the_guides_preset_row_states_the_backends_values():
             in guide)
     assert "*Standard* ({}, {}, {}, {}, {})".format(*standard) in guide
     assert "*High* ({}, {}, {}, {}, {}:".format(*high) in guide
+
+
+def test_the_guides_headless_progress_lines_are_the_servers_reports():
+    """Headless, a progress line is printed per 5 % passed, of the reports the server sends
+    every log_every iterations: a baked start's short pass prints less often."""
+    guide = " ".join((REPO / "docs" / "guide.md").read_text().split())
+    every, short = FIELDS["log_every"].default, FIELDS["given_start_iterations"].default
+    assert (f"every `log_every` ({every}) iterations, so a long pass prints every 5 % and a "
+            f"short one less often (a baked start's {short}-iteration pass every "
+            f"{100 * every // short} %)") in guide
+
+
+def _constant(path: str, name: str):
+    """The literal value of the module-level ``name = ...`` in the repository's ``path``, read
+    without importing it (the add-on's modules need bpy, the backend's torch)."""
+    tree = ast.parse((REPO / path).read_text())
+    (value,) = [node.value for node in tree.body if isinstance(node, ast.Assign)
+                and any(getattr(target, "id", None) == name for target in node.targets)]
+    return ast.literal_eval(value)
+
+
+def test_the_estimate_costs_a_mip_step_as_the_backends_eta_does():
+    assert _constant("addon/estimate.py", "MIP_STEP_COST") == \
+        _constant("backend/diffrec/pipeline/mip_fit.py", "STEP_COST")
