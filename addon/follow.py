@@ -207,6 +207,8 @@ class JobRun:
         if complete:
             self._submit(settings, self.builder.submission)
             return False
+        if self.cancelled:  # meanwhile (a render's handler): the next tick says so, not this
+            return False
         settings.status = self.builder.text
         settings.progress = 100 * self.builder.done / self.builder.steps
         if bpy.app.background:

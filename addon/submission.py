@@ -124,6 +124,11 @@ class SubmissionBuilder:
         named = self.reference if self.start == "BAKED" else self.subject or context.active_object
         self.renders_start = subjects.renders_start(self.source, self.start, self.subject,
                                                     self.reference)
+        # whether the baked start is the reference decimated (over Triangles), not copied
+        evaluated = (self.reference.evaluated_get(context.evaluated_depsgraph_get())
+                     if self.start == "BAKED" and self.reference is not None else None)
+        self._decimates = evaluated is not None and (
+            0 < self.choices.triangles < bake_start.triangle_count(evaluated.data))
         self.original = named
         self.object_name = named.name if named is not None else ""
         self.done = 0
@@ -157,7 +162,8 @@ class SubmissionBuilder:
         if self._targets is None:
             return "reading targets"
         if self.start == "BAKED" and self._copy is None:
-            return "decimating the reference"
+            return ("decimating the reference" if self._decimates else
+                    "copying the reference: within Triangles, it is kept as it is")
         if self._baker is not None and not self._baker.finished:
             return self._baker.text
         if self._start_renders_left:

@@ -2,6 +2,8 @@
 the progress in the status line, then one export step, then the job is sent; a cancel half-way
 sends nothing and leaves the scene as it was."""
 
+import contextlib
+import io
 import sys
 import time
 import uuid
@@ -210,6 +212,53 @@ def check_cancel_half_way_sends_nothing_and_leaves_the_scene_as_it_was():
     finally:
         follow.jobs.detach_all()
         pump.close()
+        addon.unregister()
+
+
+def check_a_cancel_during_a_render_announces_no_further_render():
+    """A Cancel that comes while a target renders (here from a render handler, as the
+    reviewer's script pressed it) ends the run at the next tick: neither the status line nor
+    the console (headless, a line per step) announces the render after it."""
+    scene = _scene()
+    pump = _Run(scene)
+
+    def cancel(*_args):
+        if len(pump.renders) == 1:
+            pump.run.cancel()
+
+    bpy.app.handlers.render_post.append(cancel)
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            assert pump.run.tick(bpy.context) is False  # the world light
+            assert pump.run.tick(bpy.context) is False  # the first view, cancelled meanwhile
+            assert scene.diffrec.status == f"rendering targets 1/{VIEWS}", scene.diffrec.status
+            assert pump.run.tick(bpy.context) is True
+        assert len(pump.renders) == 1 and not pump.submitted
+        assert printed.getvalue().splitlines() == [f"diffrec: rendering targets 1/{VIEWS}"], \
+            printed.getvalue()
+        assert scene.diffrec.status == "cancelled: nothing was sent", scene.diffrec.status
+    finally:
+        bpy.app.handlers.render_post.remove(cancel)
+        pump.close()
+        addon.unregister()
+
+
+def check_a_budget_the_reference_is_within_says_it_is_copied_not_decimated():
+    scene = _scene()  # a cube: 12 triangles
+    settings = scene.diffrec
+    try:
+        for budget, wanted in ((100, "copying the reference: within Triangles, it is kept "
+                                     "as it is"), (6, "decimating the reference")):
+            settings.triangles = budget  # Start From Auto: a baked copy
+            builder = SubmissionBuilder(bpy.context, settings)
+            try:
+                for _ in range(1 + VIEWS):  # the world light, then the targets
+                    assert builder.step(bpy.context) is False
+                assert builder.text == wanted, (budget, builder.text)
+            finally:
+                builder.close()
+    finally:
         addon.unregister()
 
 
