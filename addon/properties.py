@@ -220,8 +220,8 @@ class DiffrecSceneSettings(bpy.types.PropertyGroup):
             ("SELECTED", "Selected Mesh", "The selected mesh as it is (decimated by the "
                                           "backend when it is over the budget)"),
             ("BAKED", "Baked Copy", "A copy of the reference decimated to Triangles, its base "
-                                    "colour, roughness, metallic and normals baked by Cycles: "
-                                    "the fit starts where Blender's own bake ends"),
+                                    "colour, roughness, metallic, clear coat and normals baked "
+                                    "by Cycles: the fit starts where Blender's own bake ends"),
         ],
         default="AUTO",
     )

@@ -117,6 +117,26 @@ def check_menus_and_defaults_are_the_backends():
         addon.unregister()
 
 
+def check_the_guides_panel_section_says_what_the_panel_offers():
+    """docs/guide.md, section 4: the Light choices the panel offers (Auto the default), and
+    what a Baked Copy bakes, in the words the Start From tooltip uses."""
+    guide = (Path(__file__).parents[2] / "docs" / "guide.md").read_text()
+    panel_section = " ".join(guide[guide.index("## 4. The panel"):guide.index("## 5. ")].split())
+    addon.register()
+    try:
+        props = bpy.context.scene.diffrec.bl_rna.properties
+        light = [item.name for item in props["light"].enum_items]
+        assert light == ["Auto", "Learn", "Keep HDRI"] and props["light"].default == "AUTO"
+        assert ("**Light**: *Auto* (the default: the world's light kept where the targets are "
+                "renders lit by it alone, else learned), *Learn* or *Keep HDRI*") in panel_section
+        baked = props["start_from"].enum_items["BAKED"].description
+        channels = "base colour, roughness, metallic, clear coat and normals"
+        assert f"its {channels} baked" in baked, baked
+        assert f"and its {channels} baked onto it by Cycles" in panel_section
+    finally:
+        addon.unregister()
+
+
 # -- setup validation: one check per bad setup -----------------------------------------------
 
 

@@ -319,6 +319,49 @@ def check_optimize_and_switch_light_are_undo_steps():
         _disable()
 
 
+# -- the guide's script ----------------------------------------------------------------------
+
+
+def _guide_script(name: str) -> str:
+    """The Python block of docs/guide.md that its mention of ``name`` introduces."""
+    guide = (Path(__file__).parents[2] / "docs" / "guide.md").read_text()
+    start = guide.index("```python\n", guide.index(f"`{name}`:")) + len("```python\n")
+    return guide[start:guide.index("```", start)]
+
+
+def check_the_guides_high_to_low_script_runs_as_written_and_stops_at_a_cancel():
+    """docs/guide.md's high_to_low.py on a saved file with a 'Sculpt': the job ends done and
+    the GLB its comment names lies beside the .blend. Run again with Cancel pressed during the
+    first target render (nothing is sent, the operator raises nothing), it stops with no
+    result instead of taking the earlier job for its own."""
+    _scene("result")
+    bpy.data.objects["ball"].name = "Sculpt"
+    script = _guide_script("high_to_low.py")
+    assert "# <name>_optimised.glb beside the saved .blend" in script, script
+
+    def cancel(*_args):
+        bpy.ops.diffrec.cancel()
+
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            bpy.ops.wm.save_as_mainfile(filepath=str(Path(folder) / "scene.blend"))
+            exec(compile(script, "high_to_low.py", "exec"), {})
+            jobs = bpy.context.scene.diffrec.jobs
+            assert len(jobs) == 1 and jobs[-1].state == "done", [job.state for job in jobs]
+            assert (Path(folder) / "Sculpt_optimised.glb").is_file(), list(Path(folder).iterdir())
+            bpy.app.handlers.render_post.append(cancel)
+            try:
+                exec(compile(script, "high_to_low.py", "exec"), {})
+                raise AssertionError("the script went on after a cancel")
+            except SystemExit as stop:
+                assert str(stop) == "no result: cancelled: nothing was sent", stop
+            assert len(jobs) == 1, "nothing sent"
+    finally:
+        if cancel in bpy.app.handlers.render_post:
+            bpy.app.handlers.render_post.remove(cancel)
+        _disable()
+
+
 # -- File > Export ---------------------------------------------------------------------------
 
 
