@@ -46,6 +46,17 @@ def test_a_camera_too_close_or_off_centre_warns(caplog):
         check_views_see_box(join([orbit_cameras(1, 4.0, 32), close, off_centre]), *BOX)
     assert "2 of 3 cameras see only part of the object's box" in caplog.text
     assert "(1, 2)" in caplog.text
+    # the object itself clear of every image's edges (a mask inside the frame): no warning
+    # (the demo's own dataset warned of every camera); touching one edge: warned
+    caplog.clear()
+    masks = torch.zeros(3, 32, 32)
+    masks[:, 8:24, 8:24] = 1.0
+    masks[2, 8:24, 24:] = 1.0
+    with caplog.at_level(logging.WARNING):
+        check_views_see_box(join([orbit_cameras(1, 4.0, 32), close, off_centre]), *BOX,
+                            masks=masks)
+    assert "1 of 3 cameras see only part of the object's box" in caplog.text
+    assert "(2)" in caplog.text
 
 
 def test_box_verdicts_agree_with_dense_point_sampling(caplog):

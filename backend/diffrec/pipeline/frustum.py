@@ -20,12 +20,15 @@ _NAMED = 5  # how many offending cameras an error message names
 _BOX_EDGES = [(a, b) for a, b in itertools.combinations(range(8), 2) if (a ^ b).bit_count() == 1]
 
 
-def check_views_see_box(cameras: Cameras, box_min, box_max, names: Sequence[str] | None = None):
+def check_views_see_box(cameras: Cameras, box_min, box_max, names: Sequence[str] | None = None,
+                        masks: torch.Tensor | None = None):
     """Raise ``UserError`` naming the cameras that do not see the box at all: its centre is
     behind the camera, or the part of the box between the near and far planes projects
     entirely outside the image (exact: the projected clipped box is a convex polygon, tested
     against the image rectangle by separating axes). Logs a warning naming the cameras that
-    see the box only in part (some of it outside the image or the clipping range)."""
+    see the box only in part (some of it outside the image or the clipping range), leaving
+    out those whose ``masks`` (``[N, H, W]`` coverage, None: unknown) show the object clear of
+    the image's edges: the box is where the surface is looked for, the object within it."""
     box_min = torch.as_tensor(box_min, dtype=torch.float64).reshape(3)
     box_max = torch.as_tensor(box_max, dtype=torch.float64).reshape(3)
     if not (torch.isfinite(box_min).all() and torch.isfinite(box_max).all()):
@@ -47,7 +50,7 @@ def check_views_see_box(cameras: Cameras, box_min, box_max, names: Sequence[str]
             blind.append(f"{label}: the box is behind it")
         elif verdict == "outside":
             blind.append(f"{label}: the box is outside its image")
-        elif verdict == "partial":
+        elif verdict == "partial" and (masks is None or _touches_edge(masks[i])):
             partial.append(label)
     box = " .. ".join(f"[{', '.join(f'{v:.3g}' for v in corner.tolist())}]"
                       for corner in (box_min, box_max))
@@ -60,6 +63,12 @@ def check_views_see_box(cameras: Cameras, box_min, box_max, names: Sequence[str]
                     "outside their images get no supervision from them", len(partial),
                     len(cameras), box, ", ".join(partial[:_NAMED]),
                     ", ..." if len(partial) > _NAMED else "")
+
+
+def _touches_edge(mask: torch.Tensor) -> bool:
+    """Whether the object covers (over half) any pixel on the edge of ``mask [H, W]``."""
+    edges = torch.cat([mask[0], mask[-1], mask[:, 0], mask[:, -1]])
+    return bool((edges > 0.5).any())
 
 
 def _box_in_view(camera_space: torch.Tensor, cameras: Cameras, i: int) -> str:

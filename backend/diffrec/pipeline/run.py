@@ -113,7 +113,7 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
     half, nvdiffrec = surface.mesh_scale / 2, settings.schedule.kind == "nvdiffrec"
     center = torch.tensor(surface.center)
     check_views_see_box(train.cameras, (center - half).tolist(), (center + half).tolist(),
-                        train.names)
+                        train.names, train.images[..., 3])
     device = ctx.device
     geometry = IsosurfaceGeometry(surface.geometry, settings.size.grid, surface.mesh_scale,
                                   surface.center, device, surface.sdf_regularizer,
