@@ -58,9 +58,9 @@ def test_the_command_line_refuses_them_before_loading_anything(tmp_path, capsys)
 def test_check_reports_a_config_too_big_for_this_machine_without_refusing_it(tmp_path, capsys):
     """--check says whether the settings fit here; the file may be meant for a larger GPU."""
     config = tmp_path / "big.json"
-    config.write_text('{"batch": 10000000}')
+    config.write_text('{"batch": 10000000, "mode": "reconstruct"}')
     assert cli.main(["optimize", "--config", str(config), "--check"]) == 0
     memory = [line for line in capsys.readouterr().out.splitlines() if line.startswith("memory")]
     assert memory and "too much for this machine" in memory[0] and "lower batch" in memory[0]
-    assert cli.main(["optimize", "--check"]) == 0
+    assert cli.main(["optimize", "--mode", "reconstruct", "--check"]) == 0
     assert "memory: fits this machine" in capsys.readouterr().out

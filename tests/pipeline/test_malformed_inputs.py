@@ -203,8 +203,8 @@ def test_job_file_inputs_out_of_its_folder_are_refused(tmp_path, capsys):
 def test_the_command_line_exits_2_with_one_line(tmp_path, capsys):
     folder = nerf_folder(tmp_path)
     (folder / "train" / "view_1.png").write_bytes(b"")
-    code = cli.main(["optimize", "--dataset", str(folder), "--out-dir", str(tmp_path / "out"),
-                     "--iterations", "1"])
+    code = cli.main(["optimize", "--mode", "reconstruct", "--dataset", str(folder),
+                     "--out-dir", str(tmp_path / "out"), "--iterations", "1"])
     error = capsys.readouterr().err.strip()
     assert code == 2 and "view_1.png" in error and "\n" not in error, error
 

@@ -467,9 +467,9 @@ def run(args) -> int:
         problems = check_problems(args, config, captures)
         print(check_report(args.config, reading, config, problems, captures))
         return 1 if problems else 0
+    check_bounds(config.settings, device_memory_bytes(config.device))
     if problems := run_problems(args, config):
         raise UserError(problems[0])
-    check_bounds(config.settings, device_memory_bytes(config.device))
     check_out_dir(config.out_dir)
     # torch-heavy modules are imported only when a run starts
     from diffrec.pipeline import distributed
