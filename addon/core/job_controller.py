@@ -87,11 +87,20 @@ class JobController:
 
     def run_to_end(self, context, job: str) -> None:
         """Tick the run of ``job`` to its end here (where no timer fires), then drop it; what
-        its tick raises goes to the caller."""
+        its tick raises goes to the caller. A Ctrl-C (KeyboardInterrupt) cancels the run and
+        ticks on until its job has stopped (a second one stops waiting), then raises
+        RuntimeError(``messages.INTERRUPTED``)."""
         run = self._runs[job]
         try:
-            while not run.tick(context, block=True):
-                pass
+            try:
+                _tick_to_end(run, context)
+            except KeyboardInterrupt:
+                run.cancel()
+                try:
+                    _tick_to_end(run, context)
+                except KeyboardInterrupt:
+                    pass
+                raise RuntimeError(messages.INTERRUPTED) from None
         finally:
             self._forget(run)
 
@@ -102,3 +111,8 @@ class JobController:
             return False
         del self._runs[run.job]
         return True
+
+
+def _tick_to_end(run, context) -> None:
+    while not run.tick(context, block=True):
+        pass

@@ -126,3 +126,25 @@ def test_run_to_end_hands_a_failure_to_its_caller_and_drops_the_run():
     with pytest.raises(ConnectionRefusedError):
         controller.run_to_end(None, "job")
     assert "job" not in controller
+
+
+def test_a_ctrl_c_while_a_run_is_ticked_to_its_end_cancels_it_and_says_so():
+    """Headless, Ctrl-C in the middle of a job printed three tracebacks and left the job
+    running on the server."""
+    from addon.core import messages
+
+    class Interrupted(FakeRun):
+        def tick(self, context, block=False):
+            if not self.ticked:
+                self.ticked.append((context, block))
+                raise KeyboardInterrupt
+            return super().tick(context, block)
+
+    controller = JobController()
+    run = Interrupted("job")
+    controller.follow(run)
+    with pytest.raises(RuntimeError, match="Interrupted \\(Ctrl-C\\): the job was asked to stop"):
+        controller.run_to_end("ctx", "job")
+    assert run.cancelled and len(run.ticked) == 2, "cancelled, then ticked to its stop"
+    assert "job" not in controller
+    assert messages.sentence(RuntimeError(messages.INTERRUPTED)) == messages.INTERRUPTED

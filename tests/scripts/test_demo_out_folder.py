@@ -61,3 +61,15 @@ def test_a_file_in_place_of_the_folder_is_refused(tmp_path):
     with pytest.raises(SystemExit, match="not a folder"):
         out_folder.prepare(path)
     assert path.read_text() == "not a folder"
+
+
+def test_a_ctrl_c_ends_the_demo_with_a_sentence_and_status_130(demo, tmp_path, capsys,
+                                                              monkeypatch):
+    """It printed three tracebacks (the add-on's, Blender's and the demo's)."""
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(demo, "build_scene", interrupted)
+    assert demo.main(["--out", str(tmp_path / "out")]) == 130
+    assert capsys.readouterr().err == ("scripts/demo: interrupted (Ctrl-C); run it again to "
+                                       "start over\n")

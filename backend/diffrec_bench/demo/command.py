@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -137,8 +138,13 @@ def optimize_with_addon(args, subject, train, endpoint: str):
     if subject is not None:
         subject.select_set(True)
     bpy.context.view_layer.objects.active = subject
-    if bpy.ops.diffrec.optimize() != {"FINISHED"} or settings.jobs[-1].state != "done":
-        raise RuntimeError(f"Optimize did not finish: {settings.status}")
+    try:
+        finished = bpy.ops.diffrec.optimize()
+    except RuntimeError as error:  # the operator's ERROR report, in background mode
+        said = str(error).strip().removeprefix("Error: ").strip()
+        raise SystemExit(f"scripts/demo: Optimize failed: {said}") from None
+    if finished != {"FINISHED"} or settings.jobs[-1].state != "done":
+        raise SystemExit(f"scripts/demo: Optimize did not finish: {settings.status}")
     job = settings.jobs[-1]
     result = bpy.data.objects[f"{job.object_name or 'diffrec'} optimised"]
     result.name = "diffrec result"
@@ -169,7 +175,17 @@ def save_blend(path: Path, obj, result) -> None:
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    """The demo (``run``); a Ctrl-C ends it with a sentence and status 130."""
+    try:
+        return run(parse_args(argv))
+    except KeyboardInterrupt:
+        print("scripts/demo: interrupted (Ctrl-C); run it again to start over",
+              file=sys.stderr, flush=True)
+        return 130
+
+
+def run(args) -> int:
+    """Build, optimise, judge and report, as the module says, into ``args.out``."""
     out = args.out
     out_folder.prepare(out)
     clock = Clock()
