@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import os
 import socket
 import subprocess
 import time
@@ -101,9 +102,14 @@ def start_local_backend(python: str, address: str, data_dir: Path) -> subprocess
         return started.process
     if (failure := local_backend_failure(address)) is not None:
         raise Unreachable(failure)
-    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     log_path = data_dir / "serve.log"
-    with open(log_path, "ab") as log:  # the child keeps its own handle
+    # the user's alone, as the server's own files (POSIX modes; Windows ignores them)
+    descriptor = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    # where this start's lines begin: taken before the child shares the file's offset, which
+    # its writes move (read after, it missed the lines of a child that failed at once)
+    offset = os.lseek(descriptor, 0, os.SEEK_END)
+    with os.fdopen(descriptor, "ab") as log:  # the child keeps its own handle
         try:
             process = subprocess.Popen(
                 [python, "-m", "diffrec", "serve", "--bind", address, "--data-dir",
@@ -116,7 +122,7 @@ def start_local_backend(python: str, address: str, data_dir: Path) -> subprocess
             raise Unreachable(f"Backend Python ({python}) cannot be run: {error.strerror}. "
                               "Set it in the add-on's preferences to the Python that has "
                               "diffrec installed.") from None
-        _started[address] = _Started(process, log_path, log.tell())
+        _started[address] = _Started(process, log_path, offset)
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(STARTUP_CHECK_S)
     if (failure := local_backend_failure(address)) is not None:

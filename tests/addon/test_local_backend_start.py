@@ -43,6 +43,8 @@ def test_a_backend_still_starting_is_returned_as_it_is(tmp_path):
     first = connection.start_local_backend(str(python), address, tmp_path / "backend")
     try:
         assert first.poll() is None
+        # its log the user's alone, as the server's own files (it was 0644)
+        assert (tmp_path / "backend" / "serve.log").stat().st_mode & 0o777 == 0o600
         assert connection.start_local_backend(str(python), address, tmp_path / "backend") \
             is first
     finally:
