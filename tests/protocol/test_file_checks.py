@@ -82,9 +82,10 @@ def nerf_folder(root):
 
 
 def optimize_error(folder, capsys) -> str:
-    """The one line ``diffrec optimize --dataset folder`` fails with (exit status 2)."""
-    code = cli.main(["optimize", "--dataset", str(folder), "--out-dir",
-                     str(folder / "out"), "--iterations", "1"])
+    """The one line ``diffrec optimize --mode reconstruct --dataset folder`` fails with (exit
+    status 2)."""
+    code = cli.main(["optimize", "--mode", "reconstruct", "--dataset", str(folder),
+                     "--out-dir", str(folder / "out"), "--iterations", "1"])
     error = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in error and "Traceback" not in error, error
     return error
