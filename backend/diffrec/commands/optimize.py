@@ -362,7 +362,7 @@ def ranks_asked(args, config: RunConfig) -> tuple[int, str]:
         gpus, ranks = ((asked, None) if ranks_device_type(config.device) == "cuda"
                        else (None, asked))
     if gpus is not None:
-        count = _at_least_one("--gpus", gpus)
+        count = _rank_count("--gpus", gpus)
         if config.device not in ("auto", "cuda"):
             raise UserError(f"--gpus trains on cuda:0 .. cuda:{count - 1}, one per process: "
                             f"leave out --device {config.device}")
@@ -375,7 +375,7 @@ def ranks_asked(args, config: RunConfig) -> tuple[int, str]:
                             "--device cpu")
         kind = "cuda"
     elif ranks is not None:
-        count = _at_least_one("--ranks", ranks)
+        count = _rank_count("--ranks", ranks)
         if ranks_device_type(config.device) != "cpu":
             raise UserError("--ranks trains in processes on the CPU (gloo): give --device cpu "
                             "too, or --gpus N to train on GPUs")
@@ -386,7 +386,7 @@ def ranks_asked(args, config: RunConfig) -> tuple[int, str]:
     return count, kind
 
 
-def _at_least_one(flag: str, count: int) -> int:
+def _rank_count(flag: str, count: int) -> int:
     if not 1 <= count <= MAX_RANKS:
         raise UserError(f"{flag} must be 1 to {MAX_RANKS}, got {count}")
     return count
