@@ -72,7 +72,8 @@ def test_the_manifest_lists_every_file_with_its_size_sha256_and_role(tmp_path, m
     assert read_image(tmp_path / "probe.hdr").shape[:2] == outputs.PROBE_SIZE
     skipped = ("KTX2 export skipped (no mesh_ktx2.glb, no .ktx2 files): DIFFREC_BASISU names "
                f"{tmp_path / 'no-basisu'}, which is not a file: point it at the basisu binary, "
-               "or unset it to use the one on PATH or scripts/install_tools'")
+               "or unset it to use the one on PATH or the copy scripts/install_tools "
+               "installs")
     assert json.loads((tmp_path / "metrics.json").read_text()) == {"psnr_mean": 30.0,
                                                                    "warnings": [skipped]}
     assert skipped in caplog.messages

@@ -59,7 +59,8 @@ def not_found_reason() -> str:
     named = os.environ.get(ENV_VARIABLE)
     if named:
         return (f"{ENV_VARIABLE} names {named}, which is not a file: point it at the basisu "
-                "binary, or unset it to use the one on PATH or scripts/install_tools'")
+                "binary, or unset it to use the one on PATH or the copy "
+                "scripts/install_tools installs")
     return f"basisu was not found; {INSTALL_HINT}"
 
 

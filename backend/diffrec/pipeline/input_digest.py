@@ -38,7 +38,7 @@ def _update(hasher, value) -> None:
     if isinstance(value, torch.Tensor):
         array = value.detach().cpu().contiguous().numpy()
         hasher.update(f"tensor {array.dtype} {array.shape}".encode())
-        hasher.update(np.ascontiguousarray(array).view(np.uint8).data)
+        hasher.update(array.view(np.uint8).data)
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         hasher.update(type(value).__name__.encode())
         for field in dataclasses.fields(value):
