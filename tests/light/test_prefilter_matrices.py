@@ -109,3 +109,29 @@ def test_an_unknown_backward_is_refused(monkeypatch):
     monkeypatch.setenv(prefilter.BACKWARD_ENV, "gather")
     with pytest.raises(ValueError, match=prefilter.BACKWARD_ENV):
         prefilter.ggx_prefilter(prefilter.box_pyramid(torch.ones(6, 2, 2, 1)), 2, 0.5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backward", ["transpose", "scatter"])
+def test_prefilter_on_cuda_matches_the_cpu_in_float64(monkeypatch, backward):
+    """The operator built on the GPU, and each backward there (the transpose's sparse product,
+    or the entries scattered with float atomics), against the same prefilter on the CPU in
+    float64: a 32^2 cube prefiltered to 16^2, values and gradients to float32's precision."""
+    monkeypatch.setenv(prefilter.BACKWARD_ENV, backward)
+    _ggx_matrix.cache_clear()
+    _ggx_transpose.cache_clear()
+    cube, weights = torch.rand(2, 6, 32, 32, 3, dtype=torch.float64,
+                               generator=torch.Generator().manual_seed(3))
+    weights = weights[:, ::2, ::2]  # the prefiltered map's [6, 16, 16, 3]
+
+    def value_and_gradient(cube):
+        cube = cube.clone().requires_grad_()
+        out = prefilter.ggx_prefilter(prefilter.box_pyramid(cube), 16, 0.4)
+        (out * weights.to(out)).sum().backward()
+        return out.detach().cpu().double(), cube.grad.cpu().double()
+
+    expected_value, expected_gradient = value_and_gradient(cube)
+    value, gradient = value_and_gradient(cube.float().cuda())
+    torch.testing.assert_close(value, expected_value, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(gradient, expected_gradient, rtol=1e-4, atol=1e-6)
+    assert _ggx_transpose.cache_info().currsize == (2 if backward == "transpose" else 0)
