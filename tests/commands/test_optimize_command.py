@@ -217,7 +217,9 @@ def test_the_dataset_help_names_a_capture_tools_transforms_json(capsys):
     (["--mode", "materials"], "mode 'materials' needs a starting mesh (--base-mesh, or "
                               "base_mesh in the config)"),
     (["--gpus", "64"], "--gpus 64 needs 64 CUDA devices and torch sees"),
-], ids=["unknown device", "no start mesh", "more GPUs than here"])
+    pytest.param(["--gpus", "1"], "--gpus 1 needs a CUDA device and torch sees 0",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is here")),
+], ids=["unknown device", "no start mesh", "more GPUs than here", "a GPU, none here"])
 def test_check_and_the_run_refuse_alike_what_cannot_run_here(tmp_path, capsys, flags,
                                                               sentence):
     """What the run refuses before it reads its inputs, ``--check`` refuses too (it said the

@@ -370,7 +370,8 @@ def ranks_asked(args, config: RunConfig) -> tuple[int, str]:
 
         seen = torch.cuda.device_count()
         if seen < count:
-            raise UserError(f"--gpus {count} needs {count} CUDA devices and torch sees {seen} "
+            devices = "a CUDA device" if count == 1 else f"{count} CUDA devices"
+            raise UserError(f"--gpus {count} needs {devices} and torch sees {seen} "
                             f"here; to try a data-parallel run on the CPU, give --ranks {count} "
                             "--device cpu")
         kind = "cuda"
