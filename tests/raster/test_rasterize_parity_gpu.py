@@ -116,3 +116,36 @@ def test_depth_peeling_matches_nvdiffrast():
     for layer, (layer_t, layer_n) in enumerate(zip(result["torch"], result["nvdiffrast"],
                                                    strict=True)):
         assert_rast_close(layer_t, layer_n, disagreeing=0.005 * (layer + 1))
+
+
+def _strided(tensor: torch.Tensor) -> torch.Tensor:
+    """The same values as a view that is not contiguous: sliced out of a buffer one row longer
+    along dim 1 (as the renderer spreads covered pixels' shading over a padded image)."""
+    view = torch.cat([tensor, tensor[:, :1]], 1)[:, :-1]
+    assert not view.is_contiguous() and torch.equal(view, tensor)
+    return view
+
+
+def test_nvdiffrast_takes_views_that_are_not_contiguous():
+    """nvdiffrast's own operations refuse any tensor that is not contiguous; the torch engine
+    takes them, and the renderer makes such views (the first H200 run of the shading of
+    covered pixels failed in antialias). Each operation on views gives what it gives on
+    contiguous tensors."""
+    pos, tri, attr = random_scene(5, batch=2)
+    ctx = raster.RasterContext("cuda", impl="nvdiffrast")
+    rast, rast_db = raster.rasterize(ctx, pos, tri, (48, 64))
+    got = raster.rasterize(ctx, _strided(pos), tri, (48, 64))
+    assert torch.equal(got[0], rast) and torch.equal(got[1], rast_db)
+    uv, uv_da = raster.interpolate(attr[..., :2], rast, tri, rast_db, diff_attrs="all", ctx=ctx)
+    got = raster.interpolate(_strided(attr[..., :2]), _strided(rast), tri, _strided(rast_db),
+                             diff_attrs="all", ctx=ctx)
+    assert torch.equal(got[0], uv) and torch.equal(got[1], uv_da)
+    tex = torch.rand(2, 16, 16, 3, device="cuda", generator=torch.Generator("cuda").manual_seed(0))
+    colour = raster.texture(tex, uv, uv_da, ctx=ctx)
+    assert torch.equal(raster.texture(_strided(tex), _strided(uv), _strided(uv_da), ctx=ctx),
+                       colour)
+    # (antialias adds the blends with float atomics: their order may differ)
+    torch.testing.assert_close(raster.antialias(_strided(colour), _strided(rast), _strided(pos),
+                                                tri, ctx=ctx),
+                               raster.antialias(colour, rast, pos, tri, ctx=ctx),
+                               rtol=1e-6, atol=1e-6)

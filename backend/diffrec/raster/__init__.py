@@ -164,6 +164,14 @@ def _engine(ctx: RasterContext, operation: str) -> str:
     return ctx.engine
 
 
+def _dense(*tensors):
+    """``tensors`` made contiguous (None kept): nvdiffrast's operations refuse any other
+    layout, where the torch engine takes views as they are (a batch's images sliced out of a
+    padded buffer, say), so the wrapper hands nvdiffrast contiguous ones (no copy for a tensor
+    that already is)."""
+    return tuple(None if tensor is None else tensor.contiguous() for tensor in tensors)
+
+
 def rasterize(glctx: RasterContext, pos, tri, resolution, ranges=None, grad_db: bool = True):
     """Rasterize triangles with context ``glctx``; return ``(rast, rast_db)``, both
     ``[B, H, W, 4]`` float32 (``rast_db`` ``[B, H, W, 0]`` when the context's ``output_db`` is
@@ -176,8 +184,8 @@ def rasterize(glctx: RasterContext, pos, tri, resolution, ranges=None, grad_db: 
     pixels. Gradients reach ``pos`` through u and v (and through ``rast_db`` if ``grad_db``).
     """
     if _engine(glctx, "rasterize") == "nvdiffrast":
-        rast, rast_db = RASTER.module().rasterize(glctx.native, pos, tri, resolution, ranges,
-                                                  grad_db)
+        rast, rast_db = RASTER.module().rasterize(glctx.native, *_dense(pos, tri), resolution,
+                                                  ranges, grad_db)
     else:
         rast, rast_db = _torch.rasterize(pos, tri, resolution, ranges=ranges, grad_db=grad_db)
     return rast, (rast_db if glctx.output_db else rast_db[..., :0])
@@ -190,7 +198,7 @@ class DepthPeeler:
     def __init__(self, glctx: RasterContext, pos, tri, resolution, ranges=None, grad_db=True):
         if _engine(glctx, "DepthPeeler") == "nvdiffrast":
             self._peeler = RASTER.module().DepthPeeler(
-                glctx.native, pos, tri, resolution, ranges, grad_db
+                glctx.native, *_dense(pos, tri), resolution, ranges, grad_db
             )
         else:
             self._peeler = _torch.DepthPeeler(pos, tri, resolution, ranges=ranges, grad_db=grad_db)
@@ -217,7 +225,7 @@ def interpolate(
     indices) and ``rast_db`` are given, else an empty tensor.
     """
     if _engine(ctx, "interpolate") == "nvdiffrast":
-        return RASTER.module().interpolate(attr, rast, tri, rast_db, diff_attrs)
+        return RASTER.module().interpolate(*_dense(attr, rast, tri, rast_db), diff_attrs)
     return _torch.interpolate(attr, rast, tri, rast_db=rast_db, diff_attrs=diff_attrs)
 
 
@@ -245,7 +253,8 @@ def texture(
     """
     if _engine(ctx, "texture") == "nvdiffrast":
         return RASTER.module().texture(
-            tex, uv, uv_da, mip_level_bias, mip, filter_mode, boundary_mode, max_mip_level
+            *_dense(tex, uv, uv_da, mip_level_bias), mip, filter_mode, boundary_mode,
+            max_mip_level
         )
     return _torch.texture(
         tex,
@@ -309,7 +318,7 @@ def antialias(
     """
     if _engine(ctx, "antialias") == "nvdiffrast":
         return RASTER.module().antialias(
-            color, rast, pos, tri, topology_hash, pos_gradient_boost
+            *_dense(color, rast, pos, tri), topology_hash, pos_gradient_boost
         )
     return _torch.antialias(
         color, rast, pos, tri, topology_hash=topology_hash, pos_gradient_boost=pos_gradient_boost
