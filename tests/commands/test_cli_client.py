@@ -16,7 +16,7 @@ from diffrec.protocol import Client, pairing_string, write_keypair
 from diffrec.protocol.keys import generate_keypair
 
 
-def test_submit_wait_status_fetch(server, tmp_path, capsys):
+def test_submit_wait_status_fetch(server, tmp_path, capsys, caplog):
     folder = tmp_path / "job"
     folder.mkdir()
     images = target_images(seed=11)
@@ -32,6 +32,12 @@ def test_submit_wait_status_fetch(server, tmp_path, capsys):
     assert cli.main(["fetch", "from-cli", "--out", str(tmp_path / "out"), *where]) == 0
     fetched = np.load(tmp_path / "out" / "texture.npy")
     np.testing.assert_allclose(fetched, images.mean(0), atol=2e-3)
+    capsys.readouterr()
+    assert cli.main(["fetch", "from-cli", "--only", "obj", "--out", str(tmp_path / "obj"),
+                     *where]) == 0  # a role this result has no files of: said, not silent
+    fetched = capsys.readouterr()
+    assert fetched.out.split() == [str(tmp_path / "obj" / "manifest.json")]
+    assert "the result has no obj files, so none came" in caplog.text
     assert cli.main(["submit", str(folder / "job.json"), "--job", "from-cli", *where]) == 0
     assert "(already submitted: " in capsys.readouterr().out
 

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from diffrec.errors import UserError
 from diffrec.protocol import ManifestError, ProtocolError, ServerUnavailable
-from diffrec.protocol.manifest import ROLES
+from diffrec.protocol.manifest import ROLES, read_manifest, select
 
 from ._connection import add_server_arguments, connect
 
 NAME = "fetch"
 HELP = ("download a finished job's result files (resumable, each checked against the result's "
         "manifest: size and sha256)")
+
+log = logging.getLogger(__name__)
 
 
 def add_arguments(parser) -> None:
@@ -40,4 +43,13 @@ def run(args) -> int:
                             f"{exc.strerror or exc}") from None
     for path in paths:
         print(path)
+    for role in _roles_without_files(out, args.only or ()):
+        log.warning("the result has no %s files, so none came (%s: %s)", role, role, ROLES[role])
     return 0
+
+
+def _roles_without_files(folder: Path, only) -> list[str]:
+    """The roles among ``only`` that no file of the result in ``folder`` has (a result made
+    without ``export_obj`` has no "obj" files, say)."""
+    entries = read_manifest(folder)
+    return [word for word in only if word in ROLES and not select(entries, [word])]
