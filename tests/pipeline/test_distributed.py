@@ -5,6 +5,7 @@ batch and seed ends (up to the order of floating-point sums), and only rank 0 ma
 """
 
 import dataclasses
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -232,3 +233,6 @@ def test_only_rank_zero_writes(runs):
                       for p in (runs / "one").rglob("*") if p.is_file())
     assert written == expected
     assert "checkpoints/textures.pt" in written and "previews/textures_000003.png" in written
+    ranks = {folder: json.loads((runs / folder / "metrics.json").read_text())["settings"]["ranks"]
+             for folder in ("one", "two0")}
+    assert ranks == {"one": 1, "two0": 2}, "metrics.json records the ranks the job ran on"

@@ -405,6 +405,6 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
                                                    "why": t.stopped_early}
                                       for t in trainers if t.stopped_early},
                     "peak_memory_mb": peak_memory_mb(torch_device),
-                    "settings": settings.to_dict(),
+                    "settings": settings.to_dict() | {"ranks": world.size},  # as run
                     "history": [entry for t in trainers for entry in t.history]})
     return Result(final_mesh, material, light, metrics, validation)
