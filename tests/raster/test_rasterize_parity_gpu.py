@@ -120,7 +120,8 @@ def test_depth_peeling_matches_nvdiffrast():
 
 def _strided(tensor: torch.Tensor) -> torch.Tensor:
     """The same values as a view that is not contiguous: sliced out of a buffer one row longer
-    along dim 1 (as the renderer spreads covered pixels' shading over a padded image)."""
+    along dim 1 (as the renderer spreads covered pixels' shading over a padded image); a
+    batch of one image would still count as contiguous, so the tests use two."""
     view = torch.cat([tensor, tensor[:, :1]], 1)[:, :-1]
     assert not view.is_contiguous() and torch.equal(view, tensor)
     return view
@@ -136,7 +137,8 @@ def test_nvdiffrast_takes_views_that_are_not_contiguous():
     rast, rast_db = raster.rasterize(ctx, pos, tri, (48, 64))
     got = raster.rasterize(ctx, _strided(pos), tri, (48, 64))
     assert torch.equal(got[0], rast) and torch.equal(got[1], rast_db)
-    uv, uv_da = raster.interpolate(attr[..., :2], rast, tri, rast_db, diff_attrs="all", ctx=ctx)
+    uv, uv_da = raster.interpolate(attr[..., :2].contiguous(), rast, tri, rast_db,
+                                   diff_attrs="all", ctx=ctx)
     got = raster.interpolate(_strided(attr[..., :2]), _strided(rast), tri, _strided(rast_db),
                              diff_attrs="all", ctx=ctx)
     assert torch.equal(got[0], uv) and torch.equal(got[1], uv_da)
@@ -144,8 +146,19 @@ def test_nvdiffrast_takes_views_that_are_not_contiguous():
     colour = raster.texture(tex, uv, uv_da, ctx=ctx)
     assert torch.equal(raster.texture(_strided(tex), _strided(uv), _strided(uv_da), ctx=ctx),
                        colour)
+    chain = [torch.nn.functional.avg_pool2d(tex.permute(0, 3, 1, 2), 2 ** level)
+             .permute(0, 2, 3, 1).contiguous() for level in (1, 2, 3, 4)]
+    for of_views, of_tensors in (([_strided(level) for level in chain], chain),
+                                 (raster.texture_construct_mip(_strided(tex), ctx=ctx),
+                                  raster.texture_construct_mip(tex, ctx=ctx))):
+        torch.testing.assert_close(raster.texture(tex, uv, uv_da, mip=of_views, ctx=ctx),
+                                   raster.texture(tex, uv, uv_da, mip=of_tensors, ctx=ctx),
+                                   rtol=1e-6, atol=1e-6)
+    with raster.DepthPeeler(ctx, _strided(pos), tri, (48, 64)) as peeler:
+        assert torch.equal(peeler.rasterize_next_layer()[0], rast)
     # (antialias adds the blends with float atomics: their order may differ)
+    hash_of_view = raster.antialias_construct_topology_hash(_strided(tri), ctx=ctx)
     torch.testing.assert_close(raster.antialias(_strided(colour), _strided(rast), _strided(pos),
-                                                tri, ctx=ctx),
+                                                tri, topology_hash=hash_of_view, ctx=ctx),
                                raster.antialias(colour, rast, pos, tri, ctx=ctx),
                                rtol=1e-6, atol=1e-6)

@@ -185,7 +185,7 @@ def rasterize(glctx: RasterContext, pos, tri, resolution, ranges=None, grad_db: 
     """
     if _engine(glctx, "rasterize") == "nvdiffrast":
         rast, rast_db = RASTER.module().rasterize(glctx.native, *_dense(pos, tri), resolution,
-                                                  ranges, grad_db)
+                                                  *_dense(ranges), grad_db)
     else:
         rast, rast_db = _torch.rasterize(pos, tri, resolution, ranges=ranges, grad_db=grad_db)
     return rast, (rast_db if glctx.output_db else rast_db[..., :0])
@@ -198,7 +198,7 @@ class DepthPeeler:
     def __init__(self, glctx: RasterContext, pos, tri, resolution, ranges=None, grad_db=True):
         if _engine(glctx, "DepthPeeler") == "nvdiffrast":
             self._peeler = RASTER.module().DepthPeeler(
-                glctx.native, *_dense(pos, tri), resolution, ranges, grad_db
+                glctx.native, *_dense(pos, tri), resolution, *_dense(ranges), grad_db
             )
         else:
             self._peeler = _torch.DepthPeeler(pos, tri, resolution, ranges=ranges, grad_db=grad_db)
@@ -253,7 +253,8 @@ def texture(
     """
     if _engine(ctx, "texture") == "nvdiffrast":
         return RASTER.module().texture(
-            *_dense(tex, uv, uv_da, mip_level_bias), mip, filter_mode, boundary_mode,
+            *_dense(tex, uv, uv_da, mip_level_bias),
+            list(_dense(*mip)) if isinstance(mip, list) else mip, filter_mode, boundary_mode,
             max_mip_level
         )
     return _torch.texture(
@@ -293,7 +294,7 @@ def texture_construct_mip(
 ):
     """Build a mip chain (2x2 box averages) for ``tex``, to pass as ``texture(..., mip=...)``."""
     if _engine(ctx, "texture_construct_mip") == "nvdiffrast":
-        return RASTER.module().texture_construct_mip(tex, max_mip_level, cube_mode)
+        return RASTER.module().texture_construct_mip(*_dense(tex), max_mip_level, cube_mode)
     return _torch.texture_construct_mip(tex, max_mip_level=max_mip_level, cube_mode=cube_mode)
 
 
@@ -328,5 +329,5 @@ def antialias(
 def antialias_construct_topology_hash(tri, *, ctx: RasterContext):
     """Precompute the edge topology of ``tri`` for repeated ``antialias`` calls."""
     if _engine(ctx, "antialias_construct_topology_hash") == "nvdiffrast":
-        return RASTER.module().antialias_construct_topology_hash(tri)
+        return RASTER.module().antialias_construct_topology_hash(*_dense(tri))
     return _torch.antialias_construct_topology_hash(tri)
