@@ -87,6 +87,14 @@ def test_nvdiffrec_configs_get_its_schedule_light_and_start(tmp_path, monkeypatc
     settings = build_config(read_config_file(config)).settings
     assert (settings.schedule.kind, settings.size.light_res, settings.surface.surface_init) == (
         "diffrec", 256, "visual-hull"), "schedule: diffrec keeps diffrec's own"
+    config.write_text(json.dumps(NVDIFFREC_CONFIG))  # the same given on the command line
+    assert cli.main(["optimize", "--config", "configs/ball.json", "--schedule", "diffrec",
+                     "--check"]) == 0
+    printed = capsys.readouterr().out
+    chosen = json.loads(printed[printed.index("settings:\n") + len("settings:\n"):])
+    assert (chosen["schedule"], chosen["light_res"], chosen["surface_init"]) == (
+        "diffrec", 256, "visual-hull"), "--schedule diffrec keeps diffrec's own too"
+    assert "surface_init = \"visual-hull\" from the command line" in printed
 
     config.write_text(json.dumps(NVDIFFREC_CONFIG))
     assert cli.main(["optimize", "--config", "configs/ball.json", "--preset", "preview",

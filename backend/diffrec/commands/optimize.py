@@ -462,7 +462,7 @@ def run(args) -> int:
     reading = read_config_reading(args.config) if args.config else Reading()
     flags = settings_flags(args, ("device", "out_dir", "dataset", "ref_mesh", "start_renders",
                                   "preview_every"))
-    config = build_config(reading.values(PRESETS.get(args.preset)), flags)
+    config = build_config(reading.values(PRESETS.get(args.preset), args.schedule), flags)
     if args.check:
         captures = read_captures(config)
         problems = check_problems(args, config, captures)

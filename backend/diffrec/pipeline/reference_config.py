@@ -45,10 +45,13 @@ class Reading:
     reference: bool = False
     defaults: dict[str, Any] = field(default_factory=dict)
 
-    def values(self, preset: dict[str, Any] | None = None) -> dict[str, Any]:
+    def values(self, preset: dict[str, Any] | None = None,
+               schedule: str | None = None) -> dict[str, Any]:
         """The settings to run: ``defaults`` (those a ``preset`` given on the command line
-        sets left out), then the file's own."""
-        defaults = {k: v for k, v in self.defaults.items() if k not in (preset or {})}
+        sets left out; all of them under a ``schedule`` "diffrec" given there, as under the
+        file's own ``schedule: diffrec``), then the file's own."""
+        kept = {} if schedule == "diffrec" else self.defaults
+        defaults = {k: v for k, v in kept.items() if k not in (preset or {})}
         return {**defaults, **self.settings}
 
 
