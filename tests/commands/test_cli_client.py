@@ -211,3 +211,21 @@ def test_the_data_dir_help_names_every_default(capsys):
             cli.main([command, "--help"] if command != "keys" else ["keys", "show", "--help"])
         assert "$DIFFREC_DATA, else $XDG_DATA_HOME/diffrec, else ~/.local/share/diffrec" in \
             " ".join(capsys.readouterr().out.split()), command
+
+
+def test_the_allow_command_said_for_a_key_pastes_into_a_shell(tmp_path, capsys):
+    """A Z85 key can hold ( ) < > & $ * ?: the command a client is told to hand the server's
+    owner, and the one `keys client` prints, quote it, so a shell reads it as one word."""
+    import shlex
+
+    from diffrec.commands._connection import silent
+
+    key = "/V#cr7STW7{n=@XM>z]M^?UZc/7JEfAi/(dXBk?]"
+    said = silent("tcp://gpu:5557", (key, "secret"))
+    command = said[said.index("`") + 1:said.rindex("`")]
+    assert shlex.split(command) == ["diffrec", "keys", "allow", "--", key]
+    assert cli.main(["keys", "client", "--data-dir", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    public = printed.split("owner): ")[1].split()[0]
+    allow = printed.splitlines()[-1].split("with: ")[1]
+    assert shlex.split(allow) == ["diffrec", "keys", "allow", "--", public]

@@ -252,8 +252,10 @@ def test_resumable_file_resumes_mid_block_and_verifies_every_block(tmp_path):
 
 
 def test_key_files_and_pairing_strings(tmp_path):
-    public, secret = write_keypair(tmp_path, "server")
+    public, secret = write_keypair(tmp_path / "keys", "server")
+    tmp_path = tmp_path / "keys"
     assert stat.S_IMODE(os.stat(tmp_path / "server.key_secret").st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(tmp_path).st_mode) == 0o700, "the keys' folder, its user's alone"
     assert read_keypair(tmp_path, "server") == (public, secret)
     for host in ("gpu-box.example", "10.0.0.7", "::1"):
         address, key = parse_pairing(pairing_string(host, 5557, public))

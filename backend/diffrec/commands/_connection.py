@@ -105,7 +105,7 @@ def silent(address: str, keypair: tuple[str, str] | None) -> str:
     """Why a server that takes connections at ``address`` did not answer a ping."""
     if keypair:
         return (f"the server at {address} does not answer this machine: ask its owner to "
-                f"allow this machine's key (`diffrec keys allow -- {keypair[0]}`), and check "
+                f"allow this machine's key (`diffrec keys allow -- '{keypair[0]}'`), and check "
                 "that --server is the server's current pairing string")
     return (f"something listens at {address} but does not answer as a diffrec server: a "
             "server with keys is reached with its pairing string diffrec://HOST:PORT?key=… "

@@ -59,6 +59,7 @@ def run(args) -> int:
     elif args.action == "client":
         public = _create(args, "client")
         print(f"client public key (give it to the server's owner): {public}")
+        print(f"the server's owner allows it with: diffrec keys allow -- '{public}'")
     elif args.action == "allow":
         try:
             allow_list.allow(args.key, args.comment)

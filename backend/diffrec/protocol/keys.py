@@ -35,8 +35,10 @@ def check_key(key: str) -> str:
 
 
 def write_keypair(directory: Path, name: str, overwrite: bool = False) -> tuple[str, str]:
-    """Create ``directory/name.key`` and ``name.key_secret`` (0600); returns (public, secret)."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """Create ``directory/name.key`` and ``name.key_secret`` (0600) in ``directory`` (its
+    user's alone: 0700); returns (public, secret)."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(directory, 0o700)
     public, secret = generate_keypair()
     flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
     fd = os.open(directory / f"{name}.key_secret", flags, 0o600)
