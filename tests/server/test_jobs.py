@@ -154,9 +154,13 @@ def test_delete_removes_finished_and_running_jobs(server, connect):
     assert client.wait("finished")["kind"] == "done"
     client.submit("busy", fit_spec(iterations=1_000_000), {"images": target_images()})
     client.attach("busy")
-    next(e for e in client.events(idle_timeout=30) if e["kind"] == "progress")
+    events = client.events(idle_timeout=30)
+    next(e for e in events if e["kind"] == "progress")
     for job in ("finished", "busy"):
         assert client.delete(job)["deleted"] is True
+    final = next(e for e in events if e["kind"] not in ("progress", "log", "preview"))
+    assert (final["kind"], final["message"]) == ("cancelled", "the job was deleted"), (
+        "not 'Resume continues': a deleted job cannot be resumed")
     deadline = time.monotonic() + 5
     while server.job_dir("busy").exists() and time.monotonic() < deadline:
         time.sleep(0.05)

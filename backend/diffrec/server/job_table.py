@@ -490,7 +490,8 @@ class JobTable:
 
     def _finish(self, job_id: str, finished: Finished) -> None:
         record = self.records[job_id]
-        record.state, record.message = finished.outcome.value, fit_text(finished.message)
+        message = "the job was deleted" if record.stop == "delete" else finished.message
+        record.state, record.message = finished.outcome.value, fit_text(message)
         record.results = list(finished.results)
         record.finished = time.time()
         self._save(record)
