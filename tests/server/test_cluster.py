@@ -290,3 +290,13 @@ def test_a_head_address_where_nothing_listens_is_refused_at_once(no_ray, tmp_pat
     said = str(info.value)
     assert f"cannot reach a Ray cluster at --cluster {address} (" in said, said
     assert "ray start --head" in said
+
+
+def test_an_address_ray_cannot_read_is_a_sentence(tmp_path):
+    """`--cluster bogus` (a head's name without its port, say) ended in Ray's traceback."""
+    from diffrec.server.cluster import RayExecutor
+
+    with pytest.raises(UserError) as info:
+        RayExecutor("bogus", tmp_path, lambda *_: None)
+    said = str(info.value)
+    assert said.startswith("--cluster bogus: ") and "HEAD:PORT" in said, said

@@ -90,6 +90,9 @@ def connect(address: str, namespace: str) -> None:
         ray.init(address=address, namespace=namespace)
     except ConnectionError as exc:
         raise UserError(no_cluster(address, one_line(exc))) from None
+    except ValueError as exc:  # an address Ray cannot read, or ray:// without ray[client]
+        raise UserError(f"--cluster {address}: {one_line(exc)}; give auto, local, HEAD:PORT "
+                        "or ray://HEAD:PORT (with pip install 'ray[client]')") from None
 
 
 def no_cluster(address: str, why: str) -> str:
