@@ -79,6 +79,21 @@ def test_reference_system_config_keys_are_translated(tmp_path):
     assert config.sources.ref_mesh == "data/spot.obj", "found nowhere: as nvdiffrec reads it"
 
 
+def test_flags_win_over_an_nvdiffrec_configs_sizes(tmp_path, capsys):
+    """The file's sizes win over a --preset; --grid (its dmtet_grid) and the size flags win
+    over the file, so a short CPU try of a GPU-sized config needs no edit."""
+    path = tmp_path / "nvdiffrec.json"
+    path.write_text(json.dumps({"ref_mesh": "data/spot.obj", "iter": 5000, "batch": 8,
+                                "train_res": [800, 800], "dmtet_grid": 128}))
+    assert cli.main(["optimize", "--config", str(path), "--preset", "preview", "--check",
+                     "--iterations", "100", "--batch", "2", "--grid", "32"]) == 1  # no mesh
+    printed = capsys.readouterr().out
+    chosen = json.loads(printed[printed.index("settings:\n") + len("settings:\n"):])
+    assert (chosen["iterations"], chosen["batch"], chosen["grid"], chosen["train_res"]) == (
+        100, 2, 32, 800)
+    assert "grid = 32 from the command line, over the file's 128" in printed
+
+
 def test_settings_mistakes_are_sentences(tmp_path):
     with pytest.raises(UserError, match="unknown setting"):
         build_config({"iteratons": 10})

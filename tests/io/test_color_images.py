@@ -1,6 +1,7 @@
 """sRGB curve against the IEC 61966-2-1 formula; image files round trips and channel order."""
 
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -113,3 +114,19 @@ def test_image_errors(tmp_path):
     (tmp_path / "bad.png").write_bytes(b"not an image")
     with pytest.raises(UserError, match="cannot decode"):
         read_image(tmp_path / "bad.png")
+
+
+def test_an_image_cut_short_is_one_sentence_without_opencvs_log(tmp_path, capfd):
+    """A truncated PNG or HDR: OpenCV printed its own [ WARN ] / [ERROR] line, and the
+    sentence said "not a PNG", where the file is one, cut short."""
+    rng = np.random.default_rng(0)
+    write_image(tmp_path / "whole.png", rng.uniform(size=(64, 64, 3)))
+    write_image(tmp_path / "whole.hdr", rng.uniform(size=(64, 64, 3)).astype(np.float32))
+    for name in ("whole.png", "whole.hdr"):
+        data = (tmp_path / name).read_bytes()
+        cut = tmp_path / f"cut{Path(name).suffix}"
+        cut.write_bytes(data[: len(data) // 2])
+        with pytest.raises(UserError, match="damaged \\(cut short\\?\\)"):
+            read_image(cut)
+    captured = capfd.readouterr()
+    assert "WARN" not in captured.err and "ERROR" not in captured.err, captured.err

@@ -40,6 +40,9 @@ def add_settings_arguments(parser) -> None:
     parser.add_argument("--batch", type=int)
     parser.add_argument("--train-res", dest="train_res", type=int)
     parser.add_argument("--texture-res", dest="texture_res", type=int)
+    parser.add_argument("--grid", type=int, metavar="N",
+                        help="reconstruct's surface grid: N cells a side (DMTet, FlexiCubes; "
+                             "nvdiffrec's dmtet_grid)")
     parser.add_argument("--seed", type=int)
     parser.add_argument("--triangles", dest="target_triangles", type=int, metavar="N",
                         help="triangle budget: the result has at most N triangles (the base "
@@ -49,7 +52,8 @@ def add_settings_arguments(parser) -> None:
 
 
 SETTINGS_FLAGS = ("mode", "preset", "base_mesh", "envmap", "light", "geometry", "iterations",
-                  "batch", "train_res", "texture_res", "seed", "schedule", "target_triangles")
+                  "batch", "train_res", "texture_res", "grid", "seed", "schedule",
+                  "target_triangles")
 
 
 def settings_flags(args, extra: tuple[str, ...] = ()) -> dict:
@@ -232,7 +236,9 @@ def run_problems(args, config: RunConfig) -> list[str]:
     def needs_a_start() -> None:
         if config.settings.run.mode != "reconstruct" and not config.sources.base_mesh:
             raise UserError(f"mode {config.settings.run.mode!r} needs a starting mesh "
-                            "(--base-mesh, or base_mesh in the config)")
+                            "(--base-mesh, or base_mesh in the config); to reconstruct "
+                            "from the images alone, give --mode reconstruct (materials is "
+                            "the default mode)")
 
     def lights_its_reference() -> None:
         sources = config.sources

@@ -31,6 +31,7 @@ from diffrec.color import linear_to_srgb, srgb_to_linear
 from diffrec.errors import UserError, one_line
 from diffrec.io.image_size import check_pixels, encoded_size
 
+cv2.setLogLevel(0)  # silent: a file it cannot decode is one sentence here; its log repeats it
 INTEGER_SUFFIXES = (".png", ".jpg", ".jpeg")
 FLOAT_SUFFIXES = (".exr", ".hdr")
 _EXR_CHANNELS = {1: "Y", 3: "RGB", 4: "RGBA"}
@@ -87,7 +88,8 @@ def decode_image(buffer: bytes, *, data: bool = False, name: str = "image") -> n
     raw = (cv2.imdecode(np.frombuffer(buffer, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
            if len(buffer) else None)
     if raw is None:
-        raise UserError(f"cannot decode {name}: not a PNG, JPEG or Radiance HDR image")
+        raise UserError(f"cannot decode {name}: damaged (cut short?) or not a PNG, JPEG or "
+                        "Radiance HDR image")
     raw = raw[..., None] if raw.ndim == 2 else raw
     image = _from_cv_order(raw)
     if raw.dtype == np.uint8 or raw.dtype == np.uint16:

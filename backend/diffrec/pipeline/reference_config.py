@@ -246,7 +246,8 @@ KEYS: dict[str, Callable] = {
     "background": _background,
     "loss": _plain("loss", str),
     "validate": lambda v, d: ({"validation": _bool(v, "validate")},
-                              f"validation = {v} (held-out views rendered and scored)"),
+                              f"validation = {v} (held-out views "
+                              f"{'rendered and scored' if v else 'not scored'})"),
     "isosurface": _isosurface,
     "mtl_override": _plain("ref_material", str, "replaces the reference mesh's material"),
     "dmtet_grid": _plain("grid", int, "grid cells per side"),

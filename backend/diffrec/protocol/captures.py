@@ -279,7 +279,8 @@ def read_capture(folder: str | Path, split: str = "train", *,
     if not folder.is_dir():
         raise CaptureError(f"dataset folder not found: {folder}: give the folder that holds "
                            "transforms_train.json (NeRF-style), transforms.json (nerfstudio, "
-                           "instant-ngp) or poses_bounds.npy (LLFF)")
+                           "instant-ngp), poses_bounds.npy (LLFF) or a COLMAP model "
+                           "(sparse/0/ and images/)")
     layout = detect_layout(folder)
     if layout == "llff":
         if split != "train":
