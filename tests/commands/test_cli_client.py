@@ -229,3 +229,15 @@ def test_the_allow_command_said_for_a_key_pastes_into_a_shell(tmp_path, capsys):
     public = printed.split("owner): ")[1].split()[0]
     allow = printed.splitlines()[-1].split("with: ")[1]
     assert shlex.split(allow) == ["diffrec", "keys", "allow", "--", public]
+
+
+def test_serve_cluster_without_ray_says_how_to_install_it(monkeypatch, tmp_path, capsys):
+    """The guide installs from a checkout (pip install -e 'backend[cluster]'); the sentence
+    named only the package form, which a checkout's user cannot install."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
+    assert cli.main(["serve", "--cluster", "auto", "--data-dir", str(tmp_path / "data"),
+                     "--bind", f"tcp://127.0.0.1:{free_port()}"]) == 2
+    said = capsys.readouterr().err
+    assert "--cluster needs Ray: pip install -e 'backend[cluster]'" in said, said

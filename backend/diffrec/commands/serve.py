@@ -30,8 +30,8 @@ def add_arguments(parser) -> None:
                         help="run the jobs on a Ray cluster instead of this machine: "
                              "ray://HEAD:10001, HEAD:6379, auto (the cluster this machine "
                              "belongs to) or local (a Ray started here); every node mounts "
-                             "--data-dir at the same path (needs `pip install "
-                             "'diffrec[cluster]'`)")
+                             "--data-dir at the same path (needs Ray: `pip install -e "
+                             "'backend[cluster]'` in a checkout)")
     parser.add_argument("--curve", action="store_true",
                         help="require CURVE encryption and the allow-list on loopback too")
     parser.add_argument("--retention-days", type=float, default=7.0,
@@ -89,7 +89,9 @@ def _check_ray() -> None:
     try:
         import ray  # noqa: F401
     except ImportError:
-        raise UserError("--cluster needs Ray: pip install 'diffrec[cluster]'") from None
+        raise UserError("--cluster needs Ray: pip install -e 'backend[cluster]' in a diffrec "
+                        "checkout (pip install 'diffrec[cluster]' where diffrec is "
+                        "installed as a package)") from None
 
 
 def run(args) -> int:
