@@ -12,7 +12,7 @@ import pytest
 from helpers.servers import ServerProcess, fit_spec, free_port, target_images
 
 from diffrec import cli
-from diffrec.protocol import Client, pairing_string, write_keypair
+from diffrec.protocol import Client, ServerUnavailable, pairing_string, write_keypair
 from diffrec.protocol.keys import generate_keypair
 
 
@@ -241,3 +241,26 @@ def test_serve_cluster_without_ray_says_how_to_install_it(monkeypatch, tmp_path,
                      "--bind", f"tcp://127.0.0.1:{free_port()}"]) == 2
     said = capsys.readouterr().err
     assert "--cluster needs Ray: pip install -e 'backend[cluster]'" in said, said
+
+
+@pytest.mark.parametrize("lost", [ServerUnavailable("no answer from tcp://gpu:5557"),
+                                  KeyboardInterrupt()], ids=["server silent", "Ctrl-C"])
+def test_a_wait_given_up_says_the_job_goes_on(server, tmp_path, capsys, monkeypatch, lost):
+    """`submit --wait` that stops following (the server silent past the timeout, or Ctrl-C)
+    said only 'no answer' or 'interrupted', though the job runs on: it says how to find it."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    np.save(folder / "images.npy", target_images(seed=3))
+    (folder / "job.json").write_text(json.dumps({"spec": fit_spec(iterations=5),
+                                                 "inputs": {"images": "images.npy"}}))
+
+    def wait(*_, **__):
+        raise lost
+
+    monkeypatch.setattr(Client, "wait", wait)
+    code = cli.main(["submit", str(folder), "--job", "followed", "--wait", "--server",
+                     server.address, "--timeout", "2"])
+    err = capsys.readouterr().err
+    assert code == (2 if isinstance(lost, ServerUnavailable) else 130)
+    assert "job followed" in err and "diffrec status followed" in err, err
+    assert "(with the same --server)" in err, err

@@ -12,6 +12,7 @@ JSON file with a top-level ``spec`` object.
 from __future__ import annotations
 
 import logging
+import sys
 import uuid
 from pathlib import Path
 
@@ -201,7 +202,17 @@ def run(args) -> int:
                 state = reply["state"] + (ALREADY if reply["existing"] else "")
             print(f"job {job_id}: {state}")
             if args.wait:
-                final = client.wait(job_id, on_event=print_event, on_link=print_link)
+                try:
+                    final = client.wait(job_id, on_event=print_event, on_link=print_link)
+                except KeyboardInterrupt:
+                    print(f"stopped following job {job_id}; it goes on on the server: "
+                          f"diffrec status {job_id}, diffrec fetch {job_id} (with the same "
+                          "--server)", file=sys.stderr)
+                    raise
+                except ServerUnavailable as exc:
+                    raise UserError(f"{exc}; job {job_id} may still be running there: "
+                                    f"diffrec status {job_id} (with the same --server) once it "
+                                    "answers") from None
                 return 0 if final["kind"] == "done" else 1
         except (ProtocolError, ServerUnavailable) as exc:
             raise UserError(str(exc)) from None
