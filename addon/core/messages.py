@@ -30,10 +30,10 @@ BAD_PAIRING = ("The Backend setting is not a valid pairing string: copy the whol
                "64 hexadecimal digits.")
 INTERNAL = ("The backend hit an internal error (its log has the details): try again, and report "
             "it with the server's log if it happens again.")
-_WORDED = (ValueError, OSError, RuntimeError, ImportError)
 INTERRUPTED = ("Interrupted (Ctrl-C): the job was asked to stop, and kept its checkpoint "
                "where it had one, so Resume (Re-attach, or the protocol's resume) goes on "
                "from there.")
+_WORDED = (ValueError, OSError, RuntimeError, ImportError)
 """Exceptions whose message is a sentence for people (the add-on's, bpy's, the protocol's)."""
 NO_PROTOCOL = ("The add-on cannot load its network library (pyzmq): reinstall the diffrec "
                "extension.")

@@ -43,12 +43,14 @@ def run(args) -> int:
                             f"{exc.strerror or exc}") from None
     for path in paths:
         print(path)
-    for role in _roles_without_files(out, args.only or ()):
-        log.warning("the result has no %s files, so none came (%s: %s)", role, role, ROLES[role])
+    if args.only:
+        for role in _roles_without_files(out, args.only):
+            log.warning("the result has no %s files, so none came (%s: %s)", role, role,
+                        ROLES[role])
     return 0
 
 
-def _roles_without_files(folder: Path, only) -> list[str]:
+def _roles_without_files(folder: Path, only: list[str]) -> list[str]:
     """The roles among ``only`` that no file of the result in ``folder`` has (a result made
     without ``export_obj`` has no "obj" files, say)."""
     entries = read_manifest(folder)
