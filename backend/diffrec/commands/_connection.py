@@ -112,6 +112,12 @@ def silent(address: str, keypair: tuple[str, str] | None) -> str:
             "instead, or correct --server")
 
 
+def refused(exc: Exception) -> UserError:
+    """The UserError for a request the server refused or never answered: its sentence alone
+    (a ``ProtocolError``'s ``message``, without the wire code before it)."""
+    return UserError(exc.message if isinstance(exc, ProtocolError) else str(exc))
+
+
 def add_job_arguments(parser) -> None:
     """JOB... and the server arguments: a command that acts on jobs one by one."""
     parser.add_argument("jobs", nargs="+", metavar="JOB", help="job ids (`diffrec status` "
@@ -122,15 +128,15 @@ def add_job_arguments(parser) -> None:
 def on_each_job(args, operation: Callable[[Client, str], str]) -> int:
     """Print the line ``operation(client, job)`` answers for each of ``args.jobs``; the jobs
     the server refuses (an unknown id...) are said together at the end, as one UserError."""
-    refused = []
+    refusals = []
     with connect(args) as client:
         for job in args.jobs:
             try:
                 print(operation(client, job), flush=True)
             except ServerError as exc:
-                refused.append(exc.message)
+                refusals.append(exc.message)
             except (ProtocolError, ServerUnavailable) as exc:
-                raise UserError(str(exc)) from None
-    if refused:
-        raise UserError("; ".join(refused))
+                raise refused(exc) from None
+    if refusals:
+        raise UserError("; ".join(refusals))
     return 0

@@ -9,7 +9,7 @@ from diffrec.errors import UserError
 from diffrec.protocol import ManifestError, ProtocolError, ServerUnavailable
 from diffrec.protocol.manifest import ROLES, read_manifest, select
 
-from ._connection import add_server_arguments, connect
+from ._connection import add_server_arguments, connect, refused
 
 NAME = "fetch"
 HELP = ("download a finished job's result files (resumable, each checked against the result's "
@@ -37,7 +37,7 @@ def run(args) -> int:
         try:
             paths = client.fetch(args.job, out, only=args.only)
         except (ManifestError, ProtocolError, ServerUnavailable) as exc:
-            raise UserError(str(exc)) from None
+            raise refused(exc) from None
         except OSError as exc:
             raise UserError(f"cannot write the result files into {out}: "
                             f"{exc.strerror or exc}") from None

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from diffrec.errors import UserError
 from diffrec.protocol import Message, ProtocolError, ServerUnavailable, events
 from diffrec.protocol.liveness import SAID
 
-from ._connection import add_server_arguments, connect
+from ._connection import add_server_arguments, connect, refused
 
 NAME = "status"
 HELP = "show your jobs on a server, or one job"
@@ -17,15 +16,16 @@ def add_arguments(parser) -> None:
     add_server_arguments(parser)
 
 
-def describe(job: dict) -> str:
-    """One line: id, state, progress or message."""
-    line = f"{job['job']}  {job['state']:<9}  {job['task']}"
+def describe(job: dict, id_width: int = 0, task_width: int = 0) -> str:
+    """One line: id, state, task, then progress or message; the id and the task padded to
+    ``id_width`` and ``task_width`` characters (a list's columns line up)."""
+    line = f"{job['job']:<{id_width}}  {job['state']:<9}  {job['task']:<{task_width}}"
     progress = job.get("progress")
     if progress and job["state"] == "running":
         line += "  " + events.describe(events.Progress.from_fields(progress))
     if job.get("message"):
         line += f"  {job['message']}"
-    return line
+    return line.rstrip()
 
 
 def print_event(message: Message) -> None:
@@ -46,9 +46,11 @@ def run(args) -> int:
         try:
             jobs = [client.status(args.job)] if args.job else client.list_jobs()
         except (ProtocolError, ServerUnavailable) as exc:
-            raise UserError(str(exc)) from None
+            raise refused(exc) from None
     if not jobs:
         print(f"no jobs of yours on {args.server} (diffrec submit sends one)")
+        return 0
+    id_width, task_width = (max(len(job[key]) for job in jobs) for key in ("job", "task"))
     for job in jobs:
-        print(describe(job))
+        print(describe(job, id_width, task_width))
     return 0
