@@ -35,6 +35,15 @@ def add_arguments(parser) -> None:
         add_data_dir(action)
 
 
+ABSENT = {
+    "server": "this machine serves on loopback only; `diffrec keys init` makes one to serve "
+              "beyond it",
+    "client": "needed only to reach a server with keys; `diffrec keys client` makes one",
+}
+"""What ``keys show`` says of each key pair the folder lacks: what it is for, not an order (a
+client machine needs no server key pair, a server no client one)."""
+
+
 def _create(args, name: str) -> str:
     directory = data_dir(args) / "keys"
     try:
@@ -71,11 +80,11 @@ def run(args) -> int:
             raise UserError(f"{args.key} was not on the allow-list")
         print(f"revoked {args.key}")
     else:
-        for name, action in (("server", "init"), ("client", "client")):
+        for name, missing in ABSENT.items():
             try:
                 print(f"{name} public key: {read_keypair(directory, name)[0]}")
             except FileNotFoundError:
-                print(f"{name} public key: (none; run `diffrec keys {action}`)")
+                print(f"{name} public key: none ({missing})")
         for key, comment in allow_list.entries().items():
             print(f"allowed: {key} {comment}".rstrip())
     return 0
