@@ -12,6 +12,7 @@ import pytest
 from helpers.servers import ServerProcess, fit_spec, free_port, target_images
 
 from diffrec import cli
+from diffrec.commands import submit
 from diffrec.protocol import Client, ServerUnavailable, pairing_string, write_keypair
 from diffrec.protocol.keys import generate_keypair
 
@@ -199,9 +200,34 @@ def test_resubmitting_a_job_id_says_the_first_settings_stand_and_uploads_nothing
                                                      "inputs": {"images": "images.npy"}}))
         assert cli.main(["submit", str(folder), *where]) == 0
         monkeypatch.setattr(Client, "submit", lambda *a, **k: pytest.fail("uploaded"))
+        monkeypatch.setattr(submit, "load_submission", lambda *a, **k: pytest.fail("loaded"))
     assert capsys.readouterr().out.splitlines()[-1].endswith(
         "(already submitted: the first submission's inputs and settings stand; give another "
         "--job to submit new ones)")
+
+
+def test_a_server_not_there_is_said_before_the_inputs_load(tmp_path, capsys, monkeypatch):
+    folder = tmp_path / "job"
+    folder.mkdir()
+    (folder / "job.json").write_text(json.dumps({"spec": fit_spec(), "inputs": {}}))
+    monkeypatch.setattr(submit, "load_submission", lambda *a, **k: pytest.fail("loaded"))
+    closed = f"tcp://127.0.0.1:{free_port()}"
+    assert cli.main(["submit", str(folder), "--server", closed, "--timeout", "1"]) == 2
+    assert f"no diffrec server at {closed}" in capsys.readouterr().err
+
+
+def test_status_lines_up_its_columns_and_says_refusals_without_their_code(server, capsys):
+    where = ["--server", server.address, "--timeout", "2"]
+    with Client(server.address, timeout=2.0, retry_for=30.0) as client:
+        for job in ("a", "a-much-longer-id"):
+            client.submit(job, fit_spec(iterations=5), {"images": target_images()})
+            client.wait(job)
+    assert cli.main(["status", *where]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines()
+             if line.split()[0] in ("a", "a-much-longer-id")]
+    assert len(lines) == 2 and lines[0].index("done") == lines[1].index("done"), lines
+    assert cli.main(["status", "nosuch", *where]) == 2
+    assert capsys.readouterr().err == "diffrec: error: no job 'nosuch' (for this client key)\n"
 
 
 def test_the_data_dir_help_names_every_default(capsys):
@@ -229,6 +255,17 @@ def test_the_allow_command_said_for_a_key_pastes_into_a_shell(tmp_path, capsys):
     public = printed.split("owner): ")[1].split()[0]
     allow = printed.splitlines()[-1].split("with: ")[1]
     assert shlex.split(allow) == ["diffrec", "keys", "allow", "--", public]
+
+
+def test_keys_show_on_a_client_machine_asks_for_no_server_key(tmp_path, capsys):
+    """A client machine's folder has a client key pair alone: ``keys show`` says what a server
+    key pair is for (it told every client to run ``keys init``)."""
+    assert cli.main(["keys", "client", "--data-dir", str(tmp_path)]) == 0
+    public = capsys.readouterr().out.split("owner): ")[1].split()[0]
+    assert cli.main(["keys", "show", "--data-dir", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "server public key: none (this machine serves on loopback only; `diffrec keys init` "
+        "makes one to serve beyond it)", f"client public key: {public}"]
 
 
 def test_serve_cluster_without_ray_says_how_to_install_it(monkeypatch, tmp_path, capsys):

@@ -24,7 +24,7 @@ from diffrec.protocol.captures import CaptureError, clipped, inside
 from diffrec.protocol.file_checks import FileCheckError, load_npy, read_json
 from diffrec.protocol.settings import FIELDS
 
-from ._connection import add_server_arguments, check_server, connect
+from ._connection import add_server_arguments, check_server, connect, refused
 from .optimize import add_settings_arguments, settings_flags
 from .status import print_event, print_link
 
@@ -191,13 +191,18 @@ ALREADY = (" (already submitted: the first submission's inputs and settings stan
 
 
 def run(args) -> int:
-    check_server(args)  # a wrong address before the inputs load
-    spec, arrays = load_submission(args.source, settings_flags(args, ("start_renders",)))
+    """Reach the server and ask about ``--job`` first, then load and send the inputs: a
+    mistyped address, a source that is not there, a server that is not, or a job already
+    submitted, is said before a dataset loads."""
+    check_server(args)
+    source_kind(args.source)
     job_id = args.job or uuid.uuid4().hex
     with connect(args) as client:
         try:
             state = existing_state(client, job_id) if args.job else None
             if state is None:
+                spec, arrays = load_submission(args.source,
+                                               settings_flags(args, ("start_renders",)))
                 reply = client.submit(job_id, spec, arrays)
                 state = reply["state"] + (ALREADY if reply["existing"] else "")
             print(f"job {job_id}: {state}")
@@ -215,7 +220,7 @@ def run(args) -> int:
                                     "answers") from None
                 return 0 if final["kind"] == "done" else 1
         except (ProtocolError, ServerUnavailable) as exc:
-            raise UserError(str(exc)) from None
+            raise refused(exc) from None
     return 0
 
 
