@@ -12,6 +12,7 @@ from diffrec.io import Material, write_image, write_obj
 from diffrec.light.equirect import equirect_pixel_directions
 from diffrec.mesh.primitives import uv_sphere
 from diffrec.pipeline.config import build_config, read_config_file
+from diffrec.pipeline.loading import load_dataset
 
 
 def ball_job(folder, out) -> list[str]:
@@ -204,6 +205,36 @@ def test_check_fails_saying_why_a_capture_cannot_be_read(tmp_path, capsys, damag
     assert sentence in problem
     assert "validation: unknown (the capture cannot be read, as said above)" in printed
     assert "memory: " in printed and "settings:" in printed
+
+
+def _photo_cut_short(folder):
+    photo = folder / "images" / "transforms_2.png"
+    photo.write_bytes(photo.read_bytes()[:40])
+
+
+def _photo_larger(folder):
+    write_image(folder / "images" / "transforms_3.png", torch.ones(8, 4, 4).numpy())
+
+
+@pytest.mark.parametrize("damage, sentence", [
+    (_photo_cut_short, "cannot decode"),
+    (_photo_larger, "images of split 'train' differ in size: transforms_0.png is 4x4 but "
+                    "transforms_3.png is 4x8; resize them all to one size"),
+], ids=["cut short", "another size"])
+def test_check_reads_the_images_and_says_what_the_run_would_refuse(tmp_path, capsys, damage,
+                                                                   sentence):
+    """``--check`` decodes every image, so a photo the run would refuse is said before it runs
+    (it passed a cut-short or mis-sized photo), in the run's own sentence."""
+    folder = tmp_path / "capture"
+    write_capture(folder, 4, "transforms.json", {"fl_x": 4.0})
+    damage(folder)
+    assert cli.main(["optimize", "--dataset", str(folder), "--check"]) == 1
+    problem = next(line for line in capsys.readouterr().out.splitlines()
+                   if line.startswith("CANNOT READ: "))
+    assert sentence in problem and "transforms_" in problem, problem
+    with pytest.raises(UserError) as refused:
+        load_dataset(folder)
+    assert sentence in str(refused.value)
 
 
 def test_check_says_a_ref_mesh_folder_is_the_targets_dataset(tmp_path, capsys):

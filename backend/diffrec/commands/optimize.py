@@ -93,7 +93,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--check", action="store_true",
                         help="print how each key of --config was understood and the settings "
                              "that would run, then exit without running (status 1 when a "
-                             "file it names is missing or a capture cannot be read)")
+                             "file it names is missing, a capture cannot be read, or one of "
+                             "its images cannot be decoded or differs in size)")
 
 
 class TerminalReporter(Reporter):
@@ -218,8 +219,9 @@ def overridden_lines(reading: Reading, config: RunConfig) -> list[str]:
 
 def check_problems(args, config: RunConfig, captures: CapturesRead) -> list[str]:
     """One line per problem that stops the run before it starts (``--check`` then exits with
-    status 1): each file it names that is missing, each capture there that cannot be read,
-    and what this machine or the mode refuses (``run_problems``)."""
+    status 1): each file it names that is missing, each capture there that cannot be read
+    (or whose images the run would refuse), and what this machine or the mode refuses
+    (``run_problems``)."""
     return ([f"NOT FOUND: {problem}" for problem in missing_files(config)]
             + [f"CANNOT READ: {problem}" for problem in captures.problems]
             + [f"CANNOT RUN: {problem}" for problem in run_problems(args, config)])
@@ -323,6 +325,7 @@ def read_captures(config: RunConfig) -> CapturesRead:
     found (``missing_files`` says where it is not)."""
     from diffrec.pipeline.captures import capture_layout, read_any_capture
     from diffrec.pipeline.inputs import has_test_split, target_folder
+    from diffrec.pipeline.loading import image_problems
     from diffrec.protocol.captures import CaptureError
 
     folder, renders = target_folder(config.sources), config.sources.start_renders
@@ -334,7 +337,9 @@ def read_captures(config: RunConfig) -> CapturesRead:
     frames, problems = {}, []
     for capture, split in reads:
         try:
-            count = len(read_any_capture(capture, split or "train").frames)
+            read = read_any_capture(capture, split or "train")
+            count = len(read.frames)
+            problems += image_problems(read, split or "train")
         except CaptureError as error:
             problems.append(str(error))
             count = None

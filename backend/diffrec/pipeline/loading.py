@@ -24,12 +24,12 @@ from diffrec.io import read_image, write_image
 from diffrec.pipeline.auto_masks import make_masks
 from diffrec.pipeline.captures import read_any_capture
 from diffrec.pipeline.views import Views, resize_rgba
-from diffrec.protocol.captures import AUTO_MASKS, CaptureError
+from diffrec.protocol.captures import AUTO_MASKS, Capture, CaptureError
 from diffrec.protocol.images import longest_side_size
 
 log = logging.getLogger(__name__)
 
-__all__ = ["load_dataset"]
+__all__ = ["image_problems", "load_dataset"]
 
 
 def load_dataset(
@@ -84,11 +84,7 @@ def load_dataset(
             file_size = size
             target = _target_size(file_size, resolution)
         if size != file_size:
-            raise UserError(
-                f"images of split '{split}' differ in size: {paths[0].name} is "
-                f"{file_size[0]}x{file_size[1]} but {frame.image.name} is {size[0]}x{size[1]}; "
-                "resize them all to one size"
-            )
+            raise UserError(_sizes_differ(split, paths[0], file_size, frame.image, size))
         if not has_alpha and frame.mask is None:
             missing_alpha.append(frame.image.name)
         images.append(resize_rgba(image[None], *target)[0])
@@ -190,6 +186,37 @@ def _undistorted(frame, image: torch.Tensor) -> torch.Tensor:
     resampled with premultiplied alpha)."""
     premultiplied = straight_to_premultiplied(image)
     return premultiplied_to_straight(torch.from_numpy(frame.undistort(premultiplied.numpy())))
+
+
+def image_problems(capture: Capture, split: str = "train") -> list[str]:
+    """One sentence per image or mask of ``capture`` (its ``split``, for the sentences) that
+    ``load_dataset`` would refuse, found by decoding each, one at a time: one that cannot be
+    decoded (damaged, cut short, not an image), one of another size than the first image."""
+    problems, first = [], None
+    for frame in capture.frames:
+        for path in (frame.image, frame.mask):
+            if path is None:
+                continue
+            try:
+                image = read_image(path)
+            except UserError as error:
+                problems.append(str(error))
+                continue
+            size = (image.shape[1], image.shape[0])
+            if path is frame.image:
+                first = first or (path, size)
+                if size != first[1]:
+                    problems.append(_sizes_differ(split, first[0], first[1], path, size))
+    return problems
+
+
+def _sizes_differ(split: str, first: Path, first_size: tuple[int, int], path: Path,
+                  size: tuple[int, int]) -> str:
+    """The sentence for ``path`` of ``size`` (width, height) in a split whose first image,
+    ``first``, is ``first_size``."""
+    return (f"images of split '{split}' differ in size: {first.name} is "
+            f"{first_size[0]}x{first_size[1]} but {path.name} is {size[0]}x{size[1]}; resize "
+            "them all to one size")
 
 
 def _read_rgba(path: Path, exr_premultiplied: bool) -> tuple[torch.Tensor, bool]:
