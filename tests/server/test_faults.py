@@ -173,3 +173,19 @@ def test_a_server_that_fails_to_start_lets_go_of_its_data_directory(tmp_path, mo
             Server(f"tcp://127.0.0.1:{free_port()}", tmp_path / "data")
     with server_in_process(tmp_path / "data"):
         pass
+
+
+def test_a_server_on_a_port_in_use_leaves_no_data_directory_behind(tmp_path):
+    """A server on a busy port made its new data directory (blobs/, server.lock), then
+    refused to start; the folders it made go again, a directory that was there stays."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        bind = f"tcp://127.0.0.1:{taken.getsockname()[1]}"
+        with pytest.raises(UserError, match="cannot listen on"):
+            Server(bind, tmp_path / "new" / "data")
+        assert not (tmp_path / "new").exists()
+        (tmp_path / "kept").mkdir()
+        with pytest.raises(UserError, match="cannot listen on"):
+            Server(bind, tmp_path / "kept")
+        assert (tmp_path / "kept").is_dir()

@@ -39,7 +39,7 @@ from diffrec.protocol.schema import REQUESTS
 
 from .blobs import BlobStore
 from .data_lock import DataLock
-from .disk import make_private_dir, storage_error
+from .disk import make_private_dir, outermost_missing, remove_made, storage_error
 from .executor import Executor, Report
 from .gate import Gate, open_gate
 from .job_store import JobStore
@@ -83,6 +83,7 @@ class Server:
                  retention_s: float = 7 * 86400.0, quotas: Quotas = DEFAULT_QUOTAS,
                  cluster: str | None = None):
         self.data_dir = Path(data_dir)
+        made = outermost_missing(self.data_dir)  # a start that fails takes it away again
         make_private_dir(self.data_dir)
         self.lock = DataLock(self.data_dir)
         self.device = device
@@ -90,6 +91,7 @@ class Server:
             self.blobs = BlobStore(self.data_dir, quotas)
         except BaseException:
             self.lock.release()
+            remove_made(made)
             raise
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.ROUTER)
@@ -118,6 +120,7 @@ class Server:
                                  retention_s=retention_s, quotas=quotas)
         except BaseException:
             self.close()
+            remove_made(made)
             raise
 
     @property

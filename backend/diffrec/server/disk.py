@@ -42,6 +42,24 @@ def make_private_dir(path: Path) -> None:
         log.warning("cannot make %s readable by its owner only: %s", path, exc.strerror)
 
 
+def outermost_missing(path: Path) -> Path | None:
+    """The outermost of ``path`` and its parents that does not exist yet: what creating
+    ``path`` makes, and what removing it takes away again; None when ``path`` exists."""
+    missing = None
+    for folder in (path := path.absolute(), *path.parents):
+        if folder.exists():
+            break
+        missing = folder
+    return missing
+
+
+def remove_made(folder: Path | None) -> None:
+    """Remove ``folder``, made by this process (``outermost_missing`` before it was made), and
+    what it holds; None: nothing was made."""
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def free_bytes(path: Path) -> int:
     """Bytes that an unprivileged writer may still use on the file system holding ``path``."""
     return shutil.disk_usage(path).free
