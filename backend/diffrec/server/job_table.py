@@ -442,8 +442,9 @@ class JobTable:
 
     def resume(self, owner: str, job_id: str) -> dict:
         """Queue a cancelled or failed job again with the inputs it was submitted with; it
-        starts from its checkpoints when it has some (a cancelled job keeps them, a failed
-        one's were removed, so it starts over): its message, and a ``log`` event with
+        starts from its checkpoints when it has some (a cancelled job keeps them, a job that
+        failed while it ran had them removed, so it starts over; a done job made failed by
+        damaged results keeps its last one): its message, and a ``log`` event with
         ``stage`` "resuming", say which (``resume_message``). It passes what a submit passes
         (the queue quota, ``_check_job``), or stays as it was. The reply's fields; ProtocolError
         ``not_ready`` for a job that has not ended, ``conflict`` for a done one."""
