@@ -12,7 +12,6 @@ import pytest
 from helpers.servers import ServerProcess, fit_spec, free_port, target_images
 
 from diffrec import cli
-from diffrec.commands import submit
 from diffrec.protocol import Client, ServerUnavailable, pairing_string, write_keypair
 from diffrec.protocol.keys import generate_keypair
 
@@ -200,20 +199,9 @@ def test_resubmitting_a_job_id_says_the_first_settings_stand_and_uploads_nothing
                                                      "inputs": {"images": "images.npy"}}))
         assert cli.main(["submit", str(folder), *where]) == 0
         monkeypatch.setattr(Client, "submit", lambda *a, **k: pytest.fail("uploaded"))
-        monkeypatch.setattr(submit, "load_submission", lambda *a, **k: pytest.fail("loaded"))
     assert capsys.readouterr().out.splitlines()[-1].endswith(
         "(already submitted: the first submission's inputs and settings stand; give another "
         "--job to submit new ones)")
-
-
-def test_a_server_not_there_is_said_before_the_inputs_load(tmp_path, capsys, monkeypatch):
-    folder = tmp_path / "job"
-    folder.mkdir()
-    (folder / "job.json").write_text(json.dumps({"spec": fit_spec(), "inputs": {}}))
-    monkeypatch.setattr(submit, "load_submission", lambda *a, **k: pytest.fail("loaded"))
-    closed = f"tcp://127.0.0.1:{free_port()}"
-    assert cli.main(["submit", str(folder), "--server", closed, "--timeout", "1"]) == 2
-    assert f"no diffrec server at {closed}" in capsys.readouterr().err
 
 
 def test_status_lines_up_its_columns_and_says_refusals_without_their_code(server, capsys):

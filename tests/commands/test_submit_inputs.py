@@ -11,10 +11,12 @@ import cv2
 import numpy as np
 import pytest
 import torch
+from helpers.servers import fit_spec, free_port, target_images
 
 from diffrec import cli, raster
 from diffrec.camera import look_at, orbit_cameras
 from diffrec.color import linear_to_srgb
+from diffrec.commands import submit
 from diffrec.commands.submit import load_submission
 from diffrec.errors import UserError
 from diffrec.io import Asset, Material, read_image, write_image, write_obj
@@ -23,6 +25,7 @@ from diffrec.pipeline.config import build_config, read_config_file
 from diffrec.pipeline.inputs import load_inputs
 from diffrec.pipeline.job_arrays import from_job_arrays
 from diffrec.pipeline.reference_views import render_reference_views
+from diffrec.protocol import Client
 
 WIDTH, HEIGHT = 24, 16  # not square, so swapped sides show
 ANGLE_X = 0.8
@@ -248,6 +251,24 @@ def test_mistakes_are_sentences(tmp_path, nerf_folder, capsys):
         capsys, tmp_path / "job.json", "--mode", "refine")
     with pytest.raises(UserError, match="does not exist"):
         load_submission(tmp_path / "nowhere")
+
+
+def test_a_dataset_loads_only_for_a_server_that_answers_and_a_new_job(server, nerf_folder,
+                                                                     capsys, monkeypatch):
+    """A dataset's images are decoded (or a reference rendered) only once the server has
+    answered and does not hold the --job already (both were said after the load); its
+    mistakes are still said without a server (``test_mistakes_are_sentences``)."""
+    folder = nerf_folder[0]
+    monkeypatch.setattr(submit, "optimize_job", lambda *a, **k: pytest.fail("loaded"))
+    closed = f"tcp://127.0.0.1:{free_port()}"
+    assert cli.main(["submit", str(folder), "--mode", "reconstruct", "--server", closed,
+                     "--timeout", "1"]) == 2
+    assert f"no diffrec server at {closed}" in capsys.readouterr().err
+    with Client(server.address, timeout=2.0, retry_for=30.0) as client:
+        client.submit("there", fit_spec(iterations=5), {"images": target_images()})
+    assert cli.main(["submit", str(folder), "--mode", "reconstruct", "--job", "there",
+                     "--server", server.address, "--timeout", "2"]) == 0
+    assert "(already submitted: " in capsys.readouterr().out
 
 
 @pytest.mark.slow

@@ -14,11 +14,13 @@ from __future__ import annotations
 import logging
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from diffrec.errors import UserError
+from diffrec.pipeline.config import RunConfig
 from diffrec.protocol import ProtocolError, ServerError, ServerUnavailable
 from diffrec.protocol.captures import CaptureError, clipped, inside
 from diffrec.protocol.file_checks import FileCheckError, load_npy, read_json
@@ -117,7 +119,15 @@ def source_kind(path: Path) -> str:
 def load_submission(source: Path, flags: dict | None = None) -> tuple[dict, dict[str, np.ndarray]]:
     """(spec, {name: array}) for ``source``: a job file as it stands, or an ``optimize`` job
     from a dataset folder or a settings file with the settings ``flags`` (None: not given)."""
-    from diffrec.pipeline.config import read_config_file
+    return checked_submission(source, flags)()
+
+
+def checked_submission(source: Path, flags: dict | None = None
+                       ) -> Callable[[], tuple[dict, dict[str, np.ndarray]]]:
+    """``source`` and the settings ``flags`` checked as far as they can be without decoding
+    images or rendering (a job file is read whole: reading it is its check); then the call
+    that loads them, ``load_submission``'s answer."""
+    from diffrec.pipeline.config import build_config, read_config_file
 
     flags = {key: value for key, value in (flags or {}).items() if value is not None}
     kind = source_kind(source)
@@ -126,24 +136,24 @@ def load_submission(source: Path, flags: dict | None = None) -> tuple[dict, dict
             given = ", ".join("--" + key.replace("_", "-") for key in flags)
             raise UserError(f"{given}: settings flags apply to a dataset folder or a settings "
                             f"file, not to the job file {source}, whose spec holds its settings")
-        return load_job(source)
+        job = load_job(source)
+        return lambda: job
     file_values = ({"dataset": str(source)} if kind == "dataset"
                    else read_config_file(source, flags.get("preset")))
-    return optimize_job({**file_values, **flags}, str(source))
-
-
-def optimize_job(values: dict, origin: str = "the settings file"
-                 ) -> tuple[dict, dict[str, np.ndarray]]:
-    """The ``optimize`` job for settings ``values`` (a config file's, then the flags; from
-    ``origin``, for messages): the targets, base mesh and envmap loaded as ``diffrec optimize``
-    loads them, as arrays; the settings without those the server chooses itself."""
-    from diffrec import raster
-    from diffrec.devices import resolve_device
-    from diffrec.pipeline.config import build_config
-    from diffrec.pipeline.inputs import load_inputs
-    from diffrec.pipeline.job_arrays import to_job_arrays
-
+    values = {**file_values, **flags}
     config = build_config(values)
+    check_optimize_job(config, str(source))
+    return lambda: optimize_job(config, values)
+
+
+def check_optimize_job(config: RunConfig, origin: str) -> None:
+    """UserError where ``config`` (from ``origin``, for messages) cannot make an ``optimize``
+    job: no targets, no start mesh where its mode needs one, no envmap for a fixed light, a
+    dataset or start renders folder that holds no capture (their files read, no image)."""
+    from diffrec.pipeline.captures import read_any_capture
+    from diffrec.pipeline.inputs import target_folder
+    from diffrec.protocol.captures import CaptureError
+
     settings, sources = config.settings, config.sources
     if not (sources.dataset or sources.ref_mesh):
         raise UserError(f"{origin} names no target images: set dataset (a NeRF-style folder "
@@ -155,11 +165,30 @@ def optimize_job(values: dict, origin: str = "the settings file"
     if settings.light.mode != "learn" and not sources.envmap:
         raise UserError(f"light {settings.light.mode!r} needs an envmap: pass --envmap HDRI "
                         "(or set envmap in a settings file)")
+    for folder in (target_folder(sources), sources.start_renders):
+        if folder:
+            try:
+                read_any_capture(folder)
+            except CaptureError as error:
+                raise UserError(str(error)) from None
+
+
+def optimize_job(config: RunConfig, values: dict) -> tuple[dict, dict[str, np.ndarray]]:
+    """The ``optimize`` job for ``config`` (checked by ``check_optimize_job``), made from the
+    settings ``values`` (a config file's, then the flags): the targets, base mesh and envmap
+    loaded as ``diffrec optimize`` loads them, as arrays; the settings without those the
+    server chooses itself."""
+    from diffrec import raster
+    from diffrec.devices import resolve_device
+    from diffrec.pipeline.inputs import load_inputs
+    from diffrec.pipeline.job_arrays import to_job_arrays
+
+    settings = config.settings
+    mode = settings.run.mode
     local = sorted(key for key in ("out_dir", "device") if key in values)
     if local:
         log.info("not sending %s: the server chooses %s", ", ".join(local),
                  "it" if len(local) == 1 else "them")
-
     ctx = raster.RasterContext(resolve_device("auto"))  # renders a ref_mesh's targets
     inputs = load_inputs(config, ctx, hold_out=False)
     base = inputs.base_mesh if mode != "reconstruct" else None  # reconstruct ignores it
@@ -191,18 +220,18 @@ ALREADY = (" (already submitted: the first submission's inputs and settings stan
 
 
 def run(args) -> int:
-    """Reach the server and ask about ``--job`` first, then load and send the inputs: a
-    mistyped address, a source that is not there, a server that is not, or a job already
-    submitted, is said before a dataset loads."""
+    """The source is checked first, without a server (``checked_submission``); its images
+    are loaded (decoded, or a reference rendered) only once the server has answered and, for
+    ``--job``, said that it does not hold the job already."""
     check_server(args)
-    source_kind(args.source)
+    flags = settings_flags(args, ("start_renders",))
+    load = checked_submission(args.source, flags)
     job_id = args.job or uuid.uuid4().hex
     with connect(args) as client:
         try:
             state = existing_state(client, job_id) if args.job else None
             if state is None:
-                spec, arrays = load_submission(args.source,
-                                               settings_flags(args, ("start_renders",)))
+                spec, arrays = load()
                 reply = client.submit(job_id, spec, arrays)
                 state = reply["state"] + (ALREADY if reply["existing"] else "")
             print(f"job {job_id}: {state}")
