@@ -200,7 +200,8 @@ class DiffrecSceneSettings(bpy.types.PropertyGroup):
         items=[
             ("SCENE", "Scene", "The scene as it renders"),
             ("OBJECT", "Object Alone", "The reference object rendered alone: every other "
-                                       "object is hidden from the target renders"),
+                                       "object with geometry is hidden from the target "
+                                       "renders (lights and the world stay)"),
         ],
         default="SCENE",
     )

@@ -53,8 +53,9 @@ def _subject_problems(context, settings) -> list[str]:
 def _selection_problem(context, subject, baked: bool) -> str:
     """Why the selection gives no mesh to start from (``subject``, the active object when
     selected, is None or not a mesh): an active object that is not a mesh, a mesh selected
-    but not active (Optimize reads the active object), else nothing selected (``baked``: and
-    no Reference Object to bake from)."""
+    but not active (Optimize reads the active object), an active mesh hidden with the eye
+    icon (which deselects it), else nothing selected (``baked``: and no Reference Object to
+    bake from)."""
     if subject is not None:
         kind = "text object" if subject.type == "FONT" else subject.type.lower()
         article = "an" if kind[0] in "aeiou" else "a"
@@ -64,6 +65,15 @@ def _selection_problem(context, subject, baked: bool) -> str:
     if mesh is not None:
         return (f"'{mesh.name}' is selected but not active, and Optimize works on the active "
                 "object: click it to make it active.")
+    hidden = context.view_layer.objects.active
+    if hidden is not None and hidden.type == "MESH" and hidden.hide_get(
+            view_layer=context.view_layer):
+        return (f"'{hidden.name}' is hidden (the eye icon), and a hidden object is not "
+                "selected: " + ("set it as the Reference Object (it may stay hidden), or "
+                                "unhide it (Alt+H) and select it." if baked else
+                                "unhide it (Alt+H) and select it, or give a Triangles budget "
+                                "and set it as the Reference Object to optimise a baked copy "
+                                "of it, hidden."))
     return NO_REFERENCE if baked else NOTHING_SELECTED
 
 

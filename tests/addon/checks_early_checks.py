@@ -198,6 +198,18 @@ def check_a_selection_without_an_active_mesh_is_named_with_or_without_a_budget()
             bpy.context.view_layer.objects.active = None
             assert _problems() == [cube_not_active], (triangles, _problems())
             cube.select_set(False)
+            bpy.context.view_layer.objects.active = cube
+            cube.hide_set(True)  # the eye icon: it deselects the object, which stays active
+            assert not cube.select_get() and bpy.context.active_object == cube
+            hidden = _problems()
+            assert hidden[0].startswith("'Cube' is hidden (the eye icon), and a hidden object "
+                                        "is not selected: ") and "Reference Object" in hidden[0]
+            scene.diffrec.reference_object = cube
+            assert _problems() == ([] if triangles else hidden), (triangles, _problems())
+            scene.diffrec.reference_object = None
+            cube.hide_set(False)
+            cube.select_set(False)
+            bpy.context.view_layer.objects.active = None
             assert _problems() == [nothing], (triangles, _problems())
 
 
