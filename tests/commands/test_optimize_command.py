@@ -296,6 +296,10 @@ def test_check_says_what_the_command_line_changed_and_a_reference_without_light(
                  "targets: 24 renders of x.obj under no envmap (see below)",
                  "CANNOT RUN: rendering a reference mesh needs an envmap (an HDRI) to light it"):
         assert line in printed, line
+    config.write_text(json.dumps({"ref_mesh": "x.obj", "mostly_metal": 0,
+                                  "ks_smoothness": 1}))  # whole numbers for float settings
+    cli.main(["optimize", "--config", str(config), "--check"])
+    assert "from the command line" not in capsys.readouterr().out
 
 
 def test_path_tracing_without_mitsuba_is_refused_before_any_pass(tmp_path, capsys,

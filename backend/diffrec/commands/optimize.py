@@ -211,10 +211,13 @@ def overridden_lines(reading: Reading, config: RunConfig) -> list[str]:
     """A line per value the file gave (or its system's defaults) that the command line
     changed, with a flag or a --preset: the file's lines say what the file meant, these what
     runs."""
-    final = {key: json.dumps(value) for key, value in config.to_dict().items()}
-    return [f"  {key} = {final[key]} from the command line, over the file's {json.dumps(value)}"
-            for key, value in reading.values().items()
-            if key in final and final[key] != json.dumps(value)]
+    def plain(value):  # as JSON reads it back: numbers compare as numbers (0 == 0.0)
+        return json.loads(json.dumps(value))
+
+    final = {key: plain(value) for key, value in config.to_dict().items()}
+    return [f"  {key} = {json.dumps(final[key])} from the command line, over the file's "
+            f"{json.dumps(value)}" for key, value in reading.values().items()
+            if key in final and final[key] != plain(value)]
 
 
 def check_problems(args, config: RunConfig, captures: CapturesRead) -> list[str]:
