@@ -5,10 +5,11 @@ the device here); ``flat`` compares the mean over the last ``window`` iterations
 over the ``window`` before them and says the pass has converged when the gain is below
 ``min_gain_db``. A mean over a whole window of batches, not one report's batch, so that which
 views a batch drew does not decide (a batch's PSNR wobbles by about 1 dB, a 100-batch mean by
-about 0.1). Off when ``window`` is 0 (the settings' default, and every preset but
-``preview``: 100 iterations and the default 0.3 dB, which ends the demo's and the quality
-suite's 800-iteration CPU passes at 320 to 420, where their curves have levelled off; docs/
-BENCHMARKS.md). A resumed pass starts its windows afresh.
+about 0.1). On by default (``window`` 100 and 0.3 dB in the settings' default and the
+``preview`` and ``standard`` presets, which ends the demo's and the quality suite's
+800-iteration CPU passes at 320 to 420, where their curves have levelled off; docs/
+BENCHMARKS.md); off when ``window`` is 0 (``high``, and nvdiffrec's configs). A resumed pass
+starts its windows afresh.
 """
 
 from __future__ import annotations
