@@ -3,6 +3,8 @@ one upload percentage over all the arrays, and each job's label in the listing."
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from helpers.servers import fit_spec, target_images
@@ -19,13 +21,18 @@ def test_a_cancelled_job_resumes_from_its_checkpoint(server, connect):
     progress = next(e for e in client.events(idle_timeout=30)
                     if e["kind"] == "progress" and e["iteration"] >= 200)
     client.cancel("paused")
-    assert next(e for e in client.events(idle_timeout=5)
-                if e["kind"] in ("cancelled", "done"))["kind"] == "cancelled"
+    ended = next(e for e in client.events(idle_timeout=5) if e["kind"] in ("cancelled", "done"))
+    assert ended["kind"] == "cancelled"
+    # where it stopped, as the optimize task's messages say it (it said "its checkpoint kept")
+    assert re.search(r"checkpoint kept at iteration \d+00 of 1000000: Resume", ended["message"])
     with pytest.raises(ServerError) as info:
         client.fetch("paused", "unused")
     assert info.value.code == "not_ready"
 
-    assert client.resume("paused")["state"] == "queued"
+    reply = client.resume("paused")
+    assert reply["state"] == "queued"
+    assert re.fullmatch(r"resuming from its checkpoint at iteration \d+00 of 1000000",
+                        reply["message"]), reply["message"]
     resumed = next(e for e in client.events(idle_timeout=30)
                    if e["kind"] == "log" and "resumed_from" in e)["resumed_from"]
     # from the last checkpoint (every 100 iterations) before the cancel, not from the start

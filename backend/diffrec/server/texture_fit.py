@@ -131,13 +131,15 @@ class TextureFitRunner(Runner):
                 ctx.emit(events.Preview(events.PassName.FIT, done, images={
                     "render": _preview(render.detach()), "target": _preview(targets[0])}))
             if done % settings["checkpoint_every"] == 0 and done < total:
-                self._save(ctx, texture, optimizer, done)
+                self._save(ctx, texture, optimizer, done, total)
         self._write_results(ctx, texture, height, width, total, mse)
 
     @staticmethod
-    def _save(ctx: JobContext, texture: torch.Tensor, optimizer, iteration: int) -> None:
+    def _save(ctx: JobContext, texture: torch.Tensor, optimizer, iteration: int,
+              total: int) -> None:
         ctx.checkpoints.save("fit", {"texture": texture.detach().cpu(), "iteration": iteration,
-                                     "optimizer": optimizer.state_dict()})
+                                     "optimizer": optimizer.state_dict()},
+                             where=f"iteration {iteration} of {total}")
 
     @staticmethod
     def _restore(ctx: JobContext, texture: torch.Tensor, optimizer) -> int:
