@@ -7,8 +7,9 @@ import hashlib
 import json
 from unittest import mock
 
+import numpy as np
 import pytest
-from helpers.servers import fit_spec, server_in_process, target_images
+from helpers.servers import error_of, fit_spec, server_in_process, target_images
 
 from diffrec import cli
 from diffrec.protocol import Client, ManifestError
@@ -118,3 +119,37 @@ def test_a_fetch_over_an_earlier_result_leaves_none_of_its_files(finished, conne
         {"name": "mesh.obj", "size": 16, "sha256": "0" * 64, "role": "obj"}]}))
     connect(server).fetch(job, tmp_path)
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted([*RESULT, "notes.txt"])
+
+
+def test_read_says_a_job_not_done_and_an_offset_past_the_end(finished, connect):
+    """``read`` answered ``not_found`` for a job not done (``fetch``: ``not_ready``) and an
+    empty frame for an offset past the file's end, which a client reading to the size
+    could ask for again and again."""
+    server, job = finished
+    client = connect(server)
+    size = next(f["size"] for f in client.call("fetch", {"job": job})["files"]
+                if f["name"] == "texture.npy")
+    read = {"job": job, "file": "texture.npy", "length": 16}
+    assert client.call("read", {**read, "offset": size})["arrays"]["data"].size == 0
+    past = error_of(lambda: client.call("read", {**read, "offset": size + 1}))
+    assert past.code == "bad_request" and f"past the end of texture.npy ({size} bytes)" \
+        in past.message, past
+    client.submit("long", fit_spec(iterations=10**6), {"images": target_images()})
+    running = error_of(lambda: client.call("read", {**read, "job": "long", "offset": 0}))
+    assert running.code == "not_ready" and (
+        "is queued, not done" in running.message or "is running, not done" in running.message
+    ), running
+    client.delete("long")
+
+
+def test_a_blob_named_with_a_shape_it_does_not_hold_says_both_sizes(server, connect):
+    """The owner of a 1000-byte blob, naming it with a shape of 3072 bytes, was told the blob
+    was missing and to upload it."""
+    client = connect(server)
+    blob = client.upload(np.zeros(250, np.float32))
+    refused = error_of(lambda: client.call("submit", {
+        "job": "wrong-shape", "spec": fit_spec(iterations=2),
+        "inputs": {"images": {"blob": blob, "dtype": "float32", "shape": [4, 8, 8, 3]}}}))
+    assert refused.code == "invalid_input" and refused.message == (
+        f"blob {blob} holds 1000 bytes, but float32 [4, 8, 8, 3] needs 3072: give the array's "
+        "own dtype and shape"), refused

@@ -90,7 +90,7 @@ class Schema:
 
 REQUEST_ID = Field(int, check=_between(0, MAX_REQUEST_ID))
 JOB = Field(str, check=_matches(JOB_ID_RE, "job id (1-64 of A-Z a-z 0-9 _ -)"))
-BLOB = Field(str, check=_matches(CONTENT_HASH_RE, "a content hash (64 lowercase hex digits)"))
+BLOB = Field(str, check=_matches(CONTENT_HASH_RE, "content hash (64 lowercase hex digits)"))
 BLOB_SIZE = Field(int, check=_between(0, MAX_BLOB_BYTES))
 OFFSET = Field(int, check=_between(0, MAX_BLOB_BYTES))
 BYTES = {"data": ArraySpec(("uint8",), ndim=1, nonempty=False)}

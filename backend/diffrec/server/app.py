@@ -321,10 +321,15 @@ class Server:
 
     def _op_read(self, peer, owner, message) -> None:
         record = self.jobs.get(owner, message["job"])
+        if record.state != "done":
+            raise ProtocolError("not_ready", f"job {record.id!r} is {record.state}, not done")
         entry = next((f for f in record.results if f["name"] == message["file"]), None)
-        if record.state != "done" or entry is None:
+        if entry is None:
             raise ProtocolError("not_found", f"no result file {message['file']!r}")
         offset = message["offset"]
+        if offset > entry["size"]:
+            raise ProtocolError("bad_request", f"offset {offset} is past the end of "
+                                f"{entry['name']} ({entry['size']} bytes)")
         length = max(0, min(message["length"], entry["size"] - offset))
         try:
             stream = open(self.jobs.store.results_dir(record.id) / entry["name"], "rb")

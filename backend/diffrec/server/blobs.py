@@ -212,6 +212,11 @@ class BlobStore:
             raise ProtocolError("invalid_input", f"blob {blob}: shape {why}")
         nbytes = math.prod(shape) * DTYPES[dtype].itemsize
         if not self.has(owner, blob, nbytes):
+            if self.has(owner, blob):
+                held = self.path(owner, blob).stat().st_size
+                raise ProtocolError("invalid_input", f"blob {blob} holds {held} bytes, but "
+                                    f"{dtype} {list(shape)} needs {nbytes}: give the array's "
+                                    "own dtype and shape")
             raise ProtocolError("invalid_input", f"blob {blob} of {nbytes} bytes is missing: "
                                 "upload it (with this client key) first")
         if nbytes == 0:
