@@ -115,6 +115,8 @@ def test_frame_count_must_match_the_descriptors():
         ('{"op": "ping", "id": NaN}', "bad_message"),
         ('{"op": "submit", "id": 1, "job": "j", "spec": {"lr": 1e999}}', "bad_message"),
         ("[1, 2]", "bad_message"),
+        ('{"op": "ping", "id": 5, "op": "status"}', "bad_message"),  # read as its last key
+        ('{"op": "submit", "id": 1, "job": "j", "spec": {"a": 1, "a": 2}}', "bad_message"),
         ("[" * 100_000, "too_large"),
         ("[" * 60_000, "bad_message"),
         ({"id": 1}, "bad_message"),
@@ -136,6 +138,11 @@ def test_frame_count_must_match_the_descriptors():
 )
 def test_malformed_headers_are_refused(header, code):
     assert code_of(frames_of(header)) == code
+
+
+def test_a_key_given_twice_is_named():
+    with pytest.raises(ProtocolError, match="key 'op' given twice"):
+        decode(frames_of('{"op": "ping", "id": 5, "op": "status"}'), REQUESTS)
 
 
 def test_header_size_is_capped_and_request_id_is_reported():

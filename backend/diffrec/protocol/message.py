@@ -72,6 +72,17 @@ def _no_constants(name: str):
     raise ValueError(f"{name} is not JSON")
 
 
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object whose keys are each given once (``{"op": "ping", "op": "status"}`` would
+    otherwise be read as its last)."""
+    header = dict(pairs)
+    if len(header) != len(pairs):
+        keys = [key for key, _ in pairs]
+        twice = next(key for index, key in enumerate(keys) if key in keys[:index])
+        raise ValueError(f"key {twice[:40]!r} given twice")
+    return header
+
+
 def _finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
@@ -91,7 +102,7 @@ def decode(frames: Sequence, schemas: Mapping[str, Schema]) -> Message:
             raise ProtocolError("too_large", f"header over {MAX_HEADER_BYTES} bytes")
         try:
             header = json.loads(bytes(head).decode("utf-8"), parse_constant=_no_constants,
-                                parse_float=_finite_float)
+                                parse_float=_finite_float, object_pairs_hook=_unique_keys)
         except (ValueError, RecursionError) as exc:
             raise ProtocolError("bad_message", f"header is not UTF-8 JSON ({exc})") from None
         if not isinstance(header, dict):
