@@ -8,9 +8,9 @@ from helpers.servers import smallest_materials_inputs
 
 from diffrec import cli
 from diffrec.errors import UserError
-from diffrec.pipeline.bounds import GIB, MAX_RES, check_bounds
+from diffrec.pipeline.bounds import GIB, check_bounds
 from diffrec.protocol import ServerError
-from diffrec.protocol.settings import PRESETS, parse_settings
+from diffrec.protocol.settings import MAX_RES, PRESETS, SettingsError, parse_settings
 
 
 @pytest.mark.parametrize("preset", list(PRESETS))
@@ -20,8 +20,8 @@ def test_every_preset_fits_a_16_gib_device(preset):
 
 
 @pytest.mark.parametrize("settings, named", [
-    ({"batch": 10**7}, "batch"), ({"texture_res": 65536}, "texture_res"),
-    ({"texture_res": 12000}, "texture_res"), ({"mode": "reconstruct", "grid": 1024}, "grid"),
+    ({"batch": 10**7}, "batch"), ({"texture_res": 12000}, "texture_res"),
+    ({"mode": "reconstruct", "grid": 1024}, "grid"),
     ({"batch": 64, "texture_res": 8192, "train_res": 1024}, "batch"),  # together too much
     ({"batch": 1, "train_res": 2048}, "mip_iterations"),  # the mip fit's views
 ])
@@ -30,9 +30,14 @@ def test_settings_that_cannot_fit_are_refused_with_the_setting_named(settings, n
         check_bounds(parse_settings(settings), 16 * GIB)
     with pytest.raises(UserError, match="triangles"):
         check_bounds(parse_settings({}), 16 * GIB, triangles=10**9)
-    assert MAX_RES < 65536
     check_bounds(parse_settings({"batch": 1, "train_res": 2048, "mip_iterations": 0}),
                  16 * GIB)
+
+
+def test_a_side_over_the_limit_is_refused_as_a_setting_whatever_the_memory():
+    for name in ("train_res", "texture_res"):
+        with pytest.raises(SettingsError, match=f"{name}: must be at most {MAX_RES}"):
+            parse_settings({name: MAX_RES + 1})
 
 
 def test_the_server_refuses_them_at_submit(server, connect):

@@ -38,9 +38,6 @@ MIP_FIT_PIXEL_BYTES = 192
 """Per pixel of each view the mip levels' fit keeps after the passes (``pipeline.mip_fit``:
 a G-buffer of about 27 float32 and a reference of 4, at every scale, x 4/3), rounded up; its
 views from half the training size down count a quarter."""
-MAX_RES = 16384
-"""Largest train_res and texture_res whatever the memory (image writers' and rasterizers'
-limits)."""
 
 
 def device_memory_bytes(device: str) -> int:
@@ -61,9 +58,6 @@ def check_bounds(settings: Settings, memory_bytes: int, triangles: int | None = 
     """Raise UserError if ``settings`` cannot fit in ``memory_bytes``;
     ``triangles`` is the starting mesh's size when known."""
     size, rendering = settings.size, settings.rendering
-    for name, value in (("train_res", size.train_res), ("texture_res", size.texture_res)):
-        if value > MAX_RES:
-            raise UserError(f"{name} {value} is over the limit of {MAX_RES}")
     samples = size.batch * size.train_res ** 2 * rendering.layers * rendering.spp ** 2
     parts = {
         "batch × train_res² × layers × spp²": (samples * PIXEL_BYTES,

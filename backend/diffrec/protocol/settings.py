@@ -50,6 +50,12 @@ PATH_TRACED_COST = 3.0
 a CPU (docs/BENCHMARKS.md, "Pre-submit estimate": ``scripts/bench_estimate.py --renderer
 path-traced``): the job's ETA and the add-on's estimate count the path-traced pass by it."""
 
+MAX_RES = 16384
+"""The largest ``train_res`` and ``texture_res`` whatever the memory (image writers' and
+rasterizers' limits)."""
+MAX_RANKS = 64
+"""The most processes one job trains in (``ranks``, ``--gpus``, ``--ranks``)."""
+
 PRESETS: dict[str, dict[str, Any]] = {
     # CPU-friendly: a few minutes on two cores. Grid 64 (not 32): thin parts (fins, legs,
     # ears) need its finer cells and cost little more on a CPU, where rendering dominates
@@ -182,8 +188,10 @@ class SizeSettings(_Record):
                             "(the stopping rule, plateau_window, may end it sooner)", minimum=1)
     batch: int = _size(_DEFAULT_SIZES["batch"], "views per iteration", minimum=1)
     train_res: int = _size(_DEFAULT_SIZES["train_res"],
-                           "longest side of training images, pixels", minimum=MIN_SIDE)
-    texture_res: int = _size(_DEFAULT_SIZES["texture_res"], "texture side, texels", minimum=4)
+                           "longest side of training images, pixels", minimum=MIN_SIDE,
+                           maximum=MAX_RES)
+    texture_res: int = _size(_DEFAULT_SIZES["texture_res"], "texture side, texels", minimum=4,
+                             maximum=MAX_RES)
     grid: int = _size(_DEFAULT_SIZES["grid"],
                       "surface grid resolution (even): DMTet's tetrahedral grid; FlexiCubes "
                       "takes half as many cubes a side (also read as dmtet_grid)", minimum=4)
@@ -447,8 +455,6 @@ class ReportingSettings(_Record):
                                   "format)")
 
 
-MAX_RANKS = 64
-"""The most processes one job trains in (``ranks``, ``--gpus``, ``--ranks``)."""
 
 
 @dataclass(frozen=True)
