@@ -191,6 +191,12 @@ def test_sides_not_a_multiple_of_4_stay_png(tmp_path, textured_mesh, side):
     assert written == [VARIANT_NAME, "texture_ks.ktx2"]
     assert notes == [f"the kd texture is {side}x8, not a multiple of 4 on both sides as KTX2 "
                      f"with Basis Universal needs: it stays PNG only"]
+    # with no texture that can go to KTX2 the variant would be mesh.glb again: none is written
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    written, notes = write_ktx2_variant(lone, textured_mesh, Material(kd=torch.rand(side, 8, 3)))
+    assert written == [] and list(lone.iterdir()) == []
+    assert notes[-1] == "no mesh_ktx2.glb: no texture of this asset can go to KTX2"
 
 
 def test_files_that_are_not_uastc_ktx2_are_refused_with_a_sentence():

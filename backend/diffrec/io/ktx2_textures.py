@@ -75,13 +75,17 @@ def write_ktx2_textures(folder: Path, material: Material, channels: list[str],
 def write_ktx2_variant(folder: Path, mesh: Mesh, material: Material
                        ) -> tuple[list[str], list[str]]:
     """``VARIANT_NAME`` and the KTX2 files of ``material``'s textures in ``folder``, or none
-    of them when basisu is missing or fails; returns the names written and sentences on what
-    was left out and why."""
+    of them when basisu is missing or fails, or when no texture can go to KTX2 (the variant
+    would be ``mesh.glb`` again); returns the names written and sentences on what was left
+    out and why."""
     basisu = find_basisu()
     if basisu is None:
         return [], [f"KTX2 export skipped (no {VARIANT_NAME}, no .ktx2 files): "
                     f"{not_found_reason()}"]
     channels, notes = ktx2_channels(material)
+    if not channels:  # it would be mesh.glb again
+        return [], [*notes, f"no {VARIANT_NAME}: no texture of this asset can go to KTX2"
+                    ] if notes else []
     try:
         names = write_ktx2_textures(folder, material, channels, basisu)
     except UserError as error:
