@@ -120,7 +120,10 @@ def test_cameras_reproject_known_points_within_a_tenth_of_a_pixel(capture):
     views = load_dataset(folder, resolution=32)  # picks images_2 (32 x 24)
     assert (views.cameras.width, views.cameras.height) == (32, 24)
     assert views.names == [f"images_2/IMG_{i:04d}" for i in range(8)], "sorted by name"
-    offset = torch.from_numpy(read_colmap(folder).offset).float()
+    read = read_colmap(folder)
+    offset = torch.from_numpy(read.offset).float()
+    assert read.notes == [f"the cameras are moved by {[round(v, 6) for v in read.offset]} so "
+                          "that the point nearest to all their optical axes is the origin"]
     torch.testing.assert_close(offset, -torch.tensor(TARGET), atol=1e-5, rtol=0)
     generator = torch.Generator().manual_seed(1)
     points = torch.tensor(TARGET) + 0.8 * (torch.rand(50, 3, generator=generator) - 0.5)

@@ -60,12 +60,14 @@ __all__ = ["EMPTY_HULL", "NOT_OBJECT_CENTRED", "Region", "make_masks", "masked_w
 
 log = logging.getLogger(__name__)
 
+GIVE_MASKS = ("give masks (a masks/ folder beside the photos, one per photo; or "
+              "a transforms.json's mask_path) or images with alpha")
+"""What a capture whose masks cannot be made needs, in every layout."""
 NOT_OBJECT_CENTRED = (
     "its cameras do not look at one object (their optical axes do not meet in front of them, "
     "as in a room seen from inside or a wall seen from along it), so masks cannot be made "
-    "from them: give masks (mask_path, or a masks/ folder) or images with alpha")
-EMPTY_HULL = ("no part of the object's region is inside the masks of most views: give masks "
-              "(mask_path, or a masks/ folder) or images with alpha")
+    f"from them: {GIVE_MASKS}")
+EMPTY_HULL = f"no part of the object's region is inside the masks of most views: {GIVE_MASKS}"
 WORKING_SIZE = 512  # longest side, pixels, masks are made at
 FILL = 0.9  # the region's radius: this share of the largest sphere the median view sees whole
 MIN_FACING = 0.8  # share of the cameras that must see the axes' meeting point

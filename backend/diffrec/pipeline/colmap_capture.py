@@ -57,6 +57,7 @@ from diffrec.protocol.captures import (
     find_masks,
     inside,
     nearest_point_to_lines,
+    recentring_notes,
 )
 
 log = logging.getLogger(__name__)
@@ -137,7 +138,7 @@ def read_colmap(folder: str | Path, *, longest_side: int | None = None,
         frames.append(Frame(files[i], matrix, pinholes[image.camera_id], *depths[i],
                             masks[i] if masks else None))
     return Capture("colmap", model / f"images{_model_suffix(model)}", frames, offset, root,
-                   points=points + offset)
+                   notes=recentring_notes(focus), points=points + offset)
 
 
 def _pycolmap():

@@ -436,9 +436,7 @@ def _nerf_capture(path: Path, transforms: dict, entries: list, frames: list[Fram
     for frame in frames:
         frame.camera_to_world = frame.camera_to_world.copy()
         frame.camera_to_world[:3, 3] += offset
-    if focus is not None:
-        notes.append(f"the cameras are moved by {np.round(offset, 6).tolist()} so that the "
-                     "point nearest to all their optical axes is the origin")
+    notes += recentring_notes(focus)
     if listed is None:
         if split != "train":
             raise CaptureError(f"{path} lists no splits (train_filenames, test_filenames): its "
@@ -540,7 +538,17 @@ def read_llff(folder: str | Path, *, longest_side: int | None = None,
         pinhole = Pinhole(fl_x=focal[i], fl_y=focal[i], w=width[i], h=height[i])
         frames.append(Frame(image, matrix, pinhole, bounds[i, 0] / LLFF_DEPTH_MARGIN,
                             bounds[i, 1] * LLFF_DEPTH_MARGIN, masks[i] if masks else None))
-    return Capture("llff", folder / "poses_bounds.npy", frames, offset)
+    return Capture("llff", folder / "poses_bounds.npy", frames, offset,
+                   notes=recentring_notes(focus))
+
+
+def recentring_notes(focus: np.ndarray | None) -> list[str]:
+    """The log's note on cameras moved so that ``focus`` (the point nearest to all their
+    optical axes, None: none found, nothing moved) is the origin."""
+    if focus is None:
+        return []
+    return [f"the cameras are moved by {np.round(-focus, 6).tolist()} so that the point "
+            "nearest to all their optical axes is the origin"]
 
 
 def _poses_bounds(path: Path) -> np.ndarray:
