@@ -41,8 +41,9 @@ def add_settings_arguments(parser) -> None:
     parser.add_argument("--train-res", dest="train_res", type=int)
     parser.add_argument("--texture-res", dest="texture_res", type=int)
     parser.add_argument("--grid", type=int, metavar="N",
-                        help="reconstruct's surface grid: N cells a side (DMTet, FlexiCubes; "
-                             "nvdiffrec's dmtet_grid)")
+                        help="reconstruct's surface grid resolution, even (nvdiffrec's "
+                             "dmtet_grid): DMTet's tetrahedral lattice, N/2 cubic cells a side; "
+                             "FlexiCubes N/2 cubes a side")
     parser.add_argument("--seed", type=int)
     parser.add_argument("--triangles", dest="target_triangles", type=int, metavar="N",
                         help="triangle budget: the result has at most N triangles (the base "

@@ -78,8 +78,9 @@ def find_poses(folder: str | Path, *, max_image_size: int = 1600, max_features: 
     folder = Path(folder)
     photos = _photos(folder)
     pycolmap = _pycolmap()
-    # COLMAP's own log (every photo, every bundle adjustment) only with diffrec -v
-    pycolmap.logging.minloglevel = 0 if log.isEnabledFor(logging.DEBUG) else 2
+    # COLMAP's own log (every photo, every bundle adjustment, its errors: ours say them in a
+    # sentence) only with diffrec -v; 3 is glog's FATAL
+    pycolmap.logging.minloglevel = 0 if log.isEnabledFor(logging.DEBUG) else 3
     with tempfile.TemporaryDirectory(prefix="diffrec-poses-") as scratch:
         database = Path(scratch) / "database.db"
         _extract(pycolmap, database, folder / "images", photos, max_image_size, max_features)
