@@ -149,3 +149,19 @@ def test_header_sizes_agree_with_the_decoder(suffix):
     decoded = cv2.imdecode(np.frombuffer(encoded, np.uint8), cv2.IMREAD_UNCHANGED)
     assert image_size.encoded_size(encoded) == (decoded.shape[1], decoded.shape[0])
     assert image_size.encoded_size(encoded[:10]) is None  # cut short: the decoder says why
+
+
+def test_opencv_is_silenced_as_either_major_version_offers_it():
+    """OpenCV 5 (what pip installs beside numpy 2) has ``setLogLevel`` only in
+    ``cv2.utils.logging``: importing diffrec.io there failed with an AttributeError."""
+    from types import SimpleNamespace
+
+    from diffrec.io.images import silence_opencv
+
+    levels = []
+    opencv4 = SimpleNamespace(setLogLevel=levels.append)
+    opencv5 = SimpleNamespace(utils=SimpleNamespace(logging=SimpleNamespace(
+        setLogLevel=levels.append)))
+    silence_opencv(opencv4)
+    silence_opencv(opencv5)
+    assert levels == [0, 0]

@@ -31,10 +31,22 @@ from diffrec.color import linear_to_srgb, srgb_to_linear
 from diffrec.errors import UserError, one_line
 from diffrec.io.image_size import check_pixels, encoded_size
 
-cv2.setLogLevel(0)  # silent: a file it cannot decode is one sentence here; its log repeats it
 INTEGER_SUFFIXES = (".png", ".jpg", ".jpeg")
 FLOAT_SUFFIXES = (".exr", ".hdr")
 _EXR_CHANNELS = {1: "Y", 3: "RGB", 4: "RGBA"}
+
+
+def silence_opencv(module=cv2) -> None:
+    """OpenCV's own log silent (a file it cannot decode is one sentence here; its log repeats
+    it): ``cv2.setLogLevel`` in OpenCV 4, ``cv2.utils.logging.setLogLevel`` in OpenCV 5 (what
+    pip installs beside numpy 2); level 0 is silent in both."""
+    set_level = getattr(module, "setLogLevel", None)
+    if set_level is None:
+        set_level = module.utils.logging.setLogLevel
+    set_level(0)
+
+
+silence_opencv()
 
 
 def read_image(path: str | Path, *, data: bool = False) -> np.ndarray:
