@@ -99,8 +99,11 @@ def test_undistorted_image_is_the_pinhole_image(name):
     criteria = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 100, 1e-12)
     if lens.model == "fisheye":
         normalised = undistort(pixels, k, d, criteria=criteria).reshape(height, width, 2)
-    else:
+    elif hasattr(cv2, "undistortPointsIter"):  # OpenCV 4
         normalised = cv2.undistortPointsIter(pixels, k, d, None, None, criteria)
+        normalised = normalised.reshape(height, width, 2)
+    else:  # OpenCV 5 took the criteria into undistortPoints
+        normalised = undistort(pixels, k, d, R=None, P=None, criteria=criteria)
         normalised = normalised.reshape(height, width, 2)
     photo = pattern(normalised[..., 0], normalised[..., 1])
 
