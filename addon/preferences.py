@@ -71,11 +71,10 @@ class DiffrecPreferences(bpy.types.AddonPreferences):
     def draw(self, context):
         layout = self.layout
         layout.prop(self, "endpoint")
-        row = layout.row()
-        row.prop(self, "auto_start")
-        sub = row.row()
+        layout.prop(self, "auto_start")
+        sub = layout.row()
         sub.active = self.auto_start
-        sub.prop(self, "python", text="")
+        sub.prop(self, "python")  # labelled: the guide names it Backend Python
         layout.prop(self, "timeout")
         layout.prop(self, "use_learned_world")
         box = layout.box()
