@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import stand_ins
 import torch
+from helpers.opencv_lens import undistort_points
 
 from diffrec import cli
 from diffrec.io import write_image
@@ -28,9 +29,8 @@ def distort(image: np.ndarray, intrinsics, coefficients) -> np.ndarray:
     fx, fy, cx, cy = intrinsics
     k = np.array([[fx, 0, cx], [0, fy, cy], [0, 0, 1.0]])
     v, u = np.mgrid[0:height, 0:width] + 0.5
-    criteria = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 100, 1e-12)
-    pinhole = cv2.undistortPointsIter(np.stack([u, v], -1).reshape(-1, 1, 2), k,
-                                      np.array(coefficients), None, k, criteria)
+    pinhole = undistort_points(np.stack([u, v], -1).reshape(-1, 1, 2), k,
+                               np.array(coefficients), k)
     maps = pinhole.reshape(height, width, 2).astype(np.float32) - 0.5
     return cv2.remap(image, maps[..., 0], maps[..., 1], cv2.INTER_LINEAR,
                      borderMode=cv2.BORDER_REPLICATE)

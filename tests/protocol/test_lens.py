@@ -5,6 +5,7 @@ the pinhole camera, the zoom that leaves no pixel without data."""
 import cv2
 import numpy as np
 import pytest
+from helpers.opencv_lens import CRITERIA, undistort_points
 
 from diffrec.protocol.lens import MAX_ZOOM, Lens
 
@@ -95,16 +96,11 @@ def test_undistorted_image_is_the_pinhole_image(name):
     v, u = np.mgrid[0:height, 0:width] + 0.5
     pixels = np.stack([u, v], -1).reshape(-1, 1, 2)
     k, d = camera_matrix(*lens.intrinsics), np.array(lens.coefficients)
-    undistort = cv2.fisheye.undistortPoints if lens.model == "fisheye" else cv2.undistortPoints
-    criteria = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 100, 1e-12)
     if lens.model == "fisheye":
-        normalised = undistort(pixels, k, d, criteria=criteria).reshape(height, width, 2)
-    elif hasattr(cv2, "undistortPointsIter"):  # OpenCV 4
-        normalised = cv2.undistortPointsIter(pixels, k, d, None, None, criteria)
-        normalised = normalised.reshape(height, width, 2)
-    else:  # OpenCV 5 took the criteria into undistortPoints
-        normalised = undistort(pixels, k, d, R=None, P=None, criteria=criteria)
-        normalised = normalised.reshape(height, width, 2)
+        normalised = cv2.fisheye.undistortPoints(pixels, k, d, criteria=CRITERIA)
+    else:
+        normalised = undistort_points(pixels, k, d)
+    normalised = normalised.reshape(height, width, 2)
     photo = pattern(normalised[..., 0], normalised[..., 1])
 
     fx, fy, cx, cy = lens.pinhole()
