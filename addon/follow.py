@@ -89,6 +89,9 @@ class JobRun:
     complete ends the run at the next tick with nothing sent and the scene as it was; after, it
     asks the server. ``fetch_only``: the result files (names or manifest roles) fetched when
     the job is done, by default what the add-on imports; None fetches every file.
+    ``replaces``: the job id of a Jobs list entry this run's job takes the place of (Resume on
+    a job the server lost), removed once this one is submitted, not before: a refusal or a
+    cancel while it is built leaves that entry as it was.
     """
 
     def __init__(
@@ -99,8 +102,10 @@ class JobRun:
         builder: SubmissionBuilder | None = None,
         submission: job_session.Submission | None = None,
         fetch_only: tuple[str, ...] | None = import_result.IMPORTED_ROLES,
+        replaces: str = "",
     ):
         self.job = job
+        self.replaces = replaces
         self.fetch_only = fetch_only
         self.connect = connect
         self.report = report
@@ -218,6 +223,7 @@ class JobRun:
     def _submit(self, settings, submission: job_session.Submission) -> None:
         choices = self.builder.choices
         width, height = self.builder.size
+        scene_updates.remove_job_entries(settings, {self.replaces})
         entry = settings.jobs.add()
         entry.job_id, entry.state, entry.created = self.job, "submitting", time.time()
         entry.mode, entry.object_name = choices.mode, self.builder.object_name

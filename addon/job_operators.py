@@ -51,6 +51,10 @@ class _StartsJob:
         return {"FINISHED"} if followed.followed or not blocking else {"CANCELLED"}
 
 
+BUSY = ("A job is being followed: wait for it to end, or cancel it, before you start another "
+        "(its progress is in the diffrec panel).")
+
+
 class DIFFREC_OT_optimize(_StartsJob, bpy.types.Operator):
     """Send the selected mesh, the cameras' images and the world light to the backend,
     follow the optimisation and import the result"""
@@ -58,6 +62,19 @@ class DIFFREC_OT_optimize(_StartsJob, bpy.types.Operator):
     bl_idname = "diffrec.optimize"
     bl_label = "Optimize"
     bl_options = {"REGISTER", "UNDO"}  # noqa: RUF012  (Blender reads a set)
+
+    replaces: StringProperty(name="Replaces", options={"HIDDEN", "SKIP_SAVE"},
+                             description="The job whose Jobs list entry the new job takes the "
+                                         "place of, once submitted")
+
+    @classmethod
+    def poll(cls, context):
+        """Not while a job is followed (the panel greys the button; F3 and scripts reach the
+        operator too): two jobs would share the status line, the live mesh and Cancel."""
+        if follow.jobs:
+            cls.poll_message_set(BUSY)
+            return False
+        return True
 
     @messages.reported
     def execute(self, context):
@@ -69,7 +86,8 @@ class DIFFREC_OT_optimize(_StartsJob, bpy.types.Operator):
         connect = checked_connector(context, self.report)
         builder = SubmissionBuilder(context, settings)
         settings.progress, settings.status = 0.0, builder.text
-        return self.start(context, uuid.uuid4().hex, connect, builder=builder)
+        return self.start(context, uuid.uuid4().hex, connect, builder=builder,
+                          replaces=self.replaces)
 
 
 class DIFFREC_OT_attach(_StartsJob, bpy.types.Operator):

@@ -21,7 +21,7 @@ from bpy.props import StringProperty
 from . import backend_link, follow, scene_updates
 from .core import messages
 from .core.wire import protocol
-from .job_operators import _StartsJob, checked_connector
+from .job_operators import BUSY, _StartsJob, checked_connector
 
 
 def _ask(context, report, request):
@@ -135,14 +135,8 @@ class DIFFREC_OT_remove_job(_OnListedJob, bpy.types.Operator):
         if entry.on_server and _ask(context, self.report, lambda client: _delete_on_server(
                 client, self.job_id) or True) is None:
             return {"CANCELLED"}
-        _remove_entries(context.scene.diffrec, {self.job_id})
+        scene_updates.remove_job_entries(context.scene.diffrec, {self.job_id})
         return {"FINISHED"}
-
-
-def _remove_entries(settings, jobs: set[str]) -> None:
-    for index in reversed(range(len(settings.jobs))):
-        if settings.jobs[index].job_id in jobs:
-            settings.jobs.remove(index)
 
 
 class DIFFREC_OT_clear_finished(bpy.types.Operator):
@@ -171,7 +165,7 @@ class DIFFREC_OT_clear_finished(bpy.types.Operator):
 
         if on_server and _ask(context, self.report, delete_all) is None:
             return {"CANCELLED"}
-        _remove_entries(settings, finished)
+        scene_updates.remove_job_entries(settings, finished)
         return {"FINISHED"}
 
 
@@ -200,7 +194,12 @@ class DIFFREC_OT_resume_job(_OnListedJob, _StartsJob, bpy.types.Operator):
         return self.start(context, self.job_id, connect)
 
     def _optimize_again(self, context, entry):
-        """Select the job's object again and press Optimize for it (the entry is replaced)."""
+        """Select the job's object again and press Optimize for it, with the panel's settings
+        as they are now: the entry is replaced once the new job is submitted (kept where
+        Optimize refuses or is cancelled first)."""
+        if follow.jobs:  # Optimize's own poll would refuse it, as an exception
+            self.report({"ERROR"}, BUSY)
+            return {"CANCELLED"}
         subject = scene_updates.job_original(entry)
         if subject is None or context.scene not in subject.users_scene:
             self.report({"ERROR"}, f"diffrec: the object {entry.object_name!r} is gone; "
@@ -209,8 +208,7 @@ class DIFFREC_OT_resume_job(_OnListedJob, _StartsJob, bpy.types.Operator):
         for obj in context.view_layer.objects:
             obj.select_set(obj == subject)
         context.view_layer.objects.active = subject
-        _remove_entries(context.scene.diffrec, {entry.job_id})
-        return bpy.ops.diffrec.optimize("INVOKE_DEFAULT")
+        return bpy.ops.diffrec.optimize("INVOKE_DEFAULT", replaces=entry.job_id)
 
 
 class DIFFREC_OT_open_folder(bpy.types.Operator):

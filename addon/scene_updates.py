@@ -106,6 +106,13 @@ def update_live_mesh(context, vertices: np.ndarray, faces: np.ndarray) -> bpy.ty
     return obj
 
 
+def remove_job_entries(settings, jobs: set[str]) -> None:
+    """Take the Jobs list entries of ``jobs`` (ids; absent ones ignored) out of ``settings``."""
+    for index in reversed(range(len(settings.jobs))):
+        if settings.jobs[index].job_id in jobs:
+            settings.jobs.remove(index)
+
+
 def remove_live_mesh() -> None:
     obj = bpy.data.objects.get(LIVE_MESH)
     if obj is not None:

@@ -20,7 +20,7 @@ import bpy
 import numpy as np
 import scenes
 
-from addon import estimate, export_scene, follow, scene_updates, submission
+from addon import estimate, export_scene, follow, job_operators, scene_updates, submission
 from addon.core import job_session, panel_fields
 from addon.core.wire import protocol
 
@@ -324,6 +324,44 @@ def check_a_submit_that_never_reaches_the_server_ends_failed_and_is_removed():
                 assert "is not in this file's list" in str(exc), exc
             else:
                 raise AssertionError(f"{operator} ran on a job not in the list")
+    finally:
+        _disable()
+
+
+def check_resume_of_a_job_never_sent_keeps_its_entry_until_the_new_one_is_submitted():
+    """Resume on a job the server never had presses Optimize for its object. Its entry went
+    before Optimize's checks: a refusal lost it. And Optimize started a second job while one
+    was followed (the panel greys the button; F3 and scripts did not)."""
+    _enable("tcp://127.0.0.1:1")
+    try:
+        bpy.ops.mesh.primitive_cube_add()
+        cube = bpy.context.active_object
+        job = uuid.uuid4().hex
+        entry = _new_entry(job, state="failed", name=cube.name)
+        entry.original = cube
+        for camera in [obj for obj in bpy.context.scene.objects if obj.type == "CAMERA"]:
+            bpy.data.objects.remove(camera)  # Optimize refuses: no cameras
+        try:
+            bpy.ops.diffrec.resume_job(job_id=job)
+        except RuntimeError as exc:
+            assert "The scene has no cameras" in str(exc), exc
+        else:
+            raise AssertionError("Optimize ran without cameras")
+        assert scene_updates.job_entry(bpy.context.scene, job) is not None, "the entry stays"
+        held = follow.jobs
+        follow.jobs = ["a followed job"]  # as the controller is while it follows one
+        try:
+            assert not bpy.ops.diffrec.optimize.poll()
+            try:
+                bpy.ops.diffrec.resume_job(job_id=job)
+            except RuntimeError as exc:
+                assert job_operators.BUSY in str(exc), exc
+            else:
+                raise AssertionError("a second job started while one is followed")
+        finally:
+            follow.jobs = held
+        assert bpy.ops.diffrec.optimize.poll()
+        assert scene_updates.job_entry(bpy.context.scene, job) is not None
     finally:
         _disable()
 
