@@ -122,6 +122,7 @@ class JobSession:
     def run(self) -> None:
         """Submit (if there is a submission), follow the events, fetch the results. Never
         raises: failures end as an 'error' update."""
+        sent = self.submission is None  # a job to follow is on the server already
         try:
             with self.connect() as client:
                 if self.submission is not None:
@@ -134,12 +135,13 @@ class JobSession:
                         ),
                     )
                     self._post("submitted", reply)
+                    sent = True
                 if self._follow(client) == protocol().events.Outcome.DONE:
                     files = self._fetch_complete(client)
                     self._post("fetched", {"files": [str(path) for path in files]})
         except Exception as exc:  # reported to the user; the worker must not die silently
             messages.log(exc)
-            self._post("error", {"message": messages.sentence(exc)})
+            self._post("error", {"message": messages.sentence(exc, sent)})
 
     def _fetch_complete(self, client) -> list[Path]:
         """The results, fetched until the folder's manifest reads whole and every file of

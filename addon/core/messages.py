@@ -56,8 +56,10 @@ def _protocol_sentence(exc) -> str:
     return _capitalised(f"{lead}: {exc.message}" if lead else exc.message)
 
 
-def sentence(exc: BaseException) -> str:
-    """``exc`` as one sentence an artist can act on."""
+def sentence(exc: BaseException, sent: bool = True) -> str:
+    """``exc`` as one sentence an artist can act on; ``sent``: whether the job had reached
+    the server (a backend that stopped answering: Re-attach follows a job it has, Resume
+    sends again one it never got)."""
     try:
         wire = protocol()
     except ImportError:
@@ -65,8 +67,9 @@ def sentence(exc: BaseException) -> str:
     if isinstance(exc, ImportError):
         return NO_PROTOCOL
     if isinstance(exc, wire.ServerUnavailable):
+        then = "Re-attach the job" if sent else "press the job's Resume to send it again"
         return _capitalised(f"The backend stopped answering ({exc}): check that it still runs "
-                            "and that this computer can reach it, then Re-attach the job")
+                            f"and that this computer can reach it, then {then}")
     if isinstance(exc, wire.ProtocolError):
         return _protocol_sentence(exc)
     if isinstance(exc, ReferenceError):  # bpy's: a datablock held across a step was removed

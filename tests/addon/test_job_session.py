@@ -136,3 +136,21 @@ def test_a_detached_session_stops_following_and_cancels_nothing():
     client = ScriptedClient([[_event("done")]])
     assert _updates(client, detach=True) == []  # nothing posted, nothing fetched
     assert client.cancelled == [] and client.slices  # the job's events were never read
+
+
+def test_a_server_gone_says_how_to_go_on_whether_it_got_the_job_or_not():
+    """A submit the server never answered was told to Re-attach a job the server does not
+    have (its row offers Resume, which sends it again); a followed job still is."""
+
+    class Silent(ScriptedClient):
+        def submit(self, *args, **kwargs):
+            raise WIRE.ServerUnavailable("no answer from tcp://h:1 for 30 s")
+
+    submission = job_session.Submission({"task": "fit_texture"}, {})
+    session = job_session.JobSession(lambda: Silent([]), "j", "/nonexistent", submission)
+    session.run()
+    unsent = session.updates.get()
+    assert unsent.kind == "error" and unsent.fields["message"].endswith(
+        "then press the job's Resume to send it again."), unsent.fields
+    followed = _updates(ScriptedClient([[WIRE.ServerUnavailable("no answer")]]))
+    assert followed[-1].fields["message"].endswith("then Re-attach the job."), followed
