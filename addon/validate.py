@@ -9,10 +9,12 @@ own bounds (``diffrec.protocol.settings``, and the smallest image it can score,
 
 from __future__ import annotations
 
+import numpy as np
+
 from . import export_scene, subjects
 from .core import camera_model, panel_fields
 from .core.wire import protocol
-from .core.world_bounds import world_box
+from .core.world_bounds import cube_corners, world_box
 
 NOTHING_SELECTED = "Nothing is selected: select the mesh to optimise."
 NO_CAMERAS = "The scene has no cameras: add cameras that look at the object."
@@ -98,10 +100,27 @@ def _mesh_problems(context, meshes) -> list[str]:
     return found
 
 
+def _seen_box(context, settings) -> tuple[np.ndarray, str] | None:
+    """(corners [8, 3], what they bound, for the sentence) of the box every camera must see:
+    the reference object's, or in Reconstruct with none, the cube the server looks for the
+    surface in (``mesh_scale`` about ``center``, the settings' defaults: the panel does not
+    change them); None where neither applies."""
+    subject = subjects.reference_object(context, settings)
+    if subject is not None:
+        return world_box(subject), f"'{subject.name}'"
+    if settings.mode != "reconstruct":
+        return None
+    fields = protocol().settings.FIELDS
+    side, center = fields["mesh_scale"].default, fields["center"].default
+    where = ", ".join(f"{value:g}" for value in center)
+    return (cube_corners(center, side),
+            f"the {side:g} m cube about ({where}) that Reconstruct finds the surface in")
+
+
 def _camera_problems(context, settings, cameras) -> list[str]:
     problems = []
     size = export_scene.render_size(context.scene)
-    subject = subjects.reference_object(context, settings)
+    seen = _seen_box(context, settings)
     for camera in cameras:
         if camera.data.type != "PERSP":
             kind = {"ORTHO": "orthographic", "PANO": "panoramic"}.get(camera.data.type,
@@ -111,13 +130,11 @@ def _camera_problems(context, settings, cameras) -> list[str]:
                 "cameras only: set its Type to Perspective, or leave it out (select the other "
                 "cameras and set Cameras to Selected).")
             continue
-        if subject is not None:
+        if seen is not None:
             pose, intrinsics = export_scene.export_camera(camera, context.scene, size)
-            if not camera_model.sees_box(world_box(subject), pose, intrinsics[:4], size):
-                problems.append(
-                    f"Camera '{camera.name}' does not see '{subject.name}': aim it at the "
-                    "object or leave it out."
-                )
+            if not camera_model.sees_box(seen[0], pose, intrinsics[:4], size):
+                problems.append(f"Camera '{camera.name}' does not see {seen[1]}: aim it at "
+                                "the object or leave it out.")
         if settings.target_source == "CAMERA_IMAGES":
             problems += _photo_problems(camera, size)
     return problems

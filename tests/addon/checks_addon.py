@@ -200,6 +200,20 @@ def check_camera_that_does_not_see_the_object():
     _expect("Camera 'camera' does not see 'Cube'")
 
 
+def check_a_camera_away_from_reconstructs_cube_with_nothing_selected():
+    """Reconstruct with nothing selected rendered and sent every view, and the server then
+    refused the job for a camera that looked away from its cube."""
+    scene, cube, camera = _good_scene()
+    scene.diffrec.mode = "reconstruct"
+    cube.select_set(False)
+    bpy.context.view_layer.objects.active = None
+    assert _problems() == [], _problems()
+    camera.rotation_euler = (math.radians(90), 0.0, math.radians(180))  # looks away
+    bpy.context.view_layer.update()
+    _expect("Camera 'camera' does not see the 2.1 m cube about (0, 0, 0) that Reconstruct "
+            "finds the surface in: aim it at the object or leave it out.")
+
+
 def check_camera_beside_the_object():
     _scene, _cube, camera = _good_scene()
     camera.location = (6.0, -5.0, 0.0)  # the cube is outside its field of view, in front
