@@ -335,7 +335,8 @@ def reattach(context) -> list[str]:
         return []
     for job in pending:
         jobs.follow(JobRun(job, connect, console_report))
-    settings.status = f"re-attached to {len(pending)} running job(s)"
+    settings.status = (f"re-attached to {len(pending)} running jobs" if len(pending) > 1 else
+                       "re-attached to the running job")
     return pending
 
 

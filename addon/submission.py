@@ -169,7 +169,7 @@ class SubmissionBuilder:
         if self._start_renders_left:
             return (f"rendering the start {len(self._start_renders) + 1}/"
                     f"{len(self.cameras)}")
-        return "exporting the mesh"
+        return "exporting the mesh" if self.start is not None else "packing the job"
 
     @property
     def _start_renders_left(self) -> bool:
