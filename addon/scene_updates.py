@@ -114,10 +114,13 @@ def remove_job_entries(settings, jobs: set[str]) -> None:
 
 
 def remove_live_mesh() -> None:
+    """Remove the live mesh object and its mesh, and any mesh of it left without users (the
+    artist deleted the object while the job ran)."""
     obj = bpy.data.objects.get(LIVE_MESH)
     if obj is not None:
-        mesh = obj.data
         bpy.data.objects.remove(obj)
+    for mesh in [mesh for mesh in bpy.data.meshes
+                 if mesh.name.startswith(LIVE_MESH) and mesh.users == 0]:
         bpy.data.meshes.remove(mesh)
 
 
@@ -223,8 +226,11 @@ def _apply_event(context, entry, event, report) -> None:
                 entry.state = "running"
     elif isinstance(event, events.Preview) and {"render", "target"} <= event.images.keys():
         update_preview(event.images["render"], event.images["target"])
-        if settings.live_mesh and {"vertices", "faces"} <= event.images.keys():
-            update_live_mesh(context, event.images["vertices"], event.images["faces"])
+        if {"vertices", "faces"} <= event.images.keys():
+            if settings.live_mesh:
+                update_live_mesh(context, event.images["vertices"], event.images["faces"])
+            else:  # turned off while the job runs: gone at its next preview
+                remove_live_mesh()
     elif isinstance(event, events.Log) and event.stage:  # what the job does between passes
         settings.status = event.message
         if bpy.app.background:

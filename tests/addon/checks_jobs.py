@@ -366,6 +366,30 @@ def check_resume_of_a_job_never_sent_keeps_its_entry_until_the_new_one_is_submit
         _disable()
 
 
+def check_the_live_mesh_leaves_nothing_when_deleted_or_turned_off_mid_job():
+    """An artist who deleted the live mesh object while the job ran was left its mesh; one
+    who turned Live mesh off kept the wireframe until the job ended."""
+    _enable("tcp://127.0.0.1:1")
+    try:
+        triangle = (np.eye(3), np.array([[0, 1, 2]]))
+        obj = scene_updates.update_live_mesh(bpy.context, *triangle)
+        bpy.data.objects.remove(obj)  # the artist deletes it; its mesh stays in the file
+        scene_updates.remove_live_mesh()  # as the job's end does
+        assert not [m for m in bpy.data.meshes if m.name.startswith(scene_updates.LIVE_MESH)]
+        scene_updates.update_live_mesh(bpy.context, *triangle)
+        bpy.context.scene.diffrec.live_mesh = False
+        preview = _update("preview", {"iteration": 5, "pass": "textures", "pass_number": 1,
+                                      "passes": 1},
+                          {"render": np.zeros((4, 4, 3), np.float32),
+                           "target": np.zeros((4, 4, 3), np.float32),
+                           "vertices": np.eye(3, dtype=np.float32),
+                           "faces": np.array([[0, 1, 2]], np.int32)})
+        scene_updates.apply_update(bpy.context, "job", preview, _report)
+        assert scene_updates.LIVE_MESH not in bpy.data.objects
+    finally:
+        _disable()
+
+
 def _free_port() -> int:
     import socket
 
