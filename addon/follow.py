@@ -90,8 +90,8 @@ class JobRun:
     asks the server. ``fetch_only``: the result files (names or manifest roles) fetched when
     the job is done, by default what the add-on imports; None fetches every file.
     ``replaces``: the job id of a Jobs list entry this run's job takes the place of (Resume on
-    a job the server lost), removed once this one is submitted, not before: a refusal or a
-    cancel while it is built leaves that entry as it was.
+    a job the server lost), removed when this one's built submission is handed to its session,
+    not before: a refusal or a cancel while it is built leaves that entry as it was.
     """
 
     def __init__(
@@ -223,7 +223,8 @@ class JobRun:
     def _submit(self, settings, submission: job_session.Submission) -> None:
         choices = self.builder.choices
         width, height = self.builder.size
-        scene_updates.remove_job_entries(settings, {self.replaces})
+        if self.replaces:
+            scene_updates.remove_job_entries(settings, {self.replaces})
         entry = settings.jobs.add()
         entry.job_id, entry.state, entry.created = self.job, "submitting", time.time()
         entry.mode, entry.object_name = choices.mode, self.builder.object_name

@@ -55,6 +55,11 @@ BUSY = ("A job is being followed: wait for it to end, or cancel it, before you s
         "(its progress is in the diffrec panel).")
 
 
+def busy(context) -> bool:
+    """Whether a job is followed where timers tick it, so that another may not start."""
+    return bool(follow.jobs) and not pump.blocking(context)
+
+
 class DIFFREC_OT_optimize(_StartsJob, bpy.types.Operator):
     """Send the selected mesh, the cameras' images and the world light to the backend,
     follow the optimisation and import the result"""
@@ -69,9 +74,11 @@ class DIFFREC_OT_optimize(_StartsJob, bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        """Not while a job is followed (the panel greys the button; F3 and scripts reach the
-        operator too): two jobs would share the status line, the live mesh and Cancel."""
-        if follow.jobs:
+        """Not while a job is followed where timers tick it (the panel greys the button; F3
+        and scripts reach the operator too): two jobs would share the status line, the live
+        mesh and Cancel. Headless, nothing ticks a followed job (a file saved while one ran
+        follows it again when opened) and Optimize ticks its own to its end: allowed."""
+        if busy(context):
             cls.poll_message_set(BUSY)
             return False
         return True

@@ -21,7 +21,7 @@ from bpy.props import StringProperty
 from . import backend_link, follow, scene_updates
 from .core import messages
 from .core.wire import protocol
-from .job_operators import BUSY, _StartsJob, checked_connector
+from .job_operators import BUSY, _StartsJob, busy, checked_connector
 
 
 def _ask(context, report, request):
@@ -197,7 +197,7 @@ class DIFFREC_OT_resume_job(_OnListedJob, _StartsJob, bpy.types.Operator):
         """Select the job's object again and press Optimize for it, with the panel's settings
         as they are now: the entry is replaced once the new job is submitted (kept where
         Optimize refuses or is cancelled first)."""
-        if follow.jobs:  # Optimize's own poll would refuse it, as an exception
+        if busy(context):  # Optimize's own poll would refuse it, as an exception
             self.report({"ERROR"}, BUSY)
             return {"CANCELLED"}
         subject = scene_updates.job_original(entry)

@@ -13,6 +13,7 @@ import sys
 import tempfile
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).parent))  # blender --python does not add it
 import harness  # noqa: I001  (puts the repository on sys.path)
@@ -20,7 +21,16 @@ import bpy
 import numpy as np
 import scenes
 
-from addon import estimate, export_scene, follow, job_operators, scene_updates, submission
+from addon import (
+    backend_link,
+    estimate,
+    export_scene,
+    follow,
+    job_operators,
+    pump,
+    scene_updates,
+    submission,
+)
 from addon.core import job_session, panel_fields
 from addon.core.wire import protocol
 
@@ -330,9 +340,13 @@ def check_a_submit_that_never_reaches_the_server_ends_failed_and_is_removed():
 
 def check_resume_of_a_job_never_sent_keeps_its_entry_until_the_new_one_is_submitted():
     """Resume on a job the server never had presses Optimize for its object. Its entry went
-    before Optimize's checks: a refusal lost it. And Optimize started a second job while one
-    was followed (the panel greys the button; F3 and scripts did not)."""
+    before Optimize's checks: a refusal lost it; now the new job's submission replaces it.
+    And Optimize started a second job while one was followed in the interface (the panel
+    greys the button; F3 and scripts did not); headless, where nothing ticks a followed job
+    (a file saved while one ran follows it again), Optimize still runs."""
     _enable("tcp://127.0.0.1:1")
+    held = (follow.jobs, pump.blocking, backend_link.check, follow.start,
+            job_session.JobSession)
     try:
         bpy.ops.mesh.primitive_cube_add()
         cube = bpy.context.active_object
@@ -348,21 +362,35 @@ def check_resume_of_a_job_never_sent_keeps_its_entry_until_the_new_one_is_submit
         else:
             raise AssertionError("Optimize ran without cameras")
         assert scene_updates.job_entry(bpy.context.scene, job) is not None, "the entry stays"
-        held = follow.jobs
+
         follow.jobs = ["a followed job"]  # as the controller is while it follows one
+        assert bpy.ops.diffrec.optimize.poll(), "headless: allowed"
+        pump.blocking = lambda context: False  # in the interface, where a timer ticks it
+        assert not bpy.ops.diffrec.optimize.poll()
         try:
-            assert not bpy.ops.diffrec.optimize.poll()
-            try:
-                bpy.ops.diffrec.resume_job(job_id=job)
-            except RuntimeError as exc:
-                assert job_operators.BUSY in str(exc), exc
-            else:
-                raise AssertionError("a second job started while one is followed")
-        finally:
-            follow.jobs = held
-        assert bpy.ops.diffrec.optimize.poll()
+            bpy.ops.diffrec.resume_job(job_id=job)
+        except RuntimeError as exc:
+            assert job_operators.BUSY in str(exc), exc
+        else:
+            raise AssertionError("a second job started while one is followed")
+        follow.jobs, pump.blocking = held[:2]
         assert scene_updates.job_entry(bpy.context.scene, job) is not None
+
+        scenes.cameras_around(bpy.context.scene, 4, radius=4.0, height=1.0)
+        scenes.sky_world(bpy.context.scene, np.ones(4), width=8)
+        runs = []
+        backend_link.check = lambda context: True  # answering
+        follow.start = lambda context, run: runs.append(run) or SimpleNamespace(followed=True)
+        assert bpy.ops.diffrec.resume_job(job_id=job) == {"FINISHED"}
+        job_session.JobSession = lambda *args, **kwargs: SimpleNamespace(
+            start=lambda: None)  # no server: the submission goes nowhere
+        built = job_session.Submission({"task": "optimize", "settings": {"light": "fixed"}}, {})
+        runs[0]._submit(bpy.context.scene.diffrec, built)  # as its finished build does
+        listed = [e.job_id for e in bpy.context.scene.diffrec.jobs]
+        assert listed == [runs[0].job] and runs[0].job != job, listed
     finally:
+        (follow.jobs, pump.blocking, backend_link.check, follow.start,
+         job_session.JobSession) = held
         _disable()
 
 
