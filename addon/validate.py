@@ -114,7 +114,7 @@ def _seen_box(context, settings) -> tuple[np.ndarray, str] | None:
     side, center = fields["mesh_scale"].default, fields["center"].default
     where = ", ".join(f"{value:g}" for value in center)
     return (cube_corners(center, side),
-            f"the {side:g} m cube about ({where}) that Reconstruct finds the surface in")
+            f"the cube of side {side:g} about ({where}) that Reconstruct finds the surface in")
 
 
 def _camera_problems(context, settings, cameras) -> list[str]:

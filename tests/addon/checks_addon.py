@@ -210,8 +210,8 @@ def check_a_camera_away_from_reconstructs_cube_with_nothing_selected():
     assert _problems() == [], _problems()
     camera.rotation_euler = (math.radians(90), 0.0, math.radians(180))  # looks away
     bpy.context.view_layer.update()
-    _expect("Camera 'camera' does not see the 2.1 m cube about (0, 0, 0) that Reconstruct "
-            "finds the surface in: aim it at the object or leave it out.")
+    _expect("Camera 'camera' does not see the cube of side 2.1 about (0, 0, 0) that "
+            "Reconstruct finds the surface in: aim it at the object or leave it out.")
 
 
 def check_camera_beside_the_object():

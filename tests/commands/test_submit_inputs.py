@@ -166,7 +166,7 @@ def test_start_renders_go_with_a_given_start(nerf_folder, tmp_path, capsys):
     _, arrays = load_submission(folder, {**flags, "mode": "reconstruct"})
     assert "start_images" not in arrays
     # the flag reaches the loading: a folder that is no capture is named
-    assert f"{folder / 'test'} holds neither" in submit_error(
+    assert f"start_renders {folder / 'test'}: no capture there" in submit_error(
         capsys, folder, "--base-mesh", base, "--start-renders", folder / "test")
 
 
@@ -246,6 +246,9 @@ def test_mistakes_are_sentences(tmp_path, nerf_folder, capsys):
         capsys, folder)
     assert "light 'fixed' needs an envmap" in submit_error(
         capsys, folder, "--base-mesh", base, "--light", "fixed")
+    # a file that is not there is said without a server too (tcp://127.0.0.1:9 is none)
+    assert f"base_mesh {tmp_path / 'nope.obj'}: no such file" in submit_error(
+        capsys, folder, "--base-mesh", tmp_path / "nope.obj")
     (tmp_path / "job.json").write_text(json.dumps({"spec": {"task": "fit_texture"}}))
     assert "--mode: settings flags apply to a dataset folder or a settings file" in submit_error(
         capsys, tmp_path / "job.json", "--mode", "refine")

@@ -141,7 +141,7 @@ def test_malformed_headers_are_refused(header, code):
 
 
 def test_a_key_given_twice_is_named():
-    with pytest.raises(ProtocolError, match="key 'op' given twice"):
+    with pytest.raises(ProtocolError, match="header gives the key 'op' twice"):
         decode(frames_of('{"op": "ping", "id": 5, "op": "status"}'), REQUESTS)
 
 

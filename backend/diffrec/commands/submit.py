@@ -27,7 +27,7 @@ from diffrec.protocol.file_checks import FileCheckError, load_npy, read_json
 from diffrec.protocol.settings import FIELDS
 
 from ._connection import add_server_arguments, check_server, connect, refused
-from .optimize import add_settings_arguments, settings_flags
+from .optimize import add_settings_arguments, missing_files, settings_flags
 from .status import print_event, print_link
 
 log = logging.getLogger(__name__)
@@ -149,7 +149,8 @@ def checked_submission(source: Path, flags: dict | None = None
 def check_optimize_job(config: RunConfig, origin: str) -> None:
     """UserError where ``config`` (from ``origin``, for messages) cannot make an ``optimize``
     job: no targets, no start mesh where its mode needs one, no envmap for a fixed light, a
-    dataset or start renders folder that holds no capture (their files read, no image)."""
+    file or folder it names that is not there (``optimize.missing_files``), a dataset or
+    start renders folder whose capture cannot be read (their files read, no image)."""
     from diffrec.pipeline.captures import read_any_capture
     from diffrec.pipeline.inputs import target_folder
     from diffrec.protocol.captures import CaptureError
@@ -165,6 +166,8 @@ def check_optimize_job(config: RunConfig, origin: str) -> None:
     if settings.light.mode != "learn" and not sources.envmap:
         raise UserError(f"light {settings.light.mode!r} needs an envmap: pass --envmap HDRI "
                         "(or set envmap in a settings file)")
+    if missing := missing_files(config):
+        raise UserError("; ".join(missing))
     for folder in (target_folder(sources), sources.start_renders):
         if folder:
             try:
@@ -220,9 +223,10 @@ ALREADY = (" (already submitted: the first submission's inputs and settings stan
 
 
 def run(args) -> int:
-    """The source is checked first, without a server (``checked_submission``); its images
-    are loaded (decoded, or a reference rendered) only once the server has answered and, for
-    ``--job``, said that it does not hold the job already."""
+    """The source is checked first, without a server (``checked_submission``: a job file is
+    read whole then, its arrays with it); a dataset's or settings file's images are loaded
+    (decoded, or a reference rendered) only once the server has answered and, for ``--job``,
+    said that it does not hold the job already."""
     check_server(args)
     flags = settings_flags(args, ("start_renders",))
     load = checked_submission(args.source, flags)

@@ -190,8 +190,9 @@ def _undistorted(frame, image: torch.Tensor) -> torch.Tensor:
 
 def image_problems(capture: Capture, split: str = "train") -> list[str]:
     """One sentence per image or mask of ``capture`` (its ``split``, for the sentences) that
-    ``load_dataset`` would refuse, found by decoding each, one at a time: one that cannot be
-    decoded (damaged, cut short, not an image), one of another size than the first image."""
+    ``load_dataset`` would refuse as a file, found by decoding each, one at a time: one that
+    cannot be decoded (damaged, cut short, not an image), an image of another size than the
+    first. What a mask holds (its aspect, its values) is checked by the run only."""
     problems, first = [], None
     for frame in capture.frames:
         for path in (frame.image, frame.mask):

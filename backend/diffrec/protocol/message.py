@@ -72,14 +72,23 @@ def _no_constants(name: str):
     raise ValueError(f"{name} is not JSON")
 
 
+class _KeyTwice(ValueError):
+    """A JSON object in a header gives ``key`` twice."""
+
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
 def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
     """A JSON object whose keys are each given once (``{"op": "ping", "op": "status"}`` would
-    otherwise be read as its last)."""
-    header = dict(pairs)
+    otherwise be read as its last); ``_KeyTwice`` else."""
+    header, seen = dict(pairs), set()
     if len(header) != len(pairs):
-        keys = [key for key, _ in pairs]
-        twice = next(key for index, key in enumerate(keys) if key in keys[:index])
-        raise ValueError(f"key {twice[:40]!r} given twice")
+        for key, _ in pairs:
+            if key in seen:
+                raise _KeyTwice(key)
+            seen.add(key)
     return header
 
 
@@ -103,6 +112,9 @@ def decode(frames: Sequence, schemas: Mapping[str, Schema]) -> Message:
         try:
             header = json.loads(bytes(head).decode("utf-8"), parse_constant=_no_constants,
                                 parse_float=_finite_float, object_pairs_hook=_unique_keys)
+        except _KeyTwice as exc:
+            raise ProtocolError("bad_message", f"header gives the key {exc.key[:40]!r} "
+                                "twice") from None
         except (ValueError, RecursionError) as exc:
             raise ProtocolError("bad_message", f"header is not UTF-8 JSON ({exc})") from None
         if not isinstance(header, dict):

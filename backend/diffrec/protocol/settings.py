@@ -455,8 +455,6 @@ class ReportingSettings(_Record):
                                   "format)")
 
 
-
-
 @dataclass(frozen=True)
 class LimitsSettings(_Record):
     unwrap_timeout_s: float = _limits(120.0, "UV unwrapping time limit, seconds", minimum=0)
