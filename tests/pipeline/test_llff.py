@@ -65,7 +65,7 @@ def test_cameras_reproject_known_points_within_a_tenth_of_a_pixel(capture):
     assert (views.cameras.width, views.cameras.height) == (32, 24)
     read = read_capture(folder)
     offset = torch.from_numpy(read.offset).float()
-    assert read.notes == [f"the cameras are moved by {[round(v, 6) for v in read.offset]} so "
+    assert read.notes == [f"the cameras are moved by {np.round(read.offset, 6).tolist()} so "
                           "that the point nearest to all their optical axes is the origin"]
     torch.testing.assert_close(offset, -target, atol=1e-5, rtol=0)  # recentred on the target
     generator = torch.Generator().manual_seed(1)

@@ -42,7 +42,13 @@ def comparison_image(results: np.ndarray, targets: np.ndarray, labels: list[str]
 
 
 def put_text(image: np.ndarray, text: str, origin, colour=(1, 1, 1)) -> None:
-    cv2.putText(image, text, origin, cv2.FONT_HERSHEY_SIMPLEX, 0.42, colour, 1, cv2.LINE_AA)
+    """Write ``text`` into the float RGB ``image`` ``[H, W, 3]`` at ``origin`` (its baseline's
+    left end, pixels), in place. OpenCV writes text into 8-bit images only (OpenCV 5 refuses
+    float ones): it writes the text's coverage, which blends ``colour`` in."""
+    coverage = np.zeros(image.shape[:2], np.uint8)
+    cv2.putText(coverage, text, origin, cv2.FONT_HERSHEY_SIMPLEX, 0.42, 255, 1, cv2.LINE_AA)
+    cover = coverage[..., None].astype(np.float32) / 255
+    image[...] = image * (1 - cover) + np.asarray(colour, np.float32) * cover
 
 
 def write_comparison(path: Path, results, targets, labels) -> Path:
