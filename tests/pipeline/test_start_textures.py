@@ -240,6 +240,8 @@ def test_a_coated_or_glossier_start_is_refused_by_the_path_traced_pass(tmp_path,
                                                                         message):
     """The path-traced pass (Mitsuba's principled BSDF as set up) has no coat and shades IOR
     1.5: a job that would path-trace a start with either says so before any pass runs."""
+    pytest.importorskip("mitsuba", reason="without the pathtracing extra the job is refused "
+                                          "for Mitsuba first")
     ball = ball_asset()
     material = Material(kd=ball.materials[0].kd, **layer)
     run = config(tmp_path, train_res=SIZE, texture_res=16, iterations=1, validation=False,
