@@ -14,6 +14,7 @@ def world_box(obj) -> np.ndarray:
 
 
 def cube_corners(center, side: float) -> np.ndarray:
-    """The 8 corners of the axis-aligned cube of ``side`` metres about ``center`` [3], [8, 3]."""
+    """The 8 corners of the axis-aligned cube of ``side`` about ``center`` [3] (scene units),
+    [8, 3]."""
     signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
     return np.asarray(center, dtype=np.float64) + signs * side / 2
