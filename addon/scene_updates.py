@@ -287,9 +287,7 @@ def _apply_session_update(context, job: str, entry, update, report) -> None:
     elif update.kind == "link":  # the server stopped, is back, or restarted
         settings.status = protocol().liveness.SAID[update.fields["change"]]
         report({"WARNING" if update.fields["change"] == "stopped" else "INFO"},
-               f"diffrec: {settings.status}")
-        if bpy.app.background:
-            print(f"diffrec: {settings.status}", flush=True)
+               f"diffrec: {settings.status}")  # headless, a report is a console line already
     elif update.kind == "fetched":
         paths = [Path(path) for path in update.fields["files"]]
         folder = f"results/{job[:8]}…"  # the folder's short name; Open Folder shows it
