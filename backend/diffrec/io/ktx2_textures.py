@@ -83,9 +83,9 @@ def write_ktx2_variant(folder: Path, mesh: Mesh, material: Material
         return [], [f"KTX2 export skipped (no {VARIANT_NAME}, no .ktx2 files): "
                     f"{not_found_reason()}"]
     channels, notes = ktx2_channels(material)
-    if not channels:  # it would be mesh.glb again
-        return [], [*notes, f"no {VARIANT_NAME}: no texture of this asset can go to KTX2"
-                    ] if notes else []
+    if not channels:  # it would be mesh.glb again; an asset without textures needs no word
+        said = f"no {VARIANT_NAME}: no texture of this asset can go to KTX2"
+        return [], ([*notes, said] if notes else [])
     try:
         names = write_ktx2_textures(folder, material, channels, basisu)
     except UserError as error:
