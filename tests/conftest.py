@@ -2,8 +2,8 @@
 
 - ``gpu``: needs CUDA (and usually nvdiffrast / tinycudann); skipped without it.
 - ``blender``: needs ``bpy`` (the bpy wheel or ``blender --background``); skipped without it.
-- ``mitsuba``: needs Mitsuba 3 running on the CPU (the ``pathtracing`` extra and libLLVM);
-  skipped without it.
+- ``mitsuba``: needs Mitsuba 3 running on the CPU (the ``pathtracing`` extra, libLLVM, and a
+  test render that does not crash: ``diffrec.render.mitsuba_check``); skipped without it.
 - ``slow``: longer CPU tests; run by default, deselect with ``-m "not slow"``.
 
 The folders mirror the code (``test_layout.py`` checks it): ``tests/<package>/`` tests
@@ -24,13 +24,13 @@ pytest_plugins = ["helpers.server_fixtures"]
 def pytest_collection_modifyitems(config, items):
     skip_gpu = pytest.mark.skip(reason="needs a CUDA device")
     skip_bpy = pytest.mark.skip(reason="needs bpy (the bpy wheel or blender --background)")
-    skip_mitsuba = pytest.mark.skip(reason="needs Mitsuba 3 and its backend (the pathtracing "
-                                    "extra; libLLVM on a CPU)")
     has_cuda = torch.cuda.is_available()
     has_bpy = importlib.util.find_spec("bpy") is not None
-    has_mitsuba = any("mitsuba" in item.keywords for item in items) and _mitsuba_runs()
+    mitsuba_problem = (_mitsuba_problem() if any("mitsuba" in item.keywords for item in items)
+                       else None)
+    skip_mitsuba = pytest.mark.skip(reason=f"needs Mitsuba 3 running on the CPU: {mitsuba_problem}")
     for item in items:
-        if "mitsuba" in item.keywords and not has_mitsuba:
+        if "mitsuba" in item.keywords and mitsuba_problem:
             item.add_marker(skip_mitsuba)
         if "gpu" in item.keywords and not has_cuda:
             item.add_marker(skip_gpu)
@@ -38,16 +38,17 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_bpy)
 
 
-def _mitsuba_runs() -> bool:
-    """Whether Mitsuba 3 loads with the CPU variant the path tracer uses."""
+def _mitsuba_problem() -> str | None:
+    """Why Mitsuba 3 does not run here with the CPU variant the path tracer uses (not
+    installed, no libLLVM, or a test render that crashes), or None."""
     from diffrec.errors import UserError
     from diffrec.render.mitsuba_bridge import load_mitsuba
 
     try:
         load_mitsuba("cpu")
-    except UserError:
-        return False
-    return True
+    except UserError as exc:
+        return str(exc)
+    return None
 
 
 @pytest.fixture(autouse=True)

@@ -35,6 +35,7 @@ from diffrec.camera import Cameras
 from diffrec.errors import UserError, one_line
 from diffrec.mesh import Mesh
 from diffrec.optional import optional_module
+from diffrec.render.mitsuba_check import cpu_backend_problem
 
 __all__ = ["ENVMAP_TO_WORLD", "envmap_directions", "load_mitsuba", "seamless_arrays",
            "sensor_dict"]
@@ -63,12 +64,18 @@ def _load(variant: str) -> tuple[ModuleType, ModuleType]:
                 "Ubuntu package libllvm14, or Homebrew's llvm); point DRJIT_LIBLLVM_PATH at it "
                 f"if it is installed somewhere unusual ({one_line(exc)})") from exc
         raise UserError(f"Mitsuba cannot run on the GPU here ({one_line(exc)})") from exc
+    problem = cpu_backend_problem() if variant.startswith("llvm") else None
+    if problem:
+        raise UserError(f"{problem}: path tracing cannot run here; train with renderer: "
+                        "rasterized, or point DRJIT_LIBLLVM_PATH at another libLLVM")
     return mitsuba, drjit
 
 
 def load_mitsuba(device: torch.device | str) -> tuple[ModuleType, ModuleType]:
     """``(mitsuba, drjit)`` with the variant for ``device`` set and Dr.Jit's CPU threads
-    matched to torch's. Raises UserError, in one sentence, when Mitsuba or LLVM is missing."""
+    matched to torch's. Raises UserError, in one sentence, when Mitsuba or LLVM is missing, or
+    when Dr.Jit's CPU backend crashes on a test render (``mitsuba_check``: a child process, a
+    few seconds, once per process)."""
     device = torch.device(device)
     mitsuba, drjit = _load(_variant_for(device))
     if device.type != "cuda" and "DRJIT_NUM_THREADS" not in os.environ:
