@@ -1,9 +1,12 @@
 """The extension as shipped: built zips pass Blender's validator and install into a throwaway
-user folder; the add-on loads and registers in a Python where torch cannot be imported."""
+user folder; each zip's pyzmq imports on its Blenders' Python; the add-on loads and registers in
+a Python where torch cannot be imported."""
 
 import os
 import subprocess
 import sys
+import tomllib
+import zipfile
 
 import pytest
 from blender_run import HERE
@@ -52,13 +55,18 @@ def test_built_zips_validate_and_install(tmp_path):
     )
     assert build.returncode == 0, build.stdout + build.stderr
     zips = sorted(path.name for path in out.glob("*.zip"))
-    assert zips == [f"diffrec-0.1.0-{platform}.zip" for platform in
-                    ("linux-x64", "macos-arm64", "macos-x64", "windows-x64")], zips
-    assert build.stdout.count("Success parsing TOML") == 4  # Blender's validator, per zip
+    assert zips == [f"diffrec-0.1.0-{platform}-{blenders}.zip"
+                    for platform in ("linux-x64", "macos-arm64", "macos-x64", "windows-x64")
+                    for blenders in ("blender-4.2-to-5.0", "blender-5.1-and-later")], zips
+    assert build.stdout.count("Success parsing TOML") == 8  # Blender's validator, per zip
+    ranges = {name: _blender_range(out / name) for name in zips}
+    assert set(ranges.values()) == {("4.2.0", "5.1.0"), ("5.1.0", None)}
+    this_python = out / "diffrec-0.1.0-linux-x64-blender-4.2-to-5.0.zip"  # 3.11, as bpy's
+    _pyzmq_imports_as_blender_42_installs_it(this_python, tmp_path / "site")
     user = tmp_path / "blender-user"
     user.mkdir()
     env = {**os.environ, "BLENDER_USER_RESOURCES": str(user),
-           "DIFFREC_EXTENSION_ZIP": str(out / "diffrec-0.1.0-linux-x64.zip")}
+           "DIFFREC_EXTENSION_ZIP": str(this_python)}
     results = tmp_path / "install.json"
     install = subprocess.run(
         [sys.executable, str(HERE / "checks_install.py"), "--", "--json", str(results)],
@@ -68,3 +76,26 @@ def test_built_zips_validate_and_install(tmp_path):
     errors = {name: error for name, error in __import__("json").loads(results.read_text()).items()
               if error}
     assert not errors, errors
+
+
+def _blender_range(path) -> tuple[str, str | None]:
+    with zipfile.ZipFile(path) as archive:
+        manifest = tomllib.loads(archive.read("blender_manifest.toml").decode())
+    return manifest["blender_version_min"], manifest.get("blender_version_max")
+
+
+def _pyzmq_imports_as_blender_42_installs_it(path, site) -> None:
+    """Blender 4.2 installs every wheel of the platform whatever its Python tag and, of two
+    of one version, the one whose name sorts last (its wheel_manager): that wheel of the zip
+    must import on this Python (3.11, Blender 4.2 to 5.0's)."""
+    with zipfile.ZipFile(path) as archive:
+        wheels = sorted(name for name in archive.namelist() if name.startswith("wheels/"))
+        site.mkdir()
+        (site / "pyzmq.whl").write_bytes(archive.read(wheels[-1]))
+    with zipfile.ZipFile(site / "pyzmq.whl") as wheel:
+        wheel.extractall(site)
+    imported = subprocess.run(
+        [sys.executable, "-c", "import zmq; zmq.Context().term(); print(zmq.__file__)"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(site)})
+    assert imported.returncode == 0, f"{wheels}: {imported.stderr[-400:]}"
+    assert imported.stdout.strip().startswith(str(site)), imported.stdout  # not the venv's
