@@ -36,7 +36,7 @@ INTERRUPTED = ("Interrupted (Ctrl-C): the job was asked to stop, and kept its ch
 _WORDED = (ValueError, OSError, RuntimeError, ImportError)
 """Exceptions whose message is a sentence for people (the add-on's, bpy's, the protocol's)."""
 NO_PROTOCOL = ("The add-on cannot load its network library (pyzmq): reinstall the diffrec "
-               "extension.")
+               "extension from the zip for this platform and Blender version.")
 GONE = ("Something this work was using (an object, a camera, a material or the scene) was "
         "deleted meanwhile, so it stopped: start it again.")
 
