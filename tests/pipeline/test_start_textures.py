@@ -233,6 +233,7 @@ def test_a_start_from_given_textures_learns_a_gloss_brighter_than_glass(tmp_path
     assert read_gltf(tmp_path / "glass" / "mesh.glb").materials[0].ior is None
 
 
+@pytest.mark.mitsuba  # where Mitsuba cannot run, the job is refused for that first
 @pytest.mark.parametrize(("layer", "message"), [
     ({"coat": (1.0, 0.1)}, "clear coat, which the path-traced pass does not shade"),
     ({"ior": 2.0}, "IOR 2.00, which the path-traced pass does not shade")])
@@ -240,8 +241,6 @@ def test_a_coated_or_glossier_start_is_refused_by_the_path_traced_pass(tmp_path,
                                                                         message):
     """The path-traced pass (Mitsuba's principled BSDF as set up) has no coat and shades IOR
     1.5: a job that would path-trace a start with either says so before any pass runs."""
-    pytest.importorskip("mitsuba", reason="without the pathtracing extra the job is refused "
-                                          "for Mitsuba first")
     ball = ball_asset()
     material = Material(kd=ball.materials[0].kd, **layer)
     run = config(tmp_path, train_res=SIZE, texture_res=16, iterations=1, validation=False,
