@@ -119,6 +119,21 @@ def test_nvdiffrec_configs_get_its_schedule_light_and_start(tmp_path, monkeypatc
     assert shown["plateau_window"] == 100
 
 
+def test_a_configs_own_probe_res_is_no_departure(tmp_path, monkeypatch, capsys):
+    """nvdiffrec learns a light of the config's ``probe_res``, which wins over a preset's
+    size here too: no departure to list (it was listed as "the preset's size")."""
+    monkeypatch.chdir(tmp_path)
+    stand_ins.write_mesh_and_sky(tmp_path / "data")
+    config = tmp_path / "ball.json"
+    config.write_text(json.dumps({**NVDIFFREC_CONFIG, "probe_res": 32}))
+    for flags in ([], ["--preset", "preview"]):
+        assert cli.main(["optimize", "--config", str(config), *flags, "--check"]) == 0
+        printed = capsys.readouterr().out
+        assert '"light_res": 32' in printed
+        departures = printed.split("departures from nvdiffrec's behaviour:")[1]
+        assert "light cube faces" not in departures, flags
+
+
 def test_a_fixed_light_says_its_sources_depart(tmp_path, monkeypatch, capsys):
     """nvdiffrec's ``learn_light: false`` keeps the HDRI; diffrec then shades its brightest
     parts as sources, which ``--check`` lists with the setting that turns them off."""

@@ -19,7 +19,7 @@ from diffrec.errors import UserError
 from diffrec.pipeline.bounds import GIB, check_bounds, check_image_size, device_memory_bytes
 from diffrec.pipeline.checkpoints import CheckpointStore
 from diffrec.pipeline.config import RunConfig, build_config, read_config_reading
-from diffrec.pipeline.reference_config import Reading, departures
+from diffrec.pipeline.reference_config import NVDIFFREC_LIGHT_RES, Reading, departures
 from diffrec.pipeline.reporter import PreviewFrame, Progress, Reporter
 from diffrec.protocol import events
 from diffrec.protocol.settings import GEOMETRIES, LIGHT_MODES, MAX_RANKS, MODES, PRESETS
@@ -203,7 +203,9 @@ def check_report(path: str | None, reading: Reading, config: RunConfig,
     lines.append(validation_line(config, captures))
     if reading.reference or config.settings.schedule.kind == "nvdiffrec":
         lines += ["departures from nvdiffrec's behaviour:",
-                  *(f"  - {line}" for line in departures(config.settings, sources))]
+                  *(f"  - {line}" for line in departures(
+                      config.settings, sources,
+                      reading.settings.get("light_res", NVDIFFREC_LIGHT_RES)))]
     lines += [memory_line(config), "settings:", json.dumps(config.to_dict(), indent=2)]
     return "\n".join(lines)
 

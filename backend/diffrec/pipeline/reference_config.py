@@ -386,10 +386,11 @@ def _reference_schedule(reading: Reading, data: dict) -> None:
     reading.defaults.update({k: v for k, v in defaults.items() if k not in data})
 
 
-def departures(settings, sources=None) -> list[str]:
+def departures(settings, sources=None, light_res: int = NVDIFFREC_LIGHT_RES) -> list[str]:
     """Where a run of ``settings`` (``diffrec.protocol.settings.Settings``) on ``sources``
     (``pipeline.config.Sources``, if given) departs from what nvdiffrec does, one sentence
-    each, saying why."""
+    each, saying why; ``light_res``: the light's cube faces nvdiffrec would learn (the
+    config's ``probe_res``, else its default)."""
     run, size, schedule = settings.run, settings.size, settings.schedule
     surface, material, rendering = settings.surface, settings.material, settings.rendering
     light = settings.light
@@ -410,9 +411,9 @@ def departures(settings, sources=None) -> list[str]:
         found.append(f"a pass stops early once its training PSNR gains less than "
                      f"{schedule.plateau_db} dB over {schedule.plateau_window} iterations "
                      "(nvdiffrec runs every iteration): plateau_window 0 for its")
-    if size.light_res != NVDIFFREC_LIGHT_RES:
-        found.append(f"light cube faces of {size.light_res} texels (nvdiffrec: "
-                     f"{NVDIFFREC_LIGHT_RES}): the preset's size, for speed")
+    if size.light_res != light_res:
+        found.append(f"light cube faces of {size.light_res} texels (nvdiffrec: {light_res}): "
+                     "the preset's or diffrec's default size, for speed")
     if run.mode == "reconstruct":
         if surface.surface_init == "visual-hull":
             found.append("pass 1 starts from the visual hull of the masks (nvdiffrec: a random "
@@ -479,4 +480,4 @@ def departures(settings, sources=None) -> list[str]:
     return found
 
 
-__all__ = ["KEYS", "Reading", "Refused", "departures", "translate"]
+__all__ = ["KEYS", "NVDIFFREC_LIGHT_RES", "Reading", "Refused", "departures", "translate"]
