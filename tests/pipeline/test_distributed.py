@@ -40,6 +40,8 @@ from diffrec.protocol.events import PassName
 from diffrec.protocol.settings import Settings
 
 GRADIENT_TOLERANCE = 1e-5  # of each tensor's largest gradient; measured <= 6.3e-7
+LOSS_TOLERANCE = 1e-5  # relative; measured 1.6e-6 (the alpha loss, 2.2e-4, with torch's AVX2
+# kernels: ATEN_CPU_CAPABILITY=avx2), below 1e-6 with its AVX-512 ones
 ITERATIONS = 6
 # Adam divides each gradient by its running magnitude plus eps (1e-8): where a texel's
 # gradient is about eps, a difference of rounding size (1e-10) moves it by a few percent of a
@@ -133,8 +135,8 @@ def test_two_ranks_take_the_gradient_of_the_whole_batch(runs):
         assert scale > 0
         assert (a - b).abs().max().item() <= GRADIENT_TOLERANCE * scale
     assert two["psnr"] == pytest.approx(one["psnr"], rel=1e-6)
-    for name, value in one["losses"].items():
-        assert two["losses"][name] == pytest.approx(value, rel=1e-6), name
+    for name, value in one["losses"].items():  # float32 means of half batches, averaged
+        assert two["losses"][name] == pytest.approx(value, rel=LOSS_TOLERANCE), name
 
 
 def _config(folder, views: Views, out: str):
