@@ -121,6 +121,23 @@ def test_a_fetch_over_an_earlier_result_leaves_none_of_its_files(finished, conne
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted([*RESULT, "notes.txt"])
 
 
+def test_a_partial_fetch_over_an_earlier_result_keeps_only_this_results_files(
+        finished, connect, tmp_path):
+    """``--only`` over another job's result: that result's files go, those the new manifest
+    lists too included (they are another job's, by their hashes); over a part of this job's
+    result fetched before, that part stays."""
+    server, job = finished
+    client = connect(server)
+    (tmp_path / "render.npy").write_bytes(b"an earlier job's")
+    (tmp_path / "manifest.json").write_text(json.dumps({"format": 1, "files": [
+        {"name": "render.npy", "size": 16, "sha256": "0" * 64, "role": "data"}]}))
+    client.fetch(job, tmp_path, only=["metrics"])
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["manifest.json", "metrics.json"]
+    client.fetch(job, tmp_path, only=["render.npy"])
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "manifest.json", "metrics.json", "render.npy"]
+
+
 def test_read_says_a_job_not_done_and_an_offset_past_the_end(finished, connect):
     """``read`` answered ``not_found`` for a job not done (``fetch``: ``not_ready``) and an
     empty frame for an offset past the file's end, which a client reading to the size

@@ -141,8 +141,12 @@ def fetch(channel: Channel, job: str, directory: Path, on_progress: Progress | N
             if problem := mismatch(path, entry):
                 path.unlink()
                 problems.append(problem)
-        # no earlier result's file passes for one of this job's
-        remove_stale(directory, earlier, [entry.name for entry in entries])
+        # no earlier result's file passes for one of this job's: kept where fetched now, or
+        # listed alike by both manifests (a part of this result fetched before)
+        alike = {(entry.name, entry.sha256) for entry in entries}
+        remove_stale(directory, earlier,
+                     [*(entry.name for entry in chosen),
+                      *(entry.name for entry in earlier if (entry.name, entry.sha256) in alike)])
     if problems:
         raise ManifestError(f"job {job!r}: " + "; ".join(problems))
     return [directory / entry.name for entry in chosen] + [manifest]
