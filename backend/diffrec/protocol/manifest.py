@@ -135,8 +135,8 @@ def earlier_entries(folder: str | Path) -> list[Entry]:
 def remove_stale(folder: str | Path, earlier: Iterable[Entry], kept: Iterable[str]
                  ) -> list[str]:
     """Remove from ``folder`` the files of an earlier result (``earlier``, its manifest's
-    entries) that the new one does not list (``kept``, file names), so that none of them
-    passes for part of it; returns the names removed."""
+    entries) that are not among ``kept`` (the file names the new result writes or keeps
+    there), so that none of them passes for part of it; returns the names removed."""
     kept = set(kept)
     removed = []
     for entry in earlier:
