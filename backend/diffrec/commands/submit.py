@@ -153,7 +153,6 @@ def check_optimize_job(config: RunConfig, origin: str) -> None:
     start renders folder whose capture cannot be read (their files read, no image)."""
     from diffrec.pipeline.captures import read_any_capture
     from diffrec.pipeline.inputs import target_folder
-    from diffrec.protocol.captures import CaptureError
 
     settings, sources = config.settings, config.sources
     if not (sources.dataset or sources.ref_mesh):
