@@ -18,7 +18,7 @@ import time
 import bpy
 from bpy.props import StringProperty
 
-from . import backend_link, follow, scene_updates
+from . import backend_link, follow, scene_updates, selection
 from .core import messages
 from .core.wire import protocol
 from .job_operators import BUSY, _StartsJob, busy, checked_connector
@@ -205,9 +205,7 @@ class DIFFREC_OT_resume_job(_OnListedJob, _StartsJob, bpy.types.Operator):
             self.report({"ERROR"}, f"diffrec: the object {entry.object_name!r} is gone; "
                                    "select a mesh and press Optimize")
             return {"CANCELLED"}
-        for obj in context.view_layer.objects:
-            obj.select_set(obj == subject)
-        context.view_layer.objects.active = subject
+        selection.only(context.view_layer, [subject], subject)
         return bpy.ops.diffrec.optimize("INVOKE_DEFAULT", replaces=entry.job_id)
 
 
