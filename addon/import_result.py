@@ -203,14 +203,23 @@ def _weld_keeping_shading(mesh: bpy.types.Mesh) -> None:
     faces, sharp edges: the importer merges only vertices that share a normal), keeping each
     corner's normal as a custom normal (``corner_normals.kept``): the mesh is one piece again
     and shades as it did. Only exact duplicates merge (the file's copies are bit for bit the
-    same)."""
+    same; ``remove_doubles`` at distance 0 merges nothing in Blender 4.x)."""
     import bmesh
 
+    positions = np.empty(len(mesh.vertices) * 3, np.float32)
+    mesh.vertices.foreach_get("co", positions)
+    _, first, copy_of = np.unique(positions.reshape(-1, 3), axis=0, return_index=True,
+                                  return_inverse=True)
+    original = first[copy_of.reshape(-1)]  # each vertex's first copy (itself if it is one)
     with corner_normals.kept(mesh):
         welded = bmesh.new()
         try:
             welded.from_mesh(mesh)
-            bmesh.ops.remove_doubles(welded, verts=welded.verts, dist=0.0)
+            welded.verts.ensure_lookup_table()
+            verts = welded.verts
+            bmesh.ops.weld_verts(welded, targetmap={
+                verts[index]: verts[original[index]]
+                for index in np.flatnonzero(original != np.arange(len(original)))})
             welded.to_mesh(mesh)
         finally:
             welded.free()
