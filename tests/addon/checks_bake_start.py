@@ -51,6 +51,7 @@ def _known_material(name="known"):
     """Base colour RED above z = 0 and BLUE below, roughness 0.3, metallic 1 where x > 0, all
     procedural (node links), not defaults."""
     material = bpy.data.materials.new(name)
+    material.use_nodes = True  # Blender 4.x makes a material without nodes
     tree = material.node_tree
     principled = tree.nodes["Principled BSDF"]
     mix = tree.nodes.new("ShaderNodeMix")
@@ -66,6 +67,7 @@ def _known_material(name="known"):
 
 def _constant_material(name, colour, roughness, metallic):
     material = bpy.data.materials.new(name)
+    material.use_nodes = True  # Blender 4.x makes a material without nodes
     principled = material.node_tree.nodes["Principled BSDF"]
     principled.inputs["Base Color"].default_value = (*colour, 1.0)
     principled.inputs["Roughness"].default_value = roughness
@@ -590,7 +592,8 @@ def _assert_same(before, after, keys=None):
 
 def check_scene_is_as_before_after_the_bake():
     scene = bpy.context.scene
-    scene.render.engine = "BLENDER_EEVEE"
+    engines = scene.render.bl_rna.properties["engine"].enum_items.keys()
+    scene.render.engine = "BLENDER_EEVEE" if "BLENDER_EEVEE" in engines else "BLENDER_EEVEE_NEXT"
     scene.cycles.samples = 77
     scene.render.bake.cage_extrusion = 0.123
     reference, start = _known_scene()

@@ -60,6 +60,7 @@ def _heavy_object() -> bpy.types.Object:
     heavy = bpy.context.active_object
     heavy.name = "heavy"
     material = bpy.data.materials.new("heavy paint")
+    material.use_nodes = True  # Blender 4.x makes a material without nodes
     nodes, links = material.node_tree.nodes, material.node_tree.links
     bsdf = nodes["Principled BSDF"]
     position = nodes.new("ShaderNodeNewGeometry")
@@ -257,6 +258,7 @@ def check_the_panel_names_the_shaders_a_bake_cannot_read():
     assert bake_start.unread_shaders(heavy) == []
     assert panel.bake_note(bpy.context, settings) is None
     material = bpy.data.materials.new("diffuse and glossy")
+    material.use_nodes = True  # Blender 4.x makes a material without nodes
     tree = material.node_tree
     tree.nodes.remove(tree.nodes["Principled BSDF"])
     mix = tree.nodes.new("ShaderNodeMixShader")

@@ -9,6 +9,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # blender --python does not add 
 import harness  # noqa: I001  (puts the repository on sys.path)
 import bpy
 import numpy as np
+import OpenEXR
 from bpy_extras.object_utils import world_to_camera_view
 from mathutils import Euler, Vector
 
@@ -174,14 +175,10 @@ def _write_pattern_image(path: Path, width: int, height: int) -> np.ndarray:
         [np.broadcast_to(rows, (height, width)), np.broadcast_to(columns, (height, width)),
          np.full((height, width), 0.25, np.float32)], axis=2
     )
-    image = bpy.data.images.new("pattern", width, height, alpha=True, float_buffer=True)
-    image.colorspace_settings.name = "Linear Rec.709"
     rgba = np.concatenate([pattern, np.ones((height, width, 1), np.float32)], axis=2)
-    image.pixels.foreach_set(np.ascontiguousarray(rgba[::-1]).reshape(-1))  # Blender: bottom-up
-    image.filepath_raw = str(path)
-    image.file_format = "OPEN_EXR"
-    image.save()
-    bpy.data.images.remove(image)
+    # written by OpenEXR itself: Blender 4.x's Image.save encodes a new float image as sRGB
+    OpenEXR.File({"compression": OpenEXR.ZIP_COMPRESSION, "type": OpenEXR.scanlineimage},
+                 {"RGBA": np.ascontiguousarray(rgba)}).write(str(path))
     return pattern
 
 
@@ -205,7 +202,6 @@ def check_hdri_orientation_and_linear():
         _world_with_image(path, strength=2.0)
         envmap = export_scene.export_world(bpy.context.scene)
     assert envmap.shape == (16, 32, 3) and envmap.dtype == np.float32
-    # the EXR holds half floats: 11 significant bits
     error = np.abs(envmap - pattern * 2).max()
     assert np.allclose(envmap, pattern * 2.0, rtol=1e-3, atol=1e-4), error
 
@@ -312,9 +308,9 @@ def _emitting_plane_scene():
 def _picture_settings(scene, camera) -> dict:
     """The settings ``_turn_on_picture_changers`` turns on, as they are."""
     render, output = scene.render, scene.render.image_settings
-    return {"compositing": (render.use_compositing, scene.compositing_node_group),
+    return {"compositing": (render.use_compositing, _compositor(scene)),
             "sequencer": (render.use_sequencer,
-                          len(scene.sequence_editor.strips) if scene.sequence_editor else 0),
+                          len(_strips(scene.sequence_editor)) if scene.sequence_editor else 0),
             "motion blur": render.use_motion_blur, "dof": camera.data.dof.use_dof,
             "border": (render.use_border, render.use_crop_to_border),
             "film exposure": scene.cycles.film_exposure,
@@ -323,21 +319,52 @@ def _picture_settings(scene, camera) -> dict:
             "output": (output.file_format, output.color_depth, output.exr_codec)}
 
 
+def _compositor(scene):
+    """The compositor's node tree (Blender 5: a node group; 4.x: the scene's own, in use)."""
+    if hasattr(scene, "compositing_node_group"):
+        return scene.compositing_node_group
+    return scene.node_tree if scene.use_nodes else None
+
+
+def _strips(editor):
+    """The sequencer's strips (Blender 4.x names them ``sequences``)."""
+    return editor.strips if hasattr(editor, "strips") else editor.sequences
+
+
+def _doubling_red(scene):
+    """A compositor that doubles red, as the scene's (Blender 5 or 4.x)."""
+    if hasattr(scene, "compositing_node_group"):
+        tree = bpy.data.node_groups.new("compositor", "CompositorNodeTree")
+        tree.interface.new_socket("Image", in_out="OUTPUT", socket_type="NodeSocketColor")
+        scene.compositing_node_group = tree
+        output = tree.nodes.new("NodeGroupOutput")
+    else:
+        scene.use_nodes = True
+        tree = scene.node_tree
+        output = next(node for node in tree.nodes if node.bl_idname == "CompositorNodeComposite")
+    layers = next((node for node in tree.nodes if node.bl_idname == "CompositorNodeRLayers"),
+                  None) or tree.nodes.new("CompositorNodeRLayers")
+    balance = tree.nodes.new("CompositorNodeColorBalance")
+    tree.links.new(layers.outputs["Image"], balance.inputs[0])
+    tree.links.new(balance.outputs[0], output.inputs[0])
+    gain = next((socket for socket in balance.inputs if socket.identifier == "Color Gain"), None)
+    if gain is None:  # Blender 4.x: the gain is the node's own setting
+        balance.gain = (2.0, 1.0, 1.0)
+    else:
+        gain.default_value = (2.0, 1.0, 1.0, 1.0)
+
+
 def _turn_on_picture_changers(scene, camera, plane) -> None:
     """Turn on what changes a render past a pinhole's radiance: a compositor that doubles
     red, a sequencer strip over the picture, motion blur on a moving plane, depth of field,
     a render region cropped to half the frame, Cycles' film exposure, a wide pixel filter, a
     lossy EXR codec (set under PNG, as an artist's earlier EXR output leaves it)."""
-    tree = bpy.data.node_groups.new("compositor", "CompositorNodeTree")
-    tree.interface.new_socket("Image", in_out="OUTPUT", socket_type="NodeSocketColor")
-    balance = tree.nodes.new("CompositorNodeColorBalance")
-    tree.links.new(tree.nodes.new("CompositorNodeRLayers").outputs["Image"], balance.inputs[0])
-    tree.links.new(balance.outputs[0], tree.nodes.new("NodeGroupOutput").inputs[0])
-    gain = next(socket for socket in balance.inputs if socket.identifier == "Color Gain")
-    gain.default_value = (2.0, 1.0, 1.0, 1.0)
-    scene.compositing_node_group = tree
-    strip = scene.sequence_editor_create().strips.new_effect("red", "COLOR", 2, frame_start=1,
-                                                             length=10)
+    _doubling_red(scene)
+    strips = _strips(scene.sequence_editor_create())
+    try:
+        strip = strips.new_effect("red", "COLOR", 2, frame_start=1, length=10)
+    except TypeError:  # Blender 4.x: an end frame, not a length
+        strip = strips.new_effect("red", "COLOR", 2, frame_start=1, frame_end=11)
     strip.color, strip.blend_type, strip.blend_alpha = (1, 0, 0), "ALPHA_OVER", 0.3
     for frame, x in ((scene.frame_current, 0.0), (scene.frame_current + 1, 1.0)):
         plane.location.x = x

@@ -117,10 +117,11 @@ def check_import_builds_the_material_from_the_glb_textures():
 def check_import_fades_the_material_by_occlusion():
     tree = _import().active_material.node_tree
     mix, output = "ShaderNodeMixShader", "ShaderNodeOutputMaterial"
-    assert _linked(tree, SPLIT, "Red", mix, "Factor")  # the visibility, 1 - occlusion
+    fade = next(node for node in tree.nodes if node.bl_idname == mix)
+    factor = fade.inputs[0].name  # Factor; Fac before Blender 5
+    assert _linked(tree, SPLIT, "Red", mix, factor)  # the visibility, 1 - occlusion
     assert _linked(tree, BSDF, "BSDF", mix, "Shader")
     assert _linked(tree, mix, "Shader", output, "Surface")
-    fade = next(node for node in tree.nodes if node.bl_idname == mix)
     assert not fade.inputs[1].is_linked and fade.inputs[2].is_linked  # black, then the BSDF
     split = fade.inputs[0].links[0].from_node
     assert split.inputs["Color"].links[0].from_node.image.name == "result ks"

@@ -128,7 +128,8 @@ def check_optimize_materials_round_trip():
         assert entry.state == "done" and entry.imported, (entry.state, settings.status)
         result = bpy.data.objects["ball optimised"]
         # triangulated, still welded: 2 * 16 * 6 quad halves + 2 * 16 cap triangles
-        assert len(result.data.polygons) == 224 and len(result.data.vertices) == 16 * 7 + 2
+        counts = len(result.data.polygons), len(result.data.vertices)
+        assert counts == (224, 16 * 7 + 2), counts
         # the ball shades flat (a new sphere's default), and so does the result: each corner's
         # normal is its face's, the mesh welded all the same
         corners = np.empty(len(result.data.loops) * 3, np.float32)
