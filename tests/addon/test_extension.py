@@ -85,9 +85,11 @@ def _blender_range(path) -> tuple[str, str | None]:
 
 
 def _pyzmq_imports_as_blender_42_installs_it(path, site) -> None:
-    """Blender 4.2 installs every wheel of the platform whatever its Python tag and, of two
+    """Blender 4.2.0 installs every wheel of the platform whatever its Python tag and, of two
     of one version, the one whose name sorts last (its wheel_manager): that wheel of the zip
-    must import on this Python (3.11, Blender 4.2 to 5.0's)."""
+    must import on this Python (3.11, Blender 4.2 to 5.0's). (checks_install has Blender
+    install the zip and imports what it installed: in 4.2.23, which reads the tag, under
+    scripts/test_blender_lts.)"""
     with zipfile.ZipFile(path) as archive:
         wheels = sorted(name for name in archive.namelist() if name.startswith("wheels/"))
         site.mkdir()
