@@ -362,7 +362,8 @@ def camera_images(cameras) -> np.ndarray:
 
 def environment_node(world: bpy.types.World):
     """The Environment Texture node feeding the world's Background colour directly (default
-    mapping), with the Background node; (None, None) when the world is anything else."""
+    mapping), with that Background node, the shader the active World Output renders; (None,
+    None) when the world is anything else (a Background cut from the output included)."""
     if world is None or world.node_tree is None:
         return None, None
     for link in world.node_tree.links:
@@ -375,9 +376,17 @@ def environment_node(world: bpy.types.World):
             and not source.inputs["Vector"].is_linked
             and source.projection == "EQUIRECTANGULAR"
             and not target.inputs["Strength"].is_linked
+            and _rendered(target)
         ):
             return source, target
     return None, None
+
+
+def _rendered(background) -> bool:
+    """Whether ``background``'s shader is what the world's active World Output renders."""
+    return any(link.to_node.bl_idname == "ShaderNodeOutputWorld" and link.to_node.is_active_output
+               and link.to_socket.name == "Surface" and not link.is_muted
+               for link in background.outputs["Background"].links)
 
 
 def export_world(scene, bake_height: int = 256, samples: int = 16) -> np.ndarray:

@@ -39,8 +39,8 @@ def _subject_problems(context, settings) -> list[str]:
     shown = subjects.reference_object(context, settings)
     baked = subjects.start_kind(settings) == "BAKED"
     if shown is not None and settings.target_source == "RENDER" and (
-            baked or settings.reference == "OBJECT") and not subjects.renders(
-            shown, context.view_layer):
+            baked or settings.reference == "OBJECT") and context.scene in shown.users_scene \
+            and not subjects.renders(shown, context.view_layer):  # elsewhere: _mesh_problems
         problems.append(f"'{shown.name}' is disabled in renders (the camera icon, on it or on "
                         "a collection holding it, or its collection is excluded), so the "
                         "target renders would not show it: enable it in renders.")

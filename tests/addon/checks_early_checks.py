@@ -137,9 +137,12 @@ def check_a_reference_object_from_another_scene_is_refused():
         scene.objects["Cube"].select_set(True)
         bpy.context.view_layer.objects.active = scene.objects["Cube"]
         scene.diffrec.reference_object = sphere
-        problems = _problems()
-        assert ("'Sphere' is not in the scene 'Scene': link it into this scene, or pick an "
-                "object that is.") in problems, problems
+        not_here = ("'Sphere' is not in the scene 'Scene': link it into this scene, or pick an "
+                    "object that is.")
+        assert not_here in _problems(), _problems()
+        for reference, triangles in (("OBJECT", 0), ("SCENE", 300)):  # rendered alone, baked
+            scene.diffrec.reference, scene.diffrec.triangles = reference, triangles
+            assert _problems() == [not_here], _problems()  # not "disabled in renders" too
 
 
 def check_a_resolution_too_small_to_score_is_refused_with_the_one_that_does():
@@ -220,6 +223,22 @@ def check_an_emptied_world_is_refused_naming_it():
         problems = _problems()
         assert any(problem.startswith("The world 'world' has no shader linked to a World Output")
                    and "render black" in problem for problem in problems), problems
+
+
+def check_an_hdri_cut_from_the_world_output_is_refused_and_not_read_as_the_light():
+    """An Environment Texture into a Background that no longer reaches the World Output: the
+    renders are black, so the setup is refused, and the export does not read the image as
+    the light the renders had."""
+    with _registered():
+        scene, _ = _scene_with()
+        world = scenes.sky_world(scene, np.full(4, 0.5), 8)
+        assert _problems() == [] and export_scene.environment_node(world)[0] is not None
+        background = world.node_tree.nodes["Background"]
+        world.node_tree.links.remove(background.outputs["Background"].links[0])
+        problems = _problems()
+        assert any(problem.startswith("The world 'sky' has no shader linked to a World Output")
+                   for problem in problems), problems
+        assert export_scene.environment_node(world) == (None, None)
 
 
 def check_an_orthographic_camera_is_named_with_how_to_leave_it_out():
