@@ -21,7 +21,7 @@ def kept(view_layer):
     try:
         yield
     finally:
-        view_layer.update()  # synced: Blender 4.x crashes reading an object removed since
+        view_layer.update()  # synced: Blender 4.2 crashed reading an object removed in the block
         present = set(view_layer.objects)
         only(view_layer, [obj for obj in selected if obj in present],
              active if active in present else None)
