@@ -90,7 +90,8 @@ def add_arguments(parser) -> None:
                                "it out: each process torchrun starts is one rank")
     parallel.add_argument("--ranks", type=int, metavar="N",
                           help="the same data-parallel run in N processes on the CPU (gloo); "
-                               "needs --device cpu (to check a multi-GPU setup without GPUs)")
+                               "the run's device must be the CPU (--device cpu, or auto without "
+                               "CUDA or MPS): to check a multi-GPU setup without GPUs")
     parser.add_argument("--check", action="store_true",
                         help="print how each key of --config was understood and the settings "
                              "that would run, then exit without running (status 1 when a "
