@@ -45,6 +45,28 @@ def test_addon_imports_and_registers_without_torch():
     assert "loaded without torch" in result.stdout
 
 
+LEFT_ENABLED = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import bpy
+import addon_utils
+addon_utils.enable("addon", default_set=True)
+from addon import follow
+follow._pumped()  # the jobs' timer, as while a job is followed
+print("left enabled", flush=True)
+"""
+
+
+@pytest.mark.blender
+def test_a_script_that_leaves_the_addon_enabled_exits_cleanly():
+    """The bpy wheel outlives Python's teardown while an add-on stays registered, then crashes
+    (4.2: exit status -11) or hangs (4.5) as the process leaves; the add-on unregisters at
+    the interpreter's exit, so a script that never disables it ends as it should."""
+    result = subprocess.run([sys.executable, "-c", LEFT_ENABLED, str(REPO)],
+                            capture_output=True, text=True, timeout=120)
+    assert (result.returncode, result.stdout.strip()) == (0, "left enabled"), result.stderr
+
+
 @pytest.mark.blender
 def test_built_zips_validate_and_install(tmp_path):
     out = tmp_path / "dist"
