@@ -58,10 +58,10 @@ def main(namespace: dict) -> None:
             print(f"{'ok  ' if error is None else 'FAIL'} {name}")
             if error:
                 print(error)
-    leave(0 if output or not any(results.values()) else 1)
+    _leave(0 if output or not any(results.values()) else 1)
 
 
-def leave(status: int) -> None:
+def _leave(status: int) -> None:
     """End the process now, its output flushed, without the interpreter's teardown: the bpy
     4.2 and 4.5 wheels crash or hang for good there while anything of Python's is still
     registered with Blender, and a check may leave one of its own (a handler that counts
