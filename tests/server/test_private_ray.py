@@ -145,3 +145,28 @@ def test_a_gateway_runs_jobs_on_a_ray_of_its_own_closed_to_others(start_server, 
     assert not any(Path(f"/proc/{pid}").exists() for pid in tree)  # Ray stopped with it
     assert not session.exists()
     assert "Started a local Ray instance" in server.log.read_text()
+
+
+def ray_folder(server) -> Path:
+    """The private folder of a gateway's own Ray, as its log names it."""
+    return Path(re.search(r"its session folders in (\S+)", server.log.read_text())[1])
+
+
+@pytest.mark.slow
+def test_what_a_killed_gateways_ray_left_is_ended_by_the_next_start(start_server, tmp_path):
+    killed = start_server("--cluster", "local", data_dir=tmp_path / "killed")
+    tree = process_tree(killed.process.pid) - {killed.process.pid}
+    folder = ray_folder(killed)
+    killed.kill()
+    time.sleep(2)
+    left = {pid for pid in tree if Path(f"/proc/{pid}").exists()}
+    assert left and folder.is_dir()  # Ray's agents outlive a gateway killed with SIGKILL
+
+    second = start_server("--cluster", "local", data_dir=tmp_path / "second")
+    assert not any(Path(f"/proc/{pid}").exists() for pid in left)
+    assert not folder.exists()
+    assert "left by a gateway killed earlier" in second.log.read_text()
+    own = ray_folder(second)
+    second.stop()
+    assert second.process.returncode == 0
+    assert not own.exists()

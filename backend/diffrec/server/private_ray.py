@@ -16,6 +16,12 @@
   folder world-writable (0777) on purpose; ``start`` puts them in a folder of its own made by
   ``tempfile.mkdtemp`` (mode 0700: no other user can enter it) and takes the write bit for
   others off the folders there once Ray has started; ``stop`` removes it.
+- **Nothing left by a gateway that was killed.** A gateway killed with SIGKILL cannot stop its
+  Ray: its GCS and raylet end with it, but Ray's dashboard and runtime-env agents live on (one
+  listening on loopback, their logs open in the folder) and its folder stays. The folder names
+  its gateway (``gateway``: its pid and start time), so the next ``start`` by the same user
+  ends the processes holding files open in the folder of every gateway no longer running, and
+  removes the folder.
 
 ``tighten_token_file`` is for the other case, a cluster the operator started (whose token
 ``ray get-auth-token --generate`` writes 0644 too).
@@ -23,6 +29,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -31,6 +38,7 @@ import stat
 import tempfile
 from pathlib import Path
 
+import psutil
 import ray
 from ray._private import ray_constants
 
@@ -39,19 +47,25 @@ SINGLE_MACHINE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 """Ray's switch for its single-machine mode, in which a node's address is 127.0.0.1."""
 TOKEN = "RAY_AUTH_TOKEN"
 TOKEN_PATH = "RAY_AUTH_TOKEN_PATH"
+PREFIX = "diffrec-ray-"
+GATEWAY = "gateway"
+"""The file in a private folder naming its gateway: "PID START_TIME" (psutil's)."""
 
 
 class PrivateRay:
     """A Ray on this machine alone, this process its driver (see the module docstring)."""
 
     def __init__(self, namespace: str):
+        reap_leftovers(Path(tempfile.gettempdir()))
         self._saved = ({name: os.environ.get(name) for name in (SINGLE_MACHINE, TOKEN)},
                        ray_constants.ENABLE_RAY_CLUSTER)
+        self.folder = Path(tempfile.mkdtemp(prefix=PREFIX))
+        """Ray's temporary folder's parent (mode 0700); removed by ``stop``."""
+        gateway = psutil.Process()
+        (self.folder / GATEWAY).write_text(f"{gateway.pid} {gateway.create_time()}")
         os.environ[SINGLE_MACHINE] = "0"
         os.environ[TOKEN] = secrets.token_hex(32)
         ray_constants.ENABLE_RAY_CLUSTER = False
-        self.folder = Path(tempfile.mkdtemp(prefix="diffrec-ray-"))
-        """Ray's temporary folder's parent (mode 0700); removed by ``stop``."""
         try:
             ray.init(address="local", namespace=namespace, include_dashboard=False,
                      _temp_dir=str(self.folder / "ray"))
@@ -71,6 +85,51 @@ class PrivateRay:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def reap_leftovers(temp: Path) -> None:
+    """End the processes and remove the private folder (in ``temp``) of every Ray started here
+    by this user's gateways that are no longer running."""
+    stale = [folder for folder in temp.glob(PREFIX + "*")
+             if folder.is_dir() and folder.stat().st_uid == os.getuid()
+             and not _gateway_running(folder / GATEWAY)]
+    if not stale:
+        return
+    inside = tuple(f"{folder}{os.sep}" for folder in stale)
+    left = [process for process in psutil.process_iter() if _holds_open(process, inside)]
+    for process in left:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.terminate()
+    _, alive = psutil.wait_procs(left, timeout=5)
+    for process in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+    for folder in stale:
+        shutil.rmtree(folder, ignore_errors=True)
+    log.warning("ended %d Ray processes and removed %s, left by a gateway killed earlier",
+                len(left), ", ".join(sorted(map(str, stale))))
+
+
+def _holds_open(process: psutil.Process, inside: tuple[str, ...]) -> bool:
+    """Whether ``process``, this user's, has a file open whose path starts with one of
+    ``inside``."""
+    try:
+        return (process.uids().real == os.getuid()
+                and any(opened.path.startswith(inside) for opened in process.open_files()))
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return False
+
+
+def _gateway_running(named: Path) -> bool:
+    """Whether the gateway a ``gateway`` file names still runs; a folder without one (being
+    made, or made by an older diffrec) counts as running."""
+    try:
+        pid, started = named.read_text().split()
+        return psutil.Process(int(pid)).create_time() == float(started)
+    except FileNotFoundError:
+        return True
+    except (ValueError, psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
 
 
 def tighten_token_file() -> None:
