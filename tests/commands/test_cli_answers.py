@@ -42,3 +42,17 @@ def test_serve_stops_quietly_when_nobody_reads_its_output_any_more(tmp_path):
         if server.poll() is None:
             server.kill()
             server.wait()
+
+
+def test_the_stop_sentence_says_what_becomes_of_unfinished_jobs_on_each_kind_of_server(tmp_path):
+    from diffrec.commands.serve import stopped_sentence
+
+    alone = stopped_sentence("SIGINT", tmp_path, None)
+    assert alone.endswith(f"resume when it starts again with --data-dir {tmp_path}")
+    own_ray = stopped_sentence(None, tmp_path, "local")  # its Ray stops with it
+    assert own_ray.startswith("diffrec serve stopped: unfinished jobs resume")
+    assert own_ray.endswith(f"--data-dir {tmp_path} --cluster local")
+    cluster = stopped_sentence("SIGTERM", tmp_path, "head:6379")  # jobs outlive the gateway
+    assert "go on running on the Ray cluster" in cluster and "resume" not in cluster
+    assert cluster.endswith(f"re-attaches to them when it starts again with --data-dir "
+                            f"{tmp_path} --cluster head:6379")

@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import sys
+from pathlib import Path
 
 from diffrec import __version__
 from diffrec.errors import UserError
@@ -116,10 +117,21 @@ def run(args) -> int:
         server.serve_forever(lambda: bool(stopping))
     finally:
         server.close()
-        why = f" on {stopping[0]}" if stopping else ""
-        _say(f"diffrec serve stopped{why}: unfinished jobs resume when it starts again with "
-             f"--data-dir {server.data_dir}")
+        _say(stopped_sentence(stopping[0] if stopping else None, server.data_dir, args.cluster))
     return 0
+
+
+def stopped_sentence(signal_name: str | None, data: Path, cluster: str | None) -> str:
+    """The last line ``serve`` prints: why it stopped, and what becomes of unfinished jobs (on
+    a cluster the operator started they go on running and are re-attached; elsewhere they stop
+    and resume from their last checkpoint)."""
+    stopped = "diffrec serve stopped" + (f" on {signal_name}" if signal_name else "")
+    again = f"when it starts again with --data-dir {data}" + (f" --cluster {cluster}"
+                                                             if cluster else "")
+    if cluster in (None, "local"):
+        return f"{stopped}: unfinished jobs resume {again}"
+    return (f"{stopped}: unfinished jobs go on running on the Ray cluster; it re-attaches to "
+            f"them {again}")
 
 
 def _say(line: str) -> None:
