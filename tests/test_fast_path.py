@@ -36,14 +36,18 @@ def test_info_check_without_cuda_says_so_and_fails(capsys):
     assert cli.main(["info", "--check"]) == 1
     lines = capsys.readouterr().out.splitlines()
     if torch.version.cuda is None:  # the fix names another index, not the default again
-        assert lines[0].startswith(f"FAILED  CUDA device: AssertionError: torch "
-                                   f"{torch.__version__} is a CPU build. Fix: for a CPU build, "
-                                   "reinstall torch from PyTorch's CUDA index")
-        assert "--index-url https://download.pytorch.org/whl/cu" in lines[0]
-        assert "DIFFREC_TORCH" not in lines[0]
+        assert lines[0] == (f"FAILED  CUDA build of torch: torch {torch.__version__} is a CPU "
+                            "build. Fix: reinstall torch from PyTorch's CUDA index (`pip install "
+                            "--force-reinstall torch==2.13.0 --index-url "
+                            "https://download.pytorch.org/whl/cu128`, cu128 or another CUDA "
+                            "version the driver supports: see nvidia-smi)")
+        assert lines[1] == "skipped CUDA device: needs CUDA build of torch"
     else:
-        assert "sees no CUDA device" in lines[0]
-    assert all(line.startswith("skipped") for line in lines[1:]) and len(lines) == 5
+        assert lines[0].startswith(f"ok      CUDA build of torch: torch {torch.__version__} "
+                                   f"for CUDA {torch.version.cuda}")
+        assert lines[1].startswith("FAILED  CUDA device: torch sees no CUDA device. Fix: check "
+                                   "that nvidia-smi lists the GPU")
+    assert all(line.startswith("skipped") for line in lines[2:]) and len(lines) == 6
 
 
 @pytest.mark.gpu

@@ -64,14 +64,16 @@ print(f"hash grid forward and backward on {features.shape[0]} points")
 """
 
 CHECKS = (
-    Check("CUDA device", "import torch; assert torch.cuda.is_available(), 'torch ' + "
-          "torch.__version__ + (' is a CPU build' if torch.version.cuda is None else ' (CUDA ' "
-          "+ torch.version.cuda + ') sees no CUDA device'); print(torch.cuda.get_device_name(), "
-          "'with torch', torch.__version__)",
-          "for a CPU build, reinstall torch from PyTorch's CUDA index (`pip install "
-          "--force-reinstall torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128`, "
-          "cu128 or another CUDA version the driver supports: see nvidia-smi); for a CUDA "
-          "build that sees no device, check nvidia-smi and CUDA_VISIBLE_DEVICES"),
+    Check("CUDA build of torch", "import sys, torch; sys.exit('torch ' + torch.__version__ + "
+          "' is a CPU build') if torch.version.cuda is None else print('torch', "
+          "torch.__version__, 'for CUDA', torch.version.cuda)",
+          "reinstall torch from PyTorch's CUDA index (`pip install --force-reinstall "
+          "torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128`, cu128 or another "
+          "CUDA version the driver supports: see nvidia-smi)"),
+    Check("CUDA device", "import sys, torch; sys.exit('torch sees no CUDA device') if not "
+          "torch.cuda.is_available() else print(torch.cuda.get_device_name())",
+          "check that nvidia-smi lists the GPU (a driver is installed and loaded) and that "
+          "CUDA_VISIBLE_DEVICES does not hide it", needs="CUDA build of torch"),
     Check("nvdiffrast imports",
           "import nvdiffrast, nvdiffrast.torch; print(nvdiffrast.__version__)",
           "run scripts/install_gpu (it needs nvcc matching torch's CUDA)", needs="CUDA device"),
