@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -294,6 +295,30 @@ def test_a_head_address_where_nothing_listens_is_refused_at_once(no_ray, tmp_pat
     assert f"cannot reach a Ray cluster at --cluster {address} (" in said, said
     assert "ray start --head" in said
 
+
+@pytest.mark.parametrize("answer", [b"HTTP/1.0 400 Bad request\r\n\r\n", b""])
+def test_a_head_address_where_something_else_listens_is_refused_at_once(no_ray, tmp_path,
+                                                                         answer):
+    """A web server, or a service that closes at once, on the port given: Ray retried for
+    minutes, printing warnings."""
+    from diffrec.server.cluster import RayExecutor
+
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve_one():
+        peer, _ = listener.accept()
+        with peer:
+            peer.recv(64)
+            peer.sendall(answer)
+
+    threading.Thread(target=serve_one, daemon=True).start()
+    address = f"127.0.0.1:{listener.getsockname()[1]}"
+    started = time.monotonic()
+    with pytest.raises(UserError) as info, listener:
+        RayExecutor(address, tmp_path, lambda *_: None)
+    assert time.monotonic() - started < 10 and no_ray == []  # Ray was not asked
+    assert f"--cluster {address} (something answers there, but it is no Ray head" in str(
+        info.value)
 
 
 def test_an_address_ray_cannot_read_is_a_sentence(monkeypatch, tmp_path):

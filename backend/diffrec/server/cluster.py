@@ -76,16 +76,19 @@ def namespace(data_dir: Path) -> str:
     return f"diffrec-{digest[:16]}"
 
 
+HTTP2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+"""An HTTP/2 client's first bytes: the connection preface, then an empty SETTINGS frame."""
+
+
 def connect(address: str, namespace: str) -> None:
     """Join the Ray cluster at ``address`` (``auto``, ``HEAD:PORT`` or ``ray://HEAD:PORT``);
-    UserError, at once, when nothing answers at ``HEAD:PORT`` (Ray would retry for minutes)
-    or Ray finds no cluster."""
+    UserError, at once, when nothing answers at ``HEAD:PORT`` or what answers is no gRPC
+    server (Ray would retry for minutes), or Ray finds no cluster."""
     host, _, port = address.rpartition(":")
     if host and "://" not in address and port.isdigit():
-        try:
-            socket.create_connection((host.strip("[]"), int(port)), CONNECT_TIMEOUT_S).close()
-        except OSError as exc:
-            raise UserError(no_cluster(address, exc.strerror or "no answer")) from None
+        why = _not_a_ray_head(host.strip("[]"), int(port))
+        if why:
+            raise UserError(no_cluster(address, why))
     try:
         ray.init(address=address, namespace=namespace)
     except ConnectionError as exc:
@@ -93,6 +96,30 @@ def connect(address: str, namespace: str) -> None:
     except ValueError as exc:  # an address Ray cannot read, or ray:// without ray[client]
         raise UserError(f"--cluster {address}: {one_line(exc)}; give auto, local, HEAD:PORT "
                         "or ray://HEAD:PORT (with pip install 'ray[client]')") from None
+
+
+def _not_a_ray_head(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be a Ray head's GCS, a gRPC server (its first frame answering
+    HTTP/2's preface is SETTINGS), or None where it may be one. Not asked with TLS on
+    (``RAY_USE_TLS``): the preface would have to go through a TLS handshake first."""
+    try:
+        with socket.create_connection((host, port), CONNECT_TIMEOUT_S) as probe:
+            if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+                return None
+            probe.sendall(HTTP2_HELLO)
+            answer = b""
+            while len(answer) < 9:
+                chunk = probe.recv(9 - len(answer))
+                if not chunk:
+                    break
+                answer += chunk
+    except TimeoutError:
+        return f"no answer within {CONNECT_TIMEOUT_S:.0f} s"
+    except OSError as exc:
+        return exc.strerror or "no answer"
+    if len(answer) < 9 or answer[3] != 4:
+        return "something answers there, but it is no Ray head: Ray's GCS speaks gRPC"
+    return None
 
 
 def no_cluster(address: str, why: str) -> str:
