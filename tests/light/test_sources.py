@@ -197,3 +197,37 @@ def test_sources_are_shaded_where_covered_only():
         normal, view, spec_col, roughness, covered)
     by_hand = light.source_specular(normal @ turn.T, view @ turn.T, spec_col, roughness, covered)
     assert torch.allclose(turned, by_hand) and not torch.allclose(turned, masked)
+
+
+def test_sources_folded_shades_as_a_light_built_without_them_and_then_as_before():
+    """The mip stage's light (an engine's image-based lighting): inside the block the light
+    built with sources shades exactly as one built from the same map without any, and the
+    diffuse it reads keeps the lamps' power; after it, exactly as before the block."""
+    cube = lamp_studio(32, torch.float32)
+    light = EnvironmentLight(base=cube, min_resolution=4, sources=8)
+    plain = EnvironmentLight(base=cube, min_resolution=4)
+    light.build_mips()
+    plain.build_mips()
+    normal, view = (x.float() for x in facing_pairs(3))
+    reflect = 2 * (normal * view).sum(-1, keepdim=True) * normal - view
+    roughness = torch.full((len(normal), 1), 0.3)
+
+    def shading(of):
+        return (of.diffuse(normal, ctx=CTX), of.specular(reflect, roughness, ctx=CTX),
+                of.source_specular(normal, view, torch.full_like(normal, 0.5), roughness))
+
+    before = shading(light)
+    with light.sources_folded() as folded:
+        assert folded is light and light.sources is None
+        inside = shading(light)
+    for got, want in zip(inside, shading(plain), strict=True):
+        assert torch.equal(torch.as_tensor(got), torch.as_tensor(want))
+    # the lamps' irradiance is in the folded map's diffuse (the sky alone gives under 0.1):
+    # as bright as the sources' exact irradiance, to the coarse diffuse map's blur
+    assert before[0].mean() > 0.25
+    assert torch.allclose(inside[0].mean(), before[0].mean(), rtol=0.1)
+    assert not torch.allclose(inside[1], before[1])  # the sources were folded in
+    after = shading(light)
+    for got, want in zip(after, before, strict=True):
+        assert torch.equal(got, want)
+    assert light.sources is not None

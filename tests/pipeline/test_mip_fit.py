@@ -188,6 +188,22 @@ def test_fit_beats_the_engines_box_levels_against_supersampled_renders():
     assert unfitted.kept in ("start", "box") and unfitted.box_loss == pytest.approx(fit.box_loss)
 
 
+def test_the_fit_shades_under_the_map_alone_as_an_engine_does_and_gives_the_sources_back():
+    """A fixed light's brightest parts, shaded as directional sources in the passes, are
+    folded back into the prefiltered map for the fit: its losses are those under a light
+    built without sources, and the job's light has its sources again afterwards."""
+    mesh, textures, plain = bumpy_sphere()
+    with_sources = EnvironmentLight(base=plain.base.detach(), sources=8)
+    cameras = orbit_cameras(8, 3.2, 32, seed=3, elevations_degrees=(-20, 50))
+    seen = seen_from(mesh, textures, with_sources, cameras)
+    settings = Settings(batch=2, seed=0)
+    folded = fit_mips(CTX, mesh, textures, with_sources, seen, settings, iterations=0)
+    alone = fit_mips(CTX, mesh, textures, plain, seen, settings, iterations=0)
+    assert folded.box_loss == pytest.approx(alone.box_loss, rel=1e-5)
+    assert folded.start_loss == pytest.approx(alone.start_loss, rel=1e-5)
+    assert with_sources.source_count == 8 and with_sources.sources is not None
+
+
 def test_a_run_fits_the_levels_after_its_last_pass_and_keeps_them_on_its_material(tmp_path):
     mesh = uv_sphere(16, 8)
     inputs = Inputs(scene(mesh, 6, seed=1, size=32), None, mesh, sky())

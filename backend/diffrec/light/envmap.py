@@ -29,7 +29,8 @@ shines: a lobe with a direction and a power of its own, for a learned light to s
 With ``sources`` > 0 the light's brightest parts are shaded exactly (``diffrec.light.sources``):
 ``build_mips`` takes them out of the map before prefiltering; ``diffuse`` adds their exact
 irradiance to the rest's, ``specular`` reads the rest only, and ``source_specular`` gives their
-specular reflection.
+specular reflection. ``sources_folded`` shades without them for a while, as an engine's
+image-based lighting reads the whole map prefiltered.
 
 Everything is differentiable with respect to ``base`` and the sun's parameters. Directions
 are world directions (Blender's frame); see ``diffrec.light.cube`` for the face layout and
@@ -38,6 +39,7 @@ are world directions (Blender's frame); see ``diffrec.light.cube`` for the face 
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -231,6 +233,25 @@ class EnvironmentLight(torch.nn.Module):
         out = normal.new_zeros(*shape, 3)
         out[covered] = self.sources.specular(*picked).to(out.dtype)
         return out
+
+    @contextlib.contextmanager
+    def sources_folded(self):
+        """Inside the block the light has no directional sources: their radiance is
+        prefiltered with the rest of the map (built without a graph). After it, the light is
+        as it was."""
+        if not self.source_count:
+            yield self
+            return
+        kept = (self.source_count, self.sources, self.specular_levels, self.diffuse_map,
+                self._built_for)
+        self.source_count, self.sources, self._built_for = 0, None, None
+        try:
+            with torch.no_grad():
+                self.build_mips()
+            yield self
+        finally:
+            (self.source_count, self.sources, self.specular_levels, self.diffuse_map,
+             self._built_for) = kept
 
     @torch.no_grad()
     def clamp_(self, min: float = 0.0) -> None:

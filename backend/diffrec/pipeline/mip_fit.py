@@ -15,22 +15,23 @@ reduced to that size.
   turned into roughness (a von Mises-Fisher lobe of concentration
   ``kappa = (3 r - r^3) / (1 - r^2)`` for mean length ``r`` widens GGX's ``alpha^2`` by
   ``2 / kappa``; Han et al. 2007, Toksvig's idea), normals renormalised.
-- ``fit_mips``: Adam on every level from 1 up, all channels together, under the fitted light
-  and the mesh as it is; each step shades a batch of views at one scale (round robin), the
-  loss the mean squared error of the display-encoded (sRGB) colour over the pixels the object
-  covers wholly (only those are shaded), against references rendered once with level 0 only
-  at twice the views' size (not antialiased: the loss reads no pixel an edge crosses) and
-  box-reduced to each scale. The views are not the training views but new ones made from
-  them (``novel_views``: each turned about the object's centre by up to ``TURN``): the
-  references are the asset's own renders, so any view serves, and levels fitted to many
-  views learn the asset rather than a few views' highlights. The G-buffers of every view and
-  scale are rasterized once (``render.renderer.surface_layers``); a step only shades. Of the
-  fitted levels, the start and the box levels, the one whose renders of the training views
-  (``JUDGE_VIEWS`` at most) come closest at every scale from half their size down (where the
-  levels are read) to their images, box-reduced (what the cameras saw, from further away),
-  is kept: never further from the object than what an engine builds, on those views.
-  (Judged instead against the asset rendered by Cycles on held-out views, the quality
-  suite's glossy mug is still a little below box levels at 1/2: docs/BENCHMARKS.md.)
+- ``fit_mips``: Adam on every level from 1 up, all channels together, under the fitted light as an
+  engine's image-based lighting shades it (its directional sources folded back into the map,
+  prefiltered: ``EnvironmentLight.sources_folded``) and the mesh as it is; each step shades a batch
+  of views at one scale (round robin), the loss the mean squared error of the display-encoded (sRGB)
+  colour over the pixels the object covers wholly (only those are shaded), against references
+  rendered once with level 0 only at twice the views' size (not antialiased: the loss reads no pixel
+  an edge crosses) and box-reduced to each scale. The views are not the training views but new ones
+  made from them (``novel_views``: each turned about the object's centre by up to ``TURN``): the
+  references are the asset's own renders, so any view serves, and levels fitted to many views learn
+  the asset rather than a few views' highlights. The G-buffers of every view and scale are
+  rasterized once (``render.renderer.surface_layers``); a step only shades. Of the fitted levels,
+  the start and the box levels, the one whose renders of the training views (``JUDGE_VIEWS`` at
+  most) come closest at every scale from half their size down (where the levels are read) to their
+  images, box-reduced (what the cameras saw, from further away), is kept: never further from the
+  object than what an engine builds, on those views. (Judged instead against the asset rendered by
+  Cycles on held-out views, the quality suite's glossy mug is still a little below box levels at
+  1/2: docs/BENCHMARKS.md.)
 
 Levels follow ``TextureMaterial.mips``: ``[h, w, C]`` float32, halving until 1x1 (a side of 1
 stays 1) or until a side is odd; kd and ks within their ranges, normals unit vectors.
@@ -99,11 +100,12 @@ levels') in 7.8-11.9 s against 10.5-12.4."""
 TURN = math.radians(25.0)
 """Radians: the largest turn of a new view about the object's centre from the training view
 it is made from."""
-STEP_COST = 0.53
+STEP_COST = 0.3
 """A fit step's time in training iterations of the pass before it, for the job's ETA, the
-references and G-buffers included (the quality suite's critter with a normal map at 128 px,
-`preview`, since the pass shades covered pixels alone: 80 steps in 2.73 and 2.83 s after 290
-iterations in 17.7 and 20.5 s)."""
+references and G-buffers included: 0.26-0.29 on the quality suite's six mip scenes at 128 px
+(120 steps in 1.5-1.8 s after 200 iterations in 9.2-11.5 s), 0.55 where the pass is as short
+as a baked start's (50 steps, the references' cost shared by fewer); docs/BENCHMARKS.md,
+"Assets seen from afar, round nine"."""
 
 
 def box_levels(texels: torch.Tensor) -> list[torch.Tensor]:
@@ -396,8 +398,8 @@ def fit_mips(ctx, mesh, material: TextureMaterial, light, seen: Views,
     (0: the start as it is), each shading about as many pixels as ``BATCH`` views at the
     training size; progress to ``reporter`` as the pass ``PassName.MIPS``, counted as the
     last of the job's ``passes``.
-    ``material`` is left reading what it read before."""
-    with _frozen(material, light):
+    ``material`` is left reading what it read before, ``light`` shading as before."""
+    with _frozen(material, light), light.sources_folded():
         with torch.no_grad():
             light.build_mips()  # without the graph of the light's own parameters
         return _fit(ctx, mesh, material, light, seen, settings, reporter or Reporter(),
