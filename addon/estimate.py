@@ -44,7 +44,7 @@ LONG_JOB_S = 3600.0
 """Past this estimated time the panel warns."""
 DEFAULT_ENVMAP = (512, 256)
 """The light sent when the world has no image of its own: baked at this size."""
-MIP_STEP_COST = 0.53
+MIP_STEP_COST = 0.3
 """A step of the backend's fit of the mip levels in rasterized training iterations: a copy
 of ``STEP_COST`` in backend/diffrec/pipeline/mip_fit.py (a module that imports torch, which
 the add-on never does); tests/addon/test_panel_fields.py checks that the two agree."""

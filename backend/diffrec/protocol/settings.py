@@ -352,7 +352,7 @@ class MaterialSettings(_Record):
                                    "start when init_textures is base_mesh (mean absolute "
                                    "difference per texel, the normal map's three times as "
                                    "hard; 0: none)", minimum=0)
-    mip_iterations: int = _material(80, "steps of the fit of the textures' mip levels after "
+    mip_iterations: int = _material(120, "steps of the fit of the textures' mip levels after "
                                     "the last pass, exported with the asset (at most "
                                     "iterations; 0: none, the exports then carry linear box "
                                     "averages)", minimum=0)
