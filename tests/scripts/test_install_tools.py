@@ -15,11 +15,13 @@ LOCK = REPO / "scripts" / "tools" / "package-lock.json"
 
 
 def copy_of_the_script(tmp_path: Path, stamp: str | None) -> Path:
-    """The script in ``tmp_path/scripts`` beside a copy of the lock file and, unless None, a
-    node_modules stamp holding ``stamp``."""
+    """The script in ``tmp_path/scripts`` with the helper it sources, beside a copy of the
+    lock file and, unless None, a node_modules stamp holding ``stamp``."""
     tools = tmp_path / "scripts" / "tools"
     (tools / "node_modules").mkdir(parents=True)
     shutil.copy(SCRIPT, tmp_path / "scripts" / "install_tools")
+    (tmp_path / "scripts" / "lib").mkdir()
+    shutil.copy(REPO / "scripts" / "lib" / "help.sh", tmp_path / "scripts" / "lib" / "help.sh")
     shutil.copy(LOCK, tools / "package-lock.json")
     if stamp is not None:
         (tools / "node_modules" / ".diffrec-lock-sha256").write_text(stamp + "\n")
