@@ -211,9 +211,11 @@ def check_malformed_pairing_strings_are_a_sentence_in_every_operator():
         _disable()
 
 
-def check_a_server_down_is_one_sentence_within_two_seconds_before_any_render():
-    """Issue 24.4: 32 s of renders, a 30 s wait, then 'ServerUnavailable: no answer...'."""
-    scene = _scene("down")
+def _every_press_refused(server: str, within_s: float, *said: str) -> None:
+    """Optimize, Test Connection and Attach (to an earlier job's entry), pressed against
+    ``server``: each an error sentence saying every one of ``said`` within ``within_s``
+    seconds, before any render, the artist's data and the job list as they were."""
+    scene = _scene(server)
     entry = scene.diffrec.jobs.add()
     entry.job_id = "an-earlier-job"
     before = _artist_data()
@@ -221,30 +223,24 @@ def check_a_server_down_is_one_sentence_within_two_seconds_before_any_render():
         for press in (bpy.ops.diffrec.optimize, bpy.ops.diffrec.test_connection,
                       lambda: bpy.ops.diffrec.attach(job_id=entry.job_id)):
             result, error, seconds = _press(press)
-            assert result is None and seconds < 2.0, (result, seconds)
-            _assert_sentence(error, "No diffrec backend answers at tcp://127.0.0.1:")
-            assert "start it ('diffrec serve'" in error
+            assert result is None and seconds < within_s, (result, seconds)
+            for expected in said:
+                _assert_sentence(error, expected)
         assert not RENDERS and _artist_data() == before, (RENDERS, _artist_data(), before)
         assert len(scene.diffrec.jobs) == 1, "no job entry left behind"
     finally:
         _disable()
 
 
+def check_a_server_down_is_one_sentence_within_two_seconds_before_any_render():
+    """Issue 24.4: 32 s of renders, a 30 s wait, then 'ServerUnavailable: no answer...'."""
+    _every_press_refused("down", 2.0, "No diffrec backend answers at tcp://127.0.0.1:",
+                         "start it ('diffrec serve'")
+
+
 def check_a_server_refusing_the_key_says_to_allow_it_before_any_render():
     """A CURVE server answers nothing to a key it does not allow: said as such in ~2 s."""
-    scene = _scene("refusing")
-    entry = scene.diffrec.jobs.add()
-    entry.job_id = "an-earlier-job"
-    before = _artist_data()
-    try:
-        for press in (bpy.ops.diffrec.optimize, bpy.ops.diffrec.test_connection,
-                      lambda: bpy.ops.diffrec.attach(job_id=entry.job_id)):
-            result, error, seconds = _press(press)
-            assert result is None and seconds < 3.0, (result, seconds)
-            _assert_sentence(error, "ask its operator to allow this computer's key")
-        assert not RENDERS and _artist_data() == before, (RENDERS, _artist_data(), before)
-    finally:
-        _disable()
+    _every_press_refused("refusing", 3.0, "ask its operator to allow this computer's key")
 
 
 def check_a_job_failing_on_the_server_is_its_sentence_and_changes_nothing():
