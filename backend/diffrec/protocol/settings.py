@@ -209,7 +209,8 @@ class ScheduleSettings(_Record):
 
     WIRE: typing.ClassVar[dict[str, str]] = {"kind": "schedule"}
 
-    learning_rate: tuple[float, float] = _schedule((0.03, 0.01), "per pass", length=2)
+    learning_rate: tuple[float, float] = _schedule((0.03, 0.01), "per pass (each positive)",
+                                                    length=2)
     warmup_iterations: int = _schedule(100, "learning-rate warm-up", minimum=0)
     # "nvdiffrec": its rules, so that a comparison sees the same training: the decay
     # 10^(-0.0002 it) whatever the pass length, the warm-up in every mesh pass (materials and
@@ -266,7 +267,7 @@ class ScheduleSettings(_Record):
 @dataclass(frozen=True)
 class SurfaceSettings(_Record):
     geometry: str = _surface("flexicubes", "surface extraction", **_choice(GEOMETRIES))
-    mesh_scale: float = _surface(2.1, "side of the grid's cube, scene units")
+    mesh_scale: float = _surface(2.1, "side of the grid's cube, scene units (positive)")
     center: tuple[float, float, float] = _surface((0.0, 0.0, 0.0), "the grid's centre", length=3)
     laplace: str = _surface("relative", "Laplacian regulariser", **_choice(LAPLACE_MODES))
     laplace_scale: float = _surface(10000.0, "Laplacian weight", minimum=0)
@@ -283,11 +284,13 @@ class SurfaceSettings(_Record):
     surface_init: str = _surface("visual-hull", "pass 1's starting surface",
                                  **_choice(SURFACE_INITS))
     max_triangles: int = _surface(20000, "reconstruct: pass 1's surface is simplified to at most "
-                                  "this many triangles before unwrapping (0: never)", minimum=0)
+                                  "this many triangles before unwrapping (0: never; else at "
+                                  "least 4)", minimum=0)
     target_triangles: int = _surface(0, "the triangle budget: the result has at most this "
                                      "many triangles (materials and refine decimate the base "
                                      "mesh to it, reconstruct simplifies its surface to it "
-                                     "when below max_triangles; 0: no budget)", minimum=0)
+                                     "when below max_triangles; 0: no budget; else at least "
+                                     "4)", minimum=0)
 
 
 @dataclass(frozen=True)
@@ -312,7 +315,8 @@ class MaterialSettings(_Record):
     ks_max: tuple[float, float, float] = _material((1.0, 1.0, 1.0), "ORM high", length=3)
     normal_min: tuple[float, float, float] = _material((-1.0, -1.0, 0.0), "normal low", length=3)
     normal_max: tuple[float, float, float] = _material((1.0, 1.0, 1.0), "normal high", length=3)
-    min_roughness: float = _material(0.08, "roughness floor", minimum=0)
+    min_roughness: float = _material(0.08, "roughness floor (at most ks_max's roughness)",
+                                  minimum=0)
     # textures a materials / refine run starts from: mid-range constants, uniform random in
     # the ranges, or the base mesh's own (constants where it has none)
     init_textures: str = _material("constant", "starting textures", **_choice(INIT_TEXTURES))
@@ -448,7 +452,8 @@ class ReportingSettings(_Record):
     checkpoint_every: int = _reporting(250, "iterations between checkpoints (0: none)", minimum=0)
     preview_every: int = _reporting(0, "iterations between previews (0: none)", minimum=0)
     preview_res: int | None = _reporting(None, "preview panels' longest side", minimum=8)
-    display: tuple[str, ...] = _reporting((), "panels beside render | target in previews",
+    display: tuple[str, ...] = _reporting((), "panels beside the render and the target in "
+                                          "previews",
                                           choices=PREVIEW_PANELS)
     log_every: int = _reporting(10, "iterations between progress reports", minimum=1)
     export_obj: bool = _reporting(False, "also write OBJ + MTL + PNG textures (nvdiffrec's "
