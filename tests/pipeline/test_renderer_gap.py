@@ -80,6 +80,22 @@ def test_the_fit_learns_the_reference_not_the_other_renderer(tmp_path):
         corrected_error.mean(), plain_error.mean())
 
 
+def test_start_renders_without_the_material_they_show_are_refused_before_any_pass(tmp_path):
+    """The start rendered in its own material while the job starts from no given material
+    (the constant start, levelled to the targets): the ratio would carry that grey into the
+    targets (on this ball, wearing the reference's own material in its start renders, the
+    fitted base colour ended 0.27 from the truth on average, against 0.17 with no start
+    renders). Refused with the sentence, before any iteration."""
+    truth = ball_asset()
+    cameras = ring_cameras(VIEWS, SIZE, SIZE)
+    targets = _other_renderer(truth, cameras)
+    run = config(tmp_path, mode="materials", train_res=SIZE, texture_res=8, iterations=5,
+                 validation=False, mip_iterations=0)
+    with pytest.raises(UserError, match="start renders need the material they show"):
+        optimize(run.settings, Inputs(targets, None, truth.mesh, sky(), None, targets),
+                 device="cpu")
+
+
 def test_a_gap_by_a_factor_scales_the_inside_and_shifts_the_silhouettes_alike():
     cameras = ring_cameras(2, SIZE, SIZE)
     train = _other_renderer(ball_asset(), cameras)

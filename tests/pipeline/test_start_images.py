@@ -103,6 +103,21 @@ def test_start_images_in_a_reconstruction_are_refused():
                                            _arrays_with_start_images())
 
 
+def test_start_images_without_the_material_they_show_are_refused():
+    """Start renders show the start in a material; a job sent none starts from a grey
+    levelled to the targets instead, which they do not show: refused, and so with an explicit
+    random start; with start textures they are taken."""
+    runner, arrays = OptimizeRunner("cpu"), _arrays_with_start_images()
+    materials = Settings(mode="materials", train_res=SIZE)
+    with pytest.raises(JobFailed, match="start renders need the material they show"):
+        runner.check_inputs(materials, arrays)
+    given = {**arrays, "uvs": np.float32([[0, 0], [1, 0], [0, 1]]),
+             "uv_faces": np.int32([[0, 1, 2]]), "start_kd": np.full((4, 4, 3), 0.5, np.float32)}
+    runner.check_inputs(materials, given)
+    with pytest.raises(JobFailed, match="init_textures not 'random'"):
+        runner.check_inputs(materials.replace(init_textures="random"), given)
+
+
 def test_start_images_are_read_as_the_targets_are():
     """8-bit start images are sRGB-decoded as 8-bit targets are: the same bytes sent as both
     read back the same, on the targets' cameras."""

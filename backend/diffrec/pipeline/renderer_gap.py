@@ -34,8 +34,8 @@ from diffrec.pipeline.trainer import light_rotation
 from diffrec.pipeline.views import Views
 from diffrec.render.renderer import render_mesh
 
-__all__ = ["COVERED", "EPSILON", "RATIO_RANGE", "GapCorrection", "gap_corrected",
-           "matching_start_renders", "own_renders"]
+__all__ = ["COVERED", "EPSILON", "RATIO_RANGE", "WITHOUT_THEIR_MATERIAL", "GapCorrection",
+           "gap_corrected", "matching_start_renders", "own_renders"]
 
 EPSILON = 0.005
 """Linear radiance added to both renders before their ratio: dark pixels, where a ratio is
@@ -44,6 +44,13 @@ RATIO_RANGE = (0.25, 4.0)
 """The most a target is scaled down or up."""
 COVERED = 0.999
 """Alpha from which a pixel counts as wholly covered."""
+WITHOUT_THEIR_MATERIAL = (
+    "start renders need the material they show sent with them (start textures, or a base "
+    "mesh with its material, and init_textures not 'random'): without it the job starts from "
+    "a grey levelled to the targets, which no render of the start shows, and the correction "
+    "would paint that grey into the targets; send the start's material, or leave the start "
+    "renders out")
+"""Why start renders are refused for a job that does not start from a given material."""
 CAMERA_TOLERANCE = 1e-3
 """Largest difference allowed between a target's camera and its start render's (pose
 entries in scene units, intrinsics relative)."""

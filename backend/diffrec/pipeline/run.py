@@ -53,7 +53,7 @@ from diffrec.pipeline.pass_config import (
     vertex_pull,
 )
 from diffrec.pipeline.pose_refinement import PoseCorrections
-from diffrec.pipeline.renderer_gap import gap_corrected, own_renders
+from diffrec.pipeline.renderer_gap import WITHOUT_THEIR_MATERIAL, gap_corrected, own_renders
 from diffrec.pipeline.reporter import Reporter
 from diffrec.pipeline.sampler import ViewSampler
 from diffrec.pipeline.scoring import Validation, score_views
@@ -295,6 +295,10 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
     poses = (PoseCorrections(train.cameras) if settings.refines_poses(inputs.poses_found)
              else None)
     trainers: list[PassTrainer] = []
+    given_start = (mode != "reconstruct" and settings.material.init_textures == "base_mesh"
+                   and inputs.base_material is not None)
+    if inputs.start_renders is not None and mode != "reconstruct" and not given_start:
+        raise UserError(WITHOUT_THEIR_MATERIAL)
 
     surface_model, warnings = None, []
     if mode == "reconstruct":
@@ -325,8 +329,6 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
             reporter.log("the base colour starts at the views' level, "
                          + " / ".join(f"{value:.3f}" for value in level.tolist()))
     surface, path = settings.surface, settings.path_tracing
-    given_start = (mode != "reconstruct" and settings.material.init_textures == "base_mesh"
-                   and inputs.base_material is not None)
     geometry = ExplicitGeometry(mesh, mode != "materials", surface.laplace,
                                 surface.laplace_scale, surface.large_steps,
                                 along_normals=moves_along_normals(settings, given_start),

@@ -105,10 +105,12 @@ def _check_start_textures(settings: Settings, inputs: Mapping[str, np.ndarray]) 
 
 
 def _check_start_images(settings: Settings, inputs: Mapping[str, np.ndarray]) -> None:
-    """Start renders come in a mode that keeps a given start, one per image at the images'
-    size (``job_arrays.check_start_images``)."""
+    """Start renders come in a mode that keeps a given start, with the material they show
+    (the start textures, which the job starts from), one per image at the images' size
+    (``job_arrays.check_start_images``)."""
     from diffrec.errors import UserError
-    from diffrec.pipeline.job_arrays import START_IMAGES, check_start_images
+    from diffrec.pipeline.job_arrays import START_IMAGES, START_MATERIAL, check_start_images
+    from diffrec.pipeline.renderer_gap import WITHOUT_THEIR_MATERIAL
 
     if START_IMAGES not in inputs:
         return
@@ -120,6 +122,9 @@ def _check_start_images(settings: Settings, inputs: Mapping[str, np.ndarray]) ->
         check_start_images(inputs)
     except UserError as error:
         raise JobFailed(str(error)) from None
+    if (not any(name in inputs for name in START_MATERIAL)
+            or settings.material.init_textures == "random"):
+        raise JobFailed(f"{START_IMAGES}: {WITHOUT_THEIR_MATERIAL}")
 
 
 def _small(image) -> np.ndarray:
