@@ -208,8 +208,8 @@ def for_scene(context, settings) -> Estimate | None:
                     plateau_window=panel_fields.plateau_window(settings.preset, settings.mode),
                     path_iterations=_default("path_iterations") if traced else 0,
                     seconds_per_megapixel=settings.seconds_per_megapixel,
-                    start_renders=sent and subjects.renders_start(
-                        settings.target_source, start, selected, reference),
+                    start_renders=sent and subjects.renders_start(settings.target_source,
+                                                                  start),
                     baked=baked, start_texture=int(settings.texture_resolution) if baked else 0,
                     without_uvs=sent and not baked and not subject.data.uv_layers,
                     mip_iterations=min(_default("mip_iterations"), iterations),

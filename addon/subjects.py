@@ -113,13 +113,14 @@ def start_kind(settings) -> str:
     return "BAKED" if settings.triangles > 0 else "SELECTED"
 
 
-def renders_start(source: str, start: str | None, subject, reference) -> bool:
+def renders_start(source: str, start: str | None) -> bool:
     """Whether Optimize renders the start from the target cameras too (the start renders,
     ``start_images``): the add-on renders the targets (``source`` RENDER) and the job starts
-    from a baked copy (``start`` BAKED) or from a selected ``subject`` that is not the
-    ``reference`` itself (whose renders would be the targets)."""
-    return source == "RENDER" and (start == "BAKED" or (
-        start == "SELECTED" and subject is not None and subject != reference))
+    from a baked copy (``start`` BAKED), whose maps go with it, so that the backend renders
+    the start as Cycles did. A selected mesh sends no material: its job starts from a grey
+    levelled to the targets, which no render of the mesh in its own material shows, and
+    the backend would paint that grey into the targets (it refuses such renders)."""
+    return source == "RENDER" and start == "BAKED"
 
 
 def made_by_diffrec(scene) -> list[bpy.types.Object]:

@@ -4,14 +4,15 @@
 with rendered targets, one camera view per step (rendered and exported together, so an image
 and its pose always agree; what ``subjects.hidden_from_targets`` names hidden), then, for a
 baked start (``subjects.start_kind``), one step making the reference's decimated copy and one
-per map Cycles bakes onto it (``bake_start``), then, with rendered targets and a start other
-than the reference, one step per camera rendering the start alone as the targets were rendered
-(the start renders: the backend corrects the targets by how this renderer shows the start,
-``diffrec.pipeline.renderer_gap``), then one step exporting the start mesh (with its baked
-maps). The world light is read (or baked) first, so that a world rendering black where it is
-all the light refuses the job before any render. Camera images and dataset folders are read
-in one step. No step leaves the scene changed: the decimated copy and its baked material are
-removed once exported, and a builder dropped half-way (``close``) leaves nothing behind.
+per map Cycles bakes onto it (``bake_start``), then, with rendered targets and a baked start,
+one step per camera rendering the baked copy alone as the targets were rendered (the start
+renders: the backend corrects the targets by how this renderer shows the start,
+``diffrec.pipeline.renderer_gap``; ``subjects.renders_start``), then one step exporting the
+start mesh (with its baked maps). The world light is read (or baked) first, so that a world
+rendering black where it is all the light refuses the job before any render. Camera images
+and dataset folders are read in one step. No step leaves the scene changed: the decimated
+copy and its baked material are removed once exported, and a builder dropped half-way
+(``close``) leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -122,8 +123,7 @@ class SubmissionBuilder:
         if self.start == "SELECTED" and self.subject is None:
             self.start = None
         named = self.reference if self.start == "BAKED" else self.subject or context.active_object
-        self.renders_start = subjects.renders_start(self.source, self.start, self.subject,
-                                                    self.reference)
+        self.renders_start = subjects.renders_start(self.source, self.start)
         # whether the baked start is the reference decimated (over Triangles), not copied
         evaluated = (self.reference.evaluated_get(context.evaluated_depsgraph_get())
                      if self.start == "BAKED" and self.reference is not None else None)
@@ -248,14 +248,14 @@ class SubmissionBuilder:
         return images, poses.astype(np.float32), intrinsics.astype(np.float32)
 
     def _render_start(self) -> np.ndarray:
-        """The start alone (every other object hidden from the render, the reference too; the
-        baked copy wearing its baked maps as the fit starts from them, ``bake_start.start_maps``
-        in ``bake_start.baked_material``, under its uniform coat, at the IOR it starts from,
-        ``_start_ior``) from the next target camera, at the targets' size, with the scene's
+        """The baked copy alone (every other object hidden from the render, the reference
+        too), wearing its baked maps as the fit starts from them (``bake_start.start_maps`` in
+        ``bake_start.baked_material``, under its uniform coat, at the IOR it starts from,
+        ``_start_ior``), from the next target camera, at the targets' size, with the scene's
         engine and seed as the targets: float32 [H, W, 4] as ``export_scene.render_view``
         returns it."""
-        start = self._copy if self.start == "BAKED" else self.subject
-        if self.start == "BAKED" and self._baked_material is None:
+        start = self._copy
+        if self._baked_material is None:
             self._baked_material = self._made.keep(bake_start.baked_material(
                 f"{start.name} baked", bake_start.start_maps(self._baker.maps),
                 self._baker.coat_layer, self._start_ior()))

@@ -187,10 +187,11 @@ def check_the_estimate_warns_of_a_million_triangles_and_of_hours():
         addon.unregister()
 
 
-def check_the_estimate_counts_the_start_renders_in_the_upload():
-    """A selected start other than the reference is rendered from the target cameras too, so
-    the upload holds a second set of images at the targets' size; the reference itself as the
-    start is not rendered again."""
+def check_the_estimate_counts_the_start_renders_of_a_baked_start_only():
+    """A baked start (Triangles set) is rendered from the target cameras too: named among
+    Blender's work first, and a second set of images at the targets' size in the upload. A
+    selected start beside the reference is not (it sends no material a render could show),
+    and costs what the reference itself as the start costs."""
     scene = bpy.context.scene
     bpy.ops.mesh.primitive_uv_sphere_add()
     sphere = bpy.context.active_object
@@ -206,10 +207,17 @@ def check_the_estimate_counts_the_start_renders_in_the_upload():
         settings.preset, settings.mode = "PREVIEW", "materials"
         itself = estimate.for_scene(bpy.context, settings)
         settings.reference_object = sphere
-        other = estimate.for_scene(bpy.context, settings)
-        assert other.triangles == itself.triangles == 12, (other, itself)
-        images = itself.views * itself.width * itself.height * 16
-        assert other.upload_bytes - itself.upload_bytes == images, (other, itself)
+        beside = estimate.for_scene(bpy.context, settings)
+        assert beside.triangles == itself.triangles == 12, (beside, itself)
+        assert not beside.start_renders and beside.upload_bytes == itself.upload_bytes, beside
+        assert "start renders" not in beside.local_work(), beside.local_work()
+        settings.triangles = 100
+        baked = estimate.for_scene(bpy.context, settings)
+        assert baked.start_renders and f"{baked.views} start renders" in baked.local_work()
+        sizes = {"triangles": 12, "vertices": 8, "views": 4, "width": 16, "height": 12,
+                 "envmap": None, "batch": 1, "iterations": 10, "passes": 1}
+        rendered = estimate.estimate(**sizes, start_renders=True)
+        assert rendered.upload_bytes - estimate.estimate(**sizes).upload_bytes == 4 * 16 * 12 * 16
     finally:
         addon.unregister()
 
