@@ -110,7 +110,8 @@ def test_the_schema_describes_every_field():
     assert schema["iterations"]["type"] == "integer" and schema["iterations"]["minimum"] == 1
     assert schema["preview_res"]["type"] == "integer or null"
     assert schema["learning_rate"] == {"type": "list of number", "default": [0.03, 0.01],
-                                       "section": "schedule", "help": "per pass (each positive)", "length": 2}
+                                       "section": "schedule", "help": "per pass (each positive)",
+                                       "length": 2}
     assert schema["mode"]["choices"] == ["materials", "refine", "reconstruct"]
 
 
