@@ -95,15 +95,17 @@ def _check_reference(reference) -> None:
 
 
 def decimated_copy(reference: bpy.types.Object, triangles: int, name: str,
-                   collection: bpy.types.Collection | None = None) -> bpy.types.Object:
+                   collection: bpy.types.Collection | None = None,
+                   keep_uvs: bool = False) -> bpy.types.Object:
     """A new mesh object named ``name``: ``reference``'s evaluated mesh (its modifiers applied)
     in world space (``_in_world_space``: the object's matrix is the identity), decimated by
     collapse (the Decimate modifier, as an artist does) to at most ``triangles`` triangles (a
     budget at or above the reference's count copies it whole), triangulated, shaded smooth,
-    unwrapped with Smart UV Project (``ISLAND_MARGIN``), no materials; linked to
-    ``collection`` (default: the first of the reference's collections that is local and in
-    the scene, else the scene's collection). The reference is left exactly as it was (mesh,
-    modifiers, selection, active object, mode)."""
+    unwrapped with Smart UV Project (``ISLAND_MARGIN``), no materials; with ``keep_uvs``, a
+    mesh copied whole that has a UV map keeps it and its shading (the artist's own low-poly);
+    linked to ``collection`` (default: the first of the reference's collections that is local
+    and in the scene, else the scene's collection). The reference is left exactly as it was
+    (mesh, modifiers, selection, active object, mode)."""
     _check_reference(reference)
     if triangles < 4:
         raise ValueError(f"a budget of {triangles} triangles is too small: at least 4")
@@ -121,9 +123,11 @@ def decimated_copy(reference: bpy.types.Object, triangles: int, name: str,
         _in_world_space(mesh, reference.matrix_world)
         obj = bpy.data.objects.new(name, mesh)
         context.scene.collection.objects.link(obj)  # in the view layer while it is made
+        whole = triangle_count(mesh) <= triangles
         try:
             _decimate(obj, triangles)
-            _smart_unwrap(obj, context.view_layer)
+            if not (keep_uvs and whole and obj.data.uv_layers):
+                _smart_unwrap(obj, context.view_layer)
             if collection != context.scene.collection:
                 collection.objects.link(obj)
                 context.scene.collection.objects.unlink(obj)

@@ -193,13 +193,16 @@ def for_scene(context, settings) -> Estimate | None:
     reference, selected = subjects.reference_object(context, settings), subjects.subject(context)
     subject = reference if start == "BAKED" else selected
     sent = subject is not None and subject.type == "MESH" and start is not None
+    bakes = sent and subjects.bakes_reference(start, selected, reference)
     triangles, vertices = _triangles(context, subject) if sent else (None, 0)
-    baked = triangles if sent and start == "BAKED" else None
+    baked = None  # the reference's triangles Blender bakes (and decimates) here first
+    if bakes:
+        baked = triangles if start == "BAKED" else _triangles(context, reference)[0]
     if triangles is not None and 0 < settings.triangles < triangles:  # decimated: about 2 : 1
         triangles, vertices = settings.triangles, settings.triangles // 2 + 2
     width, height = submission.training_size(context.scene, settings.train_resolution)
     traced = settings.mode == "materials" and settings.shading == "path-traced"
-    iterations = _pass_iterations(settings, start)
+    iterations = _pass_iterations(settings, bakes)
     return estimate(triangles=triangles, vertices=vertices,
                     views=len(validate.target_cameras(context, settings)), width=width,
                     height=height, envmap=_envmap_size(context.scene), batch=settings.batch,
@@ -208,19 +211,19 @@ def for_scene(context, settings) -> Estimate | None:
                     plateau_window=panel_fields.plateau_window(settings.preset, settings.mode),
                     path_iterations=_default("path_iterations") if traced else 0,
                     seconds_per_megapixel=settings.seconds_per_megapixel,
-                    start_renders=sent and subjects.renders_start(settings.target_source,
-                                                                  start),
-                    baked=baked, start_texture=int(settings.texture_resolution) if baked else 0,
-                    without_uvs=sent and not baked and not subject.data.uv_layers,
+                    start_renders=subjects.renders_start(settings.target_source, bakes),
+                    baked=baked, start_texture=int(settings.texture_resolution) if bakes else 0,
+                    without_uvs=sent and not bakes and not subject.data.uv_layers,
                     mip_iterations=min(_default("mip_iterations"), iterations),
                     target_renders=settings.target_source == "RENDER")
 
 
-def _pass_iterations(settings, start: str | None) -> int:
-    """The panel's Iterations, or fewer from a baked start in materials or refine: the
-    backend's ``given_start_iterations`` (the panel does not set it)."""
+def _pass_iterations(settings, bakes: bool) -> int:
+    """The panel's Iterations, or fewer where the job starts from a bake (``bakes``; in
+    materials or refine): the backend's ``given_start_iterations`` (the panel does not set
+    it)."""
     cap = _default("given_start_iterations")
-    if settings.mode != "reconstruct" and start == "BAKED" and cap:
+    if settings.mode != "reconstruct" and bakes and cap:
         return min(settings.iterations, cap)
     return settings.iterations
 

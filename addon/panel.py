@@ -52,11 +52,15 @@ def _draw_subjects(layout, context, settings) -> None:
 
 
 def bake_note(context, settings) -> str | None:
-    """Where the start is the reference baked, the shaders of the reference that the bake
-    cannot read (``bake_start.unread_shaders``), in a sentence; else None."""
-    if settings.mode == "reconstruct" or subjects.start_kind(settings) != "BAKED":
+    """Where the reference is baked onto the start (``subjects.bakes_reference``), the shaders
+    of the reference that the bake cannot read (``bake_start.unread_shaders``), in a
+    sentence; else None."""
+    if settings.mode == "reconstruct":
         return None
     reference = subjects.reference_object(context, settings)
+    if not subjects.bakes_reference(subjects.start_kind(settings), subjects.subject(context),
+                                    reference):
+        return None
     unread = bake_start.unread_shaders(reference) if reference is not None else []
     if not unread:
         return None

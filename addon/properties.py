@@ -218,8 +218,11 @@ class DiffrecSceneSettings(bpy.types.PropertyGroup):
         items=[
             ("AUTO", "Auto", "The reference decimated and baked when Triangles is set, else "
                              "the selected mesh"),
-            ("SELECTED", "Selected Mesh", "The selected mesh as it is (decimated by the "
-                                          "backend when it is over the budget)"),
+            ("SELECTED", "Selected Mesh", "The selected mesh, your own low-poly: with a "
+                                          "Reference Object other than it, the reference "
+                                          "baked by Cycles onto a copy of it, its UVs kept; "
+                                          "else sent as it is (decimated by the backend "
+                                          "when over the budget)"),
             ("BAKED", "Baked Copy", "A copy of the reference decimated to Triangles, its base "
                                     "colour, roughness, metallic, clear coat and normals baked "
                                     "by Cycles: the fit starts where Blender's own bake ends"),

@@ -5,9 +5,11 @@ the fit begins from, and what every target render hides.
   one object alone (``OBJECT``: the panel's Reference Object, else the active mesh) with every
   other object that has geometry hidden from the renders (lights and the world stay). It is
   never changed.
-- The **start** is the mesh the fit begins from: the active mesh as it is (``SELECTED``), or a
-  copy of the reference decimated to the panel's Triangles and baked by Cycles (``BAKED``,
-  ``addon.bake_start``); ``AUTO`` is BAKED when Triangles is set, else SELECTED.
+- The **start** is the mesh the fit begins from: the active mesh (``SELECTED``), or a copy of
+  the reference decimated to the panel's Triangles (``BAKED``); ``AUTO`` is BAKED when
+  Triangles is set, else SELECTED. Where the reference is another mesh than the start, Cycles
+  bakes it onto a copy of the start first (``bakes_reference``, ``addon.bake_start``): the
+  decimated copy, or the artist's own low-poly with its UVs, as Blender's own route does.
 - Hidden from every target render, whatever the reference: a start that is not the
   reference, every result in the results collection, and the live mesh, so that no job
   trains on what diffrec made or on the copy the artist placed beside the original.
@@ -113,14 +115,24 @@ def start_kind(settings) -> str:
     return "BAKED" if settings.triangles > 0 else "SELECTED"
 
 
-def renders_start(source: str, start: str | None) -> bool:
+def bakes_reference(start: str | None, subject, reference) -> bool:
+    """Whether Optimize bakes the ``reference`` onto a copy of the start before the job: the
+    reference decimated (``start`` BAKED), or the selected mesh ``subject`` (``start``
+    SELECTED) where the reference is another mesh (the artist's own low-poly beside the
+    high-poly). Its maps go with the job, which starts from them."""
+    return start == "BAKED" or (start == "SELECTED" and subject is not None
+                                and reference is not None and subject != reference)
+
+
+def renders_start(source: str, bakes: bool) -> bool:
     """Whether Optimize renders the start from the target cameras too (the start renders,
-    ``start_images``): the add-on renders the targets (``source`` RENDER) and the job starts
-    from a baked copy (``start`` BAKED), whose maps go with it, so that the backend renders
-    the start as Cycles did. A selected mesh sends no material: its job starts from a grey
-    levelled to the targets, which no render of the mesh in its own material shows, and
-    the backend would paint that grey into the targets (it refuses such renders)."""
-    return source == "RENDER" and start == "BAKED"
+    ``start_images``): the add-on renders the targets (``source`` RENDER) and ``bakes`` the
+    reference onto the start (``bakes_reference``), whose maps go with the job, so that the
+    backend renders the start as Cycles did. A start without them sends no material: its job
+    starts from a grey levelled to the targets, which no render of the mesh in its own
+    material shows, and the backend would paint that grey into the targets (it refuses such
+    renders)."""
+    return source == "RENDER" and bakes
 
 
 def made_by_diffrec(scene) -> list[bpy.types.Object]:

@@ -99,10 +99,10 @@ class SubmissionBuilder:
     (None: not one object's), ``start`` ``SELECTED`` (``subject``, the active selected mesh,
     or its original when it is a result), ``BAKED`` (the reference's decimated, baked copy)
     or None (reconstruct). ``original`` is the object the result stands beside, ``object_name``
-    its name.
-    ``renders_start``: the start is rendered from the target cameras too
-    (``subjects.renders_start``). ``done`` counts the steps taken; the last sets
-    ``submission``.
+    its name. ``bakes``: the reference is baked onto a copy of the start, which the job is
+    sent with its maps (``subjects.bakes_reference``); ``renders_start``: that copy is
+    rendered from the target cameras too (``subjects.renders_start``). ``done`` counts the
+    steps taken; the last sets ``submission``.
     """
 
     def __init__(self, context, settings):
@@ -123,10 +123,13 @@ class SubmissionBuilder:
         if self.start == "SELECTED" and self.subject is None:
             self.start = None
         named = self.reference if self.start == "BAKED" else self.subject or context.active_object
-        self.renders_start = subjects.renders_start(self.source, self.start)
-        # whether the baked start is the reference decimated (over Triangles), not copied
-        evaluated = (self.reference.evaluated_get(context.evaluated_depsgraph_get())
-                     if self.start == "BAKED" and self.reference is not None else None)
+        self.bakes = subjects.bakes_reference(self.start, self.subject, self.reference)
+        self.renders_start = subjects.renders_start(self.source, self.bakes)
+        # the mesh the reference is baked onto a copy of; whether that copy is decimated
+        self._baked_onto = (None if not self.bakes else
+                            self.reference if self.start == "BAKED" else self.subject)
+        evaluated = (self._baked_onto.evaluated_get(context.evaluated_depsgraph_get())
+                     if self._baked_onto is not None else None)
         self._decimates = evaluated is not None and (
             0 < self.choices.triangles < bake_start.triangle_count(evaluated.data))
         self.original = named
@@ -137,7 +140,7 @@ class SubmissionBuilder:
         self._world_read = False
         self._envmap: np.ndarray | None = None  # the world light, None where it is black
         self._targets: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        self._copy: bpy.types.Object | None = None  # the BAKED start, until exported
+        self._copy: bpy.types.Object | None = None  # the start baked onto, until exported
         self._baker: bake_start.MapBaker | None = None
         self._start_renders: list[np.ndarray] = []
         self._baked_material: bpy.types.Material | None = None  # the copy's, for its renders
@@ -150,7 +153,7 @@ class SubmissionBuilder:
         targets = len(self.cameras) if self.source == "RENDER" else 1
         baking = 1 + (self._baker.steps if self._baker else len(bake_start.MAPS))
         start_renders = len(self.cameras) if self.renders_start else 0
-        return 1 + targets + (baking if self.start == "BAKED" else 0) + start_renders + 1
+        return 1 + targets + (baking if self.bakes else 0) + start_renders + 1
 
     @property
     def text(self) -> str:
@@ -161,9 +164,10 @@ class SubmissionBuilder:
             return f"rendering targets {len(self._views) + 1}/{len(self.cameras)}"
         if self._targets is None:
             return "reading targets"
-        if self.start == "BAKED" and self._copy is None:
-            return ("decimating the reference" if self._decimates else
-                    "copying the reference: within Triangles, it is kept as it is")
+        if self.bakes and self._copy is None:
+            what = "the reference" if self.start == "BAKED" else "the selected mesh"
+            return (f"decimating {what}" if self._decimates else
+                    f"copying {what}: within Triangles, it is kept as it is")
         if self._baker is not None and not self._baker.finished:
             return self._baker.text
         if self._start_renders_left:
@@ -184,8 +188,8 @@ class SubmissionBuilder:
             self._world_read = True
         elif self._targets is None:
             self._targets = self._next_targets()
-        elif self.start == "BAKED" and self._copy is None:
-            self._copy = self._decimated_copy()
+        elif self.bakes and self._copy is None:
+            self._copy = self._start_copy()
             self._baker = bake_start.MapBaker(self.scene, self.reference, self._copy,
                                               int(self.choices.texture_resolution))
         elif self._baker is not None and not self._baker.finished:
@@ -270,13 +274,16 @@ class SubmissionBuilder:
         with subjects.hidden_from_render(others), _temporarily(start, hide_render=False):
             return export_scene.render_view(self.scene, camera, self.size)
 
-    def _decimated_copy(self) -> bpy.types.Object:
-        """The reference decimated to the panel's Triangles (copied as it is without a budget
-        or under it), hidden in the viewport and from renders while it exists."""
+    def _start_copy(self) -> bpy.types.Object:
+        """The mesh the reference is baked onto: the reference, or the selected mesh with its
+        own UVs and shading, decimated to the panel's Triangles (copied as it is without a
+        budget or under it), hidden in the viewport and from renders while it exists."""
+        source = self._baked_onto
         budget = self.choices.triangles or subjects.triangle_count(
-            self.reference, bpy.context.evaluated_depsgraph_get())
-        copy = self._made.keep(bake_start.decimated_copy(self.reference, budget,
-                                                    f"{self.reference.name} diffrec start"))
+            source, bpy.context.evaluated_depsgraph_get())
+        copy = self._made.keep(bake_start.decimated_copy(
+            source, budget, f"{source.name} diffrec start",
+            keep_uvs=self.start == "SELECTED"))
         self._made.keep(copy.data)
         copy.hide_render = copy.hide_viewport = True
         return copy
@@ -290,7 +297,7 @@ class SubmissionBuilder:
     def _start_arrays(self, depsgraph) -> dict[str, np.ndarray]:
         """The start mesh's arrays (``export_scene.export_mesh``), and with a baked start its
         maps as the job's starting textures (docs/protocol.md, section 8)."""
-        start = self._copy if self.start == "BAKED" else self.subject
+        start = self._copy if self.bakes else self.subject
         if start is None:
             return {}
         mesh = export_scene.export_mesh(start, depsgraph)

@@ -21,12 +21,12 @@ import bpy
 import numpy as np
 import scenes
 
-from addon import bake_start, import_result, panel, submission, subjects
+from addon import bake_start, export_scene, import_result, panel, submission, subjects
 
 BUDGET = 120
 VIEWS = 6
 COPY = "heavy diffrec start"
-"""The decimated copy's name (``SubmissionBuilder._decimated_copy``)."""
+"""The decimated copy's name (``SubmissionBuilder._start_copy``)."""
 SEEN: list[dict[str, bool]] = []
 """Per render: each mesh object's ``hide_render`` as the render began."""
 
@@ -201,6 +201,48 @@ def check_the_start_renders_show_the_baked_copy_alone_from_the_target_cameras():
     assert np.all(np.abs(coverage - 1) < 0.1), coverage
     assert np.abs(start[..., 3] - targets[..., 3]).max() > 0.05
     assert _contents(scene) == before
+
+
+def check_the_artists_own_low_poly_is_baked_onto_with_its_uvs_and_left_as_it_was():
+    """Built without a server: the artist's own low-poly (an icosahedron with its own UV map
+    and flat shading) selected, the heavy object its Reference Object, no budget: the reference is
+    baked onto a copy of it that keeps its UVs, as Blender's own route bakes onto the
+    artist's low-poly; the job gets that mesh as the low-poly exports, the bake's maps (red
+    above, blue below) and the copy's start renders; the low-poly itself is unchanged and the
+    scene holds nothing more afterwards."""
+    scene, heavy, _beside = _scene()
+    bpy.ops.mesh.primitive_ico_sphere_add(subdivisions=1, radius=1.0)
+    low = bpy.context.active_object
+    low.name = "own low"
+    assert low.data.uv_layers, "the primitive has a UV map of its own"
+    for obj in scene.objects:
+        obj.select_set(obj == low)
+    bpy.context.view_layer.objects.active = low
+    scene.diffrec.reference_object, scene.diffrec.triangles = heavy, 0
+    uvs_before = np.empty(len(low.data.loops) * 2, np.float32)
+    low.data.uv_layers.active.data.foreach_get("uv", uvs_before)
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    exported = export_scene.export_mesh(low, depsgraph)
+    before = _contents(scene)
+    builder = submission.SubmissionBuilder(bpy.context, scene.diffrec)
+    assert builder.bakes and builder.renders_start
+    texts = []
+    while not builder.step(bpy.context):
+        texts.append(builder.text)
+    assert "copying the selected mesh: within Triangles, it is kept as it is" in texts, texts
+    arrays = builder.submission.arrays
+    np.testing.assert_allclose(arrays["uvs"], exported.uvs, atol=1e-6)
+    np.testing.assert_allclose(arrays["vertices"], exported.vertices, atol=1e-5)
+    np.testing.assert_array_equal(arrays["faces"], exported.faces)
+    np.testing.assert_allclose(arrays["normals"][arrays["normal_faces"]],
+                               exported.normals[exported.normal_faces], atol=1e-5)  # flat kept
+    assert arrays["start_images"].shape == arrays["images"].shape
+    kd = arrays["start_kd"]
+    assert (kd[..., 0] - kd[..., 2]).max() > 0.3 and (kd[..., 2] - kd[..., 0]).max() > 0.3
+    uvs_after = np.empty_like(uvs_before)
+    low.data.uv_layers.active.data.foreach_get("uv", uvs_after)
+    np.testing.assert_array_equal(uvs_after, uvs_before)
+    assert not low.data.materials and not low.hide_render and _contents(scene) == before
 
 
 def check_a_coated_reference_sends_its_coat_and_its_bodys_roughness():

@@ -187,11 +187,10 @@ def check_the_estimate_warns_of_a_million_triangles_and_of_hours():
         addon.unregister()
 
 
-def check_the_estimate_counts_the_start_renders_of_a_baked_start_only():
-    """A baked start (Triangles set) is rendered from the target cameras too: named among
-    Blender's work first, and a second set of images at the targets' size in the upload. A
-    selected start beside the reference is not (it sends no material a render could show),
-    and costs what the reference itself as the start costs."""
+def check_the_estimate_counts_the_bake_and_start_renders_of_a_start_beside_the_reference():
+    """A selected start beside another reference is baked from it and rendered from the
+    target cameras too: Blender's work names both, the upload holds the maps and a second set
+    of images at the targets' size; the reference itself as the start is neither."""
     scene = bpy.context.scene
     bpy.ops.mesh.primitive_uv_sphere_add()
     sphere = bpy.context.active_object
@@ -209,15 +208,12 @@ def check_the_estimate_counts_the_start_renders_of_a_baked_start_only():
         settings.reference_object = sphere
         beside = estimate.for_scene(bpy.context, settings)
         assert beside.triangles == itself.triangles == 12, (beside, itself)
-        assert not beside.start_renders and beside.upload_bytes == itself.upload_bytes, beside
-        assert "start renders" not in beside.local_work(), beside.local_work()
-        settings.triangles = 100
-        baked = estimate.for_scene(bpy.context, settings)
-        assert baked.start_renders and f"{baked.views} start renders" in baked.local_work()
-        sizes = {"triangles": 12, "vertices": 8, "views": 4, "width": 16, "height": 12,
-                 "envmap": None, "batch": 1, "iterations": 10, "passes": 1}
-        rendered = estimate.estimate(**sizes, start_renders=True)
-        assert rendered.upload_bytes - estimate.estimate(**sizes).upload_bytes == 4 * 16 * 12 * 16
+        assert itself.baked is None and not itself.start_renders, itself
+        assert beside.baked == len(sphere.data.loops) - 2 * len(sphere.data.polygons), beside
+        assert beside.local_work().endswith(f"a bake and {beside.views} start renders")
+        images = itself.views * itself.width * itself.height * 16
+        maps = int(settings.texture_resolution) ** 2 * 36
+        assert beside.upload_bytes - itself.upload_bytes == images + maps, (beside, itself)
     finally:
         addon.unregister()
 

@@ -17,7 +17,7 @@ import scenes
 from recording_client import RecordingClient
 
 import addon
-from addon import export_scene, follow, panel, subjects, validate
+from addon import follow, panel, subjects, validate
 from addon import pump as pump_module
 from addon.submission import SubmissionBuilder
 
@@ -306,11 +306,11 @@ def check_one_timer_pumps_two_jobs_and_cancel_reaches_one():
         addon.unregister()
 
 
-def check_a_selected_start_beside_the_reference_is_hidden_from_the_targets_and_not_rendered():
+def check_a_selected_start_beside_the_reference_is_baked_and_rendered_alone_after_the_targets():
     """The cube the start, a small sphere inside it the reference: the targets show the sphere
-    (the start hidden), and the cube is not rendered on its own: it sends no material, so its
-    job starts from a grey levelled to the targets, which no render of it shows (start renders
-    only come with a baked start, ``subjects.renders_start``); every render flag is back."""
+    (the start hidden), the sphere is baked onto a copy of the cube, and then one tick per
+    camera renders that copy alone (the sphere hidden), sent as start_images at the targets'
+    size with the maps it wears; every render flag is back afterwards."""
     scene = _scene()
     cube = bpy.context.active_object
     bpy.ops.mesh.primitive_uv_sphere_add(radius=0.3)
@@ -319,21 +319,30 @@ def check_a_selected_start_beside_the_reference_is_hidden_from_the_targets_and_n
         obj.select_set(obj == cube)
     bpy.context.view_layer.objects.active = cube
     scene.diffrec.reference_object = sphere
+    scene.diffrec.texture_resolution = "256"
     flags = {obj.name: obj.hide_render for obj in scene.objects}
     pump = _Run(scene)
     try:
         for _ in range(1 + VIEWS):  # the world light, then the targets
             assert pump.run.tick(bpy.context) is False
+        texts = []
+        while not scene.diffrec.status.startswith("rendering the start"):
+            texts.append(scene.diffrec.status)
+            assert len(texts) < 20, texts
+            assert pump.run.tick(bpy.context) is False
+        assert texts[0] == "copying the selected mesh: within Triangles, it is kept as it is"
+        assert any(text.startswith("baking") for text in texts), texts
+        for _ in range(VIEWS):
+            assert pump.run.tick(bpy.context) is False
         assert scene.diffrec.status == "exporting the mesh", scene.diffrec.status
-        assert pump.renders == [f"cam{index}" for index in range(VIEWS)], pump.renders
+        assert pump.renders[-2 * VIEWS:] == [f"cam{index}" for index in range(VIEWS)] * 2
         assert pump.run.tick(bpy.context) is False and pump.run.tick(bpy.context, True) is True
         (_job, _spec, arrays), = pump.submitted
-        assert "start_images" not in arrays, sorted(arrays)
+        targets, start = arrays["images"], arrays["start_images"]
+        assert start.shape == targets.shape == (VIEWS, 12, 16, 4), start.shape
+        assert arrays["start_kd"].shape == (256, 256, 3), arrays["start_kd"].shape
         # the cube, 1 across, covers far more than the sphere, 0.6 across, from every camera
-        with subjects.hidden_from_render([sphere]):
-            cube_alone = np.stack([export_scene.render_view(
-                scene, bpy.data.objects[f"cam{index}"], (16, 12)) for index in range(VIEWS)])
-        covered = cube_alone[..., 3].sum(axis=(1, 2)), arrays["images"][..., 3].sum(axis=(1, 2))
+        covered = start[..., 3].sum(axis=(1, 2)), targets[..., 3].sum(axis=(1, 2))
         assert np.all(covered[0] > 2 * covered[1]), covered
         assert {obj.name: obj.hide_render for obj in scene.objects} == flags
         assert scene.render.use_persistent_data is False
