@@ -2,10 +2,11 @@
 
 ``SubmissionBuilder`` works in steps so that the interface can stay responsive between them:
 with rendered targets, one camera view per step (rendered and exported together, so an image
-and its pose always agree; what ``subjects.hidden_from_targets`` names hidden), then, for a
-baked start (``subjects.start_kind``), one step making the reference's decimated copy and one
-per map Cycles bakes onto it (``bake_start``), then, with rendered targets and a baked start,
-one step per camera rendering the baked copy alone as the targets were rendered (the start
+and its pose always agree; what ``subjects.hidden_from_targets`` names hidden), then, where
+the reference is baked onto the start (``subjects.bakes_reference``), one step making the copy
+it is baked onto (the reference decimated, or the selected low-poly with its UVs) and one per
+map Cycles bakes onto it (``bake_start``), then, with rendered targets and a baked start, one
+step per camera rendering the baked copy alone as the targets were rendered (the start
 renders: the backend corrects the targets by how this renderer shows the start,
 ``diffrec.pipeline.renderer_gap``; ``subjects.renders_start``), then one step exporting the
 start mesh (with its baked maps). The world light is read (or baked) first, so that a world
