@@ -96,6 +96,23 @@ def test_start_renders_without_the_material_they_show_are_refused_before_any_pas
                  device="cpu")
 
 
+def test_start_renders_of_textures_that_lose_their_uvs_are_not_used(tmp_path):
+    """A start whose UVs the run replaces (here three times outside the texture) starts from
+    its textures' averages, which its start renders do not show: they are left out, and the
+    job's warnings say so."""
+    start, _ = _start_asset()
+    moved = start.mesh.replace(uvs=start.mesh.uvs * 3)
+    cameras = ring_cameras(VIEWS, SIZE, SIZE)
+    run = config(tmp_path, mode="materials", train_res=SIZE, texture_res=8, iterations=3,
+                 validation=False, mip_iterations=0)
+    settings = settings_for_start(run.settings, start.materials[0])
+    result = optimize(settings, Inputs(_other_renderer(ball_asset(), cameras), None, moved,
+                                       sky(), start.materials[0],
+                                       _other_renderer(start, cameras)), device="cpu")
+    assert any("start renders show those textures" in warning
+               for warning in result.metrics["warnings"]), result.metrics["warnings"]
+
+
 def test_a_gap_by_a_factor_scales_the_inside_and_shifts_the_silhouettes_alike():
     cameras = ring_cameras(2, SIZE, SIZE)
     train = _other_renderer(ball_asset(), cameras)

@@ -21,7 +21,7 @@ settings resumes. What a run starts from is
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -318,6 +318,11 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
             warnings.append("the base mesh's textures follow UVs it no longer has (now "
                             f"{unwrapping['method']}): they start as their averages")
             reporter.log(warnings[-1], level="warning")
+            if inputs.start_renders is not None:  # they show the textures, not the averages
+                inputs = replace(inputs, start_renders=None)
+                warnings.append("the start renders show those textures, not their averages: "
+                                "not used")
+                reporter.log(warnings[-1], level="warning")
         material = initial_textures(settings, torch_device, base_material)
         if material.coat is not None:
             _keep_coat(settings, material.coat, reporter)
