@@ -102,7 +102,8 @@ def decimated_copy(reference: bpy.types.Object, triangles: int, name: str,
     collapse (the Decimate modifier, as an artist does) to at most ``triangles`` triangles (a
     budget at or above the reference's count copies it whole), triangulated, shaded smooth,
     unwrapped with Smart UV Project (``ISLAND_MARGIN``), no materials; with ``keep_uvs``, a
-    mesh copied whole that has a UV map keeps it and its shading (the artist's own low-poly);
+    mesh copied whole that has a UV map keeps its active one (the one it exports, bakes into
+    and renders through; the others removed) and its shading (the artist's own low-poly);
     linked to ``collection`` (default: the first of the reference's collections that is local
     and in the scene, else the scene's collection). The reference is left exactly as it was
     (mesh, modifiers, selection, active object, mode)."""
@@ -126,7 +127,9 @@ def decimated_copy(reference: bpy.types.Object, triangles: int, name: str,
         whole = triangle_count(mesh) <= triangles
         try:
             _decimate(obj, triangles)
-            if not (keep_uvs and whole and obj.data.uv_layers):
+            if keep_uvs and whole and obj.data.uv_layers:
+                _only_active_uvs(obj.data)
+            else:
                 _smart_unwrap(obj, context.view_layer)
             if collection != context.scene.collection:
                 collection.objects.link(obj)
@@ -225,10 +228,18 @@ def _decimate(obj: bpy.types.Object, triangles: int, attempts: int = 8) -> None:
         ratio *= 0.98 * triangles / reached
     if count > triangles:
         raise ValueError(
-            f"Decimate brings the reference's {count:,} triangles down to {fewest:,} at the "
+            f"Decimate brings the {count:,} triangles down to {fewest:,} at the "
             f"fewest, not to the {triangles:,} of Triangles (its loose parts keep a few "
             f"triangles each): set Triangles to {fewest:,} or more, or join or remove small "
             "parts.")
+
+
+def _only_active_uvs(mesh: bpy.types.Mesh) -> None:
+    """Remove every UV map of ``mesh`` but its active one, which becomes the render's too."""
+    kept = mesh.uv_layers.active.name
+    for name in [layer.name for layer in mesh.uv_layers if layer.name != kept]:
+        mesh.uv_layers.remove(mesh.uv_layers[name])
+    mesh.uv_layers[kept].active_render = True
 
 
 def _smart_unwrap(obj: bpy.types.Object, view_layer) -> None:

@@ -193,7 +193,8 @@ def for_scene(context, settings) -> Estimate | None:
     reference, selected = subjects.reference_object(context, settings), subjects.subject(context)
     subject = reference if start == "BAKED" else selected
     sent = subject is not None and subject.type == "MESH" and start is not None
-    bakes = sent and subjects.bakes_reference(start, selected, reference)
+    bakes = sent and subjects.bakes_reference(start, selected, reference,
+                                              settings.target_source)
     triangles, vertices = _triangles(context, subject) if sent else (None, 0)
     baked = None  # the reference's triangles Blender bakes (and decimates) here first
     if bakes:

@@ -59,7 +59,7 @@ def bake_note(context, settings) -> str | None:
         return None
     reference = subjects.reference_object(context, settings)
     if not subjects.bakes_reference(subjects.start_kind(settings), subjects.subject(context),
-                                    reference):
+                                    reference, settings.target_source):
         return None
     unread = bake_start.unread_shaders(reference) if reference is not None else []
     if not unread:

@@ -217,7 +217,8 @@ class DiffrecSceneSettings(bpy.types.PropertyGroup):
         description="The mesh the fit begins from (Reconstruct finds its own)",
         items=[
             ("AUTO", "Auto", "The reference decimated and baked when Triangles is set, else "
-                             "the selected mesh"),
+                             "the selected mesh (the reference baked onto it when it is "
+                             "another object)"),
             ("SELECTED", "Selected Mesh", "The selected mesh, your own low-poly: with a "
                                           "Reference Object other than it, the reference "
                                           "baked by Cycles onto a copy of it, its UVs kept; "

@@ -115,13 +115,15 @@ def start_kind(settings) -> str:
     return "BAKED" if settings.triangles > 0 else "SELECTED"
 
 
-def bakes_reference(start: str | None, subject, reference) -> bool:
+def bakes_reference(start: str | None, subject, reference, source: str) -> bool:
     """Whether Optimize bakes the ``reference`` onto a copy of the start before the job: the
     reference decimated (``start`` BAKED), or the selected mesh ``subject`` (``start``
-    SELECTED) where the reference is another mesh (the artist's own low-poly beside the
+    SELECTED) where the targets are rendered (``source`` RENDER, where the panel shows the
+    Reference Object) and the reference is another mesh (the artist's own low-poly beside the
     high-poly). Its maps go with the job, which starts from them."""
-    return start == "BAKED" or (start == "SELECTED" and subject is not None
-                                and reference is not None and subject != reference)
+    return start == "BAKED" or (start == "SELECTED" and source == "RENDER"
+                                and subject is not None and reference is not None
+                                and subject != reference)
 
 
 def renders_start(source: str, bakes: bool) -> bool:

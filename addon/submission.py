@@ -124,7 +124,8 @@ class SubmissionBuilder:
         if self.start == "SELECTED" and self.subject is None:
             self.start = None
         named = self.reference if self.start == "BAKED" else self.subject or context.active_object
-        self.bakes = subjects.bakes_reference(self.start, self.subject, self.reference)
+        self.bakes = subjects.bakes_reference(self.start, self.subject, self.reference,
+                                              self.source)
         self.renders_start = subjects.renders_start(self.source, self.bakes)
         # the mesh the reference is baked onto a copy of; whether that copy is decimated
         self._baked_onto = (None if not self.bakes else

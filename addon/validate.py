@@ -37,9 +37,12 @@ def _subject_problems(context, settings) -> list[str]:
     if settings.mode == "reconstruct":
         return problems
     shown = subjects.reference_object(context, settings)
-    baked = subjects.start_kind(settings) == "BAKED"
+    start = subjects.start_kind(settings)
+    baked = start == "BAKED"
+    bakes = subjects.bakes_reference(start, subjects.subject(context), shown,
+                                     settings.target_source)
     if shown is not None and settings.target_source == "RENDER" and (
-            baked or settings.reference == "OBJECT") and context.scene in shown.users_scene \
+            bakes or settings.reference == "OBJECT") and context.scene in shown.users_scene \
             and not subjects.renders(shown, context.view_layer):  # elsewhere: _mesh_problems
         problems.append(f"'{shown.name}' is disabled in renders (the camera icon, on it or on "
                         "a collection holding it, or its collection is excluded), so the "

@@ -324,7 +324,7 @@ def check_a_budget_below_what_loose_parts_keep_says_the_fewest_reached():
         words = str(error)
     else:
         raise AssertionError("no ValueError")
-    assert "the reference's 720 triangles down to " in words and "at the fewest" in words, words
+    assert "brings the 720 triangles down to " in words and "at the fewest" in words, words
     fewest = int(words.split(" down to ")[1].split(" ")[0].replace(",", ""))
     assert 100 < fewest < 720 and f"set Triangles to {fewest:,} or more" in words, words
     assert set(bpy.data.meshes) == before and "low" not in bpy.data.objects, "nothing left"

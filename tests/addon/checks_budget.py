@@ -204,17 +204,20 @@ def check_the_start_renders_show_the_baked_copy_alone_from_the_target_cameras():
 
 
 def check_the_artists_own_low_poly_is_baked_onto_with_its_uvs_and_left_as_it_was():
-    """Built without a server: the artist's own low-poly (an icosahedron with its own UV map
-    and flat shading) selected, the heavy object its Reference Object, no budget: the reference is
-    baked onto a copy of it that keeps its UVs, as Blender's own route bakes onto the
-    artist's low-poly; the job gets that mesh as the low-poly exports, the bake's maps (red
-    above, blue below) and the copy's start renders; the low-poly itself is unchanged and the
-    scene holds nothing more afterwards."""
+    """Built without a server: the artist's own low-poly (an icosahedron with its own UV map,
+    a second one beside it, and flat shading) selected, the heavy object its Reference
+    Object, no budget: the reference is baked onto a copy of it that keeps its active UV map,
+    as Blender's own route bakes onto the artist's low-poly; the job gets that mesh as the
+    low-poly exports, the bake's maps (both of the reference's colours, red and blue) and the
+    copy's start renders; the low-poly itself is unchanged and the scene holds nothing more
+    afterwards."""
     scene, heavy, _beside = _scene()
     bpy.ops.mesh.primitive_ico_sphere_add(subdivisions=1, radius=1.0)
     low = bpy.context.active_object
     low.name = "own low"
     assert low.data.uv_layers, "the primitive has a UV map of its own"
+    low.data.uv_layers.new(name="lightmap", do_init=False)  # not active: not the one baked
+    low.data.uv_layers.active = low.data.uv_layers[0]
     for obj in scene.objects:
         obj.select_set(obj == low)
     bpy.context.view_layer.objects.active = low

@@ -336,11 +336,13 @@ def check_a_selected_start_beside_the_reference_is_baked_and_rendered_alone_afte
             assert pump.run.tick(bpy.context) is False
         assert scene.diffrec.status == "exporting the mesh", scene.diffrec.status
         assert pump.renders[-2 * VIEWS:] == [f"cam{index}" for index in range(VIEWS)] * 2
+        assert pump.kept[-2 * VIEWS:] == [True] * (2 * VIEWS), pump.kept
         assert pump.run.tick(bpy.context) is False and pump.run.tick(bpy.context, True) is True
         (_job, _spec, arrays), = pump.submitted
         targets, start = arrays["images"], arrays["start_images"]
         assert start.shape == targets.shape == (VIEWS, 12, 16, 4), start.shape
         assert arrays["start_kd"].shape == (256, 256, 3), arrays["start_kd"].shape
+        assert "start_ks" in arrays and "start_normal" in arrays, sorted(arrays)
         # the cube, 1 across, covers far more than the sphere, 0.6 across, from every camera
         covered = start[..., 3].sum(axis=(1, 2)), targets[..., 3].sum(axis=(1, 2))
         assert np.all(covered[0] > 2 * covered[1]), covered
