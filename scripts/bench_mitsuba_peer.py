@@ -145,7 +145,7 @@ def main(argv=None) -> int:
     settings, ctx = config.settings, raster.RasterContext("cpu")
     started = time.perf_counter()
     inputs = load_inputs(config, ctx)
-    mesh, unwrapping = with_uvs(ctx, inputs.base_mesh, settings)
+    mesh, unwrapping = with_uvs(inputs.base_mesh, settings)
     mesh = ExplicitGeometry(mesh, trainable=False).mesh()  # smooth normals, as diffrec's
     light = make_light(settings, inputs.envmap, "cpu")
     train = inputs.train

@@ -12,7 +12,8 @@ import argparse
 import math
 
 from diffrec.io import read_obj
-from diffrec.pipeline.unwrap import triangle_areas, unwrap
+from diffrec.pipeline.unwrap import unwrap
+from diffrec.protocol.uv_layout import triangle_areas
 
 FIELD_OF_VIEW = 0.6325722506985587  # radians: bench_quality's 55 mm lens on a 36 mm sensor
 

@@ -24,9 +24,9 @@ import torch
 from diffrec.geometry import DMTetGeometry, clean_mesh, remove_small_pieces
 from diffrec.geometry.simplify import simplify
 from diffrec.mesh import Mesh
-from diffrec.pipeline.unwrap import uv_overlap, with_uvs
+from diffrec.pipeline.unwrap import with_uvs
 from diffrec.protocol.settings import Settings
-from diffrec.raster import RasterContext
+from diffrec.protocol.uv_layout import texel_overlap
 
 
 def surface(grid: int, seed: int = 0) -> Mesh:
@@ -47,7 +47,6 @@ def main() -> None:
     parser.add_argument("--texture-res", type=int, default=1024)
     parser.add_argument("--timeout", type=float, default=120.0)
     args = parser.parse_args()
-    ctx = RasterContext("cpu")
     print("grid  triangles  budget  unwrapped  method         seconds  cpu_s  texel_use")
     for grid in args.grids:
         mesh = surface(grid)
@@ -56,13 +55,13 @@ def main() -> None:
                                            unwrap_timeout_s=args.timeout)
             start = time.perf_counter()
             children = resource.getrusage(resource.RUSAGE_CHILDREN)
-            unwrapped, how = with_uvs(ctx, Mesh(*simplify(mesh.positions, mesh.triangles,
-                                                          budget)), settings)
+            unwrapped, how = with_uvs(Mesh(*simplify(mesh.positions, mesh.triangles, budget)),
+                                      settings)
             seconds = time.perf_counter() - start
             done = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu = done.ru_utime + done.ru_stime - children.ru_utime - children.ru_stime
-            covered, _ = uv_overlap(ctx, unwrapped.uvs, unwrapped.uv_triangles,
-                                    args.texture_res)
+            uvs = unwrapped.uvs.numpy()
+            covered, _ = texel_overlap(uvs[unwrapped.uv_triangles.numpy()], args.texture_res)
             print(f"{grid:4d}  {mesh.num_triangles:9d}  {budget:6d}  "
                   f"{unwrapped.num_triangles:9d}  {how['method']:13s}  {seconds:7.1f}  {cpu:5.1f}  "
                   f"{covered / args.texture_res ** 2:9.3f}", flush=True)

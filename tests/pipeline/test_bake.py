@@ -6,7 +6,7 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 import torch
-from uv_reference import texel_world_positions
+from helpers.uv_reference import texel_world_positions
 
 from diffrec import raster
 from diffrec.mesh import primitives

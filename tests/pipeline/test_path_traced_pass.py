@@ -51,7 +51,7 @@ def traced_views(mesh, cameras, light, settings) -> Views:
     """Path-traced targets (one bounce, 64 spp) of the grey box, straight alpha."""
     from diffrec.render.path_tracer import PathTracer
 
-    textured, _ = with_uvs(CTX, mesh, settings)
+    textured, _ = with_uvs(mesh, settings)
     material = TextureMaterial(Texture2D(torch.full((4, 4, 3), GREY)),
                                Texture2D(torch.tensor([0.0, 0.9, 0.0]).expand(4, 4, 3).clone()))
     with torch.no_grad():

@@ -13,9 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from uv_reference import cover_counts
+from helpers.uv_reference import cover_counts
 
-from diffrec import raster
 from diffrec.errors import Cancelled
 from diffrec.mesh import Mesh, primitives, with_tangents, with_vertex_normals
 from diffrec.pipeline import unwrap as unwrap_module
@@ -23,15 +22,12 @@ from diffrec.pipeline.unwrap import (
     UnwrapFailed,
     grid_unwrap,
     has_usable_uvs,
-    triangle_areas,
     unwrap,
     uv_layout_problems,
-    uv_overlap,
     with_uvs,
 )
 from diffrec.protocol.settings import Settings
-
-CPU = raster.RasterContext("cpu", impl="torch")
+from diffrec.protocol.uv_layout import texel_overlap, triangle_areas
 
 
 # Workers for the child process; module level so that the child can import them by name.
@@ -156,7 +152,7 @@ def test_xatlas_layout_covers_every_triangle_in_padded_charts_without_overlap(ca
     ratio = uv_area / triangle_areas(mesh.corner_positions().double().numpy())
     assert ratio.max() / ratio.min() < 4
     assert cover_counts(uv_np, tri_np, 128).max() == 1
-    assert uv_overlap(CPU, uvs, uv_triangles, 256)[1] == 0
+    assert texel_overlap(uv_np[tri_np], 256)[1] == 0
     assert len(np.unique(chart_ids(tri_np, len(uv_np)))) > 1
     # padding: about 4 texels between charts (xatlas's atlas is only near 256 texels a side)
     assert min_chart_gap(uv_np, tri_np, 256) >= 3.0
@@ -198,8 +194,7 @@ def test_grid_unwrap_puts_each_triangle_in_its_own_padded_cell(count, caplog):
 
 def test_grid_unwrap_has_no_rasterized_overlap():
     uvs, uv_triangles = grid_unwrap(10_000, resolution=512, padding_texels=2)
-    covered, overlapped = uv_overlap(CPU, torch.from_numpy(uvs), torch.from_numpy(uv_triangles),
-                                     512)
+    covered, overlapped = texel_overlap(uvs[uv_triangles], 512)
     assert overlapped == 0 and covered > 0.3 * 512 * 512
     small_uvs, small_triangles = grid_unwrap(7, resolution=64)
     counts = cover_counts(small_uvs, small_triangles, 64)
@@ -310,7 +305,7 @@ def test_slivers_flat_in_uv_space_are_tolerated_by_the_area_they_cover():
     positions = corners.reshape(-1, 3).astype(np.float32)
     triangles = np.arange(len(positions), dtype=np.uint32).reshape(-1, 3)
     vmapping, indices, uvs = grid_worker(positions, triangles, {"resolution": 1024})
-    areas = unwrap_module.triangle_areas(corners)
+    areas = triangle_areas(corners)
     by_size = np.argsort(areas[:big])
 
     def flatten(chosen):
@@ -349,11 +344,11 @@ def _with_uvs(mesh, uvs, uv_triangles=None):
 
 def test_clean_layouts_are_usable():
     plane = primitives.plane(4)
-    assert has_usable_uvs(CPU, plane)
-    assert has_usable_uvs(CPU, primitives.uv_sphere(16, 8))
+    assert has_usable_uvs(plane)
+    assert has_usable_uvs(primitives.uv_sphere(16, 8))
     sphere = primitives.uv_sphere(8, 4)
     uvs, uv_triangles = grid_unwrap(sphere.num_triangles)
-    assert has_usable_uvs(CPU, _with_uvs(sphere, torch.from_numpy(uvs),
+    assert has_usable_uvs(_with_uvs(sphere, torch.from_numpy(uvs),
                                          torch.from_numpy(uv_triangles)))
 
 
@@ -361,31 +356,31 @@ def test_bad_layouts_are_not_usable():
     plane = primitives.plane(4)
     folded = plane.uvs.clone()
     folded[:, 0] = (2 * folded[:, 0] - 1).abs()  # both halves on the same texels
-    assert "more than one triangle" in " ".join(uv_layout_problems(CPU, _with_uvs(plane, folded)))
-    assert "outside [0, 1]" in " ".join(uv_layout_problems(CPU, _with_uvs(plane, plane.uvs * 1.5)))
+    assert "more than one triangle" in " ".join(uv_layout_problems(_with_uvs(plane, folded)))
+    assert "outside [0, 1]" in " ".join(uv_layout_problems(_with_uvs(plane, plane.uvs * 1.5)))
     tiled = torch.cat([plane.uvs[:, :1] * 1.2 - 0.1, plane.uvs[:, 1:]], -1)  # u wraps onto itself
-    assert "more than one triangle" in " ".join(uv_layout_problems(CPU, _with_uvs(plane, tiled)))
+    assert "more than one triangle" in " ".join(uv_layout_problems(_with_uvs(plane, tiled)))
     collapsed = torch.full_like(plane.uvs, 0.5)
-    assert "no UV area" in " ".join(uv_layout_problems(CPU, _with_uvs(plane, collapsed)))
-    assert uv_layout_problems(CPU, primitives.cube()) == ["the mesh has no UVs"]
+    assert "no UV area" in " ".join(uv_layout_problems(_with_uvs(plane, collapsed)))
+    assert uv_layout_problems(primitives.cube()) == ["the mesh has no UVs"]
     for bad in (_with_uvs(plane, folded), _with_uvs(plane, plane.uvs * 1.5), primitives.cube()):
-        assert not has_usable_uvs(CPU, bad)
+        assert not has_usable_uvs(bad)
 
 
 def test_with_uvs_keeps_good_uvs_and_replaces_bad_ones():
     settings = Settings(unwrap_timeout_s=60.0, texture_res=64)
     plane = primitives.plane(4)
-    assert with_uvs(CPU, plane, settings) == (plane, {"method": "own UVs", "time_s": 0.0,
+    assert with_uvs(plane, settings) == (plane, {"method": "own UVs", "time_s": 0.0,
                                                        "warning": None})
     collapsed = primitives.cube().replace(uvs=torch.zeros(8, 2),
                                           uv_triangles=primitives.cube().triangles)
     cube = with_tangents(with_vertex_normals(collapsed))  # tangents of UVs about to go
-    unwrapped, how = with_uvs(CPU, cube, settings, worker=grid_worker)
+    unwrapped, how = with_uvs(cube, settings, worker=grid_worker)
     assert how["method"] == "xatlas" and how["warning"] is None
     assert unwrapped.tangents is None and unwrapped.uvs.dtype == cube.positions.dtype
     expected_uvs, _ = grid_unwrap(cube.num_triangles, resolution=64)
     np.testing.assert_array_equal(unwrapped.uvs.numpy(), expected_uvs)
-    assert unwrapped.positions is cube.positions and has_usable_uvs(CPU, unwrapped)
+    assert unwrapped.positions is cube.positions and has_usable_uvs(unwrapped)
 
 
 def _unwrap_method_in(result_queue):
@@ -410,9 +405,9 @@ def test_uvs_slightly_outside_the_square_are_kept_as_they_wrap():
     """Spot's UVs span [-0.052, 1]: the texture wraps, so they are used, not replaced."""
     plane = primitives.plane(4)
     shifted = _with_uvs(plane, plane.uvs * 0.9 - 0.05)
-    assert uv_layout_problems(CPU, shifted) == []
+    assert uv_layout_problems(shifted) == []
     settings = Settings(unwrap_timeout_s=60.0, texture_res=64)
-    assert with_uvs(CPU, shifted, settings)[0] is shifted
+    assert with_uvs(shifted, settings)[0] is shifted
 
 
 @pytest.mark.slow

@@ -156,7 +156,7 @@ def _surface_pass(ctx, settings: Settings, train: Views, light, reporter: Report
     if len(triangles) < extracted:
         reporter.log(f"simplified pass 1's surface {extracted:,} -> {len(triangles):,} "
                      "triangles")
-    mesh, unwrapping = _unwrapped(ctx, Mesh(vertices, triangles), settings, reporter, world)
+    mesh, unwrapping = _unwrapped(Mesh(vertices, triangles), settings, reporter, world)
     unwrapping.update(triangles=len(triangles), extracted_triangles=extracted)
     _stop_if_asked(reporter, world, "after unwrapping the surface")
     reporter.log("baking textures…", stage="baking")
@@ -224,14 +224,14 @@ def _decimated(mesh: Mesh, budget: int, reporter: Reporter, warnings: list[str])
     return Mesh(vertices, triangles)
 
 
-def _unwrapped(ctx, mesh: Mesh, settings: Settings, reporter: Reporter,
+def _unwrapped(mesh: Mesh, settings: Settings, reporter: Reporter,
                world: distributed.World) -> tuple[Mesh, dict]:
     """``with_uvs(mesh)`` unwrapped by rank 0 and shared, so that every rank trains the same
     atlas (a stop asked during unwrapping ends rank 0 alone; its launcher ends the rest); a
     fallback layout is reported as a warning."""
     def on_main() -> tuple[Mesh, dict]:
         unwrapped, how = with_uvs(
-            ctx, mesh, settings, reporter.should_stop,
+            mesh, settings, reporter.should_stop,
             before_unwrap=lambda: reporter.log("unwrapping the surface…", stage="unwrapping"))
         if how["warning"]:
             reporter.log(how["warning"], level="warning")
@@ -310,7 +310,7 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
             raise UserError(f"mode {mode!r} needs a starting mesh (base_mesh)")
         base = _decimated(inputs.base_mesh.to(torch_device), settings.surface.target_triangles,
                           reporter, warnings)
-        mesh, unwrapping = _unwrapped(ctx, base, settings, reporter, world)
+        mesh, unwrapping = _unwrapped(base, settings, reporter, world)
         base_material = inputs.base_material
         if (base_material is not None and settings.material.init_textures == "base_mesh"
                 and unwrapping["method"] != "own UVs" and has_textures(base_material)):

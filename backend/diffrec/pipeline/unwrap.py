@@ -29,26 +29,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from diffrec import raster
 from diffrec.errors import Cancelled
 from diffrec.geometry.cleanup import check_mesh
 from diffrec.mesh import Mesh
 from diffrec.pipeline.unwrap_child import UnwrapFailed, xatlas_worker
+from diffrec.protocol import uv_layout
+from diffrec.protocol.uv_layout import MAX_FLAT_UV_FRACTION, flat_in_uv
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PADDING_TEXELS = 4
 STOP_POLL_S = 0.2  # how often a waiting unwrap checks whether it should stop
 UV_RANGE_TOLERANCE = 1e-3  # xatlas's UVs this far outside [0, 1] count as inside (clamped)
-# a user's UVs this far outside [0, 1] are kept: textures wrap (repeat), so a chart that
-# crosses an edge continues on the opposite one (Spot's span [-0.052, 1])
-UV_WRAP_MARGIN = 0.25
-DEGENERATE_RELATIVE_AREA = 1e-8  # a triangle this much smaller than the mean is degenerate
-# slivers packed below a texel come out of xatlas with zero UV area; they sample one texel,
-# which is harmless, so a layout (ours or the user's) is only refused when the triangles flat
-# in UV space cover more than this share of the surface's area (a trained DMTet surface has
-# many: 249 of 19,365 triangles of Spot's on a GPU run, docs/BENCHMARKS.md)
-MAX_FLAT_UV_FRACTION = 0.01
 
 # worker(positions float32 [V, 3], triangles uint32 [T, 3], options) -> (vmapping uint32 [U],
 # indices uint32 [T, 3], uvs float32 [U, 2]): xatlas's result layout. Options: "resolution",
@@ -105,31 +97,6 @@ def run_in_child(worker: UnwrapWorker, positions: np.ndarray, triangles: np.ndar
             return result["vmapping"], result["indices"], result["uvs"]
 
 
-def triangle_areas(corners: np.ndarray) -> np.ndarray:
-    """Areas of triangles given as corners [T, 3, 2] or [T, 3, 3] (float64)."""
-    corners = corners.astype(np.float64)
-    a, b = corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0]
-    if corners.shape[-1] == 2:
-        return 0.5 * np.abs(a[:, 0] * b[:, 1] - a[:, 1] * b[:, 0])
-    return 0.5 * np.linalg.norm(np.cross(a, b), axis=-1)
-
-
-def _degenerate(areas: np.ndarray) -> np.ndarray:
-    """Triangles whose area is negligible next to the mean (all of them if the mean is 0)."""
-    return areas <= DEGENERATE_RELATIVE_AREA * areas.mean()
-
-
-def _flat_in_uv(corners: np.ndarray, uv_corners: np.ndarray) -> tuple[int, int, float]:
-    """``(flat, solid, share)``: of the ``solid`` triangles (area in 3D, corners ``[T, 3, 3]``),
-    the ``flat`` ones have none in UV space (``uv_corners [T, 3, 2]``) and cover ``share`` of
-    the surface's area."""
-    areas = triangle_areas(corners)
-    solid = ~_degenerate(areas)
-    flat = _degenerate(triangle_areas(uv_corners)) & solid
-    share = float(areas[flat].sum() / max(areas[solid].sum(), np.finfo(np.float64).tiny))
-    return int(flat.sum()), int(solid.sum()), share
-
-
 def _checked_layout(result, positions: np.ndarray, triangles: np.ndarray):
     """Validate a worker's (vmapping, indices, uvs); return (uvs float32 [U, 2] clamped to
     [0, 1], uv_triangles int64 [T, 3]) or raise ``UnwrapFailed`` saying what is wrong."""
@@ -152,7 +119,7 @@ def _checked_layout(result, positions: np.ndarray, triangles: np.ndarray):
         uvs.max() > 1 + UV_RANGE_TOLERANCE
     ):
         raise UnwrapFailed("UVs are not finite or lie outside [0, 1]")
-    flat, solid, share = _flat_in_uv(positions[triangles], uvs[indices])
+    flat, solid, share = flat_in_uv(positions[triangles], uvs[indices])
     if share > MAX_FLAT_UV_FRACTION:
         raise UnwrapFailed(f"{flat} of {solid} triangles, {share:.1%} of the surface, have "
                            "zero area in UV space")
@@ -261,65 +228,27 @@ def unwrap(positions: torch.Tensor, triangles: torch.Tensor, *, timeout_s: float
                   method, warning)
 
 
-def uv_overlap(ctx: raster.RasterContext, uvs: torch.Tensor, uv_triangles: torch.Tensor,
-               resolution: int) -> tuple[int, int]:
-    """Rasterize a UV layout at ``resolution``² texels: ``(covered, overlapped)`` texel counts,
-    overlapped = covered by more than one triangle (found by peeling a second layer; every
-    triangle gets its own depth, so coincident triangles peel apart on every engine). UVs
-    wrap: each triangle is moved by whole tiles to put its centroid in [0, 1)² (what sticks out
-    of the square then is not counted)."""
-    count = uv_triangles.shape[0]
-    corners = uvs[uv_triangles].float()
-    corners = (corners - corners.mean(1, keepdim=True).floor()).reshape(-1, 2)
-    depth = ((torch.arange(count, device=uvs.device) + 0.5) / count * 2 - 1).repeat_interleave(3)
-    clip = torch.cat([corners * 2 - 1, depth[:, None], torch.ones_like(depth[:, None])], -1)
-    tri = torch.arange(3 * count, dtype=torch.int32, device=uvs.device).reshape(-1, 3)
-    with raster.DepthPeeler(ctx, clip[None].contiguous(), tri, (resolution, resolution),
-                            grad_db=False) as peeler:
-        first, _ = peeler.rasterize_next_layer()
-        second, _ = peeler.rasterize_next_layer()
-    return int((first[..., 3] > 0).sum()), int((second[..., 3] > 0).sum())
-
-
-def uv_layout_problems(ctx: raster.RasterContext, mesh: Mesh, *, resolution: int = 256,
-                       max_degenerate: float = MAX_FLAT_UV_FRACTION,
-                       max_overlap: float = 0.01) -> list[str]:
-    """Reasons why ``mesh``'s UVs are not fit to bake into (empty list: they are fine);
-    ``ctx`` rasterizes the layout (the run's context, on ``mesh``'s device).
-
-    Checks: UVs present; inside [0, 1] within ``UV_WRAP_MARGIN`` (textures wrap); triangles
-    with zero UV area covering at most ``max_degenerate`` of the surface's area; at most
-    ``max_overlap`` of the covered texels, at ``resolution``², covered twice.
-    """
+def uv_layout_problems(mesh: Mesh, **kwargs) -> list[str]:
+    """Reasons why ``mesh``'s UVs are not fit to bake into (empty list: they are fine): none
+    at all, or the protocol's rule (``uv_layout.problems``, ``kwargs`` its limits), which the
+    add-on applies to an artist's low-poly before it bakes into it."""
     if mesh.uvs is None:
         return ["the mesh has no UVs"]
-    uvs = mesh.uvs.detach()
-    problems = []
-    if uvs.min() < -UV_WRAP_MARGIN or uvs.max() > 1 + UV_WRAP_MARGIN:
-        problems.append(f"UVs span [{float(uvs.min()):.3g}, {float(uvs.max()):.3g}], "
-                        f"more than {UV_WRAP_MARGIN:g} outside [0, 1]")
-    flat, solid, share = _flat_in_uv(mesh.corner_positions().detach().cpu().numpy(),
-                                     uvs[mesh.uv_triangles].cpu().numpy())
-    if share > max_degenerate:
-        problems.append(f"{flat} of {solid} triangles, {share:.1%} of the surface, have no UV "
-                        "area")
-    covered, overlapped = uv_overlap(ctx, uvs, mesh.uv_triangles, resolution)
-    if overlapped > max_overlap * max(covered, 1):
-        problems.append(f"{overlapped} of {covered} covered texels (at {resolution}²) "
-                        "belong to more than one triangle")
-    return problems
+    uvs = mesh.uvs.detach().cpu().numpy()
+    return uv_layout.problems(mesh.corner_positions().detach().cpu().numpy(),
+                              uvs[mesh.uv_triangles.cpu().numpy()], **kwargs)
 
 
-def has_usable_uvs(ctx: raster.RasterContext, mesh: Mesh, **kwargs) -> bool:
+def has_usable_uvs(mesh: Mesh, **kwargs) -> bool:
     """True when ``mesh``'s UVs can be baked into (see ``uv_layout_problems`` for the checks
     and ``kwargs``); the problems found with UVs it has are logged."""
-    problems = uv_layout_problems(ctx, mesh, **kwargs)
+    problems = uv_layout_problems(mesh, **kwargs)
     if problems and mesh.uvs is not None:
         log.info("not using the mesh's UVs: %s", "; ".join(problems))
     return not problems
 
 
-def with_uvs(ctx: raster.RasterContext, mesh: Mesh, settings,
+def with_uvs(mesh: Mesh, settings,
              should_stop: Callable[[], bool] = lambda: False, *,
              worker: UnwrapWorker = xatlas_worker,
              before_unwrap: Callable[[], None] = lambda: None) -> tuple[Mesh, dict]:
@@ -329,13 +258,13 @@ def with_uvs(ctx: raster.RasterContext, mesh: Mesh, settings,
     metrics keep: ``method`` ("own UVs", "xatlas", "grid fallback"), ``time_s``, ``warning``
     (None unless the fallback was used).
 
-    ``ctx``: the run's context (checks the mesh's own UVs). ``settings``: the optimisation's
+    ``settings``: the optimisation's
     settings; ``unwrap_timeout_s`` bounds xatlas and ``texture_res`` (texels a side) sizes its
     atlas. ``should_stop()`` turning true raises ``Cancelled``; ``worker`` replaces xatlas
     (tests); ``before_unwrap()`` is called once the mesh's own UVs are found unusable.
     """
     start = time.perf_counter()
-    if has_usable_uvs(ctx, mesh):
+    if has_usable_uvs(mesh):
         return mesh, {"method": "own UVs", "time_s": 0.0, "warning": None}
     before_unwrap()
     layout = unwrap(mesh.positions, mesh.triangles, timeout_s=settings.limits.unwrap_timeout_s,

@@ -7,7 +7,7 @@ the keys) load on first use, so ``events``, ``settings`` and the rest import wit
 
 from importlib import import_module
 
-from . import captures, events, images, liveness, manifest, settings
+from . import captures, events, images, liveness, manifest, settings, uv_layout
 from .arrays import DTYPES, ArraySpec
 from .errors import JobLost, ProtocolError, ServerError, ServerUnavailable
 from .limits import PROTOCOL_VERSION
@@ -40,6 +40,7 @@ __all__ = [
     "parse_pairing",
     "read_keypair",
     "settings",
+    "uv_layout",
     "write_keypair",
 ]
 
