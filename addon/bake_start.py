@@ -49,7 +49,8 @@ import bpy
 import numpy as np
 from mathutils.bvhtree import BVHTree
 
-from . import corner_normals, selection, subjects, temporaries
+from . import corner_normals, export_scene, selection, subjects, temporaries
+from .core.wire import protocol
 from .export_scene import _temporarily, image_array
 from .import_result import new_image, with_nodes
 
@@ -95,18 +96,18 @@ def _check_reference(reference) -> None:
 
 
 def decimated_copy(reference: bpy.types.Object, triangles: int, name: str,
-                   collection: bpy.types.Collection | None = None,
-                   keep_uvs: bool = False) -> bpy.types.Object:
+                   collection: bpy.types.Collection | None = None, *,
+                   keep_shading: bool = False, keep_uvs: bool = False) -> bpy.types.Object:
     """A new mesh object named ``name``: ``reference``'s evaluated mesh (its modifiers applied)
     in world space (``_in_world_space``: the object's matrix is the identity), decimated by
     collapse (the Decimate modifier, as an artist does) to at most ``triangles`` triangles (a
     budget at or above the reference's count copies it whole), triangulated, shaded smooth,
-    unwrapped with Smart UV Project (``ISLAND_MARGIN``), no materials; with ``keep_uvs``, a
-    mesh copied whole that has a UV map keeps its active one (the one it exports, bakes into
-    and renders through; the others removed) and its shading (the artist's own low-poly);
-    linked to ``collection`` (default: the first of the reference's collections that is local
-    and in the scene, else the scene's collection). The reference is left exactly as it was
-    (mesh, modifiers, selection, active object, mode)."""
+    unwrapped with Smart UV Project (``ISLAND_MARGIN``), no materials; linked to
+    ``collection`` (default: the first of the reference's collections that is local and in the
+    scene, else the scene's collection). A mesh copied whole keeps its shading with
+    ``keep_shading``, and with ``keep_uvs`` its active UV map (the one it exports, bakes into
+    and renders through; the others removed) where it has one: the artist's own low-poly. The
+    reference is left exactly as it was (mesh, modifiers, selection, active object, mode)."""
     _check_reference(reference)
     if triangles < 4:
         raise ValueError(f"a budget of {triangles} triangles is too small: at least 4")
@@ -127,6 +128,9 @@ def decimated_copy(reference: bpy.types.Object, triangles: int, name: str,
         whole = triangle_count(mesh) <= triangles
         try:
             _decimate(obj, triangles)
+            if not (keep_shading and whole):
+                with _custom_normals_kept(obj.data):
+                    obj.data.shade_smooth()
             if keep_uvs and whole and obj.data.uv_layers:
                 _only_active_uvs(obj.data)
             else:
@@ -242,12 +246,20 @@ def _only_active_uvs(mesh: bpy.types.Mesh) -> None:
     mesh.uv_layers[kept].active_render = True
 
 
+def unfit_uvs(obj: bpy.types.Object, depsgraph) -> list[str]:
+    """Why the UVs ``obj`` exports (its evaluated mesh's active UV map) are not fit to bake
+    into, by the rule the server keeps a mesh's own UVs by (the protocol's
+    ``uv_layout.problems``: overlapping, far outside the texture, collapsed), one phrase each;
+    empty: they are, and the server keeps them."""
+    mesh = export_scene.export_mesh(obj, depsgraph)
+    if mesh.uvs is None:
+        return ["it has no UV map"]
+    return protocol().uv_layout.problems(mesh.vertices[mesh.faces], mesh.uvs[mesh.uv_faces])
+
+
 def _smart_unwrap(obj: bpy.types.Object, view_layer) -> None:
-    """Shade ``obj`` smooth (custom normals kept) and give it one UV map 'UVMap' from Smart
-    UV Project."""
+    """Give ``obj`` one UV map 'UVMap' from Smart UV Project."""
     mesh = obj.data
-    with _custom_normals_kept(mesh):
-        mesh.shade_smooth()
     while mesh.uv_layers:
         mesh.uv_layers.remove(mesh.uv_layers[0])
     mesh.uv_layers.new(name="UVMap")

@@ -92,6 +92,8 @@ class DIFFREC_OT_optimize(_StartsJob, bpy.types.Operator):
             return {"CANCELLED"}
         connect = checked_connector(context, self.report)
         builder = SubmissionBuilder(context, settings)
+        for note in builder.notes:
+            self.report({"WARNING"}, note)
         settings.progress, settings.status = 0.0, builder.text
         return self.start(context, uuid.uuid4().hex, connect, builder=builder,
                           replaces=self.replaces)

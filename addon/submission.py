@@ -134,6 +134,11 @@ class SubmissionBuilder:
                      if self._baked_onto is not None else None)
         self._decimates = evaluated is not None and (
             0 < self.choices.triangles < bake_start.triangle_count(evaluated.data))
+        self.unfit_uvs = (bake_start.unfit_uvs(self.subject, context.evaluated_depsgraph_get())
+                          if self.start == "SELECTED" and self.bakes and not self._decimates
+                          else [])
+        """Why the artist's own low-poly's UVs are not baked into (the copy baked onto is
+        unwrapped anew: ``bake_start.unfit_uvs``); empty where they are or it is decimated."""
         self.original = named
         self.object_name = named.name if named is not None else ""
         self.done = 0
@@ -148,6 +153,16 @@ class SubmissionBuilder:
         self._baked_material: bpy.types.Material | None = None  # the copy's, for its renders
         self._made = temporaries.Made()  # the copy, its mesh, its baked material and images
         self._render_data = export_scene.KeptRenderData(self.scene)  # through each run of renders
+
+    @property
+    def notes(self) -> list[str]:
+        """What the artist is told when Optimize is pressed, one sentence each (none: nothing
+        to tell)."""
+        if not self.unfit_uvs:
+            return []
+        return [f"The UVs of {self.subject.name!r} are not baked into "
+                f"({'; '.join(self.unfit_uvs)}): the start is a copy of it unwrapped anew by "
+                "Smart UV Project, and the result has those UVs."]
 
     @property
     def steps(self) -> int:
@@ -168,8 +183,11 @@ class SubmissionBuilder:
             return "reading targets"
         if self.bakes and self._copy is None:
             what = "the reference" if self.start == "BAKED" else "the selected mesh"
-            return (f"decimating {what}" if self._decimates else
-                    f"copying {what}: within Triangles, it is kept as it is")
+            if self._decimates:
+                return f"decimating {what}"
+            if self.unfit_uvs:
+                return f"copying {what} and unwrapping the copy anew (Smart UV Project)"
+            return f"copying {what}: within Triangles, it is kept as it is"
         if self._baker is not None and not self._baker.finished:
             return self._baker.text
         if self._start_renders_left:
@@ -278,14 +296,16 @@ class SubmissionBuilder:
 
     def _start_copy(self) -> bpy.types.Object:
         """The mesh the reference is baked onto: the reference, or the selected mesh with its
-        own UVs and shading, decimated to the panel's Triangles (copied as it is without a
-        budget or under it), hidden in the viewport and from renders while it exists."""
+        own shading, and its own UVs unless they are unfit (``unfit_uvs``), decimated to the
+        panel's Triangles (copied as it is without a budget or under it), hidden in the
+        viewport and from renders while it exists."""
         source = self._baked_onto
         budget = self.choices.triangles or subjects.triangle_count(
             source, bpy.context.evaluated_depsgraph_get())
+        own = self.start == "SELECTED"
         copy = self._made.keep(bake_start.decimated_copy(
-            source, budget, f"{source.name} diffrec start",
-            keep_uvs=self.start == "SELECTED"))
+            source, budget, f"{source.name} diffrec start", keep_shading=own,
+            keep_uvs=own and not self.unfit_uvs))
         self._made.keep(copy.data)
         copy.hide_render = copy.hide_viewport = True
         return copy

@@ -22,6 +22,7 @@ import numpy as np
 import scenes
 
 from addon import bake_start, export_scene, import_result, panel, submission, subjects
+from addon.core.wire import protocol
 
 BUDGET = 120
 VIEWS = 6
@@ -212,29 +213,107 @@ def check_the_artists_own_low_poly_is_baked_onto_with_its_uvs_and_left_as_it_was
     copy's start renders; the low-poly itself is unchanged and the scene holds nothing more
     afterwards."""
     scene, heavy, _beside = _scene()
-    bpy.ops.mesh.primitive_ico_sphere_add(subdivisions=1, radius=1.0)
+    low = _own_low_poly(scene, heavy)
+    low.data.uv_layers.new(name="lightmap", do_init=False)  # not active: not the one baked
+    low.data.uv_layers.active = low.data.uv_layers[0]
+    uvs_before = _active_uvs(low)
+    exported = export_scene.export_mesh(low, bpy.context.evaluated_depsgraph_get())
+    before = _contents(scene)
+    builder = submission.SubmissionBuilder(bpy.context, scene.diffrec)
+    assert builder.bakes and builder.renders_start
+    assert builder.unfit_uvs == [] and builder.notes == []
+    texts = _built(builder)
+    assert "copying the selected mesh: within Triangles, it is kept as it is" in texts, texts
+    arrays = builder.submission.arrays
+    np.testing.assert_allclose(arrays["uvs"], exported.uvs, atol=1e-6)
+    _assert_sent_as_exported_and_baked(arrays, exported)
+    np.testing.assert_array_equal(_active_uvs(low), uvs_before)
+    assert not low.data.materials and not low.hide_render and _contents(scene) == before
+
+
+def check_an_own_low_poly_whose_uvs_overlap_is_baked_onto_a_copy_unwrapped_anew():
+    """Built without a server: the artist's own low-poly with its UV map folded onto itself
+    (both halves on the same texels, as mirrored game assets share them). Baked into as it is,
+    two places of the surface would write one texel, and the server, whose rule refuses such
+    UVs, would unwrap anew and start from the maps' averages. So the copy baked onto gets
+    Smart UV Project's UVs, which the rule keeps, and keeps its shading; the artist is told
+    why; the low-poly is unchanged."""
+    scene, heavy, _beside = _scene()
+    low = _own_low_poly(scene, heavy)
+    folded = _active_uvs(low).reshape(-1, 2)
+    folded[:, 0] = np.abs(2 * folded[:, 0] - 1)
+    low.data.uv_layers.active.data.foreach_set("uv", folded.ravel())
+    exported = export_scene.export_mesh(low, bpy.context.evaluated_depsgraph_get())
+    before = _contents(scene)
+    builder = submission.SubmissionBuilder(bpy.context, scene.diffrec)
+    assert builder.bakes and builder.renders_start
+    (problem,) = builder.unfit_uvs
+    assert "belong to more than one triangle" in problem, problem
+    (note,) = builder.notes
+    assert note.startswith("The UVs of 'own low' are not baked into") and problem in note, note
+    texts = _built(builder)
+    assert "copying the selected mesh and unwrapping the copy anew (Smart UV Project)" in texts
+    arrays = builder.submission.arrays
+    uv_rule = protocol().uv_layout
+    assert uv_rule.problems(arrays["vertices"][arrays["faces"]],
+                            arrays["uvs"][arrays["uv_faces"]]) == []
+    _assert_sent_as_exported_and_baked(arrays, exported)
+    np.testing.assert_array_equal(_active_uvs(low), folded.ravel())
+    assert _contents(scene) == before
+
+
+def check_an_own_low_poly_over_triangles_is_decimated_and_unwrapped_and_left_as_it_was():
+    """Built without a server: the artist's own low-poly of 320 triangles, Start From Selected
+    Mesh and Triangles at 100: the copy baked onto is decimated to the budget and unwrapped by
+    Smart UV Project (its own UVs do not survive a collapse), and the low-poly is unchanged."""
+    scene, heavy, _beside = _scene()
+    low = _own_low_poly(scene, heavy, subdivisions=3)
+    scene.diffrec.triangles, scene.diffrec.start_from = 100, "SELECTED"  # Auto would bake
+    uvs_before, faces_before = _active_uvs(low), len(low.data.polygons)
+    builder = submission.SubmissionBuilder(bpy.context, scene.diffrec)
+    assert builder.bakes and builder.unfit_uvs == []  # not asked: the copy is unwrapped anew
+    texts = _built(builder)
+    assert "decimating the selected mesh" in texts, texts
+    arrays = builder.submission.arrays
+    assert 4 <= len(arrays["faces"]) <= 100 < faces_before, len(arrays["faces"])
+    assert protocol().uv_layout.problems(arrays["vertices"][arrays["faces"]],
+                                         arrays["uvs"][arrays["uv_faces"]]) == []
+    assert arrays["start_images"].shape == arrays["images"].shape
+    np.testing.assert_array_equal(_active_uvs(low), uvs_before)
+    assert len(low.data.polygons) == faces_before
+
+
+def _own_low_poly(scene, heavy, subdivisions: int = 1) -> bpy.types.Object:
+    """An icosphere 'own low' (its own UV map, flat shading) over the heavy object, selected
+    and active, the heavy object its Reference Object, Triangles 0."""
+    bpy.ops.mesh.primitive_ico_sphere_add(subdivisions=subdivisions, radius=1.0)
     low = bpy.context.active_object
     low.name = "own low"
     assert low.data.uv_layers, "the primitive has a UV map of its own"
-    low.data.uv_layers.new(name="lightmap", do_init=False)  # not active: not the one baked
-    low.data.uv_layers.active = low.data.uv_layers[0]
     for obj in scene.objects:
         obj.select_set(obj == low)
     bpy.context.view_layer.objects.active = low
     scene.diffrec.reference_object, scene.diffrec.triangles = heavy, 0
-    uvs_before = np.empty(len(low.data.loops) * 2, np.float32)
-    low.data.uv_layers.active.data.foreach_get("uv", uvs_before)
-    depsgraph = bpy.context.evaluated_depsgraph_get()
-    exported = export_scene.export_mesh(low, depsgraph)
-    before = _contents(scene)
-    builder = submission.SubmissionBuilder(bpy.context, scene.diffrec)
-    assert builder.bakes and builder.renders_start
+    return low
+
+
+def _active_uvs(obj) -> np.ndarray:
+    uvs = np.empty(len(obj.data.loops) * 2, np.float32)
+    obj.data.uv_layers.active.data.foreach_get("uv", uvs)
+    return uvs
+
+
+def _built(builder) -> list[str]:
+    """Step ``builder`` to its submission; the status texts it showed on the way."""
     texts = []
     while not builder.step(bpy.context):
         texts.append(builder.text)
-    assert "copying the selected mesh: within Triangles, it is kept as it is" in texts, texts
-    arrays = builder.submission.arrays
-    np.testing.assert_allclose(arrays["uvs"], exported.uvs, atol=1e-6)
+    return texts
+
+
+def _assert_sent_as_exported_and_baked(arrays, exported) -> None:
+    """The job has the low-poly's own vertices, faces and (flat) shading, its start renders,
+    and maps baked from both of the reference's colours (red above, blue below)."""
     np.testing.assert_allclose(arrays["vertices"], exported.vertices, atol=1e-5)
     np.testing.assert_array_equal(arrays["faces"], exported.faces)
     np.testing.assert_allclose(arrays["normals"][arrays["normal_faces"]],
@@ -242,10 +321,6 @@ def check_the_artists_own_low_poly_is_baked_onto_with_its_uvs_and_left_as_it_was
     assert arrays["start_images"].shape == arrays["images"].shape
     kd = arrays["start_kd"]
     assert (kd[..., 0] - kd[..., 2]).max() > 0.3 and (kd[..., 2] - kd[..., 0]).max() > 0.3
-    uvs_after = np.empty_like(uvs_before)
-    low.data.uv_layers.active.data.foreach_get("uv", uvs_after)
-    np.testing.assert_array_equal(uvs_after, uvs_before)
-    assert not low.data.materials and not low.hide_render and _contents(scene) == before
 
 
 def check_a_coated_reference_sends_its_coat_and_its_bodys_roughness():
