@@ -57,7 +57,8 @@ class Estimate:
     ``upload_bytes`` all the arrays together, ``seconds`` the whole job's training time
     (``measured``: from the server's own speed, else the calibration), ``longest_seconds``
     if every pass runs all its iterations (the stopping rule ends most sooner), ``baked``
-    the triangles Blender decimates and bakes here first (None: no baked start),
+    the reference's triangles Blender bakes from here first (None: no baked start), and
+    decimates too with ``bake_decimates`` (a copy of the reference under Triangles),
     ``without_uvs``: the mesh sent has no UV map (the server unwraps it), ``target_renders``:
     Blender renders the ``views`` targets here first, ``start_renders``: and the start from
     the same cameras."""
@@ -74,6 +75,7 @@ class Estimate:
     without_uvs: bool = False
     target_renders: bool = False
     start_renders: bool = False
+    bake_decimates: bool = False
 
     def lines(self) -> list[str]:
         """What the panel shows, one short line each."""
@@ -101,8 +103,9 @@ class Estimate:
         """Sentences for what makes the job heavy (empty: nothing to warn of)."""
         warnings = []
         if self.baked is not None and self.baked > MANY_TRIANGLES:
-            warnings.append(f"{self.baked:,} triangles to decimate and bake here first: "
-                            "Blender pauses for seconds to minutes at each of those steps")
+            work = "decimate and bake" if self.bake_decimates else "bake from"
+            warnings.append(f"{self.baked:,} triangles to {work} here first: Blender "
+                            "pauses for seconds to minutes at each of those steps")
         if self.without_uvs and self.triangles is not None and (
                 self.triangles > MANY_TO_UNWRAP):
             warnings.append(f"{self.triangles:,} triangles without a UV map: the server "
@@ -139,18 +142,18 @@ def estimate(*, triangles: int | None, vertices: int, views: int, width: int, he
              seconds_per_megapixel: float = 0.0, start_renders: bool = False,
              baked: int | None = None, start_texture: int = 0,
              without_uvs: bool = False, mip_iterations: int = 0,
-             target_renders: bool = False) -> Estimate:
+             target_renders: bool = False, bake_decimates: bool = False) -> Estimate:
     """The estimate of a job of these sizes (``envmap`` (width, height) or None: no light
     sent; ``passes`` rasterized passes of at most ``iterations``, which the stopping rule's
     ``plateau_window`` (0: off) may end sooner, then ``path_iterations`` of the path-traced
     pass, then ``mip_iterations`` steps of the mip levels' fit; ``seconds_per_megapixel`` the
     measured rasterized speed, 0: use the calibration, which counts the triangles too;
-    ``baked``: the reference's triangles a baked start is made from, ``start_texture`` its
-    maps' side in texels; ``without_uvs``: the mesh sent has no UV map; ``target_renders``:
-    Blender renders the targets). The upload counts float32 RGBA images (twice with
-    ``start_renders``: the start's renders from the same cameras), the mesh (float32
-    positions, normals and UVs, int32 corners of each), a baked start's three float32 RGB
-    maps, a float32 RGB light."""
+    ``baked``: the reference's triangles a baked start is made from (``bake_decimates``: and
+    decimated to), ``start_texture`` its maps' side in texels; ``without_uvs``: the mesh sent
+    has no UV map; ``target_renders``: Blender renders the targets). The upload counts
+    float32 RGBA images (twice with ``start_renders``: the start's renders from the same
+    cameras), the mesh (float32 positions, normals and UVs, int32 corners of each), a baked
+    start's three float32 RGB maps, a float32 RGB light."""
     images = views * (2 if start_renders else 1)
     upload = (images * width * height * 16 + vertices * (12 + 12 + 8) + (triangles or 0) * 36
               + start_texture ** 2 * 36)
@@ -166,7 +169,7 @@ def estimate(*, triangles: int | None, vertices: int, views: int, width: int, he
     return Estimate(triangles, views, width, height, upload,
                     (expected * passes + after) * per_iteration, seconds_per_megapixel > 0,
                     (iterations * passes + after) * per_iteration, baked, without_uvs,
-                    target_renders, start_renders)
+                    target_renders, start_renders, bake_decimates)
 
 
 def _triangles(context, obj) -> tuple[int, int]:
@@ -199,7 +202,8 @@ def for_scene(context, settings) -> Estimate | None:
     baked = None  # the reference's triangles Blender bakes (and decimates) here first
     if bakes:
         baked = triangles if start == "BAKED" else _triangles(context, reference)[0]
-    if triangles is not None and 0 < settings.triangles < triangles:  # decimated: about 2 : 1
+    decimates = triangles is not None and 0 < settings.triangles < triangles
+    if decimates:  # about 2 : 1
         triangles, vertices = settings.triangles, settings.triangles // 2 + 2
     width, height = submission.training_size(context.scene, settings.train_resolution)
     traced = settings.mode == "materials" and settings.shading == "path-traced"
@@ -216,7 +220,8 @@ def for_scene(context, settings) -> Estimate | None:
                     baked=baked, start_texture=int(settings.texture_resolution) if bakes else 0,
                     without_uvs=sent and not bakes and not subject.data.uv_layers,
                     mip_iterations=min(_default("mip_iterations"), iterations),
-                    target_renders=settings.target_source == "RENDER")
+                    target_renders=settings.target_source == "RENDER",
+                    bake_decimates=bakes and start == "BAKED" and decimates)
 
 
 def _pass_iterations(settings, bakes: bool) -> int:

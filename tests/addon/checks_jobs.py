@@ -183,6 +183,12 @@ def check_the_estimate_warns_of_a_million_triangles_and_of_hours():
                    estimate.for_scene(bpy.context, settings).warnings())
         settings.triangles, settings.start_from = 1000, "BAKED"  # the copy gets its own UVs
         assert not any("UV map" in w for w in estimate.for_scene(bpy.context, settings).warnings())
+        bpy.ops.mesh.primitive_cube_add(location=(4.0, 0.0, 0.0))  # the artist's own low-poly
+        settings.reference_object, settings.triangles, settings.start_from = grid, 0, "SELECTED"
+        own = estimate.for_scene(bpy.context, settings)
+        assert own.baked == 2 * 810 * 810 and own.triangles == 12, own
+        (warning,) = own.warnings()  # the grid is baked from, never decimated
+        assert warning.startswith("1,312,200 triangles to bake from here first"), warning
     finally:
         addon.unregister()
 
