@@ -50,11 +50,36 @@ def test_neighbours_sharing_edges_do_not_overlap_and_a_stacked_copy_overlaps_all
     assert uv_layout.texel_overlap(np.concatenate([square, square]), 100) == (2500, 2500)
 
 
-def test_uvs_wrap_by_whole_tiles():
-    soup = _soup(30, 4)
-    shift = np.random.default_rng(5).integers(-3, 4, (30, 1, 2))
-    assert uv_layout.texel_overlap(soup + shift, RESOLUTION) == uv_layout.texel_overlap(
-        soup, RESOLUTION)
+@pytest.mark.parametrize("winding", ["counter-clockwise", "clockwise", "mixed"])
+def test_a_fan_through_texel_centres_covers_each_of_its_texels_once(winding):
+    """Eight triangles meeting at a texel centre, their edges along a row, a column and both
+    diagonals through texel centres, their outer corners on texel centres too: each centre on
+    a shared edge or at the shared vertex belongs to one triangle, and the square they make,
+    8 texels a side, covers 64 texels as a half-open square does."""
+    resolution = 16
+    centre = np.array([8.0, 8.0])
+    ring = [(4, 0), (4, 4), (0, 4), (-4, 4), (-4, 0), (-4, -4), (0, -4), (4, -4)]
+    fan = np.array([[centre, centre + ring[k], centre + ring[(k + 1) % 8]] for k in range(8)])
+    if winding != "counter-clockwise":
+        turned = slice(None) if winding == "clockwise" else slice(None, None, 2)
+        fan[turned] = fan[turned, ::-1]
+    uvs = (fan + 0.5) / resolution  # texel (x, y)'s centre at ((x + 0.5) / R, (y + 0.5) / R)
+    assert uv_layout.texel_overlap(uvs, resolution) == (64, 0)
+
+
+def test_uvs_wrap_by_whole_tiles_and_what_sticks_out_is_not_counted():
+    """Triangles anywhere in [0, 1)², some across its edges, moved by whole tiles: counted
+    as the brute force counts them moved back so that their centroids lie in [0, 1)²."""
+    rng = np.random.default_rng(4)
+    soup = rng.uniform(0, 1, (30, 1, 2)) + rng.uniform(-0.15, 0.15, (30, 3, 2))
+    back = soup - np.floor(soup.mean(1, keepdims=True))
+    assert uv_layout.texel_overlap(soup, RESOLUTION) == _reference(back, RESOLUTION)
+    shift = rng.integers(-3, 4, (30, 1, 2))
+    assert uv_layout.texel_overlap(soup + shift, RESOLUTION) == _reference(back, RESOLUTION)
+    huge = np.array([[[-5.0, -5.0], [6.0, -5.0], [0.5, 7.0]]])  # clamped to two tiles away
+    assert uv_layout.texel_overlap(huge, RESOLUTION) == (RESOLUTION ** 2, 0)
+    with pytest.raises(ValueError, match="exact up to 65536 texels"):
+        uv_layout.texel_overlap(soup, 1 << 17)
 
 
 def test_counting_stops_once_enough_texels_overlap():
@@ -67,6 +92,18 @@ def test_counting_stops_once_enough_texels_overlap():
     finally:
         uv_layout._CANDIDATES_PER_CHUNK = monkey
     assert 10 < early[1] < overlapped and early[0] <= covered
+
+
+def test_a_count_cut_short_is_said_to_be_a_lower_bound(monkeypatch):
+    """Six copies of the whole square, counted in small chunks: the count stops past 1 % of
+    the texture, and the phrase says 'or more' of the texture, not of what was covered."""
+    corners, uvs = _grid()
+    monkeypatch.setattr(uv_layout, "_CANDIDATES_PER_CHUNK", 4096)
+    (found,) = uv_layout.problems(np.concatenate([corners] * 6), np.concatenate([uvs] * 6))
+    count, rest = found.split(" ", 1)
+    assert int(count) < 256 * 256, found  # every texel overlaps: the count stopped short
+    assert rest.startswith("texels or more (at 256²)"), found
+    assert found.endswith("more than 1% of the texture"), found
 
 
 def _grid(cells: int = 4) -> tuple[np.ndarray, np.ndarray]:

@@ -28,8 +28,9 @@ MAX_OVERLAP = 0.01
 stacked charts bake two places of the surface into one texel)."""
 CHECK_RESOLUTION = 256
 """Texels a side at which overlap is counted."""
-_CANDIDATES_PER_CHUNK = 1 << 20  # texel centres tested at once (memory: about 100 MB)
-_SUBTEXELS = 1 << 12  # fixed-point steps a texel: exact tests, no overflow in int64 at 2^16 texels
+_CANDIDATES_PER_CHUNK = 1 << 20  # texel centres tested at once (memory: about 200 MB at most)
+_SUBTEXELS = 1 << 12  # fixed-point steps a texel: the edge tests are exact in int64 ...
+_MAX_RESOLUTION = 1 << 16  # ... up to this many texels a side
 
 
 def triangle_areas(corners: np.ndarray) -> np.ndarray:
@@ -90,6 +91,9 @@ def texel_overlap(uv_corners: np.ndarray, resolution: int,
     square then is not counted; corners further than two tiles away are clamped there).
     Counting stops once ``overlapped`` exceeds ``enough`` (None: never); both counts are then
     those so far."""
+    if not 0 < resolution <= _MAX_RESOLUTION:
+        raise ValueError(f"texel counts are exact up to {_MAX_RESOLUTION} texels a side, "
+                         f"not {resolution}")
     corners = np.asarray(uv_corners, np.float64)
     corners = np.clip(corners - np.floor(corners.mean(1, keepdims=True)), -2.0, 3.0)
     # fixed point, in texels: texel (x, y)'s centre at (x, y) * _SUBTEXELS
@@ -146,7 +150,10 @@ def problems(corners: np.ndarray, uv_corners: np.ndarray, *,
     # past this many, the share is over max_overlap whatever else is covered
     enough = int(max_overlap * resolution * resolution)
     covered, overlapped = texel_overlap(uv_corners, resolution, enough)
-    if overlapped > max_overlap * max(covered, 1):
+    if overlapped > enough:  # counting may have stopped: a lower bound
+        found.append(f"{overlapped} texels or more (at {resolution}²) belong to more than one "
+                     f"triangle, more than {max_overlap:.0%} of the texture")
+    elif overlapped > max_overlap * max(covered, 1):
         found.append(f"{overlapped} texels (at {resolution}²) belong to more than one "
                      f"triangle, more than {max_overlap:.0%} of the {covered} covered")
     return found
