@@ -49,7 +49,7 @@ import bpy
 import numpy as np
 from mathutils.bvhtree import BVHTree
 
-from . import corner_normals, export_scene, selection, subjects, temporaries
+from . import corner_normals, selection, subjects, temporaries
 from .core.wire import protocol
 from .export_scene import _temporarily, image_array
 from .import_result import new_image, with_nodes
@@ -77,6 +77,8 @@ NEUTRALISED = ("Metallic", "Transmission Weight", "Specular IOR Level", "Coat We
 PRINCIPLED = "ShaderNodeBsdfPrincipled"
 GLASS_IOR = 1.5
 """A Principled BSDF's default IOR, and glTF's where a file gives none."""
+NO_UV_MAP = "it has no UV map"
+"""``unfit_uvs``'s phrase for a mesh without UVs."""
 
 
 def triangle_count(mesh: bpy.types.Mesh) -> int:
@@ -247,14 +249,38 @@ def _only_active_uvs(mesh: bpy.types.Mesh) -> None:
 
 
 def unfit_uvs(obj: bpy.types.Object, depsgraph) -> list[str]:
-    """Why the UVs ``obj`` exports (its evaluated mesh's active UV map) are not fit to bake
-    into, by the rule the server keeps a mesh's own UVs by (the protocol's
+    """Why ``obj``'s UVs (its evaluated mesh's active UV map, the one it exports) are not fit
+    to bake into, by the rule the server keeps a mesh's own UVs by (the protocol's
     ``uv_layout.problems``: overlapping, far outside the texture, collapsed), one phrase each;
-    empty: they are, and the server keeps them."""
-    mesh = export_scene.export_mesh(obj, depsgraph)
-    if mesh.uvs is None:
-        return ["it has no UV map"]
-    return protocol().uv_layout.problems(mesh.vertices[mesh.faces], mesh.uvs[mesh.uv_faces])
+    ``[NO_UV_MAP]`` where it has none; empty: they are fit, and the server keeps them."""
+    evaluated = obj.evaluated_get(depsgraph)
+    mesh = evaluated.to_mesh()
+    try:
+        if mesh.uv_layers.active is None:
+            return [NO_UV_MAP]
+        mesh.calc_loop_triangles()
+        corners = np.empty(len(mesh.loop_triangles) * 3, np.int32)
+        mesh.loop_triangles.foreach_get("loops", corners)
+        vertices = np.empty(len(mesh.loop_triangles) * 3, np.int32)
+        mesh.loop_triangles.foreach_get("vertices", vertices)
+        positions = np.empty(len(mesh.vertices) * 3, np.float32)
+        mesh.vertices.foreach_get("co", positions)
+        uvs = np.empty(len(mesh.loops) * 2, np.float32)
+        mesh.uv_layers.active.data.foreach_get("uv", uvs)
+        matrix = np.array([list(row) for row in evaluated.matrix_world])
+    finally:
+        evaluated.to_mesh_clear()
+    world = positions.reshape(-1, 3) @ matrix[:3, :3].T  # areas in the scene's units
+    return protocol().uv_layout.problems(world[vertices].reshape(-1, 3, 3),
+                                         uvs.reshape(-1, 2)[corners].reshape(-1, 3, 2))
+
+
+def unwrap_anew(obj: bpy.types.Object) -> None:
+    """Replace ``obj``'s UV maps by one from Smart UV Project (``_smart_unwrap``); its shading,
+    and the view layer's selection, active object and mode, are left as they were."""
+    view_layer = bpy.context.view_layer
+    with selection.kept(view_layer):
+        _smart_unwrap(obj, view_layer)
 
 
 def _smart_unwrap(obj: bpy.types.Object, view_layer) -> None:

@@ -209,6 +209,8 @@ class JobRun:
         except Exception:  # what no step means to raise: the caller reports it
             self.builder.close()
             raise
+        for note in self.builder.take_notes():
+            self.report({"WARNING"}, note)
         if complete:
             self._submit(settings, self.builder.submission)
             return False

@@ -92,7 +92,7 @@ class DIFFREC_OT_optimize(_StartsJob, bpy.types.Operator):
             return {"CANCELLED"}
         connect = checked_connector(context, self.report)
         builder = SubmissionBuilder(context, settings)
-        for note in builder.notes:
+        for note in builder.take_notes():
             self.report({"WARNING"}, note)
         settings.progress, settings.status = 0.0, builder.text
         return self.start(context, uuid.uuid4().hex, connect, builder=builder,

@@ -134,11 +134,12 @@ class SubmissionBuilder:
                      if self._baked_onto is not None else None)
         self._decimates = evaluated is not None and (
             0 < self.choices.triangles < bake_start.triangle_count(evaluated.data))
+        self._own_whole = self.start == "SELECTED" and self.bakes and not self._decimates
         self.unfit_uvs = (bake_start.unfit_uvs(self.subject, context.evaluated_depsgraph_get())
-                          if self.start == "SELECTED" and self.bakes and not self._decimates
-                          else [])
+                          if self._own_whole else [])
         """Why the artist's own low-poly's UVs are not baked into (the copy baked onto is
         unwrapped anew: ``bake_start.unfit_uvs``); empty where they are or it is decimated."""
+        self._notes = self._unfit_uvs_notes()
         self.original = named
         self.object_name = named.name if named is not None else ""
         self.done = 0
@@ -154,15 +155,22 @@ class SubmissionBuilder:
         self._made = temporaries.Made()  # the copy, its mesh, its baked material and images
         self._render_data = export_scene.KeptRenderData(self.scene)  # through each run of renders
 
-    @property
-    def notes(self) -> list[str]:
-        """What the artist is told when Optimize is pressed, one sentence each (none: nothing
-        to tell)."""
+    def take_notes(self) -> list[str]:
+        """What the artist is to be told and has not been yet, one sentence each (told once:
+        Optimize tells those known when it is pressed, the run those a step finds)."""
+        notes, self._notes = self._notes, []
+        return notes
+
+    def _unfit_uvs_notes(self) -> list[str]:
         if not self.unfit_uvs:
             return []
-        return [f"The UVs of {self.subject.name!r} are not baked into "
-                f"({'; '.join(self.unfit_uvs)}): the start is a copy of it unwrapped anew by "
-                "Smart UV Project, and the result has those UVs."]
+        name = self.subject.name
+        if self.unfit_uvs == [bake_start.NO_UV_MAP]:
+            return [f"{name!r} has no UV map: the start is a copy of it unwrapped by Smart UV "
+                    "Project, and the result has those UVs."]
+        return [f"The UVs of {name!r} are not baked into ({'; '.join(self.unfit_uvs)}): the "
+                "start is a copy of it unwrapped anew by Smart UV Project, and the result has "
+                "those UVs."]
 
     @property
     def steps(self) -> int:
@@ -307,6 +315,11 @@ class SubmissionBuilder:
             source, budget, f"{source.name} diffrec start", keep_shading=own,
             keep_uvs=own and not self.unfit_uvs))
         self._made.keep(copy.data)
+        if self._own_whole and not self.unfit_uvs:  # triangulated anew: checked as it is sent
+            self.unfit_uvs = bake_start.unfit_uvs(copy, bpy.context.evaluated_depsgraph_get())
+            if self.unfit_uvs:
+                bake_start.unwrap_anew(copy)
+                self._notes = self._unfit_uvs_notes()
         copy.hide_render = copy.hide_viewport = True
         return copy
 

@@ -221,7 +221,7 @@ def check_the_artists_own_low_poly_is_baked_onto_with_its_uvs_and_left_as_it_was
     before = _contents(scene)
     builder = submission.SubmissionBuilder(bpy.context, scene.diffrec)
     assert builder.bakes and builder.renders_start
-    assert builder.unfit_uvs == [] and builder.notes == []
+    assert builder.unfit_uvs == [] and builder.take_notes() == []
     texts = _built(builder)
     assert "copying the selected mesh: within Triangles, it is kept as it is" in texts, texts
     arrays = builder.submission.arrays
@@ -249,7 +249,7 @@ def check_an_own_low_poly_whose_uvs_overlap_is_baked_onto_a_copy_unwrapped_anew(
     assert builder.bakes and builder.renders_start
     (problem,) = builder.unfit_uvs
     assert "belong to more than one triangle" in problem, problem
-    (note,) = builder.notes
+    (note,) = builder.take_notes()
     assert note.startswith("The UVs of 'own low' are not baked into") and problem in note, note
     texts = _built(builder)
     assert "copying the selected mesh and unwrapping the copy anew (Smart UV Project)" in texts
@@ -260,6 +260,61 @@ def check_an_own_low_poly_whose_uvs_overlap_is_baked_onto_a_copy_unwrapped_anew(
     _assert_sent_as_exported_and_baked(arrays, exported)
     np.testing.assert_array_equal(_active_uvs(low), folded.ravel())
     assert _contents(scene) == before
+
+
+def check_an_own_low_poly_without_uvs_is_unwrapped_keeping_its_shading():
+    """Built without a server: the artist's own low-poly with no UV map: the copy baked onto
+    gets Smart UV Project's, keeps its flat shading, and the note says so."""
+    scene, heavy, _beside = _scene()
+    low = _own_low_poly(scene, heavy)
+    while low.data.uv_layers:
+        low.data.uv_layers.remove(low.data.uv_layers[0])
+    low.data.update()  # as an edit in the UI tags it: the evaluated mesh follows
+    exported = export_scene.export_mesh(low, bpy.context.evaluated_depsgraph_get())
+    builder = submission.SubmissionBuilder(bpy.context, scene.diffrec)
+    assert builder.unfit_uvs == [bake_start.NO_UV_MAP], builder.unfit_uvs
+    assert builder.take_notes() == ["'own low' has no UV map: the start is a copy of it "
+                                    "unwrapped by Smart UV Project, and the result has those "
+                                    "UVs."]
+    _built(builder)
+    arrays = builder.submission.arrays
+    assert protocol().uv_layout.problems(arrays["vertices"][arrays["faces"]],
+                                         arrays["uvs"][arrays["uv_faces"]]) == []
+    _assert_sent_as_exported_and_baked(arrays, exported)
+    assert not low.data.uv_layers
+
+
+def check_uvs_found_unfit_only_on_the_copy_are_unwrapped_there_and_said_then():
+    """Built without a server: the low-poly's folded UVs pass the check made when Optimize is
+    pressed (patched to find nothing, as where Blender's triangulation of a quad differs from
+    the copy's); the copy, triangulated as it is sent, is checked again, found unfit,
+    unwrapped anew, and the step that made it has the note to tell."""
+    scene, heavy, _beside = _scene()
+    low = _own_low_poly(scene, heavy)
+    folded = _active_uvs(low).reshape(-1, 2)
+    folded[:, 0] = np.abs(2 * folded[:, 0] - 1)
+    low.data.uv_layers.active.data.foreach_set("uv", folded.ravel())
+    checked, real = [], bake_start.unfit_uvs
+
+    def blind_at_first(obj, depsgraph):
+        checked.append(obj.name)
+        return [] if len(checked) == 1 else real(obj, depsgraph)
+
+    bake_start.unfit_uvs = blind_at_first
+    try:
+        builder = submission.SubmissionBuilder(bpy.context, scene.diffrec)
+        assert builder.take_notes() == []
+        notes = []
+        while not builder.step(bpy.context):
+            notes += builder.take_notes()
+    finally:
+        bake_start.unfit_uvs = real
+    assert checked == ["own low", "own low diffrec start"], checked
+    (note,) = notes
+    assert note.startswith("The UVs of 'own low' are not baked into"), note
+    arrays = builder.submission.arrays
+    assert protocol().uv_layout.problems(arrays["vertices"][arrays["faces"]],
+                                         arrays["uvs"][arrays["uv_faces"]]) == []
 
 
 def check_an_own_low_poly_over_triangles_is_decimated_and_unwrapped_and_left_as_it_was():
