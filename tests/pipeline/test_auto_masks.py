@@ -144,3 +144,6 @@ def test_views_sent_uncut_from_cameras_not_on_one_object_are_kept_with_a_warning
     with caplog.at_level(logging.WARNING):
         assert masked_when_opaque(views) is views
     assert "no masks made" in caplog.text and "whole of every image" in caplog.text
+    said = []  # a job's log (the server's runner passes its events' Log)
+    assert masked_when_opaque(views, warn=said.append) is views
+    assert len(said) == 1 and said[0].startswith("no masks made"), said

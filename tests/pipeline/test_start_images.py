@@ -116,6 +116,10 @@ def test_start_images_without_the_material_they_show_are_refused():
     runner.check_inputs(materials, given)
     with pytest.raises(JobFailed, match="init_textures not 'random'"):
         runner.check_inputs(materials.replace(init_textures="random"), given)
+    coat_alone = {**given, "start_coat": np.float32([1.0, 0.1])}
+    del coat_alone["start_kd"]  # the start's base colour would be an unlevelled grey
+    with pytest.raises(JobFailed, match="start renders need the material they show"):
+        runner.check_inputs(materials, coat_alone)
 
 
 def test_start_images_are_read_as_the_targets_are():

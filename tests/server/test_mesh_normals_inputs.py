@@ -42,3 +42,13 @@ def test_normals_that_do_not_fit_the_faces_are_refused(change, message):
     change(arrays)
     with pytest.raises(JobFailed, match=message):
         _check_inputs(parse_settings({"mode": "materials", "light": "learn"}), arrays)
+
+
+def test_vertices_without_faces_are_refused_in_reconstruct_too():
+    """Reconstruct needs no mesh, but one sent half was read as a whole one (a KeyError
+    deep in the job, 'an unexpected problem in the server')."""
+    _, arrays = _flat_box_job()
+    for name in ("faces", "uvs", "uv_faces", "normals", "normal_faces"):
+        arrays.pop(name, None)
+    with pytest.raises(JobFailed, match="vertices and faces go together"):
+        _check_inputs(parse_settings({"mode": "reconstruct", "light": "learn"}), arrays)

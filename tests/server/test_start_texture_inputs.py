@@ -84,6 +84,21 @@ def test_a_start_ior_of_the_wrong_layout_or_values_is_refused(client, ior, refus
     assert error.code == "invalid_input" and refusal in error.message, error.message
 
 
+@pytest.mark.parametrize(("extra", "refusal"), [
+    ({"start_coat": np.float32([1.0, 0.1])}, "start_coat: the path-traced pass does not shade "
+     "a clear coat: set renderer to rasterized"),
+    ({"start_ior": np.float32([1.45])}, "start_ior 1.45: the path-traced pass shades IOR 1.5"),
+])
+def test_a_coat_or_an_ior_the_path_traced_pass_cannot_shade_is_refused_at_submit(
+        client, extra, refusal):
+    """Before, these failed at run time, after the decimation and the unwrap."""
+    spec = {**SPEC, "settings": {**SPEC["settings"], "renderer": "path-traced"}}
+    error = error_of(lambda: client.submit("traced-coat", spec, {**textured_job(), **extra}))
+    assert error.code == "invalid_input" and refusal in error.message, error.message
+    client.submit("traced-glass", spec, {**textured_job(), "start_ior": np.float32([1.5])})
+    client.cancel("traced-glass")
+
+
 def test_a_start_coat_in_reconstruct_is_refused(client):
     inputs = {**textured_job(), "start_coat": np.float32([1.0, 0.1])}
     spec = {**SPEC, "settings": {**SPEC["settings"], "mode": "reconstruct"}}

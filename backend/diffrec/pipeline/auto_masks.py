@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import cv2
@@ -125,13 +126,14 @@ def make_masks(cameras: Cameras, colours: torch.Tensor, points: np.ndarray | Non
     return alpha
 
 
-def masked_when_opaque(views: Views, maker: str = "grabcut") -> Views:
+def masked_when_opaque(views: Views, maker: str = "grabcut",
+                       warn: Callable[[str], None] = log.warning) -> Views:
     """``views`` as they are, or, where none carries coverage (alpha 1 at every pixel of
     every view: photos sent without being cut out, e.g. a camera's background image), with
     alpha from masks made from them (``make_masks`` by ``maker``), as a capture without masks
     gets them; where none can be made (``UserError``: the cameras do not look at one object,
-    or the masks' hull is empty) the views as they are, with a warning that the whole frame
-    is then the object's."""
+    or the masks' hull is empty) the views as they are, with a sentence to ``warn`` (a job's
+    log) that the whole frame is then the object's."""
     if not bool((views.images[..., 3] >= 1).all()):
         return views
     log.info("no view carries coverage (alpha 1 everywhere): making masks from the images "
@@ -139,8 +141,8 @@ def masked_when_opaque(views: Views, maker: str = "grabcut") -> Views:
     try:
         alpha = make_masks(views.cameras, views.images[..., :3], maker=maker)
     except UserError as error:
-        log.warning("no masks made (%s): the whole of every image is taken as the object; "
-                    "send images with alpha, cut out", error)
+        warn(f"no masks made ({error}): the whole of every image is taken as the object; "
+             "send images with alpha, cut out")
         return views
     images = torch.cat([views.images[..., :3], alpha[..., None].to(views.images)], -1)
     return Views(views.cameras, images.contiguous(), views.names)

@@ -61,7 +61,8 @@ def _check_inputs(settings: Settings, inputs: Mapping[str, np.ndarray]) -> None:
                         f"{len(inputs['intrinsics'])} intrinsics: send one of each per image")
     if count < 2:
         raise JobFailed("at least two images are needed (one is held out for validation)")
-    for values, index in (("uvs", "uv_faces"), ("normals", "normal_faces")):
+    for values, index in (("vertices", "faces"), ("uvs", "uv_faces"),
+                          ("normals", "normal_faces")):
         if (values in inputs) != (index in inputs):
             raise JobFailed(f"{values} and {index} go together")
     _check_start_textures(settings, inputs)
@@ -84,7 +85,8 @@ def _check_start_textures(settings: Settings, inputs: Mapping[str, np.ndarray]) 
     """Start textures (and a start's coat) come with a base mesh that has UVs, in a mode that
     keeps that mesh, within the triangle budget (decimation would lose the UVs they were baked
     over)."""
-    from diffrec.pipeline.job_arrays import START_MATERIAL
+    from diffrec.pipeline.job_arrays import START_COAT, START_IOR, START_MATERIAL
+    from diffrec.shading.bsdf import GLASS_IOR
 
     sent = [name for name in START_MATERIAL if name in inputs]
     if not sent:
@@ -102,6 +104,14 @@ def _check_start_textures(settings: Settings, inputs: Mapping[str, np.ndarray]) 
         raise JobFailed(f"{names}: the base mesh has {triangles:,} triangles, over "
                         f"target_triangles {budget:,}; decimating it would lose the UVs the "
                         "start textures cover: send a mesh within the budget")
+    if settings.path_tracing.renderer == "path-traced":
+        if START_COAT in inputs:
+            raise JobFailed(f"{START_COAT}: the path-traced pass does not shade a clear coat: "
+                            "set renderer to rasterized, or leave the coat out")
+        ior = float(inputs[START_IOR][0]) if START_IOR in inputs else GLASS_IOR
+        if abs(ior - GLASS_IOR) >= 1e-4:
+            raise JobFailed(f"{START_IOR} {ior:.2f}: the path-traced pass shades IOR "
+                            f"{GLASS_IOR}: set renderer to rasterized, or leave the IOR out")
 
 
 def _check_start_images(settings: Settings, inputs: Mapping[str, np.ndarray]) -> None:
@@ -109,7 +119,7 @@ def _check_start_images(settings: Settings, inputs: Mapping[str, np.ndarray]) ->
     (the start textures, which the job starts from), one per image at the images' size
     (``job_arrays.check_start_images``)."""
     from diffrec.errors import UserError
-    from diffrec.pipeline.job_arrays import START_IMAGES, START_MATERIAL, check_start_images
+    from diffrec.pipeline.job_arrays import START_IMAGES, START_TEXTURES, check_start_images
     from diffrec.pipeline.renderer_gap import WITHOUT_THEIR_MATERIAL
 
     if START_IMAGES not in inputs:
@@ -122,7 +132,7 @@ def _check_start_images(settings: Settings, inputs: Mapping[str, np.ndarray]) ->
         check_start_images(inputs)
     except UserError as error:
         raise JobFailed(str(error)) from None
-    if (not any(name in inputs for name in START_MATERIAL)
+    if (not any(name in inputs for name in START_TEXTURES)  # a coat or an IOR alone: grey
             or settings.material.init_textures == "random"):
         raise JobFailed(f"{START_IMAGES}: {WITHOUT_THEIR_MATERIAL}")
 
@@ -264,7 +274,8 @@ class OptimizeRunner(Runner):
         run_dir = ctx.state_dir / "run"
         try:
             views, base, envmap = from_job_arrays(ctx.inputs)
-            views = masked_when_opaque(views)  # photos sent without being cut out
+            views = masked_when_opaque(  # photos sent without being cut out
+                views, warn=lambda message: ctx.emit(events.Log(message, "warning")))
             start_renders = sent_start_renders(ctx.inputs)
             material = start_material(ctx.inputs)
             settings = settings_for_start(ctx.settings, material)
