@@ -142,7 +142,8 @@ def estimate(*, triangles: int | None, vertices: int, views: int, width: int, he
              seconds_per_megapixel: float = 0.0, start_renders: bool = False,
              baked: int | None = None, start_texture: int = 0,
              without_uvs: bool = False, mip_iterations: int = 0,
-             target_renders: bool = False, bake_decimates: bool = False) -> Estimate:
+             target_renders: bool = False, bake_decimates: bool = False,
+             fitted_triangles: int | None = None) -> Estimate:
     """The estimate of a job of these sizes (``envmap`` (width, height) or None: no light
     sent; ``passes`` rasterized passes of at most ``iterations``, which the stopping rule's
     ``plateau_window`` (0: off) may end sooner, then ``path_iterations`` of the path-traced
@@ -150,10 +151,11 @@ def estimate(*, triangles: int | None, vertices: int, views: int, width: int, he
     measured rasterized speed, 0: use the calibration, which counts the triangles too;
     ``baked``: the reference's triangles a baked start is made from (``bake_decimates``: and
     decimated to), ``start_texture`` its maps' side in texels; ``without_uvs``: the mesh sent
-    has no UV map; ``target_renders``: Blender renders the targets). The upload counts
-    float32 RGBA images (twice with ``start_renders``: the start's renders from the same
-    cameras), the mesh (float32 positions, normals and UVs, int32 corners of each), a baked
-    start's three float32 RGB maps, a float32 RGB light."""
+    has no UV map; ``target_renders``: Blender renders the targets; ``fitted_triangles``:
+    the backend decimates the mesh sent to these, None: it fits the mesh sent). The upload
+    counts float32 RGBA images (twice with ``start_renders``: the start's renders from the
+    same cameras), the mesh (float32 positions, normals and UVs, int32 corners of each), a
+    baked start's three float32 RGB maps, a float32 RGB light."""
     images = views * (2 if start_renders else 1)
     upload = (images * width * height * 16 + vertices * (12 + 12 + 8) + (triangles or 0) * 36
               + start_texture ** 2 * 36)
@@ -163,7 +165,8 @@ def estimate(*, triangles: int | None, vertices: int, views: int, width: int, he
     per_iteration = ((seconds_per_megapixel or CALIBRATION_S_PER_MEGAPIXEL)
                      * batch * width * height / 1e6)
     if not seconds_per_megapixel:
-        per_iteration += CALIBRATION_S_PER_TRIANGLE * batch * (triangles or 0)
+        fitted = triangles if fitted_triangles is None else fitted_triangles
+        per_iteration += CALIBRATION_S_PER_TRIANGLE * batch * (fitted or 0)
     after = path_iterations * wire.PATH_TRACED_COST + mip_iterations * MIP_STEP_COST
     expected = wire.expected_iterations(iterations, plateau_window)
     return Estimate(triangles, views, width, height, upload,
@@ -192,7 +195,7 @@ def for_scene(context, settings) -> Estimate | None:
     size is known once read)."""
     if settings.target_source == "DATASET":
         return None
-    start = None if settings.mode == "reconstruct" else subjects.start_kind(settings)
+    start = None if settings.mode == "reconstruct" else subjects.start_kind(context, settings)
     reference, selected = subjects.reference_object(context, settings), subjects.subject(context)
     subject = reference if start == "BAKED" else selected
     sent = subject is not None and subject.type == "MESH" and start is not None
@@ -203,8 +206,9 @@ def for_scene(context, settings) -> Estimate | None:
     if bakes:
         baked = triangles if start == "BAKED" else _triangles(context, reference)[0]
     decimates = triangles is not None and 0 < settings.triangles < triangles
-    if decimates:  # about 2 : 1
-        triangles, vertices = settings.triangles, settings.triangles // 2 + 2
+    fitted = settings.triangles if decimates else None  # the backend's, of a mesh sent whole
+    if decimates and bakes:  # Blender's copy, sent decimated: about 2 : 1
+        triangles, vertices, fitted = settings.triangles, settings.triangles // 2 + 2, None
     width, height = submission.training_size(context.scene, settings.train_resolution)
     traced = settings.mode == "materials" and settings.shading == "path-traced"
     iterations = _pass_iterations(settings, bakes)
@@ -221,7 +225,8 @@ def for_scene(context, settings) -> Estimate | None:
                     without_uvs=sent and not bakes and not subject.data.uv_layers,
                     mip_iterations=min(_default("mip_iterations"), iterations),
                     target_renders=settings.target_source == "RENDER",
-                    bake_decimates=bakes and start == "BAKED" and decimates)
+                    bake_decimates=bakes and start == "BAKED" and decimates,
+                    fitted_triangles=fitted)
 
 
 def _pass_iterations(settings, bakes: bool) -> int:

@@ -58,8 +58,9 @@ def bake_note(context, settings) -> str | None:
     if settings.mode == "reconstruct":
         return None
     reference = subjects.reference_object(context, settings)
-    if not subjects.bakes_reference(subjects.start_kind(settings), subjects.subject(context),
-                                    reference, settings.target_source):
+    if not subjects.bakes_reference(subjects.start_kind(context, settings),
+                                    subjects.subject(context), reference,
+                                    settings.target_source):
         return None
     unread = bake_start.unread_shaders(reference) if reference is not None else []
     if not unread:

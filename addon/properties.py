@@ -216,9 +216,10 @@ class DiffrecSceneSettings(bpy.types.PropertyGroup):
         name="Start From",
         description="The mesh the fit begins from (Reconstruct finds its own)",
         items=[
-            ("AUTO", "Auto", "The reference decimated and baked when Triangles is set, else "
-                             "the selected mesh (the reference baked onto it when it is "
-                             "another object)"),
+            ("AUTO", "Auto", "The selected mesh when it is another object than the "
+                             "Reference Object (your own low-poly, the reference baked onto "
+                             "it); else the reference decimated and baked when Triangles is "
+                             "set, else the selected mesh"),
             ("SELECTED", "Selected Mesh", "The selected mesh, your own low-poly: with a "
                                           "Reference Object other than it, the reference "
                                           "baked by Cycles onto a copy of it, its UVs kept; "

@@ -55,9 +55,10 @@ def subject(context) -> bpy.types.Object | None:
 
 
 def reference_object(context, settings) -> bpy.types.Object | None:
-    """The object the targets show: the panel's Reference Object when set, else the subject
-    (None when neither is a mesh)."""
-    chosen = settings.reference_object or subject(context)
+    """The object the targets show: the panel's Reference Object when set where the panel
+    shows it (the targets rendered here), else the subject (None when neither is a mesh)."""
+    shown = settings.reference_object if settings.target_source == "RENDER" else None
+    chosen = shown or subject(context)
     return chosen if chosen is not None and chosen.type == "MESH" else None
 
 
@@ -107,11 +108,16 @@ def render_lamps(scene, view_layer) -> int:
                if obj.type == "LIGHT" and obj.data.energy > 0 and renders(obj, view_layer))
 
 
-def start_kind(settings) -> str:
-    """``SELECTED`` or ``BAKED``: the panel's Start From with AUTO decided by Triangles. A
-    reconstruction starts from neither (it finds the surface itself)."""
+def start_kind(context, settings) -> str:
+    """``SELECTED`` or ``BAKED``: the panel's Start From, AUTO decided by the selection and
+    Triangles: the selected mesh where it is another mesh than the reference (the artist's own
+    low-poly), else a baked copy of the reference where Triangles is set, else the selected
+    mesh. A reconstruction starts from neither (it finds the surface itself)."""
     if settings.start_from != "AUTO":
         return settings.start_from
+    selected, reference = subject(context), reference_object(context, settings)
+    if selected is not None and selected.type == "MESH" and reference not in (None, selected):
+        return "SELECTED"
     return "BAKED" if settings.triangles > 0 else "SELECTED"
 
 

@@ -120,7 +120,7 @@ class SubmissionBuilder:
         self.reference = subjects.reference_object(context, settings)
         self.alone = settings.reference == "OBJECT" and self.source == "RENDER"
         self.start = (None if settings.mode == "reconstruct" else
-                      subjects.start_kind(settings))
+                      subjects.start_kind(context, settings))
         if self.start == "SELECTED" and self.subject is None:
             self.start = None
         named = self.reference if self.start == "BAKED" else self.subject or context.active_object
@@ -193,9 +193,9 @@ class SubmissionBuilder:
             what = "the reference" if self.start == "BAKED" else "the selected mesh"
             if self._decimates:
                 return f"decimating {what}"
-            if self.unfit_uvs:
-                return f"copying {what} and unwrapping the copy anew (Smart UV Project)"
-            return f"copying {what}: within Triangles, it is kept as it is"
+            if self.start == "BAKED" or self.unfit_uvs:
+                return f"copying {what} and unwrapping the copy (Smart UV Project)"
+            return f"copying {what}: its UVs and shading kept"
         if self._baker is not None and not self._baker.finished:
             return self._baker.text
         if self._start_renders_left:

@@ -37,7 +37,7 @@ def _subject_problems(context, settings) -> list[str]:
     if settings.mode == "reconstruct":
         return problems
     shown = subjects.reference_object(context, settings)
-    start = subjects.start_kind(settings)
+    start = subjects.start_kind(context, settings)
     baked = start == "BAKED"
     bakes = subjects.bakes_reference(start, subjects.subject(context), shown,
                                      settings.target_source)

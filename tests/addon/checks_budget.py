@@ -223,7 +223,7 @@ def check_the_artists_own_low_poly_is_baked_onto_with_its_uvs_and_left_as_it_was
     assert builder.bakes and builder.renders_start
     assert builder.unfit_uvs == [] and builder.take_notes() == []
     texts = _built(builder)
-    assert "copying the selected mesh: within Triangles, it is kept as it is" in texts, texts
+    assert "copying the selected mesh: its UVs and shading kept" in texts, texts
     arrays = builder.submission.arrays
     np.testing.assert_allclose(arrays["uvs"], exported.uvs, atol=1e-6)
     _assert_sent_as_exported_and_baked(arrays, exported)
@@ -252,7 +252,7 @@ def check_an_own_low_poly_whose_uvs_overlap_is_baked_onto_a_copy_unwrapped_anew(
     (note,) = builder.take_notes()
     assert note.startswith("The UVs of 'own low' are not baked into") and problem in note, note
     texts = _built(builder)
-    assert "copying the selected mesh and unwrapping the copy anew (Smart UV Project)" in texts
+    assert "copying the selected mesh and unwrapping the copy (Smart UV Project)" in texts
     arrays = builder.submission.arrays
     uv_rule = protocol().uv_layout
     assert uv_rule.problems(arrays["vertices"][arrays["faces"]],
@@ -318,14 +318,17 @@ def check_uvs_found_unfit_only_on_the_copy_are_unwrapped_there_and_said_then():
 
 
 def check_an_own_low_poly_over_triangles_is_decimated_and_unwrapped_and_left_as_it_was():
-    """Built without a server: the artist's own low-poly of 320 triangles, Start From Selected
-    Mesh and Triangles at 100: the copy baked onto is decimated to the budget and unwrapped by
-    Smart UV Project (its own UVs do not survive a collapse), and the low-poly is unchanged."""
+    """Built without a server: the artist's own low-poly of 320 triangles beside the Reference
+    Object, Triangles at 100, Start From Auto: the copy baked onto is the low-poly's (not the
+    reference's), decimated to the budget and unwrapped by Smart UV Project (its own UVs do
+    not survive a collapse), and the low-poly is unchanged. With Camera images as targets,
+    where the panel hides the Reference Object, the low-poly is its own reference."""
     scene, heavy, _beside = _scene()
     low = _own_low_poly(scene, heavy, subdivisions=3)
-    scene.diffrec.triangles, scene.diffrec.start_from = 100, "SELECTED"  # Auto would bake
+    scene.diffrec.triangles = 100  # Start From Auto: the selected mesh, not the reference
     uvs_before, faces_before = _active_uvs(low), len(low.data.polygons)
     builder = submission.SubmissionBuilder(bpy.context, scene.diffrec)
+    assert builder.start == "SELECTED" and builder.original == low
     assert builder.bakes and builder.unfit_uvs == []  # not asked: the copy is unwrapped anew
     texts = _built(builder)
     assert "decimating the selected mesh" in texts, texts
@@ -336,6 +339,9 @@ def check_an_own_low_poly_over_triangles_is_decimated_and_unwrapped_and_left_as_
     assert arrays["start_images"].shape == arrays["images"].shape
     np.testing.assert_array_equal(_active_uvs(low), uvs_before)
     assert len(low.data.polygons) == faces_before
+    scene.diffrec.target_source = "DATASET"
+    assert subjects.reference_object(bpy.context, scene.diffrec) == low
+    assert subjects.start_kind(bpy.context, scene.diffrec) == "BAKED"
 
 
 def _own_low_poly(scene, heavy, subdivisions: int = 1) -> bpy.types.Object:

@@ -171,7 +171,13 @@ def check_the_estimate_warns_of_a_million_triangles_and_of_hours():
         assert warning.startswith("1,312,200 triangles to decimate and bake here first"), warning
         maps = 36 * int(settings.texture_resolution) ** 2  # three float32 RGB start textures
         assert baked.upload_bytes > maps, baked
-        settings.triangles, settings.start_from = 0, "SELECTED"
+        settings.start_from = "SELECTED"  # sent whole: the backend decimates it to 1000
+        whole = estimate.for_scene(bpy.context, settings)
+        assert whole.triangles == guess.triangles, whole  # what is sent
+        assert whole.upload_bytes == guess.upload_bytes, (whole, guess)
+        assert whole.seconds < guess.seconds / 5, (whole, guess)  # what is fitted
+        assert any(w.startswith("1,312,200 triangles: decimate") for w in whole.warnings())
+        settings.triangles = 0
         settings.preset = "HIGH"
         assert any("lower the iterations" in w for w in
                    estimate.for_scene(bpy.context, settings).warnings())

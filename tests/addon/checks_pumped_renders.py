@@ -248,8 +248,8 @@ def check_a_budget_the_reference_is_within_says_it_is_copied_not_decimated():
     scene = _scene()  # a cube: 12 triangles
     settings = scene.diffrec
     try:
-        for budget, wanted in ((100, "copying the reference: within Triangles, it is kept "
-                                     "as it is"), (6, "decimating the reference")):
+        for budget, wanted in ((100, "copying the reference and unwrapping the copy (Smart "
+                                     "UV Project)"), (6, "decimating the reference")):
             settings.triangles = budget  # Start From Auto: a baked copy
             builder = SubmissionBuilder(bpy.context, settings)
             try:
@@ -330,7 +330,7 @@ def check_a_selected_start_beside_the_reference_is_baked_and_rendered_alone_afte
             texts.append(scene.diffrec.status)
             assert len(texts) < 20, texts
             assert pump.run.tick(bpy.context) is False
-        assert texts[0] == "copying the selected mesh: within Triangles, it is kept as it is"
+        assert texts[0] == "copying the selected mesh: its UVs and shading kept"
         assert any(text.startswith("baking") for text in texts), texts
         for _ in range(VIEWS):
             assert pump.run.tick(bpy.context) is False
