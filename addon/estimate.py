@@ -59,6 +59,7 @@ class Estimate:
     if every pass runs all its iterations (the stopping rule ends most sooner), ``baked``
     the reference's triangles Blender bakes from here first (None: no baked start), and
     decimates too with ``bake_decimates`` (a copy of the reference under Triangles),
+    ``fitted_triangles`` those the backend decimates the mesh sent to (None: it fits that),
     ``without_uvs``: the mesh sent has no UV map (the server unwraps it), ``target_renders``:
     Blender renders the ``views`` targets here first, ``start_renders``: and the start from
     the same cameras."""
@@ -76,6 +77,7 @@ class Estimate:
     target_renders: bool = False
     start_renders: bool = False
     bake_decimates: bool = False
+    fitted_triangles: int | None = None
 
     def lines(self) -> list[str]:
         """What the panel shows, one short line each."""
@@ -106,14 +108,17 @@ class Estimate:
             work = "decimate and bake" if self.bake_decimates else "bake from"
             warnings.append(f"{self.baked:,} triangles to {work} here first: Blender "
                             "pauses for seconds to minutes at each of those steps")
-        if self.without_uvs and self.triangles is not None and (
-                self.triangles > MANY_TO_UNWRAP):
-            warnings.append(f"{self.triangles:,} triangles without a UV map: the server "
+        fitted = self.fitted_triangles or self.triangles  # what the server unwraps and fits
+        if self.without_uvs and fitted is not None and fitted > MANY_TO_UNWRAP:
+            warnings.append(f"{fitted:,} triangles without a UV map: the server "
                             "unwraps them itself, slowly and with few texels each; set "
                             "Triangles to start from a baked copy, or unwrap the mesh first")
         if self.triangles is not None and self.triangles > MANY_TRIANGLES:
-            warnings.append(f"{self.triangles:,} triangles: decimate the mesh first, or expect "
-                            "a long upload and slow iterations")
+            warnings.append(
+                f"{self.triangles:,} triangles: decimate the mesh first, or expect a long "
+                "upload and slow iterations" if self.fitted_triangles is None else
+                f"{self.triangles:,} triangles to upload (the server decimates them to "
+                f"{self.fitted_triangles:,}): decimate the mesh first for a shorter upload")
         if self.seconds > LONG_JOB_S:
             warnings.append(f"{_duration(self.seconds)}: lower the iterations, batch or "
                             "resolution, or choose a faster preset")
@@ -172,7 +177,7 @@ def estimate(*, triangles: int | None, vertices: int, views: int, width: int, he
     return Estimate(triangles, views, width, height, upload,
                     (expected * passes + after) * per_iteration, seconds_per_megapixel > 0,
                     (iterations * passes + after) * per_iteration, baked, without_uvs,
-                    target_renders, start_renders, bake_decimates)
+                    target_renders, start_renders, bake_decimates, fitted_triangles)
 
 
 def _triangles(context, obj) -> tuple[int, int]:

@@ -6,10 +6,12 @@ the fit begins from, and what every target render hides.
   other object that has geometry hidden from the renders (lights and the world stay). It is
   never changed.
 - The **start** is the mesh the fit begins from: the active mesh (``SELECTED``), or a copy of
-  the reference decimated to the panel's Triangles (``BAKED``); ``AUTO`` is BAKED when
-  Triangles is set, else SELECTED. Where the reference is another mesh than the start, Cycles
-  bakes it onto a copy of the start first (``bakes_reference``, ``addon.bake_start``): the
-  decimated copy, or the artist's own low-poly with its UVs, as Blender's own route does.
+  the reference decimated to the panel's Triangles (``BAKED``); ``AUTO`` is SELECTED where
+  the active mesh is another object than the reference (the artist's own low-poly), else
+  BAKED when Triangles is set, else SELECTED (``start_kind``). Where the reference is another
+  mesh than the start, Cycles bakes it onto a copy of the start first (``bakes_reference``,
+  ``addon.bake_start``): the decimated copy, or the artist's own low-poly with its UVs, as
+  Blender's own route does.
 - Hidden from every target render, whatever the reference: a start that is not the
   reference, every result in the results collection, and the live mesh, so that no job
   trains on what diffrec made or on the copy the artist placed beside the original.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import export_scene, subjects
+from . import bake_start, export_scene, subjects
 from .core import camera_model, panel_fields
 from .core.wire import protocol
 from .core.world_bounds import cube_corners, world_box
@@ -47,20 +47,27 @@ def _subject_problems(context, settings) -> list[str]:
         problems.append(f"'{shown.name}' is disabled in renders (the camera icon, on it or on "
                         "a collection holding it, or its collection is excluded), so the "
                         "target renders would not show it: enable it in renders.")
+    if (bakes and shown is not None and settings.mode == "materials"
+            and settings.shading == "path-traced" and bake_start.uniform_coat(shown)):
+        problems.append(f"'{shown.name}' has one clear coat over it, which the fit keeps as a "
+                        "layer of its own and path-traced Shading does not shade: set Shading "
+                        "to Fast, or remove the coat.")
     if baked and shown is not None:
         return problems + _mesh_problems(context, [shown])
     subject = subjects.subject(context)
     if subject is None or subject.type != "MESH":
-        return [*problems, _selection_problem(context, subject, baked)]
+        offered = settings.target_source == "RENDER"  # where the panel shows the field
+        return [*problems, _selection_problem(context, subject, baked, offered)]
     return problems + _mesh_problems(context, [subject, shown])
 
 
-def _selection_problem(context, subject, baked: bool) -> str:
+def _selection_problem(context, subject, baked: bool, offered: bool) -> str:
     """Why the selection gives no mesh to start from (``subject``, the active object when
     selected, is None or not a mesh): an active object that is not a mesh, a mesh selected
     but not active (Optimize reads the active object), an active mesh hidden with the eye
     icon (which deselects it), else nothing selected (``baked``: and no Reference Object to
-    bake from)."""
+    bake from). The Reference Object is suggested only where the panel shows it
+    (``offered``)."""
     if subject is not None:
         kind = "text object" if subject.type == "FONT" else subject.type.lower()
         article = "an" if kind[0] in "aeiou" else "a"
@@ -73,13 +80,14 @@ def _selection_problem(context, subject, baked: bool) -> str:
     hidden = context.view_layer.objects.active
     if hidden is not None and hidden.type == "MESH" and hidden.hide_get(
             view_layer=context.view_layer):
+        advice = "unhide it (Alt+H) and select it."
+        if offered:
+            advice = ("set it as the Reference Object (it may stay hidden), or " + advice
+                      if baked else advice[:-1] + ", or give a Triangles budget and set it "
+                      "as the Reference Object to optimise a baked copy of it, hidden.")
         return (f"'{hidden.name}' is hidden (the eye icon), and a hidden object is not "
-                "selected: " + ("set it as the Reference Object (it may stay hidden), or "
-                                "unhide it (Alt+H) and select it." if baked else
-                                "unhide it (Alt+H) and select it, or give a Triangles budget "
-                                "and set it as the Reference Object to optimise a baked copy "
-                                "of it, hidden."))
-    return NO_REFERENCE if baked else NOTHING_SELECTED
+                f"selected: {advice}")
+    return NO_REFERENCE if baked and offered else NOTHING_SELECTED
 
 
 def _mesh_problems(context, meshes) -> list[str]:

@@ -21,7 +21,15 @@ import bpy
 import numpy as np
 import scenes
 
-from addon import bake_start, export_scene, import_result, panel, submission, subjects
+from addon import (
+    bake_start,
+    export_scene,
+    import_result,
+    panel,
+    submission,
+    subjects,
+    validate,
+)
 from addon.core.wire import protocol
 
 BUDGET = 120
@@ -243,6 +251,7 @@ def check_an_own_low_poly_whose_uvs_overlap_is_baked_onto_a_copy_unwrapped_anew(
     folded = _active_uvs(low).reshape(-1, 2)
     folded[:, 0] = np.abs(2 * folded[:, 0] - 1)
     low.data.uv_layers.active.data.foreach_set("uv", folded.ravel())
+    low.data.update()  # as an edit in the UI tags it (Blender 4.2 evaluates it stale else)
     exported = export_scene.export_mesh(low, bpy.context.evaluated_depsgraph_get())
     before = _contents(scene)
     builder = submission.SubmissionBuilder(bpy.context, scene.diffrec)
@@ -294,6 +303,7 @@ def check_uvs_found_unfit_only_on_the_copy_are_unwrapped_there_and_said_then():
     folded = _active_uvs(low).reshape(-1, 2)
     folded[:, 0] = np.abs(2 * folded[:, 0] - 1)
     low.data.uv_layers.active.data.foreach_set("uv", folded.ravel())
+    low.data.update()  # as an edit in the UI tags it (Blender 4.2 evaluates it stale else)
     checked, real = [], bake_start.unfit_uvs
 
     def blind_at_first(obj, depsgraph):
@@ -405,6 +415,14 @@ def check_a_coated_reference_sends_its_coat_and_its_bodys_roughness():
     roughness = arrays["start_ks"][..., 1]
     charted = arrays["start_kd"].sum(-1) > 0  # texels the charts cover
     assert abs(np.median(roughness[charted]) - 0.4) < 0.01, np.median(roughness[charted])
+    settings = scene.diffrec  # a coat path-traced Materials cannot shade: said before a render
+    settings.mode, settings.shading = "materials", "path-traced"
+    coat = ("'heavy' has one clear coat over it, which the fit keeps as a layer of its own and "
+            "path-traced Shading does not shade: set Shading to Fast, or remove the coat.")
+    assert coat in validate.problems(bpy.context, settings), validate.problems(bpy.context,
+                                                                                settings)
+    settings.shading = "rasterized"
+    assert coat not in validate.problems(bpy.context, settings)
 
 
 def check_a_reference_of_another_ior_sends_it_where_the_job_rasterizes():

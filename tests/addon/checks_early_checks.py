@@ -214,6 +214,12 @@ def check_a_selection_without_an_active_mesh_is_named_with_or_without_a_budget()
             cube.select_set(False)
             bpy.context.view_layer.objects.active = None
             assert _problems() == [nothing], (triangles, _problems())
+        scene.diffrec.target_source = "DATASET"  # the panel hides the Reference Object
+        assert validate.NOTHING_SELECTED in _problems(), _problems()
+        bpy.context.view_layer.objects.active = cube
+        cube.hide_set(True)
+        said = " ".join(_problems())
+        assert "is hidden (the eye icon)" in said and "Reference Object" not in said, said
 
 
 def check_an_emptied_world_is_refused_naming_it():

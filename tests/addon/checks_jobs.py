@@ -176,7 +176,9 @@ def check_the_estimate_warns_of_a_million_triangles_and_of_hours():
         assert whole.triangles == guess.triangles, whole  # what is sent
         assert whole.upload_bytes == guess.upload_bytes, (whole, guess)
         assert whole.seconds < guess.seconds / 5, (whole, guess)  # what is fitted
-        assert any(w.startswith("1,312,200 triangles: decimate") for w in whole.warnings())
+        (warning,) = whole.warnings()
+        assert warning.startswith("1,312,200 triangles to upload (the server decimates them "
+                                  "to 1,000)"), warning
         settings.triangles = 0
         settings.preset = "HIGH"
         assert any("lower the iterations" in w for w in
