@@ -248,10 +248,7 @@ def check_an_own_low_poly_whose_uvs_overlap_is_baked_onto_a_copy_unwrapped_anew(
     why; the low-poly is unchanged."""
     scene, heavy, _beside = _scene()
     low = _own_low_poly(scene, heavy)
-    folded = _active_uvs(low).reshape(-1, 2)
-    folded[:, 0] = np.abs(2 * folded[:, 0] - 1)
-    low.data.uv_layers.active.data.foreach_set("uv", folded.ravel())
-    low.data.update()  # as an edit in the UI tags it (Blender 4.2 evaluates it stale else)
+    folded = _fold_uvs(low)
     exported = export_scene.export_mesh(low, bpy.context.evaluated_depsgraph_get())
     before = _contents(scene)
     builder = submission.SubmissionBuilder(bpy.context, scene.diffrec)
@@ -267,7 +264,7 @@ def check_an_own_low_poly_whose_uvs_overlap_is_baked_onto_a_copy_unwrapped_anew(
     assert uv_rule.problems(arrays["vertices"][arrays["faces"]],
                             arrays["uvs"][arrays["uv_faces"]]) == []
     _assert_sent_as_exported_and_baked(arrays, exported)
-    np.testing.assert_array_equal(_active_uvs(low), folded.ravel())
+    np.testing.assert_array_equal(_active_uvs(low), folded)
     assert _contents(scene) == before
 
 
@@ -300,10 +297,7 @@ def check_uvs_found_unfit_only_on_the_copy_are_unwrapped_there_and_said_then():
     unwrapped anew, and the step that made it has the note to tell."""
     scene, heavy, _beside = _scene()
     low = _own_low_poly(scene, heavy)
-    folded = _active_uvs(low).reshape(-1, 2)
-    folded[:, 0] = np.abs(2 * folded[:, 0] - 1)
-    low.data.uv_layers.active.data.foreach_set("uv", folded.ravel())
-    low.data.update()  # as an edit in the UI tags it (Blender 4.2 evaluates it stale else)
+    _fold_uvs(low)
     checked, real = [], bake_start.unfit_uvs
 
     def blind_at_first(obj, depsgraph):
@@ -366,6 +360,16 @@ def _own_low_poly(scene, heavy, subdivisions: int = 1) -> bpy.types.Object:
     bpy.context.view_layer.objects.active = low
     scene.diffrec.reference_object, scene.diffrec.triangles = heavy, 0
     return low
+
+
+def _fold_uvs(obj) -> np.ndarray:
+    """Fold ``obj``'s active UV map onto itself across u = 0.5 (both halves on the same
+    texels); its new UVs, flat [2 L]."""
+    folded = _active_uvs(obj).reshape(-1, 2)
+    folded[:, 0] = np.abs(2 * folded[:, 0] - 1)
+    obj.data.uv_layers.active.data.foreach_set("uv", folded.ravel())
+    obj.data.update()  # as an edit in the UI tags it (Blender 4.2 evaluates it stale else)
+    return folded.ravel()
 
 
 def _active_uvs(obj) -> np.ndarray:
