@@ -85,9 +85,10 @@ def test_a_start_ior_of_the_wrong_layout_or_values_is_refused(client, ior, refus
 
 
 @pytest.mark.parametrize(("extra", "refusal"), [
-    ({"start_coat": np.float32([1.0, 0.1])}, "start_coat: the path-traced pass does not shade "
-     "a clear coat: set renderer to rasterized"),
-    ({"start_ior": np.float32([1.45])}, "start_ior 1.45: the path-traced pass shades IOR 1.5"),
+    ({"start_coat": np.float32([1.0, 0.1])}, "start_coat: the start has a clear coat, which "
+     "the path-traced pass does not shade: set renderer to rasterized"),
+    ({"start_ior": np.float32([1.45])}, "start_ior: the start has IOR 1.45, which the "
+     "path-traced pass does not shade (it shades 1.5)"),
 ])
 def test_a_coat_or_an_ior_the_path_traced_pass_cannot_shade_is_refused_at_submit(
         client, extra, refusal):

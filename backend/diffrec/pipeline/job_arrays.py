@@ -43,6 +43,7 @@ from diffrec.mesh import Mesh
 from diffrec.pipeline.initial_state import CONSTANT_START
 from diffrec.pipeline.views import Views, from_arrays
 from diffrec.protocol.settings import Settings
+from diffrec.shading.bsdf import GLASS_IOR, distinct_ior
 
 START_TEXTURES = ("start_kd", "start_ks", "start_normal")
 """The start textures' array names, in the material's channel order (kd, ks, normal)."""
@@ -54,6 +55,19 @@ START_MATERIAL = (*START_TEXTURES, START_COAT, START_IOR)
 """Every array of the start material."""
 START_IMAGES = "start_images"
 """The start renders' array name."""
+
+
+def path_traced_refusal(coat: bool, ior: float) -> str | None:
+    """Why the path-traced pass cannot start from a material with a clear coat (``coat``) or
+    of IOR ``ior`` (it shades neither a coat nor an IOR other than glass's), in a sentence;
+    None: it can."""
+    if coat:
+        return ("the start has a clear coat, which the path-traced pass does not shade: set "
+                "renderer to rasterized, or start without the coat")
+    if distinct_ior(ior) is not None:
+        return (f"the start has IOR {ior:.2f}, which the path-traced pass does not shade (it "
+                f"shades {GLASS_IOR}): set renderer to rasterized")
+    return None
 
 
 def to_job_arrays(views: Views, base_mesh: Mesh | None = None,

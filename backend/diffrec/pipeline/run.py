@@ -43,6 +43,7 @@ from diffrec.pipeline.geometry_models import ExplicitGeometry, IsosurfaceGeometr
 from diffrec.pipeline.initial_state import averaged, has_textures, initial_textures, make_light
 from diffrec.pipeline.input_digest import inputs_digest
 from diffrec.pipeline.inputs import Inputs
+from diffrec.pipeline.job_arrays import path_traced_refusal
 from diffrec.pipeline.mip_fit import STEP_COST, fit_mips
 from diffrec.pipeline.pass_config import (
     moves_along_normals,
@@ -183,23 +184,18 @@ def _start_light_at_sun(ctx, mesh: Mesh, train: Views, light, reporter: Reporter
     reporter.log(NO_SUN if sun is None else sun.sentence())
 
 
-def _keep_coat(settings: Settings, coat: torch.Tensor, reporter: Reporter) -> None:
-    """Says that the start's clear coat is kept as it is; refuses it to the path-traced pass,
-    which does not shade one."""
-    if settings.path_tracing.renderer == "path-traced":
-        raise UserError("the start has a clear coat, which the path-traced pass does not "
-                        "shade: set renderer to rasterized, or start without the coat")
-    weight, roughness = coat.tolist()
-    reporter.log(f"the start's clear coat (weight {weight:.2f}, roughness {roughness:.2f}) "
-                 "is kept over the fitted material")
-
-
-def _say_ior(settings: Settings, material: TextureMaterial, reporter: Reporter) -> None:
-    """Says where the IOR starts and whether it is trained (``trains_ior``); refuses an IOR
-    other than 1.5 to the path-traced pass, which shades 1.5."""
-    if settings.path_tracing.renderer == "path-traced" and material.distinct_ior is not None:
-        raise UserError(f"the start has IOR {material.ior:.2f}, which the path-traced pass does "
-                        "not shade (it shades 1.5): set renderer to rasterized")
+def _say_start_material(settings: Settings, material: TextureMaterial,
+                        reporter: Reporter) -> None:
+    """Says that the start's clear coat is kept as it is, and whether the IOR is trained
+    (``trains_ior``); refuses to the path-traced pass what it does not shade
+    (``job_arrays.path_traced_refusal``, which the server checks at submit too)."""
+    refusal = path_traced_refusal(material.coat is not None, material.ior)
+    if settings.path_tracing.renderer == "path-traced" and refusal:
+        raise UserError(refusal)
+    if material.coat is not None:
+        weight, roughness = material.coat.tolist()
+        reporter.log(f"the start's clear coat (weight {weight:.2f}, roughness {roughness:.2f}) "
+                     "is kept over the fitted material")
     if material.f0.requires_grad:
         reporter.log(f"the surface's IOR is trained, from {material.ior:.2f} (learn_ior)")
 
@@ -324,9 +320,7 @@ def optimize(settings: Settings, inputs: Inputs, reporter: Reporter | None = Non
                                 "not used")
                 reporter.log(warnings[-1], level="warning")
         material = initial_textures(settings, torch_device, base_material)
-        if material.coat is not None:
-            _keep_coat(settings, material.coat, reporter)
-        _say_ior(settings, material, reporter)
+        _say_start_material(settings, material, reporter)
         if settings.looks_for_sun():
             _start_light_at_sun(ctx, mesh, train, light, reporter)
         if starts_levelled(settings):

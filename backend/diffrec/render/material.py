@@ -21,7 +21,7 @@ from diffrec.io.material import check_coat
 from diffrec.mesh import uv_seams
 from diffrec.render.gbuffer import GBuffer
 from diffrec.render.texture2d import Texture2D
-from diffrec.shading.bsdf import DIELECTRIC_F0, GLASS_IOR, dielectric_f0, ior_of
+from diffrec.shading.bsdf import DIELECTRIC_F0, dielectric_f0, distinct_ior, ior_of
 from diffrec.shading.ranges import F0_RANGE, KD_RANGE, KS_RANGE, NORMAL_RANGE
 
 FLAT_NORMAL = torch.tensor([0.0, 0.0, 1.0])  # tangent space: the surface's own normal
@@ -102,8 +102,8 @@ class TextureMaterial(torch.nn.Module):
     @property
     def distinct_ior(self) -> float | None:
         """``ior`` where it is not glass's 1.5 (glTF's and Blender's default, to 1e-4), else
-        None: what a file has to carry."""
-        return None if abs(self.ior - GLASS_IOR) < 1e-4 else self.ior
+        None: what a file has to carry (``shading.bsdf.distinct_ior``)."""
+        return distinct_ior(self.ior)
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """``Module.load_state_dict``; a state without ``f0`` (a checkpoint of a diffrec

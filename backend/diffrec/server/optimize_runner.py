@@ -85,7 +85,12 @@ def _check_start_textures(settings: Settings, inputs: Mapping[str, np.ndarray]) 
     """Start textures (and a start's coat) come with a base mesh that has UVs, in a mode that
     keeps that mesh, within the triangle budget (decimation would lose the UVs they were baked
     over)."""
-    from diffrec.pipeline.job_arrays import START_COAT, START_IOR, START_MATERIAL
+    from diffrec.pipeline.job_arrays import (
+        START_COAT,
+        START_IOR,
+        START_MATERIAL,
+        path_traced_refusal,
+    )
     from diffrec.shading.bsdf import GLASS_IOR
 
     sent = [name for name in START_MATERIAL if name in inputs]
@@ -104,14 +109,10 @@ def _check_start_textures(settings: Settings, inputs: Mapping[str, np.ndarray]) 
         raise JobFailed(f"{names}: the base mesh has {triangles:,} triangles, over "
                         f"target_triangles {budget:,}; decimating it would lose the UVs the "
                         "start textures cover: send a mesh within the budget")
-    if settings.path_tracing.renderer == "path-traced":
-        if START_COAT in inputs:
-            raise JobFailed(f"{START_COAT}: the path-traced pass does not shade a clear coat: "
-                            "set renderer to rasterized, or leave the coat out")
-        ior = float(inputs[START_IOR][0]) if START_IOR in inputs else GLASS_IOR
-        if abs(ior - GLASS_IOR) >= 1e-4:
-            raise JobFailed(f"{START_IOR} {ior:.2f}: the path-traced pass shades IOR "
-                            f"{GLASS_IOR}: set renderer to rasterized, or leave the IOR out")
+    refusal = path_traced_refusal(
+        START_COAT in inputs, float(inputs[START_IOR][0]) if START_IOR in inputs else GLASS_IOR)
+    if settings.path_tracing.renderer == "path-traced" and refusal:
+        raise JobFailed(f"{names}: {refusal}")
 
 
 def _check_start_images(settings: Settings, inputs: Mapping[str, np.ndarray]) -> None:

@@ -63,6 +63,12 @@ DISPLAY_MODES = ("pbr", "kd", "ks", "normal", "shading-only")
 GLASS_IOR = 1.5  # glTF's and Blender's IOR unless a material gives one
 DIELECTRIC_F0 = 0.04  # normal-incidence reflectance of the non-metal coat (GLASS_IOR)
 
+
+def distinct_ior(ior: float) -> float | None:
+    """``ior`` where it is not glass's ``GLASS_IOR`` (to 1e-4), else None: what a file has to
+    carry, and what the path-traced pass, which shades glass's, cannot."""
+    return None if abs(ior - GLASS_IOR) < 1e-4 else ior
+
 # Shading normals are bent until n.v reaches this value.
 _MIN_N_DOT_V = 1e-2
 
