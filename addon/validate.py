@@ -80,10 +80,13 @@ def _selection_problem(context, subject, baked: bool, offered: bool) -> str:
     hidden = context.view_layer.objects.active
     if hidden is not None and hidden.type == "MESH" and hidden.hide_get(
             view_layer=context.view_layer):
-        advice = "unhide it (Alt+H) and select it."
-        if offered:
-            advice = ("set it as the Reference Object (it may stay hidden), or " + advice
-                      if baked else advice[:-1] + ", or give a Triangles budget and set it "
+        if not offered:
+            advice = "unhide it (Alt+H) and select it."
+        elif baked:
+            advice = ("set it as the Reference Object (it may stay hidden), or unhide it "
+                      "(Alt+H) and select it.")
+        else:
+            advice = ("unhide it (Alt+H) and select it, or give a Triangles budget and set it "
                       "as the Reference Object to optimise a baked copy of it, hidden.")
         return (f"'{hidden.name}' is hidden (the eye icon), and a hidden object is not "
                 f"selected: {advice}")
